@@ -1,0 +1,297 @@
+// `ember run DIR`: loads a model, binds a layer range of it to a device, runs inputs through it
+// and prints (or writes) the outputs with timings. `ember devices`: what this host serves with.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "config/units.hpp"
+#include "gpu/device_registry.hpp"
+#include "gpu/executor.hpp"
+#include "gpu/host_tensor.hpp"
+
+namespace ember::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+struct RunOptions {
+  std::string dir;
+  std::string input;
+  bool random = false;
+  int64_t batch = 1;
+  int64_t seq_len = 128;
+  uint64_t seed = 1;
+  std::string output;
+  std::string layers;
+  int repeat = 5;
+  std::string device = "auto";
+  std::string device_memory = "8GiB";
+  uint32_t threads = 0;
+  std::string config;
+  int print = 8;
+};
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+Result<std::string> read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return not_found(path + ": cannot open");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// KServe v2 request body: {"inputs": [{name, datatype, shape, data}, ...]}.
+Result<std::vector<gpu::HostTensor>> read_json_inputs(const std::string& path) {
+  EMBER_ASSIGN_OR_RETURN(std::string text, read_text(path));
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("inputs") || !j["inputs"].is_array()) {
+    return invalid_argument(path + ": expected a KServe v2 request {\"inputs\": [...]}");
+  }
+  std::vector<gpu::HostTensor> out;
+  for (size_t i = 0; i < j["inputs"].size(); ++i) {
+    EMBER_ASSIGN_OR_RETURN(auto t, gpu::tensor_from_kserve_json(j["inputs"][i], path + ": inputs[" + std::to_string(i) + "]"));
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// Seeded inputs for every value the range reads: floats in [-1, 1), ids below the table size of
+// the embedding that reads them. Free dims: the first is the batch, the others the sequence.
+Result<std::vector<gpu::HostTensor>> random_inputs(const gpu::Model& m, const std::vector<uint32_t>& ids,
+                                                   const std::vector<std::optional<gpu::TensorDesc>>& shapes,
+                                                   uint64_t seed) {
+  std::vector<gpu::HostTensor> out;
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  auto next = [&] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  const auto& g = m.graph();
+  for (uint32_t id : ids) {
+    const gpu::TensorDesc desc = *shapes[id];
+    EMBER_ASSIGN_OR_RETURN(auto t, gpu::HostTensor::allocate(g.value_names[id], desc));
+    int64_t vocab = 1;
+    for (uint32_t l = 0; l < m.num_layers(); ++l) {
+      const auto& spec = m.layer(l);
+      if (spec.op == gpu::OpKind::embedding && !spec.attrs.positional && g.layer_inputs[l][0] == id) {
+        vocab = spec.attrs.num_embeddings;
+        break;
+      }
+    }
+    const int64_t n = desc.shape.numel();
+    for (int64_t i = 0; i < n; ++i) {
+      switch (desc.dtype) {
+        case gpu::DType::f32: t.as<float>()[i] = static_cast<float>(next() >> 40) / static_cast<float>(1 << 23) - 1.f; break;
+        case gpu::DType::i64: t.as<int64_t>()[i] = static_cast<int64_t>(next() % static_cast<uint64_t>(vocab)); break;
+        case gpu::DType::i32: t.as<int32_t>()[i] = static_cast<int32_t>(next() % static_cast<uint64_t>(vocab)); break;
+        default: break;
+      }
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Result<gpu::LayerRange> parse_range(const std::string& text, uint32_t layers) {
+  if (text.empty()) return gpu::LayerRange{0, layers};
+  const auto colon = text.find(':');
+  try {
+    if (colon == std::string::npos) throw std::invalid_argument("");
+    const std::string a = text.substr(0, colon), b = text.substr(colon + 1);
+    const uint32_t first = a.empty() ? 0 : static_cast<uint32_t>(std::stoul(a));
+    const uint32_t last = b.empty() ? layers : static_cast<uint32_t>(std::stoul(b));
+    if (first >= last || last > layers) throw std::out_of_range("");
+    return gpu::LayerRange{first, last};
+  } catch (const std::exception&) {
+    return invalid_argument("--layers '" + text + "': expected FIRST:LAST with 0 <= FIRST < LAST <= " +
+                            std::to_string(layers));
+  }
+}
+
+void print_tensor(const gpu::HostTensor& t, int max_values) {
+  std::printf("output '%s' %s%s:", t.name.c_str(), std::string(gpu::dtype_name(t.desc.dtype)).c_str(),
+              t.desc.shape.to_string().c_str());
+  const int64_t n = t.desc.shape.numel();
+  if (t.desc.dtype != gpu::DType::f32) {
+    std::printf("\n");
+    return;
+  }
+  const float* v = t.as<float>();
+  for (int64_t i = 0; i < std::min<int64_t>(n, max_values); ++i) std::printf(" %.6g", v[i]);
+  if (n > max_values) std::printf(" ...");
+  const int64_t row = t.desc.shape.last();
+  if (row > 1) {
+    const int64_t best = std::max_element(v, v + row) - v;
+    std::printf("  (argmax of the first row: %lld)", static_cast<long long>(best));
+  }
+  std::printf("\n");
+}
+
+Status write_outputs(const std::string& path, const std::string& model, const std::vector<gpu::HostTensor>& outputs) {
+  if (ends_with(path, ".json")) {
+    nlohmann::json body{{"model_name", model}, {"outputs", nlohmann::json::array()}};
+    for (const auto& t : outputs) {
+      nlohmann::json j;
+      gpu::tensor_to_kserve_json(t, j);
+      body["outputs"].push_back(std::move(j));
+    }
+    std::ofstream f(path);
+    f << body.dump() << "\n";
+    if (!f) return io_error(path + ": write failed");
+    return Status::OK();
+  }
+  return gpu::write_tensor_file(path, outputs);
+}
+
+Result<DevicesConfig> devices_config(const RunOptions& o) {
+  DevicesConfig config;
+  if (!o.config.empty()) {
+    EMBER_ASSIGN_OR_RETURN(std::string text, read_text(o.config));
+    EMBER_ASSIGN_OR_RETURN(config, parse_devices_config(text, o.config));
+  }
+  auto kind = parse_device_kind(o.device);
+  if (!kind.ok()) return kind.error().with_context("--device");
+  config.kind = *kind;
+  auto memory = parse_bytes(o.device_memory);
+  if (!memory.ok()) return memory.error().with_context("--device-memory");
+  config.sim.memory_bytes = *memory;
+  if (o.threads) config.sim.compute_threads = o.threads;
+  config.count = 1;
+  EMBER_RETURN_IF_ERROR(validate(config, "command line"));
+  return config;
+}
+
+int run(const RunOptions& o) {
+  auto config = devices_config(o);
+  if (!config.ok()) return report(config.error());
+  auto t0 = Clock::now();
+  auto loaded = gpu::Model::load(o.dir);
+  if (!loaded.ok()) return report(loaded.error());
+  const double load_ms = ms_since(t0);
+  const auto& model = **loaded;
+  auto range = parse_range(o.layers, model.num_layers());
+  if (!range.ok()) return report(range.error());
+
+  auto devices = gpu::open_devices(*config);
+  if (!devices.ok()) return report(devices.error());
+  gpu::Device& device = *devices->devices.front();
+
+  t0 = Clock::now();
+  auto executor = gpu::LayerExecutor::create(device, *loaded, *range);
+  if (!executor.ok()) return report(executor.error());
+  const double bind_ms = ms_since(t0);
+
+  std::vector<gpu::HostTensor> inputs;
+  if (!o.input.empty() && !o.random) {
+    auto read = ends_with(o.input, ".json") ? read_json_inputs(o.input) : gpu::read_tensor_file(o.input);
+    if (!read.ok()) return report(read.error());
+    inputs = std::move(*read);
+  } else {
+    // Shapes for random inputs: the model's declared inputs with free dims set, then shape
+    // inference up to the range for values produced by earlier layers.
+    std::vector<gpu::TensorDesc> declared;
+    for (const auto& in : model.manifest().inputs) {
+      gpu::TensorDesc d{in.dtype, in.shape};
+      for (int i = 0; i < d.shape.rank; ++i)
+        if (d.shape[i] < 0) d.shape[i] = i == 0 ? o.batch : o.seq_len;
+      declared.push_back(d);
+    }
+    auto shapes = model.check_inputs(declared);
+    if (!shapes.ok()) return report(shapes.error().with_context("random inputs"));
+    auto made = random_inputs(model, (*executor)->input_values(), *shapes, o.seed);
+    if (!made.ok()) return report(made.error());
+    inputs = std::move(*made);
+  }
+
+  t0 = Clock::now();
+  auto outputs = (*executor)->run_host(inputs);
+  if (!outputs.ok()) return report(outputs.error());
+  const double first_ms = ms_since(t0);
+  std::vector<double> warm;
+  for (int i = 0; i < o.repeat; ++i) {
+    t0 = Clock::now();
+    auto again = (*executor)->run_host(inputs);
+    if (!again.ok()) return report(again.error());
+    warm.push_back(ms_since(t0));
+  }
+  std::sort(warm.begin(), warm.end());
+
+  std::printf("model '%s': layers [%u, %u) of %u, %s of weights, on %s\n", model.manifest().name.c_str(), range->first,
+              range->last, model.num_layers(), format_bytes((*executor)->weight_bytes()).c_str(),
+              device.info().name.c_str());
+  for (const auto& t : *outputs) print_tensor(t, o.print);
+  std::printf("time: load %.1f ms, upload weights %.1f ms, first run %.2f ms", load_ms, bind_ms, first_ms);
+  if (!warm.empty()) {
+    std::printf(", warm run %.2f ms (median of %zu, min %.2f)", warm[warm.size() / 2], warm.size(), warm.front());
+  }
+  std::printf("; activations %s\n", format_bytes((*executor)->last_plan_bytes()).c_str());
+  if (!o.output.empty()) {
+    Status st = write_outputs(o.output, model.manifest().name, *outputs);
+    if (!st.ok()) return report(st.error());
+    std::printf("wrote %zu output(s) to %s\n", outputs->size(), o.output.c_str());
+  }
+  return 0;
+}
+
+int list_devices(const RunOptions& o) {
+  auto config = devices_config(o);
+  if (!config.ok()) return report(config.error());
+  auto devices = gpu::open_devices(*config);
+  if (!devices.ok()) return report(devices.error());
+  if (!devices->cuda_unavailable_reason.empty()) std::printf("cuda: %s\n", devices->cuda_unavailable_reason.c_str());
+  for (const auto& d : devices->devices) {
+    const auto mem = d->memory();
+    std::printf("%s: %s of memory (%s used)\n", d->info().name.c_str(), format_bytes(mem.capacity_bytes).c_str(),
+                format_bytes(mem.used_bytes).c_str());
+  }
+  return 0;
+}
+
+void add_device_options(CLI::App* cmd, RunOptions& o) {
+  cmd->add_option("--device", o.device, "auto, sim or cuda")->default_val("auto");
+  cmd->add_option("--device-memory", o.device_memory, "Simulated device memory")->default_val("8GiB");
+  cmd->add_option("--threads", o.threads, "Compute threads of the simulated device (0: all cores)");
+  cmd->add_option("--config", o.config, "Node config YAML (its devices: section)");
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, Runner& runner) {
+  auto o = std::make_shared<RunOptions>();
+  auto* cmd = app.add_subcommand("run", "Run a model (or a layer range of it) on one device");
+  cmd->add_option("dir", o->dir, "Model version directory")->required();
+  cmd->add_option("--input", o->input, "Inputs: a .safetensors file or a KServe v2 request .json");
+  cmd->add_flag("--random", o->random, "Seeded random inputs (the default without --input)");
+  cmd->add_option("--batch", o->batch, "Batch size for random inputs")->default_val(1)->check(CLI::Range(1, 4096));
+  cmd->add_option("--seq-len", o->seq_len, "Sequence length for random inputs")->default_val(128)->check(CLI::Range(1, 65536));
+  cmd->add_option("--seed", o->seed, "Seed for random inputs")->default_val(1);
+  cmd->add_option("--output", o->output, "Write outputs to a .safetensors or .json file");
+  cmd->add_option("--layers", o->layers, "Layer range FIRST:LAST (default: all)");
+  cmd->add_option("--repeat", o->repeat, "Warm runs to time after the first")->default_val(5)->check(CLI::Range(0, 100000));
+  cmd->add_option("--print", o->print, "Values of each output to print")->default_val(8);
+  add_device_options(cmd, *o);
+  cmd->callback([o, &runner] { runner = [o] { return run(*o); }; });
+}
+
+void add_devices_command(CLI::App& app, Runner& runner) {
+  auto o = std::make_shared<RunOptions>();
+  auto* cmd = app.add_subcommand("devices", "List the devices this host would serve with");
+  add_device_options(cmd, *o);
+  cmd->callback([o, &runner] { runner = [o] { return list_devices(*o); }; });
+}
+
+}  // namespace ember::cli

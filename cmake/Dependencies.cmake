@@ -1,0 +1,22 @@
+# Every dependency comes from a Debian 12 package installed by deploy/setup.sh.
+find_package(Threads REQUIRED)
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+find_package(spdlog 1.10 REQUIRED CONFIG)
+find_package(nlohmann_json 3.11 REQUIRED CONFIG)
+find_package(yaml-cpp 0.7 REQUIRED CONFIG)
+find_package(CLI11 2.1 REQUIRED CONFIG)
+
+# OpenBLAS, OpenMP build (libopenblas-openmp-dev): its threads follow omp_set_num_threads, like our kernels.
+find_path(OPENBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas-openmp openblas REQUIRED)
+find_library(OPENBLAS_LIBRARY NAMES openblas openblaso PATH_SUFFIXES openblas-openmp REQUIRED)
+add_library(Ember::openblas UNKNOWN IMPORTED)
+set_target_properties(Ember::openblas PROPERTIES
+  IMPORTED_LOCATION "${OPENBLAS_LIBRARY}"
+  INTERFACE_INCLUDE_DIRECTORIES "${OPENBLAS_INCLUDE_DIR}")
+
+# yaml-cpp 0.7's config names its target differently across packagings.
+if(TARGET yaml-cpp::yaml-cpp)
+  set(EMBER_YAML_TARGET yaml-cpp::yaml-cpp)
+else()
+  set(EMBER_YAML_TARGET yaml-cpp)
+endif()

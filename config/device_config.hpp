@@ -1,0 +1,56 @@
+// Device settings of a node: which kind of device to open, how many, and how the simulated
+// device behaves. Read from the `devices:` section of a node's YAML config, with command-line
+// overrides applied by the caller.
+//
+// Pure data plus parsing; anyone may call it, on any thread. Parsing never throws: every bad
+// value is an invalid_argument Error naming the file and the key ("node.yaml: devices.memory:
+// ..."), and unknown keys are errors too, so a typo never silently becomes a default.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "config/status.hpp"
+
+namespace ember {
+
+enum class DeviceKind : uint8_t {
+  /// CUDA when the plugin loads and a GPU answers, otherwise the simulated device (said once).
+  automatic,
+  /// Always the simulated device.
+  sim,
+  /// CUDA or fail.
+  cuda,
+};
+
+std::string_view to_string(DeviceKind kind);
+Result<DeviceKind> parse_device_kind(std::string_view text);
+
+/// How a SimDevice behaves. Compute is real (CPU kernels); copies can be throttled to emulate a link.
+struct SimDeviceConfig {
+  /// Capacity of the device-memory arena, bytes. Allocations beyond it fail with out_of_memory.
+  /// Default 8 GiB. The arena is reserved lazily (MAP_NORESERVE): only touched pages cost host RAM.
+  uint64_t memory_bytes = 8ull << 30;
+  /// Host<->device copy bandwidth, bytes/s, emulating PCIe. 0 = as fast as memcpy (default).
+  /// Raising it above the host's memcpy speed has no effect.
+  double pcie_bytes_per_s = 0;
+  /// Threads the compute stream's kernels use (OpenMP and OpenBLAS). 0 = all online cores (default).
+  uint32_t compute_threads = 0;
+};
+
+struct DevicesConfig {
+  DeviceKind kind = DeviceKind::automatic;
+  /// Number of devices to open. Default 1. For CUDA, at most the number present.
+  uint32_t count = 1;
+  SimDeviceConfig sim;
+};
+
+/// Checks ranges (count in 1..64, memory at least 1 MiB). `source` prefixes messages.
+Status validate(const DevicesConfig& config, std::string_view source);
+
+/// Parses the `devices:` mapping of a YAML document held in `yaml_text`. A document without it
+/// yields the defaults. `source` is the file name used in messages.
+Result<DevicesConfig> parse_devices_config(std::string_view yaml_text, std::string_view source);
+
+}  // namespace ember

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs every build, test and benchmark dependency of Ember from Debian 12 packages.
+# Idempotent: packages already present are left alone; `apt-get update` runs once per call.
+# Needs root (or sudo). Downloads nothing at build or run time after this.
+set -euo pipefail
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake pkg-config ninja-build ccache clang libclang-rt-14-dev
+  # actor runtime and data plane
+  libcaf-dev libucx-dev ucx-utils capnproto libcapnp-dev
+  # logging, config, CLI, JSON, HTTP
+  libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
+  # matrix products (the OpenMP build follows the thread count we set)
+  libopenblas-openmp-dev
+  # tests
+  libgtest-dev libgmock-dev
+  # the reference we check against and benchmark beside (run with /usr/bin/python3)
+  python3 python3-torch python3-torchvision python3-numpy
+  # network-namespace test clusters
+  iproute2
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#PACKAGES[@]} packages already installed"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update
+$SUDO apt-get install -y --no-install-recommends "${missing[@]}"

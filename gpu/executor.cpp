@@ -1,0 +1,283 @@
+#include "gpu/executor.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "config/units.hpp"
+
+namespace ember::gpu {
+
+namespace {
+constexpr uint64_t kAlign = 256;
+constexpr size_t kMaxPlans = 32;  // distinct input shapes remembered per executor
+uint64_t align_up(uint64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+}  // namespace
+
+// Where everything of one run lives, for one set of input shapes.
+struct LayerExecutor::Plan {
+  struct Step {
+    uint32_t layer = 0;
+    TensorDesc out;
+    bool out_returned = false;   // a range output: gets its own buffer, handed to the caller
+    uint64_t out_offset = 0;     // otherwise: offset in the plan block
+    uint64_t ws_offset = 0;
+    uint64_t ws_bytes = 0;
+  };
+  std::vector<Step> steps;
+  std::vector<std::optional<TensorDesc>> values;  // by value id
+  std::map<uint32_t, uint64_t> offsets;           // intermediate value id -> offset in the block
+  uint64_t block_bytes = 0;
+};
+
+LayerExecutor::LayerExecutor(Device& device, std::shared_ptr<const Model> model, LayerRange range)
+    : device_(device), model_(std::move(model)), range_(range) {}
+
+LayerExecutor::~LayerExecutor() {
+  // The stream is drained before the weights go, so no kernel reads freed memory.
+  if (stream_) (void)stream_->synchronize();
+}
+
+Result<std::unique_ptr<LayerExecutor>> LayerExecutor::create(Device& device, std::shared_ptr<const Model> model,
+                                                             LayerRange range) {
+  if (range.empty() || range.last > model->num_layers()) {
+    return invalid_argument("layer range [" + std::to_string(range.first) + ", " + std::to_string(range.last) +
+                            ") is not within the " + std::to_string(model->num_layers()) + " layers of model '" +
+                            model->manifest().name + "'");
+  }
+  std::unique_ptr<LayerExecutor> ex(new LayerExecutor(device, model, range));
+  ex->weight_bytes_ = model->range_bytes(range);
+  ex->inputs_ = model->graph().range_inputs(range);
+  ex->outputs_ = model->graph().range_outputs(range);
+  ex->stream_ = device.create_stream();
+  if (ex->weight_bytes_.length > 0) {
+    auto buffer = DeviceBuffer::allocate(device, ex->weight_bytes_.length);
+    if (!buffer.ok()) {
+      return buffer.error().with_context("weights of model '" + model->manifest().name + "' layers [" +
+                                         std::to_string(range.first) + ", " + std::to_string(range.last) + ")");
+    }
+    ex->weights_ = std::move(*buffer);
+    ex->stream_->copy_to_device(ex->weights_->ptr(), model->data() + ex->weight_bytes_.offset,
+                                ex->weight_bytes_.length);
+    EMBER_RETURN_IF_ERROR(ex->stream_->synchronize());
+  }
+  return ex;
+}
+
+Result<const LayerExecutor::Plan*> LayerExecutor::plan_for(const Activations& inputs) {
+  std::string key;
+  for (uint32_t id : inputs_) {
+    auto it = inputs.find(id);
+    if (it == inputs.end()) {
+      return invalid_argument("missing input '" + model_->graph().value_names[id] + "' for layers [" +
+                              std::to_string(range_.first) + ", " + std::to_string(range_.last) + ")");
+    }
+    key += std::string(dtype_name(it->second.desc.dtype)) + it->second.desc.shape.to_string() + ";";
+  }
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second.get();
+
+  const Graph& g = model_->graph();
+  auto plan = std::make_unique<Plan>();
+  plan->values.resize(g.value_names.size());
+  for (uint32_t id : inputs_) plan->values[id] = inputs.at(id).desc;
+  EMBER_RETURN_IF_ERROR(infer_range(model_->manifest(), g, range_, plan->values));
+
+  // Every intermediate value and scratch area is an interval [first layer, last layer] with a
+  // size; place each at the lowest offset that no overlapping-in-time item occupies, largest first.
+  struct Item {
+    uint64_t bytes, start, end;
+    uint64_t* offset;
+  };
+  std::vector<Item> items;
+  std::vector<TensorDesc> in;
+  plan->steps.resize(range_.size());
+  for (uint32_t l = range_.first; l < range_.last; ++l) {
+    Plan::Step& s = plan->steps[l - range_.first];
+    const LayerSpec& spec = model_->layer(l);
+    const uint32_t v = g.layer_value(l);
+    s.layer = l;
+    s.out = *plan->values[v];
+    s.out_returned = std::binary_search(outputs_.begin(), outputs_.end(), v);
+    in.clear();
+    for (uint32_t iv : g.layer_inputs[l]) in.push_back(*plan->values[iv]);
+    s.ws_bytes = workspace_bytes(spec.op, spec.attrs, in);
+    if (!s.out_returned) {
+      const uint64_t end = static_cast<uint64_t>(std::max<int64_t>(g.last_use[v], l));
+      items.push_back({align_up(s.out.bytes()), l, end, &s.out_offset});
+    }
+    if (s.ws_bytes) items.push_back({align_up(s.ws_bytes), l, l, &s.ws_offset});
+  }
+  std::stable_sort(items.begin(), items.end(), [](const Item& a, const Item& b) { return a.bytes > b.bytes; });
+  std::vector<const Item*> placed;
+  for (Item& item : items) {
+    std::vector<std::pair<uint64_t, uint64_t>> busy;  // [offset, end) of items alive at the same time
+    for (const Item* p : placed) {
+      if (p->start <= item.end && item.start <= p->end) busy.push_back({*p->offset, *p->offset + p->bytes});
+    }
+    std::sort(busy.begin(), busy.end());
+    uint64_t offset = 0;
+    for (const auto& [b, e] : busy) {
+      if (offset + item.bytes <= b) break;
+      offset = std::max(offset, e);
+    }
+    *item.offset = offset;
+    plan->block_bytes = std::max(plan->block_bytes, offset + item.bytes);
+    placed.push_back(&item);
+  }
+  for (const Plan::Step& s : plan->steps) {
+    if (!s.out_returned) plan->offsets[g.layer_value(s.layer)] = s.out_offset;
+  }
+  if (plans_.size() >= kMaxPlans) plans_.clear();
+  return plans_.emplace(key, std::move(plan)).first->second.get();
+}
+
+Result<Activations> LayerExecutor::run(const Activations& inputs) {
+  std::lock_guard lock(mu_);
+  return run_locked(inputs);
+}
+
+Result<Activations> LayerExecutor::run_locked(const Activations& inputs) {
+  EMBER_RETURN_IF_ERROR(device_.status());
+  for (uint32_t id : inputs_) {
+    auto it = inputs.find(id);
+    if (it != inputs.end() && &it->second.buffer->device() != &device_) {
+      return invalid_argument("input '" + model_->graph().value_names[id] + "' lives on " +
+                              it->second.buffer->device().info().name + ", not on " + device_.info().name);
+    }
+  }
+  EMBER_ASSIGN_OR_RETURN(const Plan* plan, plan_for(inputs));
+  const Graph& g = model_->graph();
+  const std::string what = "model '" + model_->manifest().name + "' layers [" + std::to_string(range_.first) + ", " +
+                           std::to_string(range_.last) + ")";
+
+  std::shared_ptr<DeviceBuffer> block;
+  if (plan->block_bytes) {
+    auto b = DeviceBuffer::allocate(device_, plan->block_bytes);
+    if (!b.ok()) return b.error().with_context(what + ": activations");
+    block = std::move(*b);
+  }
+  last_plan_bytes_ = plan->block_bytes;
+  Activations results;
+  for (const Plan::Step& s : plan->steps) {
+    if (!s.out_returned) continue;
+    auto b = DeviceBuffer::allocate(device_, s.out.bytes());
+    if (!b.ok()) return b.error().with_context(what + ": output '" + g.value_names[g.layer_value(s.layer)] + "'");
+    results[g.layer_value(s.layer)] = DeviceValue{s.out, std::move(*b)};
+  }
+
+  auto value_ptr = [&](uint32_t id) -> DevicePtr {
+    if (auto it = inputs.find(id); it != inputs.end() && g.producer(id) < static_cast<int64_t>(range_.first)) {
+      return it->second.buffer->ptr();
+    }
+    if (auto it = results.find(id); it != results.end()) return it->second.buffer->ptr();
+    return block->ptr() + plan->offsets.at(id);
+  };
+
+  for (const Plan::Step& s : plan->steps) {
+    const LayerSpec& spec = model_->layer(s.layer);
+    KernelArgs args;
+    args.op = spec.op;
+    args.attrs = spec.attrs;
+    for (uint32_t iv : g.layer_inputs[s.layer]) {
+      args.inputs[args.num_inputs++] = DeviceTensor{*plan->values[iv], value_ptr(iv)};
+    }
+    for (const TensorInfo* w : model_->layer_weights(s.layer)) {
+      DeviceTensor t;
+      if (w) t = DeviceTensor{w->desc, weights_->ptr() + (w->data.offset - weight_bytes_.offset)};
+      args.weights[args.num_weights++] = t;
+    }
+    args.output = DeviceTensor{s.out, value_ptr(g.layer_value(s.layer))};
+    if (s.ws_bytes) {
+      args.workspace = block->ptr() + s.ws_offset;
+      args.workspace_bytes = s.ws_bytes;
+    }
+    stream_->launch(args);
+  }
+  Status done = stream_->synchronize();
+  if (!done.ok()) return done.error().with_context(what);
+  return results;
+}
+
+Status LayerExecutor::check_ids(const std::vector<HostTensor>& tensors, const std::vector<uint32_t>& ids) const {
+  const Graph& g = model_->graph();
+  for (uint32_t l = range_.first; l < range_.last; ++l) {
+    const LayerSpec& spec = model_->layer(l);
+    if (spec.op != OpKind::embedding || spec.attrs.positional) continue;
+    const uint32_t v = g.layer_inputs[l][0];
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] != v) continue;
+      const HostTensor& t = tensors[i];
+      const int64_t n = t.desc.shape.numel();
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t id = t.desc.dtype == DType::i64 ? t.as<int64_t>()[k]
+                           : t.desc.dtype == DType::i32 ? t.as<int32_t>()[k] : 0;
+        if (id < 0 || id >= spec.attrs.num_embeddings) {
+          return invalid_argument("input '" + t.name + "' element " + std::to_string(k) + " is id " + std::to_string(id) +
+                                  ", outside the " + std::to_string(spec.attrs.num_embeddings) + " rows of layer '" +
+                                  spec.name + "'");
+        }
+      }
+    }
+  }
+  return Status::OK();
+}
+
+Result<std::vector<HostTensor>> LayerExecutor::run_host(const std::vector<HostTensor>& tensors) {
+  const Graph& g = model_->graph();
+  std::vector<uint32_t> ids;
+  for (const HostTensor& t : tensors) {
+    auto id = g.find(t.name);
+    if (!id || !std::binary_search(inputs_.begin(), inputs_.end(), *id)) {
+      std::string expected;
+      for (uint32_t i : inputs_) expected += (expected.empty() ? "" : ", ") + g.value_names[i];
+      return invalid_argument("unexpected input '" + t.name + "' (this range reads: " + expected + ")");
+    }
+    if (std::find(ids.begin(), ids.end(), *id) != ids.end()) return invalid_argument("input '" + t.name + "' given twice");
+    ids.push_back(*id);
+  }
+  // Declared model inputs are checked against model.json (dtype, fixed dims).
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (ids[i] >= g.num_inputs) continue;
+    const TensorSpec& d = model_->manifest().inputs[ids[i]];
+    if (tensors[i].desc.dtype != d.dtype || !tensors[i].desc.shape.matches(d.shape) || tensors[i].desc.shape.numel() <= 0) {
+      return invalid_argument("input '" + d.name + "' is " + std::string(dtype_name(tensors[i].desc.dtype)) +
+                              tensors[i].desc.shape.to_string() + ", expected " + std::string(dtype_name(d.dtype)) +
+                              d.shape.to_string() + " (-1: any size)");
+    }
+  }
+  EMBER_RETURN_IF_ERROR(check_ids(tensors, ids));
+  std::lock_guard lock(mu_);
+  EMBER_ASSIGN_OR_RETURN(Activations in, upload(device_, *stream_, tensors, ids));
+  auto out = run_locked(in);
+  if (!out.ok()) {
+    // The uploads may still be in flight; their buffers must outlive them.
+    (void)stream_->synchronize();
+    return out.error();
+  }
+  return download(*stream_, *out, g.value_names);
+}
+
+Result<Activations> upload(Device& device, Stream& stream, const std::vector<HostTensor>& tensors,
+                           const std::vector<uint32_t>& ids) {
+  Activations values;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    auto b = DeviceBuffer::allocate(device, std::max<uint64_t>(tensors[i].desc.bytes(), 1));
+    if (!b.ok()) return b.error().with_context("input '" + tensors[i].name + "'");
+    stream.copy_to_device((*b)->ptr(), tensors[i].data(), tensors[i].desc.bytes());
+    values[ids[i]] = DeviceValue{tensors[i].desc, std::move(*b)};
+  }
+  return values;
+}
+
+Result<std::vector<HostTensor>> download(Stream& stream, const Activations& values,
+                                         const std::vector<std::string>& names) {
+  std::vector<HostTensor> out;
+  for (const auto& [id, v] : values) {
+    EMBER_ASSIGN_OR_RETURN(HostTensor t, HostTensor::allocate(names.at(id), v.desc));
+    stream.copy_to_host(t.data(), v.buffer->ptr(), v.desc.bytes());
+    out.push_back(std::move(t));
+  }
+  EMBER_RETURN_IF_ERROR(stream.synchronize());
+  return out;
+}
+
+}  // namespace ember::gpu

@@ -1,0 +1,99 @@
+// LayerExecutor: runs the layers [first, last) of one model on one device.
+//
+// create() copies the range's weight bytes (one contiguous byte range of the weights file, see
+// model.hpp) into one device allocation, so each weight's device address is the allocation plus
+// its offset within the range. run() takes the values the range reads from outside (model inputs
+// or the outputs of an earlier range) as device tensors and returns the values it hands on, so two
+// executors over [0, k) and [k, n), on one device or on two (through the host), compute exactly
+// what one executor over [0, n) does.
+//
+// Per distinct input shape, run() plans the activations once: every intermediate value and every
+// kernel's scratch space gets an offset in one device block by liveness, so a run makes one
+// allocation for intermediates plus one per returned value. A run that does not fit is an
+// out_of_memory Error; nothing is left allocated.
+//
+// Threading: one run at a time per executor (calls are serialised by a mutex); run() blocks the
+// calling thread until the device finished, so actors call it from a worker thread, never from a
+// handler. Returned device tensors are owned by the caller.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "config/status.hpp"
+#include "gpu/device.hpp"
+#include "gpu/host_tensor.hpp"
+#include "gpu/model.hpp"
+
+namespace ember::gpu {
+
+/// A value (model input or layer output) living in device memory.
+struct DeviceValue {
+  TensorDesc desc;
+  std::shared_ptr<DeviceBuffer> buffer;
+};
+
+/// Values keyed by value id (see Graph).
+using Activations = std::map<uint32_t, DeviceValue>;
+
+class LayerExecutor {
+ public:
+  /// Uploads the weights of `range` to `device` and waits for the copy. Fails with out_of_memory
+  /// when they do not fit, or invalid_argument for a range outside the model.
+  static Result<std::unique_ptr<LayerExecutor>> create(Device& device, std::shared_ptr<const Model> model,
+                                                       LayerRange range);
+  ~LayerExecutor();
+
+  const Model& model() const { return *model_; }
+  Device& device() const { return device_; }
+  LayerRange range() const { return range_; }
+  /// Values this range reads from outside it, ascending value ids.
+  const std::vector<uint32_t>& input_values() const { return inputs_; }
+  /// Values this range hands on (read later, or model outputs), ascending value ids.
+  const std::vector<uint32_t>& output_values() const { return outputs_; }
+  /// Device bytes held for weights.
+  uint64_t weight_bytes() const { return weight_bytes_.length; }
+
+  /// Runs the range. `inputs` must hold every input_values() entry (extra entries are ignored).
+  Result<Activations> run(const Activations& inputs);
+
+  /// Host convenience: uploads tensors named after input_values(), runs, and downloads
+  /// output_values() as tensors named after them. Checks integer ids fed to embedding layers.
+  Result<std::vector<HostTensor>> run_host(const std::vector<HostTensor>& inputs);
+
+  /// Device bytes the last run used for intermediates and scratch.
+  uint64_t last_plan_bytes() const { return last_plan_bytes_; }
+
+ private:
+  struct Plan;
+  LayerExecutor(Device& device, std::shared_ptr<const Model> model, LayerRange range);
+  Result<Activations> run_locked(const Activations& inputs);  // requires mu_
+  Result<const Plan*> plan_for(const Activations& inputs);     // requires mu_
+  Status check_ids(const std::vector<HostTensor>& inputs, const std::vector<uint32_t>& ids) const;
+
+  Device& device_;
+  std::shared_ptr<const Model> model_;
+  LayerRange range_;
+  ByteRange weight_bytes_;
+  std::vector<uint32_t> inputs_;
+  std::vector<uint32_t> outputs_;
+  std::shared_ptr<DeviceBuffer> weights_;
+  std::unique_ptr<Stream> stream_;
+
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<Plan>> plans_;  // guarded by mu_; key: input shapes
+  uint64_t last_plan_bytes_ = 0;
+};
+
+/// Copies host tensors to new device buffers on `stream` (not waiting), keyed by `ids`.
+Result<Activations> upload(Device& device, Stream& stream, const std::vector<HostTensor>& tensors,
+                           const std::vector<uint32_t>& ids);
+/// Copies device values to host tensors named by `names[id]`, and waits for the copies.
+Result<std::vector<HostTensor>> download(Stream& stream, const Activations& values,
+                                         const std::vector<std::string>& names);
+
+}  // namespace ember::gpu

@@ -1,0 +1,149 @@
+#include "gpu/host_tensor.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "gpu/safetensors.hpp"
+
+namespace ember::gpu {
+
+using nlohmann::json;
+
+Result<HostTensor> HostTensor::allocate(std::string name, TensorDesc desc) {
+  EMBER_ASSIGN_OR_RETURN(auto buffer, HostBuffer::allocate(desc.bytes()));
+  return HostTensor{std::move(name), desc, std::move(buffer)};
+}
+
+Result<std::vector<HostTensor>> read_tensor_file(const std::string& path) {
+  EMBER_ASSIGN_OR_RETURN(auto file, HostBuffer::read_file(path, UINT64_MAX));
+  EMBER_ASSIGN_OR_RETURN(auto index, parse_safetensors(file->data(), file->size(), file->size(), path));
+  std::vector<HostTensor> out;
+  for (const auto& t : index.tensors) {
+    EMBER_ASSIGN_OR_RETURN(HostTensor h, HostTensor::allocate(t.name, t.desc));
+    std::memcpy(h.data(), file->data() + index.data_offset + t.data.offset, t.data.length);
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+Status write_tensor_file(const std::string& path, const std::vector<HostTensor>& tensors) {
+  std::vector<TensorToWrite> w;
+  for (const auto& t : tensors) w.push_back({t.name, t.desc, t.data()});
+  return write_safetensors(path, w);
+}
+
+namespace {
+
+// Appends the numbers of a (possibly nested) JSON array in row-major order.
+bool flatten_numbers(const json& j, std::vector<const json*>& out, int depth) {
+  if (depth > Shape::kMaxRank + 1) return false;
+  if (j.is_array()) {
+    for (const auto& x : j)
+      if (!flatten_numbers(x, out, depth + 1)) return false;
+    return true;
+  }
+  if (!j.is_number() && !j.is_boolean()) return false;
+  out.push_back(&j);
+  return true;
+}
+
+template <class T>
+bool store_int(const json& v, uint8_t* dst) {
+  if (!v.is_number_integer()) return false;
+  T x;
+  if (v.is_number_unsigned()) {
+    const uint64_t u = v.get<uint64_t>();
+    if (u > static_cast<uint64_t>(std::numeric_limits<T>::max())) return false;
+    x = static_cast<T>(u);
+  } else {
+    const int64_t s = v.get<int64_t>();
+    if (s < static_cast<int64_t>(std::numeric_limits<T>::min()) || s > static_cast<int64_t>(std::numeric_limits<T>::max())) {
+      return false;
+    }
+    x = static_cast<T>(s);
+  }
+  std::memcpy(dst, &x, sizeof(T));
+  return true;
+}
+
+}  // namespace
+
+Result<HostTensor> tensor_from_kserve_json(const json& j, const std::string& where) {
+  if (!j.is_object()) return invalid_argument(where + ": expected an object with name, datatype, shape, data");
+  auto name = j.find("name");
+  if (name == j.end() || !name->is_string()) return invalid_argument(where + ": field 'name' must be a string");
+  const std::string at = where + " '" + name->get<std::string>() + "'";
+  auto dt = j.find("datatype");
+  if (dt == j.end() || !dt->is_string()) return invalid_argument(at + ": field 'datatype' must be a string");
+  auto dtype = parse_dtype(dt->get<std::string>());
+  if (!dtype.ok()) return invalid_argument(at + ": field 'datatype': " + dtype.error().message());
+  if (*dtype == DType::f16 || *dtype == DType::bf16) {
+    return unsupported(at + ": field 'datatype': " + dt->get<std::string>() + " is not accepted in JSON; send FP32");
+  }
+  auto shape = j.find("shape");
+  if (shape == j.end() || !shape->is_array() || shape->size() > static_cast<size_t>(Shape::kMaxRank)) {
+    return invalid_argument(at + ": field 'shape' must be a list of at most " + std::to_string(Shape::kMaxRank) + " dims");
+  }
+  TensorDesc desc{*dtype, Shape()};
+  uint64_t numel = 1;
+  for (const auto& d : *shape) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (1ll << 31) ||
+        __builtin_mul_overflow(numel, d.get<uint64_t>(), &numel) || numel > (1ull << 32)) {
+      return invalid_argument(at + ": field 'shape': " + shape->dump() + " must hold non-negative dims of sane size");
+    }
+    desc.shape[desc.shape.rank++] = d.get<int64_t>();
+  }
+  auto data = j.find("data");
+  if (data == j.end()) return invalid_argument(at + ": field 'data' is missing");
+  std::vector<const json*> values;
+  if (!flatten_numbers(*data, values, 0)) return invalid_argument(at + ": field 'data' must hold numbers");
+  if (values.size() != numel) {
+    return invalid_argument(at + ": field 'data' holds " + std::to_string(values.size()) + " values but shape " +
+                            desc.shape.to_string() + " needs " + std::to_string(numel));
+  }
+  EMBER_ASSIGN_OR_RETURN(HostTensor t, HostTensor::allocate(name->get<std::string>(), desc));
+  const uint32_t size = dtype_size(desc.dtype);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const json& v = *values[i];
+    uint8_t* dst = t.data() + i * size;
+    bool ok = true;
+    switch (desc.dtype) {
+      case DType::f32: {
+        if (!v.is_number()) { ok = false; break; }
+        const double d = v.get<double>();
+        if (!std::isfinite(d) || std::fabs(d) > std::numeric_limits<float>::max()) { ok = false; break; }
+        const float f = static_cast<float>(d);
+        std::memcpy(dst, &f, 4);
+        break;
+      }
+      case DType::i64: ok = store_int<int64_t>(v, dst); break;
+      case DType::i32: ok = store_int<int32_t>(v, dst); break;
+      case DType::u8: ok = store_int<uint8_t>(v, dst); break;
+      default: ok = false;
+    }
+    if (!ok) {
+      return invalid_argument(at + ": field 'data': element " + std::to_string(i) + " (" + v.dump() + ") is not a valid " +
+                              std::string(dtype_kserve_name(desc.dtype)));
+    }
+  }
+  return t;
+}
+
+void tensor_to_kserve_json(const HostTensor& t, json& out) {
+  std::vector<int64_t> shape(t.desc.shape.dims.begin(), t.desc.shape.dims.begin() + t.desc.shape.rank);
+  out = {{"name", t.name}, {"datatype", dtype_kserve_name(t.desc.dtype)}, {"shape", shape}};
+  const int64_t n = t.desc.shape.numel();
+  json data = json::array();
+  switch (t.desc.dtype) {
+    case DType::f32: for (int64_t i = 0; i < n; ++i) data.push_back(t.as<float>()[i]); break;
+    case DType::i64: for (int64_t i = 0; i < n; ++i) data.push_back(t.as<int64_t>()[i]); break;
+    case DType::i32: for (int64_t i = 0; i < n; ++i) data.push_back(t.as<int32_t>()[i]); break;
+    case DType::u8: for (int64_t i = 0; i < n; ++i) data.push_back(t.as<uint8_t>()[i]); break;
+    default: break;
+  }
+  out["data"] = std::move(data);
+}
+
+}  // namespace ember::gpu

@@ -1,0 +1,46 @@
+// HostTensor: a named tensor in host memory, and the two ways tensors enter and leave Ember from
+// outside: safetensors files (any number of named tensors) and the KServe v2 / Open Inference
+// Protocol JSON tensor encoding ({"name", "datatype", "shape", "data"}).
+//
+// Pure data and parsing; anyone, any thread; never throws. Parsers validate what they read
+// (datatype names, shape against data length, numbers that fit the dtype) and name the tensor
+// and field in their errors.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "config/status.hpp"
+#include "gpu/host_buffer.hpp"
+#include "gpu/tensor.hpp"
+
+namespace ember::gpu {
+
+struct HostTensor {
+  std::string name;
+  TensorDesc desc;
+  std::shared_ptr<HostBuffer> buffer;  // exactly desc.bytes() bytes
+
+  static Result<HostTensor> allocate(std::string name, TensorDesc desc);
+  uint8_t* data() { return buffer->data(); }
+  const uint8_t* data() const { return buffer->data(); }
+  template <class T>
+  T* as() { return reinterpret_cast<T*>(buffer->data()); }
+  template <class T>
+  const T* as() const { return reinterpret_cast<const T*>(buffer->data()); }
+};
+
+/// Reads every tensor of a safetensors file, in data order.
+Result<std::vector<HostTensor>> read_tensor_file(const std::string& path);
+/// Writes tensors to a safetensors file, in the given order.
+Status write_tensor_file(const std::string& path, const std::vector<HostTensor>& tensors);
+
+/// Decodes one KServe v2 JSON tensor: {"name", "datatype" ("FP32", "INT64", ...), "shape", "data"};
+/// `data` may be flat or nested (row-major). `where` prefixes errors.
+Result<HostTensor> tensor_from_kserve_json(const nlohmann::json& j, const std::string& where);
+/// Encodes a tensor in the KServe v2 form with flat data.
+void tensor_to_kserve_json(const HostTensor& t, nlohmann::json& out);
+
+}  // namespace ember::gpu

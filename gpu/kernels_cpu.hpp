@@ -1,0 +1,60 @@
+// The CPU kernels: what SimDevice's streams run for each op (the CUDA plugin has its own table).
+//
+// Called only from a SimDevice stream thread, with every pointer already resolved to host memory
+// and checked against the arena. Arguments have passed infer_output, so kernels do not validate
+// shapes; they never allocate (scratch comes in `workspace`) and never throw on data: an
+// embedding id outside the table yields a zero row (the executor rejects such ids at the edge).
+// Matrix products go to OpenBLAS (cblas_sgemm); loops are parallelised with OpenMP over the
+// device's compute threads. float32 throughout.
+#pragma once
+
+#include <cstdint>
+
+#include "gpu/ops.hpp"
+
+namespace ember::gpu {
+
+struct CpuKernelArgs {
+  const KernelArgs* args = nullptr;
+  const uint8_t* inputs[kMaxLayerInputs] = {};
+  const uint8_t* weights[kMaxLayerWeights] = {};  // nullptr = absent optional weight
+  uint8_t* output = nullptr;
+  uint8_t* workspace = nullptr;
+
+  const float* in_f32(int i) const { return reinterpret_cast<const float*>(inputs[i]); }
+  const float* w_f32(int i) const { return reinterpret_cast<const float*>(weights[i]); }
+  float* out_f32() const { return reinterpret_cast<float*>(output); }
+  float* ws_f32() const { return reinterpret_cast<float*>(workspace); }
+  const LayerAttrs& attrs() const { return args->attrs; }
+  const Shape& in_shape(int i) const { return args->inputs[i].desc.shape; }
+};
+
+using CpuKernel = void (*)(const CpuKernelArgs&);
+
+/// Dispatches to the kernel of args.args->op.
+void run_cpu_kernel(const CpuKernelArgs& args);
+
+// One kernel per op, grouped by file: kernels_cpu_dense.cpp (matrix products), kernels_cpu_pointwise.cpp
+// (elementwise and normalisation), kernels_cpu_layout.cpp (pooling and data movement).
+void cpu_linear(const CpuKernelArgs&);
+void cpu_conv2d(const CpuKernelArgs&);
+void cpu_attention(const CpuKernelArgs&);
+void cpu_embedding(const CpuKernelArgs&);
+void cpu_batch_norm(const CpuKernelArgs&);
+void cpu_relu(const CpuKernelArgs&);
+void cpu_gelu(const CpuKernelArgs&);
+void cpu_tanh(const CpuKernelArgs&);
+void cpu_layer_norm(const CpuKernelArgs&);
+void cpu_softmax(const CpuKernelArgs&);
+void cpu_add(const CpuKernelArgs&);
+void cpu_max_pool2d(const CpuKernelArgs&);
+void cpu_avg_pool2d(const CpuKernelArgs&);
+void cpu_global_avg_pool(const CpuKernelArgs&);
+void cpu_copy(const CpuKernelArgs&);  // flatten and reshape: same bytes, new shape
+void cpu_select(const CpuKernelArgs&);
+
+/// Softmax of `n` floats in place, over the first `valid` of them; the rest become 0 (causal
+/// masking without infinities). Shared by softmax and attention.
+void softmax_row(float* row, int64_t n, int64_t valid);
+
+}  // namespace ember::gpu

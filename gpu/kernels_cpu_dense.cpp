@@ -1,0 +1,173 @@
+// CPU kernels built on matrix products: linear, conv2d (im2col + GEMM), attention, and embedding.
+#include <omp.h>
+
+#include <algorithm>
+#include <cblas.h>
+#include <cmath>
+#include <cstring>
+
+#include "gpu/cpu_vector_math.hpp"
+#include "gpu/kernels_cpu.hpp"
+
+namespace ember::gpu {
+
+namespace {
+
+// y[rows, n] (leading dim ldy) = bias broadcast over rows, so a following GEMM can accumulate.
+void fill_rows(float* y, int64_t rows, int64_t n, int64_t ldy, const float* bias) {
+#pragma omp parallel for if (rows * n > 65536)
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(y + r * ldy, bias, static_cast<size_t>(n) * sizeof(float));
+}
+
+// col[(c*kh + i)*kw + j][oh*wo + ow] = x[c][oh*s - p + i*d][ow*s - p + j*d], zero outside the image.
+void im2col(const float* x, int64_t channels, int64_t h, int64_t w, const LayerAttrs& a, int64_t ho, int64_t wo,
+            float* col) {
+  const int64_t kh = a.kernel[0], kw = a.kernel[1];
+#pragma omp parallel for collapse(2) if (channels * kh * kw * ho * wo > 32768)
+  for (int64_t c = 0; c < channels; ++c) {
+    for (int64_t i = 0; i < kh; ++i) {
+      for (int64_t j = 0; j < kw; ++j) {
+        float* dst = col + ((c * kh + i) * kw + j) * ho * wo;
+        const float* src = x + c * h * w;
+        for (int64_t oh = 0; oh < ho; ++oh) {
+          const int64_t ih = oh * a.stride[0] - a.padding[0] + i * a.dilation[0];
+          float* row = dst + oh * wo;
+          if (ih < 0 || ih >= h) {
+            std::memset(row, 0, static_cast<size_t>(wo) * sizeof(float));
+            continue;
+          }
+          const float* in_row = src + ih * w;
+          const int64_t off = j * a.dilation[1] - a.padding[1];
+          if (a.stride[1] == 1) {
+            // Contiguous run: zero the out-of-image ends, copy the middle.
+            const int64_t lo = std::clamp<int64_t>(-off, 0, wo), hi = std::clamp<int64_t>(w - off, 0, wo);
+            for (int64_t ow = 0; ow < lo; ++ow) row[ow] = 0.f;
+            if (hi > lo) std::memcpy(row + lo, in_row + lo + off, static_cast<size_t>(hi - lo) * sizeof(float));
+            for (int64_t ow = std::max(hi, lo); ow < wo; ++ow) row[ow] = 0.f;
+          } else {
+            for (int64_t ow = 0; ow < wo; ++ow) {
+              const int64_t iw = ow * a.stride[1] + off;
+              row[ow] = (iw >= 0 && iw < w) ? in_row[iw] : 0.f;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void cpu_linear(const CpuKernelArgs& k) {
+  const LayerAttrs& a = k.attrs();
+  const int64_t m = k.in_shape(0).numel() / a.in_features;
+  const int64_t n = a.out_features, kk = a.in_features;
+  const float* bias = k.w_f32(1);
+  float* y = k.out_f32();
+  if (bias) fill_rows(y, m, n, n, bias);
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n), static_cast<int>(kk),
+              1.f, k.in_f32(0), static_cast<int>(kk), k.w_f32(0), static_cast<int>(kk), bias ? 1.f : 0.f, y,
+              static_cast<int>(n));
+}
+
+void cpu_conv2d(const CpuKernelArgs& k) {
+  const LayerAttrs& a = k.attrs();
+  const Shape& xs = k.in_shape(0);
+  const Shape& ys = k.args->output.desc.shape;
+  const int64_t batch = xs[0], c = xs[1], h = xs[2], w = xs[3];
+  const int64_t o = ys[1], ho = ys[2], wo = ys[3];
+  const int64_t g = a.groups, cg = c / g, og = o / g;
+  const int64_t kdim = cg * a.kernel[0] * a.kernel[1];
+  const bool pointwise = k.args->workspace_bytes == 0;
+  const float* bias = k.w_f32(1);
+  for (int64_t b = 0; b < batch; ++b) {
+    const float* x = k.in_f32(0) + b * c * h * w;
+    float* y = k.out_f32() + b * o * ho * wo;
+    if (bias) {
+#pragma omp parallel for if (o * ho * wo > 65536)
+      for (int64_t oc = 0; oc < o; ++oc) std::fill(y + oc * ho * wo, y + (oc + 1) * ho * wo, bias[oc]);
+    }
+    for (int64_t gi = 0; gi < g; ++gi) {
+      const float* xg = x + gi * cg * h * w;
+      const float* cols = xg;  // pointwise: the image itself is the [cg, h*w] matrix
+      if (!pointwise) {
+        im2col(xg, cg, h, w, a, ho, wo, k.ws_f32());
+        cols = k.ws_f32();
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(og), static_cast<int>(ho * wo),
+                  static_cast<int>(kdim), 1.f, k.w_f32(0) + gi * og * kdim, static_cast<int>(kdim), cols,
+                  static_cast<int>(ho * wo), bias ? 1.f : 0.f, y + gi * og * ho * wo, static_cast<int>(ho * wo));
+    }
+  }
+}
+
+// Multi-head self-attention as torch.nn.MultiheadAttention(batch_first=True) computes it:
+//   qkv = x W_in^T + b_in;  per head h: P = softmax(Q_h K_h^T / sqrt(d) [+ causal mask]);  ctx_h = P V_h
+//   y = ctx W_out^T + b_out
+// Workspace: qkv [B*S, 3E] | ctx [B*S, E] | scores [slices, S, S]; slices of (batch, head) run in
+// parallel, one score matrix per thread.
+void cpu_attention(const CpuKernelArgs& k) {
+  const LayerAttrs& a = k.attrs();
+  const Shape& xs = k.in_shape(0);
+  const int64_t batch = xs[0], seq = xs[1], e = a.embed_dim, heads = a.num_heads, d = e / heads;
+  float* qkv = k.ws_f32();
+  float* ctx = qkv + batch * seq * 3 * e;
+  float* scores = ctx + batch * seq * e;
+  const int64_t rows = batch * seq;
+
+  if (k.w_f32(1)) fill_rows(qkv, rows, 3 * e, 3 * e, k.w_f32(1));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(3 * e),
+              static_cast<int>(e), 1.f, k.in_f32(0), static_cast<int>(e), k.w_f32(0), static_cast<int>(e),
+              k.w_f32(1) ? 1.f : 0.f, qkv, static_cast<int>(3 * e));
+
+  const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  const int64_t slices = std::min<int64_t>(batch * heads, kAttentionParallelSlices);
+  const int threads = static_cast<int>(std::min<int64_t>(slices, omp_get_max_threads()));
+#pragma omp parallel num_threads(threads)
+  {
+    float* p = scores + static_cast<int64_t>(omp_get_thread_num()) * seq * seq;
+#pragma omp for schedule(dynamic)
+    for (int64_t bh = 0; bh < batch * heads; ++bh) {
+      const int64_t b = bh / heads, h = bh % heads;
+      const float* q = qkv + b * seq * 3 * e + h * d;
+      const float* kmat = q + e;
+      const float* v = q + 2 * e;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(seq), static_cast<int>(seq),
+                  static_cast<int>(d), scale, q, static_cast<int>(3 * e), kmat, static_cast<int>(3 * e), 0.f, p,
+                  static_cast<int>(seq));
+      for (int64_t i = 0; i < seq; ++i) softmax_row(p + i * seq, seq, a.causal ? i + 1 : seq);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(seq), static_cast<int>(d),
+                  static_cast<int>(seq), 1.f, p, static_cast<int>(seq), v, static_cast<int>(3 * e), 0.f,
+                  ctx + b * seq * e + h * d, static_cast<int>(e));
+    }
+  }
+
+  float* y = k.out_f32();
+  if (k.w_f32(3)) fill_rows(y, rows, e, e, k.w_f32(3));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(e),
+              static_cast<int>(e), 1.f, ctx, static_cast<int>(e), k.w_f32(2), static_cast<int>(e),
+              k.w_f32(3) ? 1.f : 0.f, y, static_cast<int>(e));
+}
+
+void cpu_embedding(const CpuKernelArgs& k) {
+  const LayerAttrs& a = k.attrs();
+  const Shape& ids_shape = k.in_shape(0);
+  const int64_t n = ids_shape.numel(), dim = a.embedding_dim, seq = ids_shape.last();
+  const bool wide = k.args->inputs[0].desc.dtype == DType::i64;
+  const auto* ids64 = reinterpret_cast<const int64_t*>(k.inputs[0]);
+  const auto* ids32 = reinterpret_cast<const int32_t*>(k.inputs[0]);
+  const float* table = k.w_f32(0);
+  float* y = k.out_f32();
+#pragma omp parallel for if (n * dim > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t id = a.positional ? i % seq : (wide ? ids64[i] : ids32[i]);
+    float* row = y + i * dim;
+    if (id < 0 || id >= a.num_embeddings) {
+      std::memset(row, 0, static_cast<size_t>(dim) * sizeof(float));
+    } else {
+      std::memcpy(row, table + id * dim, static_cast<size_t>(dim) * sizeof(float));
+    }
+  }
+}
+
+}  // namespace ember::gpu

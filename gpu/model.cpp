@@ -1,0 +1,121 @@
+#include "gpu/model.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace ember::gpu {
+
+ByteRange Model::range_bytes(LayerRange range) const {
+  if (range.empty()) return {range.first < layer_bytes_.size() ? layer_bytes_[range.first].offset : data_bytes(), 0};
+  const uint64_t begin = layer_bytes_[range.first].offset;
+  return {begin, layer_bytes_[range.last - 1].end() - begin};
+}
+
+Result<std::shared_ptr<const Model>> Model::load(const std::string& dir) {
+  const std::string manifest_path = dir + "/" + kManifestFile;
+  const std::string weights_path = dir + "/" + kWeightsFile;
+  auto manifest = HostBuffer::read_file(manifest_path, kMaxManifestBytes);
+  if (!manifest.ok()) return manifest.error();
+  auto weights = HostBuffer::read_file(weights_path, UINT64_MAX);
+  if (!weights.ok()) return weights.error();
+  std::string_view text(reinterpret_cast<const char*>((*manifest)->data()), (*manifest)->size());
+  return from_memory(text, std::move(*weights), dir);
+}
+
+Result<std::shared_ptr<const Model>> Model::from_memory(std::string_view manifest_json,
+                                                        std::shared_ptr<const HostBuffer> weights_file,
+                                                        std::string_view source) {
+  const std::string dir(source);
+  const std::string mfile = dir + "/" + kManifestFile;
+  const std::string wfile = dir + "/" + kWeightsFile;
+  std::shared_ptr<Model> m(new Model());
+  m->source_ = dir;
+  EMBER_ASSIGN_OR_RETURN(m->manifest_, parse_manifest(manifest_json, mfile));
+  EMBER_ASSIGN_OR_RETURN(m->graph_, build_graph(m->manifest_, mfile));
+  EMBER_ASSIGN_OR_RETURN(m->index_, parse_safetensors(weights_file->data(), weights_file->size(),
+                                                       weights_file->size(), wfile));
+  m->file_ = std::move(weights_file);
+
+  // Bind every layer's weight roles to tensors, check their dtype and shape, and check the layout
+  // rule: layer after layer, each layer's tensors one contiguous run, nothing unclaimed.
+  std::map<std::string, const TensorInfo*, std::less<>> by_name;
+  for (const auto& t : m->index_.tensors) by_name[t.name] = &t;
+  std::map<std::string, std::string, std::less<>> owner;  // tensor -> layer that uses it
+  uint64_t cursor = 0;
+  const uint32_t n = m->num_layers();
+  m->layer_bytes_.resize(n);
+  m->layer_weights_.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const LayerSpec& l = m->manifest_.layers[i];
+    const std::string where = mfile + ": layers[" + std::to_string(i) + "] '" + l.name + "' (" +
+                              std::string(op_name(l.op)) + ")";
+    std::vector<const TensorInfo*> tensors;
+    for (const WeightSpec& spec : weight_specs(l.op, l.attrs)) {
+      const std::string* name = l.weight(spec.role);
+      if (!name) {
+        m->layer_weights_[i].push_back(nullptr);
+        continue;
+      }
+      const std::string field = where + ": weights." + std::string(spec.role);
+      auto it = by_name.find(*name);
+      if (it == by_name.end()) return not_found(field + ": tensor '" + *name + "' is not in " + wfile);
+      const TensorInfo* t = it->second;
+      if (auto [o, fresh] = owner.emplace(*name, l.name); !fresh) {
+        return invalid_argument(field + ": tensor '" + *name + "' is already used by layer '" + o->second +
+                                "'; each layer must own its bytes (store tied weights once per layer)");
+      }
+      if (t->desc.dtype != DType::f32) {
+        return unsupported(field + ": tensor '" + *name + "' is " + std::string(dtype_name(t->desc.dtype)) +
+                           "; this build computes with float32 weights only");
+      }
+      if (t->desc.shape != spec.shape) {
+        return invalid_argument(field + ": tensor '" + *name + "' has shape " + t->desc.shape.to_string() +
+                                " but the op's attributes need " + spec.shape.to_string());
+      }
+      m->layer_weights_[i].push_back(t);
+      tensors.push_back(t);
+    }
+    std::sort(tensors.begin(), tensors.end(),
+              [](const TensorInfo* a, const TensorInfo* b) { return a->data.offset < b->data.offset; });
+    m->layer_bytes_[i] = {cursor, 0};
+    for (const TensorInfo* t : tensors) {
+      if (t->data.offset != cursor) {
+        return corrupt(wfile + ": tensor '" + t->name + "' of layer '" + l.name + "' starts at data byte " +
+                       std::to_string(t->data.offset) + ", expected " + std::to_string(cursor) +
+                       ": each layer's tensors must be contiguous and in layer order");
+      }
+      cursor = t->data.end();
+    }
+    m->layer_bytes_[i].length = cursor - m->layer_bytes_[i].offset;
+  }
+  for (const auto& t : m->index_.tensors) {
+    if (!owner.count(t.name)) return invalid_argument(wfile + ": tensor '" + t.name + "' is not used by any layer");
+  }
+  return std::shared_ptr<const Model>(std::move(m));
+}
+
+Result<std::vector<std::optional<TensorDesc>>> Model::check_inputs(const std::vector<TensorDesc>& inputs) const {
+  const auto& declared = manifest_.inputs;
+  if (inputs.size() != declared.size()) {
+    return invalid_argument("model '" + manifest_.name + "' takes " + std::to_string(declared.size()) +
+                            " input(s), got " + std::to_string(inputs.size()));
+  }
+  std::vector<std::optional<TensorDesc>> values(graph_.value_names.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const TensorSpec& d = declared[i];
+    if (inputs[i].dtype != d.dtype) {
+      return invalid_argument("input '" + d.name + "' must be " + std::string(dtype_name(d.dtype)) + ", got " +
+                              std::string(dtype_name(inputs[i].dtype)));
+    }
+    if (!inputs[i].shape.matches(d.shape) || inputs[i].shape.has_wildcard() || inputs[i].shape.numel() <= 0) {
+      return invalid_argument("input '" + d.name + "' has shape " + inputs[i].shape.to_string() + ", expected " +
+                              d.shape.to_string() + " (-1: any size)");
+    }
+    values[i] = inputs[i];
+  }
+  Status st = infer_range(manifest_, graph_, {0, num_layers()}, values);
+  if (!st.ok()) return st.error();
+  return values;
+}
+
+}  // namespace ember::gpu
