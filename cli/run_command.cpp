@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -38,6 +39,7 @@ struct RunOptions {
   uint32_t threads = 0;
   std::string config;
   int print = 8;
+  bool profile = false;
 };
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -141,6 +143,36 @@ void print_tensor(const gpu::HostTensor& t, int max_values) {
   std::printf("\n");
 }
 
+// Per-op totals of the last (profiled) run, most expensive first.
+void print_profile(const gpu::LayerExecutor& ex) {
+  std::map<std::string, std::pair<double, int>> by_op;
+  double total = 0;
+  const auto& us = ex.last_layer_us();
+  for (size_t i = 0; i < us.size(); ++i) {
+    auto& e = by_op[std::string(gpu::op_name(ex.model().layer(ex.range().first + static_cast<uint32_t>(i)).op))];
+    e.first += us[i];
+    e.second += 1;
+    total += us[i];
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> rows(by_op.begin(), by_op.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  std::printf("\n%-16s %8s %12s %7s\n", "op", "layers", "ms", "share");
+  for (const auto& [op, e] : rows) {
+    std::printf("%-16s %8d %12.3f %6.1f%%\n", op.c_str(), e.second, e.first / 1000, 100 * e.first / total);
+  }
+  std::printf("%-16s %8zu %12.3f\n", "total", us.size(), total / 1000);
+
+  std::vector<size_t> order(us.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return us[a] > us[b]; });
+  std::printf("\nslowest layers:\n");
+  for (size_t i = 0; i < std::min<size_t>(10, order.size()); ++i) {
+    const uint32_t l = ex.range().first + static_cast<uint32_t>(order[i]);
+    std::printf("%5u  %-40s %-12s %10.3f ms\n", l, ex.model().layer(l).name.c_str(),
+                std::string(gpu::op_name(ex.model().layer(l).op)).c_str(), us[order[i]] / 1000);
+  }
+}
+
 Status write_outputs(const std::string& path, const std::string& model, const std::vector<gpu::HostTensor>& outputs) {
   if (ends_with(path, ".json")) {
     nlohmann::json body{{"model_name", model}, {"outputs", nlohmann::json::array()}};
@@ -218,11 +250,13 @@ int run(const RunOptions& o) {
   }
 
   t0 = Clock::now();
+  (*executor)->set_profiling(o.profile && o.repeat == 0);
   auto outputs = (*executor)->run_host(inputs);
   if (!outputs.ok()) return report(outputs.error());
   const double first_ms = ms_since(t0);
   std::vector<double> warm;
   for (int i = 0; i < o.repeat; ++i) {
+    (*executor)->set_profiling(o.profile && i + 1 == o.repeat);
     t0 = Clock::now();
     auto again = (*executor)->run_host(inputs);
     if (!again.ok()) return report(again.error());
@@ -239,6 +273,7 @@ int run(const RunOptions& o) {
     std::printf(", warm run %.2f ms (median of %zu, min %.2f)", warm[warm.size() / 2], warm.size(), warm.front());
   }
   std::printf("; activations %s\n", format_bytes((*executor)->last_plan_bytes()).c_str());
+  if (o.profile) print_profile(**executor);
   if (!o.output.empty()) {
     Status st = write_outputs(o.output, model.manifest().name, *outputs);
     if (!st.ok()) return report(st.error());
@@ -283,6 +318,7 @@ void add_run_command(CLI::App& app, Runner& runner) {
   cmd->add_option("--layers", o->layers, "Layer range FIRST:LAST (default: all)");
   cmd->add_option("--repeat", o->repeat, "Warm runs to time after the first")->default_val(5)->check(CLI::Range(0, 100000));
   cmd->add_option("--print", o->print, "Values of each output to print")->default_val(8);
+  cmd->add_flag("--profile", o->profile, "Time every layer of the last run and print a table by op");
   add_device_options(cmd, *o);
   cmd->callback([o, &runner] { runner = [o] { return run(*o); }; });
 }

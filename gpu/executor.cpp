@@ -1,6 +1,7 @@
 #include "gpu/executor.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "config/units.hpp"
@@ -172,6 +173,7 @@ Result<Activations> LayerExecutor::run_locked(const Activations& inputs) {
     return block->ptr() + plan->offsets.at(id);
   };
 
+  if (profiling_) last_layer_us_.assign(range_.size(), 0.0);
   for (const Plan::Step& s : plan->steps) {
     const LayerSpec& spec = model_->layer(s.layer);
     KernelArgs args;
@@ -190,7 +192,15 @@ Result<Activations> LayerExecutor::run_locked(const Activations& inputs) {
       args.workspace = block->ptr() + s.ws_offset;
       args.workspace_bytes = s.ws_bytes;
     }
+    if (!profiling_) {
+      stream_->launch(args);
+      continue;
+    }
+    const auto start = std::chrono::steady_clock::now();
     stream_->launch(args);
+    (void)stream_->synchronize();
+    last_layer_us_[s.layer - range_.first] =
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
   }
   Status done = stream_->synchronize();
   if (!done.ok()) return done.error().with_context(what);

@@ -68,6 +68,11 @@ class LayerExecutor {
   /// Device bytes the last run used for intermediates and scratch.
   uint64_t last_plan_bytes() const { return last_plan_bytes_; }
 
+  /// When on, each run waits for every layer in turn and records its wall time (microseconds,
+  /// indexed by layer - range().first) in last_layer_us(). Serialises the device: for profiling only.
+  void set_profiling(bool on) { profiling_ = on; }
+  const std::vector<double>& last_layer_us() const { return last_layer_us_; }
+
  private:
   struct Plan;
   LayerExecutor(Device& device, std::shared_ptr<const Model> model, LayerRange range);
@@ -87,6 +92,8 @@ class LayerExecutor {
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Plan>> plans_;  // guarded by mu_; key: input shapes
   uint64_t last_plan_bytes_ = 0;
+  bool profiling_ = false;
+  std::vector<double> last_layer_us_;
 };
 
 /// Copies host tensors to new device buffers on `stream` (not waiting), keyed by `ids`.
