@@ -16,6 +16,7 @@
 #include "gpu/device_registry.hpp"
 #include "gpu/executor.hpp"
 #include "gpu/host_tensor.hpp"
+#include "gpu/sample_inputs.hpp"
 
 namespace ember::cli {
 
@@ -64,45 +65,6 @@ Result<std::vector<gpu::HostTensor>> read_json_inputs(const std::string& path) {
   std::vector<gpu::HostTensor> out;
   for (size_t i = 0; i < j["inputs"].size(); ++i) {
     EMBER_ASSIGN_OR_RETURN(auto t, gpu::tensor_from_kserve_json(j["inputs"][i], path + ": inputs[" + std::to_string(i) + "]"));
-    out.push_back(std::move(t));
-  }
-  return out;
-}
-
-// Seeded inputs for every value the range reads: floats in [-1, 1), ids below the table size of
-// the embedding that reads them. Free dims: the first is the batch, the others the sequence.
-Result<std::vector<gpu::HostTensor>> random_inputs(const gpu::Model& m, const std::vector<uint32_t>& ids,
-                                                   const std::vector<std::optional<gpu::TensorDesc>>& shapes,
-                                                   uint64_t seed) {
-  std::vector<gpu::HostTensor> out;
-  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
-  auto next = [&] {
-    state ^= state << 13;
-    state ^= state >> 7;
-    state ^= state << 17;
-    return state;
-  };
-  const auto& g = m.graph();
-  for (uint32_t id : ids) {
-    const gpu::TensorDesc desc = *shapes[id];
-    EMBER_ASSIGN_OR_RETURN(auto t, gpu::HostTensor::allocate(g.value_names[id], desc));
-    int64_t vocab = 1;
-    for (uint32_t l = 0; l < m.num_layers(); ++l) {
-      const auto& spec = m.layer(l);
-      if (spec.op == gpu::OpKind::embedding && !spec.attrs.positional && g.layer_inputs[l][0] == id) {
-        vocab = spec.attrs.num_embeddings;
-        break;
-      }
-    }
-    const int64_t n = desc.shape.numel();
-    for (int64_t i = 0; i < n; ++i) {
-      switch (desc.dtype) {
-        case gpu::DType::f32: t.as<float>()[i] = static_cast<float>(next() >> 40) / static_cast<float>(1 << 23) - 1.f; break;
-        case gpu::DType::i64: t.as<int64_t>()[i] = static_cast<int64_t>(next() % static_cast<uint64_t>(vocab)); break;
-        case gpu::DType::i32: t.as<int32_t>()[i] = static_cast<int32_t>(next() % static_cast<uint64_t>(vocab)); break;
-        default: break;
-      }
-    }
     out.push_back(std::move(t));
   }
   return out;
@@ -235,16 +197,9 @@ int run(const RunOptions& o) {
   } else {
     // Shapes for random inputs: the model's declared inputs with free dims set, then shape
     // inference up to the range for values produced by earlier layers.
-    std::vector<gpu::TensorDesc> declared;
-    for (const auto& in : model.manifest().inputs) {
-      gpu::TensorDesc d{in.dtype, in.shape};
-      for (int i = 0; i < d.shape.rank; ++i)
-        if (d.shape[i] < 0) d.shape[i] = i == 0 ? o.batch : o.seq_len;
-      declared.push_back(d);
-    }
-    auto shapes = model.check_inputs(declared);
+    auto shapes = model.check_inputs(gpu::concrete_inputs(model, o.batch, o.seq_len));
     if (!shapes.ok()) return report(shapes.error().with_context("random inputs"));
-    auto made = random_inputs(model, (*executor)->input_values(), *shapes, o.seed);
+    auto made = gpu::sample_inputs(model, (*executor)->input_values(), *shapes, o.seed);
     if (!made.ok()) return report(made.error());
     inputs = std::move(*made);
   }

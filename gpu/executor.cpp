@@ -233,30 +233,35 @@ Status LayerExecutor::check_ids(const std::vector<HostTensor>& tensors, const st
 
 Result<std::vector<HostTensor>> LayerExecutor::run_host(const std::vector<HostTensor>& tensors) {
   const Graph& g = model_->graph();
+  // Names of values this range does not read (e.g. outputs of an earlier range that are not handed
+  // on to this one) are ignored; names the model does not have are errors.
   std::vector<uint32_t> ids;
+  std::vector<HostTensor> used;
   for (const HostTensor& t : tensors) {
     auto id = g.find(t.name);
-    if (!id || !std::binary_search(inputs_.begin(), inputs_.end(), *id)) {
+    if (!id) {
       std::string expected;
       for (uint32_t i : inputs_) expected += (expected.empty() ? "" : ", ") + g.value_names[i];
       return invalid_argument("unexpected input '" + t.name + "' (this range reads: " + expected + ")");
     }
     if (std::find(ids.begin(), ids.end(), *id) != ids.end()) return invalid_argument("input '" + t.name + "' given twice");
+    if (!std::binary_search(inputs_.begin(), inputs_.end(), *id)) continue;
     ids.push_back(*id);
+    used.push_back(t);
   }
   // Declared model inputs are checked against model.json (dtype, fixed dims).
-  for (size_t i = 0; i < tensors.size(); ++i) {
+  for (size_t i = 0; i < used.size(); ++i) {
     if (ids[i] >= g.num_inputs) continue;
     const TensorSpec& d = model_->manifest().inputs[ids[i]];
-    if (tensors[i].desc.dtype != d.dtype || !tensors[i].desc.shape.matches(d.shape) || tensors[i].desc.shape.numel() <= 0) {
-      return invalid_argument("input '" + d.name + "' is " + std::string(dtype_name(tensors[i].desc.dtype)) +
-                              tensors[i].desc.shape.to_string() + ", expected " + std::string(dtype_name(d.dtype)) +
+    if (used[i].desc.dtype != d.dtype || !used[i].desc.shape.matches(d.shape) || used[i].desc.shape.numel() <= 0) {
+      return invalid_argument("input '" + d.name + "' is " + std::string(dtype_name(used[i].desc.dtype)) +
+                              used[i].desc.shape.to_string() + ", expected " + std::string(dtype_name(d.dtype)) +
                               d.shape.to_string() + " (-1: any size)");
     }
   }
-  EMBER_RETURN_IF_ERROR(check_ids(tensors, ids));
+  EMBER_RETURN_IF_ERROR(check_ids(used, ids));
   std::lock_guard lock(mu_);
-  EMBER_ASSIGN_OR_RETURN(Activations in, upload(device_, *stream_, tensors, ids));
+  EMBER_ASSIGN_OR_RETURN(Activations in, upload(device_, *stream_, used, ids));
   auto out = run_locked(in);
   if (!out.ok()) {
     // The uploads may still be in flight; their buffers must outlive them.

@@ -63,6 +63,8 @@ class LayerExecutor {
 
   /// Host convenience: uploads tensors named after input_values(), runs, and downloads
   /// output_values() as tensors named after them. Checks integer ids fed to embedding layers.
+  /// Tensors named after other values of the model are ignored (so one range's outputs can feed
+  /// the next even when some of them are final outputs); names the model lacks are errors.
   Result<std::vector<HostTensor>> run_host(const std::vector<HostTensor>& inputs);
 
   /// Device bytes the last run used for intermediates and scratch.
