@@ -1,0 +1,180 @@
+#include "gpu/cuda/cuda_device.hpp"
+
+#include <cassert>
+#include <cstdio>
+
+#include "config/units.hpp"
+#include "gpu/cuda/cuda_kernels.hpp"
+#include "gpu/cuda/cuda_stream.hpp"
+
+#ifndef EMBER_CUDA_ARCHITECTURES
+#define EMBER_CUDA_ARCHITECTURES "?"
+#endif
+
+namespace ember::gpu::cuda {
+
+namespace {
+
+constexpr uint64_t kReserveGranularity = 2ull << 20;  // the reservation is a whole number of 2 MiB pages
+
+std::string hex(uint64_t v) {
+  char buf[24];
+  std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+}  // namespace
+
+std::string cuda_error_text(const char* what, cudaError_t e) {
+  return std::string(what) + " failed: " + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + " = " +
+         std::to_string(static_cast<int>(e)) + ")";
+}
+
+void FaultRecord::record(std::string message) {
+  std::lock_guard lock(mu_);
+  if (faulted_.load(std::memory_order_relaxed)) return;
+  message_ = std::move(message);
+  faulted_.store(true, std::memory_order_release);
+}
+
+Status FaultRecord::status() const {
+  if (!faulted()) return Status::OK();
+  std::lock_guard lock(mu_);
+  return device_fault(device_name_ + ": " + message_);
+}
+
+Result<std::unique_ptr<CudaDevice>> CudaDevice::create(const CudaDeviceConfig& config, uint32_t ordinal) {
+  const std::string id = "cuda:" + std::to_string(ordinal);
+  if (!(config.memory_fraction > 0 && config.memory_fraction <= 1)) {
+    return invalid_argument(id + ": memory fraction " + std::to_string(config.memory_fraction) +
+                            " is outside (0, 1]");
+  }
+  // Errors below are reported as values; clear CUDA's per-thread "last error" so that a later
+  // launch check on this thread does not pick up a failure that was already handled here.
+  auto fail = [](Error error) {
+    (void)cudaGetLastError();
+    return error;
+  };
+  int count = 0;  // not written when the call fails (../shared/dependencies.md §6)
+  if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
+    return fail(device_fault(id + ": " + cuda_error_text("cudaGetDeviceCount", e)));
+  }
+  if (ordinal >= static_cast<uint32_t>(count)) {
+    return not_found(id + ": no such CUDA device (" + std::to_string(count) + " present)");
+  }
+  const int dev = static_cast<int>(ordinal);
+  if (cudaError_t e = cudaSetDevice(dev); e != cudaSuccess) {
+    return fail(device_fault(id + ": " + cuda_error_text("cudaSetDevice", e)));
+  }
+  cudaDeviceProp prop{};
+  if (cudaError_t e = cudaGetDeviceProperties(&prop, dev); e != cudaSuccess) {
+    return fail(device_fault(id + ": " + cuda_error_text("cudaGetDeviceProperties", e)));
+  }
+  const std::string name = id + " (" + prop.name + ")";
+  if (cudaError_t e = probe_kernel_image(); e != cudaSuccess) {
+    return fail(unsupported(name + ": compute capability " + std::to_string(prop.major) + "." +
+                            std::to_string(prop.minor) + " cannot run this plugin's kernels, built for "
+                            "CUDA architectures " EMBER_CUDA_ARCHITECTURES ": " +
+                            cuda_error_text("cudaFuncGetAttributes", e)));
+  }
+
+  size_t free_bytes = 0, total_bytes = 0;
+  if (cudaError_t e = cudaMemGetInfo(&free_bytes, &total_bytes); e != cudaSuccess) {
+    return fail(device_fault(name + ": " + cuda_error_text("cudaMemGetInfo", e)));
+  }
+  const uint64_t reserve =
+      config.memory_bytes
+          ? config.memory_bytes
+          : static_cast<uint64_t>(static_cast<double>(free_bytes) * config.memory_fraction) / kReserveGranularity *
+                kReserveGranularity;
+  const std::string want = "cannot reserve " + format_bytes(reserve) + " of device memory (" +
+                           format_bytes(free_bytes) + " free of " + format_bytes(total_bytes) + ")";
+  if (reserve == 0 || reserve > free_bytes) return out_of_memory(name + ": " + want);
+  void* base = nullptr;
+  if (cudaError_t e = cudaMalloc(&base, reserve); e != cudaSuccess) {
+    return fail(out_of_memory(name + ": " + want + ": " + cuda_error_text("cudaMalloc", e)));
+  }
+  const uint64_t blas_workspace =
+      config.blas_workspace_bytes ? config.blas_workspace_bytes : (prop.major >= 9 ? 32ull << 20 : 4ull << 20);
+  return std::unique_ptr<CudaDevice>(
+      new CudaDevice(ordinal, name, static_cast<uint8_t*>(base), reserve, blas_workspace));
+}
+
+CudaDevice::CudaDevice(uint32_t ordinal, std::string name, uint8_t* base, uint64_t reserved_bytes,
+                       uint64_t blas_workspace)
+    : ordinal_(static_cast<int>(ordinal)),
+      base_(base),
+      blas_workspace_bytes_(blas_workspace),
+      faults_(std::make_shared<FaultRecord>(name)),
+      allocator_(reserved_bytes),
+      capacity_(allocator_.capacity()) {
+  info_.name = std::move(name);
+  info_.kind = DeviceKind::cuda;
+  info_.ordinal = ordinal;
+  info_.memory_bytes = capacity_;
+}
+
+CudaDevice::~CudaDevice() {
+  // Streams and events are gone (the contract), so none of our work is pending; cudaFree waits
+  // for the device anyway. Failures (a dead context, process teardown) are ignored: nothing to do.
+  if (cudaSetDevice(ordinal_) == cudaSuccess) (void)cudaFree(base_);
+  (void)cudaGetLastError();
+}
+
+Result<DevicePtr> CudaDevice::allocate(uint64_t bytes) {
+  std::lock_guard lock(alloc_mu_);
+  auto offset = allocator_.allocate(bytes);
+  if (!offset) {
+    return out_of_memory(info_.name + ": out of device memory: requested " + format_bytes(bytes) + ", " +
+                         format_bytes(allocator_.capacity() - allocator_.used()) + " free of " +
+                         format_bytes(allocator_.capacity()) + " (largest free block " +
+                         format_bytes(allocator_.largest_free_block()) + ")");
+  }
+  return DevicePtr{reinterpret_cast<uintptr_t>(base_) + *offset};
+}
+
+void CudaDevice::free(DevicePtr ptr) {
+  if (!ptr) return;
+  std::lock_guard lock(alloc_mu_);
+  const uint64_t base = reinterpret_cast<uintptr_t>(base_);
+  [[maybe_unused]] const bool ok = ptr.addr >= base && allocator_.free(ptr.addr - base);
+  assert(ok && "CudaDevice::free of a pointer this device did not allocate");
+}
+
+MemoryInfo CudaDevice::memory() const {
+  std::lock_guard lock(alloc_mu_);
+  return {allocator_.capacity(), allocator_.used(), allocator_.largest_free_block()};
+}
+
+std::unique_ptr<Stream> CudaDevice::create_stream() { return make_cuda_stream(*this); }
+std::unique_ptr<Event> CudaDevice::create_event() { return make_cuda_event(*this); }
+
+bool CudaDevice::make_current() {
+  int current = -1;
+  if (cudaGetDevice(&current) == cudaSuccess && current == ordinal_) return true;
+  return check(cudaSetDevice(ordinal_), "cudaSetDevice");
+}
+
+bool CudaDevice::check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) return true;
+  fault(cuda_error_text(what, e));
+  return false;
+}
+
+bool CudaDevice::check(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return true;
+  fault(std::string(what) + " failed: " + cublasGetStatusString(s) + " (" + cublasGetStatusName(s) + ")");
+  return false;
+}
+
+void* CudaDevice::resolve(DevicePtr ptr, uint64_t bytes, const char* what) {
+  const uint64_t base = reinterpret_cast<uintptr_t>(base_);
+  if (ptr.addr < base || ptr.addr - base > capacity_ || bytes > capacity_ - (ptr.addr - base)) {
+    fault(std::string("illegal address in ") + what + ": [" + hex(ptr.addr) + ", +" + std::to_string(bytes) +
+          ") is outside device memory [" + hex(base) + ", +" + std::to_string(capacity_) + ")");
+    return nullptr;
+  }
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(ptr.addr));
+}
+
+}  // namespace ember::gpu::cuda

@@ -1,0 +1,169 @@
+// The CUDA kernels: what a CudaDevice stream enqueues for each op. Internal to the plugin.
+//
+// Called only from CudaStream::launch, on the thread feeding that stream, with the stream's
+// device current, every pointer checked to lie inside the device's arena, and arguments that
+// passed infer_output. A kernel function only enqueues work on `stream` (CUDA kernels, cuBLAS
+// calls, device-to-device copies) and returns; it never synchronises, never allocates (scratch
+// comes in `workspace`, exactly workspace_bytes(...) bytes, of which a kernel may use less) and
+// never reads device memory from the host.
+//
+// Semantics are the CPU kernels' (kernels_cpu*.cpp), which are PyTorch's: same formulas, same
+// workspace layout where one is used, an embedding id outside the table gives a zero row, causal
+// attention zeroes masked probabilities. Results agree with the CPU kernels to float32 rounding
+// (summation order differs); float32 throughout. Matrix products go to cuBLAS in its default math
+// mode, which computes float32 GEMMs in float32 (no TF32), as PyTorch does by default.
+//
+// cuBLAS is column-major and Ember row-major; gemm_rm() below hides the swap: a row-major
+// C = A B is the column-major C^T = B^T A^T, so it calls cuBLAS with the operands exchanged.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "gpu/ops.hpp"
+
+namespace ember::gpu::cuda {
+
+/// One launch: the layer's arguments and their device addresses (nullptr = absent optional weight).
+struct CudaKernelArgs {
+  const KernelArgs* args = nullptr;
+  cudaStream_t stream = nullptr;
+  cublasHandle_t blas = nullptr;  // bound to `stream`
+  const void* inputs[kMaxLayerInputs] = {};
+  const void* weights[kMaxLayerWeights] = {};
+  void* output = nullptr;
+  void* workspace = nullptr;
+
+  const float* in_f32(int i) const { return static_cast<const float*>(inputs[i]); }
+  const float* w_f32(int i) const { return static_cast<const float*>(weights[i]); }
+  float* out_f32() const { return static_cast<float*>(output); }
+  float* ws_f32() const { return static_cast<float*>(workspace); }
+  const LayerAttrs& attrs() const { return args->attrs; }
+  const Shape& in_shape(int i) const { return args->inputs[i].desc.shape; }
+  const Shape& out_shape() const { return args->output.desc.shape; }
+};
+
+/// The first failed call of a kernel function; later steps are not enqueued.
+struct CudaKernelStatus {
+  const char* call = nullptr;  // nullptr: everything was enqueued
+  cudaError_t cuda = cudaSuccess;
+  cublasStatus_t blas = CUBLAS_STATUS_SUCCESS;
+  bool ok() const { return call == nullptr; }
+};
+
+using CudaKernel = CudaKernelStatus (*)(const CudaKernelArgs&);
+
+/// Enqueues the kernel of args.args->op.
+CudaKernelStatus run_cuda_kernel(const CudaKernelArgs& args);
+
+/// cudaSuccess when this plugin has a kernel image the current device can run (checked at
+/// device creation so that a GPU older than the compiled architectures is refused up front).
+cudaError_t probe_kernel_image();
+
+// -- shared by the kernel files -----------------------------------------------------------------
+
+/// Returns a failed CudaKernelStatus from the enclosing kernel function.
+#define EMBER_CUDA_TRY(expr)                                      \
+  do {                                                            \
+    const ::ember::gpu::cuda::CudaKernelStatus ember_st_ = (expr); \
+    if (!ember_st_.ok()) return ember_st_;                        \
+  } while (0)
+
+/// The status of the kernel launch just made (cudaGetLastError), named `what`.
+CudaKernelStatus launched(const char* what);
+CudaKernelStatus cuda_call(cudaError_t e, const char* what);
+CudaKernelStatus blas_call(cublasStatus_t s, const char* what);
+
+/// Row-major C[m, n] = alpha * op(A)[m, k] op(B)[k, n] + beta * C, `batch` times with the given
+/// element strides between consecutive A, B and C (strides ignored when batch is 1).
+/// lda, ldb, ldc are row-major leading dimensions (the row length of each stored matrix).
+CudaKernelStatus gemm_rm(cublasHandle_t h, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                         const float* a, int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc,
+                         int64_t batch = 1, int64_t stride_a = 0, int64_t stride_b = 0, int64_t stride_c = 0);
+
+/// y[r, :] = bias for r in [0, rows), row length n (leading dimension n).
+CudaKernelStatus fill_rows(float* y, int64_t rows, int64_t n, const float* bias, cudaStream_t stream);
+
+/// Softmax of each row of x [rows, n] into y (may alias x), like softmax_row in kernels_cpu:
+/// when causal_period > 0, row r keeps only its first (r % causal_period) + 1 entries and the
+/// rest become 0 (causal attention over [S, S] score matrices stacked along rows).
+CudaKernelStatus softmax_rows(const float* x, float* y, int64_t rows, int64_t n, int64_t causal_period,
+                              cudaStream_t stream);
+
+// One function per op, grouped by file like the CPU kernels: cuda_kernels_dense.cu (matrix
+// products and embedding), cuda_kernels_pointwise.cu (elementwise, normalisation),
+// cuda_kernels_layout.cu (pooling and data movement).
+CudaKernelStatus cuda_linear(const CudaKernelArgs&);
+CudaKernelStatus cuda_conv2d(const CudaKernelArgs&);
+CudaKernelStatus cuda_attention(const CudaKernelArgs&);
+CudaKernelStatus cuda_embedding(const CudaKernelArgs&);
+CudaKernelStatus cuda_batch_norm(const CudaKernelArgs&);
+CudaKernelStatus cuda_relu(const CudaKernelArgs&);
+CudaKernelStatus cuda_gelu(const CudaKernelArgs&);
+CudaKernelStatus cuda_tanh(const CudaKernelArgs&);
+CudaKernelStatus cuda_layer_norm(const CudaKernelArgs&);
+CudaKernelStatus cuda_softmax(const CudaKernelArgs&);
+CudaKernelStatus cuda_add(const CudaKernelArgs&);
+CudaKernelStatus cuda_max_pool2d(const CudaKernelArgs&);
+CudaKernelStatus cuda_avg_pool2d(const CudaKernelArgs&);
+CudaKernelStatus cuda_global_avg_pool(const CudaKernelArgs&);
+CudaKernelStatus cuda_copy(const CudaKernelArgs&);  // flatten and reshape: same bytes, new shape
+CudaKernelStatus cuda_select(const CudaKernelArgs&);
+
+#ifdef __CUDACC__
+// -- device helpers (CUDA translation units only) ----------------------------------------------
+
+inline constexpr int kBlock = 256;  // threads per block of the elementwise kernels
+
+/// Grid-stride loop: `i` visits every index in [0, n) exactly once across the grid.
+#define EMBER_GRID_LOOP(i, n)                                                                   \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+
+/// Blocks for a grid-stride loop over n items (capped; the loop covers the rest). n > 0.
+inline unsigned grid_for(int64_t n, int block = kBlock) {
+  const int64_t blocks = (n + block - 1) / block;
+  return static_cast<unsigned>(blocks < (1 << 20) ? blocks : (1 << 20));
+}
+
+/// Threads per block for a block-per-row kernel over rows of n: a multiple of 32 in [32, 256].
+inline int row_block(int64_t n) {
+  const int64_t b = (n + 31) / 32 * 32;
+  return static_cast<int>(b < 32 ? 32 : (b > 256 ? 256 : b));
+}
+
+__device__ inline float warp_sum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ inline float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Block-wide reductions; every thread of the block must call them and gets the result. blockDim.x
+// must be a multiple of 32. `scratch` is __shared__ float[32]; back-to-back calls may reuse it.
+__device__ inline float block_sum(float v, float* scratch) {
+  v = warp_sum(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // a previous reduction may still be reading scratch
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  return warp_sum(lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : 0.f);
+}
+
+__device__ inline float block_max(float v, float* scratch) {
+  v = warp_max(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  return warp_max(lane < static_cast<int>(blockDim.x >> 5) ? scratch[lane] : -INFINITY);
+}
+#endif  // __CUDACC__
+
+}  // namespace ember::gpu::cuda

@@ -1,0 +1,207 @@
+// CUDA kernels built on matrix products: linear, conv2d (im2col + cuBLAS, or direct for grouped
+// convolutions), attention, and embedding. Mirrors kernels_cpu_dense.cpp.
+#include <algorithm>
+#include <cmath>
+
+#include "gpu/cuda/cuda_kernels.hpp"
+
+namespace ember::gpu::cuda {
+
+namespace {
+
+// One image's convolution geometry (per group: `channels` input channels).
+struct ConvGeometry {
+  int64_t channels, h, w;  // input plane
+  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+  int64_t ho, wo;  // output plane
+};
+
+ConvGeometry geometry(const LayerAttrs& a, int64_t channels, const Shape& xs, const Shape& ys) {
+  return {channels,      xs[2],         xs[3],         a.kernel[0],   a.kernel[1], a.stride[0], a.stride[1],
+          a.padding[0],  a.padding[1],  a.dilation[0], a.dilation[1], ys[2],       ys[3]};
+}
+
+// col[(c*kh + i)*kw + j][oh*wo + ow] = x[c][oh*sh - ph + i*dh][ow*sw - pw + j*dw], zero outside the
+// image: the CPU's im2col layout, so the GEMM that follows is the same.
+__global__ void im2col_kernel(const float* x, ConvGeometry g, float* col) {
+  const int64_t total = g.channels * g.kh * g.kw * g.ho * g.wo;
+  EMBER_GRID_LOOP(idx, total) {
+    int64_t t = idx;
+    const int64_t ow = t % g.wo; t /= g.wo;
+    const int64_t oh = t % g.ho; t /= g.ho;
+    const int64_t j = t % g.kw; t /= g.kw;
+    const int64_t i = t % g.kh;
+    const int64_t c = t / g.kh;
+    const int64_t ih = oh * g.sh - g.ph + i * g.dh, iw = ow * g.sw - g.pw + j * g.dw;
+    col[idx] = (ih >= 0 && ih < g.h && iw >= 0 && iw < g.w) ? x[(c * g.h + ih) * g.w + iw] : 0.f;
+  }
+}
+
+// Grouped convolution computed directly, one thread per output element: with groups > 1 the
+// per-group GEMMs are small (depthwise: 1 x kh*kw) and one launch beats batch * groups of them.
+// y[b][oc][oh][ow] = bias[oc] + sum over c < cg, i, j of w[oc][c][i][j] * x[b][g*cg + c][ih][iw].
+__global__ void grouped_conv_kernel(const float* x, const float* wt, const float* bias, float* y, int64_t batch,
+                                    int64_t in_channels, int64_t out_channels, int64_t groups, ConvGeometry g) {
+  const int64_t cg = in_channels / groups, og = out_channels / groups;
+  const int64_t total = batch * out_channels * g.ho * g.wo;
+  EMBER_GRID_LOOP(idx, total) {
+    int64_t t = idx;
+    const int64_t ow = t % g.wo; t /= g.wo;
+    const int64_t oh = t % g.ho; t /= g.ho;
+    const int64_t oc = t % out_channels;
+    const int64_t b = t / out_channels;
+    const int64_t gi = oc / og;
+    float acc = 0.f;
+    for (int64_t c = 0; c < cg; ++c) {
+      const float* plane = x + ((b * in_channels) + gi * cg + c) * g.h * g.w;
+      const float* kernel = wt + (oc * cg + c) * g.kh * g.kw;
+      for (int64_t i = 0; i < g.kh; ++i) {
+        const int64_t ih = oh * g.sh - g.ph + i * g.dh;
+        if (ih < 0 || ih >= g.h) continue;
+        for (int64_t j = 0; j < g.kw; ++j) {
+          const int64_t iw = ow * g.sw - g.pw + j * g.dw;
+          if (iw >= 0 && iw < g.w) acc += kernel[i * g.kw + j] * plane[ih * g.w + iw];
+        }
+      }
+    }
+    y[idx] = bias ? bias[oc] + acc : acc;
+  }
+}
+
+// y[b][oc][:] = bias[oc] for an output of `total` elements with planes of `plane` elements.
+__global__ void fill_channels_kernel(float* y, int64_t total, int64_t plane, int64_t channels, const float* bias) {
+  EMBER_GRID_LOOP(i, total) y[i] = bias[(i / plane) % channels];
+}
+
+template <class Id>
+__global__ void embedding_kernel(const Id* ids, const float* table, float* y, int64_t n, int64_t dim, int64_t rows,
+                                 int64_t seq, bool positional) {
+  EMBER_GRID_LOOP(idx, n * dim) {
+    const int64_t i = idx / dim, j = idx % dim;
+    const int64_t id = positional ? i % seq : static_cast<int64_t>(ids[i]);
+    y[idx] = (id >= 0 && id < rows) ? table[id * dim + j] : 0.f;
+  }
+}
+
+}  // namespace
+
+CudaKernelStatus cuda_linear(const CudaKernelArgs& k) {
+  const LayerAttrs& a = k.attrs();
+  const int64_t m = k.in_shape(0).numel() / a.in_features;
+  const int64_t n = a.out_features, kk = a.in_features;
+  const float* bias = k.w_f32(1);
+  float* y = k.out_f32();
+  if (bias) EMBER_CUDA_TRY(fill_rows(y, m, n, bias, k.stream));
+  return gemm_rm(k.blas, false, true, m, n, kk, 1.f, k.in_f32(0), kk, k.w_f32(0), kk, bias ? 1.f : 0.f, y, n);
+}
+
+CudaKernelStatus cuda_conv2d(const CudaKernelArgs& k) {
+  const LayerAttrs& a = k.attrs();
+  const Shape& xs = k.in_shape(0);
+  const Shape& ys = k.out_shape();
+  const int64_t batch = xs[0], c = xs[1], h = xs[2], w = xs[3];
+  const int64_t o = ys[1], ho = ys[2], wo = ys[3];
+  const float* bias = k.w_f32(1);
+  float* y = k.out_f32();
+  const int64_t total = batch * o * ho * wo;
+  if (total == 0) return {};
+
+  if (a.groups > 1) {
+    grouped_conv_kernel<<<grid_for(total), kBlock, 0, k.stream>>>(k.in_f32(0), k.w_f32(0), bias, y, batch, c, o,
+                                                                  a.groups, geometry(a, c / a.groups, xs, ys));
+    return launched("grouped_conv_kernel");
+  }
+
+  // groups == 1: y_b[o, ho*wo] = W[o, kdim] cols_b[kdim, ho*wo] (+ bias), as the CPU does.
+  if (bias) {
+    fill_channels_kernel<<<grid_for(total), kBlock, 0, k.stream>>>(y, total, ho * wo, o, bias);
+    EMBER_CUDA_TRY(launched("fill_channels_kernel"));
+  }
+  const float beta = bias ? 1.f : 0.f;
+  // Same test as workspace_bytes(): a 1x1, stride 1, unpadded convolution is a GEMM on the image.
+  const bool pointwise = a.kernel[0] == 1 && a.kernel[1] == 1 && a.stride[0] == 1 && a.stride[1] == 1 &&
+                         a.padding[0] == 0 && a.padding[1] == 0;
+  if (pointwise) {
+    return gemm_rm(k.blas, false, false, o, h * w, c, 1.f, k.w_f32(0), c, k.in_f32(0), h * w, beta, y, h * w, batch,
+                   /*stride_a=*/0, /*stride_b=*/c * h * w, /*stride_c=*/o * h * w);
+  }
+  const ConvGeometry g = geometry(a, c, xs, ys);
+  const int64_t kdim = c * a.kernel[0] * a.kernel[1], cols = ho * wo;
+  float* col = k.ws_f32();  // [kdim, ho*wo]: one image at a time, as workspace_bytes() sizes it
+  for (int64_t b = 0; b < batch; ++b) {
+    im2col_kernel<<<grid_for(kdim * cols), kBlock, 0, k.stream>>>(k.in_f32(0) + b * c * h * w, g, col);
+    EMBER_CUDA_TRY(launched("im2col_kernel"));
+    EMBER_CUDA_TRY(gemm_rm(k.blas, false, false, o, cols, kdim, 1.f, k.w_f32(0), kdim, col, cols, beta,
+                           y + b * o * cols, cols));
+  }
+  return {};
+}
+
+// Multi-head self-attention as torch.nn.MultiheadAttention(batch_first=True) computes it (see
+// cpu_attention):
+//   qkv = x W_in^T + b_in;  per (batch, head): P = softmax(Q K^T / sqrt(d) [+ causal mask]);
+//   ctx = P V;  y = ctx W_out^T + b_out.
+// Workspace, as the CPU's: qkv [B*S, 3E] | ctx [B*S, E] | scores [slices, S, S]. The (batch, head)
+// slices go to cuBLAS in strided batches of at most `slices`: a strided batch needs one stride, so
+// it runs along heads for one batch entry (stride d) or along batch entries for one head (stride
+// S*3E), whichever has more of them.
+CudaKernelStatus cuda_attention(const CudaKernelArgs& k) {
+  const LayerAttrs& a = k.attrs();
+  const Shape& xs = k.in_shape(0);
+  const int64_t batch = xs[0], seq = xs[1], e = a.embed_dim, heads = a.num_heads, d = e / heads;
+  const int64_t rows = batch * seq;
+  if (rows == 0) return {};
+  float* qkv = k.ws_f32();
+  float* ctx = qkv + rows * 3 * e;
+  float* scores = ctx + rows * e;
+
+  const float* in_bias = k.w_f32(1);
+  if (in_bias) EMBER_CUDA_TRY(fill_rows(qkv, rows, 3 * e, in_bias, k.stream));
+  EMBER_CUDA_TRY(gemm_rm(k.blas, false, true, rows, 3 * e, e, 1.f, k.in_f32(0), e, k.w_f32(0), e,
+                         in_bias ? 1.f : 0.f, qkv, 3 * e));
+
+  const float scale = 1.f / std::sqrt(static_cast<float>(d));
+  const int64_t slices = std::min<int64_t>(batch * heads, kAttentionParallelSlices);
+  const bool along_batch = batch >= heads;
+  const int64_t outer = along_batch ? heads : batch, inner = along_batch ? batch : heads;
+  const int64_t outer_qkv = along_batch ? d : seq * 3 * e, outer_ctx = along_batch ? d : seq * e;
+  const int64_t inner_qkv = along_batch ? seq * 3 * e : d, inner_ctx = along_batch ? seq * e : d;
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i0 = 0; i0 < inner; i0 += slices) {
+      const int64_t count = std::min(slices, inner - i0);
+      const float* q = qkv + o * outer_qkv + i0 * inner_qkv;
+      const float* kmat = q + e;
+      const float* v = q + 2 * e;
+      // P[S, S] = scale * Q[S, d] K[S, d]^T (rows of Q, K, V are 3E apart in qkv).
+      EMBER_CUDA_TRY(gemm_rm(k.blas, false, true, seq, seq, d, scale, q, 3 * e, kmat, 3 * e, 0.f, scores, seq, count,
+                             inner_qkv, inner_qkv, seq * seq));
+      EMBER_CUDA_TRY(softmax_rows(scores, scores, count * seq, seq, a.causal ? seq : 0, k.stream));
+      // ctx[S, d] (row length E) = P[S, S] V[S, d].
+      EMBER_CUDA_TRY(gemm_rm(k.blas, false, false, seq, d, seq, 1.f, scores, seq, v, 3 * e, 0.f,
+                             ctx + o * outer_ctx + i0 * inner_ctx, e, count, seq * seq, inner_qkv, inner_ctx));
+    }
+  }
+
+  const float* out_bias = k.w_f32(3);
+  float* y = k.out_f32();
+  if (out_bias) EMBER_CUDA_TRY(fill_rows(y, rows, e, out_bias, k.stream));
+  return gemm_rm(k.blas, false, true, rows, e, e, 1.f, ctx, e, k.w_f32(2), e, out_bias ? 1.f : 0.f, y, e);
+}
+
+CudaKernelStatus cuda_embedding(const CudaKernelArgs& k) {
+  const LayerAttrs& a = k.attrs();
+  const Shape& ids = k.in_shape(0);
+  const int64_t n = ids.numel(), dim = a.embedding_dim, seq = ids.last();
+  if (n * dim == 0) return {};
+  const unsigned grid = grid_for(n * dim);
+  if (k.args->inputs[0].desc.dtype == DType::i64) {
+    embedding_kernel<<<grid, kBlock, 0, k.stream>>>(static_cast<const int64_t*>(k.inputs[0]), k.w_f32(0),
+                                                    k.out_f32(), n, dim, a.num_embeddings, seq, a.positional);
+  } else {
+    embedding_kernel<<<grid, kBlock, 0, k.stream>>>(static_cast<const int32_t*>(k.inputs[0]), k.w_f32(0),
+                                                    k.out_f32(), n, dim, a.num_embeddings, seq, a.positional);
+  }
+  return launched("embedding_kernel");
+}
+
+}  // namespace ember::gpu::cuda
