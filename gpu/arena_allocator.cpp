@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "config/units.hpp"
+
 namespace ember::gpu {
 
 ArenaAllocator::ArenaAllocator(uint64_t capacity, uint64_t alignment)
@@ -57,6 +59,15 @@ uint64_t ArenaAllocator::largest_free_block() const {
 uint64_t ArenaAllocator::block_size(uint64_t offset) const {
   auto it = used_.find(offset);
   return it == used_.end() ? 0 : it->second;
+}
+
+}  // namespace ember::gpu
+
+namespace ember::gpu {
+
+std::string ArenaAllocator::shortage(uint64_t requested) const {
+  return "requested " + format_bytes(requested) + ", " + format_bytes(capacity_ - used_bytes_) + " free of " +
+         format_bytes(capacity_) + " (largest free block " + format_bytes(largest_free_block()) + ")";
 }
 
 }  // namespace ember::gpu

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <string>
 
 namespace ember::gpu {
 
@@ -31,6 +32,9 @@ class ArenaAllocator {
   size_t free_blocks() const { return free_.size(); }
   /// Size of the block at `offset`, 0 when none is allocated there.
   uint64_t block_size(uint64_t offset) const;
+  /// "requested 2.00 MiB, 1.00 MiB free of 4.00 MiB (largest free block 1.00 MiB)", for the
+  /// out-of-memory errors of the devices built on this allocator.
+  std::string shortage(uint64_t requested) const;
 
  private:
   uint64_t capacity_;

@@ -239,10 +239,7 @@ Result<DevicePtr> SimDevice::allocate(uint64_t bytes) {
   std::lock_guard lock(alloc_mu_);
   auto offset = allocator_.allocate(bytes);
   if (!offset) {
-    return out_of_memory(info_.name + ": out of device memory: requested " + format_bytes(bytes) + ", " +
-                         format_bytes(allocator_.capacity() - allocator_.used()) + " free of " +
-                         format_bytes(allocator_.capacity()) + " (largest free block " +
-                         format_bytes(allocator_.largest_free_block()) + ")");
+    return out_of_memory(info_.name + ": out of device memory: " + allocator_.shortage(bytes));
   }
   return DevicePtr{device_base(info_.ordinal) + *offset};
 }

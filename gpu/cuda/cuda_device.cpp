@@ -125,10 +125,7 @@ Result<DevicePtr> CudaDevice::allocate(uint64_t bytes) {
   std::lock_guard lock(alloc_mu_);
   auto offset = allocator_.allocate(bytes);
   if (!offset) {
-    return out_of_memory(info_.name + ": out of device memory: requested " + format_bytes(bytes) + ", " +
-                         format_bytes(allocator_.capacity() - allocator_.used()) + " free of " +
-                         format_bytes(allocator_.capacity()) + " (largest free block " +
-                         format_bytes(allocator_.largest_free_block()) + ")");
+    return out_of_memory(info_.name + ": out of device memory: " + allocator_.shortage(bytes));
   }
   return DevicePtr{reinterpret_cast<uintptr_t>(base_) + *offset};
 }
