@@ -85,7 +85,11 @@ Result<uint64_t> parse_duration_us(std::string_view text) {
     return invalid_argument("cannot read '" + std::string(text) +
                             "' as a duration (examples: 250ms, 2s, 100us)");
   }
-  return static_cast<uint64_t>(std::round(number * factor));
+  const double us = std::round(number * factor);
+  if (us > static_cast<double>(std::numeric_limits<uint64_t>::max() / 2)) {
+    return invalid_argument("duration '" + std::string(text) + "' is too large");
+  }
+  return static_cast<uint64_t>(us);
 }
 
 std::string format_bytes(uint64_t bytes) {

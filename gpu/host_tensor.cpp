@@ -49,6 +49,14 @@ bool flatten_numbers(const json& j, std::vector<const json*>& out, int depth) {
   return true;
 }
 
+// `shape` for an error message. dump() recurses, and the caller's parser allows any depth, so a
+// list holding nested values is not printed.
+std::string shape_text(const json& shape) {
+  for (const auto& d : shape)
+    if (d.is_structured()) return "a list of nested values";
+  return shape.dump();
+}
+
 template <class T>
 bool store_int(const json& v, uint8_t* dst) {
   if (!v.is_number_integer()) return false;
@@ -91,7 +99,7 @@ Result<HostTensor> tensor_from_kserve_json(const json& j, const std::string& whe
   for (const auto& d : *shape) {
     if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > (1ll << 31) ||
         __builtin_mul_overflow(numel, d.get<uint64_t>(), &numel) || numel > (1ull << 32)) {
-      return invalid_argument(at + ": field 'shape': " + shape->dump() + " must hold non-negative dims of sane size");
+      return invalid_argument(at + ": field 'shape': " + shape_text(*shape) + " must hold non-negative dims of sane size");
     }
     desc.shape[desc.shape.rank++] = d.get<int64_t>();
   }

@@ -1,5 +1,6 @@
 #include "gpu/manifest.hpp"
 
+#include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -147,7 +148,9 @@ Result<ServingConfig> parse_serving(const json& root, const std::string& at) {
     if (!d->is_number() || d->get<double>() < 0 || d->get<double>() > 3.6e6) {
       return invalid_argument(where + ".slo_deadline_ms: must be a number of milliseconds in [0, 3600000]");
     }
-    s.slo_deadline_us = static_cast<uint64_t>(d->get<double>() * 1000.0);
+    // Rounded, not truncated: 1.009 * 1000.0 is 1008.999..., and manifest_to_json() writes
+    // deadline_us / 1000.0, which must read back as the same microseconds.
+    s.slo_deadline_us = static_cast<uint64_t>(std::llround(d->get<double>() * 1000.0));
   }
   if (auto p = it->find("slo_percentile"); p != it->end()) {
     if (!p->is_number() || !(p->get<double>() > 0 && p->get<double>() < 1)) {
@@ -264,7 +267,18 @@ Status infer_range(const Manifest& m, const Graph& g, LayerRange range, std::vec
 
 Result<Manifest> parse_manifest(std::string_view text, std::string_view source) {
   const std::string at(source);
-  json root = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  // model.json nests 5 deep; a value nested thousands deep would overflow the stack when an error
+  // message dump()s it, so deeper text is refused while parsing (the parser itself is iterative).
+  constexpr int kMaxDepth = 64;
+  bool too_deep = false;
+  json root = json::parse(
+      text.begin(), text.end(),
+      [&too_deep](int depth, json::parse_event_t, json&) {
+        if (depth > kMaxDepth) too_deep = true;
+        return !too_deep;  // keep nothing once too deep
+      },
+      /*allow_exceptions=*/false);
+  if (too_deep) return invalid_argument(at + ": JSON nested deeper than " + std::to_string(kMaxDepth) + " levels");
   if (root.is_discarded()) return invalid_argument(at + ": not valid JSON");
   if (!root.is_object()) return invalid_argument(at + ": must be a JSON object");
   EMBER_RETURN_IF_ERROR(check_keys(

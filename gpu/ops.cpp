@@ -16,6 +16,24 @@ constexpr std::string_view kOpNames[] = {
     "avg_pool2d", "global_avg_pool", "flatten", "reshape", "select"};
 static_assert(std::size(kOpNames) == static_cast<size_t>(OpKind::count), "every op needs a name");
 
+// Bounds that keep shape inference in int64 with room to spare, whatever model.json says: every
+// integer attribute is at most kMaxAttrValue (so kernel * dilation and 3 * embed_dim cannot
+// overflow), and infer_output refuses inputs whose dims multiply past kMaxElements (so products
+// of any of their dims cannot either). Both are far beyond any model Ember can hold.
+constexpr int64_t kMaxAttrValue = INT32_MAX;
+constexpr int64_t kMaxElements = int64_t{1} << 56;
+
+// Whether `x` is an integer in [min_value, kMaxAttrValue]. nlohmann stores non-negative integers
+// as unsigned, which get<int64_t>() would wrap above INT64_MAX.
+bool attr_in_range(const json& x, int64_t min_value) {
+  if (!x.is_number_integer()) return false;
+  if (x.is_number_unsigned()) {
+    const uint64_t u = x.get<uint64_t>();
+    return u <= static_cast<uint64_t>(kMaxAttrValue) && static_cast<int64_t>(u) >= min_value;
+  }
+  return x.get<int64_t>() >= min_value;
+}
+
 // Reads typed attributes out of a JSON object, remembering which keys were used so that leftovers
 // (typos) can be reported.
 class AttrReader {
@@ -28,9 +46,11 @@ class AttrReader {
     const json* v = take(key, required);
     if (!v) return fallback;
     if (!v->is_number_integer()) return fail(key, "expected an integer, got " + v->dump()), fallback;
-    int64_t x = v->get<int64_t>();
-    if (x < min_value) return fail(key, std::to_string(x) + " is below the minimum " + std::to_string(min_value)), fallback;
-    return x;
+    if (!attr_in_range(*v, min_value)) {
+      return fail(key, v->dump() + " is outside " + std::to_string(min_value) + ".." + std::to_string(kMaxAttrValue)),
+             fallback;
+    }
+    return v->get<int64_t>();
   }
 
   bool boolean(const char* key, bool fallback) {
@@ -65,8 +85,9 @@ class AttrReader {
     out[0] = out[1] = fallback;
     if (!v) return;
     auto one = [&](const json& x, int64_t& dst) {
-      if (!x.is_number_integer() || x.get<int64_t>() < min_value) {
-        fail(key, "expected integers >= " + std::to_string(min_value) + ", got " + v->dump());
+      if (!attr_in_range(x, min_value)) {
+        fail(key, "expected integers in " + std::to_string(min_value) + ".." + std::to_string(kMaxAttrValue) +
+                      ", got " + v->dump());
         return;
       }
       dst = x.get<int64_t>();
@@ -91,8 +112,8 @@ class AttrReader {
       return out;
     }
     for (const auto& x : *v) {
-      if (!x.is_number_integer()) {
-        fail(key, "expected integers, got " + v->dump());
+      if (!attr_in_range(x, INT64_MIN)) {
+        fail(key, "expected integers up to " + std::to_string(kMaxAttrValue) + ", got " + v->dump());
         return {};
       }
       out.push_back(x.get<int64_t>());
@@ -364,6 +385,15 @@ Result<TensorDesc> infer_output(OpKind op, const LayerAttrs& a, std::span<const 
   }
   const TensorDesc& x = in[0];
   if (x.shape.has_wildcard()) return internal_error("infer_output: shape " + x.shape.to_string() + " has -1");
+  for (size_t i = 0; i < in.size(); ++i) {
+    int64_t n = 1;  // product of the dims, a 0 counted as 1: bounds the product of any subset
+    for (int d = 0; d < in[i].shape.rank; ++d) {
+      if (__builtin_mul_overflow(n, std::max<int64_t>(in[i].shape[d], 1), &n) || n > kMaxElements) {
+        return invalid_argument("input " + std::to_string(i) + " " + in[i].shape.to_string() + " has more than " +
+                                std::to_string(kMaxElements) + " elements");
+      }
+    }
+  }
   switch (op) {
     case OpKind::linear: {
       EMBER_RETURN_IF_ERROR(need_float(x, 0));
@@ -463,7 +493,9 @@ Result<TensorDesc> infer_output(OpKind op, const LayerAttrs& a, std::span<const 
           out.shape[i] = x.shape[i];
         }
         if (out.shape[i] == -1) wildcard = i;
-        else known *= out.shape[i];
+        else if (__builtin_mul_overflow(known, out.shape[i], &known)) {
+          return invalid_argument("cannot reshape " + x.shape.to_string() + " into " + a.shape.to_string());
+        }
       }
       const int64_t n = x.shape.numel();
       if (wildcard >= 0) {

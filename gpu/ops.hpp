@@ -89,6 +89,7 @@ inline constexpr int kMaxLayerWeights = 4;
 inline constexpr int64_t kAttentionParallelSlices = 16;
 
 /// Parses `attrs` (a JSON object; unknown keys are errors) into `out`. `where` prefixes messages.
+/// Integer attributes above INT32_MAX are errors, which keeps shape arithmetic far from overflow.
 Status parse_attrs(OpKind op, const nlohmann::json& attrs, LayerAttrs& out, const std::string& where);
 
 /// Serialises the attributes `op` reads back into JSON (for writing model.json).
@@ -101,7 +102,8 @@ std::vector<WeightSpec> weight_specs(OpKind op, const LayerAttrs& attrs);
 std::pair<int, int> input_count(OpKind op);
 
 /// The output an op produces from `inputs`, or an invalid_argument Error that says which input
-/// and dim are wrong. Input shapes must be concrete (no -1).
+/// and dim are wrong. Input shapes must be concrete (no -1); an input whose dims multiply past
+/// 2^56 elements is an error.
 Result<TensorDesc> infer_output(OpKind op, const LayerAttrs& attrs, std::span<const TensorDesc> inputs);
 
 /// Scratch bytes a kernel needs for these inputs (im2col columns, attention scores, ...).

@@ -100,6 +100,24 @@ INSTANTIATE_TEST_SUITE_P(
       return n;
     });
 
+TEST(Manifest, DeepNestingIsRefusedNotRecursedInto) {
+  json j = tiny("mlp");
+  std::string text = j.dump();
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  text.replace(text.find("[-1,16]"), 7, deep);
+  auto m = parse_manifest(text, "model.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message().find("nested deeper than"), std::string::npos) << m.error().message();
+}
+
+TEST(Manifest, HugeAttributesAreRejectedNotWrapped) {
+  json j = tiny("mlp");
+  j["layers"][0]["attrs"]["in_features"] = 18446744073709551615ull;
+  auto m = parse_manifest(j.dump(), "model.json");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.error().message().find("attrs.in_features"), std::string::npos) << m.error().message();
+}
+
 TEST(Manifest, NotJson) {
   auto m = parse_manifest("{\"format\": ", "x/model.json");
   ASSERT_FALSE(m.ok());

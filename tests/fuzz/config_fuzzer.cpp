@@ -1,0 +1,40 @@
+// libFuzzer target for config/: parse_devices_config (the `devices:` section of a node's YAML,
+// through yaml-cpp) and the unit parsers of config/units.cpp, all on the same text.
+//
+// Input: the text of a node.yaml; the unit parsers also read it whole, as they would read one
+// YAML scalar or command-line value. Nothing may throw out of them. On success a DevicesConfig
+// must pass validate(); a byte size must print (format_bytes); a bandwidth must be a non-negative
+// number; failures of parse_devices_config name the file.
+#include <cmath>
+
+#include "config/device_config.hpp"
+#include "config/units.hpp"
+#include "tests/fuzz/fuzz_common.hpp"
+
+using namespace ember;
+
+namespace {
+constexpr std::string_view kSource = "fuzz-node.yaml";
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text = fuzz::as_text(data, size);
+
+  auto devices = parse_devices_config(text, kSource);
+  if (devices.ok()) {
+    EMBER_FUZZ_CHECK(validate(*devices, kSource).ok());
+    EMBER_FUZZ_CHECK(devices->kind == DeviceKind::automatic || devices->kind == DeviceKind::sim ||
+                     devices->kind == DeviceKind::cuda);
+  } else {
+    EMBER_FUZZ_CHECK(devices.error().message().starts_with(kSource));
+  }
+
+  if (auto bytes = parse_bytes(text); bytes.ok()) {
+    EMBER_FUZZ_CHECK(!format_bytes(*bytes).empty());
+  }
+  if (auto bw = parse_bandwidth(text); bw.ok()) {
+    EMBER_FUZZ_CHECK(!std::isnan(*bw) && *bw >= 0);
+  }
+  (void)parse_duration_us(text);
+  return 0;
+}
