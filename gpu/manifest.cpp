@@ -259,7 +259,7 @@ Status infer_range(const Manifest& m, const Graph& g, LayerRange range, std::vec
       in.push_back(*values[v]);
     }
     auto out = infer_output(spec.op, spec.attrs, in);
-    if (!out.ok()) return out.error().with_context(layer_where("model", l, spec));
+    if (!out.ok()) return out.error().with_context(layer_where("model '" + m.name + "'", l, spec));
     values[g.layer_value(l)] = *out;
   }
   return Status::OK();
@@ -317,9 +317,10 @@ Result<Manifest> parse_manifest(std::string_view text, std::string_view source) 
   }
   Status shapes = infer_range(m, g, {0, g.num_layers()}, values);
   if (!shapes.ok()) {
-    // infer_range names the layer with a generic prefix; give it the file's name.
+    // infer_range names the model; name the file instead.
     std::string msg = shapes.error().message();
-    if (msg.rfind("model: ", 0) == 0) msg = msg.substr(7);
+    const std::string prefix = "model '" + m.name + "': ";
+    if (msg.rfind(prefix, 0) == 0) msg = msg.substr(prefix.size());
     return invalid_argument(at + ": " + msg + " (shapes checked with every -1 input dim set to 2)");
   }
   for (size_t i = 0; i < m.outputs.size(); ++i) {

@@ -100,7 +100,7 @@ Result<Graph> build_graph(const Manifest& manifest, std::string_view source);
 
 /// Shape inference for the layers of `range`. `values` is indexed by value id and must hold every
 /// value of graph.range_inputs(range); on success it also holds every value the range produces.
-/// Errors name the layer ("layers[4] 'fc2' (linear): ...").
+/// Errors name the model and layer ("model 'm': layers[4] 'fc2' (linear): ...").
 Status infer_range(const Manifest& manifest, const Graph& graph, LayerRange range,
                    std::vector<std::optional<TensorDesc>>& values);
 

@@ -1,0 +1,176 @@
+#!/usr/bin/python3
+"""End-to-end checks of the `ember` command line: what a user types, what comes back, and how bad
+input is reported (exit status 2 and an "error: <file or option>: ..." line, never a crash).
+
+Usage: cli_test.py --ember PATH CASE   (CASE: see CASES below; each is one CTest entry)
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+import ember_torch  # noqa: E402  (safetensors helpers only; torch is not needed here)
+import numpy as np  # noqa: E402
+
+
+class Failure(Exception):
+    pass
+
+
+def run(ember, *args, expect=0, timeout=120):
+    p = subprocess.run([ember, "--log-level", "warn", *args], capture_output=True, text=True, timeout=timeout)
+    if p.returncode != expect:
+        raise Failure(f"ember {' '.join(args)}: exit {p.returncode}, expected {expect}\n"
+                      f"stdout: {p.stdout}\nstderr: {p.stderr}")
+    if p.returncode < 0:
+        raise Failure(f"ember {' '.join(args)} crashed with signal {-p.returncode}")
+    return p
+
+
+def expect_error(ember, args, must_contain, code=2):
+    p = run(ember, *args, expect=code)
+    if "error: " not in p.stderr or must_contain not in p.stderr:
+        raise Failure(f"ember {' '.join(args)}: stderr lacks '{must_contain}':\n{p.stderr}")
+    print(f"ok: {' '.join(args[:2])} ... -> {p.stderr.strip()[:160]}")
+
+
+def new_model(ember, work, arch):
+    d = os.path.join(work, arch, "1")
+    run(ember, "model", "new", "--arch", arch, "--tiny", "--seed", "3", "--out", d)
+    return d
+
+
+def case_inspect(ember, work):
+    d = new_model(ember, work, "resnet50")
+    text = run(ember, "model", "inspect", d).stdout
+    for needle in ("model      resnet50-tiny", "file bytes [begin, end)", "layer1.0.conv1", "[1, 10]"):
+        if needle not in text:
+            raise Failure(f"inspect output lacks '{needle}'")
+    table = json.loads(run(ember, "model", "inspect", d, "--json").stdout)
+    end = table["data_offset"]
+    for layer in table["layer_table"]:  # consecutive byte ranges, covering the file
+        if table["data_offset"] + layer["data_offset"] != end:
+            raise Failure(f"layer {layer['name']} does not start where the previous one ended")
+        end += layer["bytes"]
+    if end != table["file_bytes"]:
+        raise Failure(f"layers end at {end}, the file at {table['file_bytes']}")
+    print(f"ok: {len(table['layer_table'])} layers tile bytes {table['data_offset']}..{end}")
+
+
+def case_json_io(ember, work):
+    d = new_model(ember, work, "mlp")
+    req = {"inputs": [{"name": "input", "datatype": "FP32", "shape": [2, 16], "data": [[0.5] * 16, [-0.25] * 16]}]}
+    with open(os.path.join(work, "req.json"), "w") as f:
+        json.dump(req, f)
+    out = os.path.join(work, "resp.json")
+    run(ember, "run", d, "--input", os.path.join(work, "req.json"), "--output", out, "--repeat", "0")
+    resp = json.load(open(out))
+    o = resp["outputs"][0]
+    if resp["model_name"] != "mlp-tiny" or o["name"] != "fc3" or o["shape"] != [2, 4] or o["datatype"] != "FP32":
+        raise Failure(f"unexpected response {resp}")
+    if len(o["data"]) != 8 or o["data"][:4] == o["data"][4:]:
+        raise Failure(f"rows should differ: {o['data']}")
+    print("ok: KServe v2 request in, response out", o["data"][:4])
+
+
+def case_layers(ember, work):
+    d = new_model(ember, work, "bert-base")
+    inputs = ember_torch.random_inputs("bert-base", True, batch=2, seq_len=6, seed=1)
+    ember_torch.write_safetensors(os.path.join(work, "in.safetensors"), inputs.items())
+    whole = os.path.join(work, "whole.safetensors")
+    run(ember, "run", d, "--input", os.path.join(work, "in.safetensors"), "--output", whole, "--repeat", "0")
+    mid, last = os.path.join(work, "mid.safetensors"), os.path.join(work, "last.safetensors")
+    run(ember, "run", d, "--layers", "0:11", "--input", os.path.join(work, "in.safetensors"), "--output", mid, "--repeat", "0")
+    # The second range reads only what the first hands on; the extra token types are ignored.
+    merged = dict(ember_torch.read_safetensors(mid))
+    merged.update(inputs)
+    both = os.path.join(work, "both.safetensors")
+    ember_torch.write_safetensors(both, merged.items())
+    run(ember, "run", d, "--layers", "11:", "--input", both, "--output", last, "--repeat", "0")
+    a, b = ember_torch.read_safetensors(whole), ember_torch.read_safetensors(last)
+    for name in a:
+        if not np.array_equal(a[name], b[name]):
+            raise Failure(f"{name}: split run differs from the whole model")
+    print("ok: --layers 0:11 then 11: equals the whole model bit for bit")
+
+
+def case_bad_input(ember, work):
+    d = new_model(ember, work, "gpt2")
+    bad = os.path.join(work, "bad.json")
+    with open(bad, "w") as f:
+        f.write('{"inputs": [{"name": "input_ids", "datatype": "INT64", "shape": [1, 3], "data": [1, 2]}]}')
+    expect_error(ember, ["run", d, "--input", bad], "holds 2 values but shape [1, 3] needs 3")
+    with open(bad, "w") as f:
+        f.write('{"inputs": [{"name": "input_ids", "datatype": "INT64", "shape": [1, 3], "data": [1, 2, 5000]}]}')
+    expect_error(ember, ["run", d, "--input", bad], "outside the 100 rows of layer 'wte'")
+    with open(bad, "w") as f:
+        f.write('{"inputs": [{"name": "input_ids", "datatype": "FP32", "shape": [1, 3], "data": [1, 2, 3]}]}')
+    expect_error(ember, ["run", d, "--input", bad], "input 'input_ids' is float32[1, 3], expected int64[-1, -1]")
+    with open(bad, "w") as f:
+        f.write('{"inputs": [')
+    expect_error(ember, ["run", d, "--input", bad], "expected a KServe v2 request")
+    expect_error(ember, ["run", d, "--seq-len", "64"], "exceeds the 32 positions")
+    expect_error(ember, ["run", d, "--layers", "5:2"], "--layers '5:2'")
+    expect_error(ember, ["run", d, "--input", os.path.join(work, "missing.safetensors")], "missing.safetensors")
+
+
+def case_bad_model(ember, work):
+    d = new_model(ember, work, "mlp")
+    w = os.path.join(d, "weights.safetensors")
+    data = open(w, "rb").read()
+    open(w, "wb").write(data[:-64])
+    expect_error(ember, ["run", d], "weights.safetensors: tensor 'fc3.bias': field 'data_offsets' ends at")
+    expect_error(ember, ["model", "inspect", d], "weights.safetensors")
+    open(w, "wb").write(b"\x05")
+    expect_error(ember, ["run", d], "truncated")
+    m = os.path.join(d, "model.json")
+    manifest = json.load(open(m))
+    manifest["layers"][1]["op"] = "swish"
+    json.dump(manifest, open(m, "w"))
+    expect_error(ember, ["model", "inspect", d], "layers[1] 'relu1': field 'op': unknown op 'swish'")
+    expect_error(ember, ["run", os.path.join(work, "nowhere")], "model.json: no such file")
+
+
+def case_devices(ember, work):
+    d = new_model(ember, work, "resnet50")
+    expect_error(ember, ["run", d, "--device-memory", "4MiB"], "out of device memory", code=1)
+    expect_error(ember, ["run", d, "--device-memory", "lots"], "--device-memory: cannot read 'lots'")
+    expect_error(ember, ["run", d, "--device", "tpu"], "unknown device kind 'tpu'")
+    cfg = os.path.join(work, "node.yaml")
+    with open(cfg, "w") as f:
+        f.write("devices:\n  memroy: 1GiB\n")
+    expect_error(ember, ["run", d, "--config", cfg], "node.yaml: devices.memroy: unknown key")
+    listing = run(ember, "devices").stdout
+    if "sim:0" not in listing and "cuda:0" not in listing:
+        raise Failure(f"devices lists nothing: {listing}")
+    if "cuda:0" not in listing:  # no GPU here: asking for CUDA must fail cleanly
+        expect_error(ember, ["run", d, "--device", "cuda"], "devices.kind is cuda")
+
+
+CASES = {"inspect": case_inspect, "json_io": case_json_io, "layers": case_layers, "bad_input": case_bad_input,
+         "bad_model": case_bad_model, "devices": case_devices}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ember", required=True)
+    ap.add_argument("case", choices=sorted(CASES))
+    args = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="ember-cli-")
+    try:
+        CASES[args.case](args.ember, work)
+    except Failure as e:
+        print(f"FAIL: {e}")
+        return 1
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
