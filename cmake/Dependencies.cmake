@@ -5,6 +5,9 @@ find_package(spdlog 1.10 REQUIRED CONFIG)
 find_package(nlohmann_json 3.11 REQUIRED CONFIG)
 find_package(yaml-cpp 0.7 REQUIRED CONFIG)
 find_package(CLI11 2.1 REQUIRED CONFIG)
+# Cap'n Proto's config needs pkg-config, OpenSSL and the C language (enabled by project()).
+find_package(CapnProto 0.9 REQUIRED CONFIG)
+find_package(OpenSSL REQUIRED)
 
 # OpenBLAS, OpenMP build (libopenblas-openmp-dev): its threads follow omp_set_num_threads, like our kernels.
 find_path(OPENBLAS_INCLUDE_DIR cblas.h PATH_SUFFIXES openblas-openmp openblas REQUIRED)
