@@ -20,14 +20,15 @@ void fill_rows(float* y, int64_t rows, int64_t n, int64_t ldy, const float* bias
 }
 
 // col[(c*kh + i)*kw + j][oh*wo + ow] = x[c][oh*s - p + i*d][ow*s - p + j*d], zero outside the image.
+// Rows of col are `ldcol` floats apart (ho*wo for one image; B*ho*wo when images sit side by side).
 void im2col(const float* x, int64_t channels, int64_t h, int64_t w, const LayerAttrs& a, int64_t ho, int64_t wo,
-            float* col) {
+            float* col, int64_t ldcol) {
   const int64_t kh = a.kernel[0], kw = a.kernel[1];
 #pragma omp parallel for collapse(2) if (channels * kh * kw * ho * wo > 32768)
   for (int64_t c = 0; c < channels; ++c) {
     for (int64_t i = 0; i < kh; ++i) {
       for (int64_t j = 0; j < kw; ++j) {
-        float* dst = col + ((c * kh + i) * kw + j) * ho * wo;
+        float* dst = col + ((c * kh + i) * kw + j) * ldcol;
         const float* src = x + c * h * w;
         for (int64_t oh = 0; oh < ho; ++oh) {
           const int64_t ih = oh * a.stride[0] - a.padding[0] + i * a.dilation[0];
@@ -56,6 +57,12 @@ void im2col(const float* x, int64_t channels, int64_t h, int64_t w, const LayerA
   }
 }
 
+// y[r, :] = value[r] for r < rows (row length n): per-channel biases before a GEMM accumulates.
+void fill_rows_with(float* y, int64_t rows, int64_t n, const float* value) {
+#pragma omp parallel for if (rows * n > 65536)
+  for (int64_t r = 0; r < rows; ++r) std::fill(y + r * n, y + (r + 1) * n, value[r]);
+}
+
 }  // namespace
 
 void cpu_linear(const CpuKernelArgs& k) {
@@ -75,28 +82,42 @@ void cpu_conv2d(const CpuKernelArgs& k) {
   const Shape& xs = k.in_shape(0);
   const Shape& ys = k.args->output.desc.shape;
   const int64_t batch = xs[0], c = xs[1], h = xs[2], w = xs[3];
-  const int64_t o = ys[1], ho = ys[2], wo = ys[3];
+  const int64_t o = ys[1], ho = ys[2], wo = ys[3], hw = ho * wo;
   const int64_t g = a.groups, cg = c / g, og = o / g;
   const int64_t kdim = cg * a.kernel[0] * a.kernel[1];
-  const bool pointwise = k.args->workspace_bytes == 0;
   const float* bias = k.w_f32(1);
+  auto gemm = [&](int64_t m, int64_t n, const float* wt, const float* cols, float* y, int64_t ld) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(kdim), 1.f, wt, static_cast<int>(kdim), cols, static_cast<int>(ld), bias ? 1.f : 0.f, y,
+                static_cast<int>(ld));
+  };
+
+  const ConvPlan plan = conv_plan(a, xs);
+  if (plan == ConvPlan::batched) {
+    const int64_t cols = batch * hw;
+    float* col = k.ws_f32();
+    float* acc = col + kdim * cols;
+    for (int64_t b = 0; b < batch; ++b) im2col(k.in_f32(0) + b * c * h * w, c, h, w, a, ho, wo, col + b * hw, cols);
+    if (bias) fill_rows_with(acc, o, cols, bias);
+    gemm(o, cols, k.w_f32(0), col, acc, cols);
+#pragma omp parallel for collapse(2) if (o * cols > 65536)
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t oc = 0; oc < o; ++oc)
+        std::memcpy(k.out_f32() + (b * o + oc) * hw, acc + oc * cols + b * hw, static_cast<size_t>(hw) * sizeof(float));
+    return;
+  }
   for (int64_t b = 0; b < batch; ++b) {
     const float* x = k.in_f32(0) + b * c * h * w;
-    float* y = k.out_f32() + b * o * ho * wo;
-    if (bias) {
-#pragma omp parallel for if (o * ho * wo > 65536)
-      for (int64_t oc = 0; oc < o; ++oc) std::fill(y + oc * ho * wo, y + (oc + 1) * ho * wo, bias[oc]);
-    }
+    float* y = k.out_f32() + b * o * hw;
+    if (bias) fill_rows_with(y, o, hw, bias);
     for (int64_t gi = 0; gi < g; ++gi) {
       const float* xg = x + gi * cg * h * w;
       const float* cols = xg;  // pointwise: the image itself is the [cg, h*w] matrix
-      if (!pointwise) {
-        im2col(xg, cg, h, w, a, ho, wo, k.ws_f32());
+      if (plan == ConvPlan::per_image) {
+        im2col(xg, cg, h, w, a, ho, wo, k.ws_f32(), hw);
         cols = k.ws_f32();
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(og), static_cast<int>(ho * wo),
-                  static_cast<int>(kdim), 1.f, k.w_f32(0) + gi * og * kdim, static_cast<int>(kdim), cols,
-                  static_cast<int>(ho * wo), bias ? 1.f : 0.f, y + gi * og * ho * wo, static_cast<int>(ho * wo));
+      gemm(og, hw, k.w_f32(0) + gi * og * kdim, cols, y + gi * og * hw, hw);
     }
   }
 }

@@ -118,7 +118,8 @@ CudaKernelStatus cuda_conv2d(const CudaKernelArgs& k) {
     EMBER_CUDA_TRY(launched("fill_channels_kernel"));
   }
   const float beta = bias ? 1.f : 0.f;
-  // Same test as workspace_bytes(): a 1x1, stride 1, unpadded convolution is a GEMM on the image.
+  // A 1x1, stride 1, unpadded convolution is a GEMM on the image (conv_plan() may have sized scratch
+  // for the CPU's batched plan; it is simply not used here).
   const bool pointwise = a.kernel[0] == 1 && a.kernel[1] == 1 && a.stride[0] == 1 && a.stride[1] == 1 &&
                          a.padding[0] == 0 && a.padding[1] == 0;
   if (pointwise) {
@@ -127,7 +128,7 @@ CudaKernelStatus cuda_conv2d(const CudaKernelArgs& k) {
   }
   const ConvGeometry g = geometry(a, c, xs, ys);
   const int64_t kdim = c * a.kernel[0] * a.kernel[1], cols = ho * wo;
-  float* col = k.ws_f32();  // [kdim, ho*wo]: one image at a time, as workspace_bytes() sizes it
+  float* col = k.ws_f32();  // [kdim, ho*wo]: one image at a time; workspace_bytes() gives at least that
   for (int64_t b = 0; b < batch; ++b) {
     im2col_kernel<<<grid_for(kdim * cols), kBlock, 0, k.stream>>>(k.in_f32(0) + b * c * h * w, g, col);
     EMBER_CUDA_TRY(launched("im2col_kernel"));

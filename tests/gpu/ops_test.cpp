@@ -87,55 +87,59 @@ struct ConvCase {
 
 class Conv : public ::testing::TestWithParam<ConvCase> {};
 
+// Batch 1 and 3 take different kernel plans (pointwise / per image vs batched columns).
 TEST_P(Conv, MatchesDirectConvolution) {
-  const ConvCase p = GetParam();
-  TempDir dir;
-  LayerAttrs a;
-  a.in_channels = p.c;
-  a.out_channels = p.o;
-  a.kernel[0] = a.kernel[1] = p.k;
-  a.stride[0] = a.stride[1] = p.stride;
-  a.padding[0] = a.padding[1] = p.pad;
-  a.dilation[0] = a.dilation[1] = p.dil;
-  a.groups = p.groups;
-  a.bias = p.bias;
-  const int64_t n = 2;
-  auto r = run_one(dir, OpKind::conv2d, a, {{DType::f32, Shape{n, p.c, p.h, p.w}}});
-  const Shape& ys = r.output.desc.shape;
-  const int64_t ho = ys[2], wo = ys[3], cg = p.c / p.groups, og = p.o / p.groups;
-  std::vector<float> want(static_cast<size_t>(ys.numel()));
-  const float* x = r.inputs[0].as<float>();
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t oc = 0; oc < p.o; ++oc)
-      for (int64_t i = 0; i < ho; ++i)
-        for (int64_t j = 0; j < wo; ++j) {
-          double s = p.bias ? r.weight(1)[oc] : 0.0;
-          const int64_t g = oc / og;
-          for (int64_t ic = 0; ic < cg; ++ic)
-            for (int64_t ki = 0; ki < p.k; ++ki)
-              for (int64_t kj = 0; kj < p.k; ++kj) {
-                const int64_t y = i * p.stride - p.pad + ki * p.dil, xx = j * p.stride - p.pad + kj * p.dil;
-                if (y < 0 || y >= p.h || xx < 0 || xx >= p.w) continue;
-                s += x[((b * p.c + g * cg + ic) * p.h + y) * p.w + xx] * r.weight(0)[((oc * cg + ic) * p.k + ki) * p.k + kj];
-              }
-          want[static_cast<size_t>(((b * p.o + oc) * ho + i) * wo + j)] = static_cast<float>(s);
-        }
-  expect_close(r.output, want);
+  for (int64_t n : {1, 3}) {
+    SCOPED_TRACE(n);
+    const ConvCase p = GetParam();
+    TempDir dir;
+    LayerAttrs a;
+    a.in_channels = p.c;
+    a.out_channels = p.o;
+    a.kernel[0] = a.kernel[1] = p.k;
+    a.stride[0] = a.stride[1] = p.stride;
+    a.padding[0] = a.padding[1] = p.pad;
+    a.dilation[0] = a.dilation[1] = p.dil;
+    a.groups = p.groups;
+    a.bias = p.bias;
+    auto r = run_one(dir, OpKind::conv2d, a, {{DType::f32, Shape{n, p.c, p.h, p.w}}});
+    const Shape& ys = r.output.desc.shape;
+    const int64_t ho = ys[2], wo = ys[3], cg = p.c / p.groups, og = p.o / p.groups;
+    std::vector<float> want(static_cast<size_t>(ys.numel()));
+    const float* x = r.inputs[0].as<float>();
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t oc = 0; oc < p.o; ++oc)
+        for (int64_t i = 0; i < ho; ++i)
+          for (int64_t j = 0; j < wo; ++j) {
+            double s = p.bias ? r.weight(1)[oc] : 0.0;
+            const int64_t g = oc / og;
+            for (int64_t ic = 0; ic < cg; ++ic)
+              for (int64_t ki = 0; ki < p.k; ++ki)
+                for (int64_t kj = 0; kj < p.k; ++kj) {
+                  const int64_t y = i * p.stride - p.pad + ki * p.dil, xx = j * p.stride - p.pad + kj * p.dil;
+                  if (y < 0 || y >= p.h || xx < 0 || xx >= p.w) continue;
+                  s += x[((b * p.c + g * cg + ic) * p.h + y) * p.w + xx] *
+                       r.weight(0)[((oc * cg + ic) * p.k + ki) * p.k + kj];
+                }
+            want[static_cast<size_t>(((b * p.o + oc) * ho + i) * wo + j)] = static_cast<float>(s);
+          }
+    expect_close(r.output, want);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Conv,
-                         ::testing::Values(ConvCase{3, 8, 9, 9, 3, 1, 1, 1, 1, true},   // same padding
-                                           ConvCase{4, 6, 10, 7, 3, 2, 1, 1, 2, false}, // strided, grouped
-                                           ConvCase{5, 4, 8, 8, 1, 1, 0, 1, 1, true},   // pointwise (no im2col)
-                                           ConvCase{2, 4, 11, 11, 3, 1, 2, 2, 1, true}, // dilated
-                                           ConvCase{6, 6, 7, 7, 3, 1, 1, 1, 6, true},   // depthwise
-                                           ConvCase{3, 4, 12, 12, 7, 2, 3, 1, 1, false}, // ResNet stem
-                                           ConvCase{8, 4, 6, 6, 1, 2, 0, 1, 1, false}),  // strided 1x1
+                         ::testing::Values(ConvCase{3, 8, 9, 9, 3, 1, 1, 1, 1, true},     // same padding
+                                           ConvCase{4, 6, 10, 7, 3, 2, 1, 1, 2, false},   // strided, grouped
+                                           ConvCase{5, 4, 8, 8, 1, 1, 0, 1, 1, true},     // pointwise (no im2col)
+                                           ConvCase{2, 4, 11, 11, 3, 1, 2, 2, 1, true},   // dilated
+                                           ConvCase{6, 6, 7, 7, 3, 1, 1, 1, 6, true},     // depthwise
+                                           ConvCase{3, 4, 12, 12, 7, 2, 3, 1, 1, false},  // ResNet stem
+                                           ConvCase{8, 4, 6, 6, 1, 2, 0, 1, 1, false}),   // strided 1x1
                          [](const auto& info) {
                            const ConvCase& c = info.param;
-                           return "c" + std::to_string(c.c) + "o" + std::to_string(c.o) + "k" + std::to_string(c.k) + "s" +
-                                  std::to_string(c.stride) + "p" + std::to_string(c.pad) + "d" + std::to_string(c.dil) +
-                                  "g" + std::to_string(c.groups);
+                           return "c" + std::to_string(c.c) + "o" + std::to_string(c.o) + "k" + std::to_string(c.k) +
+                                  "s" + std::to_string(c.stride) + "p" + std::to_string(c.pad) + "d" +
+                                  std::to_string(c.dil) + "g" + std::to_string(c.groups);
                          });
 
 TEST(Ops, BatchNorm) {
@@ -147,8 +151,9 @@ TEST(Ops, BatchNorm) {
   std::vector<float> want(120);
   for (int i = 0; i < 120; ++i) {
     const int c = (i / 20) % 3;
-    want[static_cast<size_t>(i)] = (r.inputs[0].as<float>()[i] - r.weight(2)[c]) / std::sqrt(r.weight(3)[c] + 1e-3f) *
-                                       r.weight(0)[c] + r.weight(1)[c];
+    want[static_cast<size_t>(i)] =
+        (r.inputs[0].as<float>()[i] - r.weight(2)[c]) / std::sqrt(r.weight(3)[c] + 1e-3f) * r.weight(0)[c] +
+        r.weight(1)[c];
   }
   expect_close(r.output, want);
 }
@@ -214,13 +219,15 @@ TEST(Ops, SoftmaxOnLastAndMiddleDims) {
         for (int i = 0; i < 5; ++i) {
           double s = 0;
           for (int j = 0; j < 3; ++j) s += std::exp(x[(b * 5 + i) * 3 + j]);
-          for (int j = 0; j < 3; ++j) want[static_cast<size_t>((b * 5 + i) * 3 + j)] = static_cast<float>(std::exp(x[(b * 5 + i) * 3 + j]) / s);
+          for (int j = 0; j < 3; ++j)
+            want[static_cast<size_t>((b * 5 + i) * 3 + j)] = static_cast<float>(std::exp(x[(b * 5 + i) * 3 + j]) / s);
         }
       } else {
         for (int j = 0; j < 3; ++j) {
           double s = 0;
           for (int i = 0; i < 5; ++i) s += std::exp(x[(b * 5 + i) * 3 + j]);
-          for (int i = 0; i < 5; ++i) want[static_cast<size_t>((b * 5 + i) * 3 + j)] = static_cast<float>(std::exp(x[(b * 5 + i) * 3 + j]) / s);
+          for (int i = 0; i < 5; ++i)
+            want[static_cast<size_t>((b * 5 + i) * 3 + j)] = static_cast<float>(std::exp(x[(b * 5 + i) * 3 + j]) / s);
         }
       }
     }
@@ -260,11 +267,13 @@ TEST(Ops, AttentionWithAndWithoutCausalMask) {
             p[static_cast<size_t>(j)] = dot / std::sqrt(static_cast<double>(d));
             mx = std::max(mx, p[static_cast<size_t>(j)]);
           }
-          for (int64_t j = 0; j < valid; ++j) sum += (p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - mx));
+          for (int64_t j = 0; j < valid; ++j)
+            sum += (p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - mx));
           for (int64_t k = 0; k < d; ++k) {
             double acc = 0;
             for (int64_t j = 0; j < valid; ++j)
-              acc += p[static_cast<size_t>(j)] / sum * qkv[static_cast<size_t>((bb * s + j) * 3 * e + 2 * e + hh * d + k)];
+              acc +=
+                  p[static_cast<size_t>(j)] / sum * qkv[static_cast<size_t>((bb * s + j) * 3 * e + 2 * e + hh * d + k)];
             ctx[static_cast<size_t>((bb * s + i) * e + hh * d + k)] = acc;
           }
         }
@@ -291,7 +300,8 @@ TEST(Ops, EmbeddingByIdAndByPosition) {
       auto r = run_one(dir, OpKind::embedding, a, {{dt, Shape{3, 4}}}, 10);
       std::vector<float> want(72);
       for (int i = 0; i < 12; ++i) {
-        const int64_t id = positional ? i % 4 : (dt == DType::i64 ? r.inputs[0].as<int64_t>()[i] : r.inputs[0].as<int32_t>()[i]);
+        const int64_t id =
+            positional ? i % 4 : (dt == DType::i64 ? r.inputs[0].as<int64_t>()[i] : r.inputs[0].as<int32_t>()[i]);
         for (int k = 0; k < 6; ++k) want[static_cast<size_t>(i * 6 + k)] = r.weight(0)[id * 6 + k];
       }
       expect_close(r.output, want, 0);
@@ -374,10 +384,14 @@ TEST(Ops, FlattenReshapeSelect) {
 
 TEST(Ops, EveryOpHasAConformanceCase) {
   // Keep this list in step with the TESTs above when an op is added.
-  const OpKind covered[] = {OpKind::linear,     OpKind::conv2d,    OpKind::batch_norm, OpKind::relu,
-                            OpKind::gelu,       OpKind::tanh,      OpKind::layer_norm, OpKind::softmax,
-                            OpKind::attention,  OpKind::embedding, OpKind::add,        OpKind::max_pool2d,
-                            OpKind::avg_pool2d, OpKind::global_avg_pool, OpKind::flatten, OpKind::reshape,
+  const OpKind covered[] = {OpKind::linear,     OpKind::conv2d,
+                            OpKind::batch_norm, OpKind::relu,
+                            OpKind::gelu,       OpKind::tanh,
+                            OpKind::layer_norm, OpKind::softmax,
+                            OpKind::attention,  OpKind::embedding,
+                            OpKind::add,        OpKind::max_pool2d,
+                            OpKind::avg_pool2d, OpKind::global_avg_pool,
+                            OpKind::flatten,    OpKind::reshape,
                             OpKind::select};
   EXPECT_EQ(std::size(covered), static_cast<size_t>(OpKind::count));
 }
