@@ -83,6 +83,13 @@ double max_relative_error(const gpu::HostTensor& ours, const gpu::HostTensor& th
   return scale > 0 ? diff / scale : diff;
 }
 
+// Three significant figures without exponents: 1183 -> "1183", 0.6204 -> "0.620".
+std::string readable(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), v >= 100 ? "%.0f" : v >= 10 ? "%.1f" : v >= 1 ? "%.2f" : "%.3g", v);
+  return buf;
+}
+
 struct Row {
   std::string model;
   int64_t batch;
@@ -150,12 +157,14 @@ int run(const Options& o) {
         return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
       };
       // Warm-up both sides (first-touch of activation memory, PyTorch's allocator and caches).
-      ember_pass();
-      ask(torch, {{"op", "time"}, {"inputs", in_file}, {"reps", 1}, {"output", out_file}});
+      // Small models get more passes per round so that each round lasts at least ~50 ms.
+      const double first = ember_pass();
+      ask(torch, {{"op", "time"}, {"inputs", in_file}, {"reps", 3}, {"output", out_file}});
+      const int reps = std::max(o.reps, std::min(200, static_cast<int>(50.0 / std::max(first, 0.01))));
       std::vector<double> ember_ms, torch_ms;
       for (int r = 0; r < o.rounds; ++r) {
-        for (int k = 0; k < o.reps; ++k) ember_ms.push_back(ember_pass());
-        json t = ask(torch, {{"op", "time"}, {"inputs", in_file}, {"reps", o.reps}, {"output", out_file}});
+        for (int k = 0; k < reps; ++k) ember_ms.push_back(ember_pass());
+        json t = ask(torch, {{"op", "time"}, {"inputs", in_file}, {"reps", reps}, {"output", out_file}});
         for (double x : t["ms"]) torch_ms.push_back(x);
       }
 
@@ -168,7 +177,7 @@ int run(const Options& o) {
           if (e.name == t.name) error = std::max(error, max_relative_error(e, t));
 
       Row row{m.manifest().name, batch, median(ember_ms), median(torch_ms), flops / 1e9, error};
-      std::printf("%-10s batch %-3lld  ember %9.2f ms  pytorch %9.2f ms  ratio %5.2f  (%6.1f GFLOP, ember %5.1f GFLOP/s)  "
+      std::printf("%-10s batch %-3lld  ember %9.3f ms  pytorch %9.3f ms  ratio %5.2f  (%7.3g GFLOP, ember %5.1f GFLOP/s)  "
                   "max rel diff %.1e\n",
                   row.model.c_str(), static_cast<long long>(batch), row.ember_ms, row.torch_ms, row.ember_ms / row.torch_ms,
                   row.gflop, row.gflop / row.ember_ms * 1e3, row.error);
@@ -181,8 +190,9 @@ int run(const Options& o) {
                    "|---|---|---|---|---|---|---|\n";
   for (const auto& r : rows) {
     char line[256];
-    std::snprintf(line, sizeof(line), "| %s | %lld | %.1f | %.1f | %.2f | %.1f | %.0e |\n", r.model.c_str(),
-                  static_cast<long long>(r.batch), r.ember_ms, r.torch_ms, r.ember_ms / r.torch_ms, r.gflop, r.error);
+    std::snprintf(line, sizeof(line), "| %s | %lld | %s | %s | %.2f | %s | %.0e |\n", r.model.c_str(),
+                  static_cast<long long>(r.batch), readable(r.ember_ms).c_str(), readable(r.torch_ms).c_str(),
+                  r.ember_ms / r.torch_ms, readable(r.gflop).c_str(), r.error);
     md += line;
   }
   std::printf("\n%s", md.c_str());

@@ -8,8 +8,9 @@ namespace ember::gpu {
 
 namespace {
 
-// Calls reduce(init, value) over every in-image tap of the window of (oh, ow); padding taps are
-// skipped (max pooling pads with -inf, average pooling with zeros that add nothing).
+// Sets each output to per_window(x, h_begin, h_end, w_begin, w_end, width): the window of (oh, ow)
+// clipped to the image. Padding taps are thus skipped: max pooling pads with -inf, and average
+// pooling's zero padding adds nothing (its divisor still counts the padding, as PyTorch's default).
 template <class Fn>
 void pool2d(const CpuKernelArgs& k, Fn&& per_window) {
   const LayerAttrs& a = k.attrs();
