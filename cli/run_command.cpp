@@ -16,6 +16,7 @@
 #include "gpu/device_registry.hpp"
 #include "gpu/executor.hpp"
 #include "gpu/host_tensor.hpp"
+#include "gpu/json_text.hpp"
 #include "gpu/sample_inputs.hpp"
 
 namespace ember::cli {
@@ -58,8 +59,10 @@ Result<std::string> read_text(const std::string& path) {
 // KServe v2 request body: {"inputs": [{name, datatype, shape, data}, ...]}.
 Result<std::vector<gpu::HostTensor>> read_json_inputs(const std::string& path) {
   EMBER_ASSIGN_OR_RETURN(std::string text, read_text(path));
-  auto j = nlohmann::json::parse(text, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("inputs") || !j["inputs"].is_array()) {
+  auto parsed = gpu::parse_json_text(text);
+  if (!parsed.ok()) return parsed.error().with_context(path);
+  const nlohmann::json& j = *parsed;
+  if (!j.is_object() || !j.contains("inputs") || !j["inputs"].is_array()) {
     return invalid_argument(path + ": expected a KServe v2 request {\"inputs\": [...]}");
   }
   std::vector<gpu::HostTensor> out;

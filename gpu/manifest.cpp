@@ -1,5 +1,7 @@
 #include "gpu/manifest.hpp"
 
+#include "gpu/json_text.hpp"
+
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -267,19 +269,9 @@ Status infer_range(const Manifest& m, const Graph& g, LayerRange range, std::vec
 
 Result<Manifest> parse_manifest(std::string_view text, std::string_view source) {
   const std::string at(source);
-  // model.json nests 5 deep; a value nested thousands deep would overflow the stack when an error
-  // message dump()s it, so deeper text is refused while parsing (the parser itself is iterative).
-  constexpr int kMaxDepth = 64;
-  bool too_deep = false;
-  json root = json::parse(
-      text.begin(), text.end(),
-      [&too_deep](int depth, json::parse_event_t, json&) {
-        if (depth > kMaxDepth) too_deep = true;
-        return !too_deep;  // keep nothing once too deep
-      },
-      /*allow_exceptions=*/false);
-  if (too_deep) return invalid_argument(at + ": JSON nested deeper than " + std::to_string(kMaxDepth) + " levels");
-  if (root.is_discarded()) return invalid_argument(at + ": not valid JSON");
+  auto parsed = parse_json_text(text);
+  if (!parsed.ok()) return parsed.error().with_context(at);
+  json root = std::move(*parsed);
   if (!root.is_object()) return invalid_argument(at + ": must be a JSON object");
   EMBER_RETURN_IF_ERROR(check_keys(
       root, {"format", "format_version", "name", "description", "inputs", "outputs", "layers", "serving"}, at));

@@ -1,5 +1,7 @@
 #include "gpu/safetensors.hpp"
 
+#include "gpu/json_text.hpp"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -119,19 +121,9 @@ Result<SafetensorsIndex> parse_safetensors(const uint8_t* data, size_t available
   index.data_bytes = file_size - index.data_offset;
 
   const char* begin = reinterpret_cast<const char*>(data + kSafetensorsPrefixBytes);
-  // The header nests 3 deep; a value nested thousands deep would overflow the stack when an error
-  // message dump()s it, so deeper text is refused while parsing (the parser itself is iterative).
-  constexpr int kMaxDepth = 64;
-  bool too_deep = false;
-  json header = json::parse(
-      begin, begin + n,
-      [&too_deep](int depth, json::parse_event_t, json&) {
-        if (depth > kMaxDepth) too_deep = true;
-        return !too_deep;  // keep nothing once too deep
-      },
-      /*allow_exceptions=*/false);
-  if (too_deep) return corrupt(at + ": header JSON nested deeper than " + std::to_string(kMaxDepth) + " levels");
-  if (header.is_discarded()) return corrupt(at + ": header is not valid JSON");
+  auto parsed = parse_json_text(std::string_view(begin, n));
+  if (!parsed.ok()) return corrupt(at + ": header: " + parsed.error().message());
+  json header = std::move(*parsed);
   if (!header.is_object()) return corrupt(at + ": header must be a JSON object");
 
   for (const auto& [name, entry] : header.items()) {

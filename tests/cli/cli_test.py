@@ -112,7 +112,13 @@ def case_bad_input(ember, work):
     expect_error(ember, ["run", d, "--input", bad], "input 'input_ids' is float32[1, 3], expected int64[-1, -1]")
     with open(bad, "w") as f:
         f.write('{"inputs": [')
+    expect_error(ember, ["run", d, "--input", bad], "bad.json: not valid JSON")
+    with open(bad, "w") as f:
+        f.write('{"input": []}')
     expect_error(ember, ["run", d, "--input", bad], "expected a KServe v2 request")
+    with open(bad, "w") as f:
+        f.write('{"inputs": ' + "[" * 100000 + "]" * 100000 + "}")
+    expect_error(ember, ["run", d, "--input", bad], "nested deeper than 64 levels")
     expect_error(ember, ["run", d, "--seq-len", "64"], "exceeds the 32 positions")
     expect_error(ember, ["run", d, "--layers", "5:2"], "--layers '5:2'")
     expect_error(ember, ["run", d, "--input", os.path.join(work, "missing.safetensors")], "missing.safetensors")
