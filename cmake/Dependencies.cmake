@@ -23,3 +23,18 @@ if(TARGET yaml-cpp::yaml-cpp)
 else()
   set(EMBER_YAML_TARGET yaml-cpp)
 endif()
+
+# CAF 0.17.6 ships no CMake package and no pkg-config file (../shared/dependencies.md §2.1).
+find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
+find_library(CAF_CORE_LIBRARY NAMES caf_core REQUIRED)
+find_library(CAF_IO_LIBRARY NAMES caf_io REQUIRED)
+add_library(CAF::core SHARED IMPORTED)
+set_target_properties(CAF::core PROPERTIES IMPORTED_LOCATION "${CAF_CORE_LIBRARY}"
+  INTERFACE_INCLUDE_DIRECTORIES "${CAF_INCLUDE_DIR}" INTERFACE_LINK_LIBRARIES Threads::Threads)
+add_library(CAF::io SHARED IMPORTED)
+set_target_properties(CAF::io PROPERTIES IMPORTED_LOCATION "${CAF_IO_LIBRARY}" INTERFACE_LINK_LIBRARIES CAF::core)
+
+# cpp-httplib: Debian builds it as a library whose class layout depends on the feature macros its
+# .pc file passes (OpenSSL, zlib, brotli), so it must come through pkg-config.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)

@@ -1,10 +1,7 @@
 #include "config/device_config.hpp"
 
-#include <yaml-cpp/yaml.h>
-
-#include <set>
-
 #include "config/units.hpp"
+#include "config/yaml_section.hpp"
 
 namespace ember {
 
@@ -44,70 +41,20 @@ Status validate(const DevicesConfig& c, std::string_view source) {
 }
 
 Result<DevicesConfig> parse_devices_config(std::string_view yaml_text, std::string_view source) {
-  const std::string at(source);
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(yaml_text));
-  } catch (const YAML::Exception& e) {
-    return invalid_argument(at + ": not valid YAML: " + e.what());
-  }
+  EMBER_ASSIGN_OR_RETURN(YAML::Node root, config_yaml::load_document(yaml_text, source));
+  return parse_devices_section(root, source);
+}
+
+Result<DevicesConfig> parse_devices_section(const YAML::Node& document, std::string_view source) {
   DevicesConfig config;
-  if (!root || root.IsNull()) return config;
-  if (!root.IsMap()) return invalid_argument(at + ": the document must be a mapping");
-  YAML::Node devices = root["devices"];
-  if (!devices || devices.IsNull()) return config;
-  if (!devices.IsMap()) return invalid_argument(at + ": devices: must be a mapping");
-
-  static const std::set<std::string> kKeys = {"kind", "count", "memory", "pcie_bandwidth", "compute_threads"};
-  for (const auto& kv : devices) {
-    auto key = kv.first.as<std::string>("");
-    if (!kKeys.count(key)) {
-      return invalid_argument(at + ": devices." + key + ": unknown key (known: kind, count, memory, "
-                              "pcie_bandwidth, compute_threads)");
-    }
-    if (!kv.second.IsScalar()) return invalid_argument(at + ": devices." + key + ": must be a scalar");
-  }
-  auto scalar = [&](const char* key) { return devices[key].as<std::string>(); };
-  auto fail = [&](const char* key, const Error& e) { return e.with_context(at + ": devices." + key); };
-  auto read_uint = [&](const char* key, uint64_t max, uint64_t& out) -> Status {
-    const std::string text = scalar(key);
-    try {
-      size_t used = 0;
-      long long v = std::stoll(text, &used);
-      if (used != text.size() || v < 0 || static_cast<uint64_t>(v) > max) throw std::out_of_range("");
-      out = static_cast<uint64_t>(v);
-    } catch (const std::exception&) {
-      return invalid_argument(at + ": devices." + key + ": '" + text + "' is not an integer in 0.." +
-                              std::to_string(max));
-    }
-    return Status::OK();
-  };
-
-  if (devices["kind"]) {
-    auto kind = parse_device_kind(scalar("kind"));
-    if (!kind.ok()) return fail("kind", kind.error());
-    config.kind = *kind;
-  }
-  if (devices["count"]) {
-    uint64_t v = 0;
-    EMBER_RETURN_IF_ERROR(read_uint("count", 64, v));
-    config.count = static_cast<uint32_t>(v);
-  }
-  if (devices["memory"]) {
-    auto bytes = parse_bytes(scalar("memory"));
-    if (!bytes.ok()) return fail("memory", bytes.error());
-    config.sim.memory_bytes = *bytes;
-  }
-  if (devices["pcie_bandwidth"]) {
-    auto bw = parse_bandwidth(scalar("pcie_bandwidth"));
-    if (!bw.ok()) return fail("pcie_bandwidth", bw.error());
-    config.sim.pcie_bytes_per_s = *bw;
-  }
-  if (devices["compute_threads"]) {
-    uint64_t v = 0;
-    EMBER_RETURN_IF_ERROR(read_uint("compute_threads", 1024, v));
-    config.sim.compute_threads = static_cast<uint32_t>(v);
-  }
+  EMBER_ASSIGN_OR_RETURN(auto devices, config_yaml::YamlSection::open(document, "devices", source));
+  if (!devices.present()) return config;
+  EMBER_RETURN_IF_ERROR(devices.check_keys({"kind", "count", "memory", "pcie_bandwidth", "compute_threads"}));
+  EMBER_RETURN_IF_ERROR(devices.read("kind", config.kind, parse_device_kind));
+  EMBER_RETURN_IF_ERROR(devices.read_uint_as("count", 64, config.count));
+  EMBER_RETURN_IF_ERROR(devices.read("memory", config.sim.memory_bytes, parse_bytes));
+  EMBER_RETURN_IF_ERROR(devices.read("pcie_bandwidth", config.sim.pcie_bytes_per_s, parse_bandwidth));
+  EMBER_RETURN_IF_ERROR(devices.read_uint_as("compute_threads", 1024, config.sim.compute_threads));
   EMBER_RETURN_IF_ERROR(validate(config, source));
   return config;
 }

@@ -13,6 +13,10 @@
 
 #include "config/status.hpp"
 
+namespace YAML {
+class Node;
+}  // namespace YAML
+
 namespace ember {
 
 enum class DeviceKind : uint8_t {
@@ -52,5 +56,9 @@ Status validate(const DevicesConfig& config, std::string_view source);
 /// Parses the `devices:` mapping of a YAML document held in `yaml_text`. A document without it
 /// yields the defaults. `source` is the file name used in messages.
 Result<DevicesConfig> parse_devices_config(std::string_view yaml_text, std::string_view source);
+
+/// The same from an already-parsed document (the whole document, not its `devices:` node), so that
+/// parse_cluster_config reads the section without parsing the text twice. For config/'s parsers.
+Result<DevicesConfig> parse_devices_section(const YAML::Node& document, std::string_view source);
 
 }  // namespace ember

@@ -12,6 +12,8 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::unsupported: return "unsupported";
     case ErrorCode::device_fault: return "device_fault";
     case ErrorCode::internal: return "internal";
+    case ErrorCode::unavailable: return "unavailable";
+    case ErrorCode::deadline_exceeded: return "deadline_exceeded";
   }
   return "unknown";
 }

@@ -33,6 +33,11 @@ enum class ErrorCode : uint8_t {
   device_fault,
   /// A bug in Ember: an invariant did not hold.
   internal,
+  /// Transient: nothing can serve this right now (no replica came up in time, the node serving it
+  /// was lost, a queue is full). Retrying later, possibly elsewhere, may succeed.
+  unavailable,
+  /// The caller's deadline passed before an answer came.
+  deadline_exceeded,
 };
 
 /// Short stable name of a code, for logs and error bodies ("invalid_argument").
@@ -104,6 +109,8 @@ inline Error io_error(std::string msg) { return {ErrorCode::io_error, std::move(
 inline Error unsupported(std::string msg) { return {ErrorCode::unsupported, std::move(msg)}; }
 inline Error device_fault(std::string msg) { return {ErrorCode::device_fault, std::move(msg)}; }
 inline Error internal_error(std::string msg) { return {ErrorCode::internal, std::move(msg)}; }
+inline Error unavailable(std::string msg) { return {ErrorCode::unavailable, std::move(msg)}; }
+inline Error deadline_exceeded(std::string msg) { return {ErrorCode::deadline_exceeded, std::move(msg)}; }
 
 }  // namespace ember
 

@@ -1,6 +1,7 @@
 #include "gpu/model.hpp"
 
 #include <algorithm>
+#include <fstream>
 #include <map>
 
 namespace ember::gpu {
@@ -25,6 +26,37 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& dir) {
 Result<std::shared_ptr<const Model>> Model::from_memory(std::string_view manifest_json,
                                                         std::shared_ptr<const HostBuffer> weights_file,
                                                         std::string_view source) {
+  const std::string wfile = std::string(source) + "/" + kWeightsFile;
+  EMBER_ASSIGN_OR_RETURN(auto index, parse_safetensors(weights_file->data(), weights_file->size(),
+                                                       weights_file->size(), wfile));
+  return assemble(manifest_json, std::move(index), std::move(weights_file), source);
+}
+
+Result<uint64_t> Model::check_dir(const std::string& dir) {
+  const std::string wfile = dir + "/" + kWeightsFile;
+  EMBER_ASSIGN_OR_RETURN(auto manifest, HostBuffer::read_file(dir + "/" + kManifestFile, kMaxManifestBytes));
+  // Only the weights file's header is read: the layout checks need offsets, not values.
+  std::ifstream f(wfile, std::ios::binary);
+  if (!f) return not_found(wfile + ": no such file");
+  f.seekg(0, std::ios::end);
+  const auto file_size = static_cast<uint64_t>(f.tellg());
+  f.seekg(0);
+  std::vector<uint8_t> prefix(kSafetensorsPrefixBytes);
+  f.read(reinterpret_cast<char*>(prefix.data()), static_cast<std::streamsize>(prefix.size()));
+  const size_t got = static_cast<size_t>(f.gcount());
+  EMBER_ASSIGN_OR_RETURN(uint64_t n, read_safetensors_header_length(prefix.data(), got, file_size, wfile));
+  prefix.resize(kSafetensorsPrefixBytes + n);
+  f.read(reinterpret_cast<char*>(prefix.data() + kSafetensorsPrefixBytes), static_cast<std::streamsize>(n));
+  if (static_cast<uint64_t>(f.gcount()) != n) return io_error(wfile + ": cannot read the header");
+  EMBER_ASSIGN_OR_RETURN(auto index, parse_safetensors(prefix.data(), prefix.size(), file_size, wfile));
+  std::string_view text(reinterpret_cast<const char*>(manifest->data()), manifest->size());
+  EMBER_RETURN_IF_ERROR(assemble(text, std::move(index), nullptr, dir));
+  return file_size;
+}
+
+Result<std::shared_ptr<const Model>> Model::assemble(std::string_view manifest_json, SafetensorsIndex index,
+                                                     std::shared_ptr<const HostBuffer> weights_file,
+                                                     std::string_view source) {
   const std::string dir(source);
   const std::string mfile = dir + "/" + kManifestFile;
   const std::string wfile = dir + "/" + kWeightsFile;
@@ -32,8 +64,7 @@ Result<std::shared_ptr<const Model>> Model::from_memory(std::string_view manifes
   m->source_ = dir;
   EMBER_ASSIGN_OR_RETURN(m->manifest_, parse_manifest(manifest_json, mfile));
   EMBER_ASSIGN_OR_RETURN(m->graph_, build_graph(m->manifest_, mfile));
-  EMBER_ASSIGN_OR_RETURN(m->index_, parse_safetensors(weights_file->data(), weights_file->size(),
-                                                       weights_file->size(), wfile));
+  m->index_ = std::move(index);
   m->file_ = std::move(weights_file);
 
   // Bind every layer's weight roles to tensors, check their dtype and shape, and check the layout

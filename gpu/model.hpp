@@ -43,6 +43,11 @@ class Model {
                                                           std::shared_ptr<const HostBuffer> weights_file,
                                                           std::string_view source);
 
+  /// Validates a model directory as load() would, reading model.json and only the header of
+  /// weights.safetensors (a registry can check thousands of models without reading their bytes).
+  /// Returns the size of weights.safetensors.
+  static Result<uint64_t> check_dir(const std::string& dir);
+
   const std::string& source() const { return source_; }
   const Manifest& manifest() const { return manifest_; }
   const Graph& graph() const { return graph_; }
@@ -57,7 +62,7 @@ class Model {
   /// Offset of the data section in weights.safetensors (add it to get file offsets).
   uint64_t data_offset() const { return index_.data_offset; }
   /// Total size of weights.safetensors.
-  uint64_t file_bytes() const { return file_->size(); }
+  uint64_t file_bytes() const { return index_.data_offset + index_.data_bytes; }
 
   /// The data section in host memory.
   const uint8_t* data() const { return file_->data() + index_.data_offset; }
@@ -74,6 +79,10 @@ class Model {
 
  private:
   Model() = default;
+  /// Validates the manifest against the index; `weights_file` may be null (check_dir).
+  static Result<std::shared_ptr<const Model>> assemble(std::string_view manifest_json, SafetensorsIndex index,
+                                                       std::shared_ptr<const HostBuffer> weights_file,
+                                                       std::string_view source);
 
   std::string source_;
   Manifest manifest_;

@@ -27,15 +27,109 @@ uint32_t crc32c_portable(const uint8_t* p, size_t n, uint32_t crc) {
   return crc;
 }
 
-__attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const uint8_t* p, size_t n, uint32_t crc) {
-  uint64_t c = crc;
-  while (n >= 8) {
+// The SSE4.2 instruction has a latency of 3 cycles but a throughput of 1 per cycle, so one
+// dependent chain runs at a third of the unit's speed. The fast path runs three chains over three
+// adjacent blocks and joins them: by linearity, the register after A||B is shift(reg(A), |B|) ^
+// reg_from_zero(B), where shift feeds |B| zero bytes through the register. The shift for a fixed
+// block length is a 32x32 matrix over GF(2) (the method of zlib's crc32_combine), applied here
+// through four 256-entry tables built once. About 3x the single chain on blocks of 3 x 8 KiB.
+constexpr uint32_t kPoly = 0x82F63B78u;  // CRC-32C, reflected
+
+uint32_t gf2_times(const uint32_t* matrix, uint32_t vec) {
+  uint32_t sum = 0;
+  for (; vec != 0; vec >>= 1, ++matrix)
+    if (vec & 1u) sum ^= *matrix;
+  return sum;
+}
+
+void gf2_square(uint32_t* square, const uint32_t* matrix) {
+  for (int n = 0; n < 32; ++n) square[n] = gf2_times(matrix, matrix[n]);
+}
+
+/// Tables that advance a raw CRC register over `bytes` zero bytes (`bytes` a power of two).
+struct ZerosShift {
+  uint32_t t[4][256];
+
+  explicit ZerosShift(size_t bytes) {
+    uint32_t odd[32], even[32];
+    odd[0] = kPoly;  // the operator for one zero bit
+    for (int n = 1; n < 32; ++n) odd[n] = 1u << (n - 1);
+    gf2_square(even, odd);  // two zero bits
+    gf2_square(odd, even);  // four zero bits
+    // Each squaring doubles the zeros: the first below gives one zero byte.
+    const uint32_t* op = odd;
+    for (size_t len = bytes; len != 0;) {
+      gf2_square(even, odd);
+      op = even;
+      len >>= 1;
+      if (len == 0) break;
+      gf2_square(odd, even);
+      op = odd;
+      len >>= 1;
+    }
+    for (uint32_t n = 0; n < 256; ++n) {
+      t[0][n] = gf2_times(op, n);
+      t[1][n] = gf2_times(op, n << 8);
+      t[2][n] = gf2_times(op, n << 16);
+      t[3][n] = gf2_times(op, n << 24);
+    }
+  }
+
+  uint32_t operator()(uint32_t crc) const {
+    return t[0][crc & 0xff] ^ t[1][(crc >> 8) & 0xff] ^ t[2][(crc >> 16) & 0xff] ^ t[3][crc >> 24];
+  }
+};
+
+constexpr size_t kLongBlock = 8192;
+constexpr size_t kShortBlock = 256;
+
+const ZerosShift& long_shift() {
+  static const ZerosShift s(kLongBlock);
+  return s;
+}
+const ZerosShift& short_shift() {
+  static const ZerosShift s(kShortBlock);
+  return s;
+}
+
+__attribute__((target("sse4.2"))) uint64_t crc_words(uint64_t c, const uint8_t* p, size_t n) {
+  for (; n >= 8; n -= 8, p += 8) {
     uint64_t v;
     std::memcpy(&v, p, 8);
     c = _mm_crc32_u64(c, v);
-    p += 8;
-    n -= 8;
   }
+  return c;
+}
+
+/// Three chains over adjacent `block`-byte blocks while at least 3 blocks remain.
+__attribute__((target("sse4.2"))) uint64_t crc_three_way(uint64_t c0, const uint8_t*& p, size_t& n, size_t block,
+                                                         const ZerosShift& shift) {
+  while (n >= 3 * block) {
+    uint64_t c1 = 0, c2 = 0;
+    for (const uint8_t* end = p + block; p < end; p += 8) {
+      uint64_t a, b, c;
+      std::memcpy(&a, p, 8);
+      std::memcpy(&b, p + block, 8);
+      std::memcpy(&c, p + 2 * block, 8);
+      c0 = _mm_crc32_u64(c0, a);
+      c1 = _mm_crc32_u64(c1, b);
+      c2 = _mm_crc32_u64(c2, c);
+    }
+    c0 = shift(static_cast<uint32_t>(c0)) ^ c1;
+    c0 = shift(static_cast<uint32_t>(c0)) ^ c2;
+    p += 2 * block;
+    n -= 3 * block;
+  }
+  return c0;
+}
+
+__attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const uint8_t* p, size_t n, uint32_t crc) {
+  uint64_t c = crc;
+  c = crc_three_way(c, p, n, kLongBlock, long_shift());
+  c = crc_three_way(c, p, n, kShortBlock, short_shift());
+  c = crc_words(c, p, n);
+  p += n & ~size_t{7};
+  n &= 7;
   uint32_t c32 = static_cast<uint32_t>(c);
   while (n--) c32 = _mm_crc32_u8(c32, *p++);
   return c32;

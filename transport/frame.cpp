@@ -3,6 +3,7 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "transport/frame.capnp.h"
@@ -26,10 +27,21 @@ FrameHeader data_frame(uint64_t transfer_id, uint64_t offset, const void* payloa
   return h;
 }
 
+FrameHeader abort_frame(uint64_t transfer_id, const Error& error) {
+  FrameHeader h;
+  h.transfer_id = transfer_id;
+  h.kind = FrameKind::abort;
+  h.error_code = error.code();
+  h.reason = error.message();
+  return h;
+}
+
 std::vector<uint8_t> encode_frame_header(const FrameHeader& h) {
-  capnp::word scratch[32];
-  std::memset(scratch, 0, sizeof(scratch));  // Cap'n Proto requires a zeroed first segment
-  capnp::MallocMessageBuilder message(kj::arrayPtr(scratch, 32));
+  // One segment big enough for any header (a reason is at most 1 KiB), so the flat array is one
+  // segment as the layout promises. Cap'n Proto requires the first segment zeroed.
+  capnp::word scratch[kMaxFrameHeaderBytes / sizeof(capnp::word)];
+  std::memset(scratch, 0, sizeof(scratch));
+  capnp::MallocMessageBuilder message(kj::arrayPtr(scratch, kMaxFrameHeaderBytes / sizeof(capnp::word)));
   auto f = message.initRoot<wire::Frame>();
   f.setTransferId(h.transfer_id);
   f.setKind(static_cast<wire::FrameKind>(h.kind));
@@ -38,6 +50,11 @@ std::vector<uint8_t> encode_frame_header(const FrameHeader& h) {
   f.setCrc32c(h.crc32c);
   f.setBlobBytes(h.blob_bytes);
   if (h.kind == FrameKind::end) f.setDigest(capnp::Data::Reader(h.digest.data(), h.digest.size()));
+  if (h.kind == FrameKind::abort) {
+    f.setErrorCode(static_cast<uint8_t>(h.error_code));
+    const size_t n = std::min<size_t>(h.reason.size(), kMaxAbortReasonBytes);
+    f.setReason(capnp::Text::Reader(h.reason.data(), n));
+  }
   kj::Array<capnp::word> flat = capnp::messageToFlatArray(message);
   const auto bytes = flat.asBytes();
   std::vector<uint8_t> out(kFramePrefixBytes + bytes.size());
@@ -83,6 +100,21 @@ Result<FrameHeader> decode_frame_header(const uint8_t* data, size_t available, s
         return corrupt(describe(h) + ": end frame digest has " + std::to_string(digest.size()) + " bytes, not 32");
       }
       std::memcpy(h.digest.data(), digest.begin(), digest.size());
+    }
+    if (h.kind == FrameKind::abort) {
+      // 0 is what an older sender without the field writes: report it as a network failure.
+      // Any code ember::to_string knows is accepted, so new codes need no change here.
+      const uint8_t code = f.getErrorCode();
+      if (code != 0 && to_string(static_cast<ErrorCode>(code)) == "unknown") {
+        return corrupt(describe(h) + ": abort error code " + std::to_string(code) + " is unknown");
+      }
+      h.error_code = code == 0 ? ErrorCode::io_error : static_cast<ErrorCode>(code);
+      auto reason = f.getReason();
+      if (reason.size() > kMaxAbortReasonBytes) {
+        return corrupt(describe(h) + ": abort reason of " + std::to_string(reason.size()) + " bytes exceeds " +
+                       std::to_string(kMaxAbortReasonBytes));
+      }
+      h.reason.assign(reason.begin(), reason.size());
     }
   } catch (const kj::Exception& e) {
     return corrupt(std::string("frame header does not parse: ") + e.getDescription().cStr());

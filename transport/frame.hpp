@@ -5,7 +5,8 @@
 //                kMaxFrameHeaderBytes)
 //   2. H bytes   the header: one single-segment Cap'n Proto message of struct Frame (frame.capnp):
 //                transfer id, kind (data | end | abort), offset in the blob, payload length,
-//                CRC-32C of the payload, size of the whole blob, and for `end` the blob's SHA-256
+//                CRC-32C of the payload, size of the whole blob, for `end` the blob's SHA-256, and
+//                for `abort` an error code and a reason (at most kMaxAbortReasonBytes)
 //   3. N bytes   the payload, N = length (at most kMaxChunkBytes; 0 for end and abort)
 //
 // A receiver decodes the header, reads N bytes, and checks them with verify_payload() before it
@@ -15,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "config/status.hpp"
@@ -27,6 +29,11 @@ inline constexpr uint32_t kMaxFrameHeaderBytes = 4096;
 /// Upper bound on one chunk. Chunks are a few MiB in practice; this only bounds what a receiver
 /// must be ready to buffer for one frame.
 inline constexpr uint32_t kMaxChunkBytes = 64u << 20;
+/// An abort's reason is for a human; longer text is cut at this many bytes when encoded.
+inline constexpr uint32_t kMaxAbortReasonBytes = 1024;
+// An abort header (fixed fields, pointers, digest-less) with the longest reason stays one segment
+// within the header bound.
+static_assert(kMaxAbortReasonBytes + 256 <= kMaxFrameHeaderBytes);
 
 enum class FrameKind : uint8_t { data = 0, end = 1, abort = 2 };
 
@@ -38,10 +45,15 @@ struct FrameHeader {
   uint32_t crc32c = 0;
   uint64_t blob_bytes = 0;
   Digest digest{};  // end frames only
+  ErrorCode error_code = ErrorCode::io_error;  // abort frames only: what the receiver reports
+  std::string reason;                          // abort frames only
 };
 
 /// The header of a data frame carrying `payload` at `offset` of a `blob_bytes` blob.
 FrameHeader data_frame(uint64_t transfer_id, uint64_t offset, const void* payload, uint32_t length, uint64_t blob_bytes);
+
+/// The header of an abort frame: the sender gives up on `transfer_id` because of `error`.
+FrameHeader abort_frame(uint64_t transfer_id, const Error& error);
 
 /// Prefix plus Cap'n Proto header, ready to be followed on the wire by header.length payload bytes.
 std::vector<uint8_t> encode_frame_header(const FrameHeader& header);

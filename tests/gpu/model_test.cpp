@@ -77,6 +77,19 @@ TEST_P(ModelErrors, AreReportedWithFileAndField) {
   auto m = Model::load(dir.path());
   ASSERT_FALSE(m.ok()) << GetParam().name;
   EXPECT_NE(m.error().message().find(GetParam().expect), std::string::npos) << m.error().message();
+  // The header-only check a registry runs finds the same problem without reading the weights.
+  auto checked = Model::check_dir(dir.path());
+  ASSERT_FALSE(checked.ok()) << GetParam().name;
+  EXPECT_NE(checked.error().message().find(GetParam().expect), std::string::npos) << checked.error().message();
+}
+
+TEST(Model, CheckDirAcceptsWhatLoadAccepts) {
+  TempDir dir;
+  auto m = testing::tiny_model("bert-base", dir.path());
+  ASSERT_TRUE(m);
+  auto checked = Model::check_dir(dir.path());
+  ASSERT_TRUE(checked.ok()) << checked.error().message();
+  EXPECT_EQ(*checked, m->file_bytes());
 }
 
 INSTANTIATE_TEST_SUITE_P(

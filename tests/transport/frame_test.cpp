@@ -34,6 +34,28 @@ TEST(Checksum, IncrementalEqualsWhole) {
   EXPECT_EQ(h.finish(), Sha256::of(data.data(), data.size()));
 }
 
+TEST(Checksum, AgreesWithABitwiseReferenceAtEveryPathAndAlignment) {
+  // The fast path joins three chains over 8 KiB and 256-byte blocks; lengths around those bounds
+  // and odd alignments check the joins and the tails against the definition.
+  auto reference = [](const uint8_t* p, size_t n) {
+    uint32_t c = ~0u;
+    for (size_t i = 0; i < n; ++i) {
+      c ^= p[i];
+      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+    }
+    return ~c;
+  };
+  std::vector<uint8_t> data(3 * 8192 * 2 + 3 * 256 + 64);
+  std::mt19937 rng(11);
+  for (auto& b : data) b = static_cast<uint8_t>(rng());
+  for (size_t n : {0ul, 1ul, 7ul, 8ul, 767ul, 768ul, 769ul, 24575ul, 24576ul, 24577ul, 25000ul, 49152ul + 800}) {
+    for (size_t align : {0ul, 1ul, 3ul}) {
+      if (align + n > data.size()) continue;
+      EXPECT_EQ(crc32c(data.data() + align, n), reference(data.data() + align, n)) << n << " at +" << align;
+    }
+  }
+}
+
 TEST(Frame, DataAndEndFramesRoundTrip) {
   const std::string payload = "chunk of model bytes";
   FrameHeader d = data_frame(42, 1000, payload.data(), static_cast<uint32_t>(payload.size()), 5000);
@@ -61,6 +83,33 @@ TEST(Frame, DataAndEndFramesRoundTrip) {
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_EQ(back->kind, FrameKind::end);
   EXPECT_EQ(back->digest, e.digest);
+}
+
+TEST(Frame, AbortFramesCarryCodeAndReason) {
+  auto wire = encode_frame_header(abort_frame(5, not_found("no blob 'bert/2'")));
+  size_t consumed = 0;
+  auto back = decode_frame_header(wire.data(), wire.size(), consumed);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->kind, FrameKind::abort);
+  EXPECT_EQ(back->transfer_id, 5u);
+  EXPECT_EQ(back->error_code, ErrorCode::not_found);
+  EXPECT_EQ(back->reason, "no blob 'bert/2'");
+
+  // A reason longer than the bound is cut, and the header stays within its own bound.
+  wire = encode_frame_header(abort_frame(5, io_error(std::string(10000, 'x'))));
+  EXPECT_LE(wire.size(), kFramePrefixBytes + kMaxFrameHeaderBytes);
+  back = decode_frame_header(wire.data(), wire.size(), consumed);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->reason.size(), kMaxAbortReasonBytes);
+  EXPECT_EQ(back->error_code, ErrorCode::io_error);
+
+  // A code ember::ErrorCode does not have is a broken header, not a guess.
+  FrameHeader odd = abort_frame(5, io_error("x"));
+  odd.error_code = static_cast<ErrorCode>(200);
+  wire = encode_frame_header(odd);
+  back = decode_frame_header(wire.data(), wire.size(), consumed);
+  ASSERT_FALSE(back.ok());
+  EXPECT_EQ(back.error().code(), ErrorCode::corrupt);
 }
 
 TEST(Frame, PartialInputAsksForMore) {

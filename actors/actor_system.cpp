@@ -1,0 +1,32 @@
+#include "actors/actor_system.hpp"
+
+#include <caf/io/middleman.hpp>
+#include <caf/timespan.hpp>
+
+#include "actors/errors.hpp"
+#include "actors/type_ids.hpp"
+
+namespace ember {
+
+void configure_actor_system(caf::actor_system_config& cfg, const ActorSystemOptions& options) {
+  cfg.add_message_types<caf::id_block::ember_actors>();
+  cfg.add_error_category(caf::atom("ember"), [](uint8_t code, caf::atom_value, const caf::message& context) {
+    std::string text(to_string(static_cast<ErrorCode>(code)));
+    if (context.match_elements<std::string>()) text += ": " + context.get_as<std::string>(0);
+    return text;
+  });
+  // Work sharing beat work stealing for request/response latency on 2 cores
+  // (../shared/dependencies.md §3: about 2x more round trips per second).
+  cfg.set("scheduler.policy", caf::atom("sharing"));
+  if (options.scheduler_threads) cfg.set("scheduler.max-threads", options.scheduler_threads);
+  cfg.set("logger.verbosity", caf::atom("quiet"));
+  if (options.network) {
+    cfg.load<caf::io::middleman>();
+    if (options.heartbeat_us) {
+      cfg.set("middleman.heartbeat-interval", caf::timespan{std::chrono::microseconds(options.heartbeat_us)});
+      cfg.set("middleman.connection-timeout", caf::timespan{std::chrono::microseconds(options.connection_timeout_us)});
+    }
+  }
+}
+
+}  // namespace ember

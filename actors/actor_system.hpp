@@ -1,0 +1,25 @@
+// How every Ember process configures CAF: message types and the error category registered, the
+// scheduler tuned for low latency on few cores, and the middleman's heartbeat so that a node that
+// hangs (not only one that dies) is detected within a bounded time.
+#pragma once
+
+#include <caf/actor_system_config.hpp>
+#include <cstdint>
+
+namespace ember {
+
+struct ActorSystemOptions {
+  /// Worker threads of CAF's scheduler (0: CAF's default, one per core).
+  uint32_t scheduler_threads = 0;
+  /// Middleman heartbeat period and the silence after which a peer process counts as lost,
+  /// microseconds (0: CAF's defaults, which never detect a hung peer).
+  uint64_t heartbeat_us = 250'000;
+  uint64_t connection_timeout_us = 2'000'000;
+  /// Load the middleman (remote actors). Tests of one process may leave it out.
+  bool network = true;
+};
+
+/// Fills `cfg` for an Ember process.
+void configure_actor_system(caf::actor_system_config& cfg, const ActorSystemOptions& options);
+
+}  // namespace ember

@@ -1,0 +1,38 @@
+// The atoms (verbs) of Ember's actor messages. Atoms are verbs only, never data; at most 10
+// characters each (CAF 0.17).
+#pragma once
+
+#include <caf/atom.hpp>
+
+namespace ember {
+
+using join_atom = caf::atom_constant<caf::atom("join")>;  // a node joins the manager
+inline constexpr join_atom join_atom_v{};
+using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;  // a gateway subscribes to routing
+inline constexpr subscribe_atom subscribe_atom_v{};
+using ensure_atom = caf::atom_constant<caf::atom("ensure")>;  // make sure a model has a replica
+inline constexpr ensure_atom ensure_atom_v{};
+using load_atom = caf::atom_constant<caf::atom("load")>;
+inline constexpr load_atom load_atom_v{};
+using unload_atom = caf::atom_constant<caf::atom("unload")>;
+inline constexpr unload_atom unload_atom_v{};
+using index_atom = caf::atom_constant<caf::atom("index")>;
+inline constexpr index_atom index_atom_v{};
+using nodes_atom = caf::atom_constant<caf::atom("nodes")>;
+inline constexpr nodes_atom nodes_atom_v{};
+using report_atom = caf::atom_constant<caf::atom("report")>;
+inline constexpr report_atom report_atom_v{};
+using metrics_atom = caf::atom_constant<caf::atom("metrics")>;
+inline constexpr metrics_atom metrics_atom_v{};
+using status_atom = caf::atom_constant<caf::atom("status")>;
+inline constexpr status_atom status_atom_v{};
+using pin_atom = caf::atom_constant<caf::atom("pin")>;
+inline constexpr pin_atom pin_atom_v{};
+using unpin_atom = caf::atom_constant<caf::atom("unpin")>;
+inline constexpr unpin_atom unpin_atom_v{};
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+inline constexpr tick_atom tick_atom_v{};
+using expire_atom = caf::atom_constant<caf::atom("expire")>;
+inline constexpr expire_atom expire_atom_v{};
+
+}  // namespace ember

@@ -1,0 +1,43 @@
+// BlobStore: the bytes a node's model cache holds, shared with the node's blob server so peers can
+// fetch them over the data plane. Pure data with a mutex: the model_cache actor decides what goes
+// in and out (LRU, pins, the byte cap); the server thread only looks blobs up.
+//
+// A blob handed out (to an executor, to the server for a transfer in progress) stays valid after
+// it is erased from the store: the shared_ptr keeps the bytes alive. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "actors/messages.hpp"
+#include "gpu/host_buffer.hpp"
+#include "transport/blob.hpp"
+
+namespace ember {
+
+class BlobStore {
+ public:
+  std::shared_ptr<const gpu::HostBuffer> find(const std::string& key) const;
+  void put(const std::string& key, const model_key& model, std::shared_ptr<const gpu::HostBuffer> bytes);
+  void erase(const std::string& key);
+  uint64_t used_bytes() const;
+  std::vector<model_key> models() const;
+
+  /// For a transport::BlobServer: serves resident blobs from memory, not_found otherwise.
+  transport::BlobLookup lookup() const;
+
+ private:
+  struct Entry {
+    model_key model;
+    std::shared_ptr<const gpu::HostBuffer> bytes;
+  };
+  mutable std::mutex mu_;
+  std::map<std::string, Entry> blobs_;  // guarded by mu_
+  uint64_t used_ = 0;                   // guarded by mu_
+};
+
+}  // namespace ember

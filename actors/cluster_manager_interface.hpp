@@ -1,0 +1,75 @@
+// cluster_manager: one per cluster. Owns membership (nodes, their devices and caches), the model
+// registry (the repository directory: every model version with its manifest and weights file),
+// the replica table, and the routing table it pushes to gateways. Decides placement (which node
+// gets a new replica, placement/replica_placement.hpp), sourcing (peers' caches before the
+// repository) and re-placement after a node is lost. It is on the cold path only: the warm path
+// (gateway -> node_router -> gpu_executor) never passes through it. Handlers never block: the
+// repository is scanned on a helper thread, node work is requested asynchronously with timeouts.
+//
+// Node lifecycle:  joined ──(down_msg: process died, or heartbeats missed for node_timeout)──▶ lost
+// A lost node's replicas leave the routing table at once; the models it held are re-placed on
+// surviving nodes. A node that comes back joins again as a new member.
+#pragma once
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actors/atoms.hpp"
+#include "actors/gateway_interface.hpp"
+#include "actors/messages.hpp"
+#include "actors/model_repository.hpp"
+#include "actors/node_router_interface.hpp"
+#include "actors/routing.hpp"
+
+namespace ember {
+
+class RepositoryIndex;
+
+/// A repository scan finished on the scanner thread (local only). `model` empty: the whole
+/// repository was scanned; otherwise that model's folder.
+struct repository_scanned {
+  uint64_t request = 0;
+  std::string model;
+  std::vector<RepositoryEntry> entries;
+};
+
+using cluster_manager_actor = caf::typed_actor<
+    /// A node joins (or rejoins); answers its node id. The manager monitors the router.
+    caf::replies_to<join_atom, node_report, node_router_actor>::with<uint64_t>,
+    /// A gateway subscribes; answers the full routing table, then pushes routing_update messages.
+    caf::replies_to<subscribe_atom, gateway_actor>::with<routing_update>,
+    /// Scale from zero: answers once the model (version 0: the latest) has a ready replica.
+    /// Errors: not_found, invalid_argument (unloaded on purpose), corrupt (the model cannot load),
+    /// unavailable (no node can take it).
+    caf::replies_to<ensure_atom, model_key>::with<model_state>,
+    /// The model-repository API: load (rescans the model's folder first), unload, index.
+    caf::replies_to<load_atom, model_command>::with<model_state>,
+    caf::replies_to<unload_atom, model_command>::with<model_state>,
+    caf::replies_to<index_atom>::with<std::vector<model_state>>,
+    caf::replies_to<nodes_atom>::with<std::vector<node_report>>,
+    /// Internal: the repository scanner's results.
+    caf::reacts_to<repository_scanned>>;
+
+struct ClusterManagerConfig {
+  /// The repository directory (scanned by the manager; served to nodes by its blob server).
+  std::string repository;
+  /// Where the manager's blob server listens, as nodes should dial it.
+  std::string data_host;
+  uint16_t data_port = 0;
+  /// Re-place the replicas of a lost node on the survivors.
+  bool replace_on_failure = true;
+};
+
+/// Spawns the manager over an initial scan of the repository. `index` (shared with the manager's
+/// blob server, which serves weights files by key) is kept in step with the registry.
+cluster_manager_actor spawn_cluster_manager(caf::actor_system& sys, ClusterManagerConfig config,
+                                            std::vector<RepositoryEntry> initial,
+                                            std::shared_ptr<RepositoryIndex> index);
+
+}  // namespace ember
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::repository_scanned)

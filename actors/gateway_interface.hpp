@@ -1,0 +1,45 @@
+// gateway: one per process that serves HTTP. Routes inference requests to warm replicas from its
+// copy of the routing table (never through the manager), holds requests for models without a warm
+// replica until one is ready (scale from zero: one ensure per model, however many requests wait),
+// retries a request once elsewhere when its node is lost, and answers /metrics by merging its own
+// metrics with every node's. Handlers never block.
+#pragma once
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/atoms.hpp"
+#include "actors/messages.hpp"
+#include "actors/routing.hpp"
+#include "config/cluster_config.hpp"
+
+namespace ember {
+
+using gateway_actor = caf::typed_actor<
+    /// Errors: not_found (unknown model or version), invalid_argument (model unloaded on purpose;
+    /// bad inputs), unavailable (no replica came up within the cold-start timeout, node lost twice,
+    /// queue full), deadline_exceeded.
+    caf::replies_to<infer_request>::with<infer_reply>, caf::reacts_to<routing_update>,
+    /// Prometheus text of the gateway and every node.
+    caf::replies_to<metrics_atom>::with<std::string>,
+    /// Repository commands, forwarded to the manager.
+    caf::replies_to<load_atom, model_command>::with<model_state>,
+    caf::replies_to<unload_atom, model_command>::with<model_state>,
+    caf::replies_to<index_atom>::with<std::vector<model_state>>,
+    /// Internal timers: expire a held request; ask the manager again for a replica.
+    caf::reacts_to<expire_atom, uint64_t>, caf::reacts_to<ensure_atom, model_key>>;
+
+class RoutingView;
+class GatewayInstruments;
+
+/// Spawns a gateway that subscribes to `manager` (a cluster_manager_actor) and publishes routing
+/// snapshots into `view` (read by the HTTP threads). Uses config's request_timeout,
+/// cold_start_timeout and max_pending. `instruments` must outlive the gateway.
+gateway_actor spawn_gateway(caf::actor_system& sys, GatewayConfig config, caf::actor manager,
+                            std::shared_ptr<RoutingView> view, GatewayInstruments* instruments);
+
+}  // namespace ember

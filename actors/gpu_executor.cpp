@@ -1,0 +1,155 @@
+// gpu_executor: a thin actor over an ExecutorEngine (see gpu_executor_interface.hpp).
+#include <algorithm>
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <functional>
+#include <map>
+
+#include "actors/errors.hpp"
+#include "actors/executor_engine.hpp"
+#include "actors/gpu_executor_interface.hpp"
+#include "actors/tensor_codec.hpp"
+
+namespace ember {
+
+namespace {
+
+struct executor_state {
+  static inline const char* name = "ember.gpu_executor";
+
+  std::shared_ptr<ExecutorEngine> engine;  // shared only to cross spawn(); this actor is its sole owner
+  std::string node;
+  NodeInstruments* instruments = nullptr;
+  /// Jobs posted to the engine whose answer has not come back, by job id.
+  std::map<uint64_t, std::function<void(std::shared_ptr<void>)>> pending;
+  uint64_t next_job = 1;
+};
+
+using executor_pointer = gpu_executor_actor::stateful_pointer<executor_state>;
+
+// Registers `then` for a new job and returns the callback the engine calls with the job's result
+// (of type T) on its worker thread: it only sends a message to this actor.
+template <class T>
+std::function<void(T)> on_engine_done(executor_pointer self, std::function<void(T&)> then) {
+  const uint64_t id = self->state.next_job++;
+  self->state.pending[id] = [then = std::move(then)](std::shared_ptr<void> result) {
+    then(*static_cast<T*>(result.get()));
+  };
+  auto handle = caf::actor_cast<gpu_executor_actor>(self);
+  return [handle, id](T result) {
+    caf::anon_send(handle, executor_job_done{id, std::make_shared<T>(std::move(result))});
+  };
+}
+
+device_report report_device(const ExecutorEngine& engine) {
+  const auto mem = engine.memory();
+  return {engine.device_info().name, mem.capacity_bytes, mem.used_bytes};
+}
+
+caf::result<infer_reply> infer(executor_pointer self, infer_request& req) {
+  auto inputs = decode_tensors(std::move(req.inputs));
+  if (!inputs.ok()) return to_caf(inputs.error());
+  auto rp = self->make_response_promise<infer_reply>();
+  infer_reply skeleton;
+  skeleton.model = req.model;
+  skeleton.id = std::move(req.id);
+  skeleton.node = self->state.node;
+  skeleton.device = self->state.engine->device_info().name;
+  auto done = on_engine_done<ExecutorEngine::InferResult>(
+      self, [self, rp, skeleton = std::move(skeleton),
+             wanted = std::move(req.outputs)](ExecutorEngine::InferResult& r) mutable {
+        if (self->state.instruments) self->state.instruments->observe_run(skeleton.model, r.queue_us, r.compute_us);
+        if (!r.outputs.ok()) {
+          rp.deliver(to_caf(r.outputs.error()));
+          return;
+        }
+        infer_reply reply = std::move(skeleton);
+        reply.queue_us = r.queue_us;
+        reply.compute_us = r.compute_us;
+        for (const auto& name : wanted) {
+          const bool known = std::any_of(r.outputs->begin(), r.outputs->end(),
+                                         [&](const gpu::HostTensor& t) { return t.name == name; });
+          if (!known) {
+            rp.deliver(to_caf(invalid_argument("the model has no output '" + name + "'")));
+            return;
+          }
+        }
+        for (const auto& t : *r.outputs) {
+          if (wanted.empty() || std::find(wanted.begin(), wanted.end(), t.name) != wanted.end()) {
+            reply.outputs.push_back(encode_tensor(t));
+          }
+        }
+        rp.deliver(std::move(reply));
+      });
+  if (!self->state.engine->infer(req.model, std::move(*inputs), std::move(done))) {
+    self->state.pending.erase(self->state.next_job - 1);
+    if (self->state.instruments) self->state.instruments->count_rejected(req.model);
+    return to_caf(unavailable("the queue of " + self->state.engine->device_info().name + " on node " +
+                              self->state.node + " is full"));
+  }
+  return rp;
+}
+
+gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, std::shared_ptr<ExecutorEngine> engine,
+                                                    std::string node, NodeInstruments* instruments) {
+  self->state.engine = std::move(engine);
+  self->state.node = std::move(node);
+  self->state.instruments = instruments;
+  return {
+      // -- models --------------------------------------------------------------------------------
+      [self](bind_model& b) -> caf::result<std::string> {
+        auto rp = self->make_response_promise<std::string>();
+        auto done = on_engine_done<Status>(self, [self, rp](Status& st) mutable {
+          if (self->state.instruments) {
+            const auto mem = self->state.engine->memory();
+            self->state.instruments->set_device_memory(self->state.engine->device_info().name, mem.used_bytes,
+                                                       mem.capacity_bytes);
+          }
+          if (!st.ok()) {
+            rp.deliver(to_caf(st.error()));
+            return;
+          }
+          rp.deliver(self->state.engine->device_info().name);
+        });
+        self->state.engine->bind(b.key, std::move(b.model), std::move(done));
+        return rp;
+      },
+      [self](unload_atom, const model_key& key) -> caf::result<bool> {
+        auto rp = self->make_response_promise<bool>();
+        auto done = on_engine_done<bool>(self, [self, rp](bool&) mutable {
+          if (self->state.instruments) {
+            const auto mem = self->state.engine->memory();
+            self->state.instruments->set_device_memory(self->state.engine->device_info().name, mem.used_bytes,
+                                                       mem.capacity_bytes);
+          }
+          rp.deliver(true);
+        });
+        self->state.engine->unbind(key, [done] { done(true); });
+        return rp;
+      },
+      // -- requests ------------------------------------------------------------------------------
+      [self](infer_request& req) -> caf::result<infer_reply> { return infer(self, req); },
+      [self](status_atom) -> executor_status {
+        return {report_device(*self->state.engine), self->state.engine->bound(), self->state.engine->queued()};
+      },
+      // -- engine completions --------------------------------------------------------------------
+      [self](executor_job_done& done) {
+        auto it = self->state.pending.find(done.job);
+        if (it == self->state.pending.end()) return;  // cannot happen: ids are never reused
+        auto then = std::move(it->second);
+        self->state.pending.erase(it);
+        then(std::move(done.result));
+      },
+  };
+}
+
+}  // namespace
+
+gpu_executor_actor spawn_gpu_executor(caf::actor_system& sys, std::unique_ptr<ExecutorEngine> engine, std::string node,
+                                      NodeInstruments* instruments) {
+  return sys.spawn(executor_behavior, std::shared_ptr<ExecutorEngine>(std::move(engine)), std::move(node), instruments);
+}
+
+}  // namespace ember

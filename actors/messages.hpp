@@ -1,0 +1,194 @@
+// The message types the actors exchange, across processes as well as within one: small structs
+// with CAF 0.17 `inspect` overloads. Every type here is serializable and registered once in
+// actors/type_ids.hpp. Model bytes never ride these messages (they move over the data plane,
+// transport/); request tensors do, since a request and its answer are what the warm path carries.
+//
+// Pure data; anyone may build and read them on any thread.
+#pragma once
+
+#include <caf/meta/type_name.hpp>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ember {
+
+/// One version of one model. version 0 means "the default version" (the highest) where a caller
+/// may leave it open (HTTP paths without /versions/); actors past the gateway always see a real one.
+struct model_key {
+  std::string name;
+  uint32_t version = 0;
+
+  friend bool operator==(const model_key& a, const model_key& b) { return a.name == b.name && a.version == b.version; }
+  friend bool operator<(const model_key& a, const model_key& b) {
+    return a.name != b.name ? a.name < b.name : a.version < b.version;
+  }
+  std::string to_string() const { return name + "/" + std::to_string(version); }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, model_key& x) {
+  return f(caf::meta::type_name("model_key"), x.name, x.version);
+}
+
+/// A tensor in a request or an answer: dtype is gpu::DType's value, data is dense row-major bytes.
+struct tensor_msg {
+  std::string name;
+  uint8_t dtype = 0;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tensor_msg& x) {
+  return f(caf::meta::type_name("tensor_msg"), x.name, x.dtype, x.shape, x.data);
+}
+
+/// An inference request on the warm path: gateway -> node_router -> gpu_executor.
+struct infer_request {
+  model_key model;
+  /// The client's request id (echoed in the answer), may be empty.
+  std::string id;
+  std::vector<tensor_msg> inputs;
+  /// Outputs the client asked for by name; empty means all.
+  std::vector<std::string> outputs;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, infer_request& x) {
+  return f(caf::meta::type_name("infer_request"), x.model, x.id, x.inputs, x.outputs);
+}
+
+struct infer_reply {
+  model_key model;
+  std::string id;
+  std::vector<tensor_msg> outputs;
+  /// Which node and device answered.
+  std::string node;
+  std::string device;
+  /// Time the request waited in the executor's queue and the time it ran, microseconds.
+  uint64_t queue_us = 0;
+  uint64_t compute_us = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, infer_reply& x) {
+  return f(caf::meta::type_name("infer_reply"), x.model, x.id, x.outputs, x.node, x.device, x.queue_us, x.compute_us);
+}
+
+/// Where a node can fetch a model's weights from over the data plane.
+struct blob_source {
+  /// "peer" (another node's cache) or "repository" (the manager's blob server).
+  std::string kind;
+  /// The node's name for a peer, "manager" for the repository.
+  std::string name;
+  std::string host;
+  uint16_t port = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, blob_source& x) {
+  return f(caf::meta::type_name("blob_source"), x.kind, x.name, x.host, x.port);
+}
+
+/// Manager -> node_router: make a replica of `model` on this node (fetch its bytes unless the
+/// cache holds them, then bind them to a device).
+struct load_replica {
+  model_key model;
+  /// model.json, as read from the repository.
+  std::string manifest_json;
+  /// Data-plane key and size of weights.safetensors.
+  std::string blob_key;
+  uint64_t blob_bytes = 0;
+  /// Tried in order: peers that hold the bytes in memory first, then the repository.
+  std::vector<blob_source> sources;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, load_replica& x) {
+  return f(caf::meta::type_name("load_replica"), x.model, x.manifest_json, x.blob_key, x.blob_bytes, x.sources);
+}
+
+/// A node_router's answer to load_replica.
+struct replica_info {
+  model_key model;
+  std::string node;
+  std::string device;
+  /// "cache" (already in host memory), "peer:<name>", "repository" or "local_disk".
+  std::string source;
+  uint64_t bytes_fetched = 0;
+  uint64_t load_us = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, replica_info& x) {
+  return f(caf::meta::type_name("replica_info"), x.model, x.node, x.device, x.source, x.bytes_fetched, x.load_us);
+}
+
+/// One device of a node, as the manager sees it.
+struct device_report {
+  std::string name;
+  uint64_t memory_bytes = 0;
+  uint64_t used_bytes = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, device_report& x) {
+  return f(caf::meta::type_name("device_report"), x.name, x.memory_bytes, x.used_bytes);
+}
+
+/// What a node tells the manager when it joins (and rejoins).
+struct node_report {
+  std::string name;
+  /// Where this node's blob server listens (peers fetch cached models from it).
+  std::string data_host;
+  uint16_t data_port = 0;
+  std::vector<device_report> devices;
+  uint64_t cache_capacity = 0;
+  uint64_t cache_used = 0;
+  /// Models whose bytes are in the cache, and models bound to a device (replicas).
+  std::vector<model_key> cached;
+  std::vector<model_key> replicas;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, node_report& x) {
+  return f(caf::meta::type_name("node_report"), x.name, x.data_host, x.data_port, x.devices, x.cache_capacity,
+           x.cache_used, x.cached, x.replicas);
+}
+
+/// State of a model version in the cluster, as the repository index and the gateways see it.
+///
+///   unloaded ──load──▶ loading ──▶ ready ──unload──▶ unloaded
+///                         │  ▲       │
+///                         ▼  │       └─ last replica lost ──▶ loading (re-placed) or unloaded
+///                       failed ──load──┘
+/// "unloaded" models stay registered: a request for one triggers a load (scale from zero) unless
+/// it was unloaded explicitly, which the `explicitly_unloaded` flag remembers.
+struct model_state {
+  model_key model;
+  /// "unloaded", "loading", "ready" or "failed".
+  std::string state;
+  /// Why it failed, or why it is unloaded.
+  std::string reason;
+  bool explicitly_unloaded = false;
+  uint32_t replicas = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, model_state& x) {
+  return f(caf::meta::type_name("model_state"), x.model, x.state, x.reason, x.explicitly_unloaded, x.replicas);
+}
+
+/// Request from a client of the manager (gateway, console) to load or unload a model; version 0 is
+/// every version for unload and the latest for load.
+struct model_command {
+  model_key model;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, model_command& x) {
+  return f(caf::meta::type_name("model_command"), x.model);
+}
+
+}  // namespace ember

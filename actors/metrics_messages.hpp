@@ -1,0 +1,9 @@
+// The metrics snapshot a node ships to gateways (see actors/metrics.hpp for the type and its
+// inspect overloads).
+#pragma once
+
+#include "actors/metrics.hpp"
+
+namespace ember {
+using metrics_snapshot = metrics::MetricsSnapshot;
+}  // namespace ember

@@ -1,0 +1,87 @@
+// model_cache: one per node. Owns the host-memory copies of model bytes (weights files) within a
+// byte cap, and the node's local model repository directory. Fetches what it lacks from the
+// sources it is given (its own repository directory first, then peers' caches, then the cluster's
+// repository, over the data plane), de-duplicating concurrent fetches of one blob, and evicts the
+// least recently used unpinned blobs to make room. Only the node_router of the same process sends
+// to it. Handlers never block: fetches run on the BlobFetcher's threads and end as messages.
+//
+// Blob lifecycle:  absent ──fetch──▶ fetching ──ok──▶ resident ──evict (unpinned, LRU)──▶ absent
+//                                        └──error──▶ absent (every waiter gets the error)
+#pragma once
+
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/atoms.hpp"
+#include "actors/messages.hpp"
+#include "actors/node_instruments.hpp"
+#include "gpu/host_buffer.hpp"
+
+namespace ember {
+
+class BlobStore;
+
+/// Make the weights of `model` resident.
+struct fetch_blob {
+  model_key model;
+  std::string blob_key;
+  uint64_t blob_bytes = 0;
+  std::vector<blob_source> sources;
+};
+
+/// A resident blob (local only: shares the cache's buffer, which stays valid while held).
+struct blob_ref {
+  std::shared_ptr<const gpu::HostBuffer> bytes;
+  /// "cache", "local_disk", "peer:<name>" or "repository".
+  std::string source;
+  uint64_t bytes_fetched = 0;
+  uint64_t fetch_us = 0;
+};
+
+struct cache_status {
+  uint64_t capacity = 0;
+  uint64_t used = 0;
+  std::vector<model_key> models;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, cache_status& x) {
+  return f(caf::meta::type_name("cache_status"), x.capacity, x.used, x.models);
+}
+
+/// The end of one fetch, from a fetcher thread to the cache (local only).
+struct cache_fetch_done {
+  std::string blob_key;
+  std::shared_ptr<void> result;  // Result<blob_ref>
+};
+
+using model_cache_actor = caf::typed_actor<
+    /// Errors: out_of_memory (cannot make room under the cap), unavailable (no source answered),
+    /// corrupt (a source sent bytes that fail their checksum or digest, after trying the others).
+    caf::replies_to<fetch_blob>::with<blob_ref>,
+    /// A pinned blob is never evicted (a replica uses it); pins count.
+    caf::reacts_to<pin_atom, std::string>, caf::reacts_to<unpin_atom, std::string>,
+    caf::replies_to<status_atom>::with<cache_status>, caf::reacts_to<cache_fetch_done>>;
+
+struct ModelCacheConfig {
+  /// Host-memory cap, bytes.
+  uint64_t capacity_bytes = 16ull << 30;
+  /// Local model repository directory ("" = none): blob "m/v" is read from <dir>/m/v/weights.safetensors.
+  std::string repository;
+  /// Concurrent fetches.
+  uint32_t fetch_threads = 2;
+};
+
+/// Spawns the cache over `store` (shared with the node's blob server, which serves from it).
+model_cache_actor spawn_model_cache(caf::actor_system& sys, ModelCacheConfig config, std::shared_ptr<BlobStore> store,
+                                    NodeInstruments* instruments);
+
+}  // namespace ember
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::blob_ref)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::fetch_blob)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::cache_fetch_done)

@@ -1,0 +1,116 @@
+#include "actors/model_repository.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "gpu/model.hpp"
+
+namespace ember {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && s.size() < 10 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+RepositoryEntry read_version(const std::string& name, uint32_t version, const fs::path& dir) {
+  RepositoryEntry e;
+  e.key = {name, version};
+  e.dir = dir.string();
+  std::ifstream f(dir / gpu::kManifestFile, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  e.manifest_json = ss.str();
+  auto checked = gpu::Model::check_dir(e.dir);
+  if (checked.ok())
+    e.weights_bytes = *checked;
+  else
+    e.error = checked.error().message();
+  return e;
+}
+
+}  // namespace
+
+std::vector<RepositoryEntry> scan_repository_model(const std::string& root, const std::string& name) {
+  std::vector<RepositoryEntry> out;
+  std::error_code ec;
+  const fs::path folder = fs::path(root) / name;
+  if (!fs::is_directory(folder, ec)) return out;
+  if (fs::exists(folder / gpu::kManifestFile, ec)) {
+    out.push_back(read_version(name, 1, folder));
+    return out;
+  }
+  for (const auto& v : fs::directory_iterator(folder, ec)) {
+    const std::string vname = v.path().filename().string();
+    if (!v.is_directory() || !all_digits(vname)) continue;
+    const auto version = static_cast<uint32_t>(std::stoul(vname));
+    if (version == 0) continue;
+    out.push_back(read_version(name, version, v.path()));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
+  return out;
+}
+
+std::vector<RepositoryEntry> scan_repository(const std::string& root) {
+  std::vector<RepositoryEntry> out;
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (const auto& m : fs::directory_iterator(root, ec)) {
+    const std::string name = m.path().filename().string();
+    if (m.is_directory() && !name.empty() && name[0] != '.') names.push_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  for (const auto& name : names) {
+    auto versions = scan_repository_model(root, name);
+    out.insert(out.end(), versions.begin(), versions.end());
+  }
+  return out;
+}
+
+std::string version_dir(const std::string& root, const model_key& key) {
+  std::error_code ec;
+  const fs::path folder = fs::path(root) / key.name;
+  if (key.version == 1 && fs::exists(folder / gpu::kManifestFile, ec)) return folder.string();
+  const fs::path dir = folder / std::to_string(key.version);
+  return fs::exists(dir / gpu::kManifestFile, ec) ? dir.string() : std::string();
+}
+
+std::string blob_key_of(const model_key& key) { return key.name + "/" + std::to_string(key.version); }
+
+}  // namespace ember
+
+namespace ember {
+
+void RepositoryIndex::replace(const std::vector<RepositoryEntry>& entries, const std::string& model) {
+  std::lock_guard lock(mu_);
+  if (model.empty()) {
+    files_.clear();
+  } else {
+    const std::string prefix = model + "/";
+    for (auto it = files_.lower_bound(prefix); it != files_.end() && it->first.rfind(prefix, 0) == 0;) {
+      it = files_.erase(it);
+    }
+  }
+  for (const auto& e : entries) {
+    if (e.error.empty()) files_[blob_key_of(e.key)] = {e.dir + "/" + gpu::kWeightsFile, nullptr};
+  }
+}
+
+transport::BlobLookup RepositoryIndex::lookup() const {
+  return [this](const std::string& key) -> Result<std::shared_ptr<const transport::Blob>> {
+    std::lock_guard lock(mu_);
+    auto it = files_.find(key);
+    if (it == files_.end()) return not_found("the repository has no valid model version '" + key + "'");
+    if (!it->second.blob) {
+      EMBER_ASSIGN_OR_RETURN(auto blob, transport::FileBlob::open(it->second.path));
+      it->second.blob = std::move(blob);
+    }
+    return it->second.blob;
+  };
+}
+
+}  // namespace ember

@@ -1,0 +1,61 @@
+#include "actors/node_instruments.hpp"
+
+namespace ember {
+
+NodeInstruments::NodeInstruments()
+    : queue_(registry_.histogram("ember_queue_duration_seconds",
+                                 "Time requests waited in an executor's queue before running", {"model", "version"})),
+      compute_(
+          registry_.histogram("ember_compute_duration_seconds", "Time requests ran on a device", {"model", "version"})),
+      rejected_(registry_.counter("ember_rejected_requests_total",
+                                  "Requests refused because an executor's queue was full", {"model", "version"})),
+      fetched_(registry_.counter("ember_model_bytes_fetched_total",
+                                 "Model bytes obtained by the model cache, by source (cache = already resident)",
+                                 {"source"})),
+      cache_bytes_(registry_.gauge("ember_cache_resident_bytes", "Model bytes resident in the host-memory cache")
+                       .with(std::vector<std::string>{})),
+      cache_models_(registry_.gauge("ember_cache_resident_models", "Model versions resident in the host-memory cache")
+                        .with(std::vector<std::string>{})),
+      cache_capacity_(registry_.gauge("ember_cache_capacity_bytes", "Byte cap of the host-memory cache")
+                          .with(std::vector<std::string>{})),
+      device_used_(registry_.gauge("ember_device_memory_used_bytes", "Device memory in use", {"device"})),
+      device_capacity_(registry_.gauge("ember_device_memory_capacity_bytes", "Device memory capacity", {"device"})),
+      replicas_(registry_.gauge("ember_replicas", "Model replicas bound to this node's devices")
+                    .with(std::vector<std::string>{})),
+      loads_(registry_.counter("ember_replica_loads_total", "Replica loads by outcome", {"outcome"})),
+      load_seconds_(registry_.histogram("ember_replica_load_duration_seconds",
+                                        "Time from load request to a ready replica (fetch and bind)")) {}
+
+void NodeInstruments::observe_run(const model_key& model, uint64_t queue_us, uint64_t compute_us) {
+  const std::string version = std::to_string(model.version);
+  queue_.with({model.name, version}).observe(static_cast<double>(queue_us) * 1e-6);
+  compute_.with({model.name, version}).observe(static_cast<double>(compute_us) * 1e-6);
+}
+
+void NodeInstruments::count_rejected(const model_key& model) {
+  rejected_.with({model.name, std::to_string(model.version)}).inc();
+}
+
+void NodeInstruments::add_fetched(const std::string& source, uint64_t bytes) {
+  fetched_.with({source}).inc(static_cast<double>(bytes));
+}
+
+void NodeInstruments::set_cache(uint64_t used_bytes, uint64_t models, uint64_t capacity_bytes) {
+  cache_bytes_.set(static_cast<double>(used_bytes));
+  cache_models_.set(static_cast<double>(models));
+  cache_capacity_.set(static_cast<double>(capacity_bytes));
+}
+
+void NodeInstruments::set_device_memory(const std::string& device, uint64_t used_bytes, uint64_t capacity_bytes) {
+  device_used_.with({device}).set(static_cast<double>(used_bytes));
+  device_capacity_.with({device}).set(static_cast<double>(capacity_bytes));
+}
+
+void NodeInstruments::set_replicas(uint64_t replicas) { replicas_.set(static_cast<double>(replicas)); }
+
+void NodeInstruments::count_load(const std::string& outcome, double seconds) {
+  loads_.with({outcome}).inc();
+  load_seconds_.with(std::vector<std::string>{}).observe(seconds);
+}
+
+}  // namespace ember

@@ -1,0 +1,49 @@
+// NodeInstruments: the metrics a node keeps (its executors, cache and router write them; the
+// router ships a snapshot to gateways, which merge every node into one /metrics page).
+//
+// Thread-safe (metrics::Registry is); any actor of the node may call it. Never blocks on I/O.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "actors/messages.hpp"
+#include "actors/metrics.hpp"
+
+namespace ember {
+
+class NodeInstruments {
+ public:
+  NodeInstruments();
+
+  metrics::Registry& registry() { return registry_; }
+
+  /// One request ran on an executor: time in its queue, time computing.
+  void observe_run(const model_key& model, uint64_t queue_us, uint64_t compute_us);
+  /// A request was turned away because the executor's queue was full.
+  void count_rejected(const model_key& model);
+  /// Model bytes obtained by the cache, by source: "cache" (already resident), "peer", "repository".
+  void add_fetched(const std::string& source, uint64_t bytes);
+  void set_cache(uint64_t used_bytes, uint64_t models, uint64_t capacity_bytes);
+  void set_device_memory(const std::string& device, uint64_t used_bytes, uint64_t capacity_bytes);
+  void set_replicas(uint64_t replicas);
+  /// A replica load finished: "ok" or the error code's name.
+  void count_load(const std::string& outcome, double seconds);
+
+ private:
+  metrics::Registry registry_;
+  metrics::HistogramFamily& queue_;
+  metrics::HistogramFamily& compute_;
+  metrics::CounterFamily& rejected_;
+  metrics::CounterFamily& fetched_;
+  metrics::Gauge& cache_bytes_;
+  metrics::Gauge& cache_models_;
+  metrics::Gauge& cache_capacity_;
+  metrics::GaugeFamily& device_used_;
+  metrics::GaugeFamily& device_capacity_;
+  metrics::Gauge& replicas_;
+  metrics::CounterFamily& loads_;
+  metrics::HistogramFamily& load_seconds_;
+};
+
+}  // namespace ember

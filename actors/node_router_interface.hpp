@@ -1,0 +1,46 @@
+// node_router: one per node (host). The node's face to the cluster: it answers inference requests
+// from gateways by handing them to the gpu_executor that holds the model, makes and drops replicas
+// when the cluster_manager says so (bytes from the model_cache, then a bind on the device with the
+// most free memory), and reports the node's state and metrics. Handlers never block.
+//
+// Replica lifecycle on a node:  absent ──load_replica──▶ fetching ──▶ binding ──▶ ready
+//                                  ▲                          └──── error ────┘    │
+//                                  └──────────────────── unload ◀─────────────────┘
+// Concurrent load_replica for one model share one load.
+#pragma once
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+#include <string>
+#include <vector>
+
+#include "actors/atoms.hpp"
+#include "actors/gpu_executor_interface.hpp"
+#include "actors/messages.hpp"
+#include "actors/metrics_messages.hpp"
+#include "actors/model_cache_interface.hpp"
+
+namespace ember {
+
+using node_router_actor = caf::typed_actor<
+    /// The warm path. Errors: unavailable (no replica here: the caller's routing is stale; or the
+    /// queue is full), invalid_argument (bad inputs), device_fault.
+    caf::replies_to<infer_request>::with<infer_reply>,
+    /// Errors: as model_cache fetch_blob, plus invalid_argument/corrupt (the bytes are not a valid
+    /// model) and out_of_memory (no device can hold it).
+    caf::replies_to<load_replica>::with<replica_info>, caf::replies_to<unload_atom, model_key>::with<bool>,
+    caf::replies_to<report_atom>::with<node_report>, caf::replies_to<metrics_atom>::with<metrics_snapshot>>;
+
+struct NodeRouterConfig {
+  std::string name;
+  /// Where this node's blob server listens (reported to the manager for peer fetches).
+  std::string data_host;
+  uint16_t data_port = 0;
+};
+
+/// `devices[i]` describes the device of `executors[i]`.
+node_router_actor spawn_node_router(caf::actor_system& sys, NodeRouterConfig config,
+                                    std::vector<gpu_executor_actor> executors, std::vector<device_report> devices,
+                                    model_cache_actor cache, NodeInstruments* instruments);
+
+}  // namespace ember

@@ -1,0 +1,192 @@
+#include "actors/processes.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+#include <thread>
+
+#include "actors/blob_store.hpp"
+#include "actors/errors.hpp"
+#include "actors/executor_engine.hpp"
+#include "actors/gateway_instruments.hpp"
+#include "actors/http_frontend.hpp"
+#include "actors/model_repository.hpp"
+#include "actors/node_instruments.hpp"
+#include "actors/routing_view.hpp"
+#include "config/units.hpp"
+#include "gpu/device_registry.hpp"
+#include "transport/tcp_blob_server.hpp"
+
+namespace ember {
+
+// -- node --------------------------------------------------------------------------------------
+
+NodeProcess::NodeProcess(caf::actor_system& sys) : sys_(sys) {}
+
+Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, const NodeConfig& node,
+                                                        const DevicesConfig& devices) {
+  std::unique_ptr<NodeProcess> p(new NodeProcess(sys));
+  p->name_ = node.name.empty() ? default_node_name() : node.name;
+  p->instruments_ = std::make_unique<NodeInstruments>();
+  EMBER_ASSIGN_OR_RETURN(auto opened, gpu::open_devices(devices));
+  std::vector<device_report> reports;
+  for (auto& d : opened.devices) {
+    const auto mem = d->memory();
+    reports.push_back({d->info().name, mem.capacity_bytes, mem.used_bytes});
+    p->instruments_->set_device_memory(d->info().name, mem.used_bytes, mem.capacity_bytes);
+    auto engine = std::make_unique<ExecutorEngine>(std::move(d), node.max_queue);
+    p->executors_.push_back(spawn_gpu_executor(sys, std::move(engine), p->name_, p->instruments_.get()));
+  }
+  p->store_ = std::make_shared<BlobStore>();
+  transport::BlobServerOptions server;
+  server.host = node.data_listen.host;
+  server.port = node.data_listen.port;
+  EMBER_ASSIGN_OR_RETURN(p->blob_server_, transport::BlobServer::start(server, p->store_->lookup()));
+  ModelCacheConfig cache;
+  cache.capacity_bytes = node.cache_bytes;
+  cache.repository = node.repository;
+  p->cache_ = spawn_model_cache(sys, cache, p->store_, p->instruments_.get());
+  NodeRouterConfig router{p->name_, node.data_listen.host, p->blob_server_->port()};
+  p->router_ = spawn_node_router(sys, router, p->executors_, reports, p->cache_, p->instruments_.get());
+  uint64_t memory = 0;
+  for (const auto& r : reports) memory += r.memory_bytes;
+  spdlog::info("node {}: {} device(s) ({} of device memory), cache {}, data plane {}:{}", p->name_, reports.size(),
+               format_bytes(memory), format_bytes(node.cache_bytes), router.data_host, router.data_port);
+  return p;
+}
+
+NodeProcess::~NodeProcess() {
+  if (blob_server_) blob_server_->stop();
+  // The actors use instruments_ and store_: wait until they are gone before those are.
+  caf::scoped_actor self{sys_};
+  auto stop = [&](const auto& actor) {
+    if (!actor) return;
+    self->send_exit(actor, caf::exit_reason::user_shutdown);
+    self->wait_for(actor);
+  };
+  stop(router_);
+  stop(cache_);
+  for (auto& e : executors_) stop(e);
+}
+
+namespace {
+
+Result<node_report> ask_report(caf::scoped_actor& self, const node_router_actor& router) {
+  Result<node_report> out = internal_error("no report");
+  self->request(router, std::chrono::seconds(10), report_atom_v)
+      .receive([&](node_report& r) { out = std::move(r); }, [&](caf::error& e) { out = from_caf(e); });
+  return out;
+}
+
+}  // namespace
+
+Result<uint64_t> NodeProcess::join_local(const cluster_manager_actor& manager) {
+  caf::scoped_actor self{sys_};
+  EMBER_ASSIGN_OR_RETURN(node_report report, ask_report(self, router_));
+  Result<uint64_t> id = internal_error("no answer");
+  self->request(manager, std::chrono::seconds(10), join_atom_v, report, router_)
+      .receive([&](uint64_t x) { id = x; }, [&](caf::error& e) { id = from_caf(e); });
+  return id;
+}
+
+void NodeProcess::serve_remote(const NodeConfig& config, const std::atomic<bool>& stop) {
+  const auto interval = std::chrono::microseconds(config.rejoin_interval_us);
+  bool said_unreachable = false;
+  while (!stop) {
+    auto manager = sys_.middleman().remote_actor<cluster_manager_actor>(config.manager->host, config.manager->port);
+    if (!manager) {
+      if (!said_unreachable) {
+        spdlog::warn("node {}: manager {} unreachable ({}); retrying every {} ms", name_, config.manager->to_string(),
+                     caf::to_string(manager.error()), config.rejoin_interval_us / 1000);
+        said_unreachable = true;
+      }
+      std::this_thread::sleep_for(interval);
+      continue;
+    }
+    said_unreachable = false;
+    auto id = join_local(*manager);
+    if (!id.ok()) {
+      spdlog::warn("node {}: joining {} failed: {}", name_, config.manager->to_string(), id.error().message());
+      std::this_thread::sleep_for(interval);
+      continue;
+    }
+    spdlog::info("node {}: joined the cluster at {} as #{}", name_, config.manager->to_string(), *id);
+    caf::scoped_actor self{sys_};
+    self->monitor(*manager);
+    bool lost = false;
+    while (!stop && !lost) {
+      self->receive([&](caf::down_msg&) { lost = true; },
+                    caf::after(std::chrono::milliseconds(200)) >> [] { /* check `stop` */ });
+    }
+    if (lost) spdlog::warn("node {}: lost the manager; rejoining", name_);
+  }
+}
+
+// -- manager -----------------------------------------------------------------------------------
+
+ManagerProcess::ManagerProcess(caf::actor_system& sys) : sys_(sys) {}
+
+Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system& sys, const ManagerConfig& config,
+                                                              bool publish) {
+  std::unique_ptr<ManagerProcess> p(new ManagerProcess(sys));
+  auto entries = scan_repository(config.repository);
+  for (const auto& e : entries) {
+    if (!e.error.empty()) spdlog::warn("manager: {} cannot load: {}", e.key.to_string(), e.error);
+  }
+  p->index_ = std::make_shared<RepositoryIndex>();
+  p->index_->replace(entries);
+  transport::BlobServerOptions server;
+  server.host = config.data_listen.host;
+  server.port = config.data_listen.port;
+  EMBER_ASSIGN_OR_RETURN(p->blob_server_, transport::BlobServer::start(server, p->index_->lookup()));
+  ClusterManagerConfig mc;
+  mc.repository = config.repository;
+  mc.data_host = config.data_listen.host;
+  mc.data_port = p->blob_server_->port();
+  mc.replace_on_failure = config.replace_on_failure;
+  p->manager_ = spawn_cluster_manager(sys, mc, std::move(entries), p->index_);
+  if (publish) {
+    auto port = sys.middleman().publish(p->manager_, config.listen.port, config.listen.host.c_str(), true);
+    if (!port) {
+      return io_error("cannot listen for nodes on " + config.listen.to_string() + ": " + caf::to_string(port.error()));
+    }
+    p->listen_port_ = *port;
+    spdlog::info("manager: listening for nodes on {}:{}, repository served on {}:{}", config.listen.host, *port,
+                 mc.data_host, mc.data_port);
+  }
+  return p;
+}
+
+ManagerProcess::~ManagerProcess() {
+  if (blob_server_) blob_server_->stop();
+  caf::anon_send_exit(manager_, caf::exit_reason::user_shutdown);
+}
+
+// -- gateway -----------------------------------------------------------------------------------
+
+GatewayProcess::GatewayProcess() = default;
+
+Result<std::unique_ptr<GatewayProcess>> GatewayProcess::start(caf::actor_system& sys, const GatewayConfig& config,
+                                                              const cluster_manager_actor& manager) {
+  std::unique_ptr<GatewayProcess> p(new GatewayProcess());
+  p->instruments_ = std::make_unique<GatewayInstruments>();
+  p->view_ = std::make_shared<RoutingView>();
+  p->gateway_ = spawn_gateway(sys, config, caf::actor_cast<caf::actor>(manager), p->view_, p->instruments_.get());
+  EMBER_ASSIGN_OR_RETURN(p->http_, HttpFrontend::start(sys, config, p->gateway_, p->view_, p->instruments_.get()));
+  return p;
+}
+
+GatewayProcess::~GatewayProcess() {
+  if (http_) http_->stop();
+  if (gateway_) {
+    caf::scoped_actor self{gateway_->home_system()};
+    self->send_exit(gateway_, caf::exit_reason::user_shutdown);
+    self->wait_for(gateway_);  // it uses instruments_
+  }
+}
+
+uint16_t GatewayProcess::http_port() const { return http_->port(); }
+
+}  // namespace ember

@@ -1,0 +1,54 @@
+// The routing table: which node_routers hold a warm replica of which model version, plus each
+// model's state and manifest. The cluster_manager owns it and pushes changes to every gateway,
+// which route the warm path from their copy without asking the manager.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "actors/messages.hpp"
+#include "actors/node_router_interface.hpp"
+
+namespace ember {
+
+struct replica_ref {
+  uint64_t node_id = 0;
+  std::string node;
+  node_router_actor router;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, replica_ref& x) {
+  return f(caf::meta::type_name("replica_ref"), x.node_id, x.node, x.router);
+}
+
+struct routing_entry {
+  model_state state;
+  /// model.json of this version (gateways answer metadata requests from it).
+  std::string manifest_json;
+  std::vector<replica_ref> replicas;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, routing_entry& x) {
+  return f(caf::meta::type_name("routing_entry"), x.state, x.manifest_json, x.replicas);
+}
+
+/// A change of the table. `full`: the entries are the whole table (replace everything); otherwise
+/// they replace the entries of the same model key, and `removed` lists keys that are gone.
+struct routing_update {
+  uint64_t epoch = 0;
+  bool full = false;
+  std::vector<routing_entry> entries;
+  std::vector<model_key> removed;
+  /// Every node in the cluster now (gateways scrape their metrics), whether or not it holds replicas.
+  std::vector<replica_ref> members;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, routing_update& x) {
+  return f(caf::meta::type_name("routing_update"), x.epoch, x.full, x.entries, x.removed, x.members);
+}
+
+}  // namespace ember

@@ -1,0 +1,41 @@
+// Ember's one CAF type-ID block: every message type that crosses processes, registered once per
+// actor system by ember::configure_actor_system (actors/actor_system.hpp). Adding a message type
+// means adding it here; local-only types (those carrying shared pointers) are instead marked with
+// CAF_ALLOW_UNSAFE_MESSAGE_TYPE next to their definition.
+#pragma once
+
+#include <caf/type_id.hpp>
+
+#include "actors/cluster_manager_interface.hpp"
+#include "actors/gateway_interface.hpp"
+#include "actors/gpu_executor_interface.hpp"
+#include "actors/messages.hpp"
+#include "actors/metrics_messages.hpp"
+#include "actors/model_cache_interface.hpp"
+#include "actors/node_router_interface.hpp"
+#include "actors/routing.hpp"
+
+CAF_BEGIN_TYPE_ID_BLOCK(ember_actors, caf::first_custom_type_id)
+CAF_ADD_TYPE_ID(ember_actors, (ember::model_key))
+CAF_ADD_TYPE_ID(ember_actors, (ember::tensor_msg))
+CAF_ADD_TYPE_ID(ember_actors, (ember::infer_request))
+CAF_ADD_TYPE_ID(ember_actors, (ember::infer_reply))
+CAF_ADD_TYPE_ID(ember_actors, (ember::blob_source))
+CAF_ADD_TYPE_ID(ember_actors, (ember::load_replica))
+CAF_ADD_TYPE_ID(ember_actors, (ember::replica_info))
+CAF_ADD_TYPE_ID(ember_actors, (ember::device_report))
+CAF_ADD_TYPE_ID(ember_actors, (ember::node_report))
+CAF_ADD_TYPE_ID(ember_actors, (ember::model_state))
+CAF_ADD_TYPE_ID(ember_actors, (ember::model_command))
+CAF_ADD_TYPE_ID(ember_actors, (ember::replica_ref))
+CAF_ADD_TYPE_ID(ember_actors, (ember::routing_entry))
+CAF_ADD_TYPE_ID(ember_actors, (ember::routing_update))
+CAF_ADD_TYPE_ID(ember_actors, (ember::executor_status))
+CAF_ADD_TYPE_ID(ember_actors, (ember::cache_status))
+CAF_ADD_TYPE_ID(ember_actors, (ember::metrics::SeriesSnapshot))
+CAF_ADD_TYPE_ID(ember_actors, (ember::metrics::FamilySnapshot))
+CAF_ADD_TYPE_ID(ember_actors, (ember::metrics::MetricsSnapshot))
+CAF_ADD_TYPE_ID(ember_actors, (ember::node_router_actor))
+CAF_ADD_TYPE_ID(ember_actors, (ember::gateway_actor))
+CAF_ADD_TYPE_ID(ember_actors, (ember::cluster_manager_actor))
+CAF_END_TYPE_ID_BLOCK(ember_actors)

@@ -1,0 +1,250 @@
+// `ember serve`, `ember manager` and `ember node`: the processes of a cluster.
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+#include <csignal>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "actors/actor_system.hpp"
+#include "actors/errors.hpp"
+#include "actors/processes.hpp"
+#include "cli/commands.hpp"
+#include "config/cluster_config.hpp"
+#include "config/host_port.hpp"
+#include "config/units.hpp"
+
+namespace ember::cli {
+
+namespace {
+
+std::atomic<bool> g_stop{false};
+
+void on_signal(int) { g_stop = true; }
+
+void install_signal_handlers() {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
+void wait_for_signal() {
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  spdlog::info("shutting down");
+}
+
+/// Options every cluster command shares; empty strings mean "keep the config file's value".
+struct ClusterOptions {
+  std::string config;
+  std::string listen;         // manager.listen
+  std::string data_listen;    // manager.data_listen or node.data_listen
+  std::string repository;     // manager.repository (node.repository for `ember node`)
+  std::string http;           // gateway.http
+  std::string manager;        // node.manager
+  std::string name;           // node.name
+  std::string cache;          // node.cache
+  uint32_t devices = 0;       // devices.count
+  std::string device_kind;    // devices.kind
+  std::string device_memory;  // devices.memory
+  std::string pcie;           // devices.pcie_bandwidth
+  uint32_t threads = 0;       // devices.compute_threads
+  uint32_t http_threads = 0;
+  std::string cold_start_timeout;
+  std::string node_timeout;
+  std::vector<std::string> load;  // models to load at start (serve / manager)
+};
+
+/// Applies one override: `field = parse(text)` unless text is empty; errors name the option.
+template <class T, class Parse>
+Status override_with(const std::string& text, const char* option, T& field, Parse parse) {
+  if (text.empty()) return Status::OK();
+  auto v = parse(text);
+  if (!v.ok()) return v.error().with_context(option);
+  field = *v;
+  return Status::OK();
+}
+
+Result<ClusterConfig> cluster_config(const ClusterOptions& o, ProcessRole role) {
+  ClusterConfig c;
+  if (!o.config.empty()) {
+    EMBER_ASSIGN_OR_RETURN(c, load_cluster_config(o.config));
+  }
+  EMBER_RETURN_IF_ERROR(override_with(o.listen, "--listen", c.manager.listen, parse_host_port));
+  if (role == ProcessRole::node) {
+    EMBER_RETURN_IF_ERROR(override_with(o.data_listen, "--data-listen", c.node.data_listen, parse_host_port));
+    if (!o.repository.empty()) c.node.repository = o.repository;
+  } else {
+    EMBER_RETURN_IF_ERROR(override_with(o.data_listen, "--data-listen", c.manager.data_listen, parse_host_port));
+    if (!o.repository.empty()) c.manager.repository = o.repository;
+  }
+  EMBER_RETURN_IF_ERROR(override_with(o.http, "--http", c.gateway.http, parse_host_port));
+  if (!o.manager.empty()) {
+    auto hp = parse_host_port(o.manager);
+    if (!hp.ok()) return hp.error().with_context("--manager");
+    c.node.manager = *hp;
+  }
+  if (!o.name.empty()) c.node.name = o.name;
+  EMBER_RETURN_IF_ERROR(override_with(o.cache, "--cache", c.node.cache_bytes, parse_bytes));
+  if (o.devices) c.devices.count = o.devices;
+  EMBER_RETURN_IF_ERROR(override_with(o.device_kind, "--device", c.devices.kind, parse_device_kind));
+  EMBER_RETURN_IF_ERROR(override_with(o.device_memory, "--device-memory", c.devices.sim.memory_bytes, parse_bytes));
+  EMBER_RETURN_IF_ERROR(override_with(o.pcie, "--pcie-bandwidth", c.devices.sim.pcie_bytes_per_s, parse_bandwidth));
+  if (o.threads) c.devices.sim.compute_threads = o.threads;
+  if (o.http_threads) c.gateway.http_threads = o.http_threads;
+  EMBER_RETURN_IF_ERROR(
+      override_with(o.cold_start_timeout, "--cold-start-timeout", c.gateway.cold_start_timeout_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(override_with(o.node_timeout, "--node-timeout", c.manager.node_timeout_us, parse_duration_us));
+  if (c.manager.heartbeat_us >= c.manager.node_timeout_us) c.manager.heartbeat_us = c.manager.node_timeout_us / 4;
+  const std::string source = o.config.empty() ? "command line" : o.config + " and the command line";
+  EMBER_RETURN_IF_ERROR(validate(c, source));
+  if (role == ProcessRole::manager) EMBER_RETURN_IF_ERROR(check_role(c, ProcessRole::manager, source));
+  if (role == ProcessRole::node) EMBER_RETURN_IF_ERROR(check_role(c, ProcessRole::node, source));
+  return c;
+}
+
+ActorSystemOptions system_options(const ClusterConfig& c) {
+  ActorSystemOptions o;
+  o.heartbeat_us = c.manager.heartbeat_us;
+  o.connection_timeout_us = c.manager.node_timeout_us;
+  return o;
+}
+
+/// Asks the manager to load each model at start; failures are logged, not fatal.
+void preload(caf::actor_system& sys, const cluster_manager_actor& manager, const std::vector<std::string>& models) {
+  caf::scoped_actor self{sys};
+  for (const auto& name : models) {
+    self->request(manager, std::chrono::minutes(10), load_atom_v, model_command{{name, 0}})
+        .receive([&](model_state& s) { spdlog::info("loaded {} ({})", s.model.to_string(), s.state); },
+                 [&](caf::error& e) { spdlog::error("cannot load {}: {}", name, from_caf(e).message()); });
+  }
+}
+
+int run_serve(const ClusterOptions& o) {
+  auto config = cluster_config(o, ProcessRole::manager);
+  if (!config.ok()) return report(config.error());
+  install_signal_handlers();
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, system_options(*config));
+  caf::actor_system sys{cfg};
+  {
+    // Remote nodes may join too when --listen is given.
+    auto manager = ManagerProcess::start(sys, config->manager, !o.listen.empty());
+    if (!manager.ok()) return report(manager.error());
+    NodeConfig node = config->node;
+    if (node.repository.empty()) node.repository = config->manager.repository;  // read bytes from disk directly
+    if (node.name.empty()) node.name = "local";
+    auto local = NodeProcess::start(sys, node, config->devices);
+    if (!local.ok()) return report(local.error());
+    auto joined = (*local)->join_local((*manager)->manager());
+    if (!joined.ok()) return report(joined.error());
+    auto gateway = GatewayProcess::start(sys, config->gateway, (*manager)->manager());
+    if (!gateway.ok()) return report(gateway.error());
+    preload(sys, (*manager)->manager(), o.load);
+    spdlog::info("ember serve: ready on http://{}:{} (repository {})", config->gateway.http.host,
+                 (*gateway)->http_port(), config->manager.repository);
+    wait_for_signal();
+  }
+  return 0;
+}
+
+int run_manager(const ClusterOptions& o) {
+  auto config = cluster_config(o, ProcessRole::manager);
+  if (!config.ok()) return report(config.error());
+  install_signal_handlers();
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, system_options(*config));
+  caf::actor_system sys{cfg};
+  {
+    auto manager = ManagerProcess::start(sys, config->manager, true);
+    if (!manager.ok()) return report(manager.error());
+    std::unique_ptr<GatewayProcess> gateway;
+    if (!o.http.empty()) {
+      auto g = GatewayProcess::start(sys, config->gateway, (*manager)->manager());
+      if (!g.ok()) return report(g.error());
+      gateway = std::move(*g);
+    }
+    std::thread loader([&] { preload(sys, (*manager)->manager(), o.load); });
+    wait_for_signal();
+    loader.join();
+  }
+  return 0;
+}
+
+int run_node(const ClusterOptions& o) {
+  auto config = cluster_config(o, ProcessRole::node);
+  if (!config.ok()) return report(config.error());
+  install_signal_handlers();
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, system_options(*config));
+  caf::actor_system sys{cfg};
+  {
+    auto node = NodeProcess::start(sys, config->node, config->devices);
+    if (!node.ok()) return report(node.error());
+    (*node)->serve_remote(config->node, g_stop);
+  }
+  return 0;
+}
+
+void add_common(CLI::App* cmd, ClusterOptions& o) {
+  cmd->add_option("--config", o.config, "Cluster YAML config (deploy/ember.yaml documents every key)");
+}
+
+void add_device_flags(CLI::App* cmd, ClusterOptions& o) {
+  cmd->add_option("--devices", o.devices, "Devices to serve with (devices.count)");
+  cmd->add_option("--device", o.device_kind, "auto, sim or cuda (devices.kind)");
+  cmd->add_option("--device-memory", o.device_memory, "Simulated device memory, e.g. 8GiB (devices.memory)");
+  cmd->add_option("--pcie-bandwidth", o.pcie, "Simulated host<->device bandwidth, e.g. 16GB/s");
+  cmd->add_option("--threads", o.threads, "Compute threads of each simulated device");
+  cmd->add_option("--cache", o.cache, "Host-memory cap of the model cache, e.g. 16GiB (node.cache)");
+}
+
+void add_gateway_flags(CLI::App* cmd, ClusterOptions& o) {
+  cmd->add_option("--http-threads", o.http_threads, "HTTP server threads (gateway.http_threads)");
+  cmd->add_option("--cold-start-timeout", o.cold_start_timeout,
+                  "How long requests for a cold model are held, e.g. 30s (gateway.cold_start_timeout)");
+  cmd->add_option("--load", o.load, "Models to load at start (comma-separated names)")->delimiter(',');
+}
+
+}  // namespace
+
+void add_cluster_commands(CLI::App& app, Runner& runner) {
+  auto serve = std::make_shared<ClusterOptions>();
+  auto* s = app.add_subcommand("serve", "Manager, one node and the HTTP gateway in one process");
+  add_common(s, *serve);
+  s->add_option("--http", serve->http, "HTTP address of the KServe v2 API (default 127.0.0.1:8000)");
+  s->add_option("--repository", serve->repository, "Model repository directory");
+  s->add_option("--listen", serve->listen, "Also accept remote nodes on this address (manager.listen)");
+  s->add_option("--data-listen", serve->data_listen, "Address of the repository's blob server");
+  s->add_option("--node-timeout", serve->node_timeout, "Drop remote nodes silent for this long, e.g. 2s");
+  add_device_flags(s, *serve);
+  add_gateway_flags(s, *serve);
+  s->callback([serve, &runner] { runner = [serve] { return run_serve(*serve); }; });
+
+  auto manager = std::make_shared<ClusterOptions>();
+  auto* m = app.add_subcommand("manager", "The cluster manager (and, with --http, a gateway)");
+  add_common(m, *manager);
+  m->add_option("--listen", manager->listen, "Where nodes join (manager.listen, default 127.0.0.1:7070)");
+  m->add_option("--repository", manager->repository, "Model repository directory (manager.repository)");
+  m->add_option("--data-listen", manager->data_listen, "Address of the repository's blob server");
+  m->add_option("--http", manager->http, "Also serve the KServe v2 API here");
+  m->add_option("--node-timeout", manager->node_timeout, "Drop nodes silent for this long, e.g. 2s");
+  add_gateway_flags(m, *manager);
+  m->callback([manager, &runner] { runner = [manager] { return run_manager(*manager); }; });
+
+  auto node = std::make_shared<ClusterOptions>();
+  auto* n = app.add_subcommand("node", "A node: one executor per device, a model cache, a router");
+  add_common(n, *node);
+  n->add_option("--manager", node->manager, "The manager to join, HOST:PORT (node.manager)");
+  n->add_option("--name", node->name, "This node's name (default hostname:pid)");
+  n->add_option("--data-listen", node->data_listen, "Address of this node's blob server (node.data_listen)");
+  n->add_option("--repository", node->repository, "A local model repository read before the network");
+  n->add_option("--node-timeout", node->node_timeout, "Give up on a silent manager after this long");
+  add_device_flags(n, *node);
+  n->callback([node, &runner] { runner = [node] { return run_node(*node); }; });
+}
+
+}  // namespace ember::cli

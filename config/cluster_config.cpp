@@ -1,0 +1,256 @@
+#include "config/cluster_config.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iterator>
+#include <utility>
+#include <vector>
+
+#include "config/units.hpp"
+#include "config/yaml_section.hpp"
+
+namespace ember {
+namespace {
+
+using config_yaml::YamlSection;
+
+constexpr uint64_t kMinDurationUs = 1'000;               // 1ms
+constexpr uint64_t kMaxDurationUs = 24ull * 3'600'000'000;  // 24h
+constexpr uint64_t kMaxConfigFileBytes = 1u << 20;
+
+// "250ms", "2s", "25h", "1500us": exact, for messages.
+std::string show_duration(uint64_t us) {
+  if (us != 0 && us % 3'600'000'000 == 0) return std::to_string(us / 3'600'000'000) + "h";
+  if (us != 0 && us % 60'000'000 == 0) return std::to_string(us / 60'000'000) + "min";
+  if (us != 0 && us % 1'000'000 == 0) return std::to_string(us / 1'000'000) + "s";
+  if (us != 0 && us % 1'000 == 0) return std::to_string(us / 1'000) + "ms";
+  return std::to_string(us) + "us";
+}
+
+Status check_duration(const std::string& at, const char* key, uint64_t us) {
+  if (us < kMinDurationUs || us > kMaxDurationUs) {
+    return invalid_argument(at + ": " + key + ": " + show_duration(us) + " is outside 1ms..24h");
+  }
+  return Status::OK();
+}
+
+Status check_range(const std::string& at, const char* key, uint64_t v, uint64_t lo, uint64_t hi) {
+  if (v < lo || v > hi) {
+    return invalid_argument(at + ": " + key + ": " + std::to_string(v) + " is outside " + std::to_string(lo) +
+                            ".." + std::to_string(hi));
+  }
+  return Status::OK();
+}
+
+bool same_host(const HostPort& a, const HostPort& b) {
+  return a.host == b.host || a.host == "0.0.0.0" || b.host == "0.0.0.0";
+}
+
+Status parse_manager(const YamlSection& s, ManagerConfig& c) {
+  EMBER_RETURN_IF_ERROR(s.check_unique_keys());
+  EMBER_RETURN_IF_ERROR(
+      s.check_keys({"listen", "data_listen", "repository", "node_timeout", "heartbeat", "replace_on_failure"}));
+  EMBER_RETURN_IF_ERROR(s.read("listen", c.listen, parse_host_port));
+  EMBER_RETURN_IF_ERROR(s.read("data_listen", c.data_listen, parse_host_port));
+  EMBER_RETURN_IF_ERROR(s.read_string("repository", c.repository));
+  EMBER_RETURN_IF_ERROR(s.read("node_timeout", c.node_timeout_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read("heartbeat", c.heartbeat_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read_bool("replace_on_failure", c.replace_on_failure));
+  return Status::OK();
+}
+
+Status parse_gateway(const YamlSection& s, GatewayConfig& c) {
+  EMBER_RETURN_IF_ERROR(s.check_unique_keys());
+  EMBER_RETURN_IF_ERROR(s.check_keys(
+      {"http", "http_threads", "max_body", "request_timeout", "cold_start_timeout", "max_pending"}));
+  EMBER_RETURN_IF_ERROR(s.read("http", c.http, parse_host_port));
+  EMBER_RETURN_IF_ERROR(s.read_uint_as("http_threads", 1024, c.http_threads));
+  EMBER_RETURN_IF_ERROR(s.read("max_body", c.max_body_bytes, parse_bytes));
+  EMBER_RETURN_IF_ERROR(s.read("request_timeout", c.request_timeout_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read("cold_start_timeout", c.cold_start_timeout_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read_uint_as("max_pending", 1'000'000, c.max_pending));
+  return Status::OK();
+}
+
+Status parse_node(const YamlSection& s, NodeConfig& c) {
+  EMBER_RETURN_IF_ERROR(s.check_unique_keys());
+  EMBER_RETURN_IF_ERROR(s.check_keys(
+      {"manager", "data_listen", "name", "cache", "repository", "rejoin_interval", "max_queue"}));
+  if (s.has("manager")) {
+    HostPort manager;
+    EMBER_RETURN_IF_ERROR(s.read("manager", manager, parse_host_port));
+    c.manager = std::move(manager);
+  }
+  EMBER_RETURN_IF_ERROR(s.read("data_listen", c.data_listen, parse_host_port));
+  EMBER_RETURN_IF_ERROR(s.read_string("name", c.name));
+  EMBER_RETURN_IF_ERROR(s.read("cache", c.cache_bytes, parse_bytes));
+  EMBER_RETURN_IF_ERROR(s.read_string("repository", c.repository));
+  EMBER_RETURN_IF_ERROR(s.read("rejoin_interval", c.rejoin_interval_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read_uint_as("max_queue", 1'000'000, c.max_queue));
+  return Status::OK();
+}
+
+}  // namespace
+
+std::string_view to_string(ProcessRole role) {
+  switch (role) {
+    case ProcessRole::manager: return "manager";
+    case ProcessRole::gateway: return "gateway";
+    case ProcessRole::node: return "node";
+  }
+  return "?";
+}
+
+Status validate(const ClusterConfig& c, std::string_view source) {
+  const std::string at(source);
+
+  const ManagerConfig& m = c.manager;
+  EMBER_RETURN_IF_ERROR(check_duration(at, "manager.node_timeout", m.node_timeout_us));
+  EMBER_RETURN_IF_ERROR(check_duration(at, "manager.heartbeat", m.heartbeat_us));
+  if (m.heartbeat_us >= m.node_timeout_us) {
+    return invalid_argument(at + ": manager.heartbeat (" + show_duration(m.heartbeat_us) +
+                            ") must be shorter than manager.node_timeout (" + show_duration(m.node_timeout_us) +
+                            ")");
+  }
+
+  const GatewayConfig& g = c.gateway;
+  EMBER_RETURN_IF_ERROR(check_range(at, "gateway.http_threads", g.http_threads, 1, 1024));
+  if (g.max_body_bytes < (1u << 10) || g.max_body_bytes > (1u << 30)) {
+    return invalid_argument(at + ": gateway.max_body: " + format_bytes(g.max_body_bytes) +
+                            " is outside 1 KiB..1 GiB");
+  }
+  EMBER_RETURN_IF_ERROR(check_duration(at, "gateway.request_timeout", g.request_timeout_us));
+  EMBER_RETURN_IF_ERROR(check_duration(at, "gateway.cold_start_timeout", g.cold_start_timeout_us));
+  if (g.cold_start_timeout_us > g.request_timeout_us) {
+    return invalid_argument(at + ": gateway.cold_start_timeout (" + show_duration(g.cold_start_timeout_us) +
+                            ") must not exceed gateway.request_timeout (" + show_duration(g.request_timeout_us) +
+                            "): a held request would time out before its cold start does");
+  }
+  EMBER_RETURN_IF_ERROR(check_range(at, "gateway.max_pending", g.max_pending, 1, 1'000'000));
+
+  const NodeConfig& n = c.node;
+  if (n.manager) {
+    if (n.manager->port == 0) {
+      return invalid_argument(at + ": node.manager: '" + n.manager->to_string() +
+                              "' has port 0; a node must be given the manager's real port");
+    }
+    if (*n.manager == n.data_listen) {
+      return invalid_argument(at + ": node.data_listen (" + n.data_listen.to_string() +
+                              ") is the same endpoint as node.manager");
+    }
+  }
+  if (!n.name.empty()) {
+    if (n.name.size() > 255) return invalid_argument(at + ": node.name: longer than 255 characters");
+    for (char ch : n.name) {
+      if (ch <= ' ' || ch > '~') {
+        return invalid_argument(at + ": node.name: '" + n.name +
+                                "' must be printable ASCII without spaces");
+      }
+    }
+  }
+  if (n.cache_bytes < (1u << 20)) {
+    return invalid_argument(at + ": node.cache: " + format_bytes(n.cache_bytes) + " is below the 1 MiB minimum");
+  }
+  EMBER_RETURN_IF_ERROR(check_duration(at, "node.rejoin_interval", n.rejoin_interval_us));
+  EMBER_RETURN_IF_ERROR(check_range(at, "node.max_queue", n.max_queue, 1, 1'000'000));
+
+  // Fixed listening ports must not collide: one file may configure several processes of one host.
+  struct Listener {
+    const char* key;
+    const HostPort* at;
+    bool present;
+  };
+  const Listener listeners[] = {{"manager.listen", &m.listen, c.has_manager},
+                                {"manager.data_listen", &m.data_listen, c.has_manager},
+                                {"gateway.http", &g.http, c.has_gateway},
+                                {"node.data_listen", &n.data_listen, c.has_node}};
+  for (size_t i = 0; i < std::size(listeners); ++i) {
+    for (size_t j = i + 1; j < std::size(listeners); ++j) {
+      if (!listeners[i].present || !listeners[j].present) continue;
+      const HostPort& a = *listeners[i].at;
+      const HostPort& b = *listeners[j].at;
+      if (a.port != 0 && a.port == b.port && same_host(a, b)) {
+        return invalid_argument(at + ": " + listeners[j].key + " (" + b.to_string() + ") collides with " +
+                                listeners[i].key + " (" + a.to_string() + ")");
+      }
+    }
+  }
+
+  return validate(c.devices, source);
+}
+
+Status check_role(const ClusterConfig& c, ProcessRole role, std::string_view source) {
+  const std::string at(source);
+  switch (role) {
+    case ProcessRole::manager:
+      if (c.manager.repository.empty()) {
+        return invalid_argument(at + ": manager.repository: required for a manager (the model repository directory)");
+      }
+      break;
+    case ProcessRole::node:
+      if (!c.node.manager) {
+        return invalid_argument(at + ": node.manager: required for a node (host:port of the manager to join)");
+      }
+      break;
+    case ProcessRole::gateway:
+      break;
+  }
+  return Status::OK();
+}
+
+Result<ClusterConfig> parse_cluster_config(std::string_view yaml, std::string_view source) {
+  EMBER_ASSIGN_OR_RETURN(YAML::Node root, config_yaml::load_document(yaml, source));
+  ClusterConfig config;
+  const YamlSection top = YamlSection::root(root, source);
+  EMBER_RETURN_IF_ERROR(top.check_unique_keys());
+  EMBER_RETURN_IF_ERROR(top.check_keys({"manager", "gateway", "node", "devices"}, config_yaml::Values::anything));
+  config.has_manager = top.has("manager");
+  config.has_gateway = top.has("gateway");
+  config.has_node = top.has("node");
+
+  EMBER_ASSIGN_OR_RETURN(auto manager, YamlSection::open(root, "manager", source));
+  EMBER_RETURN_IF_ERROR(parse_manager(manager, config.manager));
+  EMBER_ASSIGN_OR_RETURN(auto gateway, YamlSection::open(root, "gateway", source));
+  EMBER_RETURN_IF_ERROR(parse_gateway(gateway, config.gateway));
+  EMBER_ASSIGN_OR_RETURN(auto node, YamlSection::open(root, "node", source));
+  EMBER_RETURN_IF_ERROR(parse_node(node, config.node));
+  // The devices parser of `ember run` does not reject repeated keys; this one does, like the others.
+  EMBER_ASSIGN_OR_RETURN(auto devices, YamlSection::open(root, "devices", source));
+  EMBER_RETURN_IF_ERROR(devices.check_unique_keys());
+  EMBER_ASSIGN_OR_RETURN(config.devices, parse_devices_section(root, source));
+
+  EMBER_RETURN_IF_ERROR(validate(config, source));
+  return config;
+}
+
+Result<ClusterConfig> load_cluster_config(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) {
+    const int err = errno;
+    std::string msg = path + ": cannot open: " + std::strerror(err);
+    return err == ENOENT ? not_found(std::move(msg)) : io_error(std::move(msg));
+  }
+  std::string text;
+  char buf[16384];
+  size_t n = 0;
+  while (text.size() <= kMaxConfigFileBytes && (n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
+  const bool failed = std::ferror(f) != 0;
+  const int err = errno;
+  std::fclose(f);
+  if (failed) return io_error(path + ": cannot read: " + std::strerror(err));
+  if (text.size() > kMaxConfigFileBytes) {
+    return invalid_argument(path + ": larger than " + format_bytes(kMaxConfigFileBytes) + "; not a config file");
+  }
+  return parse_cluster_config(text, path);
+}
+
+std::string default_node_name() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') std::strcpy(host, "localhost");
+  return std::string(host) + ":" + std::to_string(::getpid());
+}
+
+}  // namespace ember

@@ -1,0 +1,158 @@
+// The YAML config file of an Ember process. One file type serves every process kind: a manager
+// reads `manager:`, a gateway `gateway:`, a node `node:` and `devices:`; a process that plays several
+// roles (a one-host cluster) reads several. deploy/ember.yaml shows every key with its default.
+//
+//   manager:   listen, data_listen, repository, node_timeout, heartbeat, replace_on_failure
+//   gateway:   http, http_threads, max_body, request_timeout, cold_start_timeout, max_pending
+//   node:      manager, data_listen, name, cache, repository, rejoin_interval, max_queue
+//   devices:   kind, count, memory, pcie_bandwidth, compute_threads   (config/device_config.hpp)
+//
+// Pure data plus parsing; anyone may call it, on any thread. Parsing never throws and never touches
+// the network or the repository directories (whether a directory exists or a host resolves is found
+// out by the process that uses it). Every bad value is an invalid_argument Error naming the file and
+// the key ("ember.yaml: manager.heartbeat: ..."); unknown keys, at the top level and inside each
+// section, and keys given twice are errors too, so a typo never silently becomes a default. A
+// cross-field rule names both keys. An empty document gives the defaults.
+//
+// Units: durations are written "250ms", "2s", "100us" (a bare number is microseconds) and held in
+// microseconds (`_us`); sizes are written "16GiB", "64MiB" and held in bytes; endpoints are written
+// "host:port" (config/host_port.hpp). Every duration must lie in 1ms..24h, so that converting it to
+// nanoseconds or adding it to a clock never overflows.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "config/device_config.hpp"
+#include "config/host_port.hpp"
+#include "config/status.hpp"
+
+namespace ember {
+
+/// `manager:` — the cluster manager: membership, model registry, placement.
+struct ManagerConfig {
+  /// Where the manager's CAF middleman listens for nodes, gateways and consoles. Default
+  /// 127.0.0.1:7070 (one host only: multi-host clusters set an address the nodes can reach). Port 0
+  /// picks an ephemeral port, which only in-process tests can discover. Changing it means every node
+  /// and gateway must be pointed at the new address.
+  HostPort listen{"127.0.0.1", 7070};
+  /// Where the manager's blob server listens; it serves the model repository's bytes to nodes over
+  /// the data plane. Default 127.0.0.1:0 (an ephemeral port, announced to nodes when they join).
+  HostPort data_listen{"127.0.0.1", 0};
+  /// Directory of the model repository the manager serves (one directory per model version). No
+  /// default: required for a manager (check_role). Nodes fetch from it when no peer holds a model.
+  std::string repository;
+  /// A node that answers no heartbeat for this long is dropped: its replicas leave the routing table
+  /// and are re-placed. Microseconds; default 2s. Shorter detects hung nodes sooner but also drops nodes
+  /// that merely stall (a host copying many GiB can be slow to answer); a dead process is noticed at
+  /// once anyway, through its closed connection.
+  uint64_t node_timeout_us = 2'000'000;
+  /// Interval between heartbeats to each node. Microseconds; default 250ms; must be shorter than
+  /// node_timeout (several heartbeats should fit in one timeout). Each costs one small message per
+  /// node, so shorter intervals cost manager CPU linearly in the node count.
+  uint64_t heartbeat_us = 250'000;
+  /// Whether the replicas of a dropped node are re-placed on the surviving nodes. Default true. With
+  /// false, the lost capacity stays lost until the autoscaler asks for more (requests for a model
+  /// whose last replica died wait for a cold start).
+  bool replace_on_failure = true;
+};
+
+/// `gateway:` — the HTTP (KServe v2) front end.
+struct GatewayConfig {
+  /// Where the HTTP server listens. Default 127.0.0.1:8000; 0.0.0.0:8000 serves every interface.
+  HostPort http{"127.0.0.1", 8000};
+  /// Threads of the HTTP server (parsing, JSON, socket I/O). Default 8; 1..1024. Inference itself
+  /// runs on the nodes; more threads help only when request parsing is the bottleneck.
+  uint32_t http_threads = 8;
+  /// Largest request body accepted; larger bodies are refused (413). Bytes; default
+  /// 64 MiB; 1 KiB..1 GiB. The gateway may hold max_pending bodies per model in memory, so this
+  /// times max_pending bounds its memory for held requests.
+  uint64_t max_body_bytes = 64ull << 20;
+  /// A request not answered within this gets 504. Microseconds; default 60s. Covers queueing on the
+  /// node, a cold start and the inference.
+  uint64_t request_timeout_us = 60'000'000;
+  /// How long a request for a model with no warm replica is held while the manager starts one;
+  /// afterwards it gets 503. Microseconds; default 30s; at most request_timeout. Shorter fails fast
+  /// for clients that retry elsewhere; longer rides out loading big models from disk.
+  uint64_t cold_start_timeout_us = 30'000'000;
+  /// Bound on requests held per model while waiting for a cold start; beyond it requests get 503 at
+  /// once (overflow policy: reject newest, counted in metrics). Default 1024; 1..1000000.
+  uint32_t max_pending = 1024;
+};
+
+/// `node:` — one host's node router, executors and model cache. Its devices are `devices:`.
+struct NodeConfig {
+  /// The manager to join (its `manager.listen`). No default: required for a node (check_role).
+  std::optional<HostPort> manager;
+  /// Where this node's blob server listens; peers pull model bytes from it (chains, peer sourcing).
+  /// Default 127.0.0.1:0 (ephemeral, announced to the manager when joining). Multi-host clusters
+  /// set an address other hosts can reach.
+  HostPort data_listen{"127.0.0.1", 0};
+  /// The node's name in the cluster: logs, metrics (`node` label), the console. Empty (the default)
+  /// means default_node_name(), "<hostname>:<pid>". 1..255 printable ASCII characters, no spaces.
+  /// Two live nodes must not share a name.
+  std::string name;
+  /// Cap on the host memory the model cache uses for model bytes (pinned where possible). Bytes;
+  /// default 16 GiB; at least 1 MiB. Beyond it, the least recently used models not resident on any
+  /// device are evicted. Larger caches keep more models warm ("embers") at the cost of host RAM.
+  uint64_t cache_bytes = 16ull << 30;
+  /// Optional local model repository directory, read before asking peers or the manager. Empty (the
+  /// default) means none.
+  std::string repository;
+  /// Time between attempts to reach the manager, while joining and after losing it. Microseconds;
+  /// default 1s. Shorter rejoins sooner after a manager restart, at the cost of connection attempts.
+  uint64_t rejoin_interval_us = 1'000'000;
+  /// Bound on requests queued per model on this node; beyond it the router rejects (overflow
+  /// policy: reject newest, counted in metrics) and the gateway may retry another replica. Default
+  /// 1024; 1..1000000.
+  uint32_t max_queue = 1024;
+};
+
+struct ClusterConfig {
+  ManagerConfig manager;
+  GatewayConfig gateway;
+  NodeConfig node;
+  /// Top-level `devices:`, as parse_devices_config reads it; used by node processes.
+  DevicesConfig devices;
+  /// Whether the file had a `manager:`, `gateway:`, `node:` key (even with nothing under it): that
+  /// is, which processes it configures. validate() checks listening endpoints for collisions only
+  /// between present sections, so a node-only file is not refused because its node.data_listen
+  /// shares a port with the default manager.listen. A config built in code has all three.
+  bool has_manager = true;
+  bool has_gateway = true;
+  bool has_node = true;
+};
+
+/// The kinds of Ember process; each requires a few keys that have no default.
+enum class ProcessRole : uint8_t { manager, gateway, node };
+
+std::string_view to_string(ProcessRole role);
+
+/// Ranges and cross-field rules of every section (the `devices:` ones included):
+///   - manager.heartbeat < manager.node_timeout; gateway.cold_start_timeout <= gateway.request_timeout;
+///   - node.manager, when set, has a port other than 0 and differs from node.data_listen;
+///   - listening endpoints with a fixed port (manager.listen, manager.data_listen, gateway.http,
+///     node.data_listen) of the sections present do not collide: same port on the same host, 0.0.0.0
+///     counting as every host. (One file may configure several processes of a host; endpoints on
+///     different hosts are told apart only by host spelling, so write the hosts out in multi-host
+///     files, or give each host its own file.)
+/// `source` prefixes messages.
+Status validate(const ClusterConfig& config, std::string_view source);
+
+/// The keys without a default that `role` needs: manager.repository for a manager, node.manager for a
+/// node; nothing for a gateway. Called by each process after loading; `source` prefixes messages.
+Status check_role(const ClusterConfig& config, ProcessRole role, std::string_view source);
+
+/// Parses and validates a whole document held in `yaml`. `source` is the file name used in messages.
+Result<ClusterConfig> parse_cluster_config(std::string_view yaml, std::string_view source);
+
+/// Reads `path` (not_found if missing, io_error if unreadable, invalid_argument if above 1 MiB,
+/// which no config file is) and parses it with the path as the source.
+Result<ClusterConfig> load_cluster_config(const std::string& path);
+
+/// "<hostname>:<pid>", the node name when `node.name` is not given.
+std::string default_node_name();
+
+}  // namespace ember

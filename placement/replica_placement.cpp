@@ -1,0 +1,40 @@
+#include "placement/replica_placement.hpp"
+
+#include <algorithm>
+#include <tuple>
+
+namespace ember::placement {
+
+std::optional<uint64_t> choose_node(const std::vector<NodeView>& nodes, uint64_t weights_bytes,
+                                    const std::set<uint64_t>& excluded) {
+  const double need = static_cast<double>(weights_bytes) * (1.0 + kActivationHeadroom);
+  const NodeView* best = nullptr;
+  // Larger key wins: cached bytes, then free memory, then fewer replicas, then lower id.
+  auto key = [](const NodeView& n) {
+    return std::make_tuple(n.caches_model, n.max_free_device_bytes, -static_cast<int64_t>(n.replicas),
+                           -static_cast<int64_t>(n.id));
+  };
+  for (const NodeView& n : nodes) {
+    if (n.has_replica || excluded.count(n.id)) continue;
+    if (static_cast<double>(n.max_free_device_bytes) < need) continue;
+    if (!best || key(n) > key(*best)) best = &n;
+  }
+  if (!best) return std::nullopt;
+  return best->id;
+}
+
+std::vector<Source> choose_sources(const std::vector<NodeView>& nodes, uint64_t target, const Source& repository) {
+  std::vector<const NodeView*> peers;
+  for (const NodeView& n : nodes) {
+    if (n.id != target && n.caches_model && n.data_port != 0) peers.push_back(&n);
+  }
+  std::sort(peers.begin(), peers.end(), [](const NodeView* a, const NodeView* b) {
+    return a->replicas != b->replicas ? a->replicas < b->replicas : a->id < b->id;
+  });
+  std::vector<Source> out;
+  for (const NodeView* p : peers) out.push_back({"peer", p->name, p->data_host, p->data_port});
+  out.push_back(repository);
+  return out;
+}
+
+}  // namespace ember::placement

@@ -1,0 +1,391 @@
+#include "config/cluster_config.hpp"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+namespace ember {
+namespace {
+
+void expect_defaults(const ClusterConfig& c) {
+  EXPECT_EQ(c.manager.listen, (HostPort{"127.0.0.1", 7070}));
+  EXPECT_EQ(c.manager.data_listen, (HostPort{"127.0.0.1", 0}));
+  EXPECT_EQ(c.manager.repository, "");
+  EXPECT_EQ(c.manager.node_timeout_us, 2'000'000u);
+  EXPECT_EQ(c.manager.heartbeat_us, 250'000u);
+  EXPECT_TRUE(c.manager.replace_on_failure);
+
+  EXPECT_EQ(c.gateway.http, (HostPort{"127.0.0.1", 8000}));
+  EXPECT_EQ(c.gateway.http_threads, 8u);
+  EXPECT_EQ(c.gateway.max_body_bytes, 64ull << 20);
+  EXPECT_EQ(c.gateway.request_timeout_us, 60'000'000u);
+  EXPECT_EQ(c.gateway.cold_start_timeout_us, 30'000'000u);
+  EXPECT_EQ(c.gateway.max_pending, 1024u);
+
+  EXPECT_FALSE(c.node.manager.has_value());
+  EXPECT_EQ(c.node.data_listen, (HostPort{"127.0.0.1", 0}));
+  EXPECT_EQ(c.node.name, "");
+  EXPECT_EQ(c.node.cache_bytes, 16ull << 30);
+  EXPECT_EQ(c.node.repository, "");
+  EXPECT_EQ(c.node.rejoin_interval_us, 1'000'000u);
+  EXPECT_EQ(c.node.max_queue, 1024u);
+
+  EXPECT_EQ(c.devices.kind, DeviceKind::automatic);
+  EXPECT_EQ(c.devices.count, 1u);
+  EXPECT_EQ(c.devices.sim.memory_bytes, 8ull << 30);
+}
+
+TEST(ClusterConfig, EmptyDocumentsGiveDefaults) {
+  for (const char* yaml : {"", "# nothing here\n", "---\n", "manager:\ngateway:\nnode:\ndevices:\n",
+                           "manager: {}\ngateway: {}\nnode: {}\ndevices: {}\n", "manager: ~\n"}) {
+    auto c = parse_cluster_config(yaml, "ember.yaml");
+    ASSERT_TRUE(c.ok()) << yaml << ": " << c.error().message();
+    expect_defaults(*c);
+  }
+  auto empty = parse_cluster_config("", "ember.yaml");
+  EXPECT_FALSE(empty->has_manager || empty->has_gateway || empty->has_node);
+  auto headers = parse_cluster_config("manager:\ngateway:\nnode:\n", "ember.yaml");
+  EXPECT_TRUE(headers->has_manager && headers->has_gateway && headers->has_node);
+  EXPECT_TRUE(validate(ClusterConfig{}, "defaults").ok());
+}
+
+TEST(ClusterConfig, ReadsEveryKey) {
+  auto c = parse_cluster_config(R"(
+manager:
+  listen: 10.0.0.1:7100
+  data_listen: 10.0.0.1:7101
+  repository: /srv/models
+  node_timeout: 5s
+  heartbeat: 500ms
+  replace_on_failure: false
+gateway:
+  http: 0.0.0.0:8080
+  http_threads: 16
+  max_body: 128MiB
+  request_timeout: 2min
+  cold_start_timeout: 45s
+  max_pending: 10
+node:
+  manager: manager.internal:7100
+  data_listen: 0.0.0.0:7200
+  name: gpu-03
+  cache: 32GiB
+  repository: /mnt/local-models
+  rejoin_interval: 250ms
+  max_queue: 64
+devices:
+  kind: sim
+  count: 2
+  memory: 1GiB
+  pcie_bandwidth: 16GB/s
+  compute_threads: 4
+)",
+                                "ember.yaml");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->manager.listen, (HostPort{"10.0.0.1", 7100}));
+  EXPECT_EQ(c->manager.data_listen, (HostPort{"10.0.0.1", 7101}));
+  EXPECT_EQ(c->manager.repository, "/srv/models");
+  EXPECT_EQ(c->manager.node_timeout_us, 5'000'000u);
+  EXPECT_EQ(c->manager.heartbeat_us, 500'000u);
+  EXPECT_FALSE(c->manager.replace_on_failure);
+
+  EXPECT_EQ(c->gateway.http, (HostPort{"0.0.0.0", 8080}));
+  EXPECT_EQ(c->gateway.http_threads, 16u);
+  EXPECT_EQ(c->gateway.max_body_bytes, 128ull << 20);
+  EXPECT_EQ(c->gateway.request_timeout_us, 120'000'000u);
+  EXPECT_EQ(c->gateway.cold_start_timeout_us, 45'000'000u);
+  EXPECT_EQ(c->gateway.max_pending, 10u);
+
+  ASSERT_TRUE(c->node.manager.has_value());
+  EXPECT_EQ(*c->node.manager, (HostPort{"manager.internal", 7100}));
+  EXPECT_EQ(c->node.data_listen, (HostPort{"0.0.0.0", 7200}));
+  EXPECT_EQ(c->node.name, "gpu-03");
+  EXPECT_EQ(c->node.cache_bytes, 32ull << 30);
+  EXPECT_EQ(c->node.repository, "/mnt/local-models");
+  EXPECT_EQ(c->node.rejoin_interval_us, 250'000u);
+  EXPECT_EQ(c->node.max_queue, 64u);
+
+  EXPECT_EQ(c->devices.kind, DeviceKind::sim);
+  EXPECT_EQ(c->devices.count, 2u);
+  EXPECT_EQ(c->devices.sim.memory_bytes, 1ull << 30);
+  EXPECT_DOUBLE_EQ(c->devices.sim.pcie_bytes_per_s, 16e9);
+  EXPECT_EQ(c->devices.sim.compute_threads, 4u);
+
+  EXPECT_TRUE(c->has_manager && c->has_gateway && c->has_node);
+
+  EXPECT_TRUE(check_role(*c, ProcessRole::manager, "ember.yaml").ok());
+  EXPECT_TRUE(check_role(*c, ProcessRole::gateway, "ember.yaml").ok());
+  EXPECT_TRUE(check_role(*c, ProcessRole::node, "ember.yaml").ok());
+}
+
+TEST(ClusterConfig, BooleanSpellings) {
+  for (const char* yes : {"true", "True", "yes", "on"}) {
+    auto c = parse_cluster_config(std::string("manager:\n  replace_on_failure: ") + yes + "\n", "e.yaml");
+    ASSERT_TRUE(c.ok()) << yes;
+    EXPECT_TRUE(c->manager.replace_on_failure) << yes;
+  }
+  for (const char* no : {"false", "no", "off"}) {
+    auto c = parse_cluster_config(std::string("manager:\n  replace_on_failure: ") + no + "\n", "e.yaml");
+    ASSERT_TRUE(c.ok()) << no;
+    EXPECT_FALSE(c->manager.replace_on_failure) << no;
+  }
+}
+
+TEST(ClusterConfig, SectionsAreIndependentOfOrder) {
+  auto a = parse_cluster_config("devices:\n  count: 3\nnode:\n  max_queue: 5\n", "e.yaml");
+  auto b = parse_cluster_config("node:\n  max_queue: 5\ndevices:\n  count: 3\n", "e.yaml");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->devices.count, 3u);
+  EXPECT_EQ(b->devices.count, 3u);
+  EXPECT_EQ(a->node.max_queue, 5u);
+  EXPECT_EQ(b->node.max_queue, 5u);
+}
+
+TEST(ClusterConfig, StandaloneDevicesParserStillReadsTheSameFile) {
+  const char* yaml = "manager:\n  heartbeat: 100ms\ndevices:\n  kind: sim\n  count: 3\n";
+  auto devices = parse_devices_config(yaml, "ember.yaml");
+  ASSERT_TRUE(devices.ok()) << devices.error().message();
+  EXPECT_EQ(devices->count, 3u);
+  auto cluster = parse_cluster_config(yaml, "ember.yaml");
+  ASSERT_TRUE(cluster.ok()) << cluster.error().message();
+  EXPECT_EQ(cluster->devices.count, devices->count);
+  EXPECT_EQ(cluster->devices.kind, devices->kind);
+}
+
+struct BadCase {
+  const char* yaml;
+  const char* key_in_message;
+};
+
+void PrintTo(const BadCase& c, std::ostream* os) { *os << '"' << c.yaml << '"'; }
+
+class ClusterConfigErrors : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(ClusterConfigErrors, NameTheFileAndKey) {
+  auto c = parse_cluster_config(GetParam().yaml, "ember.yaml");
+  ASSERT_FALSE(c.ok()) << GetParam().yaml;
+  EXPECT_EQ(c.error().code(), ErrorCode::invalid_argument);
+  EXPECT_TRUE(c.error().message().starts_with("ember.yaml: ")) << c.error().message();
+  EXPECT_NE(c.error().message().find(GetParam().key_in_message), std::string::npos) << c.error().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    BadValues, ClusterConfigErrors,
+    ::testing::Values(
+        // manager
+        BadCase{"manager:\n  listen: nowhere\n", "manager.listen: 'nowhere'"},
+        BadCase{"manager:\n  listen: host:99999\n", "manager.listen: 'host:99999'"},
+        BadCase{"manager:\n  data_listen: 1.2.3:4\n", "manager.data_listen: '1.2.3:4'"},
+        BadCase{"manager:\n  repository: ''\n", "manager.repository: must not be empty"},
+        BadCase{"manager:\n  repository: [a, b]\n", "manager.repository: must be a scalar"},
+        BadCase{"manager:\n  node_timeout: soon\n", "manager.node_timeout: cannot read 'soon'"},
+        BadCase{"manager:\n  node_timeout: 0\n", "manager.node_timeout: 0us is outside 1ms..24h"},
+        BadCase{"manager:\n  node_timeout: 25h\n", "manager.node_timeout: 25h"},
+        BadCase{"manager:\n  heartbeat: -1s\n", "manager.heartbeat: cannot read '-1s'"},
+        BadCase{"manager:\n  heartbeat: 500us\n", "manager.heartbeat: 500us is outside 1ms..24h"},
+        BadCase{"manager:\n  replace_on_failure: maybe\n", "manager.replace_on_failure: 'maybe'"},
+        BadCase{"manager:\n  replace_on_failure: 1\n", "manager.replace_on_failure: '1'"},
+        BadCase{"manager:\n  heartbeat:\n", "manager.heartbeat: must be a scalar"},
+        // gateway
+        BadCase{"gateway:\n  http: 8000\n", "gateway.http: '8000'"},
+        BadCase{"gateway:\n  http_threads: 0\n", "gateway.http_threads: 0 is outside 1..1024"},
+        BadCase{"gateway:\n  http_threads: 1025\n", "gateway.http_threads: '1025' is not an integer in 0..1024"},
+        BadCase{"gateway:\n  http_threads: eight\n", "gateway.http_threads: 'eight'"},
+        BadCase{"gateway:\n  http_threads: 2.5\n", "gateway.http_threads: '2.5'"},
+        BadCase{"gateway:\n  max_body: huge\n", "gateway.max_body: cannot read 'huge'"},
+        BadCase{"gateway:\n  max_body: 100\n", "gateway.max_body: 100 B is outside 1 KiB..1 GiB"},
+        BadCase{"gateway:\n  max_body: 2GiB\n", "gateway.max_body: 2.00 GiB is outside"},
+        BadCase{"gateway:\n  request_timeout: forever\n", "gateway.request_timeout: cannot read 'forever'"},
+        BadCase{"gateway:\n  cold_start_timeout: 0ms\n", "gateway.cold_start_timeout: 0us is outside"},
+        BadCase{"gateway:\n  max_pending: 0\n", "gateway.max_pending: 0 is outside 1..1000000"},
+        BadCase{"gateway:\n  max_pending: -5\n", "gateway.max_pending: '-5'"},
+        BadCase{"gateway:\n  max_pending: {a: 1}\n", "gateway.max_pending: must be a scalar"},
+        // node
+        BadCase{"node:\n  manager: manager\n", "node.manager: 'manager' is not host:port"},
+        BadCase{"node:\n  manager: 10.0.0.1:0\n", "node.manager: '10.0.0.1:0' has port 0"},
+        BadCase{"node:\n  data_listen: ':7200'\n", "node.data_listen: ':7200'"},
+        BadCase{"node:\n  name: ''\n", "node.name: must not be empty"},
+        BadCase{"node:\n  name: gpu 3\n", "node.name: 'gpu 3' must be printable ASCII"},
+        BadCase{"node:\n  name: \"gpu\\t3\"\n", "node.name:"},
+        BadCase{"node:\n  cache: plenty\n", "node.cache: cannot read 'plenty'"},
+        BadCase{"node:\n  cache: 1KiB\n", "node.cache: 1.00 KiB is below the 1 MiB minimum"},
+        BadCase{"node:\n  repository: ''\n", "node.repository: must not be empty"},
+        BadCase{"node:\n  rejoin_interval: 0\n", "node.rejoin_interval: 0us is outside"},
+        BadCase{"node:\n  rejoin_interval: often\n", "node.rejoin_interval: cannot read 'often'"},
+        BadCase{"node:\n  max_queue: 0\n", "node.max_queue: 0 is outside 1..1000000"},
+        BadCase{"node:\n  max_queue: 1000001\n", "node.max_queue: '1000001' is not an integer"},
+        // devices, through the cluster parser
+        BadCase{"devices:\n  kind: tpu\n", "devices.kind"},
+        BadCase{"devices:\n  count: 0\n", "devices.count"},
+        BadCase{"devices:\n  memory: 1KiB\n", "devices.memory"}));
+
+INSTANTIATE_TEST_SUITE_P(
+    UnknownKeysAndShapes, ClusterConfigErrors,
+    ::testing::Values(
+        BadCase{"managr:\n  listen: a:1\n", "ember.yaml: managr: unknown key (known: manager, gateway, node, devices)"},
+        BadCase{"transport: tcp\n", "ember.yaml: transport: unknown key"},
+        BadCase{"manager:\n  heartbeats: 1s\n", "manager.heartbeats: unknown key (known: listen, data_listen,"},
+        BadCase{"gateway:\n  threads: 4\n", "gateway.threads: unknown key"},
+        BadCase{"node:\n  cache_size: 1GiB\n", "node.cache_size: unknown key"},
+        BadCase{"devices:\n  memroy: 1GiB\n", "devices.memroy: unknown key"},
+        BadCase{"manager: 3\n", "ember.yaml: manager: must be a mapping"},
+        BadCase{"gateway: [a]\n", "ember.yaml: gateway: must be a mapping"},
+        BadCase{"node: text\n", "ember.yaml: node: must be a mapping"},
+        BadCase{"devices: 3\n", "ember.yaml: devices: must be a mapping"},
+        BadCase{"- a\n- b\n", "must be a mapping"},
+        BadCase{"manager: [\n", "not valid YAML"},
+        BadCase{"manager:\n  heartbeat: 1s\n  heartbeat: 2s\n", "manager.heartbeat: appears twice"},
+        BadCase{"gateway:\n  http_threads: 1\n  http_threads: 2\n", "gateway.http_threads: appears twice"},
+        BadCase{"node:\n  name: a\n  name: b\n", "node.name: appears twice"},
+        BadCase{"devices:\n  count: 1\n  count: 2\n", "devices.count: appears twice"},
+        BadCase{"node: {}\nnode: {}\n", "ember.yaml: node: appears twice"}));
+
+INSTANTIATE_TEST_SUITE_P(
+    CrossField, ClusterConfigErrors,
+    ::testing::Values(
+        BadCase{"manager:\n  heartbeat: 2s\n", "manager.heartbeat (2s) must be shorter than manager.node_timeout (2s)"},
+        BadCase{"manager:\n  heartbeat: 3s\n  node_timeout: 1s\n",
+                "manager.heartbeat (3s) must be shorter than manager.node_timeout (1s)"},
+        BadCase{"manager:\n  node_timeout: 200ms\n", "manager.heartbeat (250ms) must be shorter than manager.node_timeout (200ms)"},
+        BadCase{"gateway:\n  cold_start_timeout: 90s\n",
+                "gateway.cold_start_timeout (90s) must not exceed gateway.request_timeout (1min)"},
+        BadCase{"gateway:\n  request_timeout: 10s\n",
+                "gateway.cold_start_timeout (30s) must not exceed gateway.request_timeout (10s)"},
+        BadCase{"node:\n  manager: 127.0.0.1:7300\n  data_listen: 127.0.0.1:7300\n",
+                "node.data_listen (127.0.0.1:7300) is the same endpoint as node.manager"},
+        BadCase{"manager:\n  data_listen: 127.0.0.1:7070\n",
+                "manager.data_listen (127.0.0.1:7070) collides with manager.listen (127.0.0.1:7070)"},
+        BadCase{"manager:\ngateway:\n  http: 0.0.0.0:7070\n",
+                "gateway.http (0.0.0.0:7070) collides with manager.listen"},
+        BadCase{"gateway: {}\nnode:\n  data_listen: 127.0.0.1:8000\n",
+                "node.data_listen (127.0.0.1:8000) collides with gateway.http"}));
+
+TEST(ClusterConfig, CrossFieldBoundariesThatPass) {
+  EXPECT_TRUE(parse_cluster_config("manager:\n  heartbeat: 1999ms\n", "e.yaml").ok());
+  EXPECT_TRUE(parse_cluster_config("gateway:\n  cold_start_timeout: 60s\n", "e.yaml").ok());
+  // Port 0 never collides; different hosts with the same port do not either.
+  EXPECT_TRUE(parse_cluster_config("manager:\n  data_listen: 127.0.0.1:0\nnode:\n  data_listen: 127.0.0.1:0\n",
+                                   "e.yaml").ok());
+  EXPECT_TRUE(parse_cluster_config("manager:\ngateway:\n  http: 10.0.0.2:7070\n", "e.yaml").ok());
+  // Only sections present in the file are compared: a node-only file may reuse the manager's default
+  // port, since the manager runs elsewhere. Built in code, every section counts.
+  auto node_only = parse_cluster_config("node:\n  data_listen: 0.0.0.0:7070\n", "e.yaml");
+  ASSERT_TRUE(node_only.ok()) << node_only.error().message();
+  EXPECT_FALSE(node_only->has_manager);
+  EXPECT_FALSE(node_only->has_gateway);
+  EXPECT_TRUE(node_only->has_node);
+  ClusterConfig in_code;
+  in_code.node.data_listen = {"0.0.0.0", 7070};
+  EXPECT_FALSE(validate(in_code, "code").ok());
+  in_code.has_manager = false;
+  EXPECT_TRUE(validate(in_code, "code").ok());
+  EXPECT_TRUE(parse_cluster_config("node:\n  manager: 10.0.0.1:7070\n  data_listen: 10.0.0.2:7070\n", "e.yaml").ok());
+}
+
+TEST(ClusterConfig, ValidateChecksStructsBuiltInCode) {
+  ClusterConfig c;
+  c.manager.heartbeat_us = c.manager.node_timeout_us;
+  auto s = validate(c, "code");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("code: manager.heartbeat"), std::string::npos) << s.error().message();
+
+  c = ClusterConfig{};
+  c.devices.count = 0;
+  s = validate(c, "code");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("devices.count"), std::string::npos) << s.error().message();
+
+  c = ClusterConfig{};
+  c.node.name = std::string(256, 'n');
+  EXPECT_FALSE(validate(c, "code").ok());
+}
+
+TEST(ClusterConfig, RolesRequireTheirKeys) {
+  auto c = parse_cluster_config("", "ember.yaml");
+  ASSERT_TRUE(c.ok());
+  auto m = check_role(*c, ProcessRole::manager, "ember.yaml");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.error().code(), ErrorCode::invalid_argument);
+  EXPECT_NE(m.error().message().find("ember.yaml: manager.repository: required"), std::string::npos);
+  auto n = check_role(*c, ProcessRole::node, "ember.yaml");
+  ASSERT_FALSE(n.ok());
+  EXPECT_NE(n.error().message().find("ember.yaml: node.manager: required"), std::string::npos);
+  EXPECT_TRUE(check_role(*c, ProcessRole::gateway, "ember.yaml").ok());
+  EXPECT_EQ(to_string(ProcessRole::node), "node");
+}
+
+class TempFile {
+ public:
+  explicit TempFile(const std::string& text) {
+    path_ = (std::filesystem::temp_directory_path() /
+             ("ember_cluster_config_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++) + ".yaml"))
+                .string();
+    std::ofstream(path_) << text;
+  }
+  ~TempFile() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  static inline int counter_ = 0;
+  std::string path_;
+};
+
+TEST(LoadClusterConfig, ReadsAFileAndNamesItInErrors) {
+  TempFile good("node:\n  max_queue: 7\n");
+  auto c = load_cluster_config(good.path());
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->node.max_queue, 7u);
+
+  TempFile bad("node:\n  max_queue: lots\n");
+  auto b = load_cluster_config(bad.path());
+  ASSERT_FALSE(b.ok());
+  EXPECT_TRUE(b.error().message().starts_with(bad.path() + ": node.max_queue")) << b.error().message();
+}
+
+TEST(LoadClusterConfig, MissingUnreadableAndOversizedFiles) {
+  auto missing = load_cluster_config("/nonexistent/ember.yaml");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().code(), ErrorCode::not_found);
+  EXPECT_NE(missing.error().message().find("/nonexistent/ember.yaml"), std::string::npos);
+
+  auto dir = load_cluster_config(std::filesystem::temp_directory_path().string());
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.error().code(), ErrorCode::io_error);
+
+  TempFile big("# " + std::string(2 << 20, 'x') + "\n");
+  auto b = load_cluster_config(big.path());
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.error().code(), ErrorCode::invalid_argument);
+  EXPECT_NE(b.error().message().find("not a config file"), std::string::npos) << b.error().message();
+}
+
+// deploy/ember.yaml documents every key with its default: it must parse, and apart from the two
+// keys that have no default (given example values there) it must be exactly the defaults.
+TEST(LoadClusterConfig, TheExampleFileIsTheDefaults) {
+  auto c = load_cluster_config(std::string(EMBER_SOURCE_DIR) + "/deploy/ember.yaml");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  ClusterConfig expected = *c;
+  EXPECT_FALSE(expected.manager.repository.empty());
+  ASSERT_TRUE(expected.node.manager.has_value());
+  EXPECT_EQ(*expected.node.manager, c->manager.listen);
+  expected.manager.repository.clear();
+  expected.node.manager.reset();
+  expect_defaults(expected);
+  EXPECT_TRUE(check_role(*c, ProcessRole::manager, "ember.yaml").ok());
+  EXPECT_TRUE(check_role(*c, ProcessRole::node, "ember.yaml").ok());
+}
+
+TEST(DefaultNodeName, IsHostnameColonPid) {
+  const std::string name = default_node_name();
+  EXPECT_TRUE(name.ends_with(std::string(":") + std::to_string(::getpid()))) << name;
+  EXPECT_GT(name.size(), std::to_string(::getpid()).size() + 1);
+  ClusterConfig c;
+  c.node.name = name;
+  EXPECT_TRUE(validate(c, "code").ok()) << name;
+}
+
+}  // namespace
+}  // namespace ember

@@ -1,0 +1,68 @@
+#include "transport/fetch_request.hpp"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace ember::transport {
+namespace {
+
+TEST(FetchRequest, RoundTrip) {
+  FetchRequest r{77, "gpt2/3/weights.safetensors", 12345678901ull};
+  auto wire = encode_fetch_request(r);
+  ASSERT_TRUE(wire.ok());
+  EXPECT_EQ((wire->size() - 4) % 8, 0u);
+  size_t consumed = 0;
+  auto back = decode_fetch_request(wire->data(), wire->size(), consumed);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(consumed, wire->size());
+  EXPECT_EQ(back->transfer_id, 77u);
+  EXPECT_EQ(back->key, r.key);
+  EXPECT_EQ(back->offset, r.offset);
+}
+
+TEST(FetchRequest, PartialInputAsksForMore) {
+  auto wire = encode_fetch_request({1, "k", 0});
+  ASSERT_TRUE(wire.ok());
+  size_t consumed = 0;
+  auto r = decode_fetch_request(wire->data(), 3, consumed);
+  EXPECT_EQ(r.error().code(), ErrorCode::not_found);
+  EXPECT_EQ(consumed, 4u);
+  r = decode_fetch_request(wire->data(), wire->size() - 1, consumed);
+  EXPECT_EQ(r.error().code(), ErrorCode::not_found);
+  EXPECT_EQ(consumed, wire->size());
+}
+
+TEST(FetchRequest, KeysOutOfBoundsAreRejected) {
+  EXPECT_EQ(encode_fetch_request({1, "", 0}).error().code(), ErrorCode::invalid_argument);
+  EXPECT_EQ(encode_fetch_request({1, std::string(kMaxFetchKeyBytes + 1, 'k'), 0}).error().code(),
+            ErrorCode::invalid_argument);
+  auto longest = encode_fetch_request({1, std::string(kMaxFetchKeyBytes, 'k'), 0});
+  ASSERT_TRUE(longest.ok());
+  EXPECT_LE(longest->size(), 4 + kMaxFetchRequestBytes);
+}
+
+TEST(FetchRequest, BadLengthsAndRandomCorruptionAreCorruptNeverACrash) {
+  std::vector<uint8_t> bad = {5, 0, 0, 0, 0, 0, 0, 0, 0};
+  size_t consumed = 0;
+  EXPECT_EQ(decode_fetch_request(bad.data(), bad.size(), consumed).error().code(), ErrorCode::corrupt);
+  std::vector<uint8_t> huge = {0, 0x20, 0, 0};
+  EXPECT_EQ(decode_fetch_request(huge.data(), huge.size(), consumed).error().code(), ErrorCode::corrupt);
+
+  const auto good = *encode_fetch_request({9, "resnet50/1", 4096});
+  std::mt19937 rng(5);
+  for (int i = 0; i < 20000; ++i) {
+    auto wire = good;
+    for (int flips = 1 + static_cast<int>(rng() % 4); flips > 0; --flips) {
+      wire[4 + rng() % (wire.size() - 4)] ^= static_cast<uint8_t>(1u << (rng() % 8));
+    }
+    auto r = decode_fetch_request(wire.data(), wire.size(), consumed);
+    if (r.ok()) {
+      EXPECT_FALSE(r->key.empty());
+      EXPECT_LE(r->key.size(), kMaxFetchKeyBytes);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ember::transport

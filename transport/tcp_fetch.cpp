@@ -1,0 +1,265 @@
+#include "transport/tcp_fetch.hpp"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <system_error>
+#include <thread>
+
+#include "transport/fetch_request.hpp"
+#include "transport/frame.hpp"
+
+namespace ember::transport {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// SHA-256 over a buffer's verified prefix on a helper thread, trailing the receiver: the receiver
+/// only publishes a watermark, so nothing is queued or copied and the lag is bounded by the blob.
+/// Joined before fetch_blob returns, so it never reads the sink's buffer afterwards.
+class TrailingHasher {
+ public:
+  explicit TrailingHasher(const uint8_t* base) : base_(base), thread_([this] { run(); }) {}
+  ~TrailingHasher() {
+    {
+      std::lock_guard lock(mutex_);
+      closing_ = true;
+      abandon_ = !finished_;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  /// Bytes [0, upto) are verified and may be hashed.
+  void advance(uint64_t upto) {
+    {
+      std::lock_guard lock(mutex_);
+      ready_ = upto;
+    }
+    cv_.notify_one();
+  }
+
+  /// Waits until everything advanced to is hashed; the digest of [0, ready).
+  Digest finish() {
+    {
+      std::lock_guard lock(mutex_);
+      closing_ = true;
+      finished_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+    return sha_.finish();
+  }
+
+ private:
+  // Hash in pieces so an abandoned fetch stops within one piece.
+  static constexpr uint64_t kPieceBytes = 4u << 20;
+
+  void run() {
+    uint64_t hashed = 0;
+    while (true) {
+      uint64_t target;
+      {
+        std::unique_lock lock(mutex_);
+        cv_.wait(lock, [&] { return ready_ > hashed || closing_; });
+        if (abandon_ || (closing_ && ready_ == hashed)) return;
+        target = ready_;
+      }
+      while (hashed < target) {
+        const uint64_t n = std::min(kPieceBytes, target - hashed);
+        sha_.update(base_ + hashed, n);
+        hashed += n;
+        std::lock_guard lock(mutex_);
+        if (abandon_) return;
+      }
+    }
+  }
+
+  const uint8_t* base_;
+  Sha256 sha_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  uint64_t ready_ = 0;
+  bool closing_ = false;
+  bool finished_ = false;
+  bool abandon_ = false;
+  std::thread thread_;  // last: starts after every member it reads is built
+};
+
+/// One fetch in progress: the socket, the stream position, and how to say what went wrong.
+class Receiver {
+ public:
+  Receiver(const Endpoint& from, const std::string& key, const FetchOptions& options, BlobSink& sink)
+      : what_("fetch of '" + key + "' from " + from.to_string()), key_(key), from_(from), options_(options),
+        sink_(sink) {}
+
+  Result<FetchResult> run();
+
+ private:
+  Error fail(Error e) const { return e.with_context(what_); }
+  Status read_exact(void* dst, size_t bytes);
+  Result<FrameHeader> read_header();
+  Status on_first_frame(const FrameHeader& h);
+
+  const std::string what_;
+  const std::string& key_;
+  const Endpoint& from_;
+  const FetchOptions& options_;
+  BlobSink& sink_;
+
+  Socket socket_;
+  bool sized_ = false;
+  uint64_t blob_bytes_ = 0;
+  uint64_t next_ = 0;  // the offset the next data frame must carry
+  uint8_t* buffer_ = nullptr;
+  std::unique_ptr<TrailingHasher> hasher_;
+  Clock::time_point deadline_ = Clock::time_point::max();
+};
+
+Status Receiver::read_exact(void* dst, size_t bytes) {
+  size_t got = 0;
+  std::string error_text;
+  const RecvEnd end = recv_exact(socket_.fd(), dst, bytes, options_.idle_timeout, got, error_text, deadline_);
+  if (end == RecvEnd::timed_out && Clock::now() >= deadline_) {
+    return fail(io_error("not complete within the total timeout of " + std::to_string(options_.total_timeout.count()) +
+                         " ms, at offset " + std::to_string(next_)));
+  }
+  switch (end) {
+    case RecvEnd::done:
+      return Status::OK();
+    case RecvEnd::closed: {
+      std::string where = sized_ ? " after " + std::to_string(next_) + " of " + std::to_string(blob_bytes_) + " bytes"
+                                 : " before the first frame";
+      if (!error_text.empty()) where += " (" + error_text + ")";
+      return fail(io_error("connection closed by the server" + where + ": truncated stream"));
+    }
+    case RecvEnd::timed_out:
+      return fail(io_error("server sent nothing for " + std::to_string(options_.idle_timeout.count()) +
+                           " ms (idle timeout) at offset " + std::to_string(next_)));
+    case RecvEnd::failed:
+      break;
+  }
+  return fail(io_error("receive failed at offset " + std::to_string(next_) + ": " + error_text));
+}
+
+Result<FrameHeader> Receiver::read_header() {
+  uint8_t bytes[kFramePrefixBytes + kMaxFrameHeaderBytes];
+  EMBER_RETURN_IF_ERROR(read_exact(bytes, kFramePrefixBytes));
+  size_t need = 0;
+  auto h = decode_frame_header(bytes, kFramePrefixBytes, need);
+  if (!h.ok() && h.error().code() != ErrorCode::not_found) return fail(h.error());
+  EMBER_RETURN_IF_ERROR(read_exact(bytes + kFramePrefixBytes, need - kFramePrefixBytes));
+  h = decode_frame_header(bytes, need, need);
+  if (!h.ok()) return fail(h.error());
+  return h;
+}
+
+Status Receiver::on_first_frame(const FrameHeader& h) {
+  blob_bytes_ = h.blob_bytes;
+  if (options_.expected_bytes != 0 && blob_bytes_ != options_.expected_bytes) {
+    return fail(corrupt("the server's blob has " + std::to_string(blob_bytes_) + " bytes, expected " +
+                        std::to_string(options_.expected_bytes)));
+  }
+  if (options_.resume_offset > blob_bytes_) {
+    return fail(invalid_argument("resume offset " + std::to_string(options_.resume_offset) + " is beyond the blob's " +
+                                 std::to_string(blob_bytes_) + " bytes"));
+  }
+  buffer_ = sink_.allocate(blob_bytes_);
+  if (buffer_ == nullptr && blob_bytes_ > 0) {
+    return fail(out_of_memory("the sink refused " + std::to_string(blob_bytes_) + " bytes"));
+  }
+  sized_ = true;
+  if (options_.resume_offset == 0 && blob_bytes_ > 0) {
+    try {
+      hasher_ = std::make_unique<TrailingHasher>(buffer_);
+    } catch (const std::system_error&) {
+      // No thread to spare: hash the whole buffer at the end instead, as for a resumed transfer.
+    }
+  }
+  return Status::OK();
+}
+
+Result<FetchResult> Receiver::run() {
+  const auto t0 = Clock::now();
+  if (options_.total_timeout.count() > 0) deadline_ = t0 + options_.total_timeout;
+  FetchRequest request{options_.transfer_id, key_, options_.resume_offset};
+  auto request_bytes = encode_fetch_request(request);
+  if (!request_bytes.ok()) return fail(request_bytes.error());
+
+  auto connect_budget = options_.connect_timeout;
+  if (options_.total_timeout.count() > 0) connect_budget = std::min(connect_budget, options_.total_timeout);
+  auto connected = connect_tcp(from_, connect_budget, options_.socket_buffer_bytes);
+  if (!connected.ok()) return fail(connected.error());
+  socket_ = std::move(*connected);
+  set_send_timeout(socket_.fd(), options_.idle_timeout);
+  iovec iov{request_bytes->data(), request_bytes->size()};
+  if (Status st = send_all(socket_.fd(), &iov, 1); !st.ok()) return fail(st.error().with_context("sending the request"));
+
+  next_ = options_.resume_offset;
+  while (true) {
+    EMBER_ASSIGN_OR_RETURN(FrameHeader h, read_header());
+    // An abort with transfer id 0 comes before the server read the request (busy).
+    if (h.kind == FrameKind::abort && (h.transfer_id == options_.transfer_id || h.transfer_id == 0)) {
+      return fail(Error(h.error_code, "the server aborted the transfer: " + h.reason));
+    }
+    if (h.transfer_id != options_.transfer_id) {
+      return fail(corrupt("frame of transfer " + std::to_string(h.transfer_id) + " in transfer " +
+                          std::to_string(options_.transfer_id)));
+    }
+    if (!sized_) {
+      EMBER_RETURN_IF_ERROR(on_first_frame(h));
+    } else if (h.blob_bytes != blob_bytes_) {
+      return fail(corrupt("frame at offset " + std::to_string(h.offset) + " says the blob has " +
+                          std::to_string(h.blob_bytes) + " bytes, earlier frames " + std::to_string(blob_bytes_)));
+    }
+    if (h.offset != next_) {
+      return fail(corrupt("frame at offset " + std::to_string(h.offset) + " where offset " + std::to_string(next_) +
+                          " was due"));
+    }
+
+    if (h.kind == FrameKind::end) {
+      if (next_ != blob_bytes_) {
+        return fail(corrupt("end frame after " + std::to_string(next_) + " of " + std::to_string(blob_bytes_) + " bytes"));
+      }
+      Digest got{};
+      if (hasher_) {
+        got = hasher_->finish();
+      } else {
+        Sha256 sha;
+        if (blob_bytes_ > 0) sha.update(buffer_, blob_bytes_);
+        got = sha.finish();
+      }
+      if (got != h.digest) {
+        return fail(corrupt("SHA-256 mismatch over " + std::to_string(blob_bytes_) + " bytes: received " +
+                            to_hex(got) + ", the server says " + to_hex(h.digest)));
+      }
+      FetchResult result;
+      result.blob_bytes = blob_bytes_;
+      result.bytes_received = blob_bytes_ - options_.resume_offset;
+      result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+      result.digest = got;
+      return result;
+    }
+
+    // A data frame: its payload lands in the sink's buffer at its offset, then is checked there.
+    if (h.length == 0) return fail(corrupt("empty data frame at offset " + std::to_string(h.offset)));
+    uint8_t* dst = buffer_ + h.offset;
+    EMBER_RETURN_IF_ERROR(read_exact(dst, h.length));
+    if (Status st = verify_payload(h, dst, h.length); !st.ok()) return fail(st.error());
+    next_ += h.length;
+    if (hasher_) hasher_->advance(next_);
+    sink_.on_chunk(h.offset, h.length);
+  }
+}
+
+}  // namespace
+
+Result<FetchResult> fetch_blob(const Endpoint& from, const std::string& key, const FetchOptions& options, BlobSink& sink) {
+  Receiver receiver(from, key, options, sink);
+  return receiver.run();
+}
+
+}  // namespace ember::transport
