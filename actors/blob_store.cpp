@@ -13,7 +13,10 @@ void BlobStore::put(const std::string& key, const model_key& model, std::shared_
   auto& e = blobs_[key];
   if (e.bytes) used_ -= e.bytes->size();
   used_ += bytes->size();
-  e = {model, std::move(bytes)};
+  const uint8_t* data = bytes->data();
+  const uint64_t size = bytes->size();
+  auto blob = std::make_shared<transport::MemoryBlob>(bytes, data, size);
+  e = {model, std::move(bytes), std::move(blob)};
 }
 
 void BlobStore::erase(const std::string& key) {

@@ -34,6 +34,9 @@ class BlobStore {
   struct Entry {
     model_key model;
     std::shared_ptr<const gpu::HostBuffer> bytes;
+    /// What the blob server sends. One per resident blob, so its SHA-256 (sent with every
+    /// transfer) is computed once, not once per transfer.
+    std::shared_ptr<const transport::Blob> blob;
   };
   mutable std::mutex mu_;
   std::map<std::string, Entry> blobs_;  // guarded by mu_

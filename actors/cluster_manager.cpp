@@ -51,6 +51,8 @@ struct manager_state {
   uint64_t epoch = 0;
   /// Requests waiting for a rescan, by scan request id.
   std::map<uint64_t, std::function<void()>> after_scan;
+
+  ~manager_state() { release_off_own_thread(scanner); }
 };
 
 using manager_pointer = cluster_manager_actor::stateful_pointer<manager_state>;

@@ -56,6 +56,8 @@ class ExecutorEngine {
   bool infer(const model_key& key, std::vector<gpu::HostTensor> inputs, std::function<void(InferResult)> done);
 
   size_t queued() const;
+  /// True on the engine's worker thread (where completion callbacks run).
+  bool on_worker_thread() const { return std::this_thread::get_id() == worker_.get_id(); }
   std::vector<model_key> bound() const;
 
  private:

@@ -64,6 +64,9 @@ struct gateway_state {
   std::map<model_key, std::deque<std::shared_ptr<Pending>>> held;
   std::set<model_key> ensuring;
   std::set<caf::actor_addr> monitored;
+  /// Requests that arrived before the first routing table (just after start), in arrival order.
+  std::vector<std::shared_ptr<Pending>> unrouted;
+  bool subscribed = false;
   uint64_t next_id = 1;
 
   size_t held_count() const {
@@ -121,6 +124,7 @@ void publish_view(gateway_pointer self) {
 }
 
 void dispatch(gateway_pointer self, std::shared_ptr<Pending> p);
+void route(gateway_pointer self, std::shared_ptr<Pending> p);
 
 void finish(gateway_pointer self, const Pending& p, const std::string& outcome) {
   if (!self->state.instruments) return;
@@ -163,6 +167,11 @@ void apply_update(gateway_pointer self, routing_update& u) {
   for (const auto& m : st.members) watch(self, m.router);
   st.epoch = u.epoch;
   publish_view(self);
+  if (!st.subscribed) {
+    st.subscribed = true;
+    auto early = std::move(st.unrouted);
+    for (auto& p : early) route(self, p);
+  }
   for (const auto& key : touched) {
     const auto& e = st.table[key];
     if (e.state.state == "failed" || e.state.explicitly_unloaded) {
@@ -236,6 +245,12 @@ void hold(gateway_pointer self, std::shared_ptr<Pending> p) {
 
 void expire(gateway_pointer self, uint64_t id) {
   auto& st = self->state;
+  if (auto u = std::find_if(st.unrouted.begin(), st.unrouted.end(), [&](const auto& x) { return x->id == id; });
+      u != st.unrouted.end()) {
+    auto pending = *u;
+    st.unrouted.erase(u);
+    return fail(self, *pending, unavailable("the gateway got no routing table from the manager in time; retry"));
+  }
   for (auto it = st.held.begin(); it != st.held.end(); ++it) {
     auto& q = it->second;
     auto p = std::find_if(q.begin(), q.end(), [&](const auto& x) { return x->id == id; });
@@ -354,39 +369,58 @@ void node_down(gateway_pointer self, const caf::actor_addr& addr) {
   }
 }
 
-caf::result<infer_reply> infer(gateway_pointer self, infer_request& req) {
+/// Resolves the request's model and version against the table and sends it on its way.
+void route(gateway_pointer self, std::shared_ptr<Pending> p) {
   auto& st = self->state;
-  // Resolve the version: 0 is the highest registered.
-  model_key key = req.model;
-  if (key.version == 0) {
+  model_key key = p->request.model;
+  if (key.version == 0) {  // the highest registered version
     auto it = st.table.lower_bound({key.name, UINT32_MAX});
     if (it != st.table.begin()) {
       --it;
       if (it->first.name == key.name) key.version = it->first.version;
     }
   }
+  p->key = key;
   auto entry = st.table.find(key);
   if (entry == st.table.end()) {
-    if (st.instruments) st.instruments->count_request(key, "not_found", 0);
-    return to_caf(not_found("unknown model '" + req.model.name + "'" +
-                            (req.model.version ? " version " + std::to_string(req.model.version) : "")));
+    const auto& asked = p->request.model;
+    return fail(self, *p,
+                not_found("unknown model '" + asked.name + "'" +
+                          (asked.version ? " version " + std::to_string(asked.version) : std::string())));
   }
   const model_state& state = entry->second.state;
   if (state.explicitly_unloaded) {
-    return to_caf(invalid_argument("model " + key.to_string() +
-                                   " is unloaded; load it with POST /v2/repository/models/" + key.name + "/load"));
+    return fail(self, *p,
+                invalid_argument("model " + key.to_string() + " is unloaded; load it with POST /v2/repository/models/" +
+                                 key.name + "/load"));
   }
-  if (state.state == "failed")
-    return to_caf(invalid_argument("model " + key.to_string() + " cannot load: " + state.reason));
+  if (state.state == "failed") {
+    return fail(self, *p, invalid_argument("model " + key.to_string() + " cannot load: " + state.reason));
+  }
+  p->request.model = key;
+  dispatch(self, std::move(p));
+}
+
+caf::result<infer_reply> infer(gateway_pointer self, infer_request& req) {
+  auto& st = self->state;
   auto p = std::make_shared<Pending>();
   p->id = st.next_id++;
-  p->key = key;
-  req.model = key;
+  p->key = req.model;
   p->request = std::move(req);
   p->promise = self->make_response_promise<infer_reply>();
   p->arrived = Clock::now();
   auto rp = p->promise;
-  dispatch(self, std::move(p));
+  if (!st.subscribed) {
+    // Just started: the manager's table is on its way. Hold the request (bounded) until it comes.
+    if (st.unrouted.size() >= st.config.max_pending) {
+      fail(self, *p, unavailable("the gateway is starting and has no routing table yet"));
+      return rp;
+    }
+    st.unrouted.push_back(p);
+    self->delayed_send(self, std::chrono::microseconds(st.config.cold_start_timeout_us), expire_atom_v, p->id);
+    return rp;
+  }
+  route(self, std::move(p));
   return rp;
 }
 

@@ -11,6 +11,7 @@
 #include "actors/executor_engine.hpp"
 #include "actors/gpu_executor_interface.hpp"
 #include "actors/tensor_codec.hpp"
+#include "actors/worker_pool.hpp"
 
 namespace ember {
 
@@ -25,6 +26,8 @@ struct executor_state {
   /// Jobs posted to the engine whose answer has not come back, by job id.
   std::map<uint64_t, std::function<void(std::shared_ptr<void>)>> pending;
   uint64_t next_job = 1;
+
+  ~executor_state() { release_off_own_thread(engine); }
 };
 
 using executor_pointer = gpu_executor_actor::stateful_pointer<executor_state>;
@@ -84,10 +87,11 @@ caf::result<infer_reply> infer(executor_pointer self, infer_request& req) {
         rp.deliver(std::move(reply));
       });
   if (!self->state.engine->infer(req.model, std::move(*inputs), std::move(done))) {
+    // A promise exists already, so the answer goes through it (a returned error would be dropped).
     self->state.pending.erase(self->state.next_job - 1);
     if (self->state.instruments) self->state.instruments->count_rejected(req.model);
-    return to_caf(unavailable("the queue of " + self->state.engine->device_info().name + " on node " +
-                              self->state.node + " is full"));
+    rp.deliver(to_caf(unavailable("the queue of " + self->state.engine->device_info().name + " on node " +
+                                  self->state.node + " is full")));
   }
   return rp;
 }

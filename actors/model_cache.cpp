@@ -99,12 +99,20 @@ struct cache_state {
   uint64_t reserved = 0;  // bytes promised to fetches in flight
   uint64_t clock = 0;     // logical time for LRU
 
+  ~cache_state() { release_off_own_thread(workers); }
+
   void publish() {
     if (instruments) instruments->set_cache(store->used_bytes(), resident.size(), config.capacity_bytes);
   }
 
-  // Evicts least recently used unpinned blobs until `bytes` more fit; false when they cannot.
+  // Evicts least recently used unpinned blobs until `bytes` more fit; false (evicting nothing)
+  // when even evicting every unpinned blob would not make room.
   bool make_room(uint64_t bytes) {
+    uint64_t evictable = 0;
+    for (const auto& [key, r] : resident)
+      if (r.pins == 0) evictable += r.bytes;
+    const uint64_t used = store->used_bytes() + reserved;
+    if (used + bytes > config.capacity_bytes + evictable) return false;
     while (store->used_bytes() + reserved + bytes > config.capacity_bytes) {
       auto victim = resident.end();
       for (auto it = resident.begin(); it != resident.end(); ++it) {
@@ -131,8 +139,8 @@ caf::result<blob_ref> fetch(cache_pointer self, fetch_blob& req) {
     if (st.instruments) st.instruments->add_fetched("cache", it->second.bytes);
     return blob_ref{st.store->find(req.blob_key), "cache", 0, 0};
   }
-  auto rp = self->make_response_promise<blob_ref>();
   if (auto it = st.inflight.find(req.blob_key); it != st.inflight.end()) {
+    auto rp = self->make_response_promise<blob_ref>();
     it->second.waiters.push_back(rp);
     return rp;
   }
@@ -142,6 +150,7 @@ caf::result<blob_ref> fetch(cache_pointer self, fetch_blob& req) {
                                 format_bytes(st.reserved) + " being fetched) cannot hold " + req.model.to_string() +
                                 " (" + format_bytes(req.blob_bytes) + ")"));
   }
+  auto rp = self->make_response_promise<blob_ref>();
   st.reserved += req.blob_bytes;
   st.inflight[req.blob_key] = {req.model, req.blob_bytes, {rp}};
   auto handle = caf::actor_cast<model_cache_actor>(self);

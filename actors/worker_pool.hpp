@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -31,6 +32,13 @@ class WorkerPool {
   }
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
+
+  /// True on one of this pool's threads.
+  bool on_worker_thread() const {
+    for (const auto& t : threads_)
+      if (t.get_id() == std::this_thread::get_id()) return true;
+    return false;
+  }
 
   void submit(std::function<void()> job) {
     {
@@ -61,5 +69,14 @@ class WorkerPool {
   bool stop_ = false;                       // guarded by mu_
   std::vector<std::thread> threads_;
 };
+
+/// Releases `owner`, which owns threads (an ExecutorEngine, a WorkerPool). A job's callback may
+/// hold the last reference to the actor that owns them, so the actor's state can be destroyed on one
+/// of those very threads, which cannot join itself: then the release happens on a new thread.
+template <class T>
+void release_off_own_thread(std::shared_ptr<T>& owner) {
+  if (owner && owner->on_worker_thread()) std::thread([doomed = std::move(owner)] {}).detach();
+  owner.reset();
+}
 
 }  // namespace ember

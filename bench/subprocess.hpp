@@ -49,6 +49,9 @@ class Subprocess {
   Subprocess(const Subprocess&) = delete;
   Subprocess& operator=(const Subprocess&) = delete;
 
+  /// Asks the child to exit (SIGTERM); the destructor then reaps it.
+  void terminate() { ::kill(pid_, SIGTERM); }
+
   /// Sends one line and returns the reply line (without the newline); throws if the child died.
   std::string ask(const std::string& line) {
     std::fputs((line + "\n").c_str(), to_);

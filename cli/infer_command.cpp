@@ -80,6 +80,7 @@ int run_infer(const InferOptions& o) {
   httplib::Client client(o.url);
   client.set_read_timeout(o.timeout_s, 0);
   client.set_connection_timeout(5, 0);
+  client.set_tcp_nodelay(true);
   const std::string base =
       "/v2/models/" + o.model + (o.version ? "/versions/" + std::to_string(o.version) : std::string());
   json request;

@@ -26,15 +26,19 @@ Result<std::shared_ptr<const Model>> Model::load(const std::string& dir) {
 Result<std::shared_ptr<const Model>> Model::from_memory(std::string_view manifest_json,
                                                         std::shared_ptr<const HostBuffer> weights_file,
                                                         std::string_view source) {
-  const std::string wfile = std::string(source) + "/" + kWeightsFile;
+  // model.json first: its errors are the ones a user should see first.
+  const std::string dir(source);
+  EMBER_ASSIGN_OR_RETURN(Manifest manifest, parse_manifest(manifest_json, dir + "/" + kManifestFile));
   EMBER_ASSIGN_OR_RETURN(auto index, parse_safetensors(weights_file->data(), weights_file->size(),
-                                                       weights_file->size(), wfile));
-  return assemble(manifest_json, std::move(index), std::move(weights_file), source);
+                                                       weights_file->size(), dir + "/" + kWeightsFile));
+  return assemble(std::move(manifest), std::move(index), std::move(weights_file), source);
 }
 
 Result<uint64_t> Model::check_dir(const std::string& dir) {
   const std::string wfile = dir + "/" + kWeightsFile;
-  EMBER_ASSIGN_OR_RETURN(auto manifest, HostBuffer::read_file(dir + "/" + kManifestFile, kMaxManifestBytes));
+  EMBER_ASSIGN_OR_RETURN(auto manifest_text, HostBuffer::read_file(dir + "/" + kManifestFile, kMaxManifestBytes));
+  std::string_view text(reinterpret_cast<const char*>(manifest_text->data()), manifest_text->size());
+  EMBER_ASSIGN_OR_RETURN(Manifest manifest, parse_manifest(text, dir + "/" + kManifestFile));
   // Only the weights file's header is read: the layout checks need offsets, not values.
   std::ifstream f(wfile, std::ios::binary);
   if (!f) return not_found(wfile + ": no such file");
@@ -49,12 +53,11 @@ Result<uint64_t> Model::check_dir(const std::string& dir) {
   f.read(reinterpret_cast<char*>(prefix.data() + kSafetensorsPrefixBytes), static_cast<std::streamsize>(n));
   if (static_cast<uint64_t>(f.gcount()) != n) return io_error(wfile + ": cannot read the header");
   EMBER_ASSIGN_OR_RETURN(auto index, parse_safetensors(prefix.data(), prefix.size(), file_size, wfile));
-  std::string_view text(reinterpret_cast<const char*>(manifest->data()), manifest->size());
-  EMBER_RETURN_IF_ERROR(assemble(text, std::move(index), nullptr, dir));
+  EMBER_RETURN_IF_ERROR(assemble(std::move(manifest), std::move(index), nullptr, dir));
   return file_size;
 }
 
-Result<std::shared_ptr<const Model>> Model::assemble(std::string_view manifest_json, SafetensorsIndex index,
+Result<std::shared_ptr<const Model>> Model::assemble(Manifest manifest, SafetensorsIndex index,
                                                      std::shared_ptr<const HostBuffer> weights_file,
                                                      std::string_view source) {
   const std::string dir(source);
@@ -62,7 +65,7 @@ Result<std::shared_ptr<const Model>> Model::assemble(std::string_view manifest_j
   const std::string wfile = dir + "/" + kWeightsFile;
   std::shared_ptr<Model> m(new Model());
   m->source_ = dir;
-  EMBER_ASSIGN_OR_RETURN(m->manifest_, parse_manifest(manifest_json, mfile));
+  m->manifest_ = std::move(manifest);
   EMBER_ASSIGN_OR_RETURN(m->graph_, build_graph(m->manifest_, mfile));
   m->index_ = std::move(index);
   m->file_ = std::move(weights_file);

@@ -79,8 +79,8 @@ class Model {
 
  private:
   Model() = default;
-  /// Validates the manifest against the index; `weights_file` may be null (check_dir).
-  static Result<std::shared_ptr<const Model>> assemble(std::string_view manifest_json, SafetensorsIndex index,
+  /// Validates a parsed manifest against the index; `weights_file` may be null (check_dir).
+  static Result<std::shared_ptr<const Model>> assemble(Manifest manifest, SafetensorsIndex index,
                                                        std::shared_ptr<const HostBuffer> weights_file,
                                                        std::string_view source);
 

@@ -64,7 +64,7 @@ Result<Digest> MemoryBlob::compute_digest() const { return Sha256::of(data_, byt
 
 // ---------------------------------------------------------------- FileBlob
 
-Result<std::shared_ptr<const FileBlob>> FileBlob::open(const std::string& path) {
+Result<std::shared_ptr<const FileBlob>> FileBlob::open(const std::string& path, std::optional<Digest> known_digest) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     const int err = errno;
@@ -78,7 +78,7 @@ Result<std::shared_ptr<const FileBlob>> FileBlob::open(const std::string& path) 
   }
   // Tell the kernel the reads are sequential: larger readahead for the page cache misses.
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-  return std::shared_ptr<const FileBlob>(new FileBlob(fd, path, static_cast<uint64_t>(st.st_size)));
+  return std::shared_ptr<const FileBlob>(new FileBlob(fd, path, static_cast<uint64_t>(st.st_size), known_digest));
 }
 
 FileBlob::~FileBlob() { ::close(fd_); }

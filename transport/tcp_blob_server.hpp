@@ -15,14 +15,32 @@
 // Nothing here throws, blocks its caller (start() and stop() are prompt), or touches a device.
 // A receiver that disconnects or stops reading for send_timeout ends its transfer only.
 //
+// The end frame needs the blob's digest: memoized in the Blob, or given to it (MemoryBlob and
+// FileBlob take a known digest). Otherwise the first transfer of a Blob object hashes it after the
+// last data frame, a silence of about 1 s per GB (SHA-256 at ~1 GB/s here) that the receiver's idle
+// timeout must cover; a lookup that builds a new Blob per request pays that on every transfer.
+//
 // Sends gather the frame header and the payload in one sendmsg; an in-memory blob's bytes go from
 // its buffer straight to the socket (no copy in user space), a file's through one chunk buffer per
 // transfer.
 //
-// Chunk size (measured with bench/blob_transfer_bench, 1 GiB in-memory blob, loopback, server and
-// receiver in one process on the 2-vCPU VM of dependencies.md §7, receiver verifying CRC-32C and
-// SHA-256 as it goes; median of 5 runs):
-//   CHUNK_FIGURES
+// Chunk size, measured with bench/blob_transfer_bench: a 1 GiB in-memory blob over loopback, server
+// and receiver in one process on the 2-vCPU VM of dependencies.md §7 (Xeon, 2.0 GHz, SHA-NI),
+// every fetch fully verified; median of 5 fetches (the 16 MiB row from a second run: the first was
+// disturbed by other builds on the VM). CPU = user + system seconds of the process per GiB.
+//   chunk     fetch_blob GB/s    fresh-buffer GB/s   CPU s/GiB   raw TCP GB/s (CPU s/GiB)
+//   256 KiB   1.04               0.82                1.68        3.23 (0.55)
+//   1 MiB     1.05               0.83                1.71        3.04 (0.53)
+//   4 MiB     1.02               0.79                1.67        2.58 (0.56)
+//   16 MiB    1.02               0.83                1.79        2.49
+// One core hashes SHA-256 at 1.07 GB/s here, and the receiver's SHA-256 is the ceiling: every
+// chunk size from 256 KiB to 16 MiB gives the same rate and the same CPU per byte (per-chunk costs,
+// a header and a few syscalls, are noise at these sizes). So the default is chosen on other
+// grounds: 4 MiB is one socket buffer's worth (the size dependencies.md §7 measured raw TCP with),
+// keeps the per-hop delay of cut-through forwarding near 4 ms at 1 GB/s, and a failed fetch loses
+// at most one unverified chunk. "Fresh buffer": a receive buffer never touched before; its page
+// faults cost about 20%.
+//
 // Lifecycle: start() -> serving -> stop() (idempotent; also run by the destructor). stop() closes
 // the listening socket, shuts every transfer's socket down (its receiver sees a truncated stream),
 // and joins every thread before it returns.

@@ -75,6 +75,17 @@ TEST(FileBlob, ReadsAndDigest) {
   std::filesystem::remove(path);
 }
 
+TEST(FileBlob, TrustsAKnownDigest) {
+  const std::string path = temp_path("fileblob_known");
+  std::ofstream(path, std::ios::binary) << "weights";
+  Digest known{};
+  known[31] = 7;  // not the file's digest: proves it is used as given, never computed
+  auto blob = FileBlob::open(path, known);
+  ASSERT_TRUE(blob.ok());
+  EXPECT_EQ(*(*blob)->digest(), known);
+  std::filesystem::remove(path);
+}
+
 TEST(FileBlob, AChangedSizeIsAStickyError) {
   const std::string path = temp_path("fileblob_grow");
   std::ofstream(path, std::ios::binary) << std::string(4096, 'a');

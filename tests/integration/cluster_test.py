@@ -1,0 +1,248 @@
+#!/usr/bin/python3
+"""Multi-process integration test: a manager (with the HTTP gateway) and three `ember node` processes
+on loopback, three models loaded, concurrent clients, and one node killed with SIGKILL in the middle.
+
+Every request must either succeed with the right output (compared with running the same model and
+input directly with `ember run`) or get a clear retryable error (HTTP 503/504 with a JSON "error");
+no request may hang or go unanswered, and afterwards the surviving cluster must serve every model,
+including those the killed node held.
+
+Usage: cluster_test.py --ember PATH [--clients 6] [--requests 600]
+"""
+import argparse
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+import ember_torch  # noqa: E402  (safetensors and input helpers; torch is not needed)
+import numpy as np  # noqa: E402
+
+MODELS = {"mlp": ("mlp", 11), "bert": ("bert-base", 12), "resnet": ("resnet50", 13)}
+KSERVE = {np.dtype(np.float32): "FP32", np.dtype(np.int64): "INT64"}
+
+
+class Failure(Exception):
+    pass
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for(what, predicate, seconds):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            if predicate():
+                return
+        except (OSError, http.client.HTTPException):
+            pass
+        time.sleep(0.2)
+    raise Failure(f"timed out after {seconds} s waiting for {what}")
+
+
+def request(port, method, path, body=None, timeout=60):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path, body=json.dumps(body) if body is not None else "{}",
+                     headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        return r.status, r.read().decode()
+    finally:
+        conn.close()
+
+
+def make_cases(ember, work):
+    """Per model: a few inputs and the outputs `ember run` computes for them directly."""
+    repo = os.path.join(work, "repo")
+    cases = {}
+    for name, (arch, seed) in MODELS.items():
+        d = os.path.join(repo, name, "1")
+        subprocess.run([ember, "model", "new", "--arch", arch, "--tiny", "--seed", str(seed), "--out", d],
+                       check=True, capture_output=True)
+        cases[name] = []
+        for k, (batch, seq) in enumerate([(1, 4), (2, 6), (1, 9)]):
+            inputs = ember_torch.random_inputs(arch, True, batch=batch, seq_len=seq, seed=100 * seed + k)
+            fin, fout = os.path.join(work, f"{name}-{k}-in.safetensors"), os.path.join(work, f"{name}-{k}-out.safetensors")
+            ember_torch.write_safetensors(fin, inputs.items())
+            subprocess.run([ember, "--log-level", "warn", "run", d, "--input", fin, "--output", fout, "--repeat", "0",
+                            "--device", "sim", "--threads", "1"], check=True, capture_output=True)
+            body = {"inputs": [{"name": n, "datatype": KSERVE[a.dtype], "shape": list(a.shape),
+                                "data": a.reshape(-1).tolist()} for n, a in inputs.items()]}
+            cases[name].append((body, ember_torch.read_safetensors(fout)))
+    return repo, cases
+
+
+def check_answer(status, text, expected):
+    """'ok', 'retryable' or raises Failure with what is wrong."""
+    if status == 200:
+        reply = json.loads(text)
+        got = {o["name"]: np.array(o["data"], dtype=np.float32).reshape(o["shape"]) for o in reply["outputs"]}
+        for name, want in expected.items():
+            if name not in got:
+                raise Failure(f"output {name} missing from {list(got)}")
+            scale = max(float(np.max(np.abs(want))), 1e-12)
+            err = float(np.max(np.abs(got[name] - want))) / scale
+            if got[name].shape != want.shape or err > 1e-5:
+                raise Failure(f"output {name} differs from the direct run: shape {got[name].shape} vs {want.shape}, "
+                              f"relative error {err:.2e}")
+        return "ok"
+    try:
+        message = json.loads(text).get("error", "")
+    except ValueError:
+        raise Failure(f"HTTP {status} without a JSON error body: {text[:200]}")
+    if status in (503, 504) and message:
+        return "retryable"
+    raise Failure(f"HTTP {status}: {message}")
+
+
+def node_replicas(port):
+    status, text = request(port, "GET", "/metrics")
+    out = {}
+    for m in re.finditer(r'^ember_replicas\{node="([^"]+)"\} (\S+)$', text, re.M):
+        out[m.group(1)] = float(m.group(2))
+    return out
+
+
+def run(ember, clients, total):
+    work = tempfile.mkdtemp(prefix="ember-cluster-")
+    procs = {}
+    logs = {}
+    try:
+        repo, cases = make_cases(ember, work)
+        mport, hport = free_port(), free_port()
+
+        def spawn(name, args):
+            logs[name] = open(os.path.join(work, name + ".log"), "w")
+            procs[name] = subprocess.Popen([ember, *args], stdout=logs[name], stderr=subprocess.STDOUT)
+
+        spawn("manager", ["manager", "--listen", f"127.0.0.1:{mport}", "--repository", repo, "--http",
+                          f"127.0.0.1:{hport}", "--node-timeout", "2s", "--cold-start-timeout", "20s"])
+        wait_for("the gateway", lambda: request(hport, "GET", "/v2/health/ready")[0] == 200, 20)
+        for i in (1, 2, 3):
+            spawn(f"node{i}", ["node", "--manager", f"127.0.0.1:{mport}", "--name", f"node{i}", "--device-memory",
+                               "512MiB", "--cache", "512MiB", "--threads", "1"])
+        wait_for("three nodes", lambda: len(node_replicas(hport)) == 3, 30)
+        for name in MODELS:
+            status, text = request(hport, "POST", f"/v2/repository/models/{name}/load")
+            if status != 200:
+                raise Failure(f"load {name}: HTTP {status} {text}")
+        placement = node_replicas(hport)
+        print("replicas per node after loading:", placement)
+
+        counts = {"ok": 0, "retryable": 0}
+        failures = []
+        done = [0]
+        lock = threading.Lock()
+        killed = threading.Event()
+        victim = max(placement, key=lambda n: placement[n])  # a node that holds replicas
+
+        def client(index):
+            conn = http.client.HTTPConnection("127.0.0.1", hport, timeout=60)
+            names = sorted(MODELS)
+            i = index
+            while True:
+                with lock:
+                    if done[0] >= total:
+                        break
+                    done[0] += 1
+                    n = done[0]
+                if n == total // 3 and not killed.is_set():
+                    os.kill(procs[victim].pid, signal.SIGKILL)
+                    killed.set()
+                    print(f"killed {victim} (pid {procs[victim].pid}) after {n} requests")
+                name = names[i % len(names)]
+                body, expected = cases[name][(i // len(names)) % len(cases[name])]
+                i += 1
+                try:
+                    conn.request("POST", f"/v2/models/{name}/infer", body=json.dumps(body),
+                                 headers={"Content-Type": "application/json"})
+                    r = conn.getresponse()
+                    outcome = check_answer(r.status, r.read().decode(), expected)
+                except Failure as e:
+                    with lock:
+                        failures.append(f"{name}: {e}")
+                    continue
+                except (OSError, http.client.HTTPException) as e:  # a hang shows up here as a timeout
+                    with lock:
+                        failures.append(f"{name}: no answer: {type(e).__name__}: {e}")
+                    conn = http.client.HTTPConnection("127.0.0.1", hport, timeout=60)
+                    continue
+                with lock:
+                    counts[outcome] += 1
+            conn.close()
+
+        start = time.time()
+        threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+            if t.is_alive():
+                raise Failure("a client thread is still waiting after 300 s: a request hangs")
+        elapsed = time.time() - start
+        print(f"{total} requests from {clients} clients in {elapsed:.1f} s: {counts['ok']} correct, "
+              f"{counts['retryable']} retryable errors, {len(failures)} failures")
+        if failures:
+            raise Failure(f"{len(failures)} bad answers, e.g.: " + "; ".join(failures[:5]))
+        if not killed.is_set():
+            raise Failure("the node was never killed")
+        if counts["ok"] < total // 2:
+            raise Failure(f"only {counts['ok']} of {total} requests succeeded")
+
+        # The survivors serve everything, including what the killed node held.
+        for name in MODELS:
+            body, expected = cases[name][0]
+
+            def served():
+                status, text = request(hport, "POST", f"/v2/models/{name}/infer", body)
+                return check_answer(status, text, expected) == "ok"
+
+            wait_for(f"{name} served after the kill", served, 30)
+        print("after the kill:", node_replicas(hport))
+        with open(os.path.join(work, "manager.log")) as f:
+            log = f.read()
+        if f"node {victim}" not in log or "lost" not in log:
+            raise Failure("the manager did not log the lost node")
+        print("PASS")
+        return 0
+    except Failure as e:
+        print(f"FAIL: {e}")
+        for name, f in logs.items():
+            f.flush()
+            with open(os.path.join(work, name + ".log")) as log:
+                tail = log.read().splitlines()[-15:]
+            print(f"--- {name}.log (last lines)\n" + "\n".join(tail))
+        return 1
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+        for p in procs.values():
+            p.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ember", required=True)
+    ap.add_argument("--clients", type=int, default=6)
+    ap.add_argument("--requests", type=int, default=600)
+    args = ap.parse_args()
+    return run(args.ember, args.clients, args.requests)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
