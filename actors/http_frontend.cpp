@@ -185,8 +185,15 @@ struct HttpFrontend::Impl {
                  auto snap = view->snapshot();
                  const ModelView* m = snap->find(key.name, key.version);
                  if (!m) return reply_error(res, not_found("unknown model '" + key.name + "'"));
+                 json body{{"name", key.name}, {"ready", m->ready}};
+                 if (!m->ready) {
+                   body["error"] = m->state.state == "failed" ? "model cannot load: " + m->state.reason
+                                   : m->state.explicitly_unloaded
+                                       ? std::string("model is unloaded")
+                                       : "no warm replica (" + m->state.state + "); the first request loads one";
+                 }
                  res.status = m->ready ? 200 : 400;
-                 res.set_content(json{{"name", key.name}, {"ready", m->ready}}.dump(), kJson);
+                 res.set_content(body.dump(), kJson);
                });
     server.Post(R"(/v2/models/([^/]+)(?:/versions/([0-9]+))?/infer)",
                 [this](const httplib::Request& req, httplib::Response& res) {

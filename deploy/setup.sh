@@ -21,7 +21,7 @@ PACKAGES=(
   # the reference we check against and benchmark beside (run with /usr/bin/python3)
   python3 python3-torch python3-torchvision python3-numpy
   # network-namespace test clusters
-  iproute2
+  iproute2 curl
 )
 
 missing=()

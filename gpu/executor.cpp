@@ -242,7 +242,9 @@ Result<std::vector<HostTensor>> LayerExecutor::run_host(const std::vector<HostTe
     if (!id) {
       std::string expected;
       for (uint32_t i : inputs_) expected += (expected.empty() ? "" : ", ") + g.value_names[i];
-      return invalid_argument("unexpected input '" + t.name + "' (this range reads: " + expected + ")");
+      const bool whole = range_.first == 0 && range_.last == model_->num_layers();
+      return invalid_argument("unexpected input '" + t.name + "' (" + (whole ? "the model takes: " : "this layer range reads: ") +
+                              expected + ")");
     }
     if (std::find(ids.begin(), ids.end(), *id) != ids.end()) return invalid_argument("input '" + t.name + "' given twice");
     if (!std::binary_search(inputs_.begin(), inputs_.end(), *id)) continue;

@@ -1,0 +1,204 @@
+#!/usr/bin/python3
+"""The KServe v2 REST API of `ember serve`, end to end: every endpoint, and every kind of bad input
+getting a clear 4xx with a JSON error while the server keeps serving.
+
+Usage: http_api_test.py --ember PATH
+"""
+import argparse
+import http.client
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+
+class Failure(Exception):
+    pass
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Api:
+    def __init__(self, port):
+        self.port = port
+
+    def call(self, method, path, body=None, raw=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        try:
+            data = raw if raw is not None else (json.dumps(body) if body is not None else "{}")
+            conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+            r = conn.getresponse()
+            return r.status, r.read().decode(), dict(r.getheaders())
+        finally:
+            conn.close()
+
+    def expect(self, method, path, status, body=None, raw=None, error=None):
+        got, text, headers = self.call(method, path, body, raw)
+        if got != status:
+            raise Failure(f"{method} {path}: HTTP {got}, expected {status}: {text[:300]}")
+        if status >= 400:
+            try:
+                message = json.loads(text)["error"]
+            except (ValueError, KeyError):
+                raise Failure(f"{method} {path}: HTTP {status} without a JSON error: {text[:200]}")
+            if error and error not in message:
+                raise Failure(f"{method} {path}: error '{message}' lacks '{error}'")
+            print(f"ok: {method} {path} -> {status} {message[:110]}")
+        else:
+            print(f"ok: {method} {path} -> {status}")
+        return text, headers
+
+
+def mlp_request(rows=1, value=0.5, dtype="FP32", width=16):
+    return {"id": "req-1", "inputs": [{"name": "input", "datatype": dtype, "shape": [rows, width],
+                                       "data": [value] * (rows * width)}]}
+
+
+def run(ember):
+    work = tempfile.mkdtemp(prefix="ember-http-")
+    server = None
+    try:
+        repo = os.path.join(work, "repo")
+        for arch, where in (("mlp", "mlp/1"), ("mlp", "mlp/2"), ("bert-base", "bert")):
+            subprocess.run([ember, "model", "new", "--arch", arch, "--tiny", "--seed", "5", "--out",
+                            os.path.join(repo, where)], check=True, capture_output=True)
+        os.makedirs(os.path.join(repo, "broken", "1"))
+        shutil.copy(os.path.join(repo, "mlp", "1", "model.json"), os.path.join(repo, "broken", "1"))
+        with open(os.path.join(repo, "broken", "1", "weights.safetensors"), "wb") as f:
+            f.write(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}")
+        port = free_port()
+        log = open(os.path.join(work, "serve.log"), "w")
+        server = subprocess.Popen([ember, "serve", "--repository", repo, "--http", f"127.0.0.1:{port}",
+                                   "--device-memory", "256MiB", "--cache", "256MiB", "--threads", "1"],
+                                  stdout=log, stderr=subprocess.STDOUT)
+        api = Api(port)
+        deadline = time.time() + 20
+        while True:
+            try:
+                if api.call("GET", "/v2/health/ready")[0] == 200:
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                raise Failure("the server did not become ready")
+            time.sleep(0.1)
+
+        # Server and health.
+        text, _ = api.expect("GET", "/v2", 200)
+        if json.loads(text)["name"] != "ember" or "model_repository" not in json.loads(text)["extensions"]:
+            raise Failure(f"server metadata: {text}")
+        api.expect("GET", "/v2/health/live", 200)
+
+        # Metadata and readiness: a cold model is registered but not ready.
+        text, _ = api.expect("GET", "/v2/models/mlp", 200)
+        meta = json.loads(text)
+        if meta["versions"] != ["1", "2"] or meta["inputs"][0] != {"name": "input", "datatype": "FP32", "shape": [-1, 16]}:
+            raise Failure(f"metadata: {meta}")
+        api.expect("GET", "/v2/models/mlp/versions/1", 200)
+        api.expect("GET", "/v2/models/mlp/ready", 400)
+        api.expect("GET", "/v2/models/nope", 404, error="unknown model 'nope'")
+
+        # Inference (scale from zero on the first request), default and explicit versions.
+        text, _ = api.expect("POST", "/v2/models/mlp/infer", 200, mlp_request(rows=2))
+        reply = json.loads(text)
+        if reply["model_version"] != "2" or reply["id"] != "req-1" or reply["outputs"][0]["shape"] != [2, 4]:
+            raise Failure(f"infer reply: {reply}")
+        text, _ = api.expect("POST", "/v2/models/mlp/versions/1/infer", 200, mlp_request())
+        if json.loads(text)["model_version"] != "1":
+            raise Failure("version 1 not served")
+        api.expect("GET", "/v2/models/mlp/ready", 200)
+        req = mlp_request()
+        req["outputs"] = [{"name": "fc3"}]
+        api.expect("POST", "/v2/models/mlp/infer", 200, req)
+
+        # Bad input: each a clear 4xx; the server keeps serving.
+        api.expect("POST", "/v2/models/mlp/infer", 400, raw='{"inputs": [', error="not valid JSON")
+        api.expect("POST", "/v2/models/mlp/infer", 400, raw="[1,2]", error="must be a JSON object")
+        api.expect("POST", "/v2/models/mlp/infer", 400, {"inputs": []}, error="'inputs'")
+        api.expect("POST", "/v2/models/mlp/infer", 400, mlp_request(dtype="INT64", value=1), error="expected float32")
+        api.expect("POST", "/v2/models/mlp/infer", 400, mlp_request(width=15), error="[1, 15]")
+        bad = mlp_request()
+        bad["inputs"][0]["shape"] = [1, 17]
+        api.expect("POST", "/v2/models/mlp/infer", 400, bad, error="holds 16 values but shape [1, 17] needs 17")
+        bad = mlp_request()
+        bad["inputs"][0]["name"] = "image"
+        api.expect("POST", "/v2/models/mlp/infer", 400, bad, error="unexpected input 'image'")
+        bad = mlp_request()
+        bad["outputs"] = [{"name": "logits"}]
+        api.expect("POST", "/v2/models/mlp/infer", 400, bad, error="no output 'logits'")
+        api.expect("POST", "/v2/models/nope/infer", 404, mlp_request(), error="unknown model 'nope'")
+        api.expect("POST", "/v2/models/mlp/versions/7/infer", 404, mlp_request(), error="version 7")
+        big = '{"inputs": [' + " " * (65 << 20) + "]}"
+        api.expect("POST", "/v2/models/mlp/infer", 413, raw=big, error="exceeds the configured limit")
+        api.expect("GET", "/v2/no/such/thing", 404, error="no such endpoint")
+        ids = {"inputs": [{"name": "input_ids", "datatype": "INT64", "shape": [1, 3], "data": [1, 2, 999]},
+                          {"name": "token_type_ids", "datatype": "INT64", "shape": [1, 3], "data": [0, 0, 0]}]}
+        api.expect("POST", "/v2/models/bert/infer", 400, ids, error="outside the 100 rows")
+        api.expect("POST", "/v2/models/mlp/infer", 200, mlp_request())
+
+        # The repository extension.
+        text, _ = api.expect("POST", "/v2/repository/index", 200)
+        index = {(e["name"], e["version"]): e for e in json.loads(text)}
+        if index[("mlp", "2")]["state"] != "READY" or index[("broken", "1")]["state"] != "UNAVAILABLE":
+            raise Failure(f"index: {index}")
+        if "weights.safetensors" not in index[("broken", "1")].get("reason", ""):
+            raise Failure(f"the broken model's reason: {index[('broken', '1')]}")
+        api.expect("POST", "/v2/repository/models/broken/load", 400, error="weights.safetensors")
+        api.expect("POST", "/v2/models/broken/infer", 400, mlp_request(), error="cannot load")
+        api.expect("POST", "/v2/repository/models/nope/load", 404, error="nope")
+        api.expect("POST", "/v2/repository/models/bert/load", 200)
+        api.expect("GET", "/v2/models/bert/ready", 200)
+        api.expect("POST", "/v2/repository/models/mlp/unload", 200)
+        api.expect("POST", "/v2/models/mlp/infer", 400, mlp_request(), error="unloaded")
+        api.expect("POST", "/v2/repository/models/mlp/load", 200)
+        api.expect("POST", "/v2/models/mlp/infer", 200, mlp_request())
+
+        # Metrics: Prometheus text with the families the issue asks for.
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        conn.request("GET", "/metrics")
+        r = conn.getresponse()
+        metrics = r.read().decode()
+        if r.status != 200 or "text/plain" not in r.getheader("Content-Type", ""):
+            raise Failure(f"/metrics: HTTP {r.status} {r.getheader('Content-Type')}")
+        for family in ("ember_requests_total", "ember_request_duration_seconds_bucket", "ember_queue_duration_seconds",
+                       "ember_compute_duration_seconds", "ember_cold_starts_total", "ember_model_bytes_fetched_total",
+                       "ember_cache_resident_bytes", "ember_device_memory_used_bytes"):
+            if family not in metrics:
+                raise Failure(f"/metrics lacks {family}")
+        if 'outcome="invalid_argument"' not in metrics or 'outcome="success"' not in metrics:
+            raise Failure("/metrics does not count outcomes")
+        print("ok: /metrics")
+        if server.poll() is not None:
+            raise Failure("the server died")
+        print("PASS")
+        return 0
+    except Failure as e:
+        print(f"FAIL: {e}")
+        try:
+            with open(os.path.join(work, "serve.log")) as f:
+                print("--- serve.log\n" + "\n".join(f.read().splitlines()[-20:]))
+        except OSError:
+            pass
+        return 1
+    finally:
+        if server and server.poll() is None:
+            server.terminate()
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ember", required=True)
+    sys.exit(run(ap.parse_args().ember))
