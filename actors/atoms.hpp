@@ -32,6 +32,10 @@ using unpin_atom = caf::atom_constant<caf::atom("unpin")>;
 inline constexpr unpin_atom unpin_atom_v{};
 using tick_atom = caf::atom_constant<caf::atom("tick")>;
 inline constexpr tick_atom tick_atom_v{};
+using distribute_atom = caf::atom_constant<caf::atom("distribute")>;  // fill node caches
+inline constexpr distribute_atom distribute_atom_v{};
+using evict_atom = caf::atom_constant<caf::atom("evict")>;  // drop bytes from node caches
+inline constexpr evict_atom evict_atom_v{};
 using expire_atom = caf::atom_constant<caf::atom("expire")>;
 inline constexpr expire_atom expire_atom_v{};
 

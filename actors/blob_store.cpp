@@ -8,15 +8,28 @@ std::shared_ptr<const gpu::HostBuffer> BlobStore::find(const std::string& key) c
   return it == blobs_.end() ? nullptr : it->second.bytes;
 }
 
-void BlobStore::put(const std::string& key, const model_key& model, std::shared_ptr<const gpu::HostBuffer> bytes) {
+void BlobStore::put(const std::string& key, const model_key& model, std::shared_ptr<const gpu::HostBuffer> bytes,
+                    std::optional<transport::Digest> digest) {
   std::lock_guard lock(mu_);
   auto& e = blobs_[key];
   if (e.bytes) used_ -= e.bytes->size();
   used_ += bytes->size();
   const uint8_t* data = bytes->data();
   const uint64_t size = bytes->size();
-  auto blob = std::make_shared<transport::MemoryBlob>(bytes, data, size);
+  auto blob = std::make_shared<transport::MemoryBlob>(bytes, data, size, digest);
   e = {model, std::move(bytes), std::move(blob)};
+  growing_.erase(key);
+}
+
+void BlobStore::put_growing(const std::string& key, std::shared_ptr<const transport::GrowingBlob> blob) {
+  std::lock_guard lock(mu_);
+  growing_[key] = std::move(blob);
+}
+
+void BlobStore::erase_growing(const std::string& key, const transport::GrowingBlob* blob) {
+  std::lock_guard lock(mu_);
+  auto it = growing_.find(key);
+  if (it != growing_.end() && it->second.get() == blob) growing_.erase(it);
 }
 
 void BlobStore::erase(const std::string& key) {
@@ -41,12 +54,10 @@ std::vector<model_key> BlobStore::models() const {
 
 transport::BlobLookup BlobStore::lookup() const {
   return [this](const std::string& key) -> Result<std::shared_ptr<const transport::Blob>> {
-    auto bytes = find(key);
-    if (!bytes) return not_found("this node's cache does not hold '" + key + "'");
-    const uint8_t* data = bytes->data();
-    const uint64_t size = bytes->size();
-    return std::shared_ptr<const transport::Blob>(
-        std::make_shared<transport::MemoryBlob>(std::move(bytes), data, size));
+    std::lock_guard lock(mu_);
+    if (auto it = blobs_.find(key); it != blobs_.end()) return std::shared_ptr<const transport::Blob>(it->second.blob);
+    if (auto it = growing_.find(key); it != growing_.end()) return std::shared_ptr<const transport::Blob>(it->second);
+    return not_found("this node's cache does not hold '" + key + "'");
   };
 }
 

@@ -10,24 +10,35 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "actors/messages.hpp"
 #include "gpu/host_buffer.hpp"
 #include "transport/blob.hpp"
+#include "transport/growing_blob.hpp"
 
 namespace ember {
 
 class BlobStore {
  public:
   std::shared_ptr<const gpu::HostBuffer> find(const std::string& key) const;
-  void put(const std::string& key, const model_key& model, std::shared_ptr<const gpu::HostBuffer> bytes);
+  /// `digest`: the SHA-256 of `bytes` when already verified (a fetch checked it), so serving the
+  /// blob never hashes it again.
+  void put(const std::string& key, const model_key& model, std::shared_ptr<const gpu::HostBuffer> bytes,
+           std::optional<transport::Digest> digest = std::nullopt);
   void erase(const std::string& key);
+  /// A blob this node is still receiving as a multicast hop: served (cut-through) to the next hop
+  /// while no resident copy exists; not resident (find() and models() do not see it). put() of the
+  /// same key supersedes it; erase_growing() removes it if it is still `blob`.
+  void put_growing(const std::string& key, std::shared_ptr<const transport::GrowingBlob> blob);
+  void erase_growing(const std::string& key, const transport::GrowingBlob* blob);
   uint64_t used_bytes() const;
   std::vector<model_key> models() const;
 
-  /// For a transport::BlobServer: serves resident blobs from memory, not_found otherwise.
+  /// For a transport::BlobServer: serves resident blobs from memory, then blobs still arriving,
+  /// not_found otherwise.
   transport::BlobLookup lookup() const;
 
  private:
@@ -40,6 +51,7 @@ class BlobStore {
   };
   mutable std::mutex mu_;
   std::map<std::string, Entry> blobs_;  // guarded by mu_
+  std::map<std::string, std::shared_ptr<const transport::GrowingBlob>> growing_;  // guarded by mu_
   uint64_t used_ = 0;                   // guarded by mu_
 };
 

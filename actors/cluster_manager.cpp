@@ -8,10 +8,12 @@
 #include <map>
 #include <set>
 
+#include "actors/chain_controller.hpp"
 #include "actors/cluster_manager_interface.hpp"
 #include "actors/errors.hpp"
 #include "actors/worker_pool.hpp"
 #include "config/units.hpp"
+#include "placement/chain_builder.hpp"
 #include "placement/replica_placement.hpp"
 
 namespace ember {
@@ -51,6 +53,10 @@ struct manager_state {
   uint64_t epoch = 0;
   /// Requests waiting for a rescan, by scan request id.
   std::map<uint64_t, std::function<void()>> after_scan;
+  /// Multicast transfers in progress, and the transfer_peer of each hop that has reported.
+  ChainController chains;
+  std::map<std::pair<uint64_t, std::string>, caf::actor> hop_peers;
+  bool chain_timer = false;
 
   ~manager_state() { release_off_own_thread(scanner); }
 };
@@ -212,6 +218,164 @@ void fail_waiters(manager_state::Version& v, const Error& e) {
 
 void place(manager_pointer self, const model_key& key);
 
+// -- chains ----------------------------------------------------------------------------------
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr const char* kRepositoryName = "manager";
+
+blob_source repository_source(const manager_state& st) {
+  return {"repository", kRepositoryName, st.config.data_host, st.config.data_port};
+}
+
+/// The data-plane endpoint of a chain member: a node's blob server, or the repository's.
+std::optional<blob_source> source_named(const manager_state& st, const std::string& name) {
+  if (name == kRepositoryName) return repository_source(st);
+  for (const auto& [id, n] : st.nodes)
+    if (n.report.name == name) return blob_source{"peer", name, n.report.data_host, n.report.data_port};
+  return std::nullopt;
+}
+
+void send_splices(manager_pointer self, const std::vector<TransferSplice>& splices) {
+  auto& st = self->state;
+  for (const auto& sp : splices) {
+    auto peer = st.hop_peers.find({sp.transfer_id, sp.hop});
+    auto upstream = source_named(st, sp.upstream);
+    spdlog::info("manager: transfer {}: splice: {} now pulls from {}{}", sp.transfer_id, sp.hop, sp.upstream,
+                 peer == st.hop_peers.end() ? " (when it reports)" : "");
+    // A hop that has not reported yet is re-pointed by its first report (ChainController::on_progress).
+    if (peer != st.hop_peers.end() && upstream) {
+      self->send(caf::actor_cast<transfer_peer_actor>(peer->second), chain_splice{sp.transfer_id, *upstream});
+    }
+  }
+}
+
+void arm_chain_timer(manager_pointer self) {
+  auto& st = self->state;
+  if (st.chain_timer || st.chains.empty()) return;
+  st.chain_timer = true;
+  self->delayed_send(self, st.config.chain_check_interval, tick_atom_v);
+}
+
+void chain_tick(manager_pointer self) {
+  auto& st = self->state;
+  st.chain_timer = false;
+  send_splices(self, st.chains.check_stalls(now_ms()));
+  arm_chain_timer(self);
+}
+
+/// A hop's load ended (its reply came): the controller's record follows; a finished transfer is
+/// dropped with its peers.
+void hop_ended(manager_pointer self, uint64_t transfer, const std::string& hop, bool ok) {
+  auto& st = self->state;
+  if (transfer == 0) return;
+  if (ok) {
+    st.chains.on_done(transfer, hop, now_ms());
+  } else {
+    send_splices(self, st.chains.on_failed(transfer, hop));
+  }
+  st.hop_peers.erase({transfer, hop});
+  if (st.chains.finished(transfer)) {
+    st.chains.erase(transfer);
+    for (auto it = st.hop_peers.begin(); it != st.hop_peers.end();)
+      it = it->first.first == transfer ? st.hop_peers.erase(it) : std::next(it);
+  }
+}
+
+void on_chain_progress(manager_pointer self, chain_progress& p) {
+  auto& st = self->state;
+  if (p.state == "receiving") {
+    if (p.peer) st.hop_peers[{p.transfer_id, p.node}] = p.peer;
+    send_splices(self, st.chains.on_progress(p.transfer_id, p.node, p.upstream, p.offset, now_ms()));
+  } else if (p.state == "failed") {
+    spdlog::warn("manager: transfer {}: hop {} failed at offset {}: {}", p.transfer_id, p.node, p.offset, p.error);
+  }
+  // "done" and "failed" are recorded when the hop's load reply arrives (hop_ended).
+}
+
+caf::result<blob_source> on_upstream_request(manager_pointer self, const chain_upstream_request& r) {
+  auto& st = self->state;
+  std::vector<TransferSplice> splices;
+  auto upstream = st.chains.upstream_after_failure(r.transfer_id, r.node, r.failed_upstream, splices);
+  send_splices(self, splices);
+  if (!upstream.ok()) return to_caf(upstream.error());
+  auto src = source_named(st, *upstream);
+  if (!src) return to_caf(unavailable("upstream " + *upstream + " left the cluster"));
+  spdlog::info("manager: transfer {}: {} lost {} at offset {} ({}); pulls from {} now", r.transfer_id, r.node,
+               r.failed_upstream, r.offset, r.reason, *upstream);
+  return *src;
+}
+
+/// Where each receiver pulls from. Chain mode: chains from the nodes that hold the bytes (else the
+/// repository), one per holder, receivers spread evenly (placement/chain_builder.hpp); each hop
+/// pulls from its predecessor under a new transfer. Unicast: each pulls from a holder directly.
+struct LoadPlan {
+  uint64_t node = 0;
+  std::vector<blob_source> sources;
+  uint64_t transfer = 0;
+};
+
+Result<std::vector<LoadPlan>> plan_loads(manager_pointer self, const model_key& key, const std::vector<uint64_t>& receivers,
+                                         bool chain, std::vector<std::string>* chains_text) {
+  auto& st = self->state;
+  const auto& version = st.models.at(key);
+  const auto views = node_views(st, key);
+  std::vector<LoadPlan> out;
+  const placement::Source repo{"repository", kRepositoryName, st.config.data_host, st.config.data_port};
+  if (!chain) {
+    for (uint64_t r : receivers) {
+      LoadPlan p{r, {}, 0};
+      for (const auto& s : placement::choose_sources(views, r, repo)) p.sources.push_back({s.kind, s.name, s.host, s.port});
+      out.push_back(std::move(p));
+    }
+    return out;
+  }
+  std::set<uint64_t> receiving(receivers.begin(), receivers.end());
+  std::vector<placement::ChainSource> sources;
+  for (const auto& [id, n] : st.nodes) {
+    const auto& cached = n.report.cached;
+    const bool holds = version.replicas.count(id) || std::find(cached.begin(), cached.end(), key) != cached.end();
+    if (holds && !receiving.count(id)) sources.push_back({n.report.name, "", false});
+  }
+  sources.push_back({kRepositoryName, "", true});  // used only when no node holds the bytes
+  std::vector<placement::ChainReceiver> chain_receivers;
+  std::map<std::string, uint64_t> id_of;
+  for (uint64_t r : receivers) {
+    chain_receivers.push_back({st.nodes.at(r).report.name, ""});
+    id_of[st.nodes.at(r).report.name] = r;
+  }
+  EMBER_ASSIGN_OR_RETURN(auto chains, placement::build_chains(sources, chain_receivers));
+  const uint64_t transfer = st.chains.start(key.to_string(), version.entry.weights_bytes, chains, now_ms());
+  for (const auto& c : chains) {
+    std::string text = c.source;
+    for (size_t i = 0; i < c.hops.size(); ++i) {
+      text += " -> " + c.hops[i];
+      auto upstream = source_named(st, i == 0 ? c.source : c.hops[i - 1]);
+      out.push_back({id_of.at(c.hops[i]), {*upstream}, transfer});
+    }
+    spdlog::info("manager: transfer {} of {} ({}): {}", transfer, key.to_string(),
+                 format_bytes(version.entry.weights_bytes), text);
+    if (chains_text) chains_text->push_back(std::move(text));
+  }
+  arm_chain_timer(self);
+  return out;
+}
+
+load_replica load_request(manager_pointer self, const manager_state::Version& v, const LoadPlan& plan) {
+  load_replica req;
+  req.model = v.state.model;
+  req.manifest_json = v.entry.manifest_json;
+  req.blob_key = blob_key_of(v.state.model);
+  req.blob_bytes = v.entry.weights_bytes;
+  req.sources = plan.sources;
+  req.transfer_id = plan.transfer;
+  if (plan.transfer != 0) req.controller = caf::actor_cast<caf::actor>(self);
+  return req;
+}
+
 void on_loaded(manager_pointer self, const model_key& key, uint64_t node, uint64_t attempt, const replica_info& info) {
   auto& st = self->state;
   auto it = st.models.find(key);
@@ -261,22 +425,31 @@ void on_load_failed(manager_pointer self, const model_key& key, uint64_t node, u
   place(self, key);  // another node, if any is left
 }
 
-/// Starts a replica of `key` on the best node, unless one is ready or loading. Fails the waiters
-/// when no node can take it.
+/// Starts the replicas `key` lacks (at least one; `wanted` in all) on the best nodes, unless loads
+/// are in flight already. Two or more nodes that need the bytes get them by chained multicast.
+/// Fails the waiters when no node can take it.
 void place(manager_pointer self, const model_key& key) {
   auto& st = self->state;
   auto it = st.models.find(key);
   if (it == st.models.end()) return;
   auto& v = it->second;
   if (!v.loading_on.empty()) return;
-  if (!v.replicas.empty() && v.replicas.size() >= std::max<uint32_t>(1, v.wanted)) {
+  const uint32_t want = std::max<uint32_t>(1, v.wanted);
+  if (!v.replicas.empty() && v.replicas.size() >= want) {
     auto waiters = std::move(v.waiters);
     for (auto& w : waiters) w.deliver(v.state);
     return;
   }
-  const auto views = node_views(st, key);
-  auto target = placement::choose_node(views, v.entry.weights_bytes, v.failed_on);
-  if (!target) {
+  std::vector<uint64_t> targets;
+  std::set<uint64_t> excluded = v.failed_on;
+  while (targets.size() + v.replicas.size() < want) {
+    const auto views = node_views(st, key);
+    auto target = placement::choose_node(views, v.entry.weights_bytes, excluded);
+    if (!target) break;
+    targets.push_back(*target);
+    excluded.insert(*target);
+  }
+  if (targets.empty()) {
     const std::string why = st.nodes.empty() ? "no node has joined the cluster"
                                              : "no node has room for " + format_bytes(v.entry.weights_bytes) +
                                                    " of weights (tried " + std::to_string(v.failed_on.size()) + " of " +
@@ -287,28 +460,167 @@ void place(manager_pointer self, const model_key& key) {
     fail_waiters(v, unavailable("cannot place model " + key.to_string() + ": " + why));
     return;
   }
-  const placement::Source repo{"repository", "manager", st.config.data_host, st.config.data_port};
-  load_replica req;
-  req.model = key;
-  req.manifest_json = v.entry.manifest_json;
-  req.blob_key = blob_key_of(key);
-  req.blob_bytes = v.entry.weights_bytes;
-  for (const auto& s : placement::choose_sources(views, *target, repo))
-    req.sources.push_back({s.kind, s.name, s.host, s.port});
-  const uint64_t attempt = st.next_attempt++;
-  v.loading_on[*target] = attempt;
-  refresh_state(v);
-  publish(self, {key});
-  auto& node = st.nodes[*target];
-  spdlog::info(
-      "manager: placing {} on node {} (sources: {})", key.to_string(), node.report.name,
-      req.sources.front().kind + (req.sources.size() > 1 ? " +" + std::to_string(req.sources.size() - 1) : ""));
-  const uint64_t node_id = *target;
-  self->request(node.router, kLoadTimeout, std::move(req))
-      .then([self, key, node_id, attempt](replica_info& info) { on_loaded(self, key, node_id, attempt, info); },
-            [self, key, node_id, attempt](caf::error& err) {
+  // Nodes whose cache lacks the bytes: chained when there are several.
+  std::vector<uint64_t> needing, holding;
+  for (uint64_t t : targets) {
+    const auto& cached = st.nodes.at(t).report.cached;
+    (std::find(cached.begin(), cached.end(), key) != cached.end() ? holding : needing).push_back(t);
+  }
+  std::vector<LoadPlan> plans;
+  if (needing.size() >= 2) {
+    auto chained = plan_loads(self, key, needing, true, nullptr);
+    if (chained.ok()) {
+      plans = std::move(*chained);
+    } else {
+      spdlog::warn("manager: no chain for {}: {}; fetching directly", key.to_string(), chained.error().message());
+      holding.insert(holding.end(), needing.begin(), needing.end());
+    }
+  } else {
+    holding.insert(holding.end(), needing.begin(), needing.end());
+  }
+  if (!holding.empty()) {
+    auto direct = plan_loads(self, key, holding, false, nullptr);
+    for (auto& p : *direct) plans.push_back(std::move(p));
+  }
+  for (const auto& plan : plans) {
+    const uint64_t attempt = st.next_attempt++;
+    const uint64_t node_id = plan.node;
+    v.loading_on[node_id] = attempt;
+    auto& node = st.nodes[node_id];
+    spdlog::info("manager: placing {} on node {} (from {}{})", key.to_string(), node.report.name,
+                 plan.sources.front().name, plan.transfer ? ", transfer " + std::to_string(plan.transfer) : "");
+    const uint64_t transfer = plan.transfer;
+    const std::string hop = node.report.name;
+    self->request(node.router, kLoadTimeout, load_request(self, v, plan))
+        .then(
+            [self, key, node_id, attempt, transfer, hop](replica_info& info) {
+              hop_ended(self, transfer, hop, true);
+              on_loaded(self, key, node_id, attempt, info);
+            },
+            [self, key, node_id, attempt, transfer, hop](caf::error& err) {
+              hop_ended(self, transfer, hop, false);
               on_load_failed(self, key, node_id, attempt, from_caf(err));
             });
+  }
+  refresh_state(v);
+  publish(self, {key});
+}
+
+// -- distribution ----------------------------------------------------------------------------
+
+/// Nodes named in `names` (all nodes when empty), or not_found naming the first unknown one.
+Result<std::vector<uint64_t>> nodes_named(const manager_state& st, const std::vector<std::string>& names) {
+  std::vector<uint64_t> out;
+  if (names.empty()) {
+    for (const auto& [id, n] : st.nodes) out.push_back(id);
+    return out;
+  }
+  for (const auto& name : names) {
+    auto n = std::find_if(st.nodes.begin(), st.nodes.end(), [&](const auto& e) { return e.second.report.name == name; });
+    if (n == st.nodes.end()) return not_found("no node named '" + name + "' in the cluster");
+    if (std::find(out.begin(), out.end(), n->first) == out.end()) out.push_back(n->first);
+  }
+  return out;
+}
+
+void note_cached(manager_state& st, uint64_t node, const model_key& key, bool cached) {
+  auto n = st.nodes.find(node);
+  if (n == st.nodes.end()) return;
+  auto& list = n->second.report.cached;
+  auto at = std::find(list.begin(), list.end(), key);
+  if (cached && at == list.end()) list.push_back(key);
+  if (!cached && at != list.end()) list.erase(at);
+}
+
+caf::result<distribute_result> distribute(manager_pointer self, const distribute_request& req) {
+  auto& st = self->state;
+  auto* v = find_version(st, req.model);
+  if (!v) return to_caf(not_found("unknown model '" + req.model.name + "'"));
+  if (!v->entry.error.empty()) return to_caf(invalid_argument("model " + v->state.model.to_string() + ": " + v->entry.error));
+  if (req.mode != "chain" && req.mode != "unicast" && req.mode != "auto") {
+    return to_caf(invalid_argument("mode must be chain, unicast or auto, not '" + req.mode + "'"));
+  }
+  auto named = nodes_named(st, req.nodes);
+  if (!named.ok()) return to_caf(named.error());
+  const model_key key = v->state.model;
+  std::vector<uint64_t> receivers;
+  for (uint64_t id : *named) {
+    const auto& cached = st.nodes.at(id).report.cached;
+    const bool holds = v->replicas.count(id) || std::find(cached.begin(), cached.end(), key) != cached.end();
+    if (!holds) receivers.push_back(id);
+  }
+  auto result = std::make_shared<distribute_result>();
+  result->model = key;
+  result->mode = req.mode == "auto" ? (receivers.size() >= 2 ? "chain" : "unicast") : req.mode;
+  result->blob_bytes = v->entry.weights_bytes;
+  if (receivers.empty()) return *result;
+  auto plans = plan_loads(self, key, receivers, result->mode == "chain", &result->chains);
+  if (!plans.ok()) return to_caf(plans.error());
+  auto rp = self->make_response_promise<distribute_result>();
+  auto pending = std::make_shared<size_t>(plans->size());
+  const auto started = std::chrono::steady_clock::now();
+  auto one_done = [self, rp, pending, result, started]() mutable {
+    if (--*pending > 0) return;
+    result->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    rp.deliver(*result);
+  };
+  for (const auto& plan : *plans) {
+    auto req_msg = load_request(self, *v, plan);
+    req_msg.cache_only = true;
+    const uint64_t node_id = plan.node;
+    const uint64_t transfer = plan.transfer;
+    const std::string hop = st.nodes.at(node_id).report.name;
+    self->request(st.nodes.at(node_id).router, kLoadTimeout, std::move(req_msg))
+        .then(
+            [self, one_done, result, node_id, transfer, hop, key](replica_info& info) mutable {
+              hop_ended(self, transfer, hop, true);
+              note_cached(self->state, node_id, key, true);
+              result->nodes.push_back(std::move(info));
+              one_done();
+            },
+            [self, one_done, result, transfer, hop](caf::error& err) mutable {
+              hop_ended(self, transfer, hop, false);
+              result->errors.push_back(hop + ": " + from_caf(err).message());
+              one_done();
+            });
+  }
+  return rp;
+}
+
+caf::result<distribute_result> evict(manager_pointer self, const distribute_request& req) {
+  auto& st = self->state;
+  auto* v = find_version(st, req.model);
+  if (!v) return to_caf(not_found("unknown model '" + req.model.name + "'"));
+  auto named = nodes_named(st, req.nodes);
+  if (!named.ok()) return to_caf(named.error());
+  const model_key key = v->state.model;
+  auto result = std::make_shared<distribute_result>();
+  result->model = key;
+  result->mode = "evict";
+  result->blob_bytes = v->entry.weights_bytes;
+  auto rp = self->make_response_promise<distribute_result>();
+  auto pending = std::make_shared<size_t>(named->size());
+  if (named->empty()) {
+    rp.deliver(*result);
+    return rp;
+  }
+  for (uint64_t id : *named) {
+    const std::string name = st.nodes.at(id).report.name;
+    self->request(st.nodes.at(id).router, std::chrono::seconds(10), evict_atom_v, key)
+        .then(
+            [self, rp, pending, result, id, key, name](bool dropped) mutable {
+              if (dropped) {
+                note_cached(self->state, id, key, false);
+                result->nodes.push_back(replica_info{key, name, "", "evicted", 0, 0});
+              }
+              if (--*pending == 0) rp.deliver(*result);
+            },
+            [rp, pending, result, name](caf::error& err) mutable {
+              result->errors.push_back(name + ": " + from_caf(err).message());
+              if (--*pending == 0) rp.deliver(*result);
+            });
+  }
+  return rp;
 }
 
 // -- membership ------------------------------------------------------------------------------
@@ -355,6 +667,8 @@ void node_lost(manager_pointer self, const caf::actor_addr& addr, const caf::err
   const uint64_t id = node->first;
   const std::string name = node->second.report.name;
   st.nodes.erase(node);
+  // Chains through the node go around it; chains it fed continue from the repository.
+  send_splices(self, st.chains.node_lost(name, kRepositoryName));
   std::set<model_key> changed, replace;
   for (auto& [key, v] : st.models) {
     if (v.replicas.erase(id)) {
@@ -404,7 +718,7 @@ caf::result<model_state> ensure(manager_pointer self, const model_key& key) {
 
 caf::result<model_state> load(manager_pointer self, const model_command& cmd) {
   auto rp = self->make_response_promise<model_state>();
-  rescan(self, cmd.model.name, [self, rp, key = cmd.model]() mutable {
+  rescan(self, cmd.model.name, [self, rp, key = cmd.model, replicas = cmd.replicas]() mutable {
     auto* v = find_version(self->state, key);
     if (!v) {
       rp.deliver(to_caf(not_found("the repository has no model '" + key.name + "'" +
@@ -420,8 +734,8 @@ caf::result<model_state> load(manager_pointer self, const model_command& cmd) {
       }
     }
     v->state.explicitly_unloaded = false;
-    v->wanted = std::max<uint32_t>(v->wanted, 1);
-    if (!v->replicas.empty()) {
+    v->wanted = std::max<uint32_t>(v->wanted, std::max<uint32_t>(1, replicas));
+    if (!v->replicas.empty() && v->replicas.size() >= v->wanted) {
       rp.deliver(v->state);
       return;
     }
@@ -503,6 +817,14 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
         for (const auto& [id, n] : self->state.nodes) out.push_back(n.report);
         return out;
       },
+      // -- distribution and chains ---------------------------------------------------------------
+      [self](distribute_atom, const distribute_request& req) -> caf::result<distribute_result> {
+        return distribute(self, req);
+      },
+      [self](evict_atom, const distribute_request& req) -> caf::result<distribute_result> { return evict(self, req); },
+      [self](chain_progress& p) { on_chain_progress(self, p); },
+      [self](const chain_upstream_request& r) -> caf::result<blob_source> { return on_upstream_request(self, r); },
+      [self](tick_atom) { chain_tick(self); },
       // -- scanner -------------------------------------------------------------------------------
       [self](repository_scanned& scan) {
         apply_scan(self, scan.model, std::move(scan.entries));

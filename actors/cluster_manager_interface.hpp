@@ -14,6 +14,7 @@
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -24,6 +25,8 @@
 #include "actors/model_repository.hpp"
 #include "actors/node_router_interface.hpp"
 #include "actors/routing.hpp"
+#include "actors/transfer_peer_interface.hpp"
+#include "placement/chain_plan.hpp"
 
 namespace ember {
 
@@ -51,6 +54,14 @@ using cluster_manager_actor = caf::typed_actor<
     caf::replies_to<unload_atom, model_command>::with<model_state>,
     caf::replies_to<index_atom>::with<std::vector<model_state>>,
     caf::replies_to<nodes_atom>::with<std::vector<node_report>>,
+    /// Fill the host caches of nodes with a model's bytes (chained multicast by default), or drop
+    /// them. Errors: not_found (model or node), unavailable (no source, no receiver).
+    caf::replies_to<distribute_atom, distribute_request>::with<distribute_result>,
+    caf::replies_to<evict_atom, distribute_request>::with<distribute_result>,
+    /// The chain controller (see transfer_peer_interface.hpp): hops report and ask here.
+    caf::reacts_to<chain_progress>, caf::replies_to<chain_upstream_request>::with<blob_source>,
+    /// Internal: the chain controller's stall check.
+    caf::reacts_to<tick_atom>,
     /// Internal: the repository scanner's results.
     caf::reacts_to<repository_scanned>>;
 
@@ -62,6 +73,10 @@ struct ClusterManagerConfig {
   uint16_t data_port = 0;
   /// Re-place the replicas of a lost node on the survivors.
   bool replace_on_failure = true;
+  /// How often the chain controller looks for stalled hops while transfers run.
+  std::chrono::milliseconds chain_check_interval{250};
+  /// When a hop counts as stalled or slow (placement/chain_plan.hpp).
+  placement::StallOptions stall;
 };
 
 /// Spawns the manager over an initial scan of the repository. `index` (shared with the manager's

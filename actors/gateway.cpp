@@ -478,6 +478,12 @@ gateway_actor::behavior_type gateway_behavior(gateway_pointer self, GatewayConfi
       [self](load_atom, model_command& cmd) -> caf::result<model_state> {
         return self->delegate(self->state.manager, load_atom_v, std::move(cmd));
       },
+      [self](distribute_atom, distribute_request& req) -> caf::result<distribute_result> {
+        return self->delegate(self->state.manager, distribute_atom_v, std::move(req));
+      },
+      [self](evict_atom, distribute_request& req) -> caf::result<distribute_result> {
+        return self->delegate(self->state.manager, evict_atom_v, std::move(req));
+      },
       [self](unload_atom, model_command& cmd) -> caf::result<model_state> {
         return self->delegate(self->state.manager, unload_atom_v, std::move(cmd));
       },

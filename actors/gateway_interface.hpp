@@ -30,6 +30,8 @@ using gateway_actor = caf::typed_actor<
     caf::replies_to<load_atom, model_command>::with<model_state>,
     caf::replies_to<unload_atom, model_command>::with<model_state>,
     caf::replies_to<index_atom>::with<std::vector<model_state>>,
+    caf::replies_to<distribute_atom, distribute_request>::with<distribute_result>,
+    caf::replies_to<evict_atom, distribute_request>::with<distribute_result>,
     /// Internal timers: expire a held request; ask the manager again for a replica.
     caf::reacts_to<expire_atom, uint64_t>, caf::reacts_to<ensure_atom, model_key>>;
 

@@ -136,6 +136,65 @@ std::string render_reply(const infer_reply& r) {
   return out.dump();
 }
 
+/// The optional body of a repository load: {"parameters": {"replicas": N}} (1..1024); an empty
+/// body means one replica.
+Result<uint32_t> parse_load_parameters(const std::string& body) {
+  if (body.find_first_not_of(" \t\r\n") == std::string::npos) return 0u;
+  EMBER_ASSIGN_OR_RETURN(json j, gpu::parse_json_text(body));
+  if (!j.is_object()) return invalid_argument("the request body must be a JSON object");
+  auto params = j.find("parameters");
+  if (params == j.end()) return 0u;
+  if (!params->is_object()) return invalid_argument("field 'parameters' must be an object");
+  auto replicas = params->find("replicas");
+  if (replicas == params->end()) return 0u;
+  if (!replicas->is_number_integer() || replicas->get<int64_t>() < 1 || replicas->get<int64_t>() > 1024) {
+    return invalid_argument("parameter 'replicas' must be an integer in 1..1024");
+  }
+  return static_cast<uint32_t>(replicas->get<int64_t>());
+}
+
+/// {"nodes": ["a", "b"], "mode": "chain"|"unicast"|"auto", "version": "2"}; every field optional.
+Result<distribute_request> parse_distribute(const std::string& body, const std::string& model) {
+  distribute_request req;
+  req.model = {model, 0};
+  if (body.find_first_not_of(" \t\r\n") == std::string::npos) return req;
+  EMBER_ASSIGN_OR_RETURN(json j, gpu::parse_json_text(body));
+  if (!j.is_object()) return invalid_argument("the request body must be a JSON object");
+  if (auto nodes = j.find("nodes"); nodes != j.end()) {
+    if (!nodes->is_array()) return invalid_argument("field 'nodes' must be a list of node names");
+    for (const auto& n : *nodes) {
+      if (!n.is_string() || n.get<std::string>().empty()) return invalid_argument("field 'nodes' must hold node names");
+      req.nodes.push_back(n.get<std::string>());
+    }
+  }
+  if (auto mode = j.find("mode"); mode != j.end()) {
+    if (!mode->is_string()) return invalid_argument("field 'mode' must be \"chain\", \"unicast\" or \"auto\"");
+    req.mode = mode->get<std::string>();
+  }
+  if (auto version = j.find("version"); version != j.end()) {
+    if (!version->is_string()) return invalid_argument("field 'version' must be a string of digits");
+    try {
+      req.model.version = static_cast<uint32_t>(std::stoul(version->get<std::string>()));
+    } catch (const std::exception&) {
+      return invalid_argument("field 'version' must be a string of digits");
+    }
+  }
+  return req;
+}
+
+std::string render_distribute(const distribute_result& r) {
+  json nodes = json::array();
+  for (const auto& n : r.nodes) {
+    nodes.push_back({{"node", n.node}, {"source", n.source}, {"bytes", n.bytes_fetched},
+                     {"seconds", static_cast<double>(n.load_us) / 1e6}});
+  }
+  return json{{"model", r.model.name},     {"version", std::to_string(r.model.version)},
+              {"mode", r.mode},            {"bytes", r.blob_bytes},
+              {"seconds", r.seconds},      {"chains", r.chains},
+              {"nodes", std::move(nodes)}, {"errors", r.errors}}
+      .dump();
+}
+
 std::string repository_state(const model_state& s) {
   if (s.state == "ready") return "READY";
   if (s.state == "loading") return "LOADING";
@@ -220,11 +279,26 @@ struct HttpFrontend::Impl {
     });
     server.Post(R"(/v2/repository/models/([^/]+)/(load|unload))",
                 [this](const httplib::Request& req, httplib::Response& res) {
-                  const model_command cmd{{req.matches[1], 0}};
+                  model_command cmd{{req.matches[1], 0}};
+                  auto replicas = parse_load_parameters(req.body);
+                  if (!replicas.ok()) return reply_error(res, replicas.error());
+                  cmd.replicas = *replicas;
                   auto state = req.matches[2] == "load" ? ask<model_state>(sys, gateway, timeout(), load_atom_v, cmd)
                                                         : ask<model_state>(sys, gateway, timeout(), unload_atom_v, cmd);
                   if (!state.ok()) return reply_error(res, state.error());
                   res.set_content("{}", kJson);
+                });
+    // Ember's own administration (not part of KServe v2): fill or drop node host caches.
+    server.Post(R"(/ember/v1/models/([^/]+)/(distribute|evict))",
+                [this](const httplib::Request& req, httplib::Response& res) {
+                  auto parsed = parse_distribute(req.body, req.matches[1]);
+                  if (!parsed.ok()) return reply_error(res, parsed.error());
+                  const bool distributing = req.matches[2] == "distribute";
+                  auto result = distributing
+                                    ? ask<distribute_result>(sys, gateway, timeout(), distribute_atom_v, *parsed)
+                                    : ask<distribute_result>(sys, gateway, timeout(), evict_atom_v, *parsed);
+                  if (!result.ok()) return reply_error(res, result.error());
+                  res.set_content(render_distribute(*result), kJson);
                 });
     server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
       auto text = ask<std::string>(sys, gateway, std::chrono::seconds(10), metrics_atom_v);

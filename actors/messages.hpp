@@ -6,6 +6,7 @@
 // Pure data; anyone may build and read them on any thread.
 #pragma once
 
+#include <caf/actor.hpp>
 #include <caf/meta/type_name.hpp>
 #include <cstdint>
 #include <string>
@@ -102,11 +103,18 @@ struct load_replica {
   uint64_t blob_bytes = 0;
   /// Tried in order: peers that hold the bytes in memory first, then the repository.
   std::vector<blob_source> sources;
+  /// Non-zero: the node is a hop of multicast chain `transfer_id` run by `controller` (the
+  /// manager), and sources[0] is its upstream (see actors/transfer_peer_interface.hpp).
+  uint64_t transfer_id = 0;
+  caf::actor controller;
+  /// Fetch the bytes into the node's cache only; bind no device (prefetch, distribution).
+  bool cache_only = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, load_replica& x) {
-  return f(caf::meta::type_name("load_replica"), x.model, x.manifest_json, x.blob_key, x.blob_bytes, x.sources);
+  return f(caf::meta::type_name("load_replica"), x.model, x.manifest_json, x.blob_key, x.blob_bytes, x.sources,
+           x.transfer_id, x.controller, x.cache_only);
 }
 
 /// A node_router's answer to load_replica.
@@ -184,11 +192,50 @@ typename Inspector::result_type inspect(Inspector& f, model_state& x) {
 /// every version for unload and the latest for load.
 struct model_command {
   model_key model;
+  /// load: replicas to keep (0 = at least one). More than one node needing the bytes at once
+  /// receive them by chained multicast.
+  uint32_t replicas = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, model_command& x) {
-  return f(caf::meta::type_name("model_command"), x.model);
+  return f(caf::meta::type_name("model_command"), x.model, x.replicas);
+}
+
+/// Put a model's bytes into the host caches of `nodes` (empty: every node that lacks them) without
+/// binding a device ("distribute"), or drop them from those caches ("evict"; pinned bytes stay).
+struct distribute_request {
+  model_key model;
+  std::vector<std::string> nodes;
+  /// distribute: "chain" (one chain per holder; the default), "unicast" (every receiver pulls from
+  /// a holder directly) or "auto" (chain when more than one receiver).
+  std::string mode = "chain";
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, distribute_request& x) {
+  return f(caf::meta::type_name("distribute_request"), x.model, x.nodes, x.mode);
+}
+
+/// What a distribute or evict did, node by node.
+struct distribute_result {
+  model_key model;
+  std::string mode;
+  uint64_t blob_bytes = 0;
+  /// From the request to the last receiver's verified digest.
+  double seconds = 0;
+  /// The chains as "source -> a -> b" (chain mode).
+  std::vector<std::string> chains;
+  /// One per node: device is empty; source says where its bytes came from.
+  std::vector<replica_info> nodes;
+  /// "node: error" for the nodes that failed.
+  std::vector<std::string> errors;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, distribute_result& x) {
+  return f(caf::meta::type_name("distribute_result"), x.model, x.mode, x.blob_bytes, x.seconds, x.chains, x.nodes,
+           x.errors);
 }
 
 }  // namespace ember

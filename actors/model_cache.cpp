@@ -13,6 +13,7 @@
 #include "actors/errors.hpp"
 #include "actors/model_cache_interface.hpp"
 #include "actors/model_repository.hpp"
+#include "actors/transfer_peer.hpp"
 #include "actors/worker_pool.hpp"
 #include "config/units.hpp"
 #include "gpu/model.hpp"
@@ -66,7 +67,7 @@ Result<blob_ref> fetch_from_sources(const ModelCacheConfig& config, const fetch_
     auto got = transport::fetch_blob({src.host, src.port}, req.blob_key, options, sink);
     if (got.ok()) {
       const std::string source = src.kind == "peer" ? "peer:" + src.name : src.kind;
-      return blob_ref{std::move(sink.buffer), source, got->bytes_received, elapsed_us()};
+      return blob_ref{std::move(sink.buffer), source, got->bytes_received, elapsed_us(), got->digest};
     }
     spdlog::warn("fetch of {} from {} {} failed: {}", req.blob_key, src.kind, src.name, got.error().message());
     failures += " " + src.kind + " " + src.name + ": " + got.error().message() + ";";
@@ -154,6 +155,12 @@ caf::result<blob_ref> fetch(cache_pointer self, fetch_blob& req) {
   st.reserved += req.blob_bytes;
   st.inflight[req.blob_key] = {req.model, req.blob_bytes, {rp}};
   auto handle = caf::actor_cast<model_cache_actor>(self);
+  if (req.transfer_id != 0 && !req.sources.empty() && req.controller) {
+    // A hop of a multicast chain: the transfer_peer pulls, forwards and reports cache_fetch_done.
+    TransferPeerConfig peer = st.config.transfer;
+    spawn_transfer_peer(self->system(), std::move(peer), std::move(req), st.store, handle);
+    return rp;
+  }
   st.workers->submit([handle, config = st.config, req = std::move(req)] {
     auto result = std::make_shared<Result<blob_ref>>(fetch_from_sources(config, req));
     caf::anon_send(handle, cache_fetch_done{req.blob_key, std::move(result)});
@@ -175,7 +182,7 @@ void fetched(cache_pointer self, cache_fetch_done& done) {
     return;
   }
   const uint64_t bytes = result->bytes->size();
-  st.store->put(done.blob_key, entry.model, result->bytes);
+  st.store->put(done.blob_key, entry.model, result->bytes, result->digest);
   st.resident[done.blob_key] = {entry.model, bytes, ++st.clock, 0};
   if (st.instruments) {
     const std::string& src = result->source;
@@ -204,6 +211,17 @@ model_cache_actor::behavior_type cache_behavior(cache_pointer self, ModelCacheCo
         if (auto it = self->state.resident.find(key); it != self->state.resident.end() && it->second.pins > 0) {
           --it->second.pins;
         }
+      },
+      [self](evict_atom, const std::string& key) -> bool {
+        auto& st = self->state;
+        auto it = st.resident.find(key);
+        if (it == st.resident.end() || it->second.pins > 0) return false;
+        spdlog::info("model cache: {} evicted by request ({})", it->second.model.to_string(),
+                     format_bytes(it->second.bytes));
+        st.store->erase(key);
+        st.resident.erase(it);
+        st.publish();
+        return true;
       },
       [self](status_atom) -> cache_status {
         return {self->state.config.capacity_bytes, self->state.store->used_bytes(), self->state.store->models()};

@@ -9,17 +9,21 @@
 //                                        └──error──▶ absent (every waiter gets the error)
 #pragma once
 
+#include <caf/actor.hpp>
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "actors/atoms.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_instruments.hpp"
+#include "actors/transfer_peer_interface.hpp"
 #include "gpu/host_buffer.hpp"
+#include "transport/checksum.hpp"
 
 namespace ember {
 
@@ -31,6 +35,10 @@ struct fetch_blob {
   std::string blob_key;
   uint64_t blob_bytes = 0;
   std::vector<blob_source> sources;
+  /// Non-zero: this node is a hop of multicast chain `transfer_id`; sources[0] is its upstream and
+  /// a transfer_peer pulls from it under the direction of `controller` (a chain_controller_actor).
+  uint64_t transfer_id = 0;
+  caf::actor controller;
 };
 
 /// A resident blob (local only: shares the cache's buffer, which stays valid while held).
@@ -40,6 +48,8 @@ struct blob_ref {
   std::string source;
   uint64_t bytes_fetched = 0;
   uint64_t fetch_us = 0;
+  /// SHA-256 of the bytes when a fetch verified it (the cache then never hashes them again).
+  std::optional<transport::Digest> digest;
 };
 
 struct cache_status {
@@ -65,7 +75,9 @@ using model_cache_actor = caf::typed_actor<
     caf::replies_to<fetch_blob>::with<blob_ref>,
     /// A pinned blob is never evicted (a replica uses it); pins count.
     caf::reacts_to<pin_atom, std::string>, caf::reacts_to<unpin_atom, std::string>,
-    caf::replies_to<status_atom>::with<cache_status>, caf::reacts_to<cache_fetch_done>>;
+    caf::replies_to<status_atom>::with<cache_status>, caf::reacts_to<cache_fetch_done>,
+    /// Drops an unpinned resident blob now; false when it is pinned (a replica uses it) or absent.
+    caf::replies_to<evict_atom, std::string>::with<bool>>;
 
 struct ModelCacheConfig {
   /// Host-memory cap, bytes.
@@ -74,6 +86,8 @@ struct ModelCacheConfig {
   std::string repository;
   /// Concurrent fetches.
   uint32_t fetch_threads = 2;
+  /// Settings of the multicast hops this cache spawns (node name, timeouts).
+  TransferPeerConfig transfer;
 };
 
 /// Spawns the cache over `store` (shared with the node's blob server, which serves from it).

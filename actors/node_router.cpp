@@ -9,6 +9,7 @@
 #include <map>
 
 #include "actors/errors.hpp"
+#include "actors/model_repository.hpp"
 #include "actors/node_router_interface.hpp"
 #include "config/units.hpp"
 
@@ -124,8 +125,25 @@ void bind_somewhere(router_pointer self, model_key key, std::shared_ptr<const gp
           });
 }
 
+/// Fetches the bytes into the cache only (distribution ahead of demand, benchmarks): no device.
+caf::result<replica_info> prefetch(router_pointer self, load_replica& req) {
+  auto rp = self->make_response_promise<replica_info>();
+  const auto started = Clock::now();
+  self->request(self->state.cache, kFetchTimeout,
+                fetch_blob{req.model, req.blob_key, req.blob_bytes, req.sources, req.transfer_id, req.controller})
+      .then(
+          [self, rp, model = req.model, started](blob_ref& blob) mutable {
+            const auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started).count();
+            rp.deliver(replica_info{model, self->state.config.name, "", blob.source, blob.bytes_fetched,
+                                    static_cast<uint64_t>(us)});
+          },
+          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
+}
+
 caf::result<replica_info> load(router_pointer self, load_replica& req) {
   auto& st = self->state;
+  if (req.cache_only) return prefetch(self, req);
   auto [it, fresh] = st.replicas.try_emplace(req.model);
   auto& r = it->second;
   if (!fresh) {
@@ -143,7 +161,8 @@ caf::result<replica_info> load(router_pointer self, load_replica& req) {
   r.info.node = st.config.name;
   spdlog::info("node {}: loading replica {} ({})", st.config.name, req.model.to_string(), format_bytes(req.blob_bytes));
   const model_key key = req.model;
-  self->request(st.cache, kFetchTimeout, fetch_blob{key, req.blob_key, req.blob_bytes, req.sources})
+  self->request(st.cache, kFetchTimeout,
+                fetch_blob{key, req.blob_key, req.blob_bytes, req.sources, req.transfer_id, req.controller})
       .then(
           [self, key, manifest = std::move(req.manifest_json)](blob_ref& blob) {
             auto it = self->state.replicas.find(key);
@@ -228,6 +247,10 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
       },
       // -- replicas ------------------------------------------------------------------------------
       [self](load_replica& req) -> caf::result<replica_info> { return load(self, req); },
+      [self](evict_atom, const model_key& key) -> caf::result<bool> {
+        if (self->state.replicas.count(key)) return false;
+        return self->delegate(self->state.cache, evict_atom_v, blob_key_of(key));
+      },
       [self](unload_atom, const model_key& key) -> caf::result<bool> { return unload(self, key); },
       // -- reporting -----------------------------------------------------------------------------
       [self](report_atom) -> caf::result<node_report> { return report(self); },

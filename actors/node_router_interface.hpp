@@ -29,6 +29,8 @@ using node_router_actor = caf::typed_actor<
     /// Errors: as model_cache fetch_blob, plus invalid_argument/corrupt (the bytes are not a valid
     /// model) and out_of_memory (no device can hold it).
     caf::replies_to<load_replica>::with<replica_info>, caf::replies_to<unload_atom, model_key>::with<bool>,
+    /// Drops the model's bytes from the host cache unless a replica here uses them.
+    caf::replies_to<evict_atom, model_key>::with<bool>,
     caf::replies_to<report_atom>::with<node_report>, caf::replies_to<metrics_atom>::with<metrics_snapshot>>;
 
 struct NodeRouterConfig {

@@ -47,6 +47,7 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   ModelCacheConfig cache;
   cache.capacity_bytes = node.cache_bytes;
   cache.repository = node.repository;
+  cache.transfer.node = p->name_;
   p->cache_ = spawn_model_cache(sys, cache, p->store_, p->instruments_.get());
   NodeRouterConfig router{p->name_, node.data_listen.host, p->blob_server_->port()};
   p->router_ = spawn_node_router(sys, router, p->executors_, reports, p->cache_, p->instruments_.get());

@@ -14,6 +14,7 @@
 #include "actors/model_cache_interface.hpp"
 #include "actors/node_router_interface.hpp"
 #include "actors/routing.hpp"
+#include "actors/transfer_peer_interface.hpp"
 
 CAF_BEGIN_TYPE_ID_BLOCK(ember_actors, caf::first_custom_type_id)
 CAF_ADD_TYPE_ID(ember_actors, (ember::model_key))
@@ -35,6 +36,11 @@ CAF_ADD_TYPE_ID(ember_actors, (ember::cache_status))
 CAF_ADD_TYPE_ID(ember_actors, (ember::metrics::SeriesSnapshot))
 CAF_ADD_TYPE_ID(ember_actors, (ember::metrics::FamilySnapshot))
 CAF_ADD_TYPE_ID(ember_actors, (ember::metrics::MetricsSnapshot))
+CAF_ADD_TYPE_ID(ember_actors, (ember::distribute_request))
+CAF_ADD_TYPE_ID(ember_actors, (ember::distribute_result))
+CAF_ADD_TYPE_ID(ember_actors, (ember::chain_progress))
+CAF_ADD_TYPE_ID(ember_actors, (ember::chain_upstream_request))
+CAF_ADD_TYPE_ID(ember_actors, (ember::chain_splice))
 CAF_ADD_TYPE_ID(ember_actors, (ember::node_router_actor))
 CAF_ADD_TYPE_ID(ember_actors, (ember::gateway_actor))
 CAF_ADD_TYPE_ID(ember_actors, (ember::cluster_manager_actor))

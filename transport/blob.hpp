@@ -17,6 +17,7 @@
 //     too); concurrent first callers wait for the one computation instead of repeating it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,6 +42,13 @@ class Blob {
   /// Copies `bytes` bytes at `offset` into `dst`. invalid_argument when the range runs past size();
   /// io_error or corrupt when the backing store fails.
   virtual Status read(uint64_t offset, void* dst, uint64_t bytes) const = 0;
+
+  /// Bytes [0, readable()) can be read now. A complete blob: size(). A GrowingBlob (a multicast
+  /// hop still receiving) less, and more later.
+  virtual uint64_t readable() const { return size(); }
+  /// Waits at most `timeout` until [0, end) is readable. OK; unavailable when the time ran out
+  /// first (ask again); the writer's error when it gave the blob up (sticky).
+  virtual Status wait_readable(uint64_t /*end*/, std::chrono::milliseconds /*timeout*/) const { return Status::OK(); }
 
   /// SHA-256 of the whole blob; memoized (see the invariants above).
   Result<Digest> digest() const;

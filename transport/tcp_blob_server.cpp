@@ -273,6 +273,19 @@ bool BlobServer::serve(int fd) {
   return st.ok();
 }
 
+Status BlobServer::wait_for_bytes(const Blob& blob, uint64_t end) {
+  const auto deadline = Clock::now() + options_.upstream_wait;
+  while (true) {
+    if (stopping_.load()) return io_error("blob server stopping");
+    Status st = blob.wait_readable(end, kUpstreamPoll);
+    if (st.ok() || st.error().code() != ErrorCode::unavailable) return st;
+    if (Clock::now() >= deadline) {
+      return unavailable("upstream stalled: no bytes up to offset " + std::to_string(end) + " within " +
+                         std::to_string(options_.upstream_wait.count()) + " ms");
+    }
+  }
+}
+
 Status BlobServer::stream(int fd, uint64_t transfer_id, const std::string& key, const Blob& blob, uint64_t offset) {
   const uint64_t size = blob.size();
   if (offset > size) {
@@ -290,6 +303,14 @@ Status BlobServer::stream(int fd, uint64_t transfer_id, const std::string& key, 
   for (uint64_t at = offset; at < size;) {
     if (stopping_.load()) return io_error("blob server stopping");
     const auto n = static_cast<uint32_t>(std::min<uint64_t>(options_.chunk_bytes, size - at));
+    if (blob.readable() < at + n) {
+      // A blob still arriving (a multicast hop forwarding cut-through): wait for the chunk.
+      if (Status st = wait_for_bytes(blob, at + n); !st.ok()) {
+        Error e = st.error().with_context("forwarding blob '" + key + "'");
+        send_abort(fd, transfer_id, e);
+        return e;
+      }
+    }
     const uint8_t* payload = memory != nullptr ? memory + at : staging.data();
     if (memory == nullptr) {
       if (Status st = blob.read(at, staging.data(), n); !st.ok()) {

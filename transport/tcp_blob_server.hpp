@@ -79,6 +79,10 @@ struct BlobServerOptions {
   std::chrono::milliseconds request_timeout{5000};
   /// A receiver that accepts no bytes for this long is cut off (SO_SNDTIMEO).
   std::chrono::milliseconds send_timeout{30000};
+  /// A blob still arriving (Blob::readable() < size(): this node is a multicast hop) is forwarded
+  /// as its bytes come; when none come for this long the transfer is aborted with `unavailable`
+  /// and the receiver asks its controller for another upstream.
+  std::chrono::milliseconds upstream_wait{30000};
 };
 
 class BlobServer {
@@ -125,6 +129,10 @@ class BlobServer {
   /// Runs one transfer on its own thread; true when the end frame went out.
   bool serve(int fd);
   Status stream(int fd, uint64_t transfer_id, const std::string& key, const Blob& blob, uint64_t offset);
+  /// Waits until [0, end) of a growing blob is readable, in kUpstreamPoll slices (so stop() is
+  /// prompt), at most options_.upstream_wait.
+  Status wait_for_bytes(const Blob& blob, uint64_t end);
+  static constexpr std::chrono::milliseconds kUpstreamPoll{100};
 
   const BlobServerOptions options_;
   const BlobLookup lookup_;

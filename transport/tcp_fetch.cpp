@@ -100,6 +100,10 @@ class Receiver {
 
  private:
   Error fail(Error e) const { return e.with_context(what_); }
+  Error cancelled() const {
+    return fail(unavailable("cancelled at offset " + std::to_string(next_) + " (the hop was given another upstream)"));
+  }
+  Result<FetchResult> receive();
   Status read_exact(void* dst, size_t bytes);
   Result<FrameHeader> read_header();
   Status on_first_frame(const FrameHeader& h);
@@ -183,6 +187,16 @@ Status Receiver::on_first_frame(const FrameHeader& h) {
 }
 
 Result<FetchResult> Receiver::run() {
+  Result<FetchResult> result = receive();
+  if (options_.cancel) {
+    options_.cancel->detach();  // before the socket closes: no shutdown of a reused descriptor
+    if (!result.ok() && options_.cancel->cancelled()) return cancelled();
+  }
+  return result;
+}
+
+Result<FetchResult> Receiver::receive() {
+  next_ = options_.resume_offset;
   const auto t0 = Clock::now();
   if (options_.total_timeout.count() > 0) deadline_ = t0 + options_.total_timeout;
   FetchRequest request{options_.transfer_id, key_, options_.resume_offset};
@@ -194,6 +208,10 @@ Result<FetchResult> Receiver::run() {
   auto connected = connect_tcp(from_, connect_budget, options_.socket_buffer_bytes);
   if (!connected.ok()) return fail(connected.error());
   socket_ = std::move(*connected);
+  if (options_.cancel) {
+    const int fd = socket_.fd();
+    if (!options_.cancel->attach([fd] { ::shutdown(fd, SHUT_RDWR); })) return cancelled();
+  }
   set_send_timeout(socket_.fd(), options_.idle_timeout);
   iovec iov{request_bytes->data(), request_bytes->size()};
   if (Status st = send_all(socket_.fd(), &iov, 1); !st.ok()) return fail(st.error().with_context("sending the request"));

@@ -23,10 +23,12 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "config/status.hpp"
 #include "transport/checksum.hpp"
+#include "transport/fetch_cancel.hpp"
 #include "transport/tcp_socket.hpp"
 
 namespace ember::transport {
@@ -63,6 +65,9 @@ struct FetchOptions {
   uint64_t expected_bytes = 0;
   /// SO_RCVBUF/SO_SNDBUF in bytes (0 = kernel autotuning).
   int socket_buffer_bytes = 4 << 20;
+  /// Lets another thread stop the fetch (nullptr: nobody can). A cancelled fetch returns
+  /// `unavailable` naming the cancellation; the sink's verified prefix stays valid for a resume.
+  std::shared_ptr<FetchCancel> cancel;
 };
 
 struct FetchResult {

@@ -1,0 +1,117 @@
+// transfer_peer: one hop of a multicast chain (Flashpoint's TCP chaining, DESIGN.md). Spawned by a
+// node's model_cache when the cluster manager's chain controller makes the node a receiver of a
+// chain. It pulls the blob from its upstream (the previous hop, or the chain's source: a node
+// holding the bytes, or the repository) into one host buffer, and publishes the verified prefix in
+// the node's BlobStore as a GrowingBlob so the next hop pulls it while it is still arriving
+// (cut-through: the next hop is at most one chunk behind). It owns nothing global and decides
+// nothing: the controller tells it where to pull from.
+//
+// Pull, not push (the thesis pushes): a receiver knows exactly which bytes it holds, so after a
+// failure it resumes from its own verified offset from whatever upstream it is given, and a splice
+// is one message to the hop after the failed one. The window between hops is the TCP socket
+// buffers plus one chunk: a slow hop delays only the hops behind it, and memory never grows
+// beyond the blob's own buffer, which the cache needs anyway.
+//
+// Hop lifecycle:  receiving ──verified digest──▶ done (bytes go to the cache: resident)
+//                    │  ▲
+//   upstream lost,   │  │ new upstream (chain_splice, or the controller's answer),
+//   corrupt chunk,   ▼  │ resume from the verified offset
+//   stalled        resuming ──no upstream left / too many attempts──▶ failed (the cache's
+//                                                                     waiters get the error)
+// Messages: it reports chain_progress to the controller every progress interval and at the end;
+// it asks chain_upstream_request when its upstream fails; it obeys chain_splice at any time (a
+// splice to the upstream it already uses is ignored). Handlers never block: the fetch runs on a
+// thread of its own and comes back as a message.
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "actors/atoms.hpp"
+#include "actors/messages.hpp"
+
+namespace ember {
+
+/// Hop -> controller: where the hop stands. Sent every progress interval, and once with `state`
+/// "done" or "failed" at the end. `peer` is the hop's own handle, for chain_splice.
+struct chain_progress {
+  uint64_t transfer_id = 0;
+  std::string node;
+  /// The name of the upstream it pulls from now ("manager" for the repository).
+  std::string upstream;
+  /// Bytes [0, offset) are verified.
+  uint64_t offset = 0;
+  uint64_t blob_bytes = 0;
+  /// "receiving", "done" or "failed".
+  std::string state;
+  std::string error;
+  caf::actor peer;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chain_progress& x) {
+  return f(caf::meta::type_name("chain_progress"), x.transfer_id, x.node, x.upstream, x.offset, x.blob_bytes, x.state,
+           x.error, x.peer);
+}
+
+/// Hop -> controller: my upstream failed (connection lost, aborted, idle, corrupt twice); where
+/// do I pull from now? Answers a blob_source; `unavailable` when the transfer is over or unknown.
+struct chain_upstream_request {
+  uint64_t transfer_id = 0;
+  std::string node;
+  std::string failed_upstream;
+  uint64_t offset = 0;
+  std::string reason;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chain_upstream_request& x) {
+  return f(caf::meta::type_name("chain_upstream_request"), x.transfer_id, x.node, x.failed_upstream, x.offset,
+           x.reason);
+}
+
+/// Controller -> hop: pull from `upstream` from now on (resuming from the verified offset).
+struct chain_splice {
+  uint64_t transfer_id = 0;
+  blob_source upstream;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chain_splice& x) {
+  return f(caf::meta::type_name("chain_splice"), x.transfer_id, x.upstream);
+}
+
+/// The part of the cluster manager a hop talks to.
+using chain_controller_actor = caf::typed_actor<caf::reacts_to<chain_progress>,
+                                                caf::replies_to<chain_upstream_request>::with<blob_source>>;
+
+/// One attempt of the hop's fetch ended (local: from its fetch thread).
+struct hop_attempt_done {
+  uint64_t attempt = 0;
+  std::shared_ptr<void> result;  // Result<transport::FetchResult>
+};
+
+using transfer_peer_actor =
+    caf::typed_actor<caf::reacts_to<chain_splice>, caf::reacts_to<hop_attempt_done>, caf::reacts_to<tick_atom>>;
+
+struct TransferPeerConfig {
+  /// This node's name, as the controller knows it.
+  std::string node;
+  /// How often the hop reports its offset. Shorter finds stalls sooner; each report is one small
+  /// message to the manager.
+  std::chrono::milliseconds progress_interval{250};
+  /// An upstream that sends nothing for this long is given up (the hop asks for another).
+  std::chrono::milliseconds idle_timeout{5000};
+  /// Fetch attempts (first plus resumes) before the hop fails.
+  uint32_t max_attempts = 16;
+  /// Socket buffer bytes of the hop's connection (0 = kernel autotuning).
+  int socket_buffer_bytes = 4 << 20;
+};
+
+}  // namespace ember
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::hop_attempt_done)
