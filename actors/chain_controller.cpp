@@ -100,6 +100,13 @@ bool ChainController::finished(uint64_t id) const {
   return true;
 }
 
+std::vector<uint64_t> ChainController::finished_transfers() const {
+  std::vector<uint64_t> out;
+  for (const auto& [id, t] : transfers_)
+    if (finished(id)) out.push_back(id);
+  return out;
+}
+
 void ChainController::erase(uint64_t id) { transfers_.erase(id); }
 
 std::vector<HopProgress> ChainController::snapshot() const {

@@ -67,6 +67,8 @@ class ChainController {
   std::vector<TransferSplice> check_stalls(int64_t now_ms);
 
   bool finished(uint64_t id) const;
+  /// Ids of the transfers whose every hop is done or failed.
+  std::vector<uint64_t> finished_transfers() const;
   void erase(uint64_t id);
   bool empty() const { return transfers_.empty(); }
   std::vector<HopProgress> snapshot() const;

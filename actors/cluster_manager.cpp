@@ -57,6 +57,15 @@ struct manager_state {
   ChainController chains;
   std::map<std::pair<uint64_t, std::string>, caf::actor> hop_peers;
   bool chain_timer = false;
+  /// Distributions in progress (the distribute API), by id: answered when no node is pending.
+  struct Distribution {
+    distribute_result result;
+    caf::typed_response_promise<distribute_result> rp;
+    std::map<uint64_t, std::pair<std::string, uint64_t>> pending;  // node id -> (name, transfer id)
+    std::chrono::steady_clock::time_point started;
+  };
+  std::map<uint64_t, Distribution> distributions;
+  uint64_t next_distribution = 1;
 
   ~manager_state() { release_off_own_thread(scanner); }
 };
@@ -267,6 +276,12 @@ void chain_tick(manager_pointer self) {
   arm_chain_timer(self);
 }
 
+void drop_transfer(manager_state& st, uint64_t transfer) {
+  st.chains.erase(transfer);
+  for (auto it = st.hop_peers.begin(); it != st.hop_peers.end();)
+    it = it->first.first == transfer ? st.hop_peers.erase(it) : std::next(it);
+}
+
 /// A hop's load ended (its reply came): the controller's record follows; a finished transfer is
 /// dropped with its peers.
 void hop_ended(manager_pointer self, uint64_t transfer, const std::string& hop, bool ok) {
@@ -278,11 +293,7 @@ void hop_ended(manager_pointer self, uint64_t transfer, const std::string& hop, 
     send_splices(self, st.chains.on_failed(transfer, hop));
   }
   st.hop_peers.erase({transfer, hop});
-  if (st.chains.finished(transfer)) {
-    st.chains.erase(transfer);
-    for (auto it = st.hop_peers.begin(); it != st.hop_peers.end();)
-      it = it->first.first == transfer ? st.hop_peers.erase(it) : std::next(it);
-  }
+  if (st.chains.finished(transfer)) drop_transfer(st, transfer);
 }
 
 void on_chain_progress(manager_pointer self, chain_progress& p) {
@@ -338,13 +349,13 @@ Result<std::vector<LoadPlan>> plan_loads(manager_pointer self, const model_key& 
   for (const auto& [id, n] : st.nodes) {
     const auto& cached = n.report.cached;
     const bool holds = version.replicas.count(id) || std::find(cached.begin(), cached.end(), key) != cached.end();
-    if (holds && !receiving.count(id)) sources.push_back({n.report.name, "", false});
+    if (holds && !receiving.count(id)) sources.push_back({n.report.name, n.report.rack, false});
   }
   sources.push_back({kRepositoryName, "", true});  // used only when no node holds the bytes
   std::vector<placement::ChainReceiver> chain_receivers;
   std::map<std::string, uint64_t> id_of;
   for (uint64_t r : receivers) {
-    chain_receivers.push_back({st.nodes.at(r).report.name, ""});
+    chain_receivers.push_back({st.nodes.at(r).report.name, st.nodes.at(r).report.rack});
     id_of[st.nodes.at(r).report.name] = r;
   }
   EMBER_ASSIGN_OR_RETURN(auto chains, placement::build_chains(sources, chain_receivers));
@@ -532,6 +543,34 @@ void note_cached(manager_state& st, uint64_t node, const model_key& key, bool ca
   if (!cached && at != list.end()) list.erase(at);
 }
 
+/// One node of distribution `id` answered (or was lost); the last one answers the request. Stale
+/// answers (the node was already counted as lost) are ignored.
+void distribution_hop_done(manager_pointer self, uint64_t id, uint64_t node, Result<replica_info> outcome) {
+  auto& st = self->state;
+  auto d = st.distributions.find(id);
+  if (d == st.distributions.end()) return;
+  auto p = d->second.pending.find(node);
+  if (p == d->second.pending.end()) return;
+  const auto [hop, transfer] = p->second;
+  d->second.pending.erase(p);
+  hop_ended(self, transfer, hop, outcome.ok());
+  if (outcome.ok()) {
+    note_cached(st, node, d->second.result.model, true);
+    d->second.result.nodes.push_back(std::move(*outcome));
+  } else {
+    d->second.result.errors.push_back(hop + ": " + outcome.error().message());
+  }
+  if (!d->second.pending.empty()) return;
+  d->second.result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - d->second.started).count();
+  spdlog::info("manager: distribution of {} ({}) to {} node(s) done in {:.2f} s, {} error(s)",
+               d->second.result.model.to_string(), d->second.result.mode,
+               d->second.result.nodes.size() + d->second.result.errors.size(), d->second.result.seconds,
+               d->second.result.errors.size());
+  d->second.rp.deliver(std::move(d->second.result));
+  st.distributions.erase(d);
+}
+
 caf::result<distribute_result> distribute(manager_pointer self, const distribute_request& req) {
   auto& st = self->state;
   auto* v = find_version(st, req.model);
@@ -556,33 +595,20 @@ caf::result<distribute_result> distribute(manager_pointer self, const distribute
   if (receivers.empty()) return *result;
   auto plans = plan_loads(self, key, receivers, result->mode == "chain", &result->chains);
   if (!plans.ok()) return to_caf(plans.error());
-  auto rp = self->make_response_promise<distribute_result>();
-  auto pending = std::make_shared<size_t>(plans->size());
-  const auto started = std::chrono::steady_clock::now();
-  auto one_done = [self, rp, pending, result, started]() mutable {
-    if (--*pending > 0) return;
-    result->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    rp.deliver(*result);
-  };
+  const uint64_t id = st.next_distribution++;
+  auto& d = st.distributions[id];
+  d.result = std::move(*result);
+  d.rp = self->make_response_promise<distribute_result>();
+  d.started = std::chrono::steady_clock::now();
+  for (const auto& plan : *plans) d.pending[plan.node] = {st.nodes.at(plan.node).report.name, plan.transfer};
+  auto rp = d.rp;
   for (const auto& plan : *plans) {
     auto req_msg = load_request(self, *v, plan);
     req_msg.cache_only = true;
     const uint64_t node_id = plan.node;
-    const uint64_t transfer = plan.transfer;
-    const std::string hop = st.nodes.at(node_id).report.name;
     self->request(st.nodes.at(node_id).router, kLoadTimeout, std::move(req_msg))
-        .then(
-            [self, one_done, result, node_id, transfer, hop, key](replica_info& info) mutable {
-              hop_ended(self, transfer, hop, true);
-              note_cached(self->state, node_id, key, true);
-              result->nodes.push_back(std::move(info));
-              one_done();
-            },
-            [self, one_done, result, transfer, hop](caf::error& err) mutable {
-              hop_ended(self, transfer, hop, false);
-              result->errors.push_back(hop + ": " + from_caf(err).message());
-              one_done();
-            });
+        .then([self, id, node_id](replica_info& info) { distribution_hop_done(self, id, node_id, std::move(info)); },
+              [self, id, node_id](caf::error& err) { distribution_hop_done(self, id, node_id, from_caf(err)); });
   }
   return rp;
 }
@@ -669,6 +695,14 @@ void node_lost(manager_pointer self, const caf::actor_addr& addr, const caf::err
   st.nodes.erase(node);
   // Chains through the node go around it; chains it fed continue from the repository.
   send_splices(self, st.chains.node_lost(name, kRepositoryName));
+  for (uint64_t t : st.chains.finished_transfers()) drop_transfer(st, t);
+  // Its answers to distributions will never come (CAF does not fail requests to a lost node).
+  std::vector<uint64_t> waiting;
+  for (const auto& [did, d] : st.distributions)
+    if (d.pending.count(id)) waiting.push_back(did);
+  for (uint64_t did : waiting) {
+    distribution_hop_done(self, did, id, unavailable("node " + name + " was lost during the transfer"));
+  }
   std::set<model_key> changed, replace;
   for (auto& [key, v] : st.models) {
     if (v.replicas.erase(id)) {

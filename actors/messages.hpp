@@ -157,12 +157,14 @@ struct node_report {
   /// Models whose bytes are in the cache, and models bound to a device (replicas).
   std::vector<model_key> cached;
   std::vector<model_key> replicas;
+  /// The node's rack ("" = unknown): multicast chains visit a rack's nodes together.
+  std::string rack;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_report& x) {
   return f(caf::meta::type_name("node_report"), x.name, x.data_host, x.data_port, x.devices, x.cache_capacity,
-           x.cache_used, x.cached, x.replicas);
+           x.cache_used, x.cached, x.replicas, x.rack);
 }
 
 /// State of a model version in the cluster, as the repository index and the gateways see it.

@@ -210,6 +210,7 @@ caf::result<node_report> report(router_pointer self) {
             node_report r;
             r.name = st.config.name;
             r.data_host = st.config.data_host;
+            r.rack = st.config.rack;
             r.data_port = st.config.data_port;
             for (const auto& d : st.devices) r.devices.push_back({d.name, d.capacity, d.bound_bytes});
             r.cache_capacity = cache.capacity;

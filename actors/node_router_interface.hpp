@@ -38,6 +38,8 @@ struct NodeRouterConfig {
   /// Where this node's blob server listens (reported to the manager for peer fetches).
   std::string data_host;
   uint16_t data_port = 0;
+  /// transfer.rack of the node's config.
+  std::string rack;
 };
 
 /// `devices[i]` describes the device of `executors[i]`.

@@ -21,12 +21,26 @@
 
 namespace ember {
 
+namespace {
+
+/// Blob-server settings shared by nodes and the manager's repository server.
+transport::BlobServerOptions data_server_options(const TransferConfig& transfer) {
+  transport::BlobServerOptions o;
+  o.chunk_bytes = static_cast<uint32_t>(transfer.chunk_bytes);
+  o.socket_buffer_bytes = static_cast<int>(transfer.socket_buffer_bytes);
+  // Every receiver of a unicast scale-out pulls from one holder at once; chains need one each.
+  o.max_transfers = 16;
+  return o;
+}
+
+}  // namespace
+
 // -- node --------------------------------------------------------------------------------------
 
 NodeProcess::NodeProcess(caf::actor_system& sys) : sys_(sys) {}
 
 Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, const NodeConfig& node,
-                                                        const DevicesConfig& devices) {
+                                                        const DevicesConfig& devices, const TransferConfig& transfer) {
   std::unique_ptr<NodeProcess> p(new NodeProcess(sys));
   p->name_ = node.name.empty() ? default_node_name() : node.name;
   p->instruments_ = std::make_unique<NodeInstruments>();
@@ -40,16 +54,22 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
     p->executors_.push_back(spawn_gpu_executor(sys, std::move(engine), p->name_, p->instruments_.get()));
   }
   p->store_ = std::make_shared<BlobStore>();
-  transport::BlobServerOptions server;
+  transport::BlobServerOptions server = data_server_options(transfer);
   server.host = node.data_listen.host;
   server.port = node.data_listen.port;
+  server.corrupt_frame = transfer.fault_corrupt_frame;
   EMBER_ASSIGN_OR_RETURN(p->blob_server_, transport::BlobServer::start(server, p->store_->lookup()));
   ModelCacheConfig cache;
   cache.capacity_bytes = node.cache_bytes;
   cache.repository = node.repository;
   cache.transfer.node = p->name_;
+  cache.transfer.progress_interval = std::chrono::milliseconds(transfer.progress_interval_us / 1000);
+  cache.transfer.idle_timeout = std::chrono::milliseconds(transfer.idle_timeout_us / 1000);
+  cache.transfer.max_attempts = transfer.max_attempts;
+  cache.transfer.socket_buffer_bytes = static_cast<int>(transfer.socket_buffer_bytes);
+  cache.transfer.throttle_bytes_per_s = transfer.fault_receive_bytes_per_s;
   p->cache_ = spawn_model_cache(sys, cache, p->store_, p->instruments_.get());
-  NodeRouterConfig router{p->name_, node.data_listen.host, p->blob_server_->port()};
+  NodeRouterConfig router{p->name_, node.data_listen.host, p->blob_server_->port(), transfer.rack};
   p->router_ = spawn_node_router(sys, router, p->executors_, reports, p->cache_, p->instruments_.get());
   uint64_t memory = 0;
   for (const auto& r : reports) memory += r.memory_bytes;
@@ -130,7 +150,7 @@ void NodeProcess::serve_remote(const NodeConfig& config, const std::atomic<bool>
 ManagerProcess::ManagerProcess(caf::actor_system& sys) : sys_(sys) {}
 
 Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system& sys, const ManagerConfig& config,
-                                                              bool publish) {
+                                                              const TransferConfig& transfer, bool publish) {
   std::unique_ptr<ManagerProcess> p(new ManagerProcess(sys));
   auto entries = scan_repository(config.repository);
   for (const auto& e : entries) {
@@ -138,7 +158,7 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
   }
   p->index_ = std::make_shared<RepositoryIndex>();
   p->index_->replace(entries);
-  transport::BlobServerOptions server;
+  transport::BlobServerOptions server = data_server_options(transfer);
   server.host = config.data_listen.host;
   server.port = config.data_listen.port;
   EMBER_ASSIGN_OR_RETURN(p->blob_server_, transport::BlobServer::start(server, p->index_->lookup()));
@@ -147,6 +167,11 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
   mc.data_host = config.data_listen.host;
   mc.data_port = p->blob_server_->port();
   mc.replace_on_failure = config.replace_on_failure;
+  mc.chain_check_interval = std::chrono::milliseconds(transfer.progress_interval_us / 1000);
+  mc.stall.stall_ms = static_cast<int64_t>(transfer.stall_timeout_us / 1000);
+  mc.stall.slow_fraction = transfer.slow_fraction;
+  mc.stall.lag_bytes = transfer.lag_bytes;
+  mc.stall.min_bytes_per_s = transfer.min_rate_bytes_per_s;
   p->manager_ = spawn_cluster_manager(sys, mc, std::move(entries), p->index_);
   if (publish) {
     auto port = sys.middleman().publish(p->manager_, config.listen.port, config.listen.host.c_str(), true);

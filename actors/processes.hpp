@@ -37,7 +37,7 @@ class RoutingView;
 class NodeProcess {
  public:
   static Result<std::unique_ptr<NodeProcess>> start(caf::actor_system& sys, const NodeConfig& node,
-                                                    const DevicesConfig& devices);
+                                                    const DevicesConfig& devices, const TransferConfig& transfer = {});
   ~NodeProcess();
 
   const node_router_actor& router() const { return router_; }
@@ -66,7 +66,7 @@ class ManagerProcess {
   /// Scans the repository, starts the blob server that serves it and spawns the manager. With
   /// `publish`, also makes the manager reachable for remote nodes at config.listen.
   static Result<std::unique_ptr<ManagerProcess>> start(caf::actor_system& sys, const ManagerConfig& config,
-                                                       bool publish);
+                                                       const TransferConfig& transfer, bool publish);
   ~ManagerProcess();
 
   const cluster_manager_actor& manager() const { return manager_; }

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <thread>
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
@@ -27,6 +28,10 @@ constexpr auto kControllerTimeout = std::chrono::seconds(10);
 /// A corrupt chunk is re-fetched from the same upstream this many times before the hop asks the
 /// controller for another one (a flaky link, not a lying peer, is the likely cause).
 constexpr uint32_t kCorruptRetries = 2;
+/// An upstream hop that does not hold the blob yet (its own transfer_peer is still starting) is
+/// asked again after kNotYetDelay, up to kNotYetRetries times, before the controller is asked.
+constexpr auto kNotYetDelay = std::chrono::milliseconds(50);
+constexpr uint32_t kNotYetRetries = 100;
 
 /// What the fetch thread and the actor share: the buffer, its GrowingBlob in the node's store, and
 /// the verified offset. The buffer is written only by the fetch thread, one attempt at a time.
@@ -49,7 +54,14 @@ struct HopBuffer final : transport::BlobSink {
   void on_chunk(uint64_t offset, uint64_t length) override {
     verified.store(offset + length, std::memory_order_release);
     growing->advance(offset + length);
+    if (throttle_bytes_per_s > 0) {  // the slow-peer fault seam: hold the fetch thread back
+      throttled += length;
+      std::this_thread::sleep_until(throttle_start + std::chrono::microseconds(throttled * 1'000'000 / throttle_bytes_per_s));
+    }
   }
+  uint64_t throttle_bytes_per_s = 0;
+  uint64_t throttled = 0;
+  Clock::time_point throttle_start = Clock::now();
 };
 
 struct peer_state {
@@ -68,6 +80,7 @@ struct peer_state {
   bool running = false;
   bool finished = false;
   uint32_t corrupt_in_a_row = 0;
+  uint32_t not_found_retries = 0;
   uint64_t bytes_received = 0;
   Clock::time_point started = Clock::now();
 
@@ -88,7 +101,7 @@ chain_progress progress_of(peer_pointer self, const std::string& state, const st
           caf::actor_cast<caf::actor>(self)};
 }
 
-void start_attempt(peer_pointer self) {
+void start_attempt(peer_pointer self, std::chrono::milliseconds delay = std::chrono::milliseconds(0)) {
   auto& st = self->state;
   st.running = true;
   const uint64_t attempt = ++st.attempt;
@@ -100,13 +113,14 @@ void start_attempt(peer_pointer self) {
   options.idle_timeout = st.config.idle_timeout;
   options.socket_buffer_bytes = st.config.socket_buffer_bytes;
   options.cancel = st.cancel;
-  if (attempt > 1) {
+  if (attempt > 1 && delay.count() == 0) {
     spdlog::info("transfer {}: node {} resumes {} from {} at offset {} (attempt {})", st.req.transfer_id,
                  st.config.node, st.req.model.to_string(), st.upstream.name, options.resume_offset, attempt);
   }
   auto handle = caf::actor_cast<transfer_peer_actor>(self);
   st.fetcher->submit([handle, attempt, hop = st.hop, from = transport::Endpoint{st.upstream.host, st.upstream.port},
-                      key = st.req.blob_key, options] {
+                      key = st.req.blob_key, options, delay] {
+    if (delay.count() > 0) std::this_thread::sleep_for(delay);  // on the fetch thread, never the actor's
     auto result = std::make_shared<Result<transport::FetchResult>>(transport::fetch_blob(from, key, options, *hop));
     caf::anon_send(handle, hop_attempt_done{attempt, std::move(result)});
   });
@@ -138,7 +152,7 @@ void fail(peer_pointer self, const Error& e) {
 /// The upstream failed: a new one from the controller, then resume.
 void ask_for_upstream(peer_pointer self, const Error& why) {
   auto& st = self->state;
-  if (st.attempt >= st.config.max_attempts) {
+  if (st.attempt - st.not_found_retries >= st.config.max_attempts) {
     return fail(self, unavailable("transfer " + std::to_string(st.req.transfer_id) + " gave up after " +
                                   std::to_string(st.attempt) + " attempts; last: " + why.message()));
   }
@@ -181,6 +195,12 @@ void attempt_done(peer_pointer self, hop_attempt_done& done) {
   }
   const Error& e = result.error();
   if (e.code() == ErrorCode::out_of_memory || e.code() == ErrorCode::invalid_argument) return fail(self, e);
+  if (e.code() == ErrorCode::not_found && st.upstream.kind == "peer" &&
+      st.not_found_retries++ < kNotYetRetries) {
+    // The upstream hop was told about the transfer at the same time as this one and has not
+    // started receiving yet: ask it again shortly.
+    return start_attempt(self, kNotYetDelay);
+  }
   if (e.code() == ErrorCode::corrupt && st.corrupt_in_a_row++ < kCorruptRetries) {
     spdlog::warn("transfer {}: node {}: {}; re-fetching from offset {}", st.req.transfer_id, st.config.node,
                  e.message(), st.hop->verified.load());
@@ -218,6 +238,7 @@ transfer_peer_actor::behavior_type peer_behavior(peer_pointer self, TransferPeer
   st.hop = std::make_shared<HopBuffer>();
   st.hop->key = req.blob_key;
   st.hop->store = std::move(store);
+  st.hop->throttle_bytes_per_s = st.config.throttle_bytes_per_s;
   st.req = std::move(req);
   st.fetcher = std::make_shared<WorkerPool>(1);
   // Allocate now when the size is known, so the next hop can connect before the first byte.

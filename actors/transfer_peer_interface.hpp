@@ -110,6 +110,8 @@ struct TransferPeerConfig {
   uint32_t max_attempts = 16;
   /// Socket buffer bytes of the hop's connection (0 = kernel autotuning).
   int socket_buffer_bytes = 4 << 20;
+  /// Fault seam (tests, drills): receive at most this many bytes per second. 0 = no limit.
+  uint64_t throttle_bytes_per_s = 0;
 };
 
 }  // namespace ember

@@ -56,6 +56,10 @@ struct ClusterOptions {
   std::string cold_start_timeout;
   std::string node_timeout;
   std::vector<std::string> load;  // models to load at start (serve / manager)
+  std::string transport;          // transfer.transport
+  std::string rack;               // transfer.rack
+  uint64_t fault_corrupt_frame = 0;
+  std::string fault_receive_rate;
 };
 
 /// Applies one override: `field = parse(text)` unless text is empty; errors name the option.
@@ -99,6 +103,11 @@ Result<ClusterConfig> cluster_config(const ClusterOptions& o, ProcessRole role) 
       override_with(o.cold_start_timeout, "--cold-start-timeout", c.gateway.cold_start_timeout_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(override_with(o.node_timeout, "--node-timeout", c.manager.node_timeout_us, parse_duration_us));
   if (c.manager.heartbeat_us >= c.manager.node_timeout_us) c.manager.heartbeat_us = c.manager.node_timeout_us / 4;
+  if (!o.transport.empty()) c.transfer.transport = o.transport;
+  if (!o.rack.empty()) c.transfer.rack = o.rack;
+  c.transfer.fault_corrupt_frame = o.fault_corrupt_frame;
+  EMBER_RETURN_IF_ERROR(
+      override_with(o.fault_receive_rate, "--fault-receive-rate", c.transfer.fault_receive_bytes_per_s, parse_bandwidth));
   const std::string source = o.config.empty() ? "command line" : o.config + " and the command line";
   EMBER_RETURN_IF_ERROR(validate(c, source));
   if (role == ProcessRole::manager) EMBER_RETURN_IF_ERROR(check_role(c, ProcessRole::manager, source));
@@ -132,12 +141,12 @@ int run_serve(const ClusterOptions& o) {
   caf::actor_system sys{cfg};
   {
     // Remote nodes may join too when --listen is given.
-    auto manager = ManagerProcess::start(sys, config->manager, !o.listen.empty());
+    auto manager = ManagerProcess::start(sys, config->manager, config->transfer, !o.listen.empty());
     if (!manager.ok()) return report(manager.error());
     NodeConfig node = config->node;
     if (node.repository.empty()) node.repository = config->manager.repository;  // read bytes from disk directly
     if (node.name.empty()) node.name = "local";
-    auto local = NodeProcess::start(sys, node, config->devices);
+    auto local = NodeProcess::start(sys, node, config->devices, config->transfer);
     if (!local.ok()) return report(local.error());
     auto joined = (*local)->join_local((*manager)->manager());
     if (!joined.ok()) return report(joined.error());
@@ -159,7 +168,7 @@ int run_manager(const ClusterOptions& o) {
   configure_actor_system(cfg, system_options(*config));
   caf::actor_system sys{cfg};
   {
-    auto manager = ManagerProcess::start(sys, config->manager, true);
+    auto manager = ManagerProcess::start(sys, config->manager, config->transfer, true);
     if (!manager.ok()) return report(manager.error());
     std::unique_ptr<GatewayProcess> gateway;
     if (!o.http.empty()) {
@@ -182,7 +191,7 @@ int run_node(const ClusterOptions& o) {
   configure_actor_system(cfg, system_options(*config));
   caf::actor_system sys{cfg};
   {
-    auto node = NodeProcess::start(sys, config->node, config->devices);
+    auto node = NodeProcess::start(sys, config->node, config->devices, config->transfer);
     if (!node.ok()) return report(node.error());
     (*node)->serve_remote(config->node, g_stop);
   }
@@ -200,6 +209,20 @@ void add_device_flags(CLI::App* cmd, ClusterOptions& o) {
   cmd->add_option("--pcie-bandwidth", o.pcie, "Simulated host<->device bandwidth, e.g. 16GB/s");
   cmd->add_option("--threads", o.threads, "Compute threads of each simulated device");
   cmd->add_option("--cache", o.cache, "Host-memory cap of the model cache, e.g. 16GiB (node.cache)");
+}
+
+void add_transfer_flags(CLI::App* cmd, ClusterOptions& o) {
+  cmd->add_option("--transport", o.transport, "Data plane for model bytes: tcp or ucx (transfer.transport)");
+}
+
+/// Fault seams for tests and drills (group "Fault injection"): never set in production.
+void add_fault_flags(CLI::App* cmd, ClusterOptions& o) {
+  cmd->add_option("--fault-corrupt-frame", o.fault_corrupt_frame,
+                  "Corrupt the Nth data frame this node's blob server sends (receivers must re-fetch it)")
+      ->group("Fault injection");
+  cmd->add_option("--fault-receive-rate", o.fault_receive_rate,
+                  "Receive multicast chains at most this fast, e.g. 20MB/s (a slow peer)")
+      ->group("Fault injection");
 }
 
 void add_gateway_flags(CLI::App* cmd, ClusterOptions& o) {
@@ -222,6 +245,7 @@ void add_cluster_commands(CLI::App& app, Runner& runner) {
   s->add_option("--node-timeout", serve->node_timeout, "Drop remote nodes silent for this long, e.g. 2s");
   add_device_flags(s, *serve);
   add_gateway_flags(s, *serve);
+  add_transfer_flags(s, *serve);
   s->callback([serve, &runner] { runner = [serve] { return run_serve(*serve); }; });
 
   auto manager = std::make_shared<ClusterOptions>();
@@ -233,6 +257,7 @@ void add_cluster_commands(CLI::App& app, Runner& runner) {
   m->add_option("--http", manager->http, "Also serve the KServe v2 API here");
   m->add_option("--node-timeout", manager->node_timeout, "Drop nodes silent for this long, e.g. 2s");
   add_gateway_flags(m, *manager);
+  add_transfer_flags(m, *manager);
   m->callback([manager, &runner] { runner = [manager] { return run_manager(*manager); }; });
 
   auto node = std::make_shared<ClusterOptions>();
@@ -244,6 +269,9 @@ void add_cluster_commands(CLI::App& app, Runner& runner) {
   n->add_option("--repository", node->repository, "A local model repository read before the network");
   n->add_option("--node-timeout", node->node_timeout, "Give up on a silent manager after this long");
   add_device_flags(n, *node);
+  add_transfer_flags(n, *node);
+  n->add_option("--rack", node->rack, "This node's rack, for chain order (transfer.rack)");
+  add_fault_flags(n, *node);
   n->callback([node, &runner] { runner = [node] { return run_node(*node); }; });
 }
 

@@ -93,6 +93,60 @@ Status parse_node(const YamlSection& s, NodeConfig& c) {
   return Status::OK();
 }
 
+Result<double> parse_fraction(std::string_view text) {
+  const std::string t(text);
+  try {
+    size_t used = 0;
+    const double v = std::stod(t, &used);
+    if (used == t.size() && v >= 0 && v < 1) return v;
+  } catch (const std::exception&) {
+  }
+  return invalid_argument("'" + t + "' is not a number in [0, 1)");
+}
+
+Status parse_transfer(const YamlSection& s, TransferConfig& c) {
+  EMBER_RETURN_IF_ERROR(s.check_unique_keys());
+  EMBER_RETURN_IF_ERROR(s.check_keys({"transport", "chunk", "socket_buffer", "progress_interval", "idle_timeout",
+                                      "stall_timeout", "slow_fraction", "min_rate", "lag", "max_attempts", "rack"}));
+  EMBER_RETURN_IF_ERROR(s.read_string("transport", c.transport));
+  EMBER_RETURN_IF_ERROR(s.read("chunk", c.chunk_bytes, parse_bytes));
+  EMBER_RETURN_IF_ERROR(s.read("socket_buffer", c.socket_buffer_bytes, parse_bytes));
+  EMBER_RETURN_IF_ERROR(s.read("progress_interval", c.progress_interval_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read("idle_timeout", c.idle_timeout_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read("stall_timeout", c.stall_timeout_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read("slow_fraction", c.slow_fraction, parse_fraction));
+  EMBER_RETURN_IF_ERROR(s.read("min_rate", c.min_rate_bytes_per_s, parse_bandwidth));
+  EMBER_RETURN_IF_ERROR(s.read("lag", c.lag_bytes, parse_bytes));
+  EMBER_RETURN_IF_ERROR(s.read_uint_as("max_attempts", 1000, c.max_attempts));
+  EMBER_RETURN_IF_ERROR(s.read_string("rack", c.rack));
+  return Status::OK();
+}
+
+Status validate_transfer(const TransferConfig& t, const std::string& at) {
+  if (t.transport != "tcp" && t.transport != "ucx") {
+    return invalid_argument(at + ": transfer.transport: '" + t.transport + "' is neither tcp nor ucx");
+  }
+  if (t.chunk_bytes < (64u << 10) || t.chunk_bytes > (64u << 20)) {
+    return invalid_argument(at + ": transfer.chunk: " + format_bytes(t.chunk_bytes) + " is outside 64 KiB..64 MiB");
+  }
+  if (t.socket_buffer_bytes < (64u << 10) || t.socket_buffer_bytes > (256u << 20)) {
+    return invalid_argument(at + ": transfer.socket_buffer: " + format_bytes(t.socket_buffer_bytes) +
+                            " is outside 64 KiB..256 MiB");
+  }
+  EMBER_RETURN_IF_ERROR(check_duration(at, "transfer.progress_interval", t.progress_interval_us));
+  EMBER_RETURN_IF_ERROR(check_duration(at, "transfer.idle_timeout", t.idle_timeout_us));
+  EMBER_RETURN_IF_ERROR(check_duration(at, "transfer.stall_timeout", t.stall_timeout_us));
+  if (t.progress_interval_us >= t.stall_timeout_us) {
+    return invalid_argument(at + ": transfer.progress_interval must be shorter than transfer.stall_timeout");
+  }
+  if (t.lag_bytes < t.chunk_bytes) {
+    return invalid_argument(at + ": transfer.lag: must be at least transfer.chunk (" + format_bytes(t.chunk_bytes) + ")");
+  }
+  EMBER_RETURN_IF_ERROR(check_range(at, "transfer.max_attempts", t.max_attempts, 1, 1000));
+  if (t.rack.size() > 255) return invalid_argument(at + ": transfer.rack: longer than 255 characters");
+  return Status::OK();
+}
+
 }  // namespace
 
 std::string_view to_string(ProcessRole role) {
@@ -106,6 +160,7 @@ std::string_view to_string(ProcessRole role) {
 
 Status validate(const ClusterConfig& c, std::string_view source) {
   const std::string at(source);
+  EMBER_RETURN_IF_ERROR(validate_transfer(c.transfer, at));
 
   const ManagerConfig& m = c.manager;
   EMBER_RETURN_IF_ERROR(check_duration(at, "manager.node_timeout", m.node_timeout_us));
@@ -206,7 +261,8 @@ Result<ClusterConfig> parse_cluster_config(std::string_view yaml, std::string_vi
   ClusterConfig config;
   const YamlSection top = YamlSection::root(root, source);
   EMBER_RETURN_IF_ERROR(top.check_unique_keys());
-  EMBER_RETURN_IF_ERROR(top.check_keys({"manager", "gateway", "node", "devices"}, config_yaml::Values::anything));
+  EMBER_RETURN_IF_ERROR(
+      top.check_keys({"manager", "gateway", "node", "devices", "transfer"}, config_yaml::Values::anything));
   config.has_manager = top.has("manager");
   config.has_gateway = top.has("gateway");
   config.has_node = top.has("node");
@@ -217,6 +273,8 @@ Result<ClusterConfig> parse_cluster_config(std::string_view yaml, std::string_vi
   EMBER_RETURN_IF_ERROR(parse_gateway(gateway, config.gateway));
   EMBER_ASSIGN_OR_RETURN(auto node, YamlSection::open(root, "node", source));
   EMBER_RETURN_IF_ERROR(parse_node(node, config.node));
+  EMBER_ASSIGN_OR_RETURN(auto transfer, YamlSection::open(root, "transfer", source));
+  EMBER_RETURN_IF_ERROR(parse_transfer(transfer, config.transfer));
   // The devices parser of `ember run` does not reject repeated keys; this one does, like the others.
   EMBER_ASSIGN_OR_RETURN(auto devices, YamlSection::open(root, "devices", source));
   EMBER_RETURN_IF_ERROR(devices.check_unique_keys());

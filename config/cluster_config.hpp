@@ -6,6 +6,8 @@
 //   gateway:   http, http_threads, max_body, request_timeout, cold_start_timeout, max_pending
 //   node:      manager, data_listen, name, cache, repository, rejoin_interval, max_queue
 //   devices:   kind, count, memory, pcie_bandwidth, compute_threads   (config/device_config.hpp)
+//   transfer:  transport, chunk, socket_buffer, progress_interval, idle_timeout, stall_timeout,
+//              slow_fraction, min_rate, lag, max_attempts, rack
 //
 // Pure data plus parsing; anyone may call it, on any thread. Parsing never throws and never touches
 // the network or the repository directories (whether a directory exists or a host resolves is found
@@ -110,10 +112,55 @@ struct NodeConfig {
   uint32_t max_queue = 1024;
 };
 
+/// `transfer:` — the data plane and chained multicast of model bytes (read by managers and nodes).
+struct TransferConfig {
+  /// "tcp" (the default; works everywhere) or "ucx" (UCX picks shared memory, TCP or RDMA as the
+  /// hosts have them). Every node and the manager of a cluster must use the same transport.
+  std::string transport = "tcp";
+  /// Payload bytes per data frame. Default 4 MiB (measured: transport/tcp_blob_server.hpp);
+  /// 64 KiB..64 MiB. Larger delays the first forwarded chunk of each hop and coarsens resume.
+  uint64_t chunk_bytes = 4ull << 20;
+  /// SO_SNDBUF/SO_RCVBUF of data-plane sockets: the in-flight window of one hop. Default 4 MiB;
+  /// 64 KiB..256 MiB. Each transfer holds up to twice this in kernel memory per side.
+  uint64_t socket_buffer_bytes = 4ull << 20;
+  /// How often a receiving hop reports its verified offset to the manager. Microseconds; default
+  /// 250ms. Shorter finds stalls sooner at one small message per hop per interval.
+  uint64_t progress_interval_us = 250'000;
+  /// A hop whose upstream sends nothing for this long gives that upstream up and asks the manager
+  /// for another. Microseconds; default 5s.
+  uint64_t idle_timeout_us = 5'000'000;
+  /// The manager splices out a hop whose offset has not moved for this long while its upstream
+  /// holds more (or that moves slower than slow_fraction of its upstream over this window).
+  /// Microseconds; default 2s.
+  uint64_t stall_timeout_us = 2'000'000;
+  /// See stall_timeout. Default 0.25; 0 disables the slow-hop rule (only stalls count); below 1.
+  double slow_fraction = 0.25;
+  /// A hop (with a hop waiting on it) that receives slower than this over stall_timeout is spliced
+  /// out too, whatever feeds it. Bytes per second; default 0 (off). Set it to a fraction of the
+  /// slowest link's rate: a hop behind a congested link should not hold up the rest of the chain.
+  uint64_t min_rate_bytes_per_s = 0;
+  /// A slow hop is spliced out only when it lags its upstream by at least this many bytes. Default
+  /// 64 MiB; at least one chunk.
+  uint64_t lag_bytes = 64ull << 20;
+  /// Fetch attempts (first plus resumes) of one hop before it gives up. Default 16; 1..1000.
+  uint32_t max_attempts = 16;
+  /// This node's rack (racks order chains so each inter-rack link is crossed once). Default "" (unknown).
+  std::string rack;
+
+  // Fault seams for tests and drills: set only from the command line (`ember node --fault-...`),
+  // never from the file. 0 = off.
+  /// The node's blob server flips one bit of its Nth data frame (1-based, counted over its life),
+  /// after computing the frame's checksum: the receiver must detect it and fetch the chunk again.
+  uint64_t fault_corrupt_frame = 0;
+  /// The node's multicast hops receive at most this many bytes per second (a slow peer).
+  uint64_t fault_receive_bytes_per_s = 0;
+};
+
 struct ClusterConfig {
   ManagerConfig manager;
   GatewayConfig gateway;
   NodeConfig node;
+  TransferConfig transfer;
   /// Top-level `devices:`, as parse_devices_config reads it; used by node processes.
   DevicesConfig devices;
   /// Whether the file had a `manager:`, `gateway:`, `node:` key (even with nothing under it): that

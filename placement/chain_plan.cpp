@@ -175,6 +175,11 @@ std::vector<Splice> ChainPlan::check_stalls(int64_t now_ms, const StallOptions& 
       const uint64_t up_gained = u.offset - std::min(u.offset, offset_at(u, window_start));
       slow = static_cast<double>(gained) < options.slow_fraction * static_cast<double>(up_gained);
     }
+    if (options.min_bytes_per_s > 0 && up_holds > h.offset && up_holds - h.offset >= options.lag_bytes) {
+      const uint64_t gained = h.offset - std::min(h.offset, offset_at(h, window_start));
+      const double floor = static_cast<double>(options.min_bytes_per_s) * static_cast<double>(options.stall_ms) / 1000.0;
+      slow = slow || static_cast<double>(gained) < floor;
+    }
     if (stalled || slow) out_hops.push_back(i);
   }
   if (out_hops.empty()) return {};

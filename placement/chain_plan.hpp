@@ -69,6 +69,10 @@ struct StallOptions {
   /// gained, while it lags its upstream by at least lag_bytes.
   double slow_fraction = 0.25;
   uint64_t lag_bytes = 64ull << 20;
+  /// Too slow in absolute terms: over the last stall_ms the hop gained less than
+  /// min_bytes_per_s * stall_ms, while it lags its upstream by at least lag_bytes. The only rule
+  /// that judges a hop fed by the source (whose own progress is not observed). 0 = off.
+  uint64_t min_bytes_per_s = 0;
 };
 
 /// One hop for metrics and logs.

@@ -320,6 +320,12 @@ Status BlobServer::stream(int fd, uint64_t transfer_id, const std::string& key, 
       }
     }
     auto header = encode_frame_header(data_frame(transfer_id, at, payload, n, size));
+    std::vector<uint8_t> corrupted;
+    if (options_.corrupt_frame != 0 && frames_sent_.fetch_add(1) + 1 == options_.corrupt_frame) {
+      corrupted.assign(payload, payload + n);  // the fault seam: the checksum is of the good bytes
+      corrupted[n / 2] ^= 0x10;
+      payload = corrupted.data();
+    }
     iovec iov[2] = {{header.data(), header.size()}, {const_cast<uint8_t*>(payload), n}};
     EMBER_RETURN_IF_ERROR(send_all(fd, iov, 2));  // the receiver is gone: nobody to tell
     bytes_sent_.fetch_add(n, std::memory_order_relaxed);

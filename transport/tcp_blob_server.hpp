@@ -57,6 +57,7 @@
 
 #include "config/status.hpp"
 #include "transport/blob.hpp"
+#include "transport/data_server.hpp"
 #include "transport/tcp_socket.hpp"
 
 namespace ember::transport {
@@ -83,36 +84,39 @@ struct BlobServerOptions {
   /// as its bytes come; when none come for this long the transfer is aborted with `unavailable`
   /// and the receiver asks its controller for another upstream.
   std::chrono::milliseconds upstream_wait{30000};
+  /// Fault seam (tests, drills): flip one bit in the payload of the Nth data frame this server
+  /// sends (1-based, over its life) after its CRC-32C was computed. 0 = never.
+  uint64_t corrupt_frame = 0;
 };
 
-class BlobServer {
+class BlobServer final : public DataServer {
  public:
   /// Binds, listens and starts the acceptor. invalid_argument for bad options; io_error when the
   /// address cannot be bound. `lookup` must outlive nothing: the server keeps its own copy.
   static Result<std::unique_ptr<BlobServer>> start(BlobServerOptions options, BlobLookup lookup);
 
-  ~BlobServer();
+  ~BlobServer() override;
   BlobServer(const BlobServer&) = delete;
   BlobServer& operator=(const BlobServer&) = delete;
 
   /// The port actually bound (the ephemeral one when options.port was 0).
-  uint16_t port() const { return port_; }
+  uint16_t port() const override { return port_; }
   /// host:port to hand to receivers (the listen host, so "0.0.0.0" is not useful to a peer).
-  Endpoint endpoint() const { return {options_.host, port_}; }
+  Endpoint endpoint() const override { return {options_.host, port_}; }
 
   /// Stops accepting, cuts every transfer off, joins every thread. Idempotent; any thread except
   /// the server's own (never from inside a BlobLookup).
-  void stop();
+  void stop() override;
 
   // Counters: plain atomics, read at any time (metrics export comes later).
   /// Payload bytes handed to the kernel, over all transfers.
-  uint64_t bytes_sent() const { return bytes_sent_.load(std::memory_order_relaxed); }
+  uint64_t bytes_sent() const override { return bytes_sent_.load(std::memory_order_relaxed); }
   /// Transfers that sent their end frame.
-  uint64_t transfers_served() const { return served_.load(std::memory_order_relaxed); }
+  uint64_t transfers_served() const override { return served_.load(std::memory_order_relaxed); }
   /// Transfers that ended otherwise (abort sent, receiver gone, stopped); rejections not included.
-  uint64_t transfers_failed() const { return failed_.load(std::memory_order_relaxed); }
+  uint64_t transfers_failed() const override { return failed_.load(std::memory_order_relaxed); }
   /// Transfers in progress now.
-  uint64_t transfers_active() const { return active_.load(std::memory_order_relaxed); }
+  uint64_t transfers_active() const override { return active_.load(std::memory_order_relaxed); }
   /// Connections turned away with "busy" because max_transfers were in progress.
   uint64_t connections_rejected() const { return rejected_.load(std::memory_order_relaxed); }
 
@@ -153,6 +157,7 @@ class BlobServer {
   std::atomic<uint64_t> failed_{0};
   std::atomic<uint64_t> active_{0};
   std::atomic<uint64_t> rejected_{0};
+  std::atomic<uint64_t> frames_sent_{0};
 };
 
 }  // namespace ember::transport

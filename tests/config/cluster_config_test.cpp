@@ -36,6 +36,45 @@ void expect_defaults(const ClusterConfig& c) {
   EXPECT_EQ(c.devices.kind, DeviceKind::automatic);
   EXPECT_EQ(c.devices.count, 1u);
   EXPECT_EQ(c.devices.sim.memory_bytes, 8ull << 30);
+
+  EXPECT_EQ(c.transfer.transport, "tcp");
+  EXPECT_EQ(c.transfer.chunk_bytes, 4ull << 20);
+  EXPECT_EQ(c.transfer.socket_buffer_bytes, 4ull << 20);
+  EXPECT_EQ(c.transfer.progress_interval_us, 250'000u);
+  EXPECT_EQ(c.transfer.idle_timeout_us, 5'000'000u);
+  EXPECT_EQ(c.transfer.stall_timeout_us, 2'000'000u);
+  EXPECT_DOUBLE_EQ(c.transfer.slow_fraction, 0.25);
+  EXPECT_EQ(c.transfer.lag_bytes, 64ull << 20);
+  EXPECT_EQ(c.transfer.max_attempts, 16u);
+  EXPECT_EQ(c.transfer.rack, "");
+}
+
+TEST(ClusterConfig, ReadsTheTransferSection) {
+  auto c = parse_cluster_config(R"(
+transfer:
+  transport: ucx
+  chunk: 1MiB
+  socket_buffer: 8MiB
+  progress_interval: 100ms
+  idle_timeout: 3s
+  stall_timeout: 1s
+  slow_fraction: 0.5
+  lag: 16MiB
+  max_attempts: 4
+  rack: rack-a
+)",
+                                "ember.yaml");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_EQ(c->transfer.transport, "ucx");
+  EXPECT_EQ(c->transfer.chunk_bytes, 1ull << 20);
+  EXPECT_EQ(c->transfer.socket_buffer_bytes, 8ull << 20);
+  EXPECT_EQ(c->transfer.progress_interval_us, 100'000u);
+  EXPECT_EQ(c->transfer.idle_timeout_us, 3'000'000u);
+  EXPECT_EQ(c->transfer.stall_timeout_us, 1'000'000u);
+  EXPECT_DOUBLE_EQ(c->transfer.slow_fraction, 0.5);
+  EXPECT_EQ(c->transfer.lag_bytes, 16ull << 20);
+  EXPECT_EQ(c->transfer.max_attempts, 4u);
+  EXPECT_EQ(c->transfer.rack, "rack-a");
 }
 
 TEST(ClusterConfig, EmptyDocumentsGiveDefaults) {
@@ -225,7 +264,7 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     UnknownKeysAndShapes, ClusterConfigErrors,
     ::testing::Values(
-        BadCase{"managr:\n  listen: a:1\n", "ember.yaml: managr: unknown key (known: manager, gateway, node, devices)"},
+        BadCase{"managr:\n  listen: a:1\n", "ember.yaml: managr: unknown key (known: manager, gateway, node, devices, transfer)"},
         BadCase{"transport: tcp\n", "ember.yaml: transport: unknown key"},
         BadCase{"manager:\n  heartbeats: 1s\n", "manager.heartbeats: unknown key (known: listen, data_listen,"},
         BadCase{"gateway:\n  threads: 4\n", "gateway.threads: unknown key"},
@@ -261,7 +300,16 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"manager:\ngateway:\n  http: 0.0.0.0:7070\n",
                 "gateway.http (0.0.0.0:7070) collides with manager.listen"},
         BadCase{"gateway: {}\nnode:\n  data_listen: 127.0.0.1:8000\n",
-                "node.data_listen (127.0.0.1:8000) collides with gateway.http"}));
+                "node.data_listen (127.0.0.1:8000) collides with gateway.http"},
+        BadCase{"transfer:\n  transport: rdma\n", "transfer.transport: 'rdma' is neither tcp nor ucx"},
+        BadCase{"transfer:\n  chunk: 1KiB\n", "transfer.chunk"},
+        BadCase{"transfer:\n  socket_buffer: 1GiB\n", "transfer.socket_buffer"},
+        BadCase{"transfer:\n  slow_fraction: 1.5\n", "transfer.slow_fraction"},
+        BadCase{"transfer:\n  slow_fraction: lots\n", "transfer.slow_fraction"},
+        BadCase{"transfer:\n  progress_interval: 3s\n", "transfer.progress_interval must be shorter"},
+        BadCase{"transfer:\n  lag: 1MiB\n", "transfer.lag"},
+        BadCase{"transfer:\n  max_attempts: 0\n", "transfer.max_attempts"},
+        BadCase{"transfer:\n  chunks: 4MiB\n", "transfer.chunks"}));
 
 TEST(ClusterConfig, CrossFieldBoundariesThatPass) {
   EXPECT_TRUE(parse_cluster_config("manager:\n  heartbeat: 1999ms\n", "e.yaml").ok());

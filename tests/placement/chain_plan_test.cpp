@@ -130,6 +130,30 @@ TEST(ChainPlan, SlowHopBySlowFraction) {
   EXPECT_TRUE(q.check_stalls(4000, StallOptions{2000, 0.05, 64 * MiB}).empty());
 }
 
+TEST(ChainPlan, SlowHopFedByTheSourceByTheRateFloor) {
+  // a is fed by the source and crawls at 10 MiB/s; b and c wait on it.
+  ChainPlan p = plan4();
+  for (int64_t t = 500; t <= 4000; t += 500) {
+    const uint64_t a = static_cast<uint64_t>(t) / 500 * 5 * MiB;
+    p.on_progress("a", a, t);
+    p.on_progress("b", a, t);
+    p.on_progress("c", a, t);
+  }
+  EXPECT_TRUE(p.check_stalls(4000, StallOptions{}).empty());  // without a floor nothing can judge a
+  StallOptions floor{2000, 0.25, 64 * MiB, 50 * MiB};           // 50 MiB/s at least
+  EXPECT_EQ(p.check_stalls(4000, floor), (Splices{{"b", "src"}}));
+  EXPECT_EQ(p.state("a"), HopState::spliced_out);
+  // Above the floor: not slow.
+  ChainPlan q = plan4();
+  for (int64_t t = 500; t <= 4000; t += 500) {
+    const uint64_t a = static_cast<uint64_t>(t) / 500 * 50 * MiB;
+    q.on_progress("a", a, t);
+    q.on_progress("b", a, t);
+    q.on_progress("c", a, t);
+  }
+  EXPECT_TRUE(q.check_stalls(4000, StallOptions{2000, 0.25, 64 * MiB, 50 * MiB}).empty());
+}
+
 TEST(ChainPlan, NoFalsePositiveWhenTheChainIsSlowTogetherOrCaughtUp) {
   // a far ahead of b, but both crawl at the same rate: b keeps pace with its upstream.
   ChainPlan p = plan4();

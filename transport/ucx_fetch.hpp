@@ -1,0 +1,42 @@
+// ucx_fetch_blob: the receiving side of the UCX data plane, the same contract as the TCP
+// fetch_blob (tcp_fetch.hpp: BlobSink, FetchOptions, FetchResult and the error codes are shared)
+// against a UcxBlobServer (ucx_blob_server.hpp documents the protocol).
+//
+// Callers: the node's model cache and multicast chain hops, on a thread of their own: the call
+// blocks until the blob is complete or the transfer fails. It creates one UCX worker for the fetch
+// and drives it on the calling thread (no progress thread), sleeping in poll(2) on the worker's
+// event fd whenever nothing is arriving; the only other thread is the trailing SHA-256 hasher. It
+// never blocks longer than the connect timeout plus, per silent gap, the idle timeout (and never
+// beyond total_timeout); it never throws; it keeps no state between calls.
+//
+// Verification, as TCP: every data frame's payload lands in the sink's buffer at its offset (a UCX
+// rendezvous pulls it there: no intermediate copy) and its CRC-32C is checked there before
+// BlobSink::on_chunk hears of it; chunks are reported in order, contiguous; the whole blob's
+// SHA-256 (trailing the receiver on a helper thread when the fetch starts at offset 0, else over
+// the whole buffer at the end) is compared with the end frame's. Before it returns, the worker is
+// destroyed, so nothing writes into the sink's buffer afterwards.
+//
+// Options as for TCP, with these UCX meanings:
+//   connect_timeout  until the connection is up and the request sent (per resolved address)
+//   idle_timeout     the server sends nothing: no frame arrives and no payload in flight moves
+//   cancel           the interrupt wakes the fetch's poll(2) through an eventfd; the fetch then
+//                    returns `unavailable` ("cancelled at offset N ...")
+//   socket_buffer_bytes  not used (UCX_TCP_SNDBUF / UCX_TCP_RCVBUF)
+// A dead server is detected by UCX's peer-failure handling (connection reset) or, at the latest,
+// by the idle timeout. Error messages name the key and the endpoint; a lost connection says
+// "truncated stream" as TCP does.
+#pragma once
+
+#include <string>
+
+#include "config/status.hpp"
+#include "transport/tcp_fetch.hpp"
+#include "transport/tcp_socket.hpp"
+
+namespace ember::transport {
+
+/// Fetches blob `key` from the UcxBlobServer at `from` into `sink`; errors as fetch_blob's.
+Result<FetchResult> ucx_fetch_blob(const Endpoint& from, const std::string& key, const FetchOptions& options,
+                                   BlobSink& sink);
+
+}  // namespace ember::transport

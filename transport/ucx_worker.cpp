@@ -1,0 +1,233 @@
+#include "transport/ucx_worker.hpp"
+
+#include <netdb.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace ember::transport::ucx {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct ContextState {
+  ucp_context_h context = nullptr;
+  std::string error;        // why context creation failed
+  std::string tls;          // UCX_TLS in effect
+  bool tls_from_env = false;
+};
+
+ContextState& state() {
+  // Never destroyed: a worker may be torn down after static destructors started running.
+  static ContextState* s = [] {
+    auto* st = new ContextState;
+    const char* env_tls = std::getenv("UCX_TLS");
+    st->tls_from_env = env_tls != nullptr;
+    st->tls = env_tls != nullptr ? env_tls : "tcp";
+    ucp_config_t* config = nullptr;
+    ucs_status_t rc = ucp_config_read(nullptr, nullptr, &config);
+    if (rc != UCS_OK) {
+      st->error = "cannot read the UCX configuration: " + status_text(rc);
+      return st;
+    }
+    if (!st->tls_from_env) {
+      rc = ucp_config_modify(config, "TLS", "tcp");
+      if (rc != UCS_OK) {
+        ucp_config_release(config);
+        st->error = "cannot set UCX_TLS=tcp: " + status_text(rc);
+        return st;
+      }
+    }
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
+    params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+    params.mt_workers_shared = 1;  // workers of different threads share the context's resources
+    params.name = "ember-data-plane";
+    rc = ucp_init(&params, config, &st->context);
+    ucp_config_release(config);
+    if (rc != UCS_OK) {
+      st->context = nullptr;
+      st->error = "cannot initialize UCX (UCX_TLS=" + st->tls + "): " + status_text(rc);
+    }
+    return st;
+  }();
+  return *s;
+}
+
+int poll_ms(std::chrono::milliseconds ms) { return static_cast<int>(std::clamp<int64_t>(ms.count(), 0, 1 << 30)); }
+
+}  // namespace
+
+Result<ucp_context_h> context() {
+  ContextState& s = state();
+  if (s.context == nullptr) return io_error(s.error);
+  return s.context;
+}
+
+std::string describe_config() {
+  ContextState& s = state();
+  unsigned major = 0, minor = 0, release = 0;
+  ucp_get_version(&major, &minor, &release);
+  std::string text = "UCX " + std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release) +
+                     ", UCX_TLS=" + s.tls + (s.tls_from_env ? " (from the environment)" : " (Ember's default)") +
+                     ", error mode PEER, active messages with rendezvous";
+  if (s.context == nullptr) text += ", NOT AVAILABLE: " + s.error;
+  return text;
+}
+
+std::string status_text(ucs_status_t status) {
+  return std::string(ucs_status_string(status)) + " (" + std::to_string(static_cast<int>(status)) + ")";
+}
+
+Result<std::vector<SockAddr>> resolve(const std::string& host, uint16_t port, bool passive) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
+  addrinfo* out = nullptr;
+  const std::string service = std::to_string(port);
+  const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &out);
+  if (rc != 0) return io_error("cannot resolve " + Endpoint{host, port}.to_string() + ": " + ::gai_strerror(rc));
+  std::vector<SockAddr> addrs;
+  for (addrinfo* ai = out; ai != nullptr; ai = ai->ai_next) {
+    if (ai->ai_addrlen > sizeof(sockaddr_storage)) continue;
+    SockAddr a;
+    std::memcpy(&a.storage, ai->ai_addr, ai->ai_addrlen);
+    a.length = ai->ai_addrlen;
+    addrs.push_back(a);
+  }
+  ::freeaddrinfo(out);
+  if (addrs.empty()) return io_error("cannot resolve " + Endpoint{host, port}.to_string() + ": no address");
+  return addrs;
+}
+
+// ---------------------------------------------------------------- Worker
+
+Result<std::unique_ptr<Worker>> Worker::create(const std::string& what) {
+  EMBER_ASSIGN_OR_RETURN(ucp_context_h ctx, context());
+  ucp_worker_params_t params{};
+  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  params.thread_mode = UCS_THREAD_MODE_SINGLE;
+  ucp_worker_h worker = nullptr;
+  ucs_status_t rc = ucp_worker_create(ctx, &params, &worker);
+  if (rc != UCS_OK) return io_error(what + ": cannot create a UCX worker: " + status_text(rc));
+  int efd = -1;
+  rc = ucp_worker_get_efd(worker, &efd);
+  if (rc != UCS_OK) {
+    ucp_worker_destroy(worker);
+    return io_error(what + ": UCX worker has no event fd: " + status_text(rc));
+  }
+  ucp_worker_attr_t attr{};
+  attr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
+  size_t max_header = 0;
+  if (ucp_worker_query(worker, &attr) == UCS_OK) max_header = attr.max_am_header;
+  return std::unique_ptr<Worker>(new Worker(worker, efd, max_header));
+}
+
+Worker::~Worker() { ucp_worker_destroy(worker_); }
+
+unsigned Worker::progress() {
+  unsigned total = 0;
+  while (unsigned n = ucp_worker_progress(worker_)) total += n;
+  return total;
+}
+
+void Worker::wait(std::chrono::milliseconds timeout, int wake_fd, int wake_fd2) {
+  const ucs_status_t rc = ucp_worker_arm(worker_);
+  if (rc == UCS_ERR_BUSY) return;  // events arrived since the last progress
+  pollfd fds[3] = {{efd_, POLLIN, 0}, {wake_fd, POLLIN, 0}, {wake_fd2, POLLIN, 0}};
+  // A worker that cannot be armed is polled every millisecond instead (never observed).
+  if (rc != UCS_OK) timeout = std::min(timeout, std::chrono::milliseconds(1));
+  // poll(2) ignores entries with a negative fd.
+  (void)::poll(fds, 3, poll_ms(timeout));
+}
+
+Status Worker::set_am_handler(unsigned id, ucp_am_recv_callback_t callback, void* arg) {
+  ucp_am_handler_param_t param{};
+  param.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG |
+                     UCP_AM_HANDLER_PARAM_FIELD_FLAGS;
+  param.id = id;
+  param.cb = callback;
+  param.arg = arg;
+  param.flags = UCP_AM_FLAG_WHOLE_MSG | UCP_AM_FLAG_PERSISTENT_DATA;
+  const ucs_status_t rc = ucp_worker_set_am_recv_handler(worker_, &param);
+  if (rc != UCS_OK) return io_error("cannot install the UCX active-message handler: " + status_text(rc));
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------- Request
+
+Request::Request(ucs_status_ptr_t ptr) {
+  if (ptr == nullptr) {
+    status_ = UCS_OK;
+  } else if (UCS_PTR_IS_ERR(ptr)) {
+    status_ = UCS_PTR_STATUS(ptr);
+  } else {
+    ptr_ = ptr;
+    status_ = UCS_INPROGRESS;
+  }
+}
+
+Request& Request::operator=(Request&& other) noexcept {
+  if (this != &other) {
+    reset();
+    ptr_ = other.ptr_;
+    status_ = other.status_;
+    other.ptr_ = nullptr;
+  }
+  return *this;
+}
+
+ucs_status_t Request::status() {
+  if (ptr_ != nullptr) {
+    status_ = ucp_request_check_status(ptr_);
+    if (status_ != UCS_INPROGRESS) {
+      ucp_request_free(ptr_);
+      ptr_ = nullptr;
+    }
+  }
+  return status_;
+}
+
+void Request::reset() {
+  // Still in flight: UCX frees it when it completes, and calls nothing of ours.
+  if (ptr_ != nullptr) ucp_request_free(ptr_);
+  ptr_ = nullptr;
+  status_ = UCS_OK;
+}
+
+// ---------------------------------------------------------------- teardown
+
+void close_endpoint(Worker& worker, ucp_ep_h ep) {
+  ucp_request_param_t param{};
+  param.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+  param.flags = UCP_EP_CLOSE_FLAG_FORCE;
+  Request close(ucp_ep_close_nbx(ep, &param));
+  // A force close completes at once in UCX 1.13; the bound only guards against a surprise.
+  const auto deadline = Clock::now() + std::chrono::seconds(2);
+  while (!close.done() && Clock::now() < deadline) {
+    if (worker.progress() == 0) worker.wait(std::chrono::milliseconds(10));
+  }
+  // Let UCX run the completions it scheduled for the cancelled requests.
+  worker.progress();
+}
+
+std::string endpoint_info(ucp_ep_h ep) {
+  char* text = nullptr;
+  size_t size = 0;
+  FILE* f = ::open_memstream(&text, &size);
+  if (f == nullptr) return "(no memory for the endpoint info)";
+  ucp_ep_print_info(ep, f);
+  std::fclose(f);
+  std::string out(text, size);
+  std::free(text);
+  return out;
+}
+
+}  // namespace ember::transport::ucx
