@@ -158,6 +158,7 @@ caf::result<blob_ref> fetch(cache_pointer self, fetch_blob& req) {
   if (req.transfer_id != 0 && !req.sources.empty() && req.controller) {
     // A hop of a multicast chain: the transfer_peer pulls, forwards and reports cache_fetch_done.
     TransferPeerConfig peer = st.config.transfer;
+    peer.instruments = st.instruments;
     spawn_transfer_peer(self->system(), std::move(peer), std::move(req), st.store, handle);
     return rp;
   }

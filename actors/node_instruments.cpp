@@ -24,7 +24,29 @@ NodeInstruments::NodeInstruments()
                     .with(std::vector<std::string>{})),
       loads_(registry_.counter("ember_replica_loads_total", "Replica loads by outcome", {"outcome"})),
       load_seconds_(registry_.histogram("ember_replica_load_duration_seconds",
-                                        "Time from load request to a ready replica (fetch and bind)")) {}
+                                        "Time from load request to a ready replica (fetch and bind)")),
+      hops_active_(registry_.gauge("ember_transfer_hops_active", "Multicast chain hops receiving on this node")
+                       .with(std::vector<std::string>{})),
+      hop_verified_(registry_.gauge("ember_transfer_verified_bytes",
+                                    "Bytes of the model this node's latest multicast hop has verified",
+                                    {"model", "version"})),
+      hop_blob_(registry_.gauge("ember_transfer_blob_bytes", "Size of the model that hop receives", {"model", "version"})),
+      hop_resumes_(registry_.counter("ember_transfer_resumes_total",
+                                     "Multicast hops resumed from their verified offset, by cause", {"reason"})),
+      hops_(registry_.counter("ember_transfer_hops_total", "Multicast hops ended on this node, by outcome",
+                              {"outcome"})) {}
+
+void NodeInstruments::add_active_hop(int delta) { hops_active_.inc(static_cast<double>(delta)); }
+
+void NodeInstruments::set_hop_progress(const model_key& model, uint64_t verified_bytes, uint64_t blob_bytes) {
+  const std::string version = std::to_string(model.version);
+  hop_verified_.with({model.name, version}).set(static_cast<double>(verified_bytes));
+  hop_blob_.with({model.name, version}).set(static_cast<double>(blob_bytes));
+}
+
+void NodeInstruments::count_hop_resume(const std::string& reason) { hop_resumes_.with({reason}).inc(); }
+
+void NodeInstruments::count_hop(const std::string& outcome) { hops_.with({outcome}).inc(); }
 
 void NodeInstruments::observe_run(const model_key& model, uint64_t queue_us, uint64_t compute_us) {
   const std::string version = std::to_string(model.version);

@@ -29,6 +29,14 @@ class NodeInstruments {
   void set_replicas(uint64_t replicas);
   /// A replica load finished: "ok" or the error code's name.
   void count_load(const std::string& outcome, double seconds);
+  /// Multicast hops on this node: `delta` +1 when one starts, -1 when it ends.
+  void add_active_hop(int delta);
+  /// A hop's verified bytes so far, of `blob_bytes` (progress of the transfer on this node).
+  void set_hop_progress(const model_key& model, uint64_t verified_bytes, uint64_t blob_bytes);
+  /// A hop resumed: "corrupt" (chunk failed its checksum), "upstream_lost", "splice".
+  void count_hop_resume(const std::string& reason);
+  /// A hop ended: "ok" or the error code's name.
+  void count_hop(const std::string& outcome);
 
  private:
   metrics::Registry registry_;
@@ -44,6 +52,11 @@ class NodeInstruments {
   metrics::Gauge& replicas_;
   metrics::CounterFamily& loads_;
   metrics::HistogramFamily& load_seconds_;
+  metrics::Gauge& hops_active_;
+  metrics::GaugeFamily& hop_verified_;
+  metrics::GaugeFamily& hop_blob_;
+  metrics::CounterFamily& hop_resumes_;
+  metrics::CounterFamily& hops_;
 };
 
 }  // namespace ember

@@ -12,6 +12,7 @@
 
 #include "actors/blob_store.hpp"
 #include "actors/errors.hpp"
+#include "actors/node_instruments.hpp"
 #include "actors/worker_pool.hpp"
 #include "config/units.hpp"
 #include "gpu/host_buffer.hpp"
@@ -81,6 +82,7 @@ struct peer_state {
   bool finished = false;
   uint32_t corrupt_in_a_row = 0;
   uint32_t not_found_retries = 0;
+  uint64_t quarters_logged = 0;  // progress lines logged: one per quarter of the blob
   uint64_t bytes_received = 0;
   Clock::time_point started = Clock::now();
 
@@ -129,6 +131,11 @@ void start_attempt(peer_pointer self, std::chrono::milliseconds delay = std::chr
 void finish(peer_pointer self, Result<blob_ref> result) {
   auto& st = self->state;
   st.finished = true;
+  if (auto* m = st.config.instruments) {
+    m->add_active_hop(-1);
+    m->count_hop(result.ok() ? "ok" : std::string(to_string(result.error().code())));
+    m->set_hop_progress(st.req.model, st.hop->verified.load(), st.req.blob_bytes);
+  }
   if (result.ok()) {
     self->send(st.controller, progress_of(self, "done"));
   } else if (st.hop->growing) {
@@ -163,6 +170,7 @@ void ask_for_upstream(peer_pointer self, const Error& why) {
           [self](blob_source& next) {
             auto& s = self->state;
             if (s.finished || s.running) return;  // a splice got there first
+            if (s.config.instruments) s.config.instruments->count_hop_resume("upstream_lost");
             s.upstream = std::move(next);
             start_attempt(self);
           },
@@ -189,6 +197,7 @@ void attempt_done(peer_pointer self, hop_attempt_done& done) {
   }
   st.bytes_received = st.hop->verified.load();  // approximate: counts what the attempts verified
   if (st.next_upstream) {  // cancelled by a splice: go on from the new upstream
+    if (st.config.instruments) st.config.instruments->count_hop_resume("splice");
     st.upstream = std::move(*st.next_upstream);
     st.next_upstream.reset();
     return start_attempt(self);
@@ -202,6 +211,7 @@ void attempt_done(peer_pointer self, hop_attempt_done& done) {
     return start_attempt(self, kNotYetDelay);
   }
   if (e.code() == ErrorCode::corrupt && st.corrupt_in_a_row++ < kCorruptRetries) {
+    if (st.config.instruments) st.config.instruments->count_hop_resume("corrupt");
     spdlog::warn("transfer {}: node {}: {}; re-fetching from offset {}", st.req.transfer_id, st.config.node,
                  e.message(), st.hop->verified.load());
     return start_attempt(self);
@@ -245,6 +255,10 @@ transfer_peer_actor::behavior_type peer_behavior(peer_pointer self, TransferPeer
   if (st.req.blob_bytes > 0 && st.hop->allocate(st.req.blob_bytes) == nullptr) {
     self->send(self, hop_attempt_done{0, nullptr});  // handled below: fails the hop
   }
+  if (st.config.instruments) {
+    st.config.instruments->add_active_hop(1);
+    st.config.instruments->set_hop_progress(st.req.model, 0, st.req.blob_bytes);
+  }
   spdlog::info("transfer {}: node {} receives {} ({}) from {}", st.req.transfer_id, st.config.node,
                st.req.model.to_string(), format_bytes(st.req.blob_bytes), st.upstream.name);
   if (st.hop->buffer || st.req.blob_bytes == 0) start_attempt(self);
@@ -259,7 +273,16 @@ transfer_peer_actor::behavior_type peer_behavior(peer_pointer self, TransferPeer
         attempt_done(self, done);
       },
       [self](tick_atom) {
-        if (self->state.finished) return;
+        auto& s = self->state;
+        if (s.finished) return;
+        const uint64_t verified = s.hop->verified.load(std::memory_order_acquire);
+        if (s.config.instruments) s.config.instruments->set_hop_progress(s.req.model, verified, s.req.blob_bytes);
+        if (s.req.blob_bytes > 0 && verified * 4 / s.req.blob_bytes > s.quarters_logged) {
+          s.quarters_logged = verified * 4 / s.req.blob_bytes;
+          spdlog::info("transfer {}: node {} has {} of {} ({}%) from {}", s.req.transfer_id, s.config.node,
+                       format_bytes(verified), format_bytes(s.req.blob_bytes), verified * 100 / s.req.blob_bytes,
+                       s.upstream.name);
+        }
         self->send(self->state.controller, progress_of(self, "receiving"));
         self->delayed_send(self, self->state.config.progress_interval, tick_atom_v);
       },

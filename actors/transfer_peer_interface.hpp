@@ -35,6 +35,10 @@
 #include "actors/messages.hpp"
 
 namespace ember {
+class NodeInstruments;
+}
+
+namespace ember {
 
 /// Hop -> controller: where the hop stands. Sent every progress interval, and once with `state`
 /// "done" or "failed" at the end. `peer` is the hop's own handle, for chain_splice.
@@ -112,6 +116,8 @@ struct TransferPeerConfig {
   int socket_buffer_bytes = 4 << 20;
   /// Fault seam (tests, drills): receive at most this many bytes per second. 0 = no limit.
   uint64_t throttle_bytes_per_s = 0;
+  /// The node's metrics (same process; may be null in tests).
+  NodeInstruments* instruments = nullptr;
 };
 
 }  // namespace ember

@@ -108,8 +108,8 @@ void add_model_commands(CLI::App& app, Runner& runner) {
 
   auto o = std::make_shared<NewOptions>();
   auto* create = model->add_subcommand("new", "Write a model with deterministic random weights");
-  create->add_option("--arch", o->arch, "mlp, resnet50, bert-base or gpt2")->required()
-      ->check(CLI::IsMember({"mlp", "resnet50", "bert-base", "gpt2"}));
+  create->add_option("--arch", o->arch, "mlp, resnet50, bert-base, gpt2 or gpt2-medium")->required()
+      ->check(CLI::IsMember({"mlp", "resnet50", "bert-base", "gpt2", "gpt2-medium"}));
   create->add_flag("--tiny", o->tiny, "Small variant for tests");
   create->add_option("--seed", o->seed, "Seed of the weights")->default_val(0);
   create->add_option("--out", o->out, "Model version directory to write")->required();

@@ -2,7 +2,8 @@
 # An emulated multi-host cluster on one machine (needs root): K+1 network namespaces ember-h0..ember-hK
 # on a bridge, the manager (with the HTTP gateway) in ember-h0 and one `ember node` in each other one.
 #
-#   deploy/netns-cluster.sh up K [--rate 1gbit] [--delay 0ms] [--repository DIR] [--dir STATE_DIR] [-- node args...]
+#   deploy/netns-cluster.sh up K [--rate 1gbit] [--delay 0ms] [--mtu 1500] [--config FILE]
+#                                [--repository DIR] [--dir STATE_DIR] [-- node args...]
 #   deploy/netns-cluster.sh status [--dir STATE_DIR]
 #   deploy/netns-cluster.sh pids [--dir STATE_DIR]     "name pid" lines: manager, h1 .. hK
 #   deploy/netns-cluster.sh exec I CMD...              run CMD inside host I's namespace (ember-hI)
@@ -12,9 +13,11 @@
 # Manager 10.231.0.1:7070, HTTP http://10.231.0.1:8000 (reachable from the root namespace too).
 # --rate limits every host link in both directions (tc tbf); --delay adds that much one-way delay to
 # each direction of each host link (tc netem, which not every kernel has), so host to host it is twice
-# that. Logs and pid files go under STATE_DIR (default ./netns-cluster, or $EMBER_NETNS_DIR). $EMBER
-# is the binary (default build/bin/ember). Defaults: repository ./models; each node a simulated device
-# of 4 GiB and a 4 GiB cache (--device-memory / --cache after `--` replace them). Default paths are in
+# that. --mtu sets every link's MTU (9000: jumbo frames, as data-center networks carry bulk data).
+# --config FILE goes to the manager and every node (e.g. transfer.transport: ucx). Logs and pid
+# files go under STATE_DIR (default ./netns-cluster, or $EMBER_NETNS_DIR). $EMBER is the binary
+# (default build/bin/ember). Defaults: repository ./models; each node a simulated device of 4 GiB
+# and a 4 GiB cache (--device-memory / --cache after `--` replace them). Default paths are in
 # the repository, given ones relative to the current directory.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,7 +25,7 @@ DIR=${EMBER_NETNS_DIR:-$ROOT/netns-cluster}
 EMBER=${EMBER:-$ROOT/build/bin/ember}
 NET=10.231.0 BRIDGE=ember-br0 MANAGER=10.231.0.1:7070 HTTP=10.231.0.1:8000
 
-usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 die() { echo "netns-cluster: $*" >&2; exit 1; }
 need_root() { [ "$(id -u)" -eq 0 ] || die "needs root (network namespaces, veth, bridge, tc): run with sudo"; }
 namespaces() { ip netns list 2>/dev/null | awk '$1 ~ /^ember-h[0-9]+$/ {print $1}' | sort -V; }
@@ -73,11 +76,13 @@ up_exit() {  # the EXIT trap while `up` runs: undo everything when it fails
 up() {
   local k=${1:-}; shift || true
   [[ "$k" =~ ^[0-9]+$ ]] && [ "$k" -ge 1 ] && [ "$k" -le 200 ] || usage
-  local rate="" delay="" repo=$ROOT/models node_args=() defaults=() f
+  local rate="" delay="" mtu=1500 repo=$ROOT/models node_args=() defaults=() common=() f
   while [ $# -gt 0 ]; do
     case "$1" in
       --rate) rate=${2:?}; shift 2 ;;
       --delay) delay=${2:?}; shift 2 ;;
+      --mtu) mtu=${2:?}; shift 2 ;;
+      --config) common=(--config "$(readlink -f "${2:?}")"); shift 2 ;;
       --repository) repo=${2:?}; shift 2 ;;
       --dir) DIR=${2:?}; shift 2 ;;
       --) shift; node_args=("$@"); break ;;
@@ -89,6 +94,7 @@ up() {
   [ -z "$rate" ] || rate_bits "$rate" >/dev/null || die "--rate $rate: expected e.g. 1gbit, 100mbit (at least 100kbit)"
   [[ -z "$delay" || "$delay" =~ ^[0-9]+(\.[0-9]+)?(us|ms|s)$ ]] || die "--delay $delay: expected e.g. 5ms"
   [[ "$delay" =~ ^0+(\.0+)?(us|ms|s)$ ]] && delay=""
+  [[ "$mtu" =~ ^[0-9]+$ ]] && [ "$mtu" -ge 576 ] && [ "$mtu" -le 65535 ] || die "--mtu $mtu: expected 576..65535"
   [ -x "$EMBER" ] || die "$EMBER not built (run deploy/build.sh, or set EMBER)"
   EMBER=$(readlink -f "$EMBER")
   [ -z "$(namespaces)" ] && ! ip link show "$BRIDGE" >/dev/null 2>&1 ||
@@ -104,18 +110,20 @@ up() {
     die "'ip netns add' is not permitted here ($(cat "$DIR/netns.err")); network namespaces are needed"
   ip link add "$BRIDGE" type bridge
   ip addr add "$NET.254/24" dev "$BRIDGE"
-  ip link set "$BRIDGE" up
+  ip link set "$BRIDGE" mtu "$mtu" up
   for i in $(seq 0 "$k"); do
     local ns=ember-h$i
     [ "$i" -eq 0 ] || ip netns add "$ns"
     ip link add "ember-v$i" type veth peer name eth0 netns "$ns"
-    ip link set "ember-v$i" master "$BRIDGE" up
+    ip link set "ember-v$i" mtu "$mtu" master "$BRIDGE" up
+    ip -n "$ns" link set eth0 mtu "$mtu"
     ip -n "$ns" addr add "$NET.$((i + 1))/24" dev eth0
     ip -n "$ns" link set lo up
     ip -n "$ns" link set eth0 up
     shape "$ns" eth0 "$rate" "$delay"
     shape "" "ember-v$i" "$rate" "$delay"
   done
+  ip link set "$BRIDGE" mtu "$mtu"  # a bridge takes its ports' smallest MTU; say it explicitly
 
   # `ip netns exec` execs the command in place, so $! is the pid of ember itself (checked below).
   start() {  # name, namespace, ember args...
@@ -123,10 +131,11 @@ up() {
     ip netns exec "$ns" "$EMBER" "$@" </dev/null >"$DIR/$name.log" 2>&1 &
     echo $! >"$DIR/$name.pid"
   }
-  start manager ember-h0 manager --listen "$MANAGER" --data-listen "$NET.1:0" --http "$HTTP" --repository "$repo"
+  start manager ember-h0 manager --listen "$MANAGER" --data-listen "$NET.1:0" --http "$HTTP" --repository "$repo" \
+    "${common[@]}"
   for i in $(seq 1 "$k"); do
     start "h$i" "ember-h$i" node --manager "$MANAGER" --name "h$i" --data-listen "$NET.$((i + 1)):0" \
-      "${defaults[@]}" "${node_args[@]}"
+      "${defaults[@]}" "${common[@]}" "${node_args[@]}"
   done
 
   local deadline=$((SECONDS + 30))
@@ -140,7 +149,7 @@ up() {
   for f in "$DIR"/*.pid; do is_ember "$(cat "$f")" || die "pid $(cat "$f") in $f is not $EMBER"; done
   trap - EXIT INT TERM
   echo "netns-cluster: bridge $BRIDGE $NET.254/24; hosts ember-h0..ember-h$k = $NET.1..$NET.$((k + 1))"
-  echo "netns-cluster: links ${rate:-unlimited}, delay ${delay:-none} per direction"
+  echo "netns-cluster: links ${rate:-unlimited}, delay ${delay:-none} per direction, MTU $mtu"
   echo "netns-cluster: manager $MANAGER, HTTP http://$HTTP, $k node(s) joined; logs and pids in $DIR/"
 }
 

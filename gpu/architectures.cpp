@@ -181,11 +181,15 @@ ModelBuilder bert(const ArchitectureOptions& o) {
 // GPT-2 small: 12 pre-norm causal layers of 768 with 12 heads, GELU (tanh), LayerNorm eps 1e-5,
 // token + position embeddings, final LayerNorm and the LM head (stored separately from wte: in
 // PyTorch they are tied, in Ember every layer owns its bytes).
-ModelBuilder gpt2(const ArchitectureOptions& o) {
-  const TransformerShape s = o.tiny ? TransformerShape{100, 32, 64, 2, 4, 256, 1e-5f}
-                                    : TransformerShape{50257, 1024, 768, 12, 12, 3072, 1e-5f};
+// GPT-2 medium (`medium`): the same layout with 24 layers of 1024 and 16 heads; 1.6 GB of float32
+// weights, the model the multicast benchmark moves (at least 1 GiB).
+ModelBuilder gpt2(const ArchitectureOptions& o, bool medium = false) {
+  const TransformerShape s = o.tiny   ? TransformerShape{100, 32, 64, 2, 4, 256, 1e-5f}
+                             : medium ? TransformerShape{50257, 1024, 1024, 24, 16, 4096, 1e-5f}
+                                      : TransformerShape{50257, 1024, 768, 12, 12, 3072, 1e-5f};
   ModelBuilder b(o.name, o.seed);
-  b.set_description("GPT-2 small decoder (torch.nn.TransformerEncoder, norm_first, causal)" +
+  b.set_description(std::string(medium ? "GPT-2 medium" : "GPT-2 small") +
+                    " decoder (torch.nn.TransformerEncoder, norm_first, causal)" +
                     std::string(o.tiny ? ", tiny variant" : ""));
   const std::string ids = b.input("input_ids", DType::i64, {-1, -1});
   std::string tok = b.add("wte", OpKind::embedding, embedding(s.vocab, s.hidden, false), {ids});
@@ -204,7 +208,7 @@ ModelBuilder gpt2(const ArchitectureOptions& o) {
 }  // namespace
 
 const std::vector<std::string_view>& architecture_names() {
-  static const std::vector<std::string_view> kNames = {"mlp", "resnet50", "bert-base", "gpt2"};
+  static const std::vector<std::string_view> kNames = {"mlp", "resnet50", "bert-base", "gpt2", "gpt2-medium"};
   return kNames;
 }
 
@@ -215,7 +219,9 @@ Result<ModelBuilder> build_architecture(std::string_view arch, const Architectur
   if (arch == "resnet50") return resnet50(o);
   if (arch == "bert-base") return bert(o);
   if (arch == "gpt2") return gpt2(o);
-  return invalid_argument("unknown architecture '" + std::string(arch) + "' (known: mlp, resnet50, bert-base, gpt2)");
+  if (arch == "gpt2-medium") return gpt2(o, true);
+  return invalid_argument("unknown architecture '" + std::string(arch) +
+                          "' (known: mlp, resnet50, bert-base, gpt2, gpt2-medium)");
 }
 
 }  // namespace ember::gpu

@@ -23,7 +23,7 @@ struct ArchitectureOptions {
   std::string name;
 };
 
-/// "mlp", "resnet50", "bert-base", "gpt2".
+/// "mlp", "resnet50", "bert-base", "gpt2", "gpt2-medium".
 const std::vector<std::string_view>& architecture_names();
 
 /// A builder holding the whole architecture, ready to write().
