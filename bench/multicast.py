@@ -9,7 +9,7 @@ Needs root (network namespaces). Every row runs in the same cluster, one after a
 copies are evicted between rows, so each row moves the whole blob again.
 
   bench/multicast.py [--ember build/bin/ember] [--rate 1gbit] [--mtu 9000] [--max-n 7]
-                     [--transport tcp|ucx] [--arch gpt2-medium] [--modes chain,unicast]
+                     [--transport tcp|ucx] [--arch gpt2-medium] [--modes chain,unicast] [--chunk 1MiB]
 
 The time of a row is the manager's, from the distribute request to the last receiver's verified
 digest (every receiver checks every chunk's CRC-32C and the whole blob's SHA-256). CPU is the user +
@@ -77,6 +77,7 @@ def main():
     ap.add_argument("--transport", default="tcp", choices=["tcp", "ucx"])
     ap.add_argument("--arch", default="gpt2-medium")
     ap.add_argument("--modes", default="chain,unicast")
+    ap.add_argument("--chunk", default="1MiB", help="transfer.chunk: payload bytes per frame")
     ap.add_argument("--work", help="folder for the model and logs (default: a temporary one, removed)")
     args = ap.parse_args()
     if os.geteuid() != 0:
@@ -95,7 +96,7 @@ def main():
         return 2
     config = os.path.join(work, "ember.yaml")
     with open(config, "w") as f:
-        f.write(f"transfer:\n  transport: {args.transport}\n")
+        f.write(f"transfer:\n  transport: {args.transport}\n  chunk: {args.chunk}\n")
     hosts = args.max_n + 1  # h1 holds the model, h2.. receive
     env = dict(os.environ, EMBER=args.ember)
     state = os.path.join(work, "cluster")
@@ -112,7 +113,7 @@ def main():
         ideal = blob * 8 / rate_bits(args.rate)
         seeded = post("/ember/v1/models/big/distribute", {"nodes": ["h1"]})
         print(f"# blob {blob} bytes ({blob / 2**30:.2f} GiB), links {args.rate} each way, MTU {args.mtu}, "
-              f"transport {args.transport}, {os.cpu_count()} CPUs; holder h1 seeded from the repository in "
+              f"transport {args.transport}, chunk {args.chunk}, {os.cpu_count()} CPUs; holder h1 seeded from the repository in "
               f"{seeded['seconds']:.1f} s; ideal = bytes / link rate = {ideal:.2f} s", flush=True)
         for n in range(1, args.max_n + 1):
             receivers = [f"h{i}" for i in range(2, n + 2)]

@@ -117,9 +117,9 @@ struct TransferConfig {
   /// "tcp" (the default; works everywhere) or "ucx" (UCX picks shared memory, TCP or RDMA as the
   /// hosts have them). Every node and the manager of a cluster must use the same transport.
   std::string transport = "tcp";
-  /// Payload bytes per data frame. Default 4 MiB (measured: transport/tcp_blob_server.hpp);
+  /// Payload bytes per data frame. Default 1 MiB (measured: transport/tcp_blob_server.hpp);
   /// 64 KiB..64 MiB. Larger delays the first forwarded chunk of each hop and coarsens resume.
-  uint64_t chunk_bytes = 4ull << 20;
+  uint64_t chunk_bytes = 1ull << 20;
   /// SO_SNDBUF/SO_RCVBUF of data-plane sockets: the in-flight window of one hop. Default 4 MiB;
   /// 64 KiB..256 MiB. Each transfer holds up to twice this in kernel memory per side.
   uint64_t socket_buffer_bytes = 4ull << 20;

@@ -36,10 +36,12 @@
 // One core hashes SHA-256 at 1.07 GB/s here, and the receiver's SHA-256 is the ceiling: every
 // chunk size from 256 KiB to 16 MiB gives the same rate and the same CPU per byte (per-chunk costs,
 // a header and a few syscalls, are noise at these sizes). So the default is chosen on other
-// grounds: 4 MiB is one socket buffer's worth (the size dependencies.md §7 measured raw TCP with),
-// keeps the per-hop delay of cut-through forwarding near 4 ms at 1 GB/s, and a failed fetch loses
-// at most one unverified chunk. "Fresh buffer": a receive buffer never touched before; its page
-// faults cost about 20%.
+// grounds: a hop of a multicast chain forwards a chunk only once it holds all of it, so each hop
+// adds one chunk's transfer time to the chain. bench/multicast.py, 1.5 GiB to 4 receivers over
+// 1 Gbit/s links (netns, MTU 9000): 1 MiB chunks 1.031x the ideal time, 4 MiB chunks 1.062x
+// (N = 3: 1.030x vs 1.048x). Hence 1 MiB: ~8 ms per hop at 1 Gbit/s, and a failed fetch loses at
+// most one unverified MiB. "Fresh buffer": a receive buffer never touched before; its page faults
+// cost about 20% (model buffers now ask for 2 MiB pages, gpu/host_buffer.cpp).
 //
 // Lifecycle: start() -> serving -> stop() (idempotent; also run by the destructor). stop() closes
 // the listening socket, shuts every transfer's socket down (its receiver sees a truncated stream),
@@ -68,10 +70,10 @@ struct BlobServerOptions {
   std::string host = "127.0.0.1";
   /// TCP port; 0 = an ephemeral port, read back with BlobServer::port().
   uint16_t port = 0;
-  /// Payload bytes per data frame, 4 KiB .. kMaxChunkBytes. Default 4 MiB, chosen by measurement
+  /// Payload bytes per data frame, 4 KiB .. kMaxChunkBytes. Default 1 MiB, chosen by measurement
   /// (above). Smaller costs a syscall and a header per chunk; larger delays the first forwarded
   /// chunk of a multicast chain and the granularity of resume.
-  uint32_t chunk_bytes = 4u << 20;
+  uint32_t chunk_bytes = 1u << 20;
   /// Transfers in progress at once (one thread each), at least 1. Beyond it: abort "busy".
   uint32_t max_transfers = 8;
   /// SO_SNDBUF/SO_RCVBUF in bytes (0 = kernel autotuning). 4 MiB matches the measured figures.

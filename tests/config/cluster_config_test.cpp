@@ -38,7 +38,7 @@ void expect_defaults(const ClusterConfig& c) {
   EXPECT_EQ(c.devices.sim.memory_bytes, 8ull << 30);
 
   EXPECT_EQ(c.transfer.transport, "tcp");
-  EXPECT_EQ(c.transfer.chunk_bytes, 4ull << 20);
+  EXPECT_EQ(c.transfer.chunk_bytes, 1ull << 20);
   EXPECT_EQ(c.transfer.socket_buffer_bytes, 4ull << 20);
   EXPECT_EQ(c.transfer.progress_interval_us, 250'000u);
   EXPECT_EQ(c.transfer.idle_timeout_us, 5'000'000u);
@@ -307,7 +307,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"transfer:\n  slow_fraction: 1.5\n", "transfer.slow_fraction"},
         BadCase{"transfer:\n  slow_fraction: lots\n", "transfer.slow_fraction"},
         BadCase{"transfer:\n  progress_interval: 3s\n", "transfer.progress_interval must be shorter"},
-        BadCase{"transfer:\n  lag: 1MiB\n", "transfer.lag"},
+        BadCase{"transfer:\n  lag: 512KiB\n", "transfer.lag"},
         BadCase{"transfer:\n  max_attempts: 0\n", "transfer.max_attempts"},
         BadCase{"transfer:\n  chunks: 4MiB\n", "transfer.chunks"}));
 

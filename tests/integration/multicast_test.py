@@ -12,6 +12,8 @@ survive. Runs on loopback, over the transport given (tcp or ucx); each scenario 
                    (not from zero) from a live upstream.
   slow_hop         the second hop receives at 4 MB/s while the others are fast: the manager must
                    splice it out (transfer.min_rate), and the hops behind it must finish long before it.
+  scale_out        a load asking for four replicas of a model no node holds: the four nodes get the
+                   bytes along one chain from the repository, and all four replicas become ready.
 
 Usage: multicast_test.py --ember PATH [--transport tcp|ucx] [--only SCENARIO]
 """
@@ -207,10 +209,27 @@ def slow_hop(c):
     return f"node3 (4 MB/s) spliced out; node2, node4, node5 done in {took:.1f} s while node3 still receives"
 
 
+def scale_out(c):
+    # Four replicas at once of a model nobody holds: the manager chains them from the repository.
+    status, body = post(c.http, f"/v2/repository/models/{MODEL}/load", {"parameters": {"replicas": 4}})
+    if status != 200:
+        raise Failure(f"load with 4 replicas failed: {status} {body}")
+    c.wait(lambda: len(re.findall(r"replica %s/1 ready on node" % MODEL, c.log("manager"))) == 4, 60,
+           "four replicas to be ready")
+    chain = re.search(r"transfer \d+ of %s/1 \(.*\): (manager( -> node\d){4})" % MODEL, c.log("manager"))
+    if not chain:
+        raise Failure("the scale-out did not use a chain:\n" + c.log("manager")[-2000:])
+    status, body = post(c.http, f"/v2/repository/models/{MODEL}/load", {"parameters": {"replicas": 0}})
+    if status != 400 or "replicas" not in body.get("error", ""):
+        raise Failure(f"replicas 0 should be refused with a clear error: {status} {body}")
+    return f"4 replicas placed by one chain: {chain.group(1)}"
+
+
 SCENARIOS = {
     "four_receivers": (four_receivers, {"node1": ["--fault-corrupt-frame", "3"]}),
     "kill_second_hop": (kill_second_hop, {n: ["--fault-receive-rate", "25MB/s"] for n in RECEIVERS}),
     "slow_hop": (slow_hop, {"node3": ["--fault-receive-rate", "4MB/s"]}),
+    "scale_out": (scale_out, {}),
 }
 
 

@@ -96,7 +96,7 @@ TEST(BlobServer, Transfers64MiBInMemoryBlob) {
   EXPECT_EQ(result->blob_bytes, bytes.size());
   EXPECT_EQ(result->bytes_received, bytes.size());
   EXPECT_EQ(sink.allocations, 1);
-  EXPECT_EQ(sink.chunks.size(), 16u);  // 4 MiB default chunks
+  EXPECT_EQ(sink.chunks.size(), 64u);  // 1 MiB default chunks
   EXPECT_TRUE(eventually([&] { return server->transfers_served() == 1; }));
   EXPECT_EQ(server->bytes_sent(), bytes.size());
   EXPECT_EQ(server->transfers_failed(), 0u);
