@@ -17,7 +17,7 @@
 #include "actors/worker_pool.hpp"
 #include "config/units.hpp"
 #include "gpu/model.hpp"
-#include "transport/tcp_fetch.hpp"
+#include "transport/data_plane.hpp"
 
 namespace ember {
 
@@ -64,7 +64,7 @@ Result<blob_ref> fetch_from_sources(const ModelCacheConfig& config, const fetch_
     BufferSink sink;
     transport::FetchOptions options;
     options.expected_bytes = req.blob_bytes;
-    auto got = transport::fetch_blob({src.host, src.port}, req.blob_key, options, sink);
+    auto got = transport::fetch_blob(config.transport, {src.host, src.port}, req.blob_key, options, sink);
     if (got.ok()) {
       const std::string source = src.kind == "peer" ? "peer:" + src.name : src.kind;
       return blob_ref{std::move(sink.buffer), source, got->bytes_received, elapsed_us(), got->digest};

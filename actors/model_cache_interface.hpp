@@ -88,6 +88,8 @@ struct ModelCacheConfig {
   uint32_t fetch_threads = 2;
   /// Settings of the multicast hops this cache spawns (node name, timeouts).
   TransferPeerConfig transfer;
+  /// The data plane peers and the repository serve on.
+  transport::TransportKind transport = transport::TransportKind::tcp;
 };
 
 /// Spawns the cache over `store` (shared with the node's blob server, which serves from it).

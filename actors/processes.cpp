@@ -17,7 +17,7 @@
 #include "actors/routing_view.hpp"
 #include "config/units.hpp"
 #include "gpu/device_registry.hpp"
-#include "transport/tcp_blob_server.hpp"
+#include "transport/data_plane.hpp"
 
 namespace ember {
 
@@ -58,11 +58,14 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   server.host = node.data_listen.host;
   server.port = node.data_listen.port;
   server.corrupt_frame = transfer.fault_corrupt_frame;
-  EMBER_ASSIGN_OR_RETURN(p->blob_server_, transport::BlobServer::start(server, p->store_->lookup()));
+  EMBER_ASSIGN_OR_RETURN(const auto kind, transport::parse_transport_kind(transfer.transport));
+  EMBER_ASSIGN_OR_RETURN(p->blob_server_, transport::start_data_server(kind, server, p->store_->lookup()));
   ModelCacheConfig cache;
   cache.capacity_bytes = node.cache_bytes;
   cache.repository = node.repository;
+  cache.transport = kind;
   cache.transfer.node = p->name_;
+  cache.transfer.transport = kind;
   cache.transfer.progress_interval = std::chrono::milliseconds(transfer.progress_interval_us / 1000);
   cache.transfer.idle_timeout = std::chrono::milliseconds(transfer.idle_timeout_us / 1000);
   cache.transfer.max_attempts = transfer.max_attempts;
@@ -161,7 +164,8 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
   transport::BlobServerOptions server = data_server_options(transfer);
   server.host = config.data_listen.host;
   server.port = config.data_listen.port;
-  EMBER_ASSIGN_OR_RETURN(p->blob_server_, transport::BlobServer::start(server, p->index_->lookup()));
+  EMBER_ASSIGN_OR_RETURN(const auto kind, transport::parse_transport_kind(transfer.transport));
+  EMBER_ASSIGN_OR_RETURN(p->blob_server_, transport::start_data_server(kind, server, p->index_->lookup()));
   ClusterManagerConfig mc;
   mc.repository = config.repository;
   mc.data_host = config.data_listen.host;

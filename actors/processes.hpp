@@ -23,6 +23,7 @@ class actor_system;
 }
 namespace ember::transport {
 class BlobServer;
+class DataServer;
 }
 
 namespace ember {
@@ -55,7 +56,7 @@ class NodeProcess {
   std::string name_;
   std::unique_ptr<NodeInstruments> instruments_;
   std::shared_ptr<BlobStore> store_;
-  std::unique_ptr<transport::BlobServer> blob_server_;
+  std::unique_ptr<transport::DataServer> blob_server_;
   std::vector<gpu_executor_actor> executors_;
   model_cache_actor cache_;
   node_router_actor router_;
@@ -76,7 +77,7 @@ class ManagerProcess {
   explicit ManagerProcess(caf::actor_system& sys);
   caf::actor_system& sys_;
   std::shared_ptr<RepositoryIndex> index_;
-  std::unique_ptr<transport::BlobServer> blob_server_;
+  std::unique_ptr<transport::DataServer> blob_server_;
   cluster_manager_actor manager_;
   uint16_t listen_port_ = 0;
 };

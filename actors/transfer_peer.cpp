@@ -17,7 +17,7 @@
 #include "config/units.hpp"
 #include "gpu/host_buffer.hpp"
 #include "transport/growing_blob.hpp"
-#include "transport/tcp_fetch.hpp"
+#include "transport/data_plane.hpp"
 
 namespace ember {
 
@@ -121,9 +121,10 @@ void start_attempt(peer_pointer self, std::chrono::milliseconds delay = std::chr
   }
   auto handle = caf::actor_cast<transfer_peer_actor>(self);
   st.fetcher->submit([handle, attempt, hop = st.hop, from = transport::Endpoint{st.upstream.host, st.upstream.port},
-                      key = st.req.blob_key, options, delay] {
+                      key = st.req.blob_key, options, delay, kind = st.config.transport] {
     if (delay.count() > 0) std::this_thread::sleep_for(delay);  // on the fetch thread, never the actor's
-    auto result = std::make_shared<Result<transport::FetchResult>>(transport::fetch_blob(from, key, options, *hop));
+    auto result =
+        std::make_shared<Result<transport::FetchResult>>(transport::fetch_blob(kind, from, key, options, *hop));
     caf::anon_send(handle, hop_attempt_done{attempt, std::move(result)});
   });
 }

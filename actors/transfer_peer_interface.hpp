@@ -33,6 +33,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/messages.hpp"
+#include "transport/data_plane.hpp"
 
 namespace ember {
 class NodeInstruments;
@@ -118,6 +119,8 @@ struct TransferPeerConfig {
   uint64_t throttle_bytes_per_s = 0;
   /// The node's metrics (same process; may be null in tests).
   NodeInstruments* instruments = nullptr;
+  /// The data plane the cluster runs (transfer.transport).
+  transport::TransportKind transport = transport::TransportKind::tcp;
 };
 
 }  // namespace ember
