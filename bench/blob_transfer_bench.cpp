@@ -1,5 +1,11 @@
-// blob_transfer_bench: loopback throughput of the TCP data plane (BlobServer -> fetch_blob) for one
-// in-memory blob at several chunk sizes; the figures behind BlobServerOptions::chunk_bytes.
+// blob_transfer_bench: loopback throughput of the data plane for one in-memory blob.
+//   default          TCP (BlobServer -> fetch_blob) at several chunk sizes: the figures behind
+//                    BlobServerOptions::chunk_bytes.
+//   --transports     one hop over TCP and over UCX (data_plane.hpp) with the same blob, chunk size
+//                    and verification, alternating, plus the floors without frames or checksums:
+//                    raw TCP, raw UCX as the data plane configures it (error mode PEER: tcp lanes),
+//                    and raw UCX with error mode NONE (shared memory: what the data plane gives up
+//                    for clean failure handling, ucx_worker.hpp). Prints the UCX lanes used.
 //
 // Server and receiver run in this one process (one transfer thread each, plus the receiver's
 // trailing SHA-256 thread), so on a small VM they share the cores as two processes on one host
@@ -8,6 +14,8 @@
 // printed separately). Two receive buffers: "reused" (already faulted in, like a cache slot that
 // held a previous model) and "fresh" (new anonymous memory each run, paying its page faults).
 // Not a test: it prints figures.
+#include <arpa/inet.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -15,18 +23,20 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <poll.h>
-
+#include "transport/data_plane.hpp"
 #include "transport/tcp_blob_server.hpp"
 #include "transport/tcp_fetch.hpp"
+#include "transport/ucx_worker.hpp"
 
 namespace ember::bench {
 namespace {
@@ -115,6 +125,339 @@ double raw_tcp_seconds(const uint8_t* src, uint8_t* dst, uint64_t bytes, uint64_
   return seconds;
 }
 
+/// The UCX floor: the same bytes as active messages with rendezvous (`chunk` bytes each, two in
+/// flight, as the data plane sends them) from the blob's memory straight into `dst`, no frames, no
+/// checksums, both sides busy-polling. `peer_mode`: error mode PEER on a context configured as the
+/// data plane's; otherwise NONE on a context with UCX's defaults (shared memory).
+/// Returns seconds (0 on failure) and the client endpoint's lanes in `lanes`.
+class RawUcx {
+ public:
+  static double seconds(bool peer_mode, const uint8_t* src, uint8_t* dst, uint64_t bytes, uint64_t chunk,
+                        std::string& lanes) {
+    ucp_context_h ctx = nullptr;
+    std::shared_ptr<ember::transport::ucx::Context> ember_context;  // alive until the run ends
+    if (peer_mode) {
+      auto c = ember::transport::ucx::Context::create();
+      if (!c.ok()) return 0;
+      ember_context = *c;
+      ctx = ember_context->get();
+    } else {
+      static ucp_context_h defaults = [] {
+        ucp_config_t* config = nullptr;
+        ucp_context_h c = nullptr;
+        if (ucp_config_read(nullptr, nullptr, &config) != UCS_OK) return c;
+        ucp_params_t params{};
+        params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+        params.features = UCP_FEATURE_AM;
+        params.mt_workers_shared = 1;
+        if (ucp_init(&params, config, &c) != UCS_OK) c = nullptr;
+        ucp_config_release(config);
+        return c;
+      }();
+      ctx = defaults;
+    }
+    if (ctx == nullptr) return 0;
+    RawUcx run(ctx, peer_mode ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE, src, dst, bytes, chunk);
+    return run.go(lanes);
+  }
+
+ private:
+  RawUcx(ucp_context_h ctx, ucp_err_handling_mode_t mode, const uint8_t* src, uint8_t* dst, uint64_t bytes,
+         uint64_t chunk)
+      : ctx_(ctx), mode_(mode), src_(src), dst_(dst), bytes_(bytes), chunk_(chunk) {}
+
+  static ucp_worker_h worker(ucp_context_h ctx) {
+    ucp_worker_params_t p{};
+    p.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    p.thread_mode = UCS_THREAD_MODE_SINGLE;
+    ucp_worker_h w = nullptr;
+    return ucp_worker_create(ctx, &p, &w) == UCS_OK ? w : nullptr;
+  }
+  static void set_handler(ucp_worker_h w, unsigned id, ucp_am_recv_callback_t cb, void* arg) {
+    ucp_am_handler_param_t p{};
+    p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    p.id = id;
+    p.cb = cb;
+    p.arg = arg;
+    ucp_worker_set_am_recv_handler(w, &p);
+  }
+  static bool wait(ucp_worker_h w, void* request, std::chrono::seconds limit = std::chrono::seconds(10)) {
+    if (request == nullptr) return true;
+    if (UCS_PTR_IS_ERR(request)) return false;
+    const auto until = Clock::now() + limit;
+    while (ucp_request_check_status(request) == UCS_INPROGRESS && Clock::now() < until) ucp_worker_progress(w);
+    const bool ok = ucp_request_check_status(request) == UCS_OK;
+    ucp_request_free(request);
+    return ok;
+  }
+  /// The receiver closes first with a flush; the sender, once the receiver is gone, forcibly.
+  static void close(ucp_worker_h w, ucp_ep_h ep, bool force) {
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    wait(w, ucp_ep_close_nbx(ep, &p), std::chrono::seconds(2));
+  }
+
+  void serve() {
+    ucp_worker_h w = worker(ctx_);
+    if (w == nullptr) {
+      port_.store(-1);
+      return;
+    }
+    set_handler(
+        w, 1,
+        [](void* arg, const void*, size_t, void*, size_t, const ucp_am_recv_param_t*) {
+          static_cast<RawUcx*>(arg)->go_ = true;
+          return UCS_OK;
+        },
+        this);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ucp_listener_params_t lp{};
+    lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+    lp.sockaddr.addr = reinterpret_cast<sockaddr*>(&addr);
+    lp.sockaddr.addrlen = sizeof(addr);
+    lp.conn_handler.cb = [](ucp_conn_request_h r, void* arg) { static_cast<RawUcx*>(arg)->request_ = r; };
+    lp.conn_handler.arg = this;
+    ucp_listener_h listener = nullptr;
+    ucp_listener_attr_t la{};
+    la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+    if (ucp_listener_create(w, &lp, &listener) != UCS_OK || ucp_listener_query(listener, &la) != UCS_OK) {
+      port_.store(-1);
+      ucp_worker_destroy(w);
+      return;
+    }
+    port_.store(ntohs(reinterpret_cast<sockaddr_in*>(&la.sockaddr)->sin_port));
+    const auto until = Clock::now() + std::chrono::seconds(10);
+    while (request_ == nullptr && Clock::now() < until) ucp_worker_progress(w);
+    ucp_ep_h ep = nullptr;
+    ucp_ep_params_t ep_params{};
+    ep_params.field_mask =
+        UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep_params.conn_request = request_;
+    ep_params.err_mode = mode_;
+    // The receiver hanging up is how the sender learns it is done.
+    ep_params.err_handler.cb = [](void* arg, ucp_ep_h, ucs_status_t) { static_cast<RawUcx*>(arg)->hung_up_ = true; };
+    ep_params.err_handler.arg = this;
+    if (request_ != nullptr && ucp_ep_create(w, &ep_params, &ep) == UCS_OK) {
+      while (!go_ && Clock::now() < until) ucp_worker_progress(w);
+      std::deque<void*> in_flight;
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      p.flags = UCP_AM_SEND_FLAG_RNDV;
+      for (uint64_t at = 0; at < bytes_; at += chunk_) {
+        const uint64_t n = std::min(chunk_, bytes_ - at);
+        void* r = ucp_am_send_nbx(ep, 2, &at, sizeof(at), src_ + at, n, &p);
+        if (UCS_PTR_IS_ERR(r)) break;
+        if (r != nullptr) in_flight.push_back(r);
+        while (in_flight.size() >= 2) {
+          ucp_worker_progress(w);
+          if (ucp_request_check_status(in_flight.front()) != UCS_INPROGRESS) {
+            ucp_request_free(in_flight.front());
+            in_flight.pop_front();
+          }
+        }
+      }
+      for (void* r : in_flight) wait(w, r);
+      // The receiver hangs up first, once it has everything.
+      while (!hung_up_ && Clock::now() < until) ucp_worker_progress(w);
+      close(w, ep, /*force=*/true);
+    }
+    ucp_listener_destroy(listener);
+    ucp_worker_destroy(w);
+  }
+
+  double go(std::string& lanes) {
+    std::thread server([this] { serve(); });
+    while (port_.load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    double seconds = 0;
+    ucp_worker_h w = port_.load() > 0 ? worker(ctx_) : nullptr;
+    if (w != nullptr) {
+      set_handler(
+          w, 2,
+          [](void* arg, const void* header, size_t, void* data, size_t length,
+             const ucp_am_recv_param_t* param) -> ucs_status_t {
+            auto* self = static_cast<RawUcx*>(arg);
+            uint64_t at = 0;
+            std::memcpy(&at, header, sizeof(at));
+            if (!(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)) {
+              std::memcpy(self->dst_ + at, data, length);
+              self->received_ += length;
+              return UCS_OK;
+            }
+            ucp_request_param_t p{};
+            p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+            p.cb.recv_am = [](void* request, ucs_status_t, size_t length, void* user) {
+              static_cast<RawUcx*>(user)->received_ += length;
+              ucp_request_free(request);
+            };
+            p.user_data = self;
+            void* r = ucp_am_recv_data_nbx(self->worker_, data, self->dst_ + at, length, &p);
+            if (r == nullptr) self->received_ += length;  // done at once: no callback
+            return UCS_INPROGRESS;
+          },
+          this);
+      worker_ = w;
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<uint16_t>(port_.load()));
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      ucp_ep_params_t ep_params{};
+      ep_params.field_mask =
+          UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE;
+      ep_params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+      ep_params.sockaddr.addr = reinterpret_cast<sockaddr*>(&addr);
+      ep_params.sockaddr.addrlen = sizeof(addr);
+      ep_params.err_mode = mode_;
+      ucp_ep_h ep = nullptr;
+      const auto t0 = Clock::now();
+      if (ucp_ep_create(w, &ep_params, &ep) == UCS_OK) {
+        ucp_request_param_t p{};
+        const uint64_t token = 1;
+        if (wait(w, ucp_am_send_nbx(ep, 1, &token, sizeof(token), nullptr, 0, &p))) {
+          const auto until = Clock::now() + std::chrono::seconds(60);
+          while (received_ < bytes_ && Clock::now() < until) ucp_worker_progress(w);
+          if (received_ == bytes_) seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+        }
+        lanes = ember::transport::ucx::endpoint_info(ep);
+        close(w, ep, /*force=*/false);
+      }
+    }
+    server.join();
+    if (w != nullptr) ucp_worker_destroy(w);
+    return seconds;
+  }
+
+  ucp_context_h ctx_;
+  ucp_err_handling_mode_t mode_;
+  const uint8_t* src_;
+  uint8_t* dst_;
+  uint64_t bytes_;
+  uint64_t chunk_;
+  std::atomic<int> port_{0};
+  ucp_conn_request_h request_ = nullptr;  // server thread
+  bool hung_up_ = false;                  // server thread
+  bool go_ = false;                       // server thread
+  ucp_worker_h worker_ = nullptr;         // client side
+  uint64_t received_ = 0;                 // client side
+};
+
+std::string cell(const std::vector<double>& v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.2f (%.2f-%.2f)", median(v), *std::min_element(v.begin(), v.end()),
+                *std::max_element(v.begin(), v.end()));
+  return buf;
+}
+
+/// Only the lane lines of ucp_ep_print_info, indented.
+std::string lane_lines(const std::string& info) {
+  std::string out;
+  size_t at = 0;
+  while (at < info.size()) {
+    size_t end = info.find('\n', at);
+    if (end == std::string::npos) end = info.size();
+    std::string line = info.substr(at, end - at);
+    if (line.find("lane[") != std::string::npos || line.find("am_send") != std::string::npos ||
+        line.find("rma_bw") != std::string::npos) {
+      const size_t text = line.find_first_not_of("# ");
+      out += "    " + (text == std::string::npos ? line : line.substr(text)) + "\n";
+    }
+    at = end + 1;
+  }
+  return out;
+}
+
+/// --transports: one hop over each data-plane transport, same blob, same chunk, full verification.
+int compare_transports(const std::shared_ptr<const MemoryBlob>& blob, uint8_t* dst, uint64_t chunk_bytes, int runs,
+                       int buffer_bytes) {
+  const uint64_t bytes = blob->size();
+  const double gib = static_cast<double>(bytes) / (1u << 30);
+  std::printf("\n## TCP vs UCX, one hop: chunk %llu KiB, %d fetches each (alternating), reused receive buffer\n",
+              static_cast<unsigned long long>(chunk_bytes >> 10), runs);
+  std::printf("%s\n", ember::transport::ucx::describe_config().c_str());
+
+  BlobServerOptions options;
+  options.chunk_bytes = static_cast<uint32_t>(chunk_bytes);
+  options.socket_buffer_bytes = buffer_bytes;
+  auto lookup = [&](const std::string&) -> ember::Result<std::shared_ptr<const Blob>> {
+    return std::static_pointer_cast<const Blob>(blob);
+  };
+  const TransportKind kinds[2] = {TransportKind::tcp, TransportKind::ucx};
+  std::unique_ptr<DataServer> servers[2];
+  for (int k = 0; k < 2; ++k) {
+    auto s = start_data_server(kinds[k], options, lookup);
+    if (!s.ok()) {
+      std::fprintf(stderr, "%s\n", s.error().to_string().c_str());
+      return 1;
+    }
+    servers[k] = std::move(*s);
+  }
+  FetchOptions fetch;
+  fetch.socket_buffer_bytes = buffer_bytes;
+  std::vector<double> rate[2], cpu[2];
+  for (int r = 0; r < runs; ++r) {
+    for (int k = 0; k < 2; ++k) {
+      BufferSink sink(dst);
+      const double c0 = cpu_seconds();
+      auto result = fetch_blob(kinds[k], servers[k]->endpoint(), "blob", fetch, sink);
+      const double c1 = cpu_seconds();
+      if (!result.ok()) {
+        std::fprintf(stderr, "%s fetch failed: %s\n", std::string(to_string(kinds[k])).c_str(),
+                     result.error().to_string().c_str());
+        return 1;
+      }
+      rate[k].push_back(gbps(bytes, result->seconds));
+      cpu[k].push_back((c1 - c0) / gib);
+    }
+  }
+  std::printf(
+      "\n| path (every fetch verified: CRC-32C per chunk, SHA-256 of the blob) | GB/s median (min-max) | CPU s/GiB "
+      "(median) |\n");
+  std::printf("|---|---|---|\n");
+  for (int k = 0; k < 2; ++k) {
+    std::printf("| %s data plane | %s | %.2f |\n", std::string(to_string(kinds[k])).c_str(), cell(rate[k]).c_str(),
+                median(cpu[k]));
+  }
+  std::printf("\nucx / tcp: throughput %.2fx, CPU per GiB %.2fx\n", median(rate[1]) / median(rate[0]),
+              median(cpu[1]) / median(cpu[0]));
+  std::fflush(stdout);
+
+  // Floors: the same bytes without frames or checksums.
+  std::vector<double> raw_tcp, raw_tcp_cpu, peer, peer_cpu, none, none_cpu;
+  std::string peer_lanes, none_lanes;
+  for (int r = 0; r < runs; ++r) {
+    double c0 = cpu_seconds();
+    raw_tcp.push_back(gbps(bytes, raw_tcp_seconds(blob->data(), dst, bytes, chunk_bytes, buffer_bytes)));
+    raw_tcp_cpu.push_back((cpu_seconds() - c0) / gib);
+    c0 = cpu_seconds();
+    const double p = RawUcx::seconds(true, blob->data(), dst, bytes, chunk_bytes, peer_lanes);
+    peer_cpu.push_back((cpu_seconds() - c0) / gib);
+    c0 = cpu_seconds();
+    const double n = RawUcx::seconds(false, blob->data(), dst, bytes, chunk_bytes, none_lanes);
+    none_cpu.push_back((cpu_seconds() - c0) / gib);
+    if (p <= 0 || n <= 0) {
+      std::fprintf(stderr, "raw UCX transfer failed\n");
+      return 1;
+    }
+    peer.push_back(gbps(bytes, p));
+    none.push_back(gbps(bytes, n));
+  }
+  std::printf(
+      "\n| floor (no frames, no checksums; UCX rows busy-poll both sides) | GB/s median (min-max) | CPU s/GiB (median) "
+      "|\n");
+  std::printf("|---|---|---|\n");
+  std::printf("| raw TCP, %llu KiB send/recv | %s | %.2f |\n", static_cast<unsigned long long>(chunk_bytes >> 10),
+              cell(raw_tcp).c_str(), median(raw_tcp_cpu));
+  std::printf("| raw UCX AM rendezvous, error mode PEER (the data plane's configuration) | %s | %.2f |\n",
+              cell(peer).c_str(), median(peer_cpu));
+  std::printf(
+      "| raw UCX AM rendezvous, error mode NONE, UCX default transports (shared memory; not used) | %s | %.2f |\n",
+      cell(none).c_str(), median(none_cpu));
+  std::printf("\nUCX lanes of the data plane's endpoints (error mode PEER):\n%s", lane_lines(peer_lanes).c_str());
+  std::printf("UCX lanes with error mode NONE:\n%s", lane_lines(none_lanes).c_str());
+  return 0;
+}
 }  // namespace
 }  // namespace ember::bench
 
@@ -124,11 +467,16 @@ int main(int argc, char** argv) {
   std::vector<uint32_t> chunks_kib = {256, 1024, 4096, 16384};
   int runs = 5;
   int buffer_bytes = 4 << 20;
-  CLI::App app{"Loopback throughput of BlobServer -> fetch_blob for one in-memory blob"};
+  bool transports = false;
+  uint32_t chunk_kib = BlobServerOptions{}.chunk_bytes >> 10;  // the data plane's default
+  CLI::App app{"Loopback throughput of the data plane for one in-memory blob"};
   app.add_option("--mib", mib, "Blob size in MiB")->check(CLI::Range(1, 1 << 16));
   app.add_option("--chunks-kib", chunks_kib, "Chunk sizes to try, KiB")->check(CLI::Range(4, 65536));
   app.add_option("--runs", runs, "Timed fetches per chunk size and buffer kind")->check(CLI::Range(1, 100));
   app.add_option("--socket-buffer", buffer_bytes, "SO_SNDBUF/SO_RCVBUF bytes (0 = kernel autotuning)");
+  app.add_flag("--transports", transports, "Compare TCP and UCX, one hop, at --chunk-kib, with raw floors");
+  app.add_option("--chunk-kib", chunk_kib, "Chunk size for --transports, KiB (default: BlobServerOptions' default)")
+      ->check(CLI::Range(4, 65536));
   CLI11_PARSE(app, argc, argv);
 
   const uint64_t bytes = mib << 20;
@@ -167,8 +515,11 @@ int main(int argc, char** argv) {
 
   Buffer reused(bytes);
   std::memset(reused.data(), 0, bytes);  // fault it in once
+  if (transports) return compare_transports(blob, reused.data(), uint64_t{chunk_kib} << 10, runs, buffer_bytes);
   std::printf("\nGB/s as median (min-max); CPU = user + system seconds of this process per GiB, median\n");
-  std::printf("| chunk | raw TCP GB/s | raw TCP CPU s/GiB | fetch_blob GB/s, reused buffer | fetch_blob GB/s, fresh buffer | fetch_blob CPU s/GiB (reused) |\n");
+  std::printf(
+      "| chunk | raw TCP GB/s | raw TCP CPU s/GiB | fetch_blob GB/s, reused buffer | fetch_blob GB/s, fresh buffer | "
+      "fetch_blob CPU s/GiB (reused) |\n");
   std::printf("|---|---|---|---|---|---|\n");
   for (uint32_t chunk : chunks_kib) {
     const uint64_t chunk_bytes = uint64_t{chunk} << 10;
@@ -218,8 +569,8 @@ int main(int argc, char** argv) {
                     *std::max_element(v.begin(), v.end()));
       return std::string(buf);
     };
-    std::printf("| %u KiB | %s | %.2f | %s | %s | %.2f |\n", chunk, cell(raw).c_str(), median(raw_cpu), cell(warm).c_str(),
-                cell(fresh).c_str(), median(cpu));
+    std::printf("| %u KiB | %s | %.2f | %s | %s | %.2f |\n", chunk, cell(raw).c_str(), median(raw_cpu),
+                cell(warm).c_str(), cell(fresh).c_str(), median(cpu));
     std::fflush(stdout);
   }
   return 0;

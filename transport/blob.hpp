@@ -46,8 +46,8 @@ class Blob {
   /// Bytes [0, readable()) can be read now. A complete blob: size(). A GrowingBlob (a multicast
   /// hop still receiving) less, and more later.
   virtual uint64_t readable() const { return size(); }
-  /// Waits at most `timeout` until [0, end) is readable. OK; unavailable when the time ran out
-  /// first (ask again); the writer's error when it gave the blob up (sticky).
+  /// Waits at most `timeout` until [0, end) is readable. OK; deadline_exceeded when the time ran
+  /// out first (ask again); the writer's error when it gave the blob up (sticky; any other code).
   virtual Status wait_readable(uint64_t /*end*/, std::chrono::milliseconds /*timeout*/) const { return Status::OK(); }
 
   /// SHA-256 of the whole blob; memoized (see the invariants above).

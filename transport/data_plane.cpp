@@ -21,9 +21,11 @@ std::string_view to_string(TransportKind kind) {
   return "unknown";
 }
 
-Result<std::unique_ptr<DataServer>> start_data_server(TransportKind kind, BlobServerOptions options, BlobLookup lookup) {
+Result<std::unique_ptr<DataServer>> start_data_server(TransportKind kind, BlobServerOptions options,
+                                                      BlobLookup lookup) {
   if (kind == TransportKind::ucx) {
-    EMBER_ASSIGN_OR_RETURN(std::unique_ptr<UcxBlobServer> server, UcxBlobServer::start(std::move(options), std::move(lookup)));
+    EMBER_ASSIGN_OR_RETURN(std::unique_ptr<UcxBlobServer> server,
+                           UcxBlobServer::start(std::move(options), std::move(lookup)));
     return std::unique_ptr<DataServer>(std::move(server));
   }
   EMBER_ASSIGN_OR_RETURN(std::unique_ptr<BlobServer> server, BlobServer::start(std::move(options), std::move(lookup)));

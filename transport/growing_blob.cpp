@@ -27,8 +27,8 @@ Status GrowingBlob::wait_readable(uint64_t end, std::chrono::milliseconds timeou
   const bool ready = cv_.wait_for(lock, timeout, [&] { return readable_ >= end || failed_.has_value(); });
   if (failed_) return *failed_;
   if (!ready) {
-    return unavailable("bytes up to " + std::to_string(end) + " not received yet (" + std::to_string(readable_) +
-                       " so far)");
+    return deadline_exceeded("bytes up to " + std::to_string(end) + " not received yet (" +
+                             std::to_string(readable_) + " so far)");
   }
   return Status::OK();
 }

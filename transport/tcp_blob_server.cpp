@@ -278,7 +278,7 @@ Status BlobServer::wait_for_bytes(const Blob& blob, uint64_t end) {
   while (true) {
     if (stopping_.load()) return io_error("blob server stopping");
     Status st = blob.wait_readable(end, kUpstreamPoll);
-    if (st.ok() || st.error().code() != ErrorCode::unavailable) return st;
+    if (st.ok() || st.error().code() != ErrorCode::deadline_exceeded) return st;  // done, or the writer failed
     if (Clock::now() >= deadline) {
       return unavailable("upstream stalled: no bytes up to offset " + std::to_string(end) + " within " +
                          std::to_string(options_.upstream_wait.count()) + " ms");

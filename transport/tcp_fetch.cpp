@@ -10,84 +10,13 @@
 
 #include "transport/fetch_request.hpp"
 #include "transport/frame.hpp"
+#include "transport/trailing_hasher.hpp"
 
 namespace ember::transport {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-/// SHA-256 over a buffer's verified prefix on a helper thread, trailing the receiver: the receiver
-/// only publishes a watermark, so nothing is queued or copied and the lag is bounded by the blob.
-/// Joined before fetch_blob returns, so it never reads the sink's buffer afterwards.
-class TrailingHasher {
- public:
-  explicit TrailingHasher(const uint8_t* base) : base_(base), thread_([this] { run(); }) {}
-  ~TrailingHasher() {
-    {
-      std::lock_guard lock(mutex_);
-      closing_ = true;
-      abandon_ = !finished_;
-    }
-    cv_.notify_one();
-    if (thread_.joinable()) thread_.join();
-  }
-
-  /// Bytes [0, upto) are verified and may be hashed.
-  void advance(uint64_t upto) {
-    {
-      std::lock_guard lock(mutex_);
-      ready_ = upto;
-    }
-    cv_.notify_one();
-  }
-
-  /// Waits until everything advanced to is hashed; the digest of [0, ready).
-  Digest finish() {
-    {
-      std::lock_guard lock(mutex_);
-      closing_ = true;
-      finished_ = true;
-    }
-    cv_.notify_one();
-    thread_.join();
-    return sha_.finish();
-  }
-
- private:
-  // Hash in pieces so an abandoned fetch stops within one piece.
-  static constexpr uint64_t kPieceBytes = 4u << 20;
-
-  void run() {
-    uint64_t hashed = 0;
-    while (true) {
-      uint64_t target;
-      {
-        std::unique_lock lock(mutex_);
-        cv_.wait(lock, [&] { return ready_ > hashed || closing_; });
-        if (abandon_ || (closing_ && ready_ == hashed)) return;
-        target = ready_;
-      }
-      while (hashed < target) {
-        const uint64_t n = std::min(kPieceBytes, target - hashed);
-        sha_.update(base_ + hashed, n);
-        hashed += n;
-        std::lock_guard lock(mutex_);
-        if (abandon_) return;
-      }
-    }
-  }
-
-  const uint8_t* base_;
-  Sha256 sha_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  uint64_t ready_ = 0;
-  bool closing_ = false;
-  bool finished_ = false;
-  bool abandon_ = false;
-  std::thread thread_;  // last: starts after every member it reads is built
-};
 
 /// One fetch in progress: the socket, the stream position, and how to say what went wrong.
 class Receiver {

@@ -41,8 +41,8 @@ struct Arrival {
   bool header_too_long = false;
   void* data = nullptr;  // a rendezvous descriptor or persistent eager data, ours to consume or release
   bool rndv = false;
-  size_t length = 0;           // payload bytes
-  std::vector<uint8_t> copy;   // eager payload UCX would not keep (not expected with persistent data)
+  size_t length = 0;          // payload bytes
+  std::vector<uint8_t> copy;  // eager payload UCX would not keep (not expected with persistent data)
 };
 
 /// A data frame whose payload is on its way into the sink's buffer.
@@ -56,7 +56,10 @@ struct Pending {
 class Receiver {
  public:
   Receiver(const Endpoint& from, const std::string& key, const FetchOptions& options, BlobSink& sink)
-      : what_("fetch of '" + key + "' from " + from.to_string()), key_(key), from_(from), options_(options),
+      : what_("fetch of '" + key + "' from " + from.to_string()),
+        key_(key),
+        from_(from),
+        options_(options),
         sink_(sink) {}
   ~Receiver() { teardown(); }
   Receiver(const Receiver&) = delete;
@@ -102,7 +105,7 @@ class Receiver {
 
   std::unique_ptr<ucx::Worker> worker_;
   ucp_ep_h ep_ = nullptr;
-  int cancel_fd_ = -1;  // eventfd the cancel interrupt signals
+  int cancel_fd_ = -1;    // eventfd the cancel interrupt signals
   bool closing_ = false;  // the callbacks drop what still arrives
   bool ep_failed_ = false;
   ucs_status_t ep_status_ = UCS_OK;
@@ -156,7 +159,7 @@ ucs_status_t Receiver::on_frame(const void* header, size_t header_length, void* 
 Result<FetchResult> Receiver::run() {
   Result<FetchResult> result = receive();
   if (options_.cancel) options_.cancel->detach();  // before the eventfd closes
-  teardown();  // nothing writes into the sink's buffer after this
+  teardown();                                      // nothing writes into the sink's buffer after this
   if (!result.ok() && is_cancelled()) return cancelled();
   return result;
 }
@@ -175,7 +178,7 @@ void Receiver::teardown() {
       if (a.data != nullptr) ucp_am_data_release(worker_->get(), a.data);  // a rendezvous sender completes
     }
     arrivals_.clear();
-    close_endpoint();    // receives in flight complete with UCS_ERR_CANCELED
+    close_endpoint();  // receives in flight complete with UCS_ERR_CANCELED
     pending_.clear();
     worker_.reset();
   }
@@ -189,10 +192,11 @@ Status Receiver::connect(const std::vector<uint8_t>& request) {
   if (options_.total_timeout.count() > 0) budget = std::min(budget, options_.total_timeout);
   const auto deadline = Clock::now() + budget;
   std::string last = "no address";
+  bool unreachable = false;
   for (const ucx::SockAddr& a : addrs) {
     ucp_ep_params_t params{};
-    params.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR |
-                        UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    params.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                        UCP_EP_PARAM_FIELD_ERR_HANDLER;
     params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
     params.sockaddr.addr = a.get();
     params.sockaddr.addrlen = a.length;
@@ -220,12 +224,15 @@ Status Receiver::connect(const std::vector<uint8_t>& request) {
       if (worker_->progress() == 0 && !send.done()) worker_->wait(until(deadline), cancel_fd_);
     }
     if (!ep_failed_ && send.status() == UCS_OK) return Status::OK();
-    last = ucx::status_text(ep_failed_ ? ep_status_ : send.status());
+    const ucs_status_t why = ep_failed_ ? ep_status_ : send.status();
+    last = ucx::status_text(why);
+    unreachable = why == UCS_ERR_UNREACHABLE;
     close_endpoint();
     arrivals_.clear();  // nothing arrives before the request went out
   }
-  return io_error("cannot connect to " + from_.to_string() + " with UCX: " + last +
-                  " (UCX needs tcp in UCX_TLS and /sys mounted)");
+  // What dependencies.md §4 saw when tcp was missing from UCX_TLS or /sys was not mounted.
+  const std::string hint = unreachable ? " (UCX needs tcp in UCX_TLS and /sys mounted)" : "";
+  return io_error("cannot connect to " + from_.to_string() + " with UCX: " + last + hint);
 }
 
 Status Receiver::on_first_frame(const FrameHeader& h) {
@@ -254,11 +261,13 @@ Status Receiver::on_first_frame(const FrameHeader& h) {
 }
 
 Status Receiver::take(Arrival& a) {
-  if (a.header_too_long) return fail(corrupt("frame header exceeds " + std::to_string(kMaxFrameHeaderBytes) + " bytes"));
+  if (a.header_too_long)
+    return fail(corrupt("frame header exceeds " + std::to_string(kMaxFrameHeaderBytes) + " bytes"));
   size_t consumed = 0;
   Result<FrameHeader> decoded = decode_frame_header(a.header.data(), a.header.size(), consumed);
   if (!decoded.ok()) {
-    return fail(decoded.error().code() == ErrorCode::not_found ? corrupt("frame header is truncated") : decoded.error());
+    return fail(decoded.error().code() == ErrorCode::not_found ? corrupt("frame header is truncated")
+                                                               : decoded.error());
   }
   if (consumed != a.header.size()) return fail(corrupt("frame header carries trailing bytes"));
   const FrameHeader& h = *decoded;
@@ -286,7 +295,8 @@ Status Receiver::take(Arrival& a) {
   }
   if (h.kind == FrameKind::end) {
     if (expect_ != blob_bytes_) {
-      return fail(corrupt("end frame after " + std::to_string(expect_) + " of " + std::to_string(blob_bytes_) + " bytes"));
+      return fail(
+          corrupt("end frame after " + std::to_string(expect_) + " of " + std::to_string(blob_bytes_) + " bytes"));
     }
     end_ = h;
     return Status::OK();
@@ -362,7 +372,10 @@ Result<FetchResult> Receiver::receive() {
   auto request_bytes = encode_fetch_request(request);
   if (!request_bytes.ok()) return fail(request_bytes.error());
 
-  auto worker = ucx::Worker::create("fetch");
+  // A context of its own: it sees the network devices as they are now (ucx_worker.hpp).
+  auto context = ucx::Context::create();
+  if (!context.ok()) return fail(context.error());
+  auto worker = ucx::Worker::create(std::move(*context), "fetch");
   if (!worker.ok()) return fail(worker.error());
   worker_ = std::move(*worker);
   // In place before the endpoint exists: no frame can arrive unseen.
@@ -401,8 +414,8 @@ Result<FetchResult> Receiver::receive() {
     // packets per chunk before it completes).
     if (moved || (events > 0 && !pending_.empty())) idle_deadline = now + idle;
     if (now >= deadline_) {
-      return fail(io_error("not complete within the total timeout of " + std::to_string(options_.total_timeout.count()) +
-                           " ms, at offset " + std::to_string(next_)));
+      return fail(io_error("not complete within the total timeout of " +
+                           std::to_string(options_.total_timeout.count()) + " ms, at offset " + std::to_string(next_)));
     }
     if (now >= idle_deadline) {
       return fail(io_error("server sent nothing for " + std::to_string(idle.count()) + " ms (idle timeout) at offset " +

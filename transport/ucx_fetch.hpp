@@ -3,9 +3,10 @@
 // against a UcxBlobServer (ucx_blob_server.hpp documents the protocol).
 //
 // Callers: the node's model cache and multicast chain hops, on a thread of their own: the call
-// blocks until the blob is complete or the transfer fails. It creates one UCX worker for the fetch
-// and drives it on the calling thread (no progress thread), sleeping in poll(2) on the worker's
-// event fd whenever nothing is arriving; the only other thread is the trailing SHA-256 hasher. It
+// blocks until the blob is complete or the transfer fails. It creates a UCX context and worker for
+// the fetch (about 3 ms; they see the network devices as they are now) and drives the worker on the
+// calling thread (no progress thread), sleeping in poll(2) on the worker's event fd whenever
+// nothing is arriving; the only other thread is the trailing SHA-256 hasher. It
 // never blocks longer than the connect timeout plus, per silent gap, the idle timeout (and never
 // beyond total_timeout); it never throws; it keeps no state between calls.
 //

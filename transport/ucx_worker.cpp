@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 
 namespace ember::transport::ucx {
 
@@ -16,69 +15,58 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct ContextState {
-  ucp_context_h context = nullptr;
-  std::string error;        // why context creation failed
-  std::string tls;          // UCX_TLS in effect
-  bool tls_from_env = false;
-};
+/// SO_REUSEADDR on UCX listeners, as listen_tcp sets it on ours: a server restarted (or rebuilt) on
+/// its port must not fail with "Address already in use" while connections it closed first sit in
+/// TIME_WAIT (UCX's default is n). UCX 1.13 reads this from the environment only (ucp_config_modify
+/// does not reach the connection manager's configuration), so it is set here, before main() while
+/// the process has one thread, unless the environment already says otherwise.
+const bool kReuseAddrSet = [] { return ::setenv("UCX_TCP_CM_REUSEADDR", "y", /*overwrite=*/0) == 0; }();
 
-ContextState& state() {
-  // Never destroyed: a worker may be torn down after static destructors started running.
-  static ContextState* s = [] {
-    auto* st = new ContextState;
-    const char* env_tls = std::getenv("UCX_TLS");
-    st->tls_from_env = env_tls != nullptr;
-    st->tls = env_tls != nullptr ? env_tls : "tcp";
-    ucp_config_t* config = nullptr;
-    ucs_status_t rc = ucp_config_read(nullptr, nullptr, &config);
-    if (rc != UCS_OK) {
-      st->error = "cannot read the UCX configuration: " + status_text(rc);
-      return st;
-    }
-    if (!st->tls_from_env) {
-      rc = ucp_config_modify(config, "TLS", "tcp");
-      if (rc != UCS_OK) {
-        ucp_config_release(config);
-        st->error = "cannot set UCX_TLS=tcp: " + status_text(rc);
-        return st;
-      }
-    }
-    ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
-    params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
-    params.mt_workers_shared = 1;  // workers of different threads share the context's resources
-    params.name = "ember-data-plane";
-    rc = ucp_init(&params, config, &st->context);
-    ucp_config_release(config);
-    if (rc != UCS_OK) {
-      st->context = nullptr;
-      st->error = "cannot initialize UCX (UCX_TLS=" + st->tls + "): " + status_text(rc);
-    }
-    return st;
-  }();
-  return *s;
+/// UCX_TLS in effect: the environment's, or Ember's default.
+std::string tls(bool* from_env = nullptr) {
+  const char* env = std::getenv("UCX_TLS");
+  if (from_env != nullptr) *from_env = env != nullptr;
+  return env != nullptr ? env : "tcp";
 }
 
 int poll_ms(std::chrono::milliseconds ms) { return static_cast<int>(std::clamp<int64_t>(ms.count(), 0, 1 << 30)); }
 
 }  // namespace
 
-Result<ucp_context_h> context() {
-  ContextState& s = state();
-  if (s.context == nullptr) return io_error(s.error);
-  return s.context;
+Result<std::shared_ptr<Context>> Context::create() {
+  bool from_env = false;
+  const std::string transports = tls(&from_env);
+  ucp_config_t* config = nullptr;
+  ucs_status_t rc = ucp_config_read(nullptr, nullptr, &config);
+  if (rc != UCS_OK) return io_error("cannot read the UCX configuration: " + status_text(rc));
+  if (!from_env) rc = ucp_config_modify(config, "TLS", transports.c_str());
+  if (rc != UCS_OK) {
+    ucp_config_release(config);
+    return io_error("cannot set UCX_TLS=" + transports + ": " + status_text(rc));
+  }
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
+  params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+  params.mt_workers_shared = 1;  // a server's workers run on different threads
+  params.name = "ember-data-plane";
+  ucp_context_h context = nullptr;
+  rc = ucp_init(&params, config, &context);
+  ucp_config_release(config);
+  if (rc != UCS_OK) return io_error("cannot initialize UCX (UCX_TLS=" + transports + "): " + status_text(rc));
+  return std::shared_ptr<Context>(new Context(context));
 }
 
+Context::~Context() { ucp_cleanup(context_); }
+
 std::string describe_config() {
-  ContextState& s = state();
+  bool from_env = false;
+  const std::string transports = tls(&from_env);
   unsigned major = 0, minor = 0, release = 0;
   ucp_get_version(&major, &minor, &release);
-  std::string text = "UCX " + std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release) +
-                     ", UCX_TLS=" + s.tls + (s.tls_from_env ? " (from the environment)" : " (Ember's default)") +
-                     ", error mode PEER, active messages with rendezvous";
-  if (s.context == nullptr) text += ", NOT AVAILABLE: " + s.error;
-  return text;
+  return "UCX " + std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(release) +
+         ", UCX_TLS=" + transports + (from_env ? " (from the environment)" : " (Ember's default)") +
+         ", UCX_TCP_CM_REUSEADDR=" + (std::getenv("UCX_TCP_CM_REUSEADDR") ? std::getenv("UCX_TCP_CM_REUSEADDR") : "n") +
+         ", error mode PEER, active messages with rendezvous, a context per fetch and per server";
 }
 
 std::string status_text(ucs_status_t status) {
@@ -109,13 +97,12 @@ Result<std::vector<SockAddr>> resolve(const std::string& host, uint16_t port, bo
 
 // ---------------------------------------------------------------- Worker
 
-Result<std::unique_ptr<Worker>> Worker::create(const std::string& what) {
-  EMBER_ASSIGN_OR_RETURN(ucp_context_h ctx, context());
+Result<std::unique_ptr<Worker>> Worker::create(std::shared_ptr<Context> context, const std::string& what) {
   ucp_worker_params_t params{};
   params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
   params.thread_mode = UCS_THREAD_MODE_SINGLE;
   ucp_worker_h worker = nullptr;
-  ucs_status_t rc = ucp_worker_create(ctx, &params, &worker);
+  ucs_status_t rc = ucp_worker_create(context->get(), &params, &worker);
   if (rc != UCS_OK) return io_error(what + ": cannot create a UCX worker: " + status_text(rc));
   int efd = -1;
   rc = ucp_worker_get_efd(worker, &efd);
@@ -127,7 +114,7 @@ Result<std::unique_ptr<Worker>> Worker::create(const std::string& what) {
   attr.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER;
   size_t max_header = 0;
   if (ucp_worker_query(worker, &attr) == UCS_OK) max_header = attr.max_am_header;
-  return std::unique_ptr<Worker>(new Worker(worker, efd, max_header));
+  return std::unique_ptr<Worker>(new Worker(std::move(context), worker, efd, max_header));
 }
 
 Worker::~Worker() { ucp_worker_destroy(worker_); }

@@ -1,7 +1,7 @@
 // UCX plumbing shared by the UCX data plane's server (ucx_blob_server.cpp) and receiver
-// (ucx_fetch.cpp), as tcp_socket.hpp is for TCP: the process-wide UCP context, a worker that one
-// thread owns and that sleeps on its event fd instead of busy-polling, socket addresses, requests,
-// and endpoint teardown that never leaves a request or a worker half-destroyed.
+// (ucx_fetch.cpp), as tcp_socket.hpp is for TCP: UCP contexts, a worker that one thread owns and
+// that sleeps on its event fd instead of busy-polling, socket addresses, requests, and endpoint
+// teardown that never leaves a request or a worker half-destroyed.
 //
 // Internal to transport/ (and tests and benchmarks that drive UCX directly); the public headers
 // ucx_blob_server.hpp and ucx_fetch.hpp do not include it.
@@ -18,13 +18,27 @@
 //   - UCX_TLS=tcp unless the environment sets UCX_TLS: under PEER mode only tcp is ever chosen,
 //     and not opening sysv/posix/cma interfaces makes each worker cheaper. The socket-address
 //     connection flow needs tcp in UCX_TLS (dependencies.md §4) and /sys mounted.
+//   - UCX_TCP_CM_REUSEADDR=y unless the environment sets it: listeners get SO_REUSEADDR, as
+//     listen_tcp's do, so a server restarted (or rebuilt, below) on its port does not fail with
+//     "Address already in use" while connections it closed first sit in TIME_WAIT. UCX 1.13 takes
+//     this one from the environment only, so ucx_worker.cpp sets the variable (setenv without
+//     overwrite) during static initialization, before main() starts any thread.
+//   - Network devices: UCX's defaults. UCX opens tcp on every interface that is up (lo, eth0, and
+//     whatever bridges or veths exist) and splits a rendezvous over two of them
+//     (UCX_MAX_RNDV_RAILS=2), even towards 127.0.0.1; UCX_NET_DEVICES pins them (bench prints
+//     the lanes chosen).
 //   - Features AM and WAKEUP: frames are active messages; a waiting thread sleeps in poll(2) on
 //     the worker's event fd (ucp_worker_arm), so an idle server or a receiver waiting for a slow
 //     upstream uses no CPU.
+//   - A context per fetch and per server, not one per process: a context lists the network
+//     devices once, at ucp_init, and every worker opens all of them, so after an interface goes
+//     away (a container's veth, a test's bridge) worker creation fails with "No such device" for
+//     the context's whole life. ucp_init costs about 1.5 ms here (UCX_TLS=tcp), a worker 1.5 ms.
+//     A server whose workers cannot be created any more rebuilds its context and listener.
 //
-// Threading: the context is shared by every worker (mt_workers_shared); each Worker is created,
-// used and destroyed by one thread (UCS_THREAD_MODE_SINGLE). Nothing here throws; every wait is
-// bounded by a timeout the caller gives.
+// Threading: a Context is shared by its workers (mt_workers_shared), and kept alive by them; each
+// Worker is created, used and destroyed by one thread at a time (UCS_THREAD_MODE_SINGLE). Nothing
+// here throws; every wait is bounded by a timeout the caller gives.
 #pragma once
 
 #include <sys/socket.h>
@@ -47,9 +61,20 @@ namespace ember::transport::ucx {
 inline constexpr unsigned kRequestAm = 0x45;
 inline constexpr unsigned kFrameAm = 0x46;
 
-/// The process-wide UCP context, created on first use and never destroyed (workers may outlive any
-/// static destructor order). io_error with UCX's reason when it cannot be initialized.
-Result<ucp_context_h> context();
+/// A UCP context (features AM and WAKEUP, the configuration above), destroyed with its last user.
+class Context {
+ public:
+  /// io_error with UCX's reason when UCX cannot be initialized.
+  static Result<std::shared_ptr<Context>> create();
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  ucp_context_h get() const { return context_; }
+
+ private:
+  explicit Context(ucp_context_h context) : context_(context) {}
+  ucp_context_h context_;
+};
 
 /// One line on the UCX configuration in use: version, UCX_TLS and where it came from, error mode.
 std::string describe_config();
@@ -70,9 +95,11 @@ Result<std::vector<SockAddr>> resolve(const std::string& host, uint16_t port, bo
 /// A UCP worker owned by one thread, with its event fd for sleeping waits.
 class Worker {
  public:
-  /// io_error naming `what` when UCX cannot create the worker.
-  static Result<std::unique_ptr<Worker>> create(const std::string& what);
-  /// Destroys the worker. Every endpoint on it must have been closed (close_endpoint) first.
+  /// A worker of `context` (which it keeps alive). io_error naming `what` when UCX cannot create
+  /// it (a network device of the context is gone: make a new Context).
+  static Result<std::unique_ptr<Worker>> create(std::shared_ptr<Context> context, const std::string& what);
+  /// Destroys the worker, then lets go of its context. Every endpoint on it must have been closed
+  /// (close_endpoint) first.
   ~Worker();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
@@ -95,8 +122,9 @@ class Worker {
   size_t max_am_header() const { return max_am_header_; }
 
  private:
-  Worker(ucp_worker_h worker, int efd, size_t max_am_header)
-      : worker_(worker), efd_(efd), max_am_header_(max_am_header) {}
+  Worker(std::shared_ptr<Context> context, ucp_worker_h worker, int efd, size_t max_am_header)
+      : context_(std::move(context)), worker_(worker), efd_(efd), max_am_header_(max_am_header) {}
+  std::shared_ptr<Context> context_;  // first: outlives the worker
   ucp_worker_h worker_;
   int efd_;
   size_t max_am_header_;
