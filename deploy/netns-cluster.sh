@@ -3,7 +3,7 @@
 # on a bridge, the manager (with the HTTP gateway) in ember-h0 and one `ember node` in each other one.
 #
 #   deploy/netns-cluster.sh up K [--rate 1gbit] [--delay 0ms] [--mtu 1500] [--config FILE]
-#                                [--repository DIR] [--dir STATE_DIR] [-- node args...]
+#                                [--host-args I "ARGS"]... [--repository DIR] [--dir STATE_DIR] [-- node args...]
 #   deploy/netns-cluster.sh status [--dir STATE_DIR]
 #   deploy/netns-cluster.sh pids [--dir STATE_DIR]     "name pid" lines: manager, h1 .. hK
 #   deploy/netns-cluster.sh exec I CMD...              run CMD inside host I's namespace (ember-hI)
@@ -14,7 +14,8 @@
 # --rate limits every host link in both directions (tc tbf); --delay adds that much one-way delay to
 # each direction of each host link (tc netem, which not every kernel has), so host to host it is twice
 # that. --mtu sets every link's MTU (9000: jumbo frames, as data-center networks carry bulk data).
-# --config FILE goes to the manager and every node (e.g. transfer.transport: ucx). Logs and pid
+# --config FILE goes to the manager and every node (e.g. transfer.transport: ucx); --host-args adds
+# ARGS (split on spaces) to host I's node only (fault seams in tests). Logs and pid
 # files go under STATE_DIR (default ./netns-cluster, or $EMBER_NETNS_DIR). $EMBER is the binary
 # (default build/bin/ember). Defaults: repository ./models; each node a simulated device of 4 GiB
 # and a 4 GiB cache (--device-memory / --cache after `--` replace them). Default paths are in
@@ -25,7 +26,7 @@ DIR=${EMBER_NETNS_DIR:-$ROOT/netns-cluster}
 EMBER=${EMBER:-$ROOT/build/bin/ember}
 NET=10.231.0 BRIDGE=ember-br0 MANAGER=10.231.0.1:7070 HTTP=10.231.0.1:8000
 
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 die() { echo "netns-cluster: $*" >&2; exit 1; }
 need_root() { [ "$(id -u)" -eq 0 ] || die "needs root (network namespaces, veth, bridge, tc): run with sudo"; }
 namespaces() { ip netns list 2>/dev/null | awk '$1 ~ /^ember-h[0-9]+$/ {print $1}' | sort -V; }
@@ -76,13 +77,15 @@ up_exit() {  # the EXIT trap while `up` runs: undo everything when it fails
 up() {
   local k=${1:-}; shift || true
   [[ "$k" =~ ^[0-9]+$ ]] && [ "$k" -ge 1 ] && [ "$k" -le 200 ] || usage
-  local rate="" delay="" mtu=1500 repo=$ROOT/models node_args=() defaults=() common=() f
+  local rate="" delay="" mtu=1500 repo=$ROOT/models node_args=() defaults=() common=() f extra
+  local -A host_args=()
   while [ $# -gt 0 ]; do
     case "$1" in
       --rate) rate=${2:?}; shift 2 ;;
       --delay) delay=${2:?}; shift 2 ;;
       --mtu) mtu=${2:?}; shift 2 ;;
       --config) common=(--config "$(readlink -f "${2:?}")"); shift 2 ;;
+      --host-args) [[ "${2:?}" =~ ^[0-9]+$ ]] || usage; host_args[$2]=${3?}; shift 3 ;;
       --repository) repo=${2:?}; shift 2 ;;
       --dir) DIR=${2:?}; shift 2 ;;
       --) shift; node_args=("$@"); break ;;
@@ -134,8 +137,9 @@ up() {
   start manager ember-h0 manager --listen "$MANAGER" --data-listen "$NET.1:0" --http "$HTTP" --repository "$repo" \
     "${common[@]}"
   for i in $(seq 1 "$k"); do
+    read -r -a extra <<<"${host_args[$i]:-}"
     start "h$i" "ember-h$i" node --manager "$MANAGER" --name "h$i" --data-listen "$NET.$((i + 1)):0" \
-      "${defaults[@]}" "${common[@]}" "${node_args[@]}"
+      "${defaults[@]}" "${common[@]}" "${node_args[@]}" "${extra[@]}"
   done
 
   local deadline=$((SECONDS + 30))

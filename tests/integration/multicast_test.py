@@ -15,7 +15,10 @@ survive. Runs on loopback, over the transport given (tcp or ucx); each scenario 
   scale_out        a load asking for four replicas of a model no node holds: the four nodes get the
                    bytes along one chain from the repository, and all four replicas become ready.
 
-Usage: multicast_test.py --ember PATH [--transport tcp|ucx] [--only SCENARIO]
+With --netns the same scenarios run on deploy/netns-cluster.sh (nodes h1..h5 in their own network
+namespaces, 1 Gbit/s links); the test reports SKIPPED (exit 77) where namespaces are not allowed.
+
+Usage: multicast_test.py --ember PATH [--transport tcp|ucx] [--netns] [--only SCENARIO]
 """
 import argparse
 import http.client
@@ -32,7 +35,7 @@ import threading
 import time
 
 MODEL = "resnet"
-RECEIVERS = ["node2", "node3", "node4", "node5"]
+NETNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy", "netns-cluster.sh")
 CONFIG = """\
 transfer:
   chunk: 1MiB
@@ -54,8 +57,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-def post(port, path, body, timeout=120):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+def post(host, port, path, body, timeout=120):
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         conn.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
         r = conn.getresponse()
@@ -65,24 +68,51 @@ def post(port, path, body, timeout=120):
 
 
 class Cluster:
-    """A manager with the HTTP gateway and nodes node1..node5, each with its own log."""
+    """A manager with the HTTP gateway and five nodes, each with its own log: on loopback (nodes
+    node1..node5), or with --netns in network namespaces behind 1 Gbit/s links (deploy/netns-cluster.sh:
+    nodes h1..h5, the manager in ember-h0)."""
 
-    def __init__(self, ember, work, transport, node_args):
-        self.ember, self.work, self.transport = ember, work, transport
-        self.procs, self.logs = {}, {}
-        self.http, self.listen = free_port(), free_port()
+    def __init__(self, ember, work, transport, node_args, netns=False):
+        self.ember, self.work, self.transport, self.netns = ember, work, transport, netns
+        self.procs, self.logs, self.killed = {}, {}, set()
         cfg = os.path.join(work, "ember.yaml")
         with open(cfg, "w") as f:
-            f.write(CONFIG)
-        common = ["--config", cfg, "--transport", transport]
+            f.write(CONFIG + f"  transport: {transport}\n")
+        if netns:
+            self.prefix, self.host = "h", "10.231.0.1"
+            self.http, self.state = 8000, os.path.join(work, "cluster")
+            args = [NETNS, "up", "5", "--rate", "1gbit", "--config", cfg, "--repository", os.path.join(work, "repo"),
+                    "--dir", self.state]
+            for i in range(1, 6):
+                extra = node_args.get(f"node{i}", [])
+                if extra:
+                    args += ["--host-args", str(i), " ".join(extra)]
+            args += ["--", "--device-memory", "1GiB", "--cache", "1GiB"]
+            up = subprocess.run(args, capture_output=True, text=True, env=dict(os.environ, EMBER=ember), timeout=90)
+            if up.returncode != 0:
+                raise Failure(f"netns-cluster.sh up failed:\n{up.stdout}{up.stderr}")
+            for name in ["manager"] + [self.name(i) for i in range(1, 6)]:
+                self.logs[name] = os.path.join(self.state, f"{name}.log")
+                with open(os.path.join(self.state, f"{name}.pid")) as f:
+                    self.procs[name] = int(f.read())
+            return
+        self.prefix, self.host = "node", "127.0.0.1"
+        self.http, self.listen = free_port(), free_port()
+        common = ["--config", cfg]
         self.start("manager", ["manager", "--listen", f"127.0.0.1:{self.listen}", "--http", f"127.0.0.1:{self.http}",
                                "--repository", os.path.join(work, "repo")] + common)
         self.wait(lambda: self.ready(), 20, "the manager's HTTP endpoint")
         for i in range(1, 6):
-            name = f"node{i}"
+            name = self.name(i)
             self.start(name, ["node", "--manager", f"127.0.0.1:{self.listen}", "--name", name, "--device-memory",
                               "1GiB", "--cache", "1GiB"] + common + node_args.get(name, []))
         self.wait(lambda: self.joined() == 5, 20, "five nodes to join")
+
+    def name(self, i):
+        return f"{self.prefix}{i}"
+
+    def names(self, *indices):
+        return [self.name(i) for i in indices]
 
     def start(self, name, args):
         log = os.path.join(self.work, f"{name}.log")
@@ -91,9 +121,20 @@ class Cluster:
             self.procs[name] = subprocess.Popen([self.ember, "--log-level", "info"] + args, stdout=out,
                                                 stderr=subprocess.STDOUT)
 
+    def alive(self, name):
+        p = self.procs[name]
+        if isinstance(p, int):
+            try:
+                os.kill(p, 0)
+                with open(f"/proc/{p}/stat") as f:
+                    return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            except OSError:
+                return False
+        return p.poll() is None
+
     def ready(self):
         try:
-            conn = http.client.HTTPConnection("127.0.0.1", self.http, timeout=2)
+            conn = http.client.HTTPConnection(self.host, self.http, timeout=2)
             conn.request("GET", "/v2/health/ready")
             return conn.getresponse().status == 200
         except OSError:
@@ -109,23 +150,33 @@ class Cluster:
     def wait(self, predicate, seconds, what):
         deadline = time.time() + seconds
         while time.time() < deadline:
-            for name, p in self.procs.items():
-                if p.poll() is not None and name not in getattr(self, "killed", set()):
-                    raise Failure(f"{name} exited with {p.returncode}:\n{self.log(name)[-2000:]}")
+            for name in self.procs:
+                if name not in self.killed and not self.alive(name):
+                    raise Failure(f"{name} exited:\n{self.log(name)[-2000:]}")
             if predicate():
                 return
             time.sleep(0.1)
         raise Failure(f"timed out after {seconds} s waiting for {what}")
 
     def kill(self, name):
-        self.killed = getattr(self, "killed", set()) | {name}
-        self.procs[name].send_signal(signal.SIGKILL)
-        self.procs[name].wait(10)
+        self.killed.add(name)
+        p = self.procs[name]
+        if isinstance(p, int):
+            os.kill(p, signal.SIGKILL)
+        else:
+            p.send_signal(signal.SIGKILL)
+            p.wait(10)
+
+    def post(self, path, body, timeout=120):
+        return post(self.host, self.http, path, body, timeout)
 
     def distribute(self, nodes, mode="chain", timeout=120):
-        return post(self.http, f"/ember/v1/models/{MODEL}/distribute", {"nodes": nodes, "mode": mode}, timeout)
+        return self.post(f"/ember/v1/models/{MODEL}/distribute", {"nodes": nodes, "mode": mode}, timeout)
 
     def stop(self):
+        if self.netns:
+            subprocess.run([NETNS, "down", "--dir", self.state], capture_output=True, timeout=60)
+            return
         for p in self.procs.values():
             if p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -138,88 +189,94 @@ class Cluster:
 
 
 def seed_holder(c):
-    status, body = c.distribute(["node1"])
+    status, body = c.distribute([c.name(1)])
     if status != 200 or body.get("errors"):
-        raise Failure(f"seeding node1 failed: {status} {body}")
+        raise Failure(f"seeding {c.name(1)} failed: {status} {body}")
     return body["bytes"]
+
+
+def verified(c, name):
+    return re.search(r"node %s holds %s/1 \(.* verified" % (name, MODEL), c.log(name))
 
 
 def four_receivers(c):
     blob = seed_holder(c)
-    status, body = c.distribute(RECEIVERS)
+    n1, n2, n3, n4, n5 = c.names(1, 2, 3, 4, 5)
+    status, body = c.distribute([n2, n3, n4, n5])
     if status != 200 or body["errors"]:
         raise Failure(f"distribute failed: {status} {body}")
-    if body["chains"] != ["node1 -> node2 -> node3 -> node4 -> node5"]:
+    if body["chains"] != [f"{n1} -> {n2} -> {n3} -> {n4} -> {n5}"]:
         raise Failure(f"unexpected chain {body['chains']}")
     sources = {n["node"]: n["source"] for n in body["nodes"]}
-    want = {"node2": "peer:node1", "node3": "peer:node2", "node4": "peer:node3", "node5": "peer:node4"}
+    want = {n2: f"peer:{n1}", n3: f"peer:{n2}", n4: f"peer:{n3}", n5: f"peer:{n4}"}
     if sources != want:
         raise Failure(f"sources {sources}, expected {want}")
-    for name in RECEIVERS:
-        if not re.search(r"node %s holds %s/1 \(.* verified" % (name, MODEL), c.log(name)):
+    for name in (n2, n3, n4, n5):
+        if not verified(c, name):
             raise Failure(f"{name} did not verify the blob:\n{c.log(name)[-1500:]}")
-    if not re.search(r"node node2: .*CRC-32C.*re-fetching from offset \d+", c.log("node2"), re.S):
-        raise Failure("node2 did not detect and re-fetch the corrupted chunk:\n" + c.log("node2")[-2000:])
-    # The other receivers never saw the bad bytes: they pulled verified chunks from node2 on.
-    for name in RECEIVERS[1:]:
+    if not re.search(r"node %s: .*CRC-32C.*re-fetching from offset \d+" % n2, c.log(n2), re.S):
+        raise Failure(f"{n2} did not detect and re-fetch the corrupted chunk:\n" + c.log(n2)[-2000:])
+    # The other receivers never saw the bad bytes: they pulled verified chunks from n2 on.
+    for name in (n3, n4, n5):
         if "re-fetching" in c.log(name):
             raise Failure(f"{name} saw a corrupted chunk too")
-    return f"{len(RECEIVERS)} receivers verified {blob} bytes in {body['seconds']:.2f} s; corrupted frame re-fetched"
+    return f"4 receivers verified {blob} bytes in {body['seconds']:.2f} s; corrupted frame re-fetched"
 
 
 def kill_second_hop(c):
     seed_holder(c)
+    n2, n3, n4, n5 = c.names(2, 3, 4, 5)
     result = {}
-    t = threading.Thread(target=lambda: result.update(zip(("status", "body"), c.distribute(RECEIVERS))))
+    t = threading.Thread(target=lambda: result.update(zip(("status", "body"), c.distribute([n2, n3, n4, n5]))))
     t_start = time.time()
     t.start()
-    # Half way: the second hop (node3) reports about half the blob; its progress is in the manager's
-    # view only, so judge by time: ~98 MB at 25 MB/s takes ~4 s.
+    # Half way: the receivers are throttled to 25 MB/s, so ~98 MB takes ~4 s; kill the second hop at 2 s.
     time.sleep(2.0)
-    c.kill("node3")
+    c.kill(n3)
     t.join(120)
-    print(f"  distribute answered {time.time() - t_start:.1f} s after it started", flush=True)
     if t.is_alive():
-        raise Failure("distribute did not answer after node3 was killed")
+        raise Failure(f"distribute did not answer after {n3} was killed")
     body = result["body"]
     done = sorted(n["node"] for n in body.get("nodes", []))
     errors = body.get("errors", [])
-    if done != ["node2", "node4", "node5"] or len(errors) != 1 or not errors[0].startswith("node3"):
-        raise Failure(f"expected node2, node4, node5 to finish and node3 to fail: {result}")
-    resumed = re.search(r"node node4 resumes %s/1 from (\S+) at offset (\d+)" % MODEL, c.log("node4"))
+    if done != [n2, n4, n5] or len(errors) != 1 or not errors[0].startswith(n3):
+        raise Failure(f"expected {n2}, {n4}, {n5} to finish and {n3} to fail: {result}")
+    resumed = re.search(r"node %s resumes %s/1 from (\S+) at offset (\d+)" % (n4, MODEL), c.log(n4))
     if not resumed or int(resumed.group(2)) == 0:
-        raise Failure("node4 did not resume from its own offset:\n" + c.log("node4")[-2000:])
-    for name in ("node2", "node4", "node5"):
-        if not re.search(r"node %s holds %s/1 \(.* verified" % (name, MODEL), c.log(name)):
+        raise Failure(f"{n4} did not resume from its own offset:\n" + c.log(n4)[-2000:])
+    for name in (n2, n4, n5):
+        if not verified(c, name):
             raise Failure(f"{name} did not verify the blob")
-    return f"node3 killed; node4 resumed from {resumed.group(1)} at offset {resumed.group(2)}; 3 receivers verified"
+    return (f"{n3} killed; {n4} resumed from {resumed.group(1)} at offset {resumed.group(2)}; 3 receivers "
+            f"verified; answered {time.time() - t_start:.1f} s after the start")
 
 
 def slow_hop(c):
     seed_holder(c)
+    n2, n3, n4, n5 = c.names(2, 3, 4, 5)
     t0 = time.time()
-    threading.Thread(target=lambda: c.distribute(RECEIVERS, timeout=300), daemon=True).start()
-    c.wait(lambda: all(re.search(r"node %s holds" % n, c.log(n)) for n in ("node2", "node4", "node5")), 60,
-           "node2, node4 and node5 to finish around the slow hop")
+    threading.Thread(target=lambda: c.distribute([n2, n3, n4, n5], timeout=300), daemon=True).start()
+    c.wait(lambda: all(re.search(r"node %s holds" % n, c.log(n)) for n in (n2, n4, n5)), 60,
+           f"{n2}, {n4} and {n5} to finish around the slow hop")
     took = time.time() - t0
-    if re.search(r"node node3 holds", c.log("node3")):
+    if re.search(r"node %s holds" % n3, c.log(n3)):
         raise Failure("the slow hop finished first: the test did not throttle it")
-    if not re.search(r"splice: node4 now pulls from node2", c.log("manager")):
+    if not re.search(r"splice: %s now pulls from %s" % (n4, n2), c.log("manager")):
         raise Failure("the manager did not splice the slow hop out:\n" + c.log("manager")[-2000:])
-    return f"node3 (4 MB/s) spliced out; node2, node4, node5 done in {took:.1f} s while node3 still receives"
+    return f"{n3} (4 MB/s) spliced out; {n2}, {n4}, {n5} done in {took:.1f} s while {n3} still receives"
 
 
 def scale_out(c):
     # Four replicas at once of a model nobody holds: the manager chains them from the repository.
-    status, body = post(c.http, f"/v2/repository/models/{MODEL}/load", {"parameters": {"replicas": 4}})
+    status, body = c.post(f"/v2/repository/models/{MODEL}/load", {"parameters": {"replicas": 4}})
     if status != 200:
         raise Failure(f"load with 4 replicas failed: {status} {body}")
     c.wait(lambda: len(re.findall(r"replica %s/1 ready on node" % MODEL, c.log("manager"))) == 4, 60,
            "four replicas to be ready")
-    chain = re.search(r"transfer \d+ of %s/1 \(.*\): (manager( -> node\d){4})" % MODEL, c.log("manager"))
+    chain = re.search(r"transfer \d+ of %s/1 \(.*\): (manager( -> %s\d){4})" % (MODEL, c.prefix), c.log("manager"))
     if not chain:
         raise Failure("the scale-out did not use a chain:\n" + c.log("manager")[-2000:])
-    status, body = post(c.http, f"/v2/repository/models/{MODEL}/load", {"parameters": {"replicas": 0}})
+    status, body = c.post(f"/v2/repository/models/{MODEL}/load", {"parameters": {"replicas": 0}})
     if status != 400 or "replicas" not in body.get("error", ""):
         raise Failure(f"replicas 0 should be refused with a clear error: {status} {body}")
     return f"4 replicas placed by one chain: {chain.group(1)}"
@@ -227,10 +284,22 @@ def scale_out(c):
 
 SCENARIOS = {
     "four_receivers": (four_receivers, {"node1": ["--fault-corrupt-frame", "3"]}),
-    "kill_second_hop": (kill_second_hop, {n: ["--fault-receive-rate", "25MB/s"] for n in RECEIVERS}),
+    "kill_second_hop": (kill_second_hop, {f"node{i}": ["--fault-receive-rate", "25MB/s"] for i in range(2, 6)}),
     "slow_hop": (slow_hop, {"node3": ["--fault-receive-rate", "4MB/s"]}),
     "scale_out": (scale_out, {}),
 }
+
+
+def netns_unavailable():
+    """Why the namespace cluster cannot run here, or None."""
+    if os.geteuid() != 0:
+        return "not root: network namespaces need root"
+    probe = "ember-probe-%d" % os.getpid()
+    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True)
+    if r.returncode != 0:
+        return "'ip netns add' is not permitted here: " + r.stderr.strip()
+    subprocess.run(["ip", "netns", "del", probe], capture_output=True)
+    return None
 
 
 def main():
@@ -238,7 +307,14 @@ def main():
     ap.add_argument("--ember", required=True)
     ap.add_argument("--transport", default="tcp", choices=["tcp", "ucx"])
     ap.add_argument("--only", choices=sorted(SCENARIOS))
+    ap.add_argument("--netns", action="store_true",
+                    help="run in network namespaces behind 1 Gbit/s links (deploy/netns-cluster.sh; needs root)")
     args = ap.parse_args()
+    if args.netns:
+        why = netns_unavailable()
+        if why:
+            print(f"SKIPPED: {why}")
+            return 77
     work = tempfile.mkdtemp(prefix="ember-multicast-")
     ok = True
     try:
@@ -251,15 +327,20 @@ def main():
             sub = os.path.join(work, name)
             os.makedirs(sub)
             os.symlink(repo, os.path.join(sub, "repo"))
-            c = Cluster(args.ember, sub, args.transport, node_args)
             start = time.time()
+            c = None
             try:
-                print(f"{name} [{args.transport}]: {fn(c)} ({time.time() - start:.1f} s)", flush=True)
+                c = Cluster(args.ember, sub, args.transport, node_args, args.netns)
+                where = "netns" if args.netns else "loopback"
+                print(f"{name} [{args.transport}, {where}]: {fn(c)} ({time.time() - start:.1f} s)", flush=True)
             except Failure as e:
                 ok = False
                 print(f"{name} [{args.transport}]: FAILED: {e}", flush=True)
             finally:
-                c.stop()
+                if c:
+                    c.stop()
+                elif args.netns:
+                    subprocess.run([NETNS, "down", "--dir", os.path.join(sub, "cluster")], capture_output=True)
     finally:
         if ok:
             shutil.rmtree(work, ignore_errors=True)
