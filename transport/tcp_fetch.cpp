@@ -10,6 +10,7 @@
 
 #include "transport/fetch_request.hpp"
 #include "transport/frame.hpp"
+#include "transport/receive_start.hpp"
 #include "transport/trailing_hasher.hpp"
 
 namespace ember::transport {
@@ -92,26 +93,11 @@ Result<FrameHeader> Receiver::read_header() {
 
 Status Receiver::on_first_frame(const FrameHeader& h) {
   blob_bytes_ = h.blob_bytes;
-  if (options_.expected_bytes != 0 && blob_bytes_ != options_.expected_bytes) {
-    return fail(corrupt("the server's blob has " + std::to_string(blob_bytes_) + " bytes, expected " +
-                        std::to_string(options_.expected_bytes)));
-  }
-  if (options_.resume_offset > blob_bytes_) {
-    return fail(invalid_argument("resume offset " + std::to_string(options_.resume_offset) + " is beyond the blob's " +
-                                 std::to_string(blob_bytes_) + " bytes"));
-  }
-  buffer_ = sink_.allocate(blob_bytes_);
-  if (buffer_ == nullptr && blob_bytes_ > 0) {
-    return fail(out_of_memory("the sink refused " + std::to_string(blob_bytes_) + " bytes"));
-  }
+  auto start = start_receiving(blob_bytes_, options_, sink_);
+  if (!start.ok()) return fail(start.error());
+  buffer_ = start->buffer;
+  hasher_ = std::move(start->hasher);
   sized_ = true;
-  if (options_.resume_offset == 0 && blob_bytes_ > 0) {
-    try {
-      hasher_ = std::make_unique<TrailingHasher>(buffer_);
-    } catch (const std::system_error&) {
-      // No thread to spare: hash the whole buffer at the end instead, as for a resumed transfer.
-    }
-  }
   return Status::OK();
 }
 

@@ -32,10 +32,6 @@ constexpr size_t kMaxLingering = 64;
 /// How long the acceptor sleeps when nothing is due (a stop() or a finished transfer wakes it).
 constexpr milliseconds kAcceptorNap{1000};
 
-milliseconds until(Clock::time_point deadline) {
-  const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now());
-  return left.count() > 0 ? left : milliseconds(0);
-}
 
 void signal_fd(int fd) {
   const uint64_t one = 1;
@@ -47,14 +43,6 @@ void drain_fd(int fd) {
   (void)!::read(fd, &value, sizeof(value));
 }
 
-/// A contiguous host buffer: no datatype or memory-type detection per operation.
-ucp_request_param_t host_param() {
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-  p.datatype = ucp_dt_make_contig(1);
-  p.memory_type = UCS_MEMORY_TYPE_HOST;
-  return p;
-}
 
 /// Requests on the acceptor's worker come from connections turned away: nobody reads them.
 ucs_status_t drop_request(void*, const void*, size_t, void*, size_t, const ucp_am_recv_param_t*) { return UCS_OK; }
@@ -223,7 +211,7 @@ void Impl::accept_loop() {
         ++it;
       }
     }
-    if (events == 0 && arrived.empty() && !rebuild) acceptor_worker->wait(until(wake_at), stop_fd, reap_fd);
+    if (events == 0 && arrived.empty() && !rebuild) acceptor_worker->wait(ucx::until(wake_at), stop_fd, reap_fd);
   }
   // Stopping: nothing new is admitted, nothing turned away waits any longer.
   close_acceptor();
@@ -310,7 +298,7 @@ void Impl::reject(ucp_conn_request_h request) {
                               " transfers in progress, the limit; retry later or from another source");
   // Transfer id 0: the request was never read.
   r.header = encode_frame_header(abort_frame(0, busy));
-  const ucp_request_param_t param = host_param();
+  const ucp_request_param_t param = ucx::host_param();
   r.send = ucx::Request(ucp_am_send_nbx(r.ep, ucx::kFrameAm, r.header.data(), r.header.size(), nullptr, 0, &param));
   r.deadline = Clock::now() + UcxBlobServer::kRejectLinger;
 }

@@ -12,6 +12,7 @@
 
 #include "transport/fetch_request.hpp"
 #include "transport/frame.hpp"
+#include "transport/receive_start.hpp"
 #include "transport/trailing_hasher.hpp"
 #include "transport/ucx_worker.hpp"
 
@@ -22,18 +23,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-milliseconds until(Clock::time_point deadline) {
-  const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now());
-  return left.count() > 0 ? left : milliseconds(0);
-}
 
-ucp_request_param_t host_param() {
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-  p.datatype = ucp_dt_make_contig(1);
-  p.memory_type = UCS_MEMORY_TYPE_HOST;
-  return p;
-}
 
 /// A frame as its active message arrived: the header copied, the payload still held by UCX.
 struct Arrival {
@@ -212,7 +202,7 @@ Status Receiver::connect(const std::vector<uint8_t>& request) {
       continue;
     }
     // The request leaves once the connection is up: its completion is the end of the connect.
-    const ucp_request_param_t param = host_param();
+    const ucp_request_param_t param = ucx::host_param();
     ucx::Request send(ucp_am_send_nbx(ep_, ucx::kRequestAm, request.data(), request.size(), nullptr, 0, &param));
     while (!send.done() && !ep_failed_) {
       if (is_cancelled()) return unavailable("cancelled while connecting");
@@ -221,7 +211,7 @@ Status Receiver::connect(const std::vector<uint8_t>& request) {
         return io_error("cannot connect to " + from_.to_string() + ": timed out after " +
                         std::to_string(budget.count()) + " ms");
       }
-      if (worker_->progress() == 0 && !send.done()) worker_->wait(until(deadline), cancel_fd_);
+      if (worker_->progress() == 0 && !send.done()) worker_->wait(ucx::until(deadline), cancel_fd_);
     }
     if (!ep_failed_ && send.status() == UCS_OK) return Status::OK();
     const ucs_status_t why = ep_failed_ ? ep_status_ : send.status();
@@ -237,26 +227,11 @@ Status Receiver::connect(const std::vector<uint8_t>& request) {
 
 Status Receiver::on_first_frame(const FrameHeader& h) {
   blob_bytes_ = h.blob_bytes;
-  if (options_.expected_bytes != 0 && blob_bytes_ != options_.expected_bytes) {
-    return fail(corrupt("the server's blob has " + std::to_string(blob_bytes_) + " bytes, expected " +
-                        std::to_string(options_.expected_bytes)));
-  }
-  if (options_.resume_offset > blob_bytes_) {
-    return fail(invalid_argument("resume offset " + std::to_string(options_.resume_offset) + " is beyond the blob's " +
-                                 std::to_string(blob_bytes_) + " bytes"));
-  }
-  buffer_ = sink_.allocate(blob_bytes_);
-  if (buffer_ == nullptr && blob_bytes_ > 0) {
-    return fail(out_of_memory("the sink refused " + std::to_string(blob_bytes_) + " bytes"));
-  }
+  auto start = start_receiving(blob_bytes_, options_, sink_);
+  if (!start.ok()) return fail(start.error());
+  buffer_ = start->buffer;
+  hasher_ = std::move(start->hasher);
   sized_ = true;
-  if (options_.resume_offset == 0 && blob_bytes_ > 0) {
-    try {
-      hasher_ = std::make_unique<TrailingHasher>(buffer_);
-    } catch (const std::system_error&) {
-      // No thread to spare: hash the whole buffer at the end instead, as for a resumed transfer.
-    }
-  }
   return Status::OK();
 }
 
@@ -307,7 +282,7 @@ Status Receiver::take(Arrival& a) {
   uint8_t* dst = buffer_ + h.offset;
   Pending p{h, {}};
   if (a.rndv) {
-    const ucp_request_param_t param = host_param();
+    const ucp_request_param_t param = ucx::host_param();
     p.receive = ucx::Request(ucp_am_recv_data_nbx(worker_->get(), a.data, dst, h.length, &param));
     a.data = nullptr;  // UCX owns the descriptor now, whatever the outcome
   } else if (a.data != nullptr) {
@@ -421,7 +396,7 @@ Result<FetchResult> Receiver::receive() {
       return fail(io_error("server sent nothing for " + std::to_string(idle.count()) + " ms (idle timeout) at offset " +
                            std::to_string(next_)));
     }
-    if (events == 0 && !moved) worker_->wait(until(std::min(idle_deadline, deadline_)), cancel_fd_);
+    if (events == 0 && !moved) worker_->wait(ucx::until(std::min(idle_deadline, deadline_)), cancel_fd_);
   }
 }
 

@@ -18,19 +18,7 @@ using std::chrono::milliseconds;
 /// A transfer cut off by stop() still gets its abort frame this long to leave.
 constexpr milliseconds kStopAbortGrace{50};
 
-milliseconds until(Clock::time_point deadline) {
-  const auto left = std::chrono::ceil<milliseconds>(deadline - Clock::now());
-  return left.count() > 0 ? left : milliseconds(0);
-}
 
-/// A contiguous host buffer: no datatype or memory-type detection per operation.
-ucp_request_param_t host_param() {
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
-  p.datatype = ucp_dt_make_contig(1);
-  p.memory_type = UCS_MEMORY_TYPE_HOST;
-  return p;
-}
 
 /// One transfer on its thread: the request, the frames, the close.
 class Sender {
@@ -91,7 +79,7 @@ bool Sender::run() {
     (void)post(abort_frame(request.transfer_id, io_error("blob server stopping")), nullptr, 0);
     const auto grace = Clock::now() + kStopAbortGrace;
     while (!in_flight_.empty() && Clock::now() < grace && !t_.peer_gone) {
-      if (worker_.progress() == 0) worker_.wait(until(grace));
+      if (worker_.progress() == 0) worker_.wait(ucx::until(grace));
       while (!in_flight_.empty() && in_flight_.front().request.done()) in_flight_.pop_front();
     }
   } else if (last_frame_sent_ && !link_broken_) {
@@ -112,7 +100,7 @@ Status Sender::await_request(FetchRequest& request) {
     if (t_.peer_gone) return broken(io_error("receiver gone before its request: " + status_text(t_.peer_status)));
     if (stopping()) return io_error("blob server stopping");
     if (Clock::now() >= deadline) return broken(io_error("no request within the request timeout"));
-    if (events == 0) worker_.wait(until(deadline), server_.stop_fd);
+    if (events == 0) worker_.wait(ucx::until(deadline), server_.stop_fd);
   }
   size_t consumed = 0;
   Result<FetchRequest> decoded = decode_fetch_request(t_.request.data(), t_.request.size(), consumed);
@@ -135,7 +123,7 @@ Status Sender::post(const FrameHeader& h, const void* payload, uint32_t n, std::
   f.payload_bytes = n;
   f.corrupted = std::move(corrupted);
   if (!f.corrupted.empty()) payload = f.corrupted.data();
-  const ucp_request_param_t param = host_param();
+  const ucp_request_param_t param = ucx::host_param();
   f.request =
       Request(ucp_am_send_nbx(t_.ep, kFrameAm, f.header.data(), f.header.size(), n > 0 ? payload : nullptr, n, &param));
   if (f.request.done() && f.request.status() != UCS_OK) {
@@ -166,7 +154,7 @@ Status Sender::retire(size_t max_in_flight) {
     if (Clock::now() >= idle_deadline) {
       return broken(io_error("receiver took no data for " + std::to_string(timeout.count()) + " ms (send timeout)"));
     }
-    if (events == 0) worker_.wait(until(idle_deadline), server_.stop_fd);
+    if (events == 0) worker_.wait(ucx::until(idle_deadline), server_.stop_fd);
   }
 }
 
@@ -178,7 +166,7 @@ void Sender::send_abort(uint64_t transfer_id, const Error& error) {
 void Sender::linger(milliseconds limit) {
   const auto deadline = Clock::now() + limit;
   while (!t_.peer_gone && !stopping() && Clock::now() < deadline) {
-    if (worker_.progress() == 0) worker_.wait(until(deadline), server_.stop_fd);
+    if (worker_.progress() == 0) worker_.wait(ucx::until(deadline), server_.stop_fd);
   }
 }
 

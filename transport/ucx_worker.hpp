@@ -164,4 +164,20 @@ void close_endpoint(Worker& worker, ucp_ep_h ep);
 /// ucp_ep_print_info of `ep` as text (the lanes UCX chose), for logs and benchmarks.
 std::string endpoint_info(ucp_ep_h ep);
 
+/// Operation parameters for a contiguous host buffer: no datatype or memory-type detection per
+/// operation.
+inline ucp_request_param_t host_param() {
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+  p.datatype = ucp_dt_make_contig(1);
+  p.memory_type = UCS_MEMORY_TYPE_HOST;
+  return p;
+}
+
+/// Milliseconds left until `deadline` (0 once it passed), for Worker::wait.
+inline std::chrono::milliseconds until(std::chrono::steady_clock::time_point deadline) {
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+  return left.count() > 0 ? left : std::chrono::milliseconds(0);
+}
+
 }  // namespace ember::transport::ucx
