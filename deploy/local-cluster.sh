@@ -13,6 +13,8 @@ cd "$(dirname "$0")/.."
 DIR=${EMBER_CLUSTER_DIR:-local-cluster}
 EMBER=${EMBER:-build/bin/ember}
 
+has_opt() { local o; for o in "${@:2}"; do [[ "$o" == "$1" || "$o" == "$1="* ]] && return 0; done; return 1; }
+
 usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 
 wait_ready() {  # url, seconds
@@ -44,8 +46,11 @@ start() {
   "$EMBER" manager --listen "$listen" --repository "$repo" --http "$http" >"$DIR/manager.log" 2>&1 &
   echo $! >"$DIR/manager.pid"
   wait_ready "http://$http" 20
+  local defaults=()  # defaults only for what the node arguments leave out (CLI11 refuses an option twice)
+  has_opt --device-memory "${node_args[@]}" || defaults+=(--device-memory 4GiB)
+  has_opt --cache "${node_args[@]}" || defaults+=(--cache 4GiB)
   for i in $(seq 1 "$n"); do
-    "$EMBER" node --manager "$listen" --name "node$i" --device-memory 4GiB --cache 4GiB "${node_args[@]}" \
+    "$EMBER" node --manager "$listen" --name "node$i" "${defaults[@]}" "${node_args[@]}" \
       >"$DIR/node$i.log" 2>&1 &
     echo $! >"$DIR/node$i.pid"
   done
