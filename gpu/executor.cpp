@@ -34,8 +34,73 @@ LayerExecutor::LayerExecutor(Device& device, std::shared_ptr<const Model> model,
     : device_(device), model_(std::move(model)), range_(range) {}
 
 LayerExecutor::~LayerExecutor() {
-  // The stream is drained before the weights go, so no kernel reads freed memory.
+  // The streams are drained before the weights go, so no kernel or copy touches freed memory.
   if (stream_) (void)stream_->synchronize();
+  if (copy_stream_) (void)copy_stream_->synchronize();
+}
+
+Result<std::unique_ptr<LayerExecutor>> LayerExecutor::swap_in(Device& device, std::shared_ptr<const Model> model,
+                                                              LayerRange range, SwapInOptions options) {
+  if (range.empty() || range.last > model->num_layers()) {
+    return invalid_argument("layer range [" + std::to_string(range.first) + ", " + std::to_string(range.last) +
+                            ") is not within the " + std::to_string(model->num_layers()) + " layers of model '" +
+                            model->manifest().name + "'");
+  }
+  std::unique_ptr<LayerExecutor> ex(new LayerExecutor(device, model, range));
+  ex->weight_bytes_ = model->range_bytes(range);
+  ex->inputs_ = model->graph().range_inputs(range);
+  ex->outputs_ = model->graph().range_outputs(range);
+  ex->stream_ = device.create_stream();
+  ex->layer_group_.assign(range.size(), 0);
+  if (ex->weight_bytes_.length == 0) return ex;
+  auto buffer = DeviceBuffer::allocate(device, ex->weight_bytes_.length);
+  if (!buffer.ok()) {
+    return buffer.error().with_context("weights of model '" + model->manifest().name + "' layers [" +
+                                       std::to_string(range.first) + ", " + std::to_string(range.last) + ")");
+  }
+  ex->weights_ = std::move(*buffer);
+  ex->copy_stream_ = device.create_stream();
+  // Groups of whole layers: a layer's bytes are contiguous and in layer order (model.hpp), so a
+  // group is one byte range. Layers without weights join the group in progress.
+  const uint64_t group = options.group_bytes == 0 ? UINT64_MAX : options.group_bytes;
+  uint64_t start = ex->weight_bytes_.offset;  // first byte of the group in progress
+  const uint64_t end_all = ex->weight_bytes_.offset + ex->weight_bytes_.length;
+  auto close_group = [&](uint64_t end) {
+    if (end <= start) return;
+    ex->copy_stream_->copy_to_device(ex->weights_->ptr() + (start - ex->weight_bytes_.offset), model->data() + start,
+                                     end - start);
+    ex->group_events_.push_back(device.create_event());
+    ex->copy_stream_->record(*ex->group_events_.back());
+    start = end;
+  };
+  for (uint32_t l = range.first; l < range.last; ++l) {
+    const ByteRange r = model->range_bytes({l, l + 1});
+    // A layer with weights waits for the group that carries them (the one in progress); one
+    // without waits only for what came before it.
+    const size_t closed = ex->group_events_.size();
+    ex->layer_group_[l - range.first] = static_cast<uint32_t>(r.length > 0 || closed == 0 ? closed : closed - 1);
+    if (r.length > 0 && r.offset + r.length - start >= group) close_group(r.offset + r.length);
+  }
+  close_group(end_all);
+  // Layers after the last byte (no weights of their own) wait for the last group.
+  const uint32_t last_group = static_cast<uint32_t>(ex->group_events_.size() - 1);
+  for (auto& g : ex->layer_group_) g = std::min(g, last_group);
+  ex->weights_pending_ = true;
+  return ex;
+}
+
+bool LayerExecutor::weights_resident() {
+  std::lock_guard lock(mu_);
+  if (weights_pending_ && group_events_.back()->query()) weights_pending_ = false;
+  return !weights_pending_;
+}
+
+Status LayerExecutor::wait_weights() {
+  std::lock_guard lock(mu_);
+  if (!weights_pending_) return device_.status();
+  EMBER_RETURN_IF_ERROR(group_events_.back()->synchronize());
+  weights_pending_ = false;
+  return Status::OK();
 }
 
 Result<std::unique_ptr<LayerExecutor>> LayerExecutor::create(Device& device, std::shared_ptr<const Model> model,
@@ -174,8 +239,16 @@ Result<Activations> LayerExecutor::run_locked(const Activations& inputs) {
   };
 
   if (profiling_) last_layer_us_.assign(range_.size(), 0.0);
+  int64_t waited_group = -1;  // swap_in: the last copy group the compute stream waits for
   for (const Plan::Step& s : plan->steps) {
     const LayerSpec& spec = model_->layer(s.layer);
+    if (weights_pending_) {
+      const int64_t group = layer_group_[s.layer - range_.first];
+      if (group > waited_group) {
+        stream_->wait(*group_events_[static_cast<size_t>(group)]);  // this layer's weights have arrived
+        waited_group = group;
+      }
+    }
     KernelArgs args;
     args.op = spec.op;
     args.attrs = spec.attrs;
@@ -204,6 +277,7 @@ Result<Activations> LayerExecutor::run_locked(const Activations& inputs) {
   }
   Status done = stream_->synchronize();
   if (!done.ok()) return done.error().with_context(what);
+  if (weights_pending_ && group_events_.back()->query()) weights_pending_ = false;
   return results;
 }
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "tests/gpu/test_util.hpp"
 
 namespace ember::gpu {
@@ -115,6 +117,38 @@ TEST_P(EveryArchitecture, BatchRowsMatchSingleRuns) {
   }
 }
 
+// A swap-in (weights copied in groups on a copy stream, each layer launched once its group arrived)
+// computes bit for bit what a warm executor computes, for every grouping: one group, one per layer,
+// and small byte groups; with the copy engine paced (1 GB/s) so the copies really run behind.
+TEST_P(EveryArchitecture, SwapInEqualsAWarmRunForEveryGrouping) {
+  TempDir dir;
+  auto m = testing::tiny_model(GetParam(), dir.path());
+  SimDeviceConfig c;
+  c.memory_bytes = 256ull << 20;
+  c.compute_threads = 2;
+  c.pcie_bytes_per_s = 1e9;
+  auto d = SimDevice::create(c, 0);
+  ASSERT_TRUE(d.ok());
+  const auto inputs = testing::arch_inputs(*m, 2, 8, 31);
+  const auto warm = run_all(**d, m, inputs);
+  for (uint64_t group : {0ull, 1ull, 4096ull, 64ull << 10}) {
+    auto ex = LayerExecutor::swap_in(**d, m, {0, m->num_layers()}, SwapInOptions{group});
+    ASSERT_TRUE(ex.ok()) << ex.error().message();
+    if (group == 0) EXPECT_EQ((*ex)->weight_groups(), 1u);
+    if (group == 1) EXPECT_GT((*ex)->weight_groups(), 1u);
+    auto out = (*ex)->run_host(inputs);
+    ASSERT_TRUE(out.ok()) << out.error().message();
+    EXPECT_TRUE((*ex)->weights_resident());
+    for (const auto& t : warm) {
+      const HostTensor& got = by_name(*out, t.name);
+      ASSERT_EQ(got.desc.bytes(), t.desc.bytes());
+      EXPECT_EQ(std::memcmp(got.data(), t.data(), t.desc.bytes()), 0) << GetParam() << " group " << group << " " << t.name;
+    }
+    auto again = (*ex)->run_host(inputs);  // warm now: no waits, same answer
+    ASSERT_TRUE(again.ok());
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Tiny, EveryArchitecture, ::testing::Values("mlp", "resnet50", "bert-base", "gpt2"),
                          [](const auto& info) {
                            std::string n = info.param;
@@ -195,6 +229,17 @@ TEST(Executor, DeviceFaultFailsTheRunAndEveryLaterOne) {
   auto again = (*ex)->run_host(in);
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.error().code(), ErrorCode::device_fault);
+}
+
+TEST(Executor, SwapInOfWeightsThatDoNotFitIsOutOfMemoryAndLeakNothing) {
+  TempDir dir;
+  auto m = testing::tiny_model("bert-base", dir.path());
+  auto d = testing::sim_device(64 << 10);
+  auto ex = LayerExecutor::swap_in(*d, m, {0, m->num_layers()});
+  ASSERT_FALSE(ex.ok());
+  EXPECT_EQ(ex.error().code(), ErrorCode::out_of_memory);
+  EXPECT_EQ(d->memory().used_bytes, 0u);
+  EXPECT_EQ(LayerExecutor::swap_in(*d, m, {0, m->num_layers() + 1}).error().code(), ErrorCode::invalid_argument);
 }
 
 TEST(Executor, RangesOutsideTheModelAreRejected) {
