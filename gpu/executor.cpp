@@ -41,24 +41,9 @@ LayerExecutor::~LayerExecutor() {
 
 Result<std::unique_ptr<LayerExecutor>> LayerExecutor::swap_in(Device& device, std::shared_ptr<const Model> model,
                                                               LayerRange range, SwapInOptions options) {
-  if (range.empty() || range.last > model->num_layers()) {
-    return invalid_argument("layer range [" + std::to_string(range.first) + ", " + std::to_string(range.last) +
-                            ") is not within the " + std::to_string(model->num_layers()) + " layers of model '" +
-                            model->manifest().name + "'");
-  }
-  std::unique_ptr<LayerExecutor> ex(new LayerExecutor(device, model, range));
-  ex->weight_bytes_ = model->range_bytes(range);
-  ex->inputs_ = model->graph().range_inputs(range);
-  ex->outputs_ = model->graph().range_outputs(range);
-  ex->stream_ = device.create_stream();
+  EMBER_ASSIGN_OR_RETURN(auto ex, prepare(device, model, range));
   ex->layer_group_.assign(range.size(), 0);
   if (ex->weight_bytes_.length == 0) return ex;
-  auto buffer = DeviceBuffer::allocate(device, ex->weight_bytes_.length);
-  if (!buffer.ok()) {
-    return buffer.error().with_context("weights of model '" + model->manifest().name + "' layers [" +
-                                       std::to_string(range.first) + ", " + std::to_string(range.last) + ")");
-  }
-  ex->weights_ = std::move(*buffer);
   ex->copy_stream_ = device.create_stream();
   // Groups of whole layers: a layer's bytes are contiguous and in layer order (model.hpp), so a
   // group is one byte range. Layers without weights join the group in progress.
@@ -103,8 +88,8 @@ Status LayerExecutor::wait_weights() {
   return Status::OK();
 }
 
-Result<std::unique_ptr<LayerExecutor>> LayerExecutor::create(Device& device, std::shared_ptr<const Model> model,
-                                                             LayerRange range) {
+Result<std::unique_ptr<LayerExecutor>> LayerExecutor::prepare(Device& device, std::shared_ptr<const Model> model,
+                                                              LayerRange range) {
   if (range.empty() || range.last > model->num_layers()) {
     return invalid_argument("layer range [" + std::to_string(range.first) + ", " + std::to_string(range.last) +
                             ") is not within the " + std::to_string(model->num_layers()) + " layers of model '" +
@@ -122,6 +107,14 @@ Result<std::unique_ptr<LayerExecutor>> LayerExecutor::create(Device& device, std
                                          std::to_string(range.first) + ", " + std::to_string(range.last) + ")");
     }
     ex->weights_ = std::move(*buffer);
+  }
+  return ex;
+}
+
+Result<std::unique_ptr<LayerExecutor>> LayerExecutor::create(Device& device, std::shared_ptr<const Model> model,
+                                                             LayerRange range) {
+  EMBER_ASSIGN_OR_RETURN(auto ex, prepare(device, model, range));
+  if (ex->weight_bytes_.length > 0) {
     ex->stream_->copy_to_device(ex->weights_->ptr(), model->data() + ex->weight_bytes_.offset,
                                 ex->weight_bytes_.length);
     EMBER_RETURN_IF_ERROR(ex->stream_->synchronize());

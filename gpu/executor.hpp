@@ -100,6 +100,9 @@ class LayerExecutor {
  private:
   struct Plan;
   LayerExecutor(Device& device, std::shared_ptr<const Model> model, LayerRange range);
+  /// Validates the range and allocates (does not fill) the weight buffer: what create and swap_in share.
+  static Result<std::unique_ptr<LayerExecutor>> prepare(Device& device, std::shared_ptr<const Model> model,
+                                                        LayerRange range);
   Result<Activations> run_locked(const Activations& inputs);  // requires mu_
   Result<const Plan*> plan_for(const Activations& inputs);     // requires mu_
   Status check_ids(const std::vector<HostTensor>& inputs, const std::vector<uint32_t>& ids) const;

@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "config/status.hpp"
+#include "transport/frame.hpp"
 #include "transport/tcp_fetch.hpp"
 #include "transport/trailing_hasher.hpp"
 
@@ -44,6 +45,19 @@ inline Result<ReceiveStart> start_receiving(uint64_t blob_bytes, const FetchOpti
     }
   }
   return start;
+}
+
+/// The checks every frame of a fetch passes before its contents count: an abort for this transfer
+/// (or with id 0: the server turned the connection away before reading the request) becomes the
+/// server's error; a frame of another transfer is `corrupt`. Messages lack the fetch's context.
+inline Status check_frame_owner(const FrameHeader& h, uint64_t transfer_id) {
+  if (h.kind == FrameKind::abort && (h.transfer_id == transfer_id || h.transfer_id == 0)) {
+    return Error(h.error_code, "the server aborted the transfer: " + h.reason);
+  }
+  if (h.transfer_id != transfer_id) {
+    return corrupt("frame of transfer " + std::to_string(h.transfer_id) + " in transfer " + std::to_string(transfer_id));
+  }
+  return Status::OK();
 }
 
 }  // namespace ember::transport

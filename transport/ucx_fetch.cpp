@@ -246,14 +246,7 @@ Status Receiver::take(Arrival& a) {
   }
   if (consumed != a.header.size()) return fail(corrupt("frame header carries trailing bytes"));
   const FrameHeader& h = *decoded;
-  // An abort with transfer id 0 comes before the server read the request (busy).
-  if (h.kind == FrameKind::abort && (h.transfer_id == options_.transfer_id || h.transfer_id == 0)) {
-    return fail(Error(h.error_code, "the server aborted the transfer: " + h.reason));
-  }
-  if (h.transfer_id != options_.transfer_id) {
-    return fail(corrupt("frame of transfer " + std::to_string(h.transfer_id) + " in transfer " +
-                        std::to_string(options_.transfer_id)));
-  }
+  if (Status owned = check_frame_owner(h, options_.transfer_id); !owned.ok()) return fail(owned.error());
   if (!sized_) {
     EMBER_RETURN_IF_ERROR(on_first_frame(h));
   } else if (h.blob_bytes != blob_bytes_) {

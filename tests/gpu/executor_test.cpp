@@ -134,8 +134,12 @@ TEST_P(EveryArchitecture, SwapInEqualsAWarmRunForEveryGrouping) {
   for (uint64_t group : {0ull, 1ull, 4096ull, 64ull << 10}) {
     auto ex = LayerExecutor::swap_in(**d, m, {0, m->num_layers()}, SwapInOptions{group});
     ASSERT_TRUE(ex.ok()) << ex.error().message();
-    if (group == 0) EXPECT_EQ((*ex)->weight_groups(), 1u);
-    if (group == 1) EXPECT_GT((*ex)->weight_groups(), 1u);
+    if (group == 0) {
+      EXPECT_EQ((*ex)->weight_groups(), 1u);
+    }
+    if (group == 1) {
+      EXPECT_GT((*ex)->weight_groups(), 1u);
+    }
     auto out = (*ex)->run_host(inputs);
     ASSERT_TRUE(out.ok()) << out.error().message();
     EXPECT_TRUE((*ex)->weights_resident());
