@@ -39,4 +39,9 @@ inline constexpr evict_atom evict_atom_v{};
 using expire_atom = caf::atom_constant<caf::atom("expire")>;
 inline constexpr expire_atom expire_atom_v{};
 
+using restart_atom = caf::atom_constant<caf::atom("restart")>;  // rebuild a faulted executor
+inline constexpr restart_atom restart_atom_v{};
+using weights_atom = caf::atom_constant<caf::atom("weights")>;  // where a model's device copy lives
+inline constexpr weights_atom weights_atom_v{};
+
 }  // namespace ember

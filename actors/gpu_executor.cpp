@@ -6,6 +6,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <functional>
 #include <map>
+#include <thread>
 
 #include "actors/errors.hpp"
 #include "actors/executor_engine.hpp"
@@ -23,6 +24,7 @@ struct executor_state {
   std::shared_ptr<ExecutorEngine> engine;  // shared only to cross spawn(); this actor is its sole owner
   std::string node;
   NodeInstruments* instruments = nullptr;
+  engine_factory reopen;
   /// Jobs posted to the engine whose answer has not come back, by job id.
   std::map<uint64_t, std::function<void(std::shared_ptr<void>)>> pending;
   uint64_t next_job = 1;
@@ -51,40 +53,53 @@ device_report report_device(const ExecutorEngine& engine) {
   return {engine.device_info().name, mem.capacity_bytes, mem.used_bytes};
 }
 
-caf::result<infer_reply> infer(executor_pointer self, infer_request& req) {
-  auto inputs = decode_tensors(std::move(req.inputs));
-  if (!inputs.ok()) return to_caf(inputs.error());
-  auto rp = self->make_response_promise<infer_reply>();
+/// The client's answer from an engine result: the outputs asked for (all when none named).
+Result<infer_reply> build_reply(infer_reply skeleton, const std::vector<std::string>& wanted,
+                                ExecutorEngine::InferResult& r) {
+  if (!r.outputs.ok()) return r.outputs.error();
+  for (const auto& name : wanted) {
+    const bool known = std::any_of(r.outputs->begin(), r.outputs->end(),
+                                   [&](const gpu::HostTensor& t) { return t.name == name; });
+    if (!known) return invalid_argument("the model has no output '" + name + "'");
+  }
+  infer_reply reply = std::move(skeleton);
+  reply.queue_us = r.queue_us;
+  reply.compute_us = r.compute_us;
+  for (const auto& t : *r.outputs) {
+    if (wanted.empty() || std::find(wanted.begin(), wanted.end(), t.name) != wanted.end()) {
+      reply.outputs.push_back(encode_tensor(t));
+    }
+  }
+  return reply;
+}
+
+infer_reply skeleton_of(executor_pointer self, infer_request& req) {
   infer_reply skeleton;
   skeleton.model = req.model;
   skeleton.id = std::move(req.id);
   skeleton.node = self->state.node;
   skeleton.device = self->state.engine->device_info().name;
+  return skeleton;
+}
+
+void report_memory(executor_pointer self) {
+  if (!self->state.instruments) return;
+  const auto mem = self->state.engine->memory();
+  self->state.instruments->set_device_memory(self->state.engine->device_info().name, mem.used_bytes,
+                                             mem.capacity_bytes);
+}
+
+caf::result<infer_reply> infer(executor_pointer self, infer_request& req) {
+  auto inputs = decode_tensors(std::move(req.inputs));
+  if (!inputs.ok()) return to_caf(inputs.error());
+  auto rp = self->make_response_promise<infer_reply>();
   auto done = on_engine_done<ExecutorEngine::InferResult>(
-      self, [self, rp, skeleton = std::move(skeleton),
+      self, [self, rp, skeleton = skeleton_of(self, req),
              wanted = std::move(req.outputs)](ExecutorEngine::InferResult& r) mutable {
         if (self->state.instruments) self->state.instruments->observe_run(skeleton.model, r.queue_us, r.compute_us);
-        if (!r.outputs.ok()) {
-          rp.deliver(to_caf(r.outputs.error()));
-          return;
-        }
-        infer_reply reply = std::move(skeleton);
-        reply.queue_us = r.queue_us;
-        reply.compute_us = r.compute_us;
-        for (const auto& name : wanted) {
-          const bool known = std::any_of(r.outputs->begin(), r.outputs->end(),
-                                         [&](const gpu::HostTensor& t) { return t.name == name; });
-          if (!known) {
-            rp.deliver(to_caf(invalid_argument("the model has no output '" + name + "'")));
-            return;
-          }
-        }
-        for (const auto& t : *r.outputs) {
-          if (wanted.empty() || std::find(wanted.begin(), wanted.end(), t.name) != wanted.end()) {
-            reply.outputs.push_back(encode_tensor(t));
-          }
-        }
-        rp.deliver(std::move(reply));
+        auto reply = build_reply(std::move(skeleton), wanted, r);
+        if (reply.ok()) rp.deliver(std::move(*reply));
+        else rp.deliver(to_caf(reply.error()));
       });
   if (!self->state.engine->infer(req.model, std::move(*inputs), std::move(done))) {
     // A promise exists already, so the answer goes through it (a returned error would be dropped).
@@ -96,9 +111,63 @@ caf::result<infer_reply> infer(executor_pointer self, infer_request& req) {
   return rp;
 }
 
+caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
+  swap_reply bad;
+  auto inputs = decode_tensors(std::move(req.request.inputs));
+  if (!inputs.ok()) {
+    bad.error = inputs.error();  // nothing changed on the device
+    return bad;
+  }
+  auto rp = self->make_response_promise<swap_reply>();
+  auto done = on_engine_done<ExecutorEngine::SwapRunResult>(
+      self, [self, rp, skeleton = skeleton_of(self, req.request),
+             wanted = std::move(req.request.outputs)](ExecutorEngine::SwapRunResult& r) mutable {
+        if (self->state.instruments) {
+          self->state.instruments->observe_run(skeleton.model, r.run.queue_us, r.run.compute_us);
+        }
+        report_memory(self);
+        swap_reply out;
+        auto reply = build_reply(std::move(skeleton), wanted, r.run);
+        if (reply.ok()) out.reply = std::move(*reply);
+        else out.error = reply.error();
+        out.swapped = r.swapped;
+        out.evicted = std::move(r.evicted);
+        out.footprint = r.footprint;
+        out.pool_free = r.pool_free;
+        out.compute_us = r.run.compute_us;
+        out.warm_us = r.warm_us;
+        out.fault = r.fault;
+        rp.deliver(std::move(out));
+      });
+  SwapRun run{req.request.model, std::move(req.model), std::move(*inputs), std::move(req.peer),
+              std::move(req.evict), std::move(req.fallback), req.profile};
+  if (!self->state.engine->swap_run(std::move(run), std::move(done))) {
+    self->state.pending.erase(self->state.next_job - 1);
+    if (self->state.instruments) self->state.instruments->count_rejected(req.request.model);
+    bad.error = unavailable("the queue of " + self->state.engine->device_info().name + " on node " +
+                            self->state.node + " is full");
+    rp.deliver(std::move(bad));
+  }
+  return rp;
+}
+
+caf::result<device_report> restart(executor_pointer self) {
+  if (!self->state.reopen) return to_caf(unsupported("this executor cannot be restarted (no device factory)"));
+  auto fresh = self->state.reopen();
+  if (!fresh.ok()) return to_caf(fresh.error().with_context("restarting " + self->state.engine->device_info().name));
+  // The old engine is joined off this thread (a job may still be running); its queued jobs still
+  // answer (its destructor runs them) through `pending`.
+  std::thread([doomed = std::move(self->state.engine)] {}).detach();
+  self->state.engine = std::shared_ptr<ExecutorEngine>(std::move(*fresh));
+  report_memory(self);
+  return report_device(*self->state.engine);
+}
+
 gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, std::shared_ptr<ExecutorEngine> engine,
-                                                    std::string node, NodeInstruments* instruments) {
+                                                    std::string node, NodeInstruments* instruments,
+                                                    engine_factory reopen) {
   self->state.engine = std::move(engine);
+  self->state.reopen = std::move(reopen);
   self->state.node = std::move(node);
   self->state.instruments = instruments;
   return {
@@ -106,11 +175,7 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, std::
       [self](bind_model& b) -> caf::result<std::string> {
         auto rp = self->make_response_promise<std::string>();
         auto done = on_engine_done<Status>(self, [self, rp](Status& st) mutable {
-          if (self->state.instruments) {
-            const auto mem = self->state.engine->memory();
-            self->state.instruments->set_device_memory(self->state.engine->device_info().name, mem.used_bytes,
-                                                       mem.capacity_bytes);
-          }
+          report_memory(self);
           if (!st.ok()) {
             rp.deliver(to_caf(st.error()));
             return;
@@ -123,11 +188,7 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, std::
       [self](unload_atom, const model_key& key) -> caf::result<bool> {
         auto rp = self->make_response_promise<bool>();
         auto done = on_engine_done<bool>(self, [self, rp](bool&) mutable {
-          if (self->state.instruments) {
-            const auto mem = self->state.engine->memory();
-            self->state.instruments->set_device_memory(self->state.engine->device_info().name, mem.used_bytes,
-                                                       mem.capacity_bytes);
-          }
+          report_memory(self);
           rp.deliver(true);
         });
         self->state.engine->unbind(key, [done] { done(true); });
@@ -135,8 +196,15 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, std::
       },
       // -- requests ------------------------------------------------------------------------------
       [self](infer_request& req) -> caf::result<infer_reply> { return infer(self, req); },
+      [self](swap_request& req) -> caf::result<swap_reply> { return swap(self, req); },
+      [self](weights_atom, const model_key& key) -> weights_lease {
+        return {self->state.engine->weights_of(key)};
+      },
+      [self](restart_atom) -> caf::result<device_report> { return restart(self); },
       [self](status_atom) -> executor_status {
-        return {report_device(*self->state.engine), self->state.engine->bound(), self->state.engine->queued()};
+        const auto& e = *self->state.engine;
+        const auto mem = e.engine_memory();
+        return {report_device(e), e.bound(), e.queued(), mem.pool_capacity, mem.pool_free, e.group_bytes()};
       },
       // -- engine completions --------------------------------------------------------------------
       [self](executor_job_done& done) {
@@ -152,8 +220,9 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, std::
 }  // namespace
 
 gpu_executor_actor spawn_gpu_executor(caf::actor_system& sys, std::unique_ptr<ExecutorEngine> engine, std::string node,
-                                      NodeInstruments* instruments) {
-  return sys.spawn(executor_behavior, std::shared_ptr<ExecutorEngine>(std::move(engine)), std::move(node), instruments);
+                                      NodeInstruments* instruments, engine_factory reopen) {
+  return sys.spawn(executor_behavior, std::shared_ptr<ExecutorEngine>(std::move(engine)), std::move(node), instruments,
+                   std::move(reopen));
 }
 
 }  // namespace ember

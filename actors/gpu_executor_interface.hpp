@@ -7,13 +7,17 @@
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "actors/atoms.hpp"
 #include "actors/messages.hpp"
 #include "actors/node_instruments.hpp"
+#include "config/status.hpp"
+#include "gpu/executor.hpp"
 #include "gpu/model.hpp"
 
 namespace ember {
@@ -31,12 +35,49 @@ struct executor_status {
   device_report device;
   std::vector<model_key> bound;
   uint64_t queued = 0;
+  /// The model pool: bytes managed and free, and the swap-in group size in use.
+  uint64_t pool_capacity = 0;
+  uint64_t pool_free = 0;
+  uint64_t group_bytes = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, executor_status& x) {
-  return f(caf::meta::type_name("executor_status"), x.device, x.bound, x.queued);
+  return f(caf::meta::type_name("executor_status"), x.device, x.bound, x.queued, x.pool_capacity, x.pool_free,
+           x.group_bytes);
 }
+
+/// Late binding: run a request on a model that may have to be swapped in first (local only).
+struct swap_request {
+  infer_request request;
+  std::shared_ptr<const gpu::Model> model;  // the host copy
+  /// Copy from another device's copy, locked by the router (see ExecutorEngine::weights_of).
+  std::optional<gpu::PeerWeights> peer;
+  std::vector<model_key> evict;
+  std::vector<model_key> fallback;
+  /// Registration profile: the reply's warm_us is a second, warm run.
+  bool profile = false;
+};
+
+/// The answer to a swap_request: always delivered (errors included), since the device changed.
+struct swap_reply {
+  /// The client's answer, or why it failed.
+  std::optional<infer_reply> reply;
+  std::optional<Error> error;
+  bool swapped = false;
+  std::vector<model_key> evicted;
+  uint64_t footprint = 0;
+  uint64_t pool_free = 0;
+  uint64_t compute_us = 0;
+  uint64_t warm_us = 0;
+  /// The executor is broken (device fault, or it threw) until restarted.
+  bool fault = false;
+};
+
+/// Where a model's device copy lives (nullopt: not resident).
+struct weights_lease {
+  std::optional<gpu::PeerWeights> weights;
+};
 
 /// The engine's answer to one job, sent by the engine's worker thread to the actor (local only).
 struct executor_job_done {
@@ -52,14 +93,26 @@ using gpu_executor_actor = caf::typed_actor<
     /// Runs a request on a bound model. Errors: invalid_argument (bad inputs), unavailable
     /// (queue full, model not bound), device_fault.
     caf::replies_to<infer_request>::with<infer_reply>, caf::replies_to<status_atom>::with<executor_status>,
-    caf::reacts_to<executor_job_done>>;
+    /// Late binding; see swap_request. Errors only when the request was not taken (queue full).
+    caf::replies_to<swap_request>::with<swap_reply>,
+    caf::replies_to<weights_atom, model_key>::with<weights_lease>,
+    /// Replaces the engine by a fresh one over a reopened device (its models are gone); answers the
+    /// new device's report. Errors: as reopening the device.
+    caf::replies_to<restart_atom>::with<device_report>, caf::reacts_to<executor_job_done>>;
+
+/// Builds a fresh engine over a reopened device, for restart_atom.
+using engine_factory = std::function<Result<std::unique_ptr<ExecutorEngine>>()>;
 
 /// Spawns an executor over `engine`, which it owns from then on. `node` names the node in replies;
 /// `instruments` (outliving the actor) receives queue and compute durations per model.
+/// `reopen` (may be empty: restart then fails) builds the replacement engine after a fault.
 gpu_executor_actor spawn_gpu_executor(caf::actor_system& sys, std::unique_ptr<ExecutorEngine> engine, std::string node,
-                                      NodeInstruments* instruments);
+                                      NodeInstruments* instruments, engine_factory reopen = {});
 
 }  // namespace ember
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::bind_model)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::executor_job_done)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::swap_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::swap_reply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::weights_lease)

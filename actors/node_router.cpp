@@ -11,53 +11,21 @@
 #include "actors/errors.hpp"
 #include "actors/model_repository.hpp"
 #include "actors/node_router_interface.hpp"
+#include "actors/node_router_state.hpp"
 #include "config/units.hpp"
 
 namespace ember {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = RouterClock;
 
 /// How long a fetch may take before the router gives up on it (a 1 GiB model over a slow link).
 constexpr auto kFetchTimeout = std::chrono::minutes(10);
 /// How long binding (uploading weights to a device) may take.
 constexpr auto kBindTimeout = std::chrono::minutes(5);
 
-struct router_state {
-  static inline const char* name = "ember.node_router";
-
-  struct Device {
-    gpu_executor_actor actor;
-    std::string name;
-    uint64_t capacity = 0;
-    uint64_t bound_bytes = 0;  // weights this router bound there (the executor's own count is exact)
-  };
-  struct Replica {
-    bool ready = false;
-    bool pinned = false;  // the cache was told to keep the bytes
-    size_t device = 0;
-    uint64_t weights_bytes = 0;
-    std::string blob_key;
-    replica_info info;
-    Clock::time_point started;
-    std::vector<caf::typed_response_promise<replica_info>> waiters;
-  };
-
-  NodeRouterConfig config;
-  std::vector<Device> devices;
-  model_cache_actor cache;
-  NodeInstruments* instruments = nullptr;
-  std::map<model_key, Replica> replicas;
-
-  size_t ready_count() const {
-    size_t n = 0;
-    for (const auto& [k, r] : replicas) n += r.ready;
-    return n;
-  }
-};
-
-using router_pointer = node_router_actor::stateful_pointer<router_state>;
+}  // namespace
 
 void finish_load(router_pointer self, const model_key& key, const caf::error& err) {
   auto& st = self->state;
@@ -71,6 +39,7 @@ void finish_load(router_pointer self, const model_key& key, const caf::error& er
     spdlog::warn("node {}: replica {} failed to load: {}", st.config.name, key.to_string(), e.message());
     if (st.instruments) st.instruments->count_load(std::string(to_string(e.code())), seconds);
     if (r.pinned) self->send(st.cache, unpin_atom_v, r.blob_key);
+    if (st.swap) late_unload(self, key);
     st.replicas.erase(it);
     for (auto& w : waiters) w.deliver(err);
     return;
@@ -85,6 +54,8 @@ void finish_load(router_pointer self, const model_key& key, const caf::error& er
                r.info.device, format_bytes(r.weights_bytes), r.info.source, seconds * 1e3);
   for (auto& w : waiters) w.deliver(r.info);
 }
+
+namespace {
 
 // Binds to the device with the most room left, trying the others when one is out of memory.
 void bind_somewhere(router_pointer self, model_key key, std::shared_ptr<const gpu::Model> model,
@@ -174,6 +145,7 @@ caf::result<replica_info> load(router_pointer self, load_replica& req) {
             // Validates everything again: bytes from the network are input like any other.
             auto model = gpu::Model::from_memory(manifest, blob.bytes, "model " + key.to_string());
             if (!model.ok()) return finish_load(self, key, to_caf(model.error()));
+            if (self->state.swap) return late_register(self, key, std::move(*model));
             bind_somewhere(self, key, std::move(*model), {});
           },
           [self, key](caf::error& err) { finish_load(self, key, err); });
@@ -187,6 +159,14 @@ caf::result<bool> unload(router_pointer self, const model_key& key) {
   if (!it->second.ready) {
     // A load in flight: its waiters learn it was cancelled; the bytes stay cached.
     finish_load(self, key, to_caf(unavailable("replica " + key.to_string() + " was unloaded while loading")));
+    return true;
+  }
+  if (st.swap) {
+    late_unload(self, key);
+    self->send(st.cache, unpin_atom_v, it->second.blob_key);
+    st.replicas.erase(it);
+    if (st.instruments) st.instruments->set_replicas(st.ready_count());
+    spdlog::info("node {}: replica {} unloaded", st.config.name, key.to_string());
     return true;
   }
   const auto r = it->second;
@@ -236,9 +216,11 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
   st.cache = std::move(cache);
   st.instruments = instruments;
   if (st.instruments) st.instruments->set_replicas(0);
+  late_start(self);
   return {
       // -- warm path -----------------------------------------------------------------------------
       [self](infer_request& req) -> caf::result<infer_reply> {
+        if (self->state.swap) return late_infer(self, req);
         auto it = self->state.replicas.find(req.model);
         if (it == self->state.replicas.end() || !it->second.ready) {
           return to_caf(
@@ -258,6 +240,7 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
       [self](metrics_atom) -> metrics_snapshot {
         return self->state.instruments ? self->state.instruments->registry().snapshot() : metrics_snapshot{};
       },
+      [self](tick_atom) { late_tick(self); },
   };
 }
 

@@ -3,6 +3,12 @@
 // when the cluster_manager says so (bytes from the model_cache, then a bind on the device with the
 // most free memory), and reports the node's state and metrics. Handlers never block.
 //
+// With late binding (NodeRouterConfig::late), a replica is the model in host memory: loading
+// fetches the bytes and profiles the model once (a cold and a warm run: heaviness and SLO), and
+// each request is queued in SLO order and bound to a device by the SwapController, which swaps the
+// model in (from host or a peer device) and evicts under pressure. An executor that faults has its
+// request retried elsewhere and is restarted; its models come back from host memory on demand.
+//
 // Replica lifecycle on a node:  absent ──load_replica──▶ fetching ──▶ binding ──▶ ready
 //                                  ▲                          └──── error ────┘    │
 //                                  └──────────────────── unload ◀─────────────────┘
@@ -11,6 +17,7 @@
 
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +26,7 @@
 #include "actors/messages.hpp"
 #include "actors/metrics_messages.hpp"
 #include "actors/model_cache_interface.hpp"
+#include "actors/swap_controller.hpp"
 
 namespace ember {
 
@@ -31,7 +39,24 @@ using node_router_actor = caf::typed_actor<
     caf::replies_to<load_replica>::with<replica_info>, caf::replies_to<unload_atom, model_key>::with<bool>,
     /// Drops the model's bytes from the host cache unless a replica here uses them.
     caf::replies_to<evict_atom, model_key>::with<bool>,
-    caf::replies_to<report_atom>::with<node_report>, caf::replies_to<metrics_atom>::with<metrics_snapshot>>;
+    caf::replies_to<report_atom>::with<node_report>, caf::replies_to<metrics_atom>::with<metrics_snapshot>,
+    /// Late binding: the RRC queue's periods (self-sent).
+    caf::reacts_to<tick_atom>>;
+
+/// Late binding (Torpor): models live in host memory and are swapped onto a device per request.
+struct LateBinding {
+  SwapControllerOptions options;
+  placement::NodeTopology topology;
+  /// Each executor's model pool capacity, by device index.
+  std::vector<uint64_t> pool_bytes;
+  /// A model is heavy when its cold request takes more than heavy_factor times a warm one (both
+  /// measured when the model is registered on this node).
+  double heavy_factor = 1.3;
+  /// SLO per model: deadline = slo_deadline_us if set, else slo_factor x its warm latency.
+  double slo_factor = 2.0;
+  uint64_t slo_deadline_us = 0;
+  double slo_percentile = 0.98;
+};
 
 struct NodeRouterConfig {
   std::string name;
@@ -40,6 +65,8 @@ struct NodeRouterConfig {
   uint16_t data_port = 0;
   /// transfer.rack of the node's config.
   std::string rack;
+  /// Set: late binding (binding.mode late). Unset: each replica is bound to one device at load.
+  std::optional<LateBinding> late;
 };
 
 /// `devices[i]` describes the device of `executors[i]`.

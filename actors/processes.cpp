@@ -33,6 +33,43 @@ transport::BlobServerOptions data_server_options(const TransferConfig& transfer)
   return o;
 }
 
+/// The node's topology for the swap scheduler, from `devices:` (bandwidths in GB/s).
+Result<placement::NodeTopology> node_topology(const DevicesConfig& devices, uint32_t count) {
+  std::vector<uint32_t> switches = devices.pcie_switch;
+  if (switches.empty()) {
+    for (uint32_t i = 0; i < count; ++i) switches.push_back(i);
+  }
+  std::vector<std::vector<double>> links(count, std::vector<double>(count, 0.0));
+  for (size_t a = 0; a < devices.link_bytes_per_s.size() && a < count; ++a) {
+    for (size_t b = 0; b < devices.link_bytes_per_s[a].size() && b < count; ++b) {
+      links[a][b] = devices.link_bytes_per_s[a][b] / 1e9;
+    }
+  }
+  // Unthrottled sim devices copy as fast as memcpy: any positive figure does (only order matters).
+  const double pcie = devices.sim.pcie_bytes_per_s > 0 ? devices.sim.pcie_bytes_per_s / 1e9 : 16.0;
+  switches.resize(count, 0);
+  return placement::NodeTopology::create(switches, links, std::vector<double>(count, pcie));
+}
+
+Result<LateBinding> late_binding(const BindingConfig& binding, const DevicesConfig& devices,
+                                 std::vector<uint64_t> pool_bytes) {
+  EMBER_ASSIGN_OR_RETURN(auto topology, node_topology(devices, static_cast<uint32_t>(pool_bytes.size())));
+  EMBER_ASSIGN_OR_RETURN(auto eviction, placement::parse_eviction_rule(binding.eviction));
+  SwapControllerOptions options;
+  options.random_scheduler = binding.scheduler == "random";
+  options.eviction = eviction;
+  options.queue.window_us = static_cast<int64_t>(binding.window_us);
+  options.queue.repartition_period_us = static_cast<int64_t>(binding.repartition_us);
+  options.queue.alpha_period_us = static_cast<int64_t>(binding.alpha_period_us);
+  options.seed = binding.seed;
+  LateBinding late{options, std::move(topology), std::move(pool_bytes)};
+  late.heavy_factor = binding.heavy_factor;
+  late.slo_factor = binding.slo_factor;
+  late.slo_deadline_us = binding.slo_deadline_us;
+  late.slo_percentile = binding.slo_percentile;
+  return late;
+}
+
 }  // namespace
 
 // -- node --------------------------------------------------------------------------------------
@@ -40,18 +77,34 @@ transport::BlobServerOptions data_server_options(const TransferConfig& transfer)
 NodeProcess::NodeProcess(caf::actor_system& sys) : sys_(sys) {}
 
 Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, const NodeConfig& node,
-                                                        const DevicesConfig& devices, const TransferConfig& transfer) {
+                                                        const DevicesConfig& devices, const TransferConfig& transfer,
+                                                        const BindingConfig& binding) {
   std::unique_ptr<NodeProcess> p(new NodeProcess(sys));
   p->name_ = node.name.empty() ? default_node_name() : node.name;
   p->instruments_ = std::make_unique<NodeInstruments>();
   EMBER_ASSIGN_OR_RETURN(auto opened, gpu::open_devices(devices));
   std::vector<device_report> reports;
+  std::vector<uint64_t> pools;
+  EngineOptions engine_options;
+  engine_options.max_queue = node.max_queue;
+  engine_options.workspace_bytes = binding.workspace_bytes;
+  engine_options.group_bytes = binding.group_bytes;
   for (auto& d : opened.devices) {
-    const auto mem = d->memory();
-    reports.push_back({d->info().name, mem.capacity_bytes, mem.used_bytes});
-    p->instruments_->set_device_memory(d->info().name, mem.used_bytes, mem.capacity_bytes);
-    auto engine = std::make_unique<ExecutorEngine>(std::move(d), node.max_queue);
-    p->executors_.push_back(spawn_gpu_executor(sys, std::move(engine), p->name_, p->instruments_.get()));
+    const uint32_t ordinal = d->info().ordinal;
+    EMBER_ASSIGN_OR_RETURN(auto engine, ExecutorEngine::create(std::move(d), engine_options));
+    const auto mem = engine->memory();
+    reports.push_back({engine->device_info().name, mem.capacity_bytes, mem.used_bytes});
+    pools.push_back(engine->engine_memory().pool_capacity);
+    p->instruments_->set_device_memory(engine->device_info().name, mem.used_bytes, mem.capacity_bytes);
+    engine_factory reopen;
+    if (opened.reopen) {
+      reopen = [reopen_device = opened.reopen, ordinal, engine_options]() -> Result<std::unique_ptr<ExecutorEngine>> {
+        EMBER_ASSIGN_OR_RETURN(auto fresh, reopen_device(ordinal));
+        return ExecutorEngine::create(std::move(fresh), engine_options);
+      };
+    }
+    p->executors_.push_back(
+        spawn_gpu_executor(sys, std::move(engine), p->name_, p->instruments_.get(), std::move(reopen)));
   }
   p->store_ = std::make_shared<BlobStore>();
   transport::BlobServerOptions server = data_server_options(transfer);
@@ -72,7 +125,11 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   cache.transfer.socket_buffer_bytes = static_cast<int>(transfer.socket_buffer_bytes);
   cache.transfer.throttle_bytes_per_s = transfer.fault_receive_bytes_per_s;
   p->cache_ = spawn_model_cache(sys, cache, p->store_, p->instruments_.get());
-  NodeRouterConfig router{p->name_, node.data_listen.host, p->blob_server_->port(), transfer.rack};
+  NodeRouterConfig router{p->name_, node.data_listen.host, p->blob_server_->port(), transfer.rack, std::nullopt};
+  if (binding.mode == "late") {
+    EMBER_ASSIGN_OR_RETURN(auto late, late_binding(binding, devices, pools));
+    router.late = std::move(late);
+  }
   p->router_ = spawn_node_router(sys, router, p->executors_, reports, p->cache_, p->instruments_.get());
   uint64_t memory = 0;
   for (const auto& r : reports) memory += r.memory_bytes;

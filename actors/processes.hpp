@@ -38,7 +38,8 @@ class RoutingView;
 class NodeProcess {
  public:
   static Result<std::unique_ptr<NodeProcess>> start(caf::actor_system& sys, const NodeConfig& node,
-                                                    const DevicesConfig& devices, const TransferConfig& transfer = {});
+                                                    const DevicesConfig& devices, const TransferConfig& transfer = {},
+                                                    const BindingConfig& binding = {});
   ~NodeProcess();
 
   const node_router_actor& router() const { return router_; }

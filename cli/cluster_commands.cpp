@@ -146,7 +146,7 @@ int run_serve(const ClusterOptions& o) {
     NodeConfig node = config->node;
     if (node.repository.empty()) node.repository = config->manager.repository;  // read bytes from disk directly
     if (node.name.empty()) node.name = "local";
-    auto local = NodeProcess::start(sys, node, config->devices, config->transfer);
+    auto local = NodeProcess::start(sys, node, config->devices, config->transfer, config->binding);
     if (!local.ok()) return report(local.error());
     auto joined = (*local)->join_local((*manager)->manager());
     if (!joined.ok()) return report(joined.error());
@@ -191,7 +191,7 @@ int run_node(const ClusterOptions& o) {
   configure_actor_system(cfg, system_options(*config));
   caf::actor_system sys{cfg};
   {
-    auto node = NodeProcess::start(sys, config->node, config->devices, config->transfer);
+    auto node = NodeProcess::start(sys, config->node, config->devices, config->transfer, config->binding);
     if (!node.ok()) return report(node.error());
     (*node)->serve_remote(config->node, g_stop);
   }

@@ -13,6 +13,12 @@
 #include "config/yaml_section.hpp"
 
 namespace ember {
+namespace config_detail {
+// The `binding:` section, in config/binding_config.cpp.
+Status parse_binding(const config_yaml::YamlSection& s, BindingConfig& c);
+Status validate_binding(const BindingConfig& b, const std::string& at);
+}  // namespace config_detail
+
 namespace {
 
 using config_yaml::YamlSection;
@@ -161,6 +167,7 @@ std::string_view to_string(ProcessRole role) {
 Status validate(const ClusterConfig& c, std::string_view source) {
   const std::string at(source);
   EMBER_RETURN_IF_ERROR(validate_transfer(c.transfer, at));
+  EMBER_RETURN_IF_ERROR(config_detail::validate_binding(c.binding, at));
 
   const ManagerConfig& m = c.manager;
   EMBER_RETURN_IF_ERROR(check_duration(at, "manager.node_timeout", m.node_timeout_us));
@@ -262,7 +269,7 @@ Result<ClusterConfig> parse_cluster_config(std::string_view yaml, std::string_vi
   const YamlSection top = YamlSection::root(root, source);
   EMBER_RETURN_IF_ERROR(top.check_unique_keys());
   EMBER_RETURN_IF_ERROR(
-      top.check_keys({"manager", "gateway", "node", "devices", "transfer"}, config_yaml::Values::anything));
+      top.check_keys({"manager", "gateway", "node", "devices", "binding", "transfer"}, config_yaml::Values::anything));
   config.has_manager = top.has("manager");
   config.has_gateway = top.has("gateway");
   config.has_node = top.has("node");
@@ -275,6 +282,8 @@ Result<ClusterConfig> parse_cluster_config(std::string_view yaml, std::string_vi
   EMBER_RETURN_IF_ERROR(parse_node(node, config.node));
   EMBER_ASSIGN_OR_RETURN(auto transfer, YamlSection::open(root, "transfer", source));
   EMBER_RETURN_IF_ERROR(parse_transfer(transfer, config.transfer));
+  EMBER_ASSIGN_OR_RETURN(auto binding, YamlSection::open(root, "binding", source));
+  EMBER_RETURN_IF_ERROR(config_detail::parse_binding(binding, config.binding));
   // The devices parser of `ember run` does not reject repeated keys; this one does, like the others.
   EMBER_ASSIGN_OR_RETURN(auto devices, YamlSection::open(root, "devices", source));
   EMBER_RETURN_IF_ERROR(devices.check_unique_keys());

@@ -1,11 +1,15 @@
 // The YAML config file of an Ember process. One file type serves every process kind: a manager
-// reads `manager:`, a gateway `gateway:`, a node `node:` and `devices:`; a process that plays several
-// roles (a one-host cluster) reads several. deploy/ember.yaml shows every key with its default.
+// reads `manager:`, a gateway `gateway:`, a node `node:`, `devices:`, `binding:` and `transfer:`; a
+// process that plays several roles (a one-host cluster) reads several. deploy/ember.yaml shows
+// every key with its default.
 //
 //   manager:   listen, data_listen, repository, node_timeout, heartbeat, replace_on_failure
 //   gateway:   http, http_threads, max_body, request_timeout, cold_start_timeout, max_pending
 //   node:      manager, data_listen, name, cache, repository, rejoin_interval, max_queue
-//   devices:   kind, count, memory, pcie_bandwidth, compute_threads   (config/device_config.hpp)
+//   devices:   kind, count, memory, pcie_bandwidth, pageable_bandwidth, compute_threads, pcie_switch,
+//              switch_bandwidth, links   (config/device_config.hpp)
+//   binding:   mode, scheduler, eviction, group, heavy_factor, slo_factor, slo_deadline,
+//              slo_percentile, workspace, window, repartition, alpha_period, seed
 //   transfer:  transport, chunk, socket_buffer, progress_interval, idle_timeout, stall_timeout,
 //              slow_fraction, min_rate, lag, max_attempts, rack
 //
@@ -156,11 +160,53 @@ struct TransferConfig {
   uint64_t fault_receive_bytes_per_s = 0;
 };
 
+/// `binding:` — how a node binds models to its devices (late binding, Torpor; read by nodes).
+struct BindingConfig {
+  /// "late" (the default): every model a node holds lives in host memory and is swapped onto the
+  /// device the router picks for each request, evicting others under pressure, so a node serves
+  /// more models than its devices hold. "pinned": a model is bound to one device when loaded and
+  /// stays there; a model that fits nowhere is refused (the baseline of bench/density).
+  std::string mode = "late";
+  /// Device choice per request: "torpor" (the default; Algorithm 1, interference-aware) or
+  /// "random" (the Torpor-Random ablation: a random idle device, host swaps only).
+  std::string scheduler = "torpor";
+  /// Victims under memory pressure: "torpor" (the default; duplicates, light LRU, heavy LRU) or
+  /// "lru" (plain least recently used).
+  std::string eviction = "torpor";
+  /// Bytes per swap-in copy group. 0 (the default) = measured at executor start: the elbow of the
+  /// device's host-to-device throughput (the smallest size reaching 90% of the best; ~2 MB on
+  /// PCIe 3). 64 KiB..1 GiB otherwise.
+  uint64_t group_bytes = 0;
+  /// A model is heavy when swapping it in slows its inference by more than this factor, measured
+  /// when a node registers the model. Default 1.3; 1..100.
+  double heavy_factor = 1.3;
+  /// Per-model latency target: a request meets its SLO when answered within slo_factor times the
+  /// model's warm latency (measured at registration), or within slo_deadline when that is set.
+  /// A model.json that declares serving.slo_deadline overrides both. Default factor 2 (1..1000),
+  /// deadline 0 (use the factor; else 1ms..24h).
+  double slo_factor = 2.0;
+  uint64_t slo_deadline_us = 0;
+  /// Share of requests that must meet the deadline (Torpor's percentile). Default 0.98; (0, 1).
+  double slo_percentile = 0.98;
+  /// Device memory each executor keeps out of its model pool for activations and scratch space.
+  /// Bytes; default 0 = an eighth of the device but at least 256 MiB, and at most half the device.
+  /// An executor refuses to start when it leaves no room for models.
+  uint64_t workspace_bytes = 0;
+  /// RRC queue (placement/rrc_queue.hpp): sliding window, repartition and alpha periods.
+  /// Microseconds; defaults 10s, 1s, 10s; each 1ms..24h, repartition <= window.
+  uint64_t window_us = 10'000'000;
+  uint64_t repartition_us = 1'000'000;
+  uint64_t alpha_period_us = 10'000'000;
+  /// Seed of the random scheduler (reproducible runs). Default 1.
+  uint64_t seed = 1;
+};
+
 struct ClusterConfig {
   ManagerConfig manager;
   GatewayConfig gateway;
   NodeConfig node;
   TransferConfig transfer;
+  BindingConfig binding;
   /// Top-level `devices:`, as parse_devices_config reads it; used by node processes.
   DevicesConfig devices;
   /// Whether the file had a `manager:`, `gateway:`, `node:` key (even with nothing under it): that

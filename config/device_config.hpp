@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "config/status.hpp"
 
@@ -39,6 +40,14 @@ struct SimDeviceConfig {
   /// Host<->device copy bandwidth, bytes/s, emulating PCIe. 0 = as fast as memcpy (default).
   /// Raising it above the host's memcpy speed has no effect.
   double pcie_bytes_per_s = 0;
+  /// Host<->device bandwidth for pageable (unregistered) host memory, bytes/s: real drivers stage
+  /// such copies through a bounce buffer and reach about half the pinned rate. 0 = half of
+  /// pcie_bytes_per_s (as fast as memcpy when that is 0 too).
+  double pageable_bytes_per_s = 0;
+  /// Device -> device bandwidth to each peer by ordinal (the node's link matrix row), bytes/s; an
+  /// entry of 0, or a peer beyond the vector, means no direct link: copies then go through host
+  /// memory at the PCIe rate of both ends (the slower), as CUDA does without peer access.
+  std::vector<double> peer_bytes_per_s;
   /// Threads the compute stream's kernels use (OpenMP and OpenBLAS). 0 = all online cores (default).
   uint32_t compute_threads = 0;
 };
@@ -48,9 +57,25 @@ struct DevicesConfig {
   /// Number of devices to open. Default 1. For CUDA, at most the number present.
   uint32_t count = 1;
   SimDeviceConfig sim;
+  /// The node's topology (Torpor Fig. 5), read by the swap scheduler and, for sim devices, by the
+  /// copy engines. `devices.pcie_switch`: one id per device; devices with the same id sit behind
+  /// one PCIe switch and share its uplink to the host. Empty (the default) = every device its own
+  /// switch. When given, exactly `count` entries.
+  std::vector<uint32_t> pcie_switch;
+  /// `devices.links`: direct device-to-device bandwidth (NVLink, or PCIe P2P), a count x count
+  /// matrix of bandwidths ("50GB/s", 0 = no direct link), symmetric with a zero diagonal. Empty
+  /// (the default) = no direct links: device-to-device swaps are never chosen.
+  std::vector<std::vector<double>> link_bytes_per_s;
+  /// `devices.switch_bandwidth`: bandwidth of one PCIe switch's uplink, shared by the devices
+  /// behind it (sim devices pace concurrent host copies of neighbours through it). 0 (the default)
+  /// = pcie_bandwidth: two neighbours swapping at once each get half.
+  double switch_bytes_per_s = 0;
 };
 
-/// Checks ranges (count in 1..64, memory at least 1 MiB). `source` prefixes messages.
+/// Checks ranges (count in 1..64, memory at least 1 MiB, bandwidths finite and not negative) and
+/// the topology: pcie_switch empty or `count` ids; links empty or a count x count matrix, symmetric
+/// with a zero diagonal. Messages name the key and indices ("devices.links[0][1]"). `source`
+/// prefixes messages.
 Status validate(const DevicesConfig& config, std::string_view source);
 
 /// Parses the `devices:` mapping of a YAML document held in `yaml_text`. A document without it

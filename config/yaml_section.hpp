@@ -99,6 +99,18 @@ class YamlSection {
     return Status::OK();
   }
 
+  /// Each of `keys` that is present must have a scalar value ("<file>: <section>.<key>: must be a
+  /// scalar"): for a section that mixes scalars and lists, checked with Values::anything.
+  Status check_scalars(std::initializer_list<std::string_view> keys) const {
+    for (auto key : keys) {
+      if (has(key) && !node_[std::string(key)].IsScalar()) return invalid_argument(where(key) + ": must be a scalar");
+    }
+    return Status::OK();
+  }
+
+  /// The value of `key` as yaml-cpp holds it, for lists and matrices; an undefined node when absent.
+  YAML::Node value(std::string_view key) const { return present() ? node_[std::string(key)] : YAML::Node(); }
+
   /// No key may appear twice. yaml-cpp keeps both entries and a lookup sees only the first, so a
   /// repeated key would silently ignore the later value.
   Status check_unique_keys() const {

@@ -41,6 +41,8 @@ struct MemoryInfo {
   uint64_t largest_free_block = 0;
 };
 
+class Device;  // a Stream names its peer device (copy_from_peer)
+
 class Event {
  public:
   virtual ~Event() = default;
@@ -59,6 +61,12 @@ class Stream {
   virtual void copy_to_host(void* dst, DevicePtr src, uint64_t bytes) = 0;
   /// Device -> device within this device.
   virtual void copy_on_device(DevicePtr dst, DevicePtr src, uint64_t bytes) = 0;
+  /// From `src` on another device of the same kind to `dst` on this stream's device, over their
+  /// direct link (NVLink or PCIe peer-to-peer), like cudaMemcpyPeerAsync. Ordered on this stream
+  /// only: the caller keeps the source memory allocated and unchanged until the copy completed.
+  /// A source on a device of another kind, an address outside either device, or a source device
+  /// that has faulted (its memory is unknowable) faults this device, never the source device.
+  virtual void copy_from_peer(DevicePtr dst, Device& src_device, DevicePtr src, uint64_t bytes) = 0;
   /// Runs one layer's kernel. Arguments must have passed infer_output for this op.
   virtual void launch(const KernelArgs& args) = 0;
   /// Captures all work enqueued so far on this stream into `event`.
@@ -85,6 +93,19 @@ class Device {
   virtual std::unique_ptr<Event> create_event() = 0;
   /// OK, or the first fault of this device (sticky).
   virtual Status status() const = 0;
+  /// Page-locks [ptr, ptr + bytes) of host memory for copies to and from this device, like
+  /// cudaHostRegister: copies from registered (pinned) memory run at the link's full bandwidth and
+  /// asynchronously; copies from pageable memory are staged by the driver and run slower. Ranges
+  /// may not overlap an already registered one (invalid_argument). Costly (page tables): done once
+  /// per host copy of a model, not per swap. The range must stay mapped until unregister_host.
+  /// Bad ranges (null, empty, overlapping) are invalid_argument Errors to the caller and never
+  /// fault the device.
+  virtual Status register_host(const void* ptr, uint64_t bytes) = 0;
+  /// Undoes register_host for the range starting at `ptr`; no-op for an unknown pointer. No copy
+  /// from or to the range may be in flight.
+  virtual void unregister_host(const void* ptr) = 0;
+  /// Whether [ptr, ptr + bytes) lies inside one registered range.
+  virtual bool host_registered(const void* ptr, uint64_t bytes) const = 0;
 };
 
 /// Owns one allocation and frees it on destruction. The owner guarantees no work still uses it.

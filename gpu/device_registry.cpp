@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 
 #include "gpu/cuda/cuda_plugin_abi.hpp"
 #include "gpu/sim_device.hpp"
@@ -60,8 +61,23 @@ Result<CudaPlugin> load_plugin() {
   return unsupported("CUDA plugin not loadable:" + (errors.empty() ? std::string(" not found") : errors));
 }
 
+// The plugin, loaded on first use; later calls (reopen) get the same one.
+const Result<CudaPlugin>& cuda_plugin() {
+  static const Result<CudaPlugin> plugin = load_plugin();
+  return plugin;
+}
+
+Result<std::unique_ptr<Device>> create_cuda(uint32_t ordinal) {
+  const auto& plugin = cuda_plugin();
+  if (!plugin.ok()) return plugin.error();
+  char err[512] = {0};
+  Device* d = plugin->api.create_device(ordinal, err, sizeof(err));
+  if (!d) return device_fault("cuda:" + std::to_string(ordinal) + ": " + err);
+  return std::unique_ptr<Device>(d);
+}
+
 Result<std::vector<std::unique_ptr<Device>>> open_cuda(const DevicesConfig& config) {
-  static Result<CudaPlugin> plugin = load_plugin();
+  const auto& plugin = cuda_plugin();
   if (!plugin.ok()) return plugin.error();
   char err[512] = {0};
   const int present = plugin->api.device_count(err, sizeof(err));
@@ -72,14 +88,48 @@ Result<std::vector<std::unique_ptr<Device>>> open_cuda(const DevicesConfig& conf
   }
   std::vector<std::unique_ptr<Device>> out;
   for (uint32_t i = 0; i < config.count; ++i) {
-    Device* d = plugin->api.create_device(i, err, sizeof(err));
-    if (!d) return device_fault("cuda:" + std::to_string(i) + ": " + err);
-    out.emplace_back(d);
+    EMBER_ASSIGN_OR_RETURN(auto d, create_cuda(i));
+    out.push_back(std::move(d));
   }
   return out;
 }
 
+// One uplink per device: the same object for devices with the same pcie_switch id, a fresh one
+// for each device when no switches are configured.
+std::vector<std::shared_ptr<SwitchUplink>> switch_uplinks(const DevicesConfig& config) {
+  const double rate = config.switch_bytes_per_s > 0 ? config.switch_bytes_per_s : config.sim.pcie_bytes_per_s;
+  std::map<uint32_t, std::shared_ptr<SwitchUplink>> by_switch;
+  std::vector<std::shared_ptr<SwitchUplink>> out;
+  for (uint32_t i = 0; i < config.count; ++i) {
+    if (config.pcie_switch.empty()) {
+      out.push_back(std::make_shared<SwitchUplink>(rate));
+      continue;
+    }
+    auto& uplink = by_switch[config.pcie_switch[i]];
+    if (!uplink) uplink = std::make_shared<SwitchUplink>(rate);
+    out.push_back(uplink);
+  }
+  return out;
+}
+
+DeviceFactory out_of_range_guard(uint32_t count, DeviceFactory create) {
+  return [count, create = std::move(create)](uint32_t ordinal) -> Result<std::unique_ptr<Device>> {
+    if (ordinal >= count) {
+      return invalid_argument("cannot reopen device " + std::to_string(ordinal) + ": only " + std::to_string(count) +
+                              " device(s) were opened");
+    }
+    return create(ordinal);
+  };
+}
+
 }  // namespace
+
+SimDeviceConfig sim_device_config(const DevicesConfig& config, uint32_t ordinal) {
+  SimDeviceConfig sim = config.sim;
+  sim.peer_bytes_per_s =
+      ordinal < config.link_bytes_per_s.size() ? config.link_bytes_per_s[ordinal] : std::vector<double>{};
+  return sim;
+}
 
 Result<OpenedDevices> open_devices(const DevicesConfig& config) {
   EMBER_RETURN_IF_ERROR(validate(config, "devices"));
@@ -88,6 +138,7 @@ Result<OpenedDevices> open_devices(const DevicesConfig& config) {
     auto cuda = open_cuda(config);
     if (cuda.ok()) {
       opened.devices = std::move(*cuda);
+      opened.reopen = out_of_range_guard(config.count, create_cuda);
       return opened;
     }
     if (config.kind == DeviceKind::cuda) return cuda.error().with_context("devices.kind is cuda");
@@ -98,8 +149,13 @@ Result<OpenedDevices> open_devices(const DevicesConfig& config) {
       spdlog::info("no usable GPU ({}); using simulated devices", opened.cuda_unavailable_reason);
     }
   }
+  auto create_sim = [config, uplinks = switch_uplinks(config)](uint32_t ordinal) -> Result<std::unique_ptr<Device>> {
+    EMBER_ASSIGN_OR_RETURN(auto d, SimDevice::create(sim_device_config(config, ordinal), ordinal, uplinks[ordinal]));
+    return std::unique_ptr<Device>(std::move(d));
+  };
+  opened.reopen = out_of_range_guard(config.count, std::move(create_sim));
   for (uint32_t i = 0; i < config.count; ++i) {
-    EMBER_ASSIGN_OR_RETURN(auto d, SimDevice::create(config.sim, i));
+    EMBER_ASSIGN_OR_RETURN(auto d, opened.reopen(i));
     opened.devices.push_back(std::move(d));
   }
   return opened;

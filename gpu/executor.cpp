@@ -41,37 +41,29 @@ LayerExecutor::~LayerExecutor() {
 
 Result<std::unique_ptr<LayerExecutor>> LayerExecutor::swap_in(Device& device, std::shared_ptr<const Model> model,
                                                               LayerRange range, SwapInOptions options) {
-  EMBER_ASSIGN_OR_RETURN(auto ex, prepare(device, model, range));
-  ex->layer_group_.assign(range.size(), 0);
-  if (ex->weight_bytes_.length == 0) return ex;
+  EMBER_ASSIGN_OR_RETURN(auto ex, prepare(device, model, range, options.group_bytes, options.place));
+  if (ex->segments_.empty()) return ex;
   ex->copy_stream_ = device.create_stream();
-  // Groups of whole layers: a layer's bytes are contiguous and in layer order (model.hpp), so a
-  // group is one byte range. Layers without weights join the group in progress.
-  const uint64_t group = options.group_bytes == 0 ? UINT64_MAX : options.group_bytes;
-  uint64_t start = ex->weight_bytes_.offset;  // first byte of the group in progress
-  const uint64_t end_all = ex->weight_bytes_.offset + ex->weight_bytes_.length;
-  auto close_group = [&](uint64_t end) {
-    if (end <= start) return;
-    ex->copy_stream_->copy_to_device(ex->weights_->ptr() + (start - ex->weight_bytes_.offset), model->data() + start,
-                                     end - start);
+  for (size_t g = 0; g < ex->segments_.size(); ++g) {
+    ex->copy_group(*ex->copy_stream_, g, options.peer);
     ex->group_events_.push_back(device.create_event());
     ex->copy_stream_->record(*ex->group_events_.back());
-    start = end;
-  };
-  for (uint32_t l = range.first; l < range.last; ++l) {
-    const ByteRange r = model->range_bytes({l, l + 1});
-    // A layer with weights waits for the group that carries them (the one in progress); one
-    // without waits only for what came before it.
-    const size_t closed = ex->group_events_.size();
-    ex->layer_group_[l - range.first] = static_cast<uint32_t>(r.length > 0 || closed == 0 ? closed : closed - 1);
-    if (r.length > 0 && r.offset + r.length - start >= group) close_group(r.offset + r.length);
   }
-  close_group(end_all);
-  // Layers after the last byte (no weights of their own) wait for the last group.
-  const uint32_t last_group = static_cast<uint32_t>(ex->group_events_.size() - 1);
-  for (auto& g : ex->layer_group_) g = std::min(g, last_group);
   ex->weights_pending_ = true;
   return ex;
+}
+
+void LayerExecutor::copy_group(Stream& stream, size_t g, const PeerWeights* peer) const {
+  const WeightSegment& dst = segments_[g];
+  if (!peer) return stream.copy_to_device(dst.ptr, model_->data() + dst.model_offset, dst.length);
+  // The peer may have grouped the weights differently: copy each overlap with its segments.
+  const uint64_t end = dst.model_offset + dst.length;
+  for (const WeightSegment& src : peer->segments) {
+    const uint64_t lo = std::max(dst.model_offset, src.model_offset);
+    const uint64_t hi = std::min(end, src.model_offset + src.length);
+    if (lo >= hi) continue;
+    stream.copy_from_peer(dst.ptr + (lo - dst.model_offset), *peer->device, src.ptr + (lo - src.model_offset), hi - lo);
+  }
 }
 
 bool LayerExecutor::weights_resident() {
@@ -89,7 +81,8 @@ Status LayerExecutor::wait_weights() {
 }
 
 Result<std::unique_ptr<LayerExecutor>> LayerExecutor::prepare(Device& device, std::shared_ptr<const Model> model,
-                                                              LayerRange range) {
+                                                              LayerRange range, uint64_t group_bytes,
+                                                              const WeightPlacer& place) {
   if (range.empty() || range.last > model->num_layers()) {
     return invalid_argument("layer range [" + std::to_string(range.first) + ", " + std::to_string(range.last) +
                             ") is not within the " + std::to_string(model->num_layers()) + " layers of model '" +
@@ -100,25 +93,54 @@ Result<std::unique_ptr<LayerExecutor>> LayerExecutor::prepare(Device& device, st
   ex->inputs_ = model->graph().range_inputs(range);
   ex->outputs_ = model->graph().range_outputs(range);
   ex->stream_ = device.create_stream();
-  if (ex->weight_bytes_.length > 0) {
-    auto buffer = DeviceBuffer::allocate(device, ex->weight_bytes_.length);
-    if (!buffer.ok()) {
-      return buffer.error().with_context("weights of model '" + model->manifest().name + "' layers [" +
-                                         std::to_string(range.first) + ", " + std::to_string(range.last) + ")");
-    }
-    ex->weights_ = std::move(*buffer);
+  ex->layer_group_.assign(range.size(), 0);
+  if (ex->weight_bytes_.length == 0) return ex;
+
+  // Groups of whole layers: a layer's bytes are contiguous and in layer order (model.hpp), so a
+  // group is one byte range. Layers without weights join the group in progress.
+  const uint64_t group = group_bytes == 0 ? UINT64_MAX : group_bytes;
+  std::vector<uint64_t> sizes;
+  uint64_t start = ex->weight_bytes_.offset;  // first byte of the group in progress
+  auto close_group = [&](uint64_t end) {
+    if (end <= start) return;
+    ex->segments_.push_back({start, end - start, DevicePtr{}});
+    sizes.push_back(end - start);
+    start = end;
+  };
+  for (uint32_t l = range.first; l < range.last; ++l) {
+    const ByteRange r = model->range_bytes({l, l + 1});
+    // A layer with weights waits for the group that carries them (the one in progress); one
+    // without waits only for what came before it.
+    const size_t closed = ex->segments_.size();
+    ex->layer_group_[l - range.first] = static_cast<uint32_t>(r.length > 0 || closed == 0 ? closed : closed - 1);
+    if (r.length > 0 && r.offset + r.length - start >= group) close_group(r.offset + r.length);
   }
+  close_group(ex->weight_bytes_.offset + ex->weight_bytes_.length);
+  // Layers after the last byte (no weights of their own) wait for the last group.
+  const uint32_t last_group = static_cast<uint32_t>(ex->segments_.size() - 1);
+  for (auto& g : ex->layer_group_) g = std::min(g, last_group);
+
+  const std::string what = "weights of model '" + model->manifest().name + "' layers [" + std::to_string(range.first) +
+                           ", " + std::to_string(range.last) + ")";
+  if (place) {
+    auto ptrs = place(sizes);
+    if (!ptrs.ok()) return ptrs.error().with_context(what);
+    if (ptrs->size() != sizes.size()) return internal_error(what + ": the placer returned the wrong number of blocks");
+    for (size_t g = 0; g < sizes.size(); ++g) ex->segments_[g].ptr = (*ptrs)[g];
+    return ex;
+  }
+  auto buffer = DeviceBuffer::allocate(device, ex->weight_bytes_.length);
+  if (!buffer.ok()) return buffer.error().with_context(what);
+  ex->weights_ = std::move(*buffer);
+  for (auto& seg : ex->segments_) seg.ptr = ex->weights_->ptr() + (seg.model_offset - ex->weight_bytes_.offset);
   return ex;
 }
 
 Result<std::unique_ptr<LayerExecutor>> LayerExecutor::create(Device& device, std::shared_ptr<const Model> model,
-                                                             LayerRange range) {
-  EMBER_ASSIGN_OR_RETURN(auto ex, prepare(device, model, range));
-  if (ex->weight_bytes_.length > 0) {
-    ex->stream_->copy_to_device(ex->weights_->ptr(), model->data() + ex->weight_bytes_.offset,
-                                ex->weight_bytes_.length);
-    EMBER_RETURN_IF_ERROR(ex->stream_->synchronize());
-  }
+                                                             LayerRange range, WeightPlacer place) {
+  EMBER_ASSIGN_OR_RETURN(auto ex, prepare(device, model, range, 0, place));
+  for (size_t g = 0; g < ex->segments_.size(); ++g) ex->copy_group(*ex->stream_, g, nullptr);
+  if (!ex->segments_.empty()) EMBER_RETURN_IF_ERROR(ex->stream_->synchronize());
   return ex;
 }
 
@@ -250,7 +272,10 @@ Result<Activations> LayerExecutor::run_locked(const Activations& inputs) {
     }
     for (const TensorInfo* w : model_->layer_weights(s.layer)) {
       DeviceTensor t;
-      if (w) t = DeviceTensor{w->desc, weights_->ptr() + (w->data.offset - weight_bytes_.offset)};
+      if (w) {
+        const WeightSegment& seg = segments_[layer_group_[s.layer - range_.first]];
+        t = DeviceTensor{w->desc, seg.ptr + (w->data.offset - seg.model_offset)};
+      }
       args.weights[args.num_weights++] = t;
     }
     args.output = DeviceTensor{s.out, value_ptr(g.layer_value(s.layer))};

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,28 @@ struct DeviceValue {
 /// Values keyed by value id (see Graph).
 using Activations = std::map<uint32_t, DeviceValue>;
 
+/// Where one piece of a range's weights lives: bytes [model_offset, model_offset + length) of the
+/// model's weights (model.hpp's byte offsets) at device address `ptr`.
+struct WeightSegment {
+  uint64_t model_offset = 0;
+  uint64_t length = 0;
+  DevicePtr ptr{};
+};
+
+/// Places a swap's weights: given the byte size of each copy group, a device address for each (for
+/// instance blocks of the gpu_executor's DeviceMemoryPool, so a model lands wherever its pool has
+/// room), or an Error (out_of_memory). Whoever placed the blocks frees them, after the
+/// LayerExecutor using them is gone.
+using WeightPlacer = std::function<Result<std::vector<DevicePtr>>(const std::vector<uint64_t>& group_bytes)>;
+
+/// A complete copy of a model's weights on another device, to swap from over a direct link
+/// (device to device). The caller keeps it allocated and unchanged until the copy ended (see
+/// LayerExecutor::wait_weights): the router locks the source replica against eviction.
+struct PeerWeights {
+  Device* device = nullptr;
+  std::vector<WeightSegment> segments;
+};
+
 /// How LayerExecutor::swap_in moves the weights (Torpor's pipelined, grouped swap-in).
 struct SwapInOptions {
   /// Copy the weights in groups of whole consecutive layers of about this many bytes (a layer
@@ -48,6 +71,10 @@ struct SwapInOptions {
   /// layer. Torpor measured the PCIe throughput elbow at about 2 MB: smaller groups pay a per-copy
   /// cost, larger ones delay the first layer.
   uint64_t group_bytes = 2ull << 20;
+  /// Where the groups go; empty = one DeviceBuffer for the whole range, from Device::allocate.
+  WeightPlacer place;
+  /// Copy from this device copy instead of host memory; nullptr = from the model's host bytes.
+  const PeerWeights* peer = nullptr;
 };
 
 class LayerExecutor {
@@ -55,7 +82,7 @@ class LayerExecutor {
   /// Uploads the weights of `range` to `device` and waits for the copy. Fails with out_of_memory
   /// when they do not fit, or invalid_argument for a range outside the model.
   static Result<std::unique_ptr<LayerExecutor>> create(Device& device, std::shared_ptr<const Model> model,
-                                                       LayerRange range);
+                                                       LayerRange range, WeightPlacer place = {});
   /// Starts copying the range's weights to `device` on a copy stream of their own, in groups
   /// (SwapInOptions), and returns without waiting: the first run() launches each layer as soon as
   /// its group has arrived, so a cold model starts executing after its first group, not after the
@@ -79,6 +106,9 @@ class LayerExecutor {
   const std::vector<uint32_t>& output_values() const { return outputs_; }
   /// Device bytes held for weights.
   uint64_t weight_bytes() const { return weight_bytes_.length; }
+  /// Where the weights live, one segment per copy group (one for create()), in model order: what a
+  /// device-to-device swap copies from.
+  const std::vector<WeightSegment>& weight_segments() const { return segments_; }
 
   /// Runs the range. `inputs` must hold every input_values() entry (extra entries are ignored).
   Result<Activations> run(const Activations& inputs);
@@ -102,7 +132,10 @@ class LayerExecutor {
   LayerExecutor(Device& device, std::shared_ptr<const Model> model, LayerRange range);
   /// Validates the range and allocates (does not fill) the weight buffer: what create and swap_in share.
   static Result<std::unique_ptr<LayerExecutor>> prepare(Device& device, std::shared_ptr<const Model> model,
-                                                        LayerRange range);
+                                                        LayerRange range, uint64_t group_bytes,
+                                                        const WeightPlacer& place);
+  /// Enqueues the copy of group `g` on `stream`, from host memory or from `peer`.
+  void copy_group(Stream& stream, size_t g, const PeerWeights* peer) const;
   Result<Activations> run_locked(const Activations& inputs);  // requires mu_
   Result<const Plan*> plan_for(const Activations& inputs);     // requires mu_
   Status check_ids(const std::vector<HostTensor>& inputs, const std::vector<uint32_t>& ids) const;
@@ -113,12 +146,13 @@ class LayerExecutor {
   ByteRange weight_bytes_;
   std::vector<uint32_t> inputs_;
   std::vector<uint32_t> outputs_;
-  std::shared_ptr<DeviceBuffer> weights_;
+  std::shared_ptr<DeviceBuffer> weights_;  // when no WeightPlacer was given
+  std::vector<WeightSegment> segments_;    // one per copy group
+  std::vector<uint32_t> layer_group_;      // each layer's group (the one holding its weights)
   std::unique_ptr<Stream> stream_;
-  // swap_in: the copy stream, one event per group, each layer's group; pending until all arrived.
+  // swap_in: the copy stream and one event per group; pending until all arrived.
   std::unique_ptr<Stream> copy_stream_;
   std::vector<std::unique_ptr<Event>> group_events_;
-  std::vector<uint32_t> layer_group_;
   bool weights_pending_ = false;
 
   std::mutex mu_;

@@ -2,13 +2,24 @@
 //
 // Memory is a separate arena of the configured capacity, reserved with mmap(MAP_NORESERVE) so
 // only touched pages cost host RAM; allocations are managed by an ArenaAllocator and fail with
-// out_of_memory past the capacity. Each Stream is one worker thread running its queue in order;
-// kernels are the CPU kernels (kernels_cpu.hpp) using the configured number of threads. Copies
-// between host and device go through one copy engine per direction, as on a GPU, paced at the
-// configured PCIe bandwidth when one is set. Every address a copy or kernel touches is checked
-// against the arena: a stray one faults the device, and faults are sticky.
+// out_of_memory past the capacity. Each Stream is one worker thread running its queue in order
+// (sim_stream.hpp); kernels are the CPU kernels (kernels_cpu.hpp) using the configured number of
+// threads. Every address a copy or kernel touches is checked against the arena: a stray one faults
+// the device, and faults are sticky.
 //
-// Threading: as device.hpp. Streams and events must not outlive their device.
+// Copies emulate a node's links (config: SimDeviceConfig, DevicesConfig's topology):
+//   - one copy engine per host direction (to device, to host) and one for incoming peer copies,
+//     each running one copy at a time, so a peer copy overlaps a host copy as on a GPU;
+//   - host copies are paced at pcie_bytes_per_s from registered (register_host) memory and at
+//     pageable_bytes_per_s otherwise, and also through the SwitchUplink shared with the devices
+//     behind the same PCIe switch, so neighbours copying at once share its bandwidth;
+//   - peer copies are paced at peer_bytes_per_s[source ordinal] over the direct link (never the
+//     uplink); without one they go "through the host": at the slower PCIe rate of the two ends
+//     and through the source's uplink (to host) and this device's (to device).
+// Pacing sleeps (LinkPacer); it never spins a core the kernels need.
+//
+// Threading: as device.hpp. Streams and events must not outlive their device; the source device of
+// a peer copy must outlive the copy.
 #pragma once
 
 #include <atomic>
@@ -20,12 +31,19 @@
 #include "config/device_config.hpp"
 #include "gpu/arena_allocator.hpp"
 #include "gpu/device.hpp"
+#include "gpu/host_ranges.hpp"
+#include "gpu/link_pacer.hpp"
 
 namespace ember::gpu {
 
 class SimDevice final : public Device {
  public:
+  /// A device with its own PCIe switch: its uplink runs at config.pcie_bytes_per_s.
   static Result<std::unique_ptr<SimDevice>> create(const SimDeviceConfig& config, uint32_t ordinal);
+  /// A device behind a switch whose `uplink` it shares with its neighbours (open_devices makes one
+  /// per pcie_switch id). Null: its own, as above.
+  static Result<std::unique_ptr<SimDevice>> create(const SimDeviceConfig& config, uint32_t ordinal,
+                                                   std::shared_ptr<SwitchUplink> uplink);
   ~SimDevice() override;
 
   const DeviceInfo& info() const override { return info_; }
@@ -35,34 +53,49 @@ class SimDevice final : public Device {
   std::unique_ptr<Stream> create_stream() override;
   std::unique_ptr<Event> create_event() override;
   Status status() const override;
+  Status register_host(const void* ptr, uint64_t bytes) override;
+  void unregister_host(const void* ptr) override;
+  bool host_registered(const void* ptr, uint64_t bytes) const override;
 
   const SimDeviceConfig& config() const { return config_; }
+  const std::shared_ptr<SwitchUplink>& uplink() const { return uplink_; }
 
   /// Test seam: the (n+1)-th kernel launched from now on faults the device instead of running.
   void TEST_fail_after_kernels(uint64_t n);
 
-  // -- used by SimDevice's streams ---------------------------------------------------------
+  // -- used by SimDevice's streams (and by peers' streams: translate) -------------------------
 
   /// Host address of [ptr, ptr + bytes), or nullptr after recording an illegal-address fault.
   uint8_t* resolve(DevicePtr ptr, uint64_t bytes, const char* what);
+  /// Host address of [ptr, ptr + bytes), or nullptr when it is outside this device's memory.
+  /// Records nothing: a peer reading from this device faults itself, not this device.
+  uint8_t* translate(DevicePtr ptr, uint64_t bytes) const;
   /// Records the first fault; later ones are dropped.
   void fault(std::string message);
   bool faulted() const { return faulted_.load(std::memory_order_acquire); }
   /// Called before each kernel; false when the kernel must not run (fault injected or present).
   bool admit_kernel();
-  /// Copy engine lock and pacing for one direction (0: to device, 1: to host).
-  std::mutex& copy_engine(int direction) { return copy_engine_[direction]; }
-  double pcie_bytes_per_s() const { return config_.pcie_bytes_per_s; }
+  /// Copy engine locks: 0 host to device, 1 device to host, 2 incoming peer copies.
+  enum CopyEngine { kToDevice = 0, kToHost = 1, kFromPeer = 2 };
+  std::mutex& copy_engine(CopyEngine engine) { return copy_engine_[engine]; }
+  /// Rate of a copy between this device and [host, host + bytes): pinned when registered,
+  /// pageable otherwise. Bytes/s; 0 = unthrottled.
+  double host_bytes_per_s(const void* host, uint64_t bytes) const;
+  /// Direct-link rate from peer `ordinal`, bytes/s; 0 = no direct link.
+  double peer_bytes_per_s(uint32_t ordinal) const;
   uint32_t compute_threads() const { return compute_threads_; }
 
  private:
-  SimDevice(const SimDeviceConfig& config, uint32_t ordinal, uint8_t* arena, uint64_t mapped);
+  SimDevice(const SimDeviceConfig& config, uint32_t ordinal, uint8_t* arena, uint64_t mapped,
+            std::shared_ptr<SwitchUplink> uplink);
 
   const SimDeviceConfig config_;
   DeviceInfo info_;
   uint8_t* const arena_;
   const uint64_t mapped_bytes_;
   uint32_t compute_threads_;
+  const std::shared_ptr<SwitchUplink> uplink_;  // never null
+  HostRanges registered_;
 
   mutable std::mutex alloc_mu_;
   ArenaAllocator allocator_;  // guarded by alloc_mu_
@@ -72,7 +105,7 @@ class SimDevice final : public Device {
   std::string fault_message_;  // guarded by fault_mu_
   std::atomic<int64_t> kernels_until_fault_{-1};
 
-  std::mutex copy_engine_[2];
+  std::mutex copy_engine_[3];
 };
 
 }  // namespace ember::gpu

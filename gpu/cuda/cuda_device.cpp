@@ -2,6 +2,8 @@
 
 #include <cassert>
 #include <cstdio>
+#include <map>
+#include <mutex>
 
 #include "config/units.hpp"
 #include "gpu/cuda/cuda_kernels.hpp"
@@ -21,6 +23,41 @@ std::string hex(uint64_t v) {
   char buf[24];
   std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
   return buf;
+}
+
+// Host ranges pinned with cudaHostRegister in this process, and how many devices registered each
+// (by start address). Function-local so that it exists before any device and outlives them all.
+struct ProcessPins {
+  std::mutex mu;
+  HostRanges ranges;
+  std::map<const void*, int> users;  // guarded by mu
+};
+
+ProcessPins& process_pins() {
+  static ProcessPins pins;
+  return pins;
+}
+
+// Drops one device's registration of the range at `ptr`; the last one unpins it. Failures (a
+// context already lost) are ignored: there is nothing left to undo. Caller holds pins.mu.
+void release_pin(ProcessPins& pins, const void* ptr) {
+  auto it = pins.users.find(ptr);
+  if (it == pins.users.end() || --it->second > 0) return;
+  pins.users.erase(it);
+  pins.ranges.remove(ptr);
+  if (cudaHostUnregister(const_cast<void*>(ptr)) != cudaSuccess) (void)cudaGetLastError();
+}
+
+// Gives every other GPU that allows it direct access from `dev` (the current device), so that
+// cudaMemcpyPeerAsync into `dev` reads the peer over NVLink or PCIe P2P. Best effort: without it
+// CUDA stages peer copies through host memory, slower but correct.
+void enable_peer_access(int dev, int count) {
+  for (int peer = 0; peer < count; ++peer) {
+    int can = 0;
+    if (peer == dev || cudaDeviceCanAccessPeer(&can, dev, peer) != cudaSuccess || !can) continue;
+    (void)cudaDeviceEnablePeerAccess(peer, 0);  // cudaErrorPeerAccessAlreadyEnabled after a reopen
+  }
+  (void)cudaGetLastError();
 }
 
 }  // namespace
@@ -66,6 +103,7 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::create(const CudaDeviceConfig& c
   if (cudaError_t e = cudaSetDevice(dev); e != cudaSuccess) {
     return fail(device_fault(id + ": " + cuda_error_text("cudaSetDevice", e)));
   }
+  enable_peer_access(dev, count);
   cudaDeviceProp prop{};
   if (cudaError_t e = cudaGetDeviceProperties(&prop, dev); e != cudaSuccess) {
     return fail(device_fault(id + ": " + cuda_error_text("cudaGetDeviceProperties", e)));
@@ -118,7 +156,59 @@ CudaDevice::~CudaDevice() {
   // Streams and events are gone (the contract), so none of our work is pending; cudaFree waits
   // for the device anyway. Failures (a dead context, process teardown) are ignored: nothing to do.
   if (cudaSetDevice(ordinal_) == cudaSuccess) (void)cudaFree(base_);
+  {
+    auto& pins = process_pins();
+    std::lock_guard lock(pins.mu);
+    for (const void* ptr : registered_.clear()) release_pin(pins, ptr);
+  }
   (void)cudaGetLastError();
+}
+
+Status CudaDevice::register_host(const void* ptr, uint64_t bytes) {
+  auto& pins = process_pins();
+  std::lock_guard lock(pins.mu);
+  if (Status st = registered_.add(ptr, bytes); !st.ok()) return st.error().with_context(info_.name);
+  auto refuse = [&](Error error) {
+    registered_.remove(ptr);
+    return error;
+  };
+  auto users = pins.users.find(ptr);
+  if (users != pins.users.end() && pins.ranges.contains(ptr, bytes)) {
+    ++users->second;  // already pinned for every device (portable) by another one
+    return Status::OK();
+  }
+  if (pins.ranges.overlaps(ptr, bytes)) {
+    return refuse(invalid_argument(info_.name + ": cannot register host range [" +
+                                   hex(reinterpret_cast<uintptr_t>(ptr)) + ", +" + std::to_string(bytes) +
+                                   "): it overlaps a range another CUDA device registered"));
+  }
+  if (!make_current()) return refuse(status().error());
+  const cudaError_t e = cudaHostRegister(const_cast<void*>(ptr), bytes, cudaHostRegisterPortable);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    const std::string why = info_.name + ": " + cuda_error_text("cudaHostRegister", e);
+    switch (e) {
+      case cudaErrorInvalidValue:
+      case cudaErrorHostMemoryAlreadyRegistered:
+        return refuse(invalid_argument(why));
+      case cudaErrorMemoryAllocation:
+        return refuse(out_of_memory(why));
+      case cudaErrorNotSupported:
+        return refuse(unsupported(why));
+      default:  // anything else: the context is suspect
+        fault(why);
+        return refuse(status().error());
+    }
+  }
+  (void)pins.ranges.add(ptr, bytes);  // cannot overlap: checked above under the same lock
+  pins.users[ptr] = 1;
+  return Status::OK();
+}
+
+void CudaDevice::unregister_host(const void* ptr) {
+  auto& pins = process_pins();
+  std::lock_guard lock(pins.mu);
+  if (registered_.remove(ptr)) release_pin(pins, ptr);
 }
 
 Result<DevicePtr> CudaDevice::allocate(uint64_t bytes) {
@@ -164,9 +254,15 @@ bool CudaDevice::check(cublasStatus_t s, const char* what) {
   return false;
 }
 
+void* CudaDevice::translate(DevicePtr ptr, uint64_t bytes) const {
+  const uint64_t base = reinterpret_cast<uintptr_t>(base_);
+  if (ptr.addr < base || ptr.addr - base > capacity_ || bytes > capacity_ - (ptr.addr - base)) return nullptr;
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(ptr.addr));
+}
+
 void* CudaDevice::resolve(DevicePtr ptr, uint64_t bytes, const char* what) {
   const uint64_t base = reinterpret_cast<uintptr_t>(base_);
-  if (ptr.addr < base || ptr.addr - base > capacity_ || bytes > capacity_ - (ptr.addr - base)) {
+  if (!translate(ptr, bytes)) {
     fault(std::string("illegal address in ") + what + ": [" + hex(ptr.addr) + ", +" + std::to_string(bytes) +
           ") is outside device memory [" + hex(base) + ", +" + std::to_string(capacity_) + ")");
     return nullptr;

@@ -12,6 +12,18 @@
 // cudaMemcpyAsync; from pageable host memory CUDA makes them synchronous with the host
 // (host-to-device returns once the source is staged, device-to-host once the copy is done).
 //
+// Peers: create() enables direct access to every other GPU for which cudaDeviceCanAccessPeer says
+// so (NVLink or PCIe P2P); copy_from_peer is cudaMemcpyPeerAsync, which without peer access is
+// still correct, staged by CUDA through host memory.
+//
+// Host registration: register_host is cudaHostRegister(cudaHostRegisterPortable), which pins the
+// pages for every device of the process at once, and CUDA refuses to register pages twice. Since
+// each device's executor registers the same model bytes, the plugin counts registrations of a
+// range across its devices and calls cudaHostRegister for the first, cudaHostUnregister for the
+// last; a range that overlaps one pinned by another device without being inside it is refused
+// (invalid_argument). Each device also keeps its own ranges (host_registered answers from them)
+// and releases those still registered when it is destroyed.
+//
 // Faults are sticky, as on SimDevice: the first failing CUDA or cuBLAS call, the first error CUDA
 // reports asynchronously (at a synchronize, an event query or a host callback), or an address
 // outside the reservation is recorded, and status() and every synchronize report it until the
@@ -36,6 +48,7 @@
 
 #include "gpu/arena_allocator.hpp"
 #include "gpu/device.hpp"
+#include "gpu/host_ranges.hpp"
 
 namespace ember::gpu::cuda {
 
@@ -88,6 +101,9 @@ class CudaDevice final : public Device {
   std::unique_ptr<Stream> create_stream() override;
   std::unique_ptr<Event> create_event() override;
   Status status() const override { return faults_->status(); }
+  Status register_host(const void* ptr, uint64_t bytes) override;
+  void unregister_host(const void* ptr) override;
+  bool host_registered(const void* ptr, uint64_t bytes) const override { return registered_.contains(ptr, bytes); }
 
   // -- used by this device's streams and events -----------------------------------------------
 
@@ -102,6 +118,11 @@ class CudaDevice final : public Device {
   /// Device address of [ptr, ptr + bytes), or nullptr after recording an illegal-address fault
   /// when the range is not inside the reservation.
   void* resolve(DevicePtr ptr, uint64_t bytes, const char* what);
+  /// Device address of [ptr, ptr + bytes), or nullptr when it is outside the reservation. Records
+  /// nothing: a peer copying from this device faults the peer, not this device.
+  void* translate(DevicePtr ptr, uint64_t bytes) const;
+  /// The CUDA device ordinal (cudaSetDevice's argument).
+  int cuda_ordinal() const { return ordinal_; }
   uint64_t blas_workspace_bytes() const { return blas_workspace_bytes_; }
 
  private:
@@ -116,6 +137,7 @@ class CudaDevice final : public Device {
   mutable std::mutex alloc_mu_;
   ArenaAllocator allocator_;  // guarded by alloc_mu_
   const uint64_t capacity_;   // allocator_.capacity(), readable without the lock
+  HostRanges registered_;     // this device's register_host ranges
 };
 
 /// "cudaMalloc failed: out of memory (cudaErrorMemoryAllocation = 2)".

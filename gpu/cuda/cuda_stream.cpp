@@ -100,6 +100,30 @@ class CudaStream final : public Stream {
     }
   }
 
+  // Every failure faults this device (the one whose stream asked), never the source.
+  void copy_from_peer(DevicePtr dst, Device& src_device, DevicePtr src, uint64_t bytes) override {
+    if (!enter()) return;
+    auto* peer = dynamic_cast<CudaDevice*>(&src_device);
+    if (!peer) {
+      return device_.fault("copy_from_peer: the source device " + src_device.info().name +
+                           " is not a CUDA device (peer copies need two devices of one kind)");
+    }
+    void* d = device_.resolve(dst, bytes, "copy_from_peer destination");
+    if (!d) return;
+    const void* s = peer->translate(src, bytes);
+    if (!s) {
+      return device_.fault("illegal address in copy_from_peer source: " + std::to_string(bytes) + " bytes at " +
+                           std::to_string(src.addr) + " are outside the memory of " + peer->info().name);
+    }
+    if (peer->faulted()) {
+      return device_.fault("copy_from_peer: the source device " + peer->info().name + " has faulted");
+    }
+    if (bytes) {
+      device_.check(cudaMemcpyPeerAsync(d, device_.cuda_ordinal(), s, peer->cuda_ordinal(), bytes, stream_),
+                    "cudaMemcpyPeerAsync");
+    }
+  }
+
   void launch(const KernelArgs& args) override {
     if (!enter()) return;
     if (args.op >= OpKind::count) {

@@ -21,7 +21,9 @@ using namespace std::chrono_literals;
 using testing::ask;
 
 std::unique_ptr<ExecutorEngine> engine(uint64_t memory = 64 << 20) {
-  return std::make_unique<ExecutorEngine>(gpu::testing::sim_device(memory), 16);
+  auto e = ExecutorEngine::create(gpu::testing::sim_device(memory), EngineOptions{16, 0, 2 << 20});
+  EXPECT_TRUE(e.ok()) << e.error().message();
+  return std::move(*e);
 }
 
 infer_request request_for(const gpu::Model& m, const model_key& key, uint64_t seed) {

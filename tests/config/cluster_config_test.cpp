@@ -47,6 +47,20 @@ void expect_defaults(const ClusterConfig& c) {
   EXPECT_EQ(c.transfer.lag_bytes, 64ull << 20);
   EXPECT_EQ(c.transfer.max_attempts, 16u);
   EXPECT_EQ(c.transfer.rack, "");
+
+  EXPECT_EQ(c.binding.mode, "late");
+  EXPECT_EQ(c.binding.scheduler, "torpor");
+  EXPECT_EQ(c.binding.eviction, "torpor");
+  EXPECT_EQ(c.binding.group_bytes, 0u);
+  EXPECT_DOUBLE_EQ(c.binding.heavy_factor, 1.3);
+  EXPECT_DOUBLE_EQ(c.binding.slo_factor, 2.0);
+  EXPECT_EQ(c.binding.slo_deadline_us, 0u);
+  EXPECT_DOUBLE_EQ(c.binding.slo_percentile, 0.98);
+  EXPECT_EQ(c.binding.workspace_bytes, 0u);
+  EXPECT_EQ(c.binding.window_us, 10'000'000u);
+  EXPECT_EQ(c.binding.repartition_us, 1'000'000u);
+  EXPECT_EQ(c.binding.alpha_period_us, 10'000'000u);
+  EXPECT_EQ(c.binding.seed, 1u);
 }
 
 TEST(ClusterConfig, ReadsTheTransferSection) {
@@ -264,7 +278,8 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(
     UnknownKeysAndShapes, ClusterConfigErrors,
     ::testing::Values(
-        BadCase{"managr:\n  listen: a:1\n", "ember.yaml: managr: unknown key (known: manager, gateway, node, devices, transfer)"},
+        BadCase{"managr:\n  listen: a:1\n",
+                "ember.yaml: managr: unknown key (known: manager, gateway, node, devices, binding, transfer)"},
         BadCase{"transport: tcp\n", "ember.yaml: transport: unknown key"},
         BadCase{"manager:\n  heartbeats: 1s\n", "manager.heartbeats: unknown key (known: listen, data_listen,"},
         BadCase{"gateway:\n  threads: 4\n", "gateway.threads: unknown key"},

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace ember {
 namespace {
 
@@ -23,6 +25,54 @@ TEST(DevicesConfig, ReadsEveryKey) {
   EXPECT_EQ(c->sim.memory_bytes, 2ull << 30);
   EXPECT_DOUBLE_EQ(c->sim.pcie_bytes_per_s, 16e9);
   EXPECT_EQ(c->sim.compute_threads, 2u);
+}
+
+TEST(DevicesConfig, ReadsTheTopology) {
+  auto c = parse_devices_config(
+      "devices:\n  count: 3\n  pcie_bandwidth: 16GB/s\n  pageable_bandwidth: 6GB/s\n"
+      "  pcie_switch: [0, 0, 7]\n  switch_bandwidth: 24GB/s\n"
+      "  links:\n    - [0, 50GB/s, 0]\n    - [50GB/s, 0, 25GB/s]\n    - [0, 25GB/s, 0]\n",
+      "node.yaml");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  EXPECT_DOUBLE_EQ(c->sim.pageable_bytes_per_s, 6e9);
+  EXPECT_EQ(c->pcie_switch, (std::vector<uint32_t>{0, 0, 7}));
+  EXPECT_DOUBLE_EQ(c->switch_bytes_per_s, 24e9);
+  ASSERT_EQ(c->link_bytes_per_s.size(), 3u);
+  EXPECT_EQ(c->link_bytes_per_s[1], (std::vector<double>{50e9, 0, 25e9}));
+  EXPECT_DOUBLE_EQ(c->link_bytes_per_s[2][1], 25e9);
+}
+
+TEST(DevicesConfig, TopologyDefaultsAndEmptyLists) {
+  auto silent = parse_devices_config("devices:\n  count: 2\n", "node.yaml");
+  ASSERT_TRUE(silent.ok()) << silent.error().message();
+  EXPECT_TRUE(silent->pcie_switch.empty());
+  EXPECT_TRUE(silent->link_bytes_per_s.empty());
+  EXPECT_EQ(silent->sim.pageable_bytes_per_s, 0);
+  EXPECT_EQ(silent->switch_bytes_per_s, 0);
+  auto empty = parse_devices_config(
+      "devices:\n  pcie_switch: []\n  links: []\n  pageable_bandwidth: 0\n  switch_bandwidth: 0\n", "node.yaml");
+  ASSERT_TRUE(empty.ok()) << empty.error().message();
+  EXPECT_TRUE(empty->pcie_switch.empty());
+  EXPECT_TRUE(empty->link_bytes_per_s.empty());
+  // Block-style lists read the same as flow-style ones.
+  auto block = parse_devices_config("devices:\n  count: 2\n  pcie_switch:\n    - 3\n    - 3\n", "node.yaml");
+  ASSERT_TRUE(block.ok()) << block.error().message();
+  EXPECT_EQ(block->pcie_switch, (std::vector<uint32_t>{3, 3}));
+}
+
+TEST(DevicesConfig, ValidateChecksProgrammaticTopology) {
+  DevicesConfig c;
+  c.count = 2;
+  c.link_bytes_per_s = {{0, 1e9}, {1e9, 0}};
+  EXPECT_TRUE(validate(c, "x").ok());
+  c.link_bytes_per_s[1][0] = 2e9;
+  auto st = validate(c, "x");
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.error().message().find("devices.links[0][1]"), std::string::npos) << st.error().message();
+  EXPECT_NE(st.error().message().find("devices.links[1][0]"), std::string::npos) << st.error().message();
+  c.link_bytes_per_s.clear();
+  c.sim.pageable_bytes_per_s = -1;
+  EXPECT_FALSE(validate(c, "x").ok());
 }
 
 struct BadCase {
@@ -52,6 +102,26 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"devices:\n  memroy: 1GiB\n", "devices.memroy"},
                       BadCase{"devices:\n  memory: [1, 2]\n", "devices.memory"},
                       BadCase{"devices: 3\n", "devices"},
+                      BadCase{"devices:\n  pageable_bandwidth: slow\n", "devices.pageable_bandwidth"},
+                      BadCase{"devices:\n  pageable_bandwidth: -1GB/s\n", "devices.pageable_bandwidth"},
+                      BadCase{"devices:\n  pageable_bandwidth: [1]\n", "devices.pageable_bandwidth"},
+                      BadCase{"devices:\n  switch_bandwidth: fast\n", "devices.switch_bandwidth"},
+                      BadCase{"devices:\n  switch_bandwidth: -2GB/s\n", "devices.switch_bandwidth"},
+                      BadCase{"devices:\n  pcie_switch: 0\n", "devices.pcie_switch"},
+                      BadCase{"devices:\n  pcie_switch:\n", "devices.pcie_switch"},
+                      BadCase{"devices:\n  count: 2\n  pcie_switch: [0, -1]\n", "devices.pcie_switch[1]"},
+                      BadCase{"devices:\n  count: 2\n  pcie_switch: [0, x]\n", "devices.pcie_switch[1]"},
+                      BadCase{"devices:\n  count: 2\n  pcie_switch: [0, [1]]\n", "devices.pcie_switch[1]"},
+                      BadCase{"devices:\n  count: 2\n  pcie_switch: [0, 4294967296]\n", "devices.pcie_switch[1]"},
+                      BadCase{"devices:\n  count: 3\n  pcie_switch: [0, 0]\n", "devices.pcie_switch"},
+                      BadCase{"devices:\n  count: 2\n  links: 50GB/s\n", "devices.links"},
+                      BadCase{"devices:\n  count: 2\n  links: [0, 0]\n", "devices.links[0]"},
+                      BadCase{"devices:\n  count: 2\n  links: [[0, fast], [0, 0]]\n", "devices.links[0][1]"},
+                      BadCase{"devices:\n  count: 3\n  links: [[0, 0], [0, 0]]\n", "devices.links"},
+                      BadCase{"devices:\n  count: 2\n  links: [[0, 0], [0]]\n", "devices.links[1]"},
+                      BadCase{"devices:\n  count: 2\n  links: [[0, -1GB/s], [-1GB/s, 0]]\n", "devices.links[0][1]"},
+                      BadCase{"devices:\n  count: 2\n  links: [[1GB/s, 0], [0, 0]]\n", "devices.links[0][0]"},
+                      BadCase{"devices:\n  count: 2\n  links: [[0, 50GB/s], [0, 0]]\n", "devices.links[0][1]"},
                       BadCase{"devices: [\n", "YAML"},
                       BadCase{"- a\n- b\n", "mapping"}));
 

@@ -1,0 +1,144 @@
+// The `binding:` section of the config file: parse_binding reads it, validate_binding checks its
+// ranges. BindingConfig and the meaning of each key are in config/cluster_config.hpp. Only
+// cluster_config.cpp calls these two (from parse_cluster_config and validate()), and declares them
+// itself; everyone else reaches them through parse_cluster_config and validate(const ClusterConfig&).
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <system_error>
+
+#include "config/cluster_config.hpp"
+#include "config/units.hpp"
+#include "config/yaml_section.hpp"
+
+namespace ember::config_detail {
+namespace {
+
+using config_yaml::YamlSection;
+
+constexpr uint64_t kMinDurationUs = 1'000;                  // 1ms, as every duration of the file
+constexpr uint64_t kMaxDurationUs = 24ull * 3'600'000'000;  // 24h
+constexpr uint64_t kMinGroupBytes = 64ull << 10;
+constexpr uint64_t kMaxGroupBytes = 1ull << 30;
+
+// "250ms", "2s", "25h", "1500us": exact, for messages (the form cluster_config.cpp uses too).
+std::string show_duration(uint64_t us) {
+  if (us != 0 && us % 3'600'000'000 == 0) return std::to_string(us / 3'600'000'000) + "h";
+  if (us != 0 && us % 60'000'000 == 0) return std::to_string(us / 60'000'000) + "min";
+  if (us != 0 && us % 1'000'000 == 0) return std::to_string(us / 1'000'000) + "s";
+  if (us != 0 && us % 1'000 == 0) return std::to_string(us / 1'000) + "ms";
+  return std::to_string(us) + "us";
+}
+
+// The shortest text that reads back as `v` ("1.3", not "1.300000").
+std::string show_number(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
+}
+
+Status check_duration(const std::string& at, const char* key, uint64_t us) {
+  if (us < kMinDurationUs || us > kMaxDurationUs) {
+    return invalid_argument(at + ": " + key + ": " + show_duration(us) + " is outside 1ms..24h");
+  }
+  return Status::OK();
+}
+
+// `!(lo <= v && v <= hi)` rather than `v < lo || v > hi`, so that a NaN set in code is refused too.
+Status check_number(const std::string& at, const char* key, double v, double lo, double hi) {
+  if (!(lo <= v && v <= hi)) {
+    return invalid_argument(at + ": " + key + ": " + show_number(v) + " is outside " + show_number(lo) + ".." +
+                            show_number(hi));
+  }
+  return Status::OK();
+}
+
+Status check_choice(const std::string& at, const char* key, const std::string& v, const char* a, const char* b) {
+  if (v != a && v != b) return invalid_argument(at + ": " + key + ": '" + v + "' is neither " + a + " nor " + b);
+  return Status::OK();
+}
+
+// A finite decimal number ("1.3", "2", "1e2"); the ranges are validate_binding's.
+Result<double> parse_number(std::string_view text) {
+  double v = 0;
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || r.ec != std::errc() || r.ptr != text.data() + text.size() || !std::isfinite(v)) {
+    return invalid_argument("'" + std::string(text) + "' is not a number");
+  }
+  return v;
+}
+
+// "auto" or a byte size ("auto" and 0 both mean: measure the elbow at executor start).
+Result<uint64_t> parse_group(std::string_view text) {
+  if (text == "auto") return uint64_t{0};
+  auto bytes = parse_bytes(text);
+  if (!bytes.ok()) {
+    return invalid_argument("'" + std::string(text) +
+                            "' is neither auto nor a byte size in 64 KiB..1 GiB (examples: auto, 2MiB)");
+  }
+  return bytes;
+}
+
+// Any uint64_t. read_uint goes through a signed stoll and so stops at 2^63 - 1.
+Result<uint64_t> parse_seed(std::string_view text) {
+  uint64_t v = 0;
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || r.ec != std::errc() || r.ptr != text.data() + text.size()) {
+    return invalid_argument("'" + std::string(text) + "' is not an integer in 0.." +
+                            std::to_string(std::numeric_limits<uint64_t>::max()));
+  }
+  return v;
+}
+
+}  // namespace
+
+Status parse_binding(const YamlSection& s, BindingConfig& c) {
+  EMBER_RETURN_IF_ERROR(s.check_unique_keys());
+  EMBER_RETURN_IF_ERROR(
+      s.check_keys({"mode", "scheduler", "eviction", "group", "heavy_factor", "slo_factor", "slo_deadline",
+                    "slo_percentile", "workspace", "window", "repartition", "alpha_period", "seed"}));
+  EMBER_RETURN_IF_ERROR(s.read_string("mode", c.mode));
+  EMBER_RETURN_IF_ERROR(s.read_string("scheduler", c.scheduler));
+  EMBER_RETURN_IF_ERROR(s.read_string("eviction", c.eviction));
+  EMBER_RETURN_IF_ERROR(s.read("group", c.group_bytes, parse_group));
+  EMBER_RETURN_IF_ERROR(s.read("heavy_factor", c.heavy_factor, parse_number));
+  EMBER_RETURN_IF_ERROR(s.read("slo_factor", c.slo_factor, parse_number));
+  EMBER_RETURN_IF_ERROR(s.read("slo_deadline", c.slo_deadline_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read("slo_percentile", c.slo_percentile, parse_number));
+  EMBER_RETURN_IF_ERROR(s.read("workspace", c.workspace_bytes, parse_bytes));
+  EMBER_RETURN_IF_ERROR(s.read("window", c.window_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read("repartition", c.repartition_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read("alpha_period", c.alpha_period_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read("seed", c.seed, parse_seed));
+  return Status::OK();
+}
+
+Status validate_binding(const BindingConfig& b, const std::string& at) {
+  EMBER_RETURN_IF_ERROR(check_choice(at, "binding.mode", b.mode, "late", "pinned"));
+  EMBER_RETURN_IF_ERROR(check_choice(at, "binding.scheduler", b.scheduler, "torpor", "random"));
+  EMBER_RETURN_IF_ERROR(check_choice(at, "binding.eviction", b.eviction, "torpor", "lru"));
+  if (b.group_bytes != 0 && (b.group_bytes < kMinGroupBytes || b.group_bytes > kMaxGroupBytes)) {
+    return invalid_argument(at + ": binding.group: " + format_bytes(b.group_bytes) +
+                            " is outside 64 KiB..1 GiB (0 or auto: measured)");
+  }
+  EMBER_RETURN_IF_ERROR(check_number(at, "binding.heavy_factor", b.heavy_factor, 1, 100));
+  EMBER_RETURN_IF_ERROR(check_number(at, "binding.slo_factor", b.slo_factor, 1, 1000));
+  if (b.slo_deadline_us != 0) {
+    EMBER_RETURN_IF_ERROR(check_duration(at, "binding.slo_deadline", b.slo_deadline_us));
+  }
+  if (!(b.slo_percentile > 0 && b.slo_percentile < 1)) {
+    return invalid_argument(at + ": binding.slo_percentile: " + show_number(b.slo_percentile) +
+                            " is not strictly between 0 and 1");
+  }
+  EMBER_RETURN_IF_ERROR(check_duration(at, "binding.window", b.window_us));
+  EMBER_RETURN_IF_ERROR(check_duration(at, "binding.repartition", b.repartition_us));
+  EMBER_RETURN_IF_ERROR(check_duration(at, "binding.alpha_period", b.alpha_period_us));
+  if (b.repartition_us > b.window_us) {
+    return invalid_argument(at + ": binding.repartition (" + show_duration(b.repartition_us) +
+                            ") must not exceed binding.window (" + show_duration(b.window_us) + ")");
+  }
+  return Status::OK();
+}
+
+}  // namespace ember::config_detail

@@ -1,0 +1,43 @@
+#include "gpu/copy_elbow.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include "gpu/host_buffer.hpp"
+
+namespace ember::gpu {
+
+Result<CopyElbow> measure_copy_elbow(Device& device, DevicePtr scratch, uint64_t scratch_bytes, uint64_t largest,
+                                     uint64_t bytes_per_size, double fraction) {
+  constexpr uint64_t kSmallest = 64 << 10;
+  largest = std::min(largest, scratch_bytes);
+  if (largest < kSmallest) return invalid_argument("the copy-elbow probe needs at least 64 KiB of device memory");
+  EMBER_ASSIGN_OR_RETURN(auto host, HostBuffer::allocate(largest));
+  EMBER_RETURN_IF_ERROR(device.register_host(host->data(), host->size()));
+  auto stream = device.create_stream();
+  CopyElbow out;
+  Status status = Status::OK();
+  for (uint64_t size = kSmallest; size <= largest; size *= 2) {
+    const uint64_t copies = std::max<uint64_t>(1, bytes_per_size / size);
+    const auto t0 = std::chrono::steady_clock::now();
+    for (uint64_t i = 0; i < copies; ++i) stream->copy_to_device(scratch, host->data(), size);
+    status = stream->synchronize();
+    if (!status.ok()) break;
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    out.curve.push_back({size, static_cast<double>(size * copies) / std::max(s, 1e-9) / 1e9});
+  }
+  device.unregister_host(host->data());
+  EMBER_RETURN_IF_ERROR(status);
+  double peak = 0;
+  for (const auto& [size, gbps] : out.curve) peak = std::max(peak, gbps);
+  out.elbow_bytes = out.curve.back().first;
+  for (const auto& [size, gbps] : out.curve) {
+    if (gbps >= fraction * peak) {
+      out.elbow_bytes = size;
+      break;
+    }
+  }
+  return out;
+}
+
+}  // namespace ember::gpu

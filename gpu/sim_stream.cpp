@@ -1,0 +1,248 @@
+#include "gpu/sim_stream.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <thread>
+
+#include "gpu/kernels_cpu.hpp"
+#include "gpu/link_pacer.hpp"
+
+namespace ember::gpu {
+
+namespace {
+
+class SimEvent final : public Event {
+ public:
+  explicit SimEvent(SimDevice& device) : device_(device) {}
+
+  bool query() override {
+    std::lock_guard lock(mu_);
+    return completed_ >= recorded_;
+  }
+
+  Status synchronize() override {
+    std::unique_lock lock(mu_);
+    const uint64_t target = recorded_;
+    cv_.wait(lock, [&] { return completed_ >= target; });
+    lock.unlock();
+    return device_.status();
+  }
+
+  // Called by a stream at record() time: the generation the stream will complete.
+  uint64_t arm() {
+    std::lock_guard lock(mu_);
+    return ++recorded_;
+  }
+  void complete(uint64_t generation) {
+    {
+      std::lock_guard lock(mu_);
+      completed_ = std::max(completed_, generation);
+    }
+    cv_.notify_all();
+  }
+  uint64_t recorded() {
+    std::lock_guard lock(mu_);
+    return recorded_;
+  }
+  void wait_for(uint64_t generation) {
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return completed_ >= generation; });
+  }
+
+ private:
+  SimDevice& device_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t recorded_ = 0;   // guarded by mu_
+  uint64_t completed_ = 0;  // guarded by mu_
+};
+
+std::string range_text(DevicePtr ptr, uint64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "[0x%llx, +%llu)", static_cast<unsigned long long>(ptr.addr),
+                static_cast<unsigned long long>(bytes));
+  return buf;
+}
+
+// One worker thread running tasks in order. Tasks check the device's fault flag themselves so
+// that events and callbacks still complete after a fault (no waiter hangs).
+class SimStream final : public Stream {
+ public:
+  explicit SimStream(SimDevice& device) : device_(device) {
+    worker_ = std::thread([this] { loop(); });
+  }
+
+  ~SimStream() override {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+
+  void copy_to_device(DevicePtr dst, const void* src, uint64_t bytes) override {
+    enqueue([this, dst, src, bytes] { copy_in(dst, src, bytes); });
+  }
+
+  void copy_to_host(void* dst, DevicePtr src, uint64_t bytes) override {
+    enqueue([this, dst, src, bytes] { copy_out(dst, src, bytes); });
+  }
+
+  void copy_on_device(DevicePtr dst, DevicePtr src, uint64_t bytes) override {
+    enqueue([this, dst, src, bytes] {
+      if (device_.faulted()) return;
+      uint8_t* d = device_.resolve(dst, bytes, "copy_on_device destination");
+      uint8_t* s = device_.resolve(src, bytes, "copy_on_device source");
+      if (d && s) std::memmove(d, s, bytes);
+    });
+  }
+
+  void copy_from_peer(DevicePtr dst, Device& src_device, DevicePtr src, uint64_t bytes) override {
+    enqueue([this, dst, &src_device, src, bytes] { copy_peer(dst, src_device, src, bytes); });
+  }
+
+  void launch(const KernelArgs& args) override {
+    enqueue([this, args] { run_kernel(args); });
+  }
+
+  void record(Event& event) override {
+    auto& e = static_cast<SimEvent&>(event);
+    const uint64_t generation = e.arm();
+    enqueue([&e, generation] { e.complete(generation); });
+  }
+
+  void wait(Event& event) override {
+    auto& e = static_cast<SimEvent&>(event);
+    const uint64_t generation = e.recorded();
+    enqueue([&e, generation] { e.wait_for(generation); });
+  }
+
+  void then(std::function<void(const Status&)> fn) override {
+    enqueue([this, fn = std::move(fn)] { fn(device_.status()); });
+  }
+
+  Status synchronize() override {
+    SimEvent done(device_);
+    record(done);
+    return done.synchronize();
+  }
+
+ private:
+  void enqueue(std::function<void()> task) {
+    {
+      std::lock_guard lock(mu_);
+      queue_.push_back(std::move(task));
+    }
+    cv_.notify_one();
+  }
+
+  void loop() {
+    omp_set_num_threads(static_cast<int>(device_.compute_threads()));
+    for (;;) {
+      std::function<void()> task;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        task = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      task();
+    }
+  }
+
+  // Host copies hold their direction's copy engine for the whole transfer and are paced at the
+  // device's own rate for this host memory (pinned or pageable) and through the switch uplink.
+  void copy_in(DevicePtr dst, const void* src, uint64_t bytes) {
+    if (device_.faulted()) return;
+    uint8_t* d = device_.resolve(dst, bytes, "copy_to_device");
+    if (!d) return;
+    std::lock_guard engine(device_.copy_engine(SimDevice::kToDevice));
+    LinkPacer lane(device_.host_bytes_per_s(src, bytes));
+    paced_memcpy(d, src, bytes, {&lane, &device_.uplink()->to_device});
+  }
+
+  void copy_out(void* dst, DevicePtr src, uint64_t bytes) {
+    if (device_.faulted()) return;
+    const uint8_t* s = device_.resolve(src, bytes, "copy_to_host");
+    if (!s) return;
+    std::lock_guard engine(device_.copy_engine(SimDevice::kToHost));
+    LinkPacer lane(device_.host_bytes_per_s(dst, bytes));
+    paced_memcpy(dst, s, bytes, {&lane, &device_.uplink()->to_host});
+  }
+
+  // Every failure faults this device (the one whose stream asked), never the source.
+  void copy_peer(DevicePtr dst, Device& src_device, DevicePtr src, uint64_t bytes) {
+    if (device_.faulted()) return;
+    auto* peer = dynamic_cast<SimDevice*>(&src_device);
+    if (!peer) {
+      return device_.fault("copy_from_peer: the source device " + src_device.info().name +
+                           " is not a simulated device (peer copies need two devices of one kind)");
+    }
+    uint8_t* d = device_.resolve(dst, bytes, "copy_from_peer destination");
+    if (!d) return;
+    const uint8_t* s = peer->translate(src, bytes);
+    if (!s) {
+      return device_.fault("illegal address in copy_from_peer source: " + range_text(src, bytes) +
+                           " is outside the memory of " + peer->info().name);
+    }
+    // A faulted device's memory is unknowable (a kernel may have stopped halfway): do not spread it.
+    if (peer->faulted()) {
+      return device_.fault("copy_from_peer: the source device " + peer->info().name + " has faulted");
+    }
+    if (peer == &device_) return void(std::memmove(d, s, bytes));
+    std::lock_guard engine(device_.copy_engine(SimDevice::kFromPeer));
+    if (const double link = device_.peer_bytes_per_s(peer->info().ordinal); link > 0) {
+      LinkPacer direct(link);  // point to point: nobody else's traffic, and not the PCIe uplink
+      return paced_memcpy(d, s, bytes, {&direct});
+    }
+    // No direct link: staged through host memory, as CUDA does without peer access. Up through the
+    // source's switch, down through ours, at the slower of the two ends' (pinned) PCIe rates.
+    const double a = peer->config().pcie_bytes_per_s, b = device_.config().pcie_bytes_per_s;
+    LinkPacer staged(a > 0 && b > 0 ? std::min(a, b) : std::max(a, b));
+    paced_memcpy(d, s, bytes, {&staged, &peer->uplink()->to_host, &device_.uplink()->to_device});
+  }
+
+  void run_kernel(const KernelArgs& args) {
+    if (!device_.admit_kernel()) return;
+    CpuKernelArgs cpu;
+    cpu.args = &args;
+    const char* op = op_name(args.op).data();
+    auto map = [&](const DeviceTensor& t, const char* what) -> uint8_t* {
+      return device_.resolve(t.ptr, t.desc.bytes(), what);
+    };
+    for (int i = 0; i < args.num_inputs; ++i) {
+      if (!(cpu.inputs[i] = map(args.inputs[i], op))) return;
+    }
+    for (int i = 0; i < args.num_weights; ++i) {
+      if (args.weights[i].ptr && !(cpu.weights[i] = map(args.weights[i], op))) return;
+    }
+    if (!(cpu.output = map(args.output, op))) return;
+    if (args.workspace_bytes && !(cpu.workspace = device_.resolve(args.workspace, args.workspace_bytes, op))) return;
+    try {
+      run_cpu_kernel(cpu);
+    } catch (const std::exception& e) {
+      device_.fault(std::string("kernel ") + op + " failed: " + e.what());
+    }
+  }
+
+  SimDevice& device_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> queue_;  // guarded by mu_
+  bool stop_ = false;                        // guarded by mu_
+  std::thread worker_;
+};
+
+}  // namespace
+
+std::unique_ptr<Stream> make_sim_stream(SimDevice& device) { return std::make_unique<SimStream>(device); }
+std::unique_ptr<Event> make_sim_event(SimDevice& device) { return std::make_unique<SimEvent>(device); }
+
+}  // namespace ember::gpu
