@@ -34,7 +34,31 @@ NodeInstruments::NodeInstruments()
       hop_resumes_(registry_.counter("ember_transfer_resumes_total",
                                      "Multicast hops resumed from their verified offset, by cause", {"reason"})),
       hops_(registry_.counter("ember_transfer_hops_total", "Multicast hops ended on this node, by outcome",
-                              {"outcome"})) {}
+                              {"outcome"})),
+      dispatches_(registry_.counter("ember_swap_dispatches_total",
+                                    "Requests bound to a device (late binding), by how the model got there: run "
+                                    "(resident), host or peer (swapped in)",
+                                    {"kind"})),
+      evictions_(registry_.counter("ember_swap_evictions_total", "Device copies of models evicted to make room")
+                     .with(std::vector<std::string>{})),
+      slo_(registry_.counter("ember_slo_requests_total",
+                             "Answered requests (late binding) within or beyond their model's SLO deadline",
+                             {"outcome"})),
+      alpha_(registry_.gauge("ember_slo_alpha", "The RRC queue's alpha (share of the high-priority group)")
+                 .with(std::vector<std::string>{})),
+      queued_(registry_.gauge("ember_slo_queued_requests", "Requests waiting for a device (late binding)")
+                  .with(std::vector<std::string>{})),
+      restarts_(registry_.counter("ember_executor_restarts_total", "Executors restarted after a fault")
+                    .with(std::vector<std::string>{})) {}
+
+void NodeInstruments::count_dispatch(const std::string& kind) { dispatches_.with({kind}).inc(); }
+void NodeInstruments::count_evictions(uint64_t n) { evictions_.inc(static_cast<double>(n)); }
+void NodeInstruments::count_slo(bool on_time) { slo_.with({on_time ? "on_time" : "late"}).inc(); }
+void NodeInstruments::set_slo_state(double alpha, uint64_t queued) {
+  alpha_.set(alpha);
+  queued_.set(static_cast<double>(queued));
+}
+void NodeInstruments::count_restart() { restarts_.inc(); }
 
 void NodeInstruments::add_active_hop(int delta) { hops_active_.inc(static_cast<double>(delta)); }
 

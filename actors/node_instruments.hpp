@@ -37,6 +37,14 @@ class NodeInstruments {
   void count_hop_resume(const std::string& reason);
   /// A hop ended: "ok" or the error code's name.
   void count_hop(const std::string& outcome);
+  // Late binding.
+  /// A request bound to a device: kind "run" (resident), "host" or "peer" (swapped in from there).
+  void count_dispatch(const std::string& kind);
+  void count_evictions(uint64_t n);
+  /// An answered request: within its model's SLO deadline or not.
+  void count_slo(bool on_time);
+  void set_slo_state(double alpha, uint64_t queued);
+  void count_restart();
 
  private:
   metrics::Registry registry_;
@@ -57,6 +65,12 @@ class NodeInstruments {
   metrics::GaugeFamily& hop_blob_;
   metrics::CounterFamily& hop_resumes_;
   metrics::CounterFamily& hops_;
+  metrics::CounterFamily& dispatches_;
+  metrics::Counter& evictions_;
+  metrics::CounterFamily& slo_;
+  metrics::Gauge& alpha_;
+  metrics::Gauge& queued_;
+  metrics::Counter& restarts_;
 };
 
 }  // namespace ember

@@ -99,12 +99,18 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
   o.pool_free = r.pool_free;
   for (const auto& k : r.evicted) o.evicted.push_back(k.to_string());
   const uint64_t latency = static_cast<uint64_t>(std::max<int64_t>(0, now - d.arrival_us));
+  if (st.instruments) {
+    st.instruments->count_evictions(r.evicted.size());
+    auto m = st.swap->model(d.model);
+    if (!r.fault && !h->second.profile && m) st.instruments->count_slo(m->deadline_us == 0 || latency <= m->deadline_us);
+  }
   st.swap->finish(d, o, latency, now);
   if (r.fault) {
     if (Status s = st.swap->requeue(d.request, d.model, d.arrival_us, now); !s.ok()) {
       h->second.promise.deliver(to_caf(s.error()));
       st.held.erase(h);
     }
+    if (st.instruments) st.instruments->count_restart();
     restart_device(self, d.device);
     return pump(self);
   }
@@ -157,6 +163,11 @@ void pump(router_pointer self) {
   auto& st = self->state;
   for (auto& d : st.swap->dispatch(st.now_us())) {
     spdlog::debug("node {}: request {} of {} -> {}: {}", st.config.name, d.request, d.model, d.device, d.reason);
+    if (st.instruments) {
+      st.instruments->count_dispatch(d.action == placement::SwapAction::run              ? "run"
+                                     : d.action == placement::SwapAction::swap_from_peer ? "peer"
+                                                                                         : "host");
+    }
     if (!d.source) {
       launch(self, std::move(d), std::nullopt);
       continue;
@@ -184,6 +195,7 @@ void late_tick(router_pointer self) {
   if (!st.swap) return;
   const int64_t now = st.now_us();
   const int64_t next = st.swap->tick(now);
+  if (st.instruments) st.instruments->set_slo_state(st.swap->queue().alpha(), st.swap->queue().queued());
   pump(self);  // a repartition may have changed the order
   self->delayed_send(self, std::chrono::microseconds(std::max<int64_t>(next - now, 1000)), tick_atom_v);
 }

@@ -24,6 +24,7 @@
 
 #include "actors/actor_system.hpp"
 #include "actors/atoms.hpp"
+#include "actors/metrics_messages.hpp"
 #include "actors/errors.hpp"
 #include "actors/model_repository.hpp"
 #include "actors/processes.hpp"
@@ -40,15 +41,16 @@ struct Options {
   std::string models = "bench-models/density";
   uint32_t devices = 4;
   std::string memory = "160MiB";
-  std::string pcie = "16GB/s";
-  double seconds = 30;
-  double time_scale = 4;
+  std::string pcie = "4GB/s";
+  double seconds = 60;
+  double time_scale = 2;
   double rate_min = 5, rate_max = 30;
   double slo_factor = 2, percentile = 0.98;
   std::vector<uint32_t> ladder = {8, 16, 32, 48, 64, 80, 96, 112, 128};
   std::vector<std::string> variants = {"pinned", "torpor", "random", "lru"};
   uint32_t threads = 1;
   uint64_t seed = 7;
+  bool verbose = false;
 };
 
 struct FunctionStats {
@@ -57,8 +59,9 @@ struct FunctionStats {
 };
 
 struct Trial {
+  uint64_t runs = 0, host_swaps = 0, peer_swaps = 0, evictions = 0;
   uint32_t n = 0, loaded = 0, meeting = 0;
-  uint64_t requests = 0, errors = 0, wrong = 0;
+  uint64_t requests = 0, errors = 0, wrong = 0, misses = 0;
   double p50_ms = 0, p99_ms = 0;
   std::map<std::string, uint64_t> load_errors;
 };
@@ -133,13 +136,19 @@ void drive(caf::event_based_actor* self, node_router_actor router, const std::ve
   (*send_due)();
 }
 
-Result<Trial> run_trial(const Options& o, const std::string& variant, const std::vector<DensityFunction>& all,
-                        uint32_t n) {
-  caf::actor_system_config cfg;
-  ActorSystemOptions ao;
-  ao.network = false;
-  configure_actor_system(cfg, ao);
-  caf::actor_system sys{cfg};
+caf::actor_system_config& system_config() {
+  static caf::actor_system_config* cfg = [] {
+    auto* c = new caf::actor_system_config();
+    ActorSystemOptions ao;
+    ao.network = false;
+    configure_actor_system(*c, ao);
+    return c;
+  }();
+  return *cfg;
+}
+
+Result<std::unique_ptr<NodeProcess>> start_node(caf::actor_system& sys, const Options& o, const std::string& variant,
+                                                uint64_t memory) {
   NodeConfig nc;
   nc.name = "density";
   nc.repository = o.models;
@@ -147,7 +156,8 @@ Result<Trial> run_trial(const Options& o, const std::string& variant, const std:
   DevicesConfig dc;
   dc.kind = DeviceKind::sim;
   dc.count = o.devices;
-  EMBER_ASSIGN_OR_RETURN(dc.sim.memory_bytes, parse_bytes(o.memory));
+  dc.sim.memory_bytes = memory;
+  dc.sim.populate = memory <= (1ull << 30);  // trials: no first-touch page faults in swaps
   EMBER_ASSIGN_OR_RETURN(dc.sim.pcie_bytes_per_s, parse_bandwidth(o.pcie));
   dc.sim.compute_threads = o.threads;
   for (uint32_t d = 0; d < o.devices; ++d) dc.pcie_switch.push_back(d / 2);
@@ -156,24 +166,77 @@ Result<Trial> run_trial(const Options& o, const std::string& variant, const std:
   bc.scheduler = variant == "random" ? "random" : "torpor";
   bc.eviction = variant == "lru" ? "lru" : "torpor";
   bc.workspace_bytes = 32ull << 20;
-  EMBER_ASSIGN_OR_RETURN(auto node, NodeProcess::start(sys, nc, dc, TransferConfig{}, bc));
+  return NodeProcess::start(sys, nc, dc, TransferConfig{}, bc);
+}
+
+/// Loads the first n functions; false for those the node refused (counted in errors by code).
+Result<std::vector<bool>> load_all(caf::actor_system& sys, const Options& o, NodeProcess& node,
+                                   const std::vector<DensityFunction>& fns, uint32_t n,
+                                   std::map<std::string, uint64_t>& errors) {
+  std::vector<bool> loaded(n, false);
+  caf::scoped_actor self{sys};
+  for (uint32_t i = 0; i < n; ++i) {
+    auto entries = scan_repository_model(o.models, fns[i].name);
+    if (entries.empty()) return not_found("model " + fns[i].name + " is not in " + o.models);
+    const auto& e = entries.front();
+    load_replica req{e.key, e.manifest_json, blob_key_of(e.key), e.weights_bytes, {}};
+    self->request(node.router(), std::chrono::minutes(2), std::move(req))
+        .receive([&](replica_info&) { loaded[i] = true; },
+                 [&](caf::error& err) { errors[std::string(to_string(from_caf(err).code()))]++; });
+  }
+  return loaded;
+}
+
+/// The warm latency of each function as the node serves it (median of sequential requests on a
+/// pinned node large enough for all), which the deadlines are relative to.
+Status calibrate(const Options& o, std::vector<DensityFunction>& fns) {
+  caf::actor_system sys{system_config()};
+  EMBER_ASSIGN_OR_RETURN(auto node, start_node(sys, o, "pinned", 4ull << 30));
+  std::map<std::string, uint64_t> errors;
+  EMBER_ASSIGN_OR_RETURN(auto loaded, load_all(sys, o, *node, fns, static_cast<uint32_t>(fns.size()), errors));
+  caf::scoped_actor self{sys};
+  for (size_t i = 0; i < fns.size(); ++i) {
+    if (!loaded[i]) return internal_error("calibration could not load " + fns[i].name);
+    std::vector<uint64_t> us;
+    for (int r = 0; r < 21; ++r) {
+      infer_request req;
+      req.model = {fns[i].name, 1};
+      req.inputs = encode_tensors(fns[i].inputs[static_cast<size_t>(r) % fns[i].inputs.size()]);
+      const auto t0 = Clock::now();
+      Status st = Status::OK();
+      self->request(node->router(), std::chrono::seconds(30), std::move(req))
+          .receive([](infer_reply&) {}, [&](caf::error& e) { st = from_caf(e); });
+      EMBER_RETURN_IF_ERROR(st);
+      us.push_back(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count()));
+    }
+    std::sort(us.begin(), us.end());
+    EMBER_RETURN_IF_ERROR(set_deadline(o.models, fns[i], us[us.size() / 2], o.slo_factor));
+  }
+  return Status::OK();
+}
+
+Result<Trial> run_trial(const Options& o, const std::string& variant, const std::vector<DensityFunction>& all,
+                        uint32_t n) {
+  caf::actor_system sys{system_config()};
+  EMBER_ASSIGN_OR_RETURN(const uint64_t memory, parse_bytes(o.memory));
+  EMBER_ASSIGN_OR_RETURN(auto node, start_node(sys, o, variant, memory));
   Trial t;
   t.n = n;
   std::vector<DensityFunction> fns(all.begin(), all.begin() + n);
-  std::vector<bool> loaded(n, false);
+  EMBER_ASSIGN_OR_RETURN(auto loaded, load_all(sys, o, *node, fns, n, t.load_errors));
+  for (bool l : loaded) t.loaded += l;
   {
+    // One request per function before the clock starts (first-touch of device pages, plans).
     caf::scoped_actor self{sys};
     for (uint32_t i = 0; i < n; ++i) {
-      auto entries = scan_repository_model(o.models, fns[i].name);
-      if (entries.empty()) return not_found("model " + fns[i].name + " is not in " + o.models);
-      const auto& e = entries.front();
-      load_replica req{e.key, e.manifest_json, blob_key_of(e.key), e.weights_bytes, {}};
-      self->request(node->router(), std::chrono::minutes(2), std::move(req))
-          .receive([&](replica_info&) { loaded[i] = true; },
-                   [&](caf::error& err) { t.load_errors[std::string(to_string(from_caf(err).code()))]++; });
+      if (!loaded[i]) continue;
+      infer_request req;
+      req.model = {fns[i].name, 1};
+      req.inputs = encode_tensors(fns[i].inputs[0]);
+      self->request(node->router(), std::chrono::seconds(30), std::move(req))
+          .receive([](infer_reply&) {}, [](caf::error&) {});
     }
   }
-  for (bool l : loaded) t.loaded += l;
   std::mt19937_64 rng(o.seed + n);
   const auto plan = arrivals(o, n, rng);
   std::vector<FunctionStats> stats(n);
@@ -182,6 +245,24 @@ Result<Trial> run_trial(const Options& o, const std::string& variant, const std:
     auto driver = sys.spawn(drive, node->router(), &fns, &plan, &stats, caf::actor{self});
     self->receive([](bool) {}, caf::after(std::chrono::seconds(static_cast<int64_t>(o.seconds) + 120)) >> [] {});
     self->send_exit(driver, caf::exit_reason::user_shutdown);
+  }
+  {
+    // The node's own counts of how requests were bound (late binding only).
+    caf::scoped_actor self{sys};
+    self->request(node->router(), std::chrono::seconds(10), metrics_atom_v)
+        .receive(
+            [&](metrics_snapshot& m) {
+              for (const auto& f : m.families) {
+                for (const auto& series : f.series) {
+                  const auto v = static_cast<uint64_t>(series.value);
+                  if (f.name == "ember_swap_evictions_total") t.evictions = v;
+                  if (f.name != "ember_swap_dispatches_total" || series.label_values.empty()) continue;
+                  const auto& kind = series.label_values[0];
+                  (kind == "run" ? t.runs : kind == "host" ? t.host_swaps : t.peer_swaps) = v;
+                }
+              }
+            },
+            [](caf::error&) {});
   }
   std::vector<uint64_t> latencies;
   for (uint32_t i = 0; i < n; ++i) {
@@ -192,6 +273,13 @@ Result<Trial> run_trial(const Options& o, const std::string& variant, const std:
     latencies.insert(latencies.end(), s.latencies.begin(), s.latencies.end());
     const bool met = s.sent > 0 && static_cast<double>(s.on_time) >= o.percentile * static_cast<double>(s.sent);
     t.meeting += met;
+    t.misses += s.sent - s.on_time - s.errors - s.wrong;
+    if (o.verbose && !met) {
+      std::printf("#   %s: %lu sent, %lu on time (deadline %.2f ms), %lu errors, slowest %.2f ms\n",
+                  fns[i].name.c_str(), static_cast<unsigned long>(s.sent), static_cast<unsigned long>(s.on_time),
+                  static_cast<double>(fns[i].deadline_us) / 1e3, static_cast<unsigned long>(s.errors),
+                  pct(s.latencies, 1.0));
+    }
   }
   t.p50_ms = pct(latencies, 0.5);
   t.p99_ms = pct(latencies, 0.99);
@@ -218,12 +306,17 @@ int main(int argc, char** argv) {
   app.add_option("--ladder", o.ladder, "Function counts tried, ascending")->delimiter(',');
   app.add_option("--variants", o.variants, "pinned, torpor, random, lru")->delimiter(',');
   app.add_option("--threads", o.threads, "Compute threads per device");
+  app.add_flag("--verbose", o.verbose, "Print each function that missed its SLO");
   CLI11_PARSE(app, argc, argv);
   SimDeviceConfig dc;
   dc.compute_threads = o.threads;
-  auto fns = make_density_functions(o.models, o.ladder.back(), dc, o.slo_factor, 4);
+  auto fns = make_density_functions(o.models, o.ladder.back(), dc, 4);
   if (!fns.ok()) {
     std::fprintf(stderr, "density_bench: %s\n", fns.error().message().c_str());
+    return 1;
+  }
+  if (Status s = calibrate(o, *fns); !s.ok()) {
+    std::fprintf(stderr, "density_bench: calibration: %s\n", s.error().message().c_str());
     return 1;
   }
   std::printf("# %u devices x %s, PCIe %s (two devices per switch), %.0f s trials, rates %.0f-%.0f/min x %.1f\n",
@@ -236,8 +329,8 @@ int main(int argc, char** argv) {
       break;
     }
   }
-  std::printf("%-8s %5s %7s %9s %9s %7s %7s %8s %8s %6s\n", "variant", "N", "loaded", "requests", "meet_slo",
-              "pct", "errors", "p50_ms", "p99_ms", "wrong");
+  std::printf("%-8s %5s %7s %9s %9s %7s %7s %7s %8s %8s %6s\n", "variant", "N", "loaded", "requests", "meet_slo",
+              "pct", "late", "errors", "p50_ms", "p99_ms", "wrong");
   std::map<std::string, uint32_t> best;
   uint64_t wrong_total = 0;
   for (const auto& v : o.variants) {
@@ -249,9 +342,14 @@ int main(int argc, char** argv) {
       }
       const double share = static_cast<double>(t->meeting) / n;
       wrong_total += t->wrong;
-      std::printf("%-8s %5u %7u %9lu %9u %6.1f%% %7lu %8.2f %8.2f %6lu\n", v.c_str(), n, t->loaded,
+      std::printf("%-8s %5u %7u %9lu %9u %6.1f%% %7lu %7lu %8.2f %8.2f %6lu\n", v.c_str(), n, t->loaded,
                   static_cast<unsigned long>(t->requests), t->meeting, share * 100,
-                  static_cast<unsigned long>(t->errors), t->p50_ms, t->p99_ms, static_cast<unsigned long>(t->wrong));
+                  static_cast<unsigned long>(t->misses), static_cast<unsigned long>(t->errors), t->p50_ms, t->p99_ms, static_cast<unsigned long>(t->wrong));
+      if (v != "pinned") {
+        std::printf("#   bound: %lu resident, %lu from host, %lu from a peer; %lu evictions\n",
+                    static_cast<unsigned long>(t->runs), static_cast<unsigned long>(t->host_swaps),
+                    static_cast<unsigned long>(t->peer_swaps), static_cast<unsigned long>(t->evictions));
+      }
       std::fflush(stdout);
       if (share < 0.95) break;
       best[v] = n;

@@ -53,11 +53,6 @@ Result<gpu::ModelBuilder> family_builder(const std::string& family, const std::s
   return gpu::build_architecture("resnet50", o);
 }
 
-uint64_t median(std::vector<uint64_t> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 bool same_outputs(const std::vector<gpu::HostTensor>& outputs, const std::vector<gpu::HostTensor>& reference) {
@@ -82,7 +77,7 @@ bool same_outputs(const std::vector<gpu::HostTensor>& outputs, const std::vector
 }
 
 Result<std::vector<DensityFunction>> make_density_functions(const std::string& root, uint32_t count,
-                                                            const SimDeviceConfig& device, double slo_factor,
+                                                            const SimDeviceConfig& device,
                                                             uint32_t inputs_per_function) {
   static const char* kFamilies[] = {"wide", "deep", "conv"};
   SimDeviceConfig dc = device;
@@ -95,7 +90,8 @@ Result<std::vector<DensityFunction>> make_density_functions(const std::string& r
     f.family = kFamilies[i % 3];
     f.name = "f" + std::to_string(i) + "-" + f.family;
     const std::string dir = (fs::path(root) / f.name / "1").string();
-    EMBER_ASSIGN_OR_RETURN(auto builder, family_builder(f.family, f.name, 1000 + i));
+    f.seed = 1000 + i;
+    EMBER_ASSIGN_OR_RETURN(auto builder, family_builder(f.family, f.name, f.seed));
     if (!fs::exists(fs::path(dir) / "weights.safetensors")) EMBER_RETURN_IF_ERROR(builder.write(dir));
     EMBER_ASSIGN_OR_RETURN(auto model, gpu::Model::load(dir));
     f.weights_bytes = model->data_bytes();
@@ -106,21 +102,19 @@ Result<std::vector<DensityFunction>> make_density_functions(const std::string& r
       f.inputs.push_back(std::move(in));
       f.reference.push_back(std::move(ref));
     }
-    std::vector<uint64_t> runs;
-    for (int r = 0; r < 15; ++r) {
-      const auto t0 = Clock::now();
-      EMBER_RETURN_IF_ERROR(ex->run_host(f.inputs[0]));
-      runs.push_back(static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count()));
-    }
-    f.warm_us = median(runs);
-    f.deadline_us = static_cast<uint64_t>(slo_factor * static_cast<double>(f.warm_us));
-    // The node reads the SLO from model.json (the owner's declaration), like every model's.
-    builder.serving().slo_deadline_us = f.deadline_us;
-    EMBER_RETURN_IF_ERROR(builder.write(dir, /*manifest_only=*/true));
     out.push_back(std::move(f));
   }
   return out;
+}
+
+Status set_deadline(const std::string& root, DensityFunction& f, uint64_t warm_us, double slo_factor) {
+  f.warm_us = warm_us;
+  f.deadline_us = static_cast<uint64_t>(slo_factor * static_cast<double>(warm_us));
+  // The node reads the SLO from model.json (the owner's declaration), like every model's.
+  const std::string dir = (fs::path(root) / f.name / "1").string();
+  EMBER_ASSIGN_OR_RETURN(auto builder, family_builder(f.family, f.name, f.seed));
+  builder.serving().slo_deadline_us = f.deadline_us;
+  return builder.write(dir, /*manifest_only=*/true);
 }
 
 }  // namespace ember::bench

@@ -1,16 +1,20 @@
 // swap_bench: the swap-in breakdown of late binding (Torpor §4.3), on one simulated device whose
-// host->device copy engine runs at a configured PCIe bandwidth (default 16 GB/s, PCIe 3 x16).
-// Not a test: it prints figures.
+// host->device copy engine runs at a configured PCIe bandwidth (default 16 GB/s, PCIe 3 x16;
+// pageable host memory at half of it, as drivers stage such copies). Not a test: it prints figures.
 //
 // For each model, in one run: the warm latency (weights resident), then a cold request served by
-//   whole    copy every weight, wait, then execute            (SwapInOptions{0})
-//   layer    pipelined: each layer runs once its own bytes arrived (SwapInOptions{1})
-//   grouped  pipelined in groups at the copy-throughput elbow  (SwapInOptions{elbow})
+//   whole     copy every weight from pageable host memory, wait, then execute
+//   +pinned   the same from pinned (registered) host memory
+//   +layer    pinned, pipelined: each layer runs once its own bytes arrived (SwapInOptions{1})
+//   +grouped  pinned, pipelined in groups at the copy-throughput elbow (what Ember's executors do)
 // each as a ratio to warm (median of --repeat cold starts; every cold start uses a fresh executor).
-// The elbow is measured first: the smallest copy size whose throughput reaches 90% of the best
-// size's. SimDevice treats all host memory as pinned (its copy engine paces every copy at
-// the configured bandwidth), so "+ pinned staging" would print the same figure as "whole" and is
-// not a row of its own here.
+// The elbow is measured first (gpu/copy_elbow.hpp, as executors do at start).
+//
+// Then a model of the grouped pipeline from the measured per-layer compute times: group g arrives
+// at (bytes up to its end) / bandwidth, layer l starts when layer l-1 ended and its group arrived.
+// Printed at the emulated bandwidth (to check the model against the measurement) and at PCIe 4
+// x16 (25 GB/s), and with the compute times divided by --gpu-speedup (how much faster a GPU runs
+// these layers than this host's CPU: an assumption, stated as such).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -20,6 +24,7 @@
 
 #include "config/units.hpp"
 #include "gpu/architectures.hpp"
+#include "gpu/copy_elbow.hpp"
 #include "gpu/executor.hpp"
 #include "gpu/host_buffer.hpp"
 #include "gpu/model.hpp"
@@ -38,25 +43,28 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-/// Smallest copy size (power of two from 64 KiB) reaching 90% of the best throughput measured.
-uint64_t measure_elbow(gpu::Device& device, std::vector<std::pair<uint64_t, double>>& curve) {
-  const uint64_t largest = 64ull << 20;
-  auto host = gpu::HostBuffer::allocate(largest);
-  auto dev = gpu::DeviceBuffer::allocate(device, largest);
-  if (!host.ok() || !dev.ok()) return 2ull << 20;
-  auto stream = device.create_stream();
-  for (uint64_t size = 64 << 10; size <= largest; size *= 2) {
-    const uint64_t copies = std::max<uint64_t>(1, (256ull << 20) / size);
-    const auto t0 = Clock::now();
-    for (uint64_t i = 0; i < copies; ++i) stream->copy_to_device((*dev)->ptr(), (*host)->data(), size);
-    (void)stream->synchronize();
-    curve.push_back({size, static_cast<double>(size * copies) / (ms_since(t0) / 1e3) / 1e9});
+/// The grouped pipeline's latency, modelled: copies back to back at `bytes_per_s`, each layer after
+/// the previous one and after its group arrived (groups of whole layers, as LayerExecutor::swap_in).
+double model_pipeline(const gpu::Model& m, const std::vector<double>& layer_us, uint64_t group, double bytes_per_s,
+                      double speedup) {
+  double now = 0, copied = 0;
+  uint64_t start = m.range_bytes({0, m.num_layers()}).offset;
+  std::vector<double> arrival(m.num_layers(), 0);
+  std::vector<uint32_t> pending;  // layers of the group in progress
+  for (uint32_t l = 0; l < m.num_layers(); ++l) {
+    const auto r = m.range_bytes({l, l + 1});
+    pending.push_back(l);
+    if (r.length > 0 && r.offset + r.length - start >= group) {
+      copied += static_cast<double>(r.offset + r.length - start);
+      for (uint32_t p : pending) arrival[p] = copied / bytes_per_s * 1e6;
+      pending.clear();
+      start = r.offset + r.length;
+    }
   }
-  double peak = 0;
-  for (const auto& [size, gbps] : curve) peak = std::max(peak, gbps);
-  for (const auto& [size, gbps] : curve)
-    if (gbps >= 0.9 * peak) return size;
-  return largest;
+  copied = static_cast<double>(m.data_bytes());
+  for (uint32_t p : pending) arrival[p] = copied / bytes_per_s * 1e6;
+  for (uint32_t l = 0; l < m.num_layers(); ++l) now = std::max(now, arrival[l]) + layer_us[l] / speedup;
+  return now / 1e3;
 }
 
 }  // namespace
@@ -67,6 +75,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> archs = {"resnet50", "bert-base", "gpt2"};
   std::string bandwidth = "16GB/s";
   uint32_t threads = 0, repeat = 5;
+  double gpu_speedup = 30;
   int64_t batch = 1, seq_len = 128;
   app.add_option("--models", models_dir, "Where the models are written (reused between runs)");
   app.add_option("--arch", archs, "Architectures")->delimiter(',');
@@ -75,6 +84,7 @@ int main(int argc, char** argv) {
   app.add_option("--repeat", repeat, "Cold starts per variant (median)")->check(CLI::Range(1, 100));
   app.add_option("--batch", batch, "Batch size");
   app.add_option("--seq-len", seq_len, "Sequence length (bert, gpt2)");
+  app.add_option("--gpu-speedup", gpu_speedup, "For the model: how much faster a GPU computes than this CPU");
   CLI11_PARSE(app, argc, argv);
 
   auto bw = parse_bandwidth(bandwidth);
@@ -86,20 +96,31 @@ int main(int argc, char** argv) {
   dc.memory_bytes = 4ull << 30;
   dc.compute_threads = threads;
   dc.pcie_bytes_per_s = *bw;
+  dc.populate = true;  // no first-touch page faults charged to copies (a GPU has none)
   auto device = gpu::SimDevice::create(dc, 0);
   if (!device.ok()) {
     std::fprintf(stderr, "%s\n", device.error().message().c_str());
     return 1;
   }
-  std::vector<std::pair<uint64_t, double>> curve;
-  const uint64_t elbow = measure_elbow(**device, curve);
+  Result<gpu::CopyElbow> probe = internal_error("no device memory for the elbow probe");
+  {
+    auto scratch = gpu::DeviceBuffer::allocate(**device, 64ull << 20);
+    if (scratch.ok()) probe = gpu::measure_copy_elbow(**device, (*scratch)->ptr(), 64ull << 20);
+  }
+  if (!probe.ok()) {
+    std::fprintf(stderr, "%s\n", probe.error().message().c_str());
+    return 1;
+  }
+  const uint64_t elbow = probe->elbow_bytes;
+  const auto& curve = probe->curve;
   std::printf("# simulated device, host->device %s, %u compute thread(s); copy throughput by size:\n",
               bandwidth.c_str(), (*device)->compute_threads());
   for (const auto& [size, gbps] : curve) std::printf("#   %8s  %.2f GB/s\n", format_bytes(size).c_str(), gbps);
   std::printf("# elbow (smallest size at 90%% of the best throughput): %s\n\n", format_bytes(elbow).c_str());
-  std::printf("| model | weights | warm ms | whole copy, then run | pipelined per layer | grouped at %s |\n",
-              format_bytes(elbow).c_str());
-  std::printf("|---|---|---|---|---|---|\n");
+  std::printf("| model | weights | warm ms | whole copy (pageable), then run | + pinned | + pipelined per layer | "
+              "+ grouped at %s | model at %s | model at 25 GB/s | model at 25 GB/s, GPU %.0fx |\n",
+              format_bytes(elbow).c_str(), bandwidth.c_str(), gpu_speedup);
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
 
   for (const auto& arch : archs) {
     const std::string dir = models_dir + "/" + arch + "/1";
@@ -122,7 +143,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     const gpu::LayerRange all{0, m->num_layers()};
-    std::vector<double> warm;
+    std::vector<double> warm, layer_us;
     {
       auto ex = gpu::LayerExecutor::create(**device, m, all);
       if (!ex.ok()) {
@@ -135,6 +156,9 @@ int main(int argc, char** argv) {
         (void)(*ex)->run_host(*inputs);
         warm.push_back(ms_since(t0));
       }
+      (*ex)->set_profiling(true);
+      (void)(*ex)->run_host(*inputs);
+      layer_us = (*ex)->last_layer_us();
     }
     auto cold = [&](uint64_t group) {
       std::vector<double> t;
@@ -147,10 +171,21 @@ int main(int argc, char** argv) {
       return median(t);
     };
     const double w = median(warm);
-    const double whole = cold(0), layer = cold(1), grouped = cold(elbow);
-    std::printf("| %s | %s | %.1f | %.1f ms (%.2fx) | %.1f ms (%.2fx) | %.1f ms (%.2fx) |\n", arch.c_str(),
-                format_bytes(m->range_bytes(all).length).c_str(), w, whole, whole / w, layer, layer / w, grouped,
-                grouped / w);
+    const double pageable = cold(0);
+    if (!(*device)->register_host(m->data(), m->data_bytes()).ok()) return 1;
+    const double pinned = cold(0), layer = cold(1), grouped = cold(elbow);
+    (*device)->unregister_host(m->data());
+    double profiled = 0;
+    for (double us : layer_us) profiled += us;
+    const double at_emulated = model_pipeline(*m, layer_us, elbow, *bw, 1);
+    const double at_pcie4 = model_pipeline(*m, layer_us, elbow, 25e9, 1);
+    const double gpu_pcie4 = model_pipeline(*m, layer_us, elbow, 25e9, gpu_speedup);
+    const double gpu_warm = profiled / 1e3 / gpu_speedup;
+    std::printf("| %s | %s | %.1f | %.1f ms (%.2fx) | %.1f ms (%.2fx) | %.1f ms (%.2fx) | %.1f ms (%.2fx) | %.2fx "
+                "| %.2fx | %.2fx |\n",
+                arch.c_str(), format_bytes(m->range_bytes(all).length).c_str(), w, pageable, pageable / w, pinned,
+                pinned / w, layer, layer / w, grouped, grouped / w, at_emulated / (profiled / 1e3),
+                at_pcie4 / (profiled / 1e3), gpu_pcie4 / gpu_warm);
     std::fflush(stdout);
   }
   return 0;

@@ -48,6 +48,11 @@ struct SimDeviceConfig {
   /// entry of 0, or a peer beyond the vector, means no direct link: copies then go through host
   /// memory at the PCIe rate of both ends (the slower), as CUDA does without peer access.
   std::vector<double> peer_bytes_per_s;
+  /// Map every page of the arena up front (MAP_POPULATE) instead of on first touch. A GPU has no
+  /// page faults; the first write to each page of a lazily mapped arena costs one (on this class of
+  /// VM about 0.3 ms per MiB), which would be charged to swaps. Costs host RAM equal to memory_bytes,
+  /// so it is off by default and set by benchmarks that measure swaps.
+  bool populate = false;
   /// Threads the compute stream's kernels use (OpenMP and OpenBLAS). 0 = all online cores (default).
   uint32_t compute_threads = 0;
 };

@@ -18,11 +18,39 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <initializer_list>
 #include <mutex>
 
 namespace ember::gpu {
+
+/// A lock that is granted in the order it was asked for (a ticket lock). A copy engine is one: it
+/// serves the copy commands of every stream in turn, so a small copy submitted on one stream (a
+/// request's input) waits for the command in progress, not for every command another stream
+/// queued after it (a whole model's weight groups), as a plain std::mutex, which may hand the lock
+/// back to the same thread, would let happen. BasicLockable (std::lock_guard works).
+class FifoMutex {
+ public:
+  void lock() {
+    std::unique_lock lock(mu_);
+    const uint64_t ticket = next_++;
+    cv_.wait(lock, [&] { return serving_ == ticket; });
+  }
+  void unlock() {
+    {
+      std::lock_guard lock(mu_);
+      ++serving_;
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t next_ = 0;     // guarded by mu_
+  uint64_t serving_ = 0;  // guarded by mu_
+};
 
 class LinkPacer {
  public:

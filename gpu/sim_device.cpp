@@ -33,7 +33,8 @@ Result<std::unique_ptr<SimDevice>> SimDevice::create(const SimDeviceConfig& conf
     return invalid_argument("sim device memory must be between 1 byte and 16 TiB");
   }
   const uint64_t mapped = (config.memory_bytes + 4095) / 4096 * 4096;
-  void* arena = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  const int populate = config.populate ? MAP_POPULATE : MAP_NORESERVE;
+  void* arena = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | populate, -1, 0);
   if (arena == MAP_FAILED) {
     return out_of_memory("cannot reserve " + format_bytes(config.memory_bytes) + " for sim device " +
                          std::to_string(ordinal) + ": " + std::strerror(errno));

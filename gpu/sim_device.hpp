@@ -77,7 +77,7 @@ class SimDevice final : public Device {
   bool admit_kernel();
   /// Copy engine locks: 0 host to device, 1 device to host, 2 incoming peer copies.
   enum CopyEngine { kToDevice = 0, kToHost = 1, kFromPeer = 2 };
-  std::mutex& copy_engine(CopyEngine engine) { return copy_engine_[engine]; }
+  FifoMutex& copy_engine(CopyEngine engine) { return copy_engine_[engine]; }
   /// Rate of a copy between this device and [host, host + bytes): pinned when registered,
   /// pageable otherwise. Bytes/s; 0 = unthrottled.
   double host_bytes_per_s(const void* host, uint64_t bytes) const;
@@ -105,7 +105,7 @@ class SimDevice final : public Device {
   std::string fault_message_;  // guarded by fault_mu_
   std::atomic<int64_t> kernels_until_fault_{-1};
 
-  std::mutex copy_engine_[3];
+  FifoMutex copy_engine_[3];
 };
 
 }  // namespace ember::gpu
