@@ -59,7 +59,7 @@ Status ExecutorEngine::reserve() {
   workspace_ = capacity - pool_bytes;
   group_bytes_ = options_.group_bytes;
   if (group_bytes_ == 0) {
-    auto elbow = gpu::measure_copy_elbow(*device_, region_->ptr(), pool_bytes, 64 * kMiB, 32 * kMiB);
+    auto elbow = gpu::measure_copy_elbow(*device_, region_->ptr(), pool_bytes, 64 * kMiB, 16 * kMiB);
     if (!elbow.ok()) return elbow.error().with_context("measuring the copy elbow of " + device_->info().name);
     group_bytes_ = elbow->elbow_bytes;
     elbow_curve_ = std::move(elbow->curve);

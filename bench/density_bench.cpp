@@ -7,8 +7,14 @@
 // times higher than the same trial run for that many times longer). SLO: a function meets it when at
 // least --percentile of its requests were answered right within its deadline (--slo-factor x its
 // warm latency, declared in its model.json); an error or a wrong answer counts as a miss. A row
-// passes when at least 95% of the N functions meet theirs. Every answer is compared with the model's
-// reference output for that input: wrong answers are counted and must be 0.
+// passes when at least 95% of the N functions meet theirs; the summary gives, per variant, the largest
+// N of the ladder that passed. Every answer is compared with the model's reference output for that
+// input: wrong answers are counted and must be 0 (exit status 3 otherwise).
+//
+// Defaults, and why: 160 MiB devices (a 128 MiB model pool each) against 13-36 MiB models, so the
+// pinned baseline holds about 19 functions; PCIe emulated at 4 GB/s, below this host's memcpy speed
+// (~5 GB/s; a faster figure would not be what the copies run at); deadline 4x the warm latency the
+// node serves (Torpor's own deadlines were 80 ms for ResNet-152 at about 20 ms warm); real rates.
 //
 // The node runs in this process (real actors, executors and SimDevices paced at --pcie); requests go
 // straight to its router, so the figures are the node's, not HTTP's. Not a test: it prints figures.
@@ -42,11 +48,11 @@ struct Options {
   uint32_t devices = 4;
   std::string memory = "160MiB";
   std::string pcie = "4GB/s";
-  double seconds = 60;
-  double time_scale = 2;
+  double seconds = 45;
+  double time_scale = 1;
   double rate_min = 5, rate_max = 30;
-  double slo_factor = 2, percentile = 0.98;
-  std::vector<uint32_t> ladder = {8, 16, 32, 48, 64, 80, 96, 112, 128};
+  double slo_factor = 4, percentile = 0.98;
+  std::vector<uint32_t> ladder = {8, 16, 24, 32, 48, 64, 80, 96};
   std::vector<std::string> variants = {"pinned", "torpor", "random", "lru"};
   uint32_t threads = 1;
   uint64_t seed = 7;
@@ -303,7 +309,7 @@ int main(int argc, char** argv) {
   app.add_option("--rate-min", o.rate_min, "Lowest rate, requests per minute");
   app.add_option("--rate-max", o.rate_max, "Highest rate, requests per minute");
   app.add_option("--slo-factor", o.slo_factor, "Deadline = this x warm latency");
-  app.add_option("--ladder", o.ladder, "Function counts tried, ascending")->delimiter(',');
+  app.add_option("--ladder", o.ladder, "Function counts tried, ascending (every variant at each)")->delimiter(',');
   app.add_option("--variants", o.variants, "pinned, torpor, random, lru")->delimiter(',');
   app.add_option("--threads", o.threads, "Compute threads per device");
   app.add_flag("--verbose", o.verbose, "Print each function that missed its SLO");
@@ -333,8 +339,12 @@ int main(int argc, char** argv) {
               "pct", "late", "errors", "p50_ms", "p99_ms", "wrong");
   std::map<std::string, uint32_t> best;
   uint64_t wrong_total = 0;
-  for (const auto& v : o.variants) {
-    for (uint32_t n : o.ladder) {
+  // Variants interleaved at each N, so that they share the host's conditions (this shared 2-core
+  // machine's speed drifts over minutes). Pinned stops once it refuses functions: more only adds refusals.
+  std::map<std::string, uint32_t> pinned_refused;
+  for (uint32_t n : o.ladder) {
+    for (const auto& v : o.variants) {
+      if (v == "pinned" && pinned_refused.count(v)) continue;
       auto t = run_trial(o, v, *fns, n);
       if (!t.ok()) {
         std::fprintf(stderr, "%s N=%u: %s\n", v.c_str(), n, t.error().message().c_str());
@@ -344,15 +354,17 @@ int main(int argc, char** argv) {
       wrong_total += t->wrong;
       std::printf("%-8s %5u %7u %9lu %9u %6.1f%% %7lu %7lu %8.2f %8.2f %6lu\n", v.c_str(), n, t->loaded,
                   static_cast<unsigned long>(t->requests), t->meeting, share * 100,
-                  static_cast<unsigned long>(t->misses), static_cast<unsigned long>(t->errors), t->p50_ms, t->p99_ms, static_cast<unsigned long>(t->wrong));
+                  static_cast<unsigned long>(t->misses), static_cast<unsigned long>(t->errors), t->p50_ms,
+                  t->p99_ms, static_cast<unsigned long>(t->wrong));
       if (v != "pinned") {
         std::printf("#   bound: %lu resident, %lu from host, %lu from a peer; %lu evictions\n",
                     static_cast<unsigned long>(t->runs), static_cast<unsigned long>(t->host_swaps),
                     static_cast<unsigned long>(t->peer_swaps), static_cast<unsigned long>(t->evictions));
+      } else if (t->loaded < n) {
+        pinned_refused[v] = n;
       }
       std::fflush(stdout);
-      if (share < 0.95) break;
-      best[v] = n;
+      if (share >= 0.95) best[v] = std::max(best[v], n);
     }
   }
   std::printf("\n# largest N with >= 95%% of functions meeting their SLO:");

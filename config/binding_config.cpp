@@ -1,7 +1,7 @@
 // The `binding:` section of the config file: parse_binding reads it, validate_binding checks its
-// ranges. BindingConfig and the meaning of each key are in config/cluster_config.hpp. Only
-// cluster_config.cpp calls these two (from parse_cluster_config and validate()), and declares them
-// itself; everyone else reaches them through parse_cluster_config and validate(const ClusterConfig&).
+// ranges (declared in config/config_detail.hpp). BindingConfig and the meaning of each key are in
+// config/cluster_config.hpp. Only cluster_config.cpp calls these two (from parse_cluster_config and
+// validate()); everyone else reaches them through parse_cluster_config and validate().
 #include <charconv>
 #include <cmath>
 #include <limits>
@@ -9,6 +9,7 @@
 #include <system_error>
 
 #include "config/cluster_config.hpp"
+#include "config/config_detail.hpp"
 #include "config/units.hpp"
 #include "config/yaml_section.hpp"
 
@@ -17,32 +18,14 @@ namespace {
 
 using config_yaml::YamlSection;
 
-constexpr uint64_t kMinDurationUs = 1'000;                  // 1ms, as every duration of the file
-constexpr uint64_t kMaxDurationUs = 24ull * 3'600'000'000;  // 24h
 constexpr uint64_t kMinGroupBytes = 64ull << 10;
 constexpr uint64_t kMaxGroupBytes = 1ull << 30;
-
-// "250ms", "2s", "25h", "1500us": exact, for messages (the form cluster_config.cpp uses too).
-std::string show_duration(uint64_t us) {
-  if (us != 0 && us % 3'600'000'000 == 0) return std::to_string(us / 3'600'000'000) + "h";
-  if (us != 0 && us % 60'000'000 == 0) return std::to_string(us / 60'000'000) + "min";
-  if (us != 0 && us % 1'000'000 == 0) return std::to_string(us / 1'000'000) + "s";
-  if (us != 0 && us % 1'000 == 0) return std::to_string(us / 1'000) + "ms";
-  return std::to_string(us) + "us";
-}
 
 // The shortest text that reads back as `v` ("1.3", not "1.300000").
 std::string show_number(double v) {
   char buf[32];
   const auto r = std::to_chars(buf, buf + sizeof(buf), v);
   return std::string(buf, r.ptr);
-}
-
-Status check_duration(const std::string& at, const char* key, uint64_t us) {
-  if (us < kMinDurationUs || us > kMaxDurationUs) {
-    return invalid_argument(at + ": " + key + ": " + show_duration(us) + " is outside 1ms..24h");
-  }
-  return Status::OK();
 }
 
 // `!(lo <= v && v <= hi)` rather than `v < lo || v > hi`, so that a NaN set in code is refused too.

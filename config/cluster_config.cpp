@@ -9,25 +9,13 @@
 #include <utility>
 #include <vector>
 
+#include "config/config_detail.hpp"
 #include "config/units.hpp"
 #include "config/yaml_section.hpp"
 
 namespace ember {
 namespace config_detail {
-// The `binding:` section, in config/binding_config.cpp.
-Status parse_binding(const config_yaml::YamlSection& s, BindingConfig& c);
-Status validate_binding(const BindingConfig& b, const std::string& at);
-}  // namespace config_detail
 
-namespace {
-
-using config_yaml::YamlSection;
-
-constexpr uint64_t kMinDurationUs = 1'000;               // 1ms
-constexpr uint64_t kMaxDurationUs = 24ull * 3'600'000'000;  // 24h
-constexpr uint64_t kMaxConfigFileBytes = 1u << 20;
-
-// "250ms", "2s", "25h", "1500us": exact, for messages.
 std::string show_duration(uint64_t us) {
   if (us != 0 && us % 3'600'000'000 == 0) return std::to_string(us / 3'600'000'000) + "h";
   if (us != 0 && us % 60'000'000 == 0) return std::to_string(us / 60'000'000) + "min";
@@ -42,6 +30,16 @@ Status check_duration(const std::string& at, const char* key, uint64_t us) {
   }
   return Status::OK();
 }
+
+}  // namespace config_detail
+
+namespace {
+
+using config_detail::check_duration;
+using config_detail::show_duration;
+using config_yaml::YamlSection;
+
+constexpr uint64_t kMaxConfigFileBytes = 1u << 20;
 
 Status check_range(const std::string& at, const char* key, uint64_t v, uint64_t lo, uint64_t hi) {
   if (v < lo || v > hi) {

@@ -22,7 +22,8 @@ struct CopyElbow {
 };
 
 /// Copies sizes 64 KiB, 128 KiB, ... up to min(largest, scratch_bytes) from pinned (registered)
-/// host memory into `scratch` on `device`, about `bytes_per_size` per size, and finds the elbow.
+/// host memory into `scratch` on `device`, about `bytes_per_size` per size and round (best of 3
+/// rounds), and finds the elbow.
 /// `scratch` is device memory the caller owns, of `scratch_bytes`; its contents are overwritten.
 Result<CopyElbow> measure_copy_elbow(Device& device, DevicePtr scratch, uint64_t scratch_bytes,
                                      uint64_t largest = 64ull << 20, uint64_t bytes_per_size = 64ull << 20,

@@ -111,6 +111,14 @@ double SimDevice::host_bytes_per_s(const void* host, uint64_t bytes) const {
   return config_.pcie_bytes_per_s / 2;  // 0 stays 0: unthrottled
 }
 
+LinkPacer& SimDevice::host_lane(CopyEngine engine, const void* host, uint64_t bytes) {
+  const bool pinned = registered_.contains(host, bytes);
+  auto& lane = lanes_[engine == kToDevice ? 0 : 1][pinned ? 0 : 1];
+  // Created on first use; only the thread holding `engine`'s copy engine gets here.
+  if (!lane) lane = std::make_unique<LinkPacer>(host_bytes_per_s(host, bytes));
+  return *lane;
+}
+
 double SimDevice::peer_bytes_per_s(uint32_t ordinal) const {
   return ordinal < config_.peer_bytes_per_s.size() ? config_.peer_bytes_per_s[ordinal] : 0;
 }

@@ -81,6 +81,11 @@ class SimDevice final : public Device {
   /// Rate of a copy between this device and [host, host + bytes): pinned when registered,
   /// pageable otherwise. Bytes/s; 0 = unthrottled.
   double host_bytes_per_s(const void* host, uint64_t bytes) const;
+  /// The device's own PCIe lane for a host copy in `engine`'s direction from or to this host memory
+  /// (pinned and pageable memory run at different rates). One per direction and kind, kept across
+  /// copies, so back-to-back copies continue the lane's busy period instead of each paying a sleep's
+  /// overshoot (which would make small copies look slow, and the measured copy elbow large).
+  LinkPacer& host_lane(CopyEngine engine, const void* host, uint64_t bytes);
   /// Direct-link rate from peer `ordinal`, bytes/s; 0 = no direct link.
   double peer_bytes_per_s(uint32_t ordinal) const;
   uint32_t compute_threads() const { return compute_threads_; }
@@ -106,6 +111,7 @@ class SimDevice final : public Device {
   std::atomic<int64_t> kernels_until_fault_{-1};
 
   FifoMutex copy_engine_[3];
+  std::unique_ptr<LinkPacer> lanes_[2][2];  // [to device, to host][pinned, pageable]
 };
 
 }  // namespace ember::gpu

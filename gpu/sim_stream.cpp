@@ -164,7 +164,7 @@ class SimStream final : public Stream {
     uint8_t* d = device_.resolve(dst, bytes, "copy_to_device");
     if (!d) return;
     std::lock_guard engine(device_.copy_engine(SimDevice::kToDevice));
-    LinkPacer lane(device_.host_bytes_per_s(src, bytes));
+    LinkPacer& lane = device_.host_lane(SimDevice::kToDevice, src, bytes);
     paced_memcpy(d, src, bytes, {&lane, &device_.uplink()->to_device});
   }
 
@@ -173,7 +173,7 @@ class SimStream final : public Stream {
     const uint8_t* s = device_.resolve(src, bytes, "copy_to_host");
     if (!s) return;
     std::lock_guard engine(device_.copy_engine(SimDevice::kToHost));
-    LinkPacer lane(device_.host_bytes_per_s(dst, bytes));
+    LinkPacer& lane = device_.host_lane(SimDevice::kToHost, dst, bytes);
     paced_memcpy(dst, s, bytes, {&lane, &device_.uplink()->to_host});
   }
 

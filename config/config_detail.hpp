@@ -1,0 +1,26 @@
+// Internal to config/: what cluster_config.cpp and binding_config.cpp share. Not for other folders:
+// everyone else reaches the config through parse_cluster_config and validate(const ClusterConfig&).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "config/cluster_config.hpp"
+#include "config/yaml_section.hpp"
+
+namespace ember::config_detail {
+
+/// Every duration of the file lies in 1ms..24h.
+inline constexpr uint64_t kMinDurationUs = 1'000;
+inline constexpr uint64_t kMaxDurationUs = 24ull * 3'600'000'000;
+
+/// "250ms", "2s", "25h", "1500us": exact, for messages.
+std::string show_duration(uint64_t us);
+/// invalid_argument "<at>: <key>: ... is outside 1ms..24h" unless us is in range.
+Status check_duration(const std::string& at, const char* key, uint64_t us);
+
+/// The `binding:` section (binding_config.cpp).
+Status parse_binding(const config_yaml::YamlSection& s, BindingConfig& c);
+Status validate_binding(const BindingConfig& b, const std::string& at);
+
+}  // namespace ember::config_detail
