@@ -35,7 +35,8 @@ struct executor_state {
 using executor_pointer = gpu_executor_actor::stateful_pointer<executor_state>;
 
 // Registers `then` for a new job and returns the callback the engine calls with the job's result
-// (of type T) on its worker thread: it only sends a message to this actor.
+// (of type T) on another thread (the engine's worker, or a restart's): it only sends a message to
+// this actor.
 template <class T>
 std::function<void(T)> on_engine_done(executor_pointer self, std::function<void(T&)> then) {
   const uint64_t id = self->state.next_job++;
@@ -73,10 +74,10 @@ Result<infer_reply> build_reply(infer_reply skeleton, const std::vector<std::str
   return reply;
 }
 
-infer_reply skeleton_of(executor_pointer self, infer_request& req) {
+infer_reply skeleton_of(executor_pointer self, const infer_request& req) {
   infer_reply skeleton;
   skeleton.model = req.model;
-  skeleton.id = std::move(req.id);
+  skeleton.id = req.id;
   skeleton.node = self->state.node;
   skeleton.device = self->state.engine->device_info().name;
   return skeleton;
@@ -90,7 +91,7 @@ void report_memory(executor_pointer self) {
 }
 
 caf::result<infer_reply> infer(executor_pointer self, infer_request& req) {
-  auto inputs = decode_tensors(std::move(req.inputs));
+  auto inputs = decode_tensors(req.inputs);
   if (!inputs.ok()) return to_caf(inputs.error());
   auto rp = self->make_response_promise<infer_reply>();
   auto done = on_engine_done<ExecutorEngine::InferResult>(
@@ -113,15 +114,16 @@ caf::result<infer_reply> infer(executor_pointer self, infer_request& req) {
 
 caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
   swap_reply bad;
-  auto inputs = decode_tensors(std::move(req.request.inputs));
+  const infer_request& request = *req.request;
+  auto inputs = decode_tensors(request.inputs);
   if (!inputs.ok()) {
     bad.error = inputs.error();  // nothing changed on the device
     return bad;
   }
   auto rp = self->make_response_promise<swap_reply>();
   auto done = on_engine_done<ExecutorEngine::SwapRunResult>(
-      self, [self, rp, skeleton = skeleton_of(self, req.request),
-             wanted = std::move(req.request.outputs)](ExecutorEngine::SwapRunResult& r) mutable {
+      self, [self, rp, skeleton = skeleton_of(self, request),
+             wanted = request.outputs](ExecutorEngine::SwapRunResult& r) mutable {
         if (self->state.instruments) {
           self->state.instruments->observe_run(skeleton.model, r.run.queue_us, r.run.compute_us);
         }
@@ -139,11 +141,11 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
         out.fault = r.fault;
         rp.deliver(std::move(out));
       });
-  SwapRun run{req.request.model, std::move(req.model), std::move(*inputs), std::move(req.peer),
+  SwapRun run{request.model, std::move(req.model), std::move(*inputs), std::move(req.peer),
               std::move(req.evict), std::move(req.fallback), req.profile};
   if (!self->state.engine->swap_run(std::move(run), std::move(done))) {
     self->state.pending.erase(self->state.next_job - 1);
-    if (self->state.instruments) self->state.instruments->count_rejected(req.request.model);
+    if (self->state.instruments) self->state.instruments->count_rejected(request.model);
     bad.error = unavailable("the queue of " + self->state.engine->device_info().name + " on node " +
                             self->state.node + " is full");
     rp.deliver(std::move(bad));
@@ -151,16 +153,26 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
   return rp;
 }
 
+// Opening a device and measuring its copy elbow blocks for a while, so the new engine is built on a
+// thread of its own and arrives as a job completion; until then the broken engine keeps answering
+// (with its fault). The old engine is then joined off this thread too: a job may still be running,
+// and its queued jobs still answer (its destructor runs them) through `pending`.
 caf::result<device_report> restart(executor_pointer self) {
   if (!self->state.reopen) return to_caf(unsupported("this executor cannot be restarted (no device factory)"));
-  auto fresh = self->state.reopen();
-  if (!fresh.ok()) return to_caf(fresh.error().with_context("restarting " + self->state.engine->device_info().name));
-  // The old engine is joined off this thread (a job may still be running); its queued jobs still
-  // answer (its destructor runs them) through `pending`.
-  std::thread([doomed = std::move(self->state.engine)] {}).detach();
-  self->state.engine = std::shared_ptr<ExecutorEngine>(std::move(*fresh));
-  report_memory(self);
-  return report_device(*self->state.engine);
+  using Fresh = Result<std::unique_ptr<ExecutorEngine>>;
+  auto rp = self->make_response_promise<device_report>();
+  auto done = on_engine_done<Fresh>(self, [self, rp](Fresh& fresh) mutable {
+    if (!fresh.ok()) {
+      rp.deliver(to_caf(fresh.error().with_context("restarting " + self->state.engine->device_info().name)));
+      return;
+    }
+    std::thread([doomed = std::move(self->state.engine)] {}).detach();
+    self->state.engine = std::shared_ptr<ExecutorEngine>(std::move(*fresh));
+    report_memory(self);
+    rp.deliver(report_device(*self->state.engine));
+  });
+  std::thread([reopen = self->state.reopen, done = std::move(done)] { done(reopen()); }).detach();
+  return rp;
 }
 
 gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, std::shared_ptr<ExecutorEngine> engine,

@@ -49,7 +49,8 @@ typename Inspector::result_type inspect(Inspector& f, executor_status& x) {
 
 /// Late binding: run a request on a model that may have to be swapped in first (local only).
 struct swap_request {
-  infer_request request;
+  /// Shared with the router, which keeps it to retry the request elsewhere after a fault.
+  std::shared_ptr<const infer_request> request;
   std::shared_ptr<const gpu::Model> model;  // the host copy
   /// Copy from another device's copy, locked by the router (see ExecutorEngine::weights_of).
   std::optional<gpu::PeerWeights> peer;

@@ -41,7 +41,6 @@ void restart_device(router_pointer self, uint32_t device) {
       .then(
           [self, device](device_report&) {
             auto& s = self->state;
-            s.devices[device].capacity = 0;
             self->request(s.devices[device].actor, std::chrono::seconds(10), status_atom_v)
                 .then(
                     [self, device](executor_status& status) {
@@ -106,7 +105,7 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
   }
   st.swap->finish(d, o, latency, now);
   if (r.fault) {
-    if (Status s = st.swap->requeue(d.request, d.model, d.arrival_us, now); !s.ok()) {
+    if (Status s = st.swap->requeue(d.request, d.model, d.arrival_us); !s.ok()) {
       h->second.promise.deliver(to_caf(s.error()));
       st.held.erase(h);
     }
@@ -118,11 +117,11 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
   st.held.erase(h);
   if (!st.keys.count(d.model) && r.footprint > 0) {
     // Unloaded while it ran: its fresh device copy goes too.
-    self->request(st.devices[d.device].actor, std::chrono::minutes(1), unload_atom_v, held.request.model)
+    self->request(st.devices[d.device].actor, std::chrono::minutes(1), unload_atom_v, held.request->model)
         .then([](bool) {}, [](caf::error&) {});
   }
   if (held.profile) {
-    profiled(self, held.request.model, r);
+    profiled(self, held.request->model, r);
   } else if (r.reply) {
     held.promise.deliver(std::move(*r.reply));
   } else {
@@ -138,7 +137,7 @@ void launch(router_pointer self, SwapDispatch d, std::optional<gpu::PeerWeights>
   auto replica = key == st.keys.end() ? st.replicas.end() : st.replicas.find(key->second);
   if (h == st.held.end() || replica == st.replicas.end()) return;
   swap_request req;
-  req.request = h->second.request;  // kept: a fault retries it on another device
+  req.request = h->second.request;  // shared: a fault retries it on another device
   req.model = replica->second.model;
   req.peer = std::move(peer);
   auto to_keys = [&](const std::vector<std::string>& names, std::vector<model_key>& out) {
@@ -212,11 +211,11 @@ void late_register(router_pointer self, const model_key& key, std::shared_ptr<co
   // The profile: one cold request (swapped in from host), then a warm one, on sample inputs.
   auto inputs = gpu::sample_model_inputs(*model, 1, profile_seq_len(*model), 1);
   if (!inputs.ok()) return finish_load(self, key, to_caf(inputs.error()));
-  router_state::Held held;
-  held.request.model = key;
-  held.request.id = "profile";
-  for (const auto& t : *inputs) held.request.inputs.push_back(encode_tensor(t));
-  held.profile = true;
+  auto profile = std::make_shared<infer_request>();
+  profile->model = key;
+  profile->id = "profile";
+  profile->inputs = encode_tensors(*inputs);
+  router_state::Held held{std::move(profile), {}, true};
   const uint64_t id = st.next_request++;
   if (Status s = st.swap->submit(id, name, st.now_us()); !s.ok()) return finish_load(self, key, to_caf(s.error()));
   st.held.emplace(id, std::move(held));
@@ -235,7 +234,7 @@ caf::result<infer_reply> late_infer(router_pointer self, infer_request& req) {
     return to_caf(s.error().with_context("node " + st.config.name));
   }
   auto rp = self->make_response_promise<infer_reply>();
-  st.held.emplace(id, router_state::Held{std::move(req), rp, false});
+  st.held.emplace(id, router_state::Held{std::make_shared<const infer_request>(std::move(req)), rp, false});
   pump(self);
   return rp;
 }

@@ -41,7 +41,8 @@ struct router_state {
   };
   /// Late binding: a request between arrival and answer.
   struct Held {
-    infer_request request;
+    /// Shared with the executor's swap_request; kept to retry the request after a fault.
+    std::shared_ptr<const infer_request> request;
     caf::typed_response_promise<infer_reply> promise;
     bool profile = false;  // the registration profile of a model (no client)
   };

@@ -57,8 +57,7 @@ Status SwapController::submit(uint64_t request, const std::string& model, int64_
   return queue_.push(request, model, now_us);
 }
 
-Status SwapController::requeue(uint64_t request, const std::string& model, int64_t arrival_us, int64_t now_us) {
-  (void)now_us;
+Status SwapController::requeue(uint64_t request, const std::string& model, int64_t arrival_us) {
   ++counters_.requeued;
   return queue_.push(request, model, arrival_us);
 }
@@ -101,10 +100,10 @@ std::vector<placement::DeviceReplicaView> SwapController::views() const {
 // Algorithm 1 (or random) picks the device; when the model does not fit there, the eviction rule
 // picks the victims. A device whose evictable replicas cannot make room (all locked) is taken out
 // and the choice made again, so a request waits only when no device can take it.
-std::optional<SwapController::Plan> SwapController::plan_for(const std::string& model) {
+std::optional<SwapController::Plan> SwapController::plan_for(const std::string& model,
+                                                             std::vector<placement::DeviceState> st) {
   auto m = models_.find(model);
   if (m == models_.end()) return std::nullopt;
-  auto st = states();
   for (size_t attempt = 0; attempt < devices_.size(); ++attempt) {
     auto decision = options_.random_scheduler
                         ? placement::schedule_random(topology_, st, model, m->second.bytes, rng_())
@@ -181,9 +180,10 @@ std::vector<SwapDispatch> SwapController::dispatch(int64_t now_us) {
                                       [](const Device& d) { return d.up && !d.executing; });
     if (!any_free) break;
     plans.clear();
+    const auto st = states();  // one snapshot per dispatched request, shared by the models it tries
     auto q = queue_.pop_if(now_us, [&](const std::string& model) {
       auto it = plans.find(model);
-      if (it == plans.end()) it = plans.emplace(model, plan_for(model)).first;
+      if (it == plans.end()) it = plans.emplace(model, plan_for(model, st)).first;
       return it->second.has_value();
     });
     if (!q) break;

@@ -98,7 +98,7 @@ class SwapController {
   /// Queues a request. invalid_argument for an unknown model; unavailable when the queue is full.
   Status submit(uint64_t request, const std::string& model, int64_t now_us);
   /// Puts a request back at the end of its model's queue (after a fault), keeping its arrival.
-  Status requeue(uint64_t request, const std::string& model, int64_t arrival_us, int64_t now_us);
+  Status requeue(uint64_t request, const std::string& model, int64_t arrival_us);
   /// Everything that can start now, in priority order, with the device state updated as if started.
   std::vector<SwapDispatch> dispatch(int64_t now_us);
   /// The executor's answer for `d`; `latency_us` is arrival to answer (the SLO's measure).
@@ -142,8 +142,9 @@ class SwapController {
 
   std::vector<placement::DeviceState> states() const;
   std::vector<placement::DeviceReplicaView> views() const;
-  /// A plan for `model` now, or nullopt when it has to wait.
-  std::optional<Plan> plan_for(const std::string& model);
+  /// A plan for `model` given the device states `st` (a copy: devices that cannot make room are
+  /// marked busy in it while trying), or nullopt when it has to wait.
+  std::optional<Plan> plan_for(const std::string& model, std::vector<placement::DeviceState> st);
   SwapDispatch start(const placement::QueuedRequest& q, const Plan& plan);
 
   placement::NodeTopology topology_;

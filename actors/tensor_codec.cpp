@@ -4,7 +4,7 @@
 
 namespace ember {
 
-Result<gpu::HostTensor> decode_tensor(tensor_msg&& msg) {
+Result<gpu::HostTensor> decode_tensor(const tensor_msg& msg) {
   const std::string at = "tensor '" + msg.name + "'";
   if (msg.dtype >= static_cast<uint8_t>(gpu::DType::count)) {
     return invalid_argument(at + ": unknown dtype " + std::to_string(msg.dtype));
@@ -25,16 +25,16 @@ Result<gpu::HostTensor> decode_tensor(tensor_msg&& msg) {
                             std::string(gpu::dtype_name(desc.dtype)) + desc.shape.to_string() + " needs " +
                             std::to_string(desc.bytes()));
   }
-  EMBER_ASSIGN_OR_RETURN(gpu::HostTensor t, gpu::HostTensor::allocate(std::move(msg.name), desc));
+  EMBER_ASSIGN_OR_RETURN(gpu::HostTensor t, gpu::HostTensor::allocate(msg.name, desc));
   if (!msg.data.empty()) std::memcpy(t.data(), msg.data.data(), msg.data.size());
   return t;
 }
 
-Result<std::vector<gpu::HostTensor>> decode_tensors(std::vector<tensor_msg>&& msgs) {
+Result<std::vector<gpu::HostTensor>> decode_tensors(const std::vector<tensor_msg>& msgs) {
   std::vector<gpu::HostTensor> out;
   out.reserve(msgs.size());
-  for (auto& m : msgs) {
-    EMBER_ASSIGN_OR_RETURN(gpu::HostTensor t, decode_tensor(std::move(m)));
+  for (const auto& m : msgs) {
+    EMBER_ASSIGN_OR_RETURN(gpu::HostTensor t, decode_tensor(m));
     out.push_back(std::move(t));
   }
   return out;

@@ -14,8 +14,8 @@
 namespace ember {
 
 /// Moves a message tensor's bytes into a new host tensor (one copy into page-aligned memory).
-Result<gpu::HostTensor> decode_tensor(tensor_msg&& msg);
-Result<std::vector<gpu::HostTensor>> decode_tensors(std::vector<tensor_msg>&& msgs);
+Result<gpu::HostTensor> decode_tensor(const tensor_msg& msg);
+Result<std::vector<gpu::HostTensor>> decode_tensors(const std::vector<tensor_msg>& msgs);
 
 tensor_msg encode_tensor(const gpu::HostTensor& t);
 std::vector<tensor_msg> encode_tensors(const std::vector<gpu::HostTensor>& ts);

@@ -115,7 +115,8 @@ TEST(SwapController, EvictsLightBeforeHeavyAndPassesTheRestAsFallback) {
   ASSERT_TRUE(c.add_model(model("new", 40 * MiB)).ok());
   int64_t now = 0;
   for (const char* m : {"light", "heavy"}) {  // light is older: plain LRU would evict it too
-    auto d = run_one(c, static_cast<uint64_t>(++now), m, now);
+    ++now;
+    auto d = run_one(c, static_cast<uint64_t>(now), m, now);
     ASSERT_EQ(d.size(), 1u);
     c.finish(d[0], done(d[0], 40 * MiB, 100 * MiB - 40 * MiB * static_cast<uint64_t>(now)), 1, now);
   }
@@ -138,7 +139,8 @@ TEST(SwapController, LruRuleEvictsTheLeastRecentlyUsedWhateverItsWeight) {
   ASSERT_TRUE(c.add_model(model("new", 40 * MiB)).ok());
   int64_t now = 0;
   for (const char* m : {"heavy", "light"}) {
-    auto d = run_one(c, static_cast<uint64_t>(++now), m, now);
+    ++now;
+    auto d = run_one(c, static_cast<uint64_t>(now), m, now);
     c.finish(d[0], done(d[0], 40 * MiB, 100 * MiB - 40 * MiB * static_cast<uint64_t>(now)), 1, now);
   }
   auto d = run_one(c, 10, "new", ++now);
@@ -156,7 +158,7 @@ TEST(SwapController, AFaultTakesTheDeviceDownUntilItIsUpAgainAndTheRequestIsRetr
   c.finish(d[0], fault, 5, 5);
   EXPECT_FALSE(c.device_is_up(d[0].device));
   EXPECT_TRUE(c.resident(d[0].device).empty());
-  ASSERT_TRUE(c.requeue(1, "a", 0, 6).ok());
+  ASSERT_TRUE(c.requeue(1, "a", 0).ok());
   auto retry = c.dispatch(6);
   ASSERT_EQ(retry.size(), 1u);
   EXPECT_EQ(retry[0].request, 1u);
