@@ -12,9 +12,13 @@
 // input: wrong answers are counted and must be 0 (exit status 3 otherwise).
 //
 // Defaults, and why: 160 MiB devices (a 128 MiB model pool each) against 13-36 MiB models, so the
-// pinned baseline holds about 19 functions; PCIe emulated at 4 GB/s, below this host's memcpy speed
-// (~5 GB/s; a faster figure would not be what the copies run at); deadline 4x the warm latency the
-// node serves (Torpor's own deadlines were 80 ms for ResNet-152 at about 20 ms warm); real rates.
+// pinned baseline holds about 19 functions; deadline 4x the warm latency the node serves (Torpor's
+// own deadlines were 80 ms for ResNet-152 at about 20 ms warm); real rates. Devices compute with a
+// dilation of 3 (devices.compute_dilation: each kernel keeps its device busy for 3x its host CPU
+// time, so the four emulated devices of this 2-core host do not slow each other down as no four GPUs
+// do), and PCIe runs at --pcie / dilation (4 GB/s / 3), so copy and compute keep the ratio they have
+// at 4 GB/s undilated: the wide model's weights cross in about 1.3x its warm latency, as ResNet-152's
+// do on Torpor's PCIe 3 V100s. Each trial reports the CPU the process used and the host's steal time.
 //
 // The node runs in this process (real actors, executors and SimDevices paced at --pcie); requests go
 // straight to its router, so the figures are the node's, not HTTP's. Not a test: it prints figures.
@@ -22,11 +26,15 @@
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
 #include <random>
+#include <sstream>
 
 #include "actors/actor_system.hpp"
 #include "actors/atoms.hpp"
@@ -48,7 +56,8 @@ struct Options {
   uint32_t devices = 4;
   std::string memory = "160MiB";
   std::string pcie = "4GB/s";
-  double seconds = 45;
+  double seconds = 60;
+  double dilation = 3;
   double time_scale = 1;
   double rate_min = 5, rate_max = 30;
   double slo_factor = 4, percentile = 0.98;
@@ -69,7 +78,36 @@ struct Trial {
   uint32_t n = 0, loaded = 0, meeting = 0;
   uint64_t requests = 0, errors = 0, wrong = 0, misses = 0;
   double p50_ms = 0, p99_ms = 0;
+  double cpu_cores = 0;  // CPU the process used while requests ran, in cores
+  double steal = 0;      // share of the host's CPU time its hypervisor stole meanwhile
   std::map<std::string, uint64_t> load_errors;
+};
+
+// What the host did during a trial: this process's CPU time and /proc/stat's steal and total ticks.
+struct HostUsage {
+  Clock::time_point at = Clock::now();
+  double process_cpu_s = 0;
+  uint64_t steal_ticks = 0, total_ticks = 0;
+
+  static HostUsage now() {
+    HostUsage u;
+    rusage ru{};
+    ::getrusage(RUSAGE_SELF, &ru);
+    u.process_cpu_s = static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+                      static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+    std::ifstream stat("/proc/stat");
+    std::string line, cpu;
+    if (std::getline(stat, line)) {
+      std::istringstream in(line);
+      in >> cpu;
+      uint64_t v = 0;
+      for (int field = 0; field < 8 && in >> v; ++field) {  // user nice system idle iowait irq softirq steal
+        u.total_ticks += v;
+        if (field == 7) u.steal_ticks = v;
+      }
+    }
+    return u;
+  }
 };
 
 double pct(std::vector<uint64_t> v, double p) {
@@ -166,6 +204,8 @@ Result<std::unique_ptr<NodeProcess>> start_node(caf::actor_system& sys, const Op
   dc.sim.populate = memory <= (1ull << 30);  // trials: no first-touch page faults in swaps
   EMBER_ASSIGN_OR_RETURN(dc.sim.pcie_bytes_per_s, parse_bandwidth(o.pcie));
   dc.sim.compute_threads = o.threads;
+  dc.sim.compute_dilation = o.dilation;
+  dc.sim.pcie_bytes_per_s /= std::max(o.dilation, 1.0);
   for (uint32_t d = 0; d < o.devices; ++d) dc.pcie_switch.push_back(d / 2);
   BindingConfig bc;
   bc.mode = variant == "pinned" ? "pinned" : "late";
@@ -246,12 +286,19 @@ Result<Trial> run_trial(const Options& o, const std::string& variant, const std:
   std::mt19937_64 rng(o.seed + n);
   const auto plan = arrivals(o, n, rng);
   std::vector<FunctionStats> stats(n);
+  const HostUsage before = HostUsage::now();
   {
     caf::scoped_actor self{sys};
     auto driver = sys.spawn(drive, node->router(), &fns, &plan, &stats, caf::actor{self});
     self->receive([](bool) {}, caf::after(std::chrono::seconds(static_cast<int64_t>(o.seconds) + 120)) >> [] {});
     self->send_exit(driver, caf::exit_reason::user_shutdown);
   }
+  const HostUsage after = HostUsage::now();
+  t.cpu_cores = (after.process_cpu_s - before.process_cpu_s) /
+                std::max(1e-9, std::chrono::duration<double>(after.at - before.at).count());
+  t.steal = after.total_ticks > before.total_ticks ? static_cast<double>(after.steal_ticks - before.steal_ticks) /
+                                                         static_cast<double>(after.total_ticks - before.total_ticks)
+                                                   : 0;
   {
     // The node's own counts of how requests were bound (late binding only).
     caf::scoped_actor self{sys};
@@ -303,7 +350,12 @@ int main(int argc, char** argv) {
   app.add_option("--models", o.models, "Where the functions' models are written (reused between runs)");
   app.add_option("--devices", o.devices, "Devices of the node");
   app.add_option("--memory", o.memory, "Memory per simulated device");
-  app.add_option("--pcie", o.pcie, "Host->device bandwidth per device (two devices share a switch)");
+  app.add_option("--pcie", o.pcie,
+                 "Host->device bandwidth per device at dilation 1 (two devices share a switch); the devices "
+                 "run at this / --dilation");
+  app.add_option("--dilation", o.dilation,
+                 "devices.compute_dilation: each kernel keeps its device busy for this many times its CPU "
+                 "time (0: wall time, PCIe at --pcie)");
   app.add_option("--seconds", o.seconds, "Length of each trial");
   app.add_option("--time-scale", o.time_scale, "Arrival rates are multiplied by this");
   app.add_option("--rate-min", o.rate_min, "Lowest rate, requests per minute");
@@ -325,8 +377,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "density_bench: calibration: %s\n", s.error().message().c_str());
     return 1;
   }
-  std::printf("# %u devices x %s, PCIe %s (two devices per switch), %.0f s trials, rates %.0f-%.0f/min x %.1f\n",
-              o.devices, o.memory.c_str(), o.pcie.c_str(), o.seconds, o.rate_min, o.rate_max, o.time_scale);
+  const double pcie = *parse_bandwidth(o.pcie) / std::max(o.dilation, 1.0);
+  std::printf("# %u devices x %s, compute dilation %.1f (each device computes like 1/%.1f of a host core), "
+              "PCIe %.2f GB/s (%s / %.1f; two devices per switch)\n",
+              o.devices, o.memory.c_str(), o.dilation, std::max(o.dilation, 1.0), pcie / 1e9, o.pcie.c_str(),
+              std::max(o.dilation, 1.0));
+  std::printf("# %.0f s trials, rates %.0f-%.0f/min x %.1f, deadline %.1fx warm at p%.0f\n", o.seconds, o.rate_min,
+              o.rate_max, o.time_scale, o.slo_factor, o.percentile * 100);
   for (const char* family : {"wide", "deep", "conv"}) {
     for (const auto& f : *fns) {
       if (f.family != family) continue;
@@ -335,8 +392,8 @@ int main(int argc, char** argv) {
       break;
     }
   }
-  std::printf("%-8s %5s %7s %9s %9s %7s %7s %7s %8s %8s %6s\n", "variant", "N", "loaded", "requests", "meet_slo",
-              "pct", "late", "errors", "p50_ms", "p99_ms", "wrong");
+  std::printf("%-8s %5s %7s %9s %9s %7s %7s %7s %8s %8s %6s %5s %6s\n", "variant", "N", "loaded", "requests",
+              "meet_slo", "pct", "late", "errors", "p50_ms", "p99_ms", "wrong", "cpu", "steal");
   std::map<std::string, uint32_t> best;
   uint64_t wrong_total = 0;
   // Variants interleaved at each N, so that they share the host's conditions (this shared 2-core
@@ -352,10 +409,10 @@ int main(int argc, char** argv) {
       }
       const double share = static_cast<double>(t->meeting) / n;
       wrong_total += t->wrong;
-      std::printf("%-8s %5u %7u %9lu %9u %6.1f%% %7lu %7lu %8.2f %8.2f %6lu\n", v.c_str(), n, t->loaded,
-                  static_cast<unsigned long>(t->requests), t->meeting, share * 100,
+      std::printf("%-8s %5u %7u %9lu %9u %6.1f%% %7lu %7lu %8.2f %8.2f %6lu %5.2f %5.1f%%\n", v.c_str(), n,
+                  t->loaded, static_cast<unsigned long>(t->requests), t->meeting, share * 100,
                   static_cast<unsigned long>(t->misses), static_cast<unsigned long>(t->errors), t->p50_ms,
-                  t->p99_ms, static_cast<unsigned long>(t->wrong));
+                  t->p99_ms, static_cast<unsigned long>(t->wrong), t->cpu_cores, t->steal * 100);
       if (v != "pinned") {
         std::printf("#   bound: %lu resident, %lu from host, %lu from a peer; %lu evictions\n",
                     static_cast<unsigned long>(t->runs), static_cast<unsigned long>(t->host_swaps),

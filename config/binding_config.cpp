@@ -42,16 +42,6 @@ Status check_choice(const std::string& at, const char* key, const std::string& v
   return Status::OK();
 }
 
-// A finite decimal number ("1.3", "2", "1e2"); the ranges are validate_binding's.
-Result<double> parse_number(std::string_view text) {
-  double v = 0;
-  const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || r.ec != std::errc() || r.ptr != text.data() + text.size() || !std::isfinite(v)) {
-    return invalid_argument("'" + std::string(text) + "' is not a number");
-  }
-  return v;
-}
-
 // "auto" or a byte size ("auto" and 0 both mean: measure the elbow at executor start).
 Result<uint64_t> parse_group(std::string_view text) {
   if (text == "auto") return uint64_t{0};

@@ -134,6 +134,9 @@ Status validate(const DevicesConfig& c, std::string_view source) {
     return invalid_argument(at + ": devices.compute_threads: " + std::to_string(c.sim.compute_threads) +
                             " is outside 0..1024");
   }
+  if (!(c.sim.compute_dilation == 0 || (c.sim.compute_dilation >= 1 && c.sim.compute_dilation <= 1000))) {
+    return invalid_argument(at + ": devices.compute_dilation: must be 0 (off) or between 1 and 1000");
+  }
   if (!c.pcie_switch.empty() && c.pcie_switch.size() != c.count) {
     return invalid_argument(at + ": devices.pcie_switch: has " + std::to_string(c.pcie_switch.size()) +
                             " entries but devices.count is " + std::to_string(c.count) + " (one switch id per device)");
@@ -151,16 +154,18 @@ Result<DevicesConfig> parse_devices_section(const YAML::Node& document, std::str
   EMBER_ASSIGN_OR_RETURN(auto devices, config_yaml::YamlSection::open(document, "devices", source));
   if (!devices.present()) return config;
   EMBER_RETURN_IF_ERROR(devices.check_keys({"kind", "count", "memory", "pcie_bandwidth", "pageable_bandwidth",
-                                            "compute_threads", "pcie_switch", "links", "switch_bandwidth"},
+                                            "compute_threads", "compute_dilation", "pcie_switch", "links", "switch_bandwidth"},
                                            config_yaml::Values::anything));
   EMBER_RETURN_IF_ERROR(devices.check_scalars(
-      {"kind", "count", "memory", "pcie_bandwidth", "pageable_bandwidth", "compute_threads", "switch_bandwidth"}));
+      {"kind", "count", "memory", "pcie_bandwidth", "pageable_bandwidth", "compute_threads", "compute_dilation",
+       "switch_bandwidth"}));
   EMBER_RETURN_IF_ERROR(devices.read("kind", config.kind, parse_device_kind));
   EMBER_RETURN_IF_ERROR(devices.read_uint_as("count", 64, config.count));
   EMBER_RETURN_IF_ERROR(devices.read("memory", config.sim.memory_bytes, parse_bytes));
   EMBER_RETURN_IF_ERROR(devices.read("pcie_bandwidth", config.sim.pcie_bytes_per_s, parse_bandwidth));
   EMBER_RETURN_IF_ERROR(devices.read("pageable_bandwidth", config.sim.pageable_bytes_per_s, parse_bandwidth));
   EMBER_RETURN_IF_ERROR(devices.read_uint_as("compute_threads", 1024, config.sim.compute_threads));
+  EMBER_RETURN_IF_ERROR(devices.read("compute_dilation", config.sim.compute_dilation, parse_number));
   EMBER_RETURN_IF_ERROR(read_switches(devices, config.pcie_switch));
   EMBER_RETURN_IF_ERROR(read_links(devices, config.link_bytes_per_s));
   EMBER_RETURN_IF_ERROR(devices.read("switch_bandwidth", config.switch_bytes_per_s, parse_bandwidth));

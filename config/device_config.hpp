@@ -55,6 +55,13 @@ struct SimDeviceConfig {
   bool populate = false;
   /// Threads the compute stream's kernels use (OpenMP and OpenBLAS). 0 = all online cores (default).
   uint32_t compute_threads = 0;
+  /// `devices.compute_dilation`: 0 (the default) = a kernel takes the wall time it takes on the
+  /// host. k > 0 (at least 1) = it keeps the device busy for k times the host CPU time it used, so
+  /// each device computes like an independent processor 1/k as fast as one host core (see
+  /// gpu/compute_clock.hpp). For emulating more devices than the host has cores without the devices
+  /// slowing each other: k of about devices / cores or more; scale pcie_bandwidth down by as much to
+  /// keep the copy/compute ratio of the hardware meant. Results stay exact; only time is modelled.
+  double compute_dilation = 0;
 };
 
 struct DevicesConfig {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <system_error>
 
 namespace ember {
 namespace {
@@ -74,6 +75,15 @@ Result<double> parse_bandwidth(std::string_view text) {
                             "' as a bandwidth (examples: 16GB/s, 10Gbit/s, 0 for unlimited)");
   }
   return number * factor;
+}
+
+Result<double> parse_number(std::string_view text) {
+  double v = 0;
+  const auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || r.ec != std::errc() || r.ptr != text.data() + text.size() || !std::isfinite(v)) {
+    return invalid_argument("'" + std::string(text) + "' is not a number");
+  }
+  return v;
 }
 
 Result<uint64_t> parse_duration_us(std::string_view text) {

@@ -23,6 +23,9 @@ Result<double> parse_bandwidth(std::string_view text);
 /// "250ms" -> 250000, "2s" -> 2000000, "100us" -> 100. A bare number is microseconds.
 Result<uint64_t> parse_duration_us(std::string_view text);
 
+/// A finite decimal number: "1.3", "2", "1e2". Ranges are the caller's to check.
+Result<double> parse_number(std::string_view text);
+
 /// 1536 -> "1.5 KiB"; exact below 1 KiB ("512 B").
 std::string format_bytes(uint64_t bytes);
 

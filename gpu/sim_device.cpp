@@ -50,7 +50,8 @@ SimDevice::SimDevice(const SimDeviceConfig& config, uint32_t ordinal, uint8_t* a
       arena_(arena),
       mapped_bytes_(mapped),
       uplink_(std::move(uplink)),
-      allocator_(config.memory_bytes) {
+      allocator_(config.memory_bytes),
+      compute_clock_(config.compute_dilation) {
   info_.name = "sim:" + std::to_string(ordinal);
   info_.kind = DeviceKind::sim;
   info_.ordinal = ordinal;

@@ -17,6 +17,9 @@
 //     uplink); without one they go "through the host": at the slower PCIe rate of the two ends
 //     and through the source's uplink (to host) and this device's (to device).
 // Pacing sleeps (LinkPacer); it never spins a core the kernels need.
+// Compute takes the wall time the kernels take on the host, or, with compute_dilation k > 0, the
+// device's ComputeClock: each kernel occupies the device for k times its host CPU time, so that
+// devices emulated on fewer cores than devices stay independent of each other (compute_clock.hpp).
 //
 // Threading: as device.hpp. Streams and events must not outlive their device; the source device of
 // a peer copy must outlive the copy.
@@ -30,6 +33,7 @@
 
 #include "config/device_config.hpp"
 #include "gpu/arena_allocator.hpp"
+#include "gpu/compute_clock.hpp"
 #include "gpu/device.hpp"
 #include "gpu/host_ranges.hpp"
 #include "gpu/link_pacer.hpp"
@@ -89,6 +93,8 @@ class SimDevice final : public Device {
   /// Direct-link rate from peer `ordinal`, bytes/s; 0 = no direct link.
   double peer_bytes_per_s(uint32_t ordinal) const;
   uint32_t compute_threads() const { return compute_threads_; }
+  /// The device's compute timeline (enabled when config.compute_dilation > 0).
+  ComputeClock& compute_clock() { return compute_clock_; }
 
  private:
   SimDevice(const SimDeviceConfig& config, uint32_t ordinal, uint8_t* arena, uint64_t mapped,
@@ -110,6 +116,7 @@ class SimDevice final : public Device {
   std::string fault_message_;  // guarded by fault_mu_
   std::atomic<int64_t> kernels_until_fault_{-1};
 
+  ComputeClock compute_clock_;
   FifoMutex copy_engine_[3];
   std::unique_ptr<LinkPacer> lanes_[2][2];  // [to device, to host][pinned, pageable]
 };

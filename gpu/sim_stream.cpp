@@ -9,6 +9,7 @@
 #include <deque>
 #include <thread>
 
+#include "gpu/compute_clock.hpp"
 #include "gpu/kernels_cpu.hpp"
 #include "gpu/link_pacer.hpp"
 
@@ -70,7 +71,9 @@ std::string range_text(DevicePtr ptr, uint64_t bytes) {
 }
 
 // One worker thread running tasks in order. Tasks check the device's fault flag themselves so
-// that events and callbacks still complete after a fault (no waiter hangs).
+// that events and callbacks still complete after a fault (no waiter hangs). With a compute
+// dilation, everything but a kernel or an event wait first waits out the modelled end of the
+// kernels before it (settle), so that nothing observes a kernel's results before its device time.
 class SimStream final : public Stream {
  public:
   explicit SimStream(SimDevice& device) : device_(device) {
@@ -87,15 +90,22 @@ class SimStream final : public Stream {
   }
 
   void copy_to_device(DevicePtr dst, const void* src, uint64_t bytes) override {
-    enqueue([this, dst, src, bytes] { copy_in(dst, src, bytes); });
+    enqueue([this, dst, src, bytes] {
+      settle();
+      copy_in(dst, src, bytes);
+    });
   }
 
   void copy_to_host(void* dst, DevicePtr src, uint64_t bytes) override {
-    enqueue([this, dst, src, bytes] { copy_out(dst, src, bytes); });
+    enqueue([this, dst, src, bytes] {
+      settle();
+      copy_out(dst, src, bytes);
+    });
   }
 
   void copy_on_device(DevicePtr dst, DevicePtr src, uint64_t bytes) override {
     enqueue([this, dst, src, bytes] {
+      settle();
       if (device_.faulted()) return;
       uint8_t* d = device_.resolve(dst, bytes, "copy_on_device destination");
       uint8_t* s = device_.resolve(src, bytes, "copy_on_device source");
@@ -104,7 +114,10 @@ class SimStream final : public Stream {
   }
 
   void copy_from_peer(DevicePtr dst, Device& src_device, DevicePtr src, uint64_t bytes) override {
-    enqueue([this, dst, &src_device, src, bytes] { copy_peer(dst, src_device, src, bytes); });
+    enqueue([this, dst, &src_device, src, bytes] {
+      settle();
+      copy_peer(dst, src_device, src, bytes);
+    });
   }
 
   void launch(const KernelArgs& args) override {
@@ -114,7 +127,10 @@ class SimStream final : public Stream {
   void record(Event& event) override {
     auto& e = static_cast<SimEvent&>(event);
     const uint64_t generation = e.arm();
-    enqueue([&e, generation] { e.complete(generation); });
+    enqueue([this, &e, generation] {
+      settle();
+      e.complete(generation);
+    });
   }
 
   void wait(Event& event) override {
@@ -124,7 +140,10 @@ class SimStream final : public Stream {
   }
 
   void then(std::function<void(const Status&)> fn) override {
-    enqueue([this, fn = std::move(fn)] { fn(device_.status()); });
+    enqueue([this, fn = std::move(fn)] {
+      settle();
+      fn(device_.status());
+    });
   }
 
   Status synchronize() override {
@@ -209,6 +228,11 @@ class SimStream final : public Stream {
     paced_memcpy(d, s, bytes, {&staged, &peer->uplink()->to_host, &device_.uplink()->to_device});
   }
 
+  // Waits until the kernels launched so far have ended in device time (compute_clock.hpp).
+  void settle() {
+    if (kernels_end_ > ComputeClock::Clock::now()) std::this_thread::sleep_until(kernels_end_);
+  }
+
   void run_kernel(const KernelArgs& args) {
     if (!device_.admit_kernel()) return;
     CpuKernelArgs cpu;
@@ -225,11 +249,15 @@ class SimStream final : public Stream {
     }
     if (!(cpu.output = map(args.output, op))) return;
     if (args.workspace_bytes && !(cpu.workspace = device_.resolve(args.workspace, args.workspace_bytes, op))) return;
+    ComputeClock& clock = device_.compute_clock();
+    const auto started = ComputeClock::Clock::now();
+    const auto cpu_before = clock.enabled() ? thread_cpu_time() : ComputeClock::Clock::duration{};
     try {
       run_cpu_kernel(cpu);
     } catch (const std::exception& e) {
       device_.fault(std::string("kernel ") + op + " failed: " + e.what());
     }
+    if (clock.enabled()) kernels_end_ = clock.book(started, thread_cpu_time() - cpu_before);
   }
 
   SimDevice& device_;
@@ -237,6 +265,7 @@ class SimStream final : public Stream {
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;  // guarded by mu_
   bool stop_ = false;                        // guarded by mu_
+  ComputeClock::Clock::time_point kernels_end_{};  // worker thread only: modelled end of its kernels
   std::thread worker_;
 };
 

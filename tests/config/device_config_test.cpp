@@ -18,13 +18,17 @@ TEST(DevicesConfig, DefaultsWhenSilent) {
 
 TEST(DevicesConfig, ReadsEveryKey) {
   auto c = parse_devices_config(
-      "devices:\n  kind: sim\n  count: 4\n  memory: 2GiB\n  pcie_bandwidth: 16GB/s\n  compute_threads: 2\n", "node.yaml");
+      "devices:\n  kind: sim\n  count: 4\n  memory: 2GiB\n  pcie_bandwidth: 16GB/s\n  compute_threads: 2\n"
+      "  compute_dilation: 2.5\n",
+      "node.yaml");
   ASSERT_TRUE(c.ok()) << c.error().message();
   EXPECT_EQ(c->kind, DeviceKind::sim);
   EXPECT_EQ(c->count, 4u);
   EXPECT_EQ(c->sim.memory_bytes, 2ull << 30);
   EXPECT_DOUBLE_EQ(c->sim.pcie_bytes_per_s, 16e9);
   EXPECT_EQ(c->sim.compute_threads, 2u);
+  EXPECT_DOUBLE_EQ(c->sim.compute_dilation, 2.5);
+  EXPECT_DOUBLE_EQ(parse_devices_config("", "node.yaml")->sim.compute_dilation, 0) << "off unless asked for";
 }
 
 TEST(DevicesConfig, ReadsTheTopology) {
@@ -97,6 +101,10 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"devices:\n  count: many\n", "devices.count"},
                       BadCase{"devices:\n  count: 65\n", "devices.count"},
                       BadCase{"devices:\n  memory: lots\n", "devices.memory"},
+                      BadCase{"devices:\n  compute_dilation: 0.5\n", "devices.compute_dilation"},
+                      BadCase{"devices:\n  compute_dilation: -3\n", "devices.compute_dilation"},
+                      BadCase{"devices:\n  compute_dilation: 1e9\n", "devices.compute_dilation"},
+                      BadCase{"devices:\n  compute_dilation: fast\n", "compute_dilation"},
                       BadCase{"devices:\n  memory: 1KiB\n", "devices.memory"},
                       BadCase{"devices:\n  pcie_bandwidth: quick\n", "devices.pcie_bandwidth"},
                       BadCase{"devices:\n  memroy: 1GiB\n", "devices.memroy"},
