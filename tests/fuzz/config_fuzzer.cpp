@@ -1,12 +1,14 @@
-// libFuzzer target for config/: parse_devices_config (the `devices:` section of a node's YAML,
-// through yaml-cpp) and the unit parsers of config/units.cpp, all on the same text.
+// libFuzzer target for config/: parse_cluster_config (the whole file: manager, gateway, node,
+// devices, transfer and binding sections, through yaml-cpp), parse_devices_config (the `devices:`
+// section alone) and the unit parsers of config/units.cpp, all on the same text.
 //
-// Input: the text of a node.yaml; the unit parsers also read it whole, as they would read one
-// YAML scalar or command-line value. Nothing may throw out of them. On success a DevicesConfig
-// must pass validate(); a byte size must print (format_bytes); a bandwidth must be a non-negative
-// number; failures of parse_devices_config name the file.
+// Input: the text of an ember.yaml; the unit parsers also read it whole, as they would read one
+// YAML scalar or command-line value. Nothing may throw out of them. On success a ClusterConfig or
+// DevicesConfig must pass validate(); a byte size must print (format_bytes); a bandwidth must be a
+// non-negative number; failures of the file parsers name the file.
 #include <cmath>
 
+#include "config/cluster_config.hpp"
 #include "config/device_config.hpp"
 #include "config/units.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
@@ -19,6 +21,13 @@ constexpr std::string_view kSource = "fuzz-node.yaml";
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text = fuzz::as_text(data, size);
+
+  auto cluster = parse_cluster_config(text, kSource);
+  if (cluster.ok()) {
+    EMBER_FUZZ_CHECK(validate(*cluster, kSource).ok());
+  } else {
+    EMBER_FUZZ_CHECK(cluster.error().message().starts_with(kSource));
+  }
 
   auto devices = parse_devices_config(text, kSource);
   if (devices.ok()) {
@@ -36,5 +45,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     EMBER_FUZZ_CHECK(!std::isnan(*bw) && *bw >= 0);
   }
   (void)parse_duration_us(text);
+  if (auto number = parse_number(text); number.ok()) {
+    EMBER_FUZZ_CHECK(std::isfinite(*number));
+  }
   return 0;
 }
