@@ -61,10 +61,12 @@ inline std::shared_ptr<const Model> tiny_model(const std::string& arch, const st
 }
 
 /// A SimDevice with `memory` bytes and 2 compute threads.
-inline std::unique_ptr<SimDevice> sim_device(uint64_t memory = 256ull << 20, uint32_t ordinal = 0) {
+inline std::unique_ptr<SimDevice> sim_device(uint64_t memory = 256ull << 20, uint32_t ordinal = 0,
+                                            double compute_dilation = 0) {
   SimDeviceConfig c;
   c.memory_bytes = memory;
   c.compute_threads = 2;
+  c.compute_dilation = compute_dilation;
   auto d = SimDevice::create(c, ordinal);
   EXPECT_TRUE(d.ok());
   return std::move(*d);
