@@ -57,6 +57,7 @@ struct Options {
   uint32_t devices = 4;
   std::string memory = "160MiB";
   std::string pcie = "4GB/s";
+  std::string nvlink = "0";
   double seconds = 60;
   double dilation = 3;
   double time_scale = 1;
@@ -210,6 +211,16 @@ Result<std::unique_ptr<NodeProcess>> start_node(caf::actor_system& sys, const Op
   dc.sim.compute_dilation = o.dilation;
   dc.sim.pcie_bytes_per_s /= std::max(o.dilation, 1.0);
   for (uint32_t d = 0; d < o.devices; ++d) dc.pcie_switch.push_back(d / 2);
+  EMBER_ASSIGN_OR_RETURN(const double nvlink, parse_bandwidth(o.nvlink));
+  if (nvlink > 0) {
+    // Torpor's worker (its prototype's matrix): every pair linked, by one NVLink (1) or two (2).
+    static constexpr int kLinks[4][4] = {{0, 1, 1, 2}, {1, 0, 2, 1}, {1, 2, 0, 2}, {2, 1, 2, 0}};
+    if (o.devices != 4) return invalid_argument("--nvlink models Torpor's 4-device worker: use --devices 4");
+    dc.link_bytes_per_s.assign(4, std::vector<double>(4, 0.0));
+    for (int a = 0; a < 4; ++a) {
+      for (int b = 0; b < 4; ++b) dc.link_bytes_per_s[a][b] = kLinks[a][b] * nvlink / std::max(o.dilation, 1.0);
+    }
+  }
   BindingConfig bc;
   bc.mode = variant == "pinned" ? "pinned" : "late";
   bc.scheduler = variant == "random" ? "random" : "torpor";
@@ -356,6 +367,9 @@ int main(int argc, char** argv) {
   app.add_option("--pcie", o.pcie,
                  "Host->device bandwidth per device at dilation 1 (two devices share a switch); the devices "
                  "run at this / --dilation");
+  app.add_option("--nvlink", o.nvlink,
+                 "Bandwidth of one NVLink at dilation 1 (0: none); devices linked as on Torpor's worker, each "
+                 "pair by one or two links, run at this / --dilation");
   app.add_option("--dilation", o.dilation,
                  "devices.compute_dilation: each kernel keeps its device busy for this many times its CPU "
                  "time (0: wall time, PCIe at --pcie)");
@@ -396,6 +410,10 @@ int main(int argc, char** argv) {
               "PCIe %.2f GB/s (%s / %.1f; two devices per switch)\n",
               o.devices, o.memory.c_str(), o.dilation, std::max(o.dilation, 1.0), pcie / 1e9, o.pcie.c_str(),
               std::max(o.dilation, 1.0));
+  if (*parse_bandwidth(o.nvlink) > 0) {
+    std::printf("# NVLink %s per link / %.1f, pairs linked by one or two links as on Torpor's worker\n",
+                o.nvlink.c_str(), std::max(o.dilation, 1.0));
+  }
   std::printf("# %.0f s trials, rates %.0f-%.0f/min x %.1f, deadline %.1fx warm at p%.0f\n", o.seconds, o.rate_min,
               o.rate_max, o.time_scale, o.slo_factor, o.percentile * 100);
   for (const char* family : {"wide", "deep", "conv"}) {
