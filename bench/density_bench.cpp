@@ -389,6 +389,12 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   SimDeviceConfig dc;
   dc.compute_threads = o.threads;
+  for (const auto& [flag, text] : {std::pair{"--pcie", o.pcie}, std::pair{"--nvlink", o.nvlink}}) {
+    if (auto rate = parse_bandwidth(text); !rate.ok()) {
+      std::fprintf(stderr, "density_bench: %s: %s\n", flag, rate.error().message().c_str());
+      return 1;
+    }
+  }
   if (o.pinned_ladder.empty()) o.pinned_ladder = o.ladder;
   std::set<uint32_t> all_n(o.ladder.begin(), o.ladder.end());
   all_n.insert(o.pinned_ladder.begin(), o.pinned_ladder.end());
