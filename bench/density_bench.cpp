@@ -75,6 +75,8 @@ struct Options {
 struct FunctionStats {
   uint64_t sent = 0, on_time = 0, errors = 0, wrong = 0;
   std::vector<uint64_t> latencies;
+  /// The first few late answers: where their time went (--verbose prints them).
+  std::vector<std::string> late;
 };
 
 struct Trial {
@@ -169,6 +171,14 @@ void drive(caf::event_based_actor* self, node_router_actor router, const std::ve
                   s.wrong++;
                 } else if (us <= f->deadline_us) {
                   s.on_time++;
+                } else if (s.late.size() < 3) {
+                  // On the device: the executor's queue and its run (swap-in included); the rest
+                  // waited in the router's queue or in messages.
+                  const uint64_t device_us = reply.queue_us + reply.compute_us;
+                  char note[96];
+                  std::snprintf(note, sizeof(note), "%.1f ms (%.1f on %s, %.1f before)", us / 1e3, device_us / 1e3,
+                                reply.device.c_str(), (us - std::min(us, device_us)) / 1e3);
+                  s.late.emplace_back(note);
                 }
                 if (++st->answered == plan->size()) self->send(done, true);
               },
@@ -342,10 +352,12 @@ Result<Trial> run_trial(const Options& o, const std::string& variant, const std:
     t.meeting += met;
     t.misses += s.sent - s.on_time - s.errors - s.wrong;
     if (o.verbose && !met) {
-      std::printf("#   %s: %lu sent, %lu on time (deadline %.2f ms), %lu errors, slowest %.2f ms\n",
+      std::string late;
+      for (const auto& note : s.late) late += (late.empty() ? "; late: " : ", ") + note;
+      std::printf("#   %s: %lu sent, %lu on time (deadline %.2f ms), %lu errors, slowest %.2f ms%s\n",
                   fns[i].name.c_str(), static_cast<unsigned long>(s.sent), static_cast<unsigned long>(s.on_time),
                   static_cast<double>(fns[i].deadline_us) / 1e3, static_cast<unsigned long>(s.errors),
-                  pct(s.latencies, 1.0));
+                  pct(s.latencies, 1.0), late.c_str());
     }
   }
   t.p50_ms = pct(latencies, 0.5);
