@@ -124,6 +124,12 @@ double SimDevice::peer_bytes_per_s(uint32_t ordinal) const {
   return ordinal < config_.peer_bytes_per_s.size() ? config_.peer_bytes_per_s[ordinal] : 0;
 }
 
+LinkPacer& SimDevice::peer_lane(uint32_t ordinal) {
+  auto& lane = peer_lanes_[ordinal];
+  if (!lane) lane = std::make_unique<LinkPacer>(peer_bytes_per_s(ordinal));
+  return *lane;
+}
+
 void SimDevice::TEST_fail_after_kernels(uint64_t n) { kernels_until_fault_.store(static_cast<int64_t>(n)); }
 
 uint8_t* SimDevice::translate(DevicePtr ptr, uint64_t bytes) const {

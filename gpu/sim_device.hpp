@@ -27,6 +27,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -92,6 +93,10 @@ class SimDevice final : public Device {
   LinkPacer& host_lane(CopyEngine engine, const void* host, uint64_t bytes);
   /// Direct-link rate from peer `ordinal`, bytes/s; 0 = no direct link.
   double peer_bytes_per_s(uint32_t ordinal) const;
+  /// The direct link from peer `ordinal` (peer_bytes_per_s(ordinal) > 0), kept across copies like
+  /// host_lane, so a swap's many per-layer copies do not each pay a sleep's overshoot. Call while
+  /// holding the kFromPeer copy engine.
+  LinkPacer& peer_lane(uint32_t ordinal);
   uint32_t compute_threads() const { return compute_threads_; }
   /// The device's compute timeline (enabled when config.compute_dilation > 0).
   ComputeClock& compute_clock() { return compute_clock_; }
@@ -119,6 +124,7 @@ class SimDevice final : public Device {
   ComputeClock compute_clock_;
   FifoMutex copy_engine_[3];
   std::unique_ptr<LinkPacer> lanes_[2][2];  // [to device, to host][pinned, pageable]
+  std::map<uint32_t, std::unique_ptr<LinkPacer>> peer_lanes_;  // by source ordinal; kFromPeer engine's holder
 };
 
 }  // namespace ember::gpu

@@ -217,9 +217,9 @@ class SimStream final : public Stream {
     }
     if (peer == &device_) return void(std::memmove(d, s, bytes));
     std::lock_guard engine(device_.copy_engine(SimDevice::kFromPeer));
-    if (const double link = device_.peer_bytes_per_s(peer->info().ordinal); link > 0) {
-      LinkPacer direct(link);  // point to point: nobody else's traffic, and not the PCIe uplink
-      return paced_memcpy(d, s, bytes, {&direct});
+    if (device_.peer_bytes_per_s(peer->info().ordinal) > 0) {
+      // Point to point: nobody else's traffic, and not the PCIe uplink.
+      return paced_memcpy(d, s, bytes, {&device_.peer_lane(peer->info().ordinal)});
     }
     // No direct link: staged through host memory, as CUDA does without peer access. Up through the
     // source's switch, down through ours, at the slower of the two ends' (pinned) PCIe rates.
