@@ -70,7 +70,7 @@ std::vector<DeviceState> SwapController::states() const {
     out[d].loading = dev.loading;
     out[d].free_bytes = dev.free;
     for (const auto& [name, r] : dev.replicas) {
-      if (!r.swapping_in) out[d].resident.insert(name);
+      if (!r.swapping_in && !dev.may_evict.count(name)) out[d].resident.insert(name);
     }
     for (const auto& [name, n] : dev.locks) out[d].locked.insert(name);
   }
@@ -81,6 +81,7 @@ std::vector<placement::DeviceReplicaView> SwapController::views() const {
   std::vector<placement::DeviceReplicaView> out;
   for (uint32_t d = 0; d < devices_.size(); ++d) {
     for (const auto& [name, r] : devices_[d].replicas) {
+      if (devices_[d].may_evict.count(name)) continue;  // not a copy anyone may count on
       placement::DeviceReplicaView v;
       v.model = name;
       v.device = d;
@@ -143,6 +144,7 @@ SwapDispatch SwapController::start(const placement::QueuedRequest& q, const Plan
   out.fallback = plan.fallback;
   Device& dev = devices_[out.device];
   dev.executing = true;
+  dev.may_evict.insert(plan.fallback.begin(), plan.fallback.end());
   for (const auto& v : plan.evict) {
     out.evict.push_back(v.model);
     auto it = dev.replicas.find(v.model);
@@ -196,6 +198,7 @@ void SwapController::finish(const SwapDispatch& d, const SwapOutcome& o, uint64_
   Device& dev = devices_[d.device];
   dev.executing = false;
   dev.loading = {};
+  dev.may_evict.clear();
   if (d.source) {
     Device& src = devices_[*d.source];
     if (auto it = src.locks.find(d.model); it != src.locks.end() && --it->second == 0) src.locks.erase(it);
@@ -231,6 +234,7 @@ void SwapController::device_down(uint32_t device) {
   dev.loading = {};
   dev.replicas.clear();
   dev.locks.clear();
+  dev.may_evict.clear();
   dev.free = dev.capacity;
 }
 

@@ -12,12 +12,18 @@
 //                                   └────────── requeued ◀─────────────┘ until device_up (restart)
 // One request per device at a time (Torpor: one function per GPU), so a swap-in is pipelined with
 // the very request it serves and "loading" means "executing a cold request".
+//
+// Invariant: a replica another device copies from (a lock) is never dropped while the copy runs.
+// Planned victims leave the device's state at dispatch; fallback victims (dropped only if the pool
+// turns out too fragmented) are hidden from every other decision until the swap answered, so no
+// copy is ever started from a replica that the running swap might free and overwrite.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -133,6 +139,9 @@ class SwapController {
     uint64_t free = 0;
     std::map<std::string, Replica> replicas;
     std::map<std::string, uint32_t> locks;  // model -> copies reading it
+    /// The running swap's fallback victims: the executor may drop any of them (when fragmentation
+    /// leaves no room), so until it answered they are no copy to run on or copy from.
+    std::set<std::string> may_evict;
   };
   struct Plan {
     placement::SwapDecision decision;
