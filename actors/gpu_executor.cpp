@@ -21,7 +21,11 @@ namespace {
 struct executor_state {
   static inline const char* name = "ember.gpu_executor";
 
-  std::shared_ptr<ExecutorEngine> engine;  // shared only to cross spawn(); this actor is its sole owner
+  /// Shared only to cross spawn() and a restart's thread; this actor is its sole owner. Null while a
+  /// restart runs (the old engine is gone, the new one not built yet) or after a restart failed.
+  std::shared_ptr<ExecutorEngine> engine;
+  std::string device;  // the device's name, kept for answers while there is no engine
+  bool restarting = false;
   std::string node;
   NodeInstruments* instruments = nullptr;
   engine_factory reopen;
@@ -83,14 +87,22 @@ infer_reply skeleton_of(executor_pointer self, const infer_request& req) {
   return skeleton;
 }
 
+/// The answer to any job while the executor has no engine.
+Error no_engine(executor_pointer self) {
+  const auto& st = self->state;
+  return unavailable("executor " + st.device + " on node " + st.node +
+                     (st.restarting ? " is restarting" : " is out of service (its restart failed)"));
+}
+
 void report_memory(executor_pointer self) {
-  if (!self->state.instruments) return;
+  if (!self->state.instruments || !self->state.engine) return;
   const auto mem = self->state.engine->memory();
   self->state.instruments->set_device_memory(self->state.engine->device_info().name, mem.used_bytes,
                                              mem.capacity_bytes);
 }
 
 caf::result<infer_reply> infer(executor_pointer self, infer_request& req) {
+  if (!self->state.engine) return to_caf(no_engine(self));
   auto inputs = decode_tensors(req.inputs);
   if (!inputs.ok()) return to_caf(inputs.error());
   auto rp = self->make_response_promise<infer_reply>();
@@ -114,6 +126,10 @@ caf::result<infer_reply> infer(executor_pointer self, infer_request& req) {
 
 caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
   swap_reply bad;
+  if (!self->state.engine) {
+    bad.error = no_engine(self);
+    return bad;
+  }
   const infer_request& request = *req.request;
   auto inputs = decode_tensors(request.inputs);
   if (!inputs.ok()) {
@@ -153,25 +169,33 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
   return rp;
 }
 
-// Opening a device and measuring its copy elbow blocks for a while, so the new engine is built on a
-// thread of its own and arrives as a job completion; until then the broken engine keeps answering
-// (with its fault). The old engine is then joined off this thread too: a job may still be running,
-// and its queued jobs still answer (its destructor runs them) through `pending`.
+// A restart first destroys the broken engine, then opens the device again: the old engine's device
+// memory (its whole reservation) must be free before the new one reserves, as one physical device
+// backs both. Both steps block (joining the old engine's worker, whose queued jobs answer with the
+// fault through `pending`; opening a device and measuring its copy elbow), so they run on a thread
+// of their own and the new engine arrives as a job completion. Meanwhile the executor answers every
+// job as unavailable; the router sends it none, having marked the device down.
 caf::result<device_report> restart(executor_pointer self) {
-  if (!self->state.reopen) return to_caf(unsupported("this executor cannot be restarted (no device factory)"));
+  auto& st = self->state;
+  if (!st.reopen) return to_caf(unsupported("this executor cannot be restarted (no device factory)"));
+  if (st.restarting) return to_caf(unavailable("executor " + st.device + " is already restarting"));
+  st.restarting = true;
   using Fresh = Result<std::unique_ptr<ExecutorEngine>>;
   auto rp = self->make_response_promise<device_report>();
   auto done = on_engine_done<Fresh>(self, [self, rp](Fresh& fresh) mutable {
+    self->state.restarting = false;
     if (!fresh.ok()) {
-      rp.deliver(to_caf(fresh.error().with_context("restarting " + self->state.engine->device_info().name)));
+      rp.deliver(to_caf(fresh.error().with_context("restarting " + self->state.device)));
       return;
     }
-    std::thread([doomed = std::move(self->state.engine)] {}).detach();
     self->state.engine = std::shared_ptr<ExecutorEngine>(std::move(*fresh));
     report_memory(self);
     rp.deliver(report_device(*self->state.engine));
   });
-  std::thread([reopen = self->state.reopen, done = std::move(done)] { done(reopen()); }).detach();
+  std::thread([old = std::move(st.engine), reopen = st.reopen, done = std::move(done)]() mutable {
+    old.reset();
+    done(reopen());
+  }).detach();
   return rp;
 }
 
@@ -179,12 +203,14 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, std::
                                                     std::string node, NodeInstruments* instruments,
                                                     engine_factory reopen) {
   self->state.engine = std::move(engine);
+  self->state.device = self->state.engine->device_info().name;
   self->state.reopen = std::move(reopen);
   self->state.node = std::move(node);
   self->state.instruments = instruments;
   return {
       // -- models --------------------------------------------------------------------------------
       [self](bind_model& b) -> caf::result<std::string> {
+        if (!self->state.engine) return to_caf(no_engine(self));
         auto rp = self->make_response_promise<std::string>();
         auto done = on_engine_done<Status>(self, [self, rp](Status& st) mutable {
           report_memory(self);
@@ -192,12 +218,13 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, std::
             rp.deliver(to_caf(st.error()));
             return;
           }
-          rp.deliver(self->state.engine->device_info().name);
+          rp.deliver(self->state.device);
         });
         self->state.engine->bind(b.key, std::move(b.model), std::move(done));
         return rp;
       },
       [self](unload_atom, const model_key& key) -> caf::result<bool> {
+        if (!self->state.engine) return true;  // no engine, nothing on the device
         auto rp = self->make_response_promise<bool>();
         auto done = on_engine_done<bool>(self, [self, rp](bool&) mutable {
           report_memory(self);
@@ -210,10 +237,12 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, std::
       [self](infer_request& req) -> caf::result<infer_reply> { return infer(self, req); },
       [self](swap_request& req) -> caf::result<swap_reply> { return swap(self, req); },
       [self](weights_atom, const model_key& key) -> weights_lease {
+        if (!self->state.engine) return {};
         return {self->state.engine->weights_of(key)};
       },
       [self](restart_atom) -> caf::result<device_report> { return restart(self); },
       [self](status_atom) -> executor_status {
+        if (!self->state.engine) return {{self->state.device, 0, 0}, {}, 0, 0, 0, 0};
         const auto& e = *self->state.engine;
         const auto mem = e.engine_memory();
         return {report_device(e), e.bound(), e.queued(), mem.pool_capacity, mem.pool_free, e.group_bytes()};

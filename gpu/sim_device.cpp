@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "config/units.hpp"
@@ -44,6 +46,23 @@ Result<std::unique_ptr<SimDevice>> SimDevice::create(const SimDeviceConfig& conf
       new SimDevice(config, ordinal, static_cast<uint8_t*>(arena), mapped, std::move(uplink)));
 }
 
+namespace {
+
+// Live SimDevices per ordinal, for TEST_open_on_ordinal.
+std::mutex open_mu;
+std::map<uint32_t, uint32_t>& open_devices() {
+  static std::map<uint32_t, uint32_t> open;
+  return open;
+}
+
+}  // namespace
+
+uint32_t SimDevice::TEST_open_on_ordinal(uint32_t ordinal) {
+  std::lock_guard lock(open_mu);
+  auto it = open_devices().find(ordinal);
+  return it == open_devices().end() ? 0 : it->second;
+}
+
 SimDevice::SimDevice(const SimDeviceConfig& config, uint32_t ordinal, uint8_t* arena, uint64_t mapped,
                      std::shared_ptr<SwitchUplink> uplink)
     : config_(config),
@@ -59,9 +78,15 @@ SimDevice::SimDevice(const SimDeviceConfig& config, uint32_t ordinal, uint8_t* a
   compute_threads_ = config.compute_threads ? config.compute_threads
                                             : std::max(1u, std::thread::hardware_concurrency());
   openblas_set_num_threads(static_cast<int>(compute_threads_));
+  std::lock_guard lock(open_mu);
+  ++open_devices()[ordinal];
 }
 
-SimDevice::~SimDevice() { ::munmap(arena_, mapped_bytes_); }
+SimDevice::~SimDevice() {
+  ::munmap(arena_, mapped_bytes_);
+  std::lock_guard lock(open_mu);
+  if (--open_devices()[info_.ordinal] == 0) open_devices().erase(info_.ordinal);
+}
 
 Result<DevicePtr> SimDevice::allocate(uint64_t bytes) {
   std::lock_guard lock(alloc_mu_);

@@ -67,6 +67,9 @@ class SimDevice final : public Device {
 
   /// Test seam: the (n+1)-th kernel launched from now on faults the device instead of running.
   void TEST_fail_after_kernels(uint64_t n);
+  /// Test seam: how many SimDevices of this ordinal exist in the process now (a restart must close
+  /// the old device before it opens the new one, as a real device's memory is shared by both).
+  static uint32_t TEST_open_on_ordinal(uint32_t ordinal);
 
   // -- used by SimDevice's streams (and by peers' streams: translate) -------------------------
 

@@ -133,6 +133,7 @@ struct LateNode {
   model_cache_actor cache;
   node_router_actor router;
   std::atomic<int> restarts{0};
+  std::atomic<int> reopened_while_open{0};  // restarts that opened a device its old engine still held
 
   // `devices` 16 MiB devices (8 MiB pools), `count` models of 3 MiB; device 0 faults after
   // `fault_after` kernels when set; devices compute on a dilated clock when `dilation` > 0.
@@ -148,6 +149,7 @@ struct LateNode {
       reports.push_back({e->device_info().name, 16 * MiB, 0});
       engine_factory reopen = [this, d, dilation]() -> Result<std::unique_ptr<ExecutorEngine>> {
         ++restarts;
+        if (gpu::SimDevice::TEST_open_on_ordinal(d) > 0) ++reopened_while_open;
         return engine(gpu::testing::sim_device(16 * MiB, d, dilation));
       };
       execs.push_back(spawn_gpu_executor(*sys, std::move(e), "n1", nullptr, reopen));
@@ -272,8 +274,63 @@ TEST(LateBindingRouter, AFaultingExecutorHasItsRequestRetriedElsewhereAndIsResta
   EXPECT_EQ(answers, 24);
   EXPECT_EQ(right, 24);
   EXPECT_GE(node.restarts.load(), 1);
+  EXPECT_EQ(node.reopened_while_open.load(), 0) << "a restart opened the device before closing the broken one";
   // The restarted executor serves again: its models come back from host memory.
   EXPECT_EQ(devices.size(), 2u);
+}
+
+// A restart closes the broken device before it opens the new one (on a GPU both would share its
+// memory). While it runs, and after it failed, the executor answers jobs as unavailable; a failed
+// restart can be tried again.
+TEST(LateBindingExecutor, ARestartClosesTheOldDeviceFirstAndAFailedOneCanBeRetried) {
+  auto sys = testing::make_system();
+  std::promise<void> gate;
+  std::shared_future<void> opened = gate.get_future().share();
+  std::atomic<int> calls{0};
+  std::atomic<uint32_t> open_at_reopen{99};
+  engine_factory reopen = [&, opened]() -> Result<std::unique_ptr<ExecutorEngine>> {
+    opened.wait();
+    open_at_reopen = gpu::SimDevice::TEST_open_on_ordinal(5);
+    if (calls++ == 0) return unavailable("the device did not come back");
+    return engine(gpu::testing::sim_device(16 * MiB, 5));
+  };
+  auto exec = spawn_gpu_executor(*sys, engine(gpu::testing::sim_device(16 * MiB, 5)), "n1", nullptr, reopen);
+  auto is_unavailable = [](const auto& r, const std::string& says) {
+    return !r.ok() && r.error().code() == ErrorCode::unavailable &&
+           r.error().message().find(says) != std::string::npos;
+  };
+  infer_request req;
+  req.model = {"m", 1};
+
+  caf::scoped_actor self{*sys};
+  self->send(exec, restart_atom_v);  // held at the gate, in the factory
+  auto again = testing::ask<device_report>(*sys, exec, 30s, restart_atom_v);
+  EXPECT_TRUE(is_unavailable(again, "already restarting")) << (again.ok() ? "ok" : again.error().message());
+  auto during = testing::ask<infer_reply>(*sys, exec, 30s, req);
+  EXPECT_TRUE(is_unavailable(during, "is restarting")) << (during.ok() ? "ok" : during.error().message());
+  auto status = testing::ask<executor_status>(*sys, exec, 30s, status_atom_v);
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->device.name, "sim:5");
+  EXPECT_EQ(status->pool_capacity, 0u);
+
+  gate.set_value();
+  self->receive([](device_report&) { ADD_FAILURE() << "the first restart should fail"; },
+                [](caf::error& e) { EXPECT_NE(from_caf(e).message().find("did not come back"), std::string::npos); },
+                caf::after(30s) >> [] { ADD_FAILURE() << "no answer to the first restart"; });
+  EXPECT_EQ(open_at_reopen.load(), 0u) << "the broken device was still open when the new one was";
+  auto after_failure = testing::ask<infer_reply>(*sys, exec, 30s, req);
+  EXPECT_TRUE(is_unavailable(after_failure, "out of service"))
+      << (after_failure.ok() ? "ok" : after_failure.error().message());
+
+  auto retried = testing::ask<device_report>(*sys, exec, 30s, restart_atom_v);
+  ASSERT_TRUE(retried.ok()) << retried.error().message();
+  EXPECT_EQ(retried->name, "sim:5");
+  status = testing::ask<executor_status>(*sys, exec, 30s, status_atom_v);
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->pool_capacity, 8 * MiB);
+  EXPECT_EQ(calls.load(), 2);
+  self->send_exit(exec, caf::exit_reason::user_shutdown);
+  self->wait_for(exec);
 }
 
 }  // namespace
