@@ -241,6 +241,9 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
         return self->state.instruments ? self->state.instruments->registry().snapshot() : metrics_snapshot{};
       },
       [self](tick_atom) { late_tick(self); },
+      [self](restart_atom, uint32_t device) {
+        if (self->state.swap && device < self->state.devices.size()) restart_device(self, device);
+      },
   };
 }
 

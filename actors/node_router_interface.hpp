@@ -41,7 +41,9 @@ using node_router_actor = caf::typed_actor<
     caf::replies_to<evict_atom, model_key>::with<bool>,
     caf::replies_to<report_atom>::with<node_report>, caf::replies_to<metrics_atom>::with<metrics_snapshot>,
     /// Late binding: the RRC queue's periods (self-sent).
-    caf::reacts_to<tick_atom>>;
+    caf::reacts_to<tick_atom>,
+    /// Late binding: another try at restarting a faulted executor, by device index (self-sent).
+    caf::reacts_to<restart_atom, uint32_t>>;
 
 /// Late binding (Torpor): models live in host memory and are swapped onto a device per request.
 struct LateBinding {

@@ -20,6 +20,9 @@ namespace {
 /// An executor that does not answer a swap_request for this long is taken as faulted.
 constexpr auto kRunTimeout = std::chrono::minutes(5);
 constexpr auto kRestartTimeout = std::chrono::minutes(1);
+/// A failed restart is tried again after 1 s, then 2, 4, ... at most a minute apart.
+constexpr auto kRestartRetryFirst = std::chrono::seconds(1);
+constexpr auto kRestartRetryMax = std::chrono::seconds(60);
 
 void pump(router_pointer self);
 
@@ -33,14 +36,18 @@ int64_t profile_seq_len(const gpu::Model& model) {
   return std::max<int64_t>(len, 1);
 }
 
+}  // namespace
+
 void restart_device(router_pointer self, uint32_t device) {
   auto& st = self->state;
-  spdlog::warn("node {}: executor {} faulted; restarting it (its models come back from host memory)",
-               st.config.name, st.devices[device].name);
+  spdlog::warn("node {}: executor {} {}; restarting it (its models come back from host memory)",
+               st.config.name, st.devices[device].name,
+               st.devices[device].failed_restarts ? "is still out of service" : "faulted");
   self->request(st.devices[device].actor, kRestartTimeout, restart_atom_v)
       .then(
           [self, device](device_report&) {
             auto& s = self->state;
+            s.devices[device].failed_restarts = 0;
             self->request(s.devices[device].actor, std::chrono::seconds(10), status_atom_v)
                 .then(
                     [self, device](executor_status& status) {
@@ -51,10 +58,17 @@ void restart_device(router_pointer self, uint32_t device) {
                     [self, device](caf::error&) { restart_device(self, device); });
           },
           [self, device](caf::error& err) {
-            spdlog::error("node {}: executor {} could not be restarted: {}; it stays out of service",
-                          self->state.config.name, self->state.devices[device].name, from_caf(err).message());
+            auto& d = self->state.devices[device];
+            const auto wait = std::min<std::chrono::seconds>(kRestartRetryFirst * (1 << std::min(d.failed_restarts, 6u)),
+                                                             kRestartRetryMax);
+            ++d.failed_restarts;
+            spdlog::error("node {}: executor {} could not be restarted: {}; it stays out of service, next try in {} s",
+                          self->state.config.name, d.name, from_caf(err).message(), wait.count());
+            self->delayed_send(self, wait, restart_atom_v, device);
           });
 }
+
+namespace {
 
 // The model's registration profile ended: heaviness and SLO from the cold and warm runs.
 void profiled(router_pointer self, const model_key& key, const swap_reply& r) {

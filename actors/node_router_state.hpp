@@ -26,6 +26,7 @@ struct router_state {
     std::string name;
     uint64_t capacity = 0;
     uint64_t bound_bytes = 0;  // weights this router bound there (the executor's own count is exact)
+    uint32_t failed_restarts = 0;  // in a row; the next try waits 1 s x 2^failed_restarts, at most 60 s
   };
   struct Replica {
     bool ready = false;
@@ -84,5 +85,7 @@ caf::result<infer_reply> late_infer(router_pointer self, infer_request& req);
 /// Forgets a model: fails its queued requests, frees its device copies.
 void late_unload(router_pointer self, const model_key& key);
 void late_tick(router_pointer self);
+/// Restarts a faulted executor; a failed restart is tried again later, backing off.
+void restart_device(router_pointer self, uint32_t device);
 
 }  // namespace ember

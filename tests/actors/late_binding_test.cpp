@@ -134,6 +134,7 @@ struct LateNode {
   node_router_actor router;
   std::atomic<int> restarts{0};
   std::atomic<int> reopened_while_open{0};  // restarts that opened a device its old engine still held
+  std::atomic<int> reopen_failures{0};      // the next this many reopens fail
 
   // `devices` 16 MiB devices (8 MiB pools), `count` models of 3 MiB; device 0 faults after
   // `fault_after` kernels when set; devices compute on a dilated clock when `dilation` > 0.
@@ -150,6 +151,9 @@ struct LateNode {
       engine_factory reopen = [this, d, dilation]() -> Result<std::unique_ptr<ExecutorEngine>> {
         ++restarts;
         if (gpu::SimDevice::TEST_open_on_ordinal(d) > 0) ++reopened_while_open;
+        for (int left = reopen_failures.load(); left > 0;) {
+          if (reopen_failures.compare_exchange_weak(left, left - 1)) return unavailable("the device did not come back");
+        }
         return engine(gpu::testing::sim_device(16 * MiB, d, dilation));
       };
       execs.push_back(spawn_gpu_executor(*sys, std::move(e), "n1", nullptr, reopen));
@@ -277,6 +281,26 @@ TEST(LateBindingRouter, AFaultingExecutorHasItsRequestRetriedElsewhereAndIsResta
   EXPECT_EQ(node.reopened_while_open.load(), 0) << "a restart opened the device before closing the broken one";
   // The restarted executor serves again: its models come back from host memory.
   EXPECT_EQ(devices.size(), 2u);
+}
+
+// The router tries a failed restart again (after 1 s, then backing off) until the device is back.
+TEST(LateBindingRouter, AFailedRestartIsTriedAgainUntilTheDeviceServes) {
+  LateNode node(2, 4, /*fault_after=*/20);
+  node.reopen_failures = 1;
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(node.load(i).ok()) << i;
+  // Sequential requests until device 0 faults: each is answered right (device 1 takes the retry).
+  Served s = serve_rounds(node);
+  EXPECT_EQ(s.right, 12);
+  for (int i = 0; i < 100 && node.restarts.load() < 2; ++i) std::this_thread::sleep_for(100ms);
+  ASSERT_EQ(node.restarts.load(), 2) << "the failed restart was not tried again within 10 s";
+  std::set<std::string> devices;
+  for (int i = 0; i < 20 && devices.count("sim:0") == 0; ++i) {
+    std::this_thread::sleep_for(100ms);
+    s = serve_rounds(node);
+    EXPECT_EQ(s.right, s.answers);
+    devices.insert(s.devices.begin(), s.devices.end());
+  }
+  EXPECT_EQ(devices.count("sim:0"), 1u) << "device 0 never served again after its second restart";
 }
 
 // A restart closes the broken device before it opens the new one (on a GPU both would share its
