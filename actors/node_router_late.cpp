@@ -36,6 +36,18 @@ int64_t profile_seq_len(const gpu::Model& model) {
   return std::max<int64_t>(len, 1);
 }
 
+/// A restart failed (or the restarted executor did not report): the device stays out of service and
+/// is tried again after 1 s, 2 s, 4 s, ... at most kRestartRetryMax.
+void retry_restart_later(router_pointer self, uint32_t device, const caf::error& err) {
+  auto& d = self->state.devices[device];
+  const auto wait =
+      std::min<std::chrono::seconds>(kRestartRetryFirst * (1 << std::min(d.failed_restarts, 6u)), kRestartRetryMax);
+  ++d.failed_restarts;
+  spdlog::error("node {}: executor {} could not be restarted: {}; it stays out of service, next try in {} s",
+                self->state.config.name, d.name, from_caf(err).message(), wait.count());
+  self->delayed_send(self, wait, restart_atom_v, device);
+}
+
 }  // namespace
 
 void restart_device(router_pointer self, uint32_t device) {
@@ -46,26 +58,17 @@ void restart_device(router_pointer self, uint32_t device) {
   self->request(st.devices[device].actor, kRestartTimeout, restart_atom_v)
       .then(
           [self, device](device_report&) {
-            auto& s = self->state;
-            s.devices[device].failed_restarts = 0;
-            self->request(s.devices[device].actor, std::chrono::seconds(10), status_atom_v)
+            self->request(self->state.devices[device].actor, std::chrono::seconds(10), status_atom_v)
                 .then(
                     [self, device](executor_status& status) {
+                      self->state.devices[device].failed_restarts = 0;
                       self->state.swap->device_up(device, status.pool_capacity);
                       spdlog::info("node {}: executor {} restarted", self->state.config.name, status.device.name);
                       pump(self);
                     },
-                    [self, device](caf::error&) { restart_device(self, device); });
+                    [self, device](caf::error& err) { retry_restart_later(self, device, err); });
           },
-          [self, device](caf::error& err) {
-            auto& d = self->state.devices[device];
-            const auto wait = std::min<std::chrono::seconds>(kRestartRetryFirst * (1 << std::min(d.failed_restarts, 6u)),
-                                                             kRestartRetryMax);
-            ++d.failed_restarts;
-            spdlog::error("node {}: executor {} could not be restarted: {}; it stays out of service, next try in {} s",
-                          self->state.config.name, d.name, from_caf(err).message(), wait.count());
-            self->delayed_send(self, wait, restart_atom_v, device);
-          });
+          [self, device](caf::error& err) { retry_restart_later(self, device, err); });
 }
 
 namespace {

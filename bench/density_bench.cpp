@@ -14,10 +14,10 @@
 // Defaults, and why: 160 MiB devices (a 128 MiB model pool each) against 13-36 MiB models, so the
 // pinned baseline holds about 18 functions; deadline 4x the warm latency the node serves, one per
 // model family (Torpor's own deadlines were 80 ms for every CV model, ResNet-152 at about 20 ms
-// warm); real rates; no device-to-device links unless --nvlink (then Torpor's worker topology). Devices compute with a
-// dilation of 3 (devices.compute_dilation: each kernel keeps its device busy for 3x its host CPU
-// time, so the four emulated devices of this 2-core host do not slow each other down as no four GPUs
-// do), and PCIe runs at --pcie / dilation (4 GB/s / 3), so copy and compute keep the ratio they have
+// warm); real rates; no device-to-device links unless --nvlink (then Torpor's worker topology).
+// Devices compute with a dilation of 3 (devices.compute_dilation: each kernel keeps its device
+// busy for 3x its host CPU time, so the four emulated devices of this 2-core host do not slow each
+// other down as no four GPUs do), and PCIe runs at --pcie / dilation (4 GB/s / 3), so copy and compute keep the ratio they have
 // at 4 GB/s undilated: the wide model's weights cross in about 1.3x its warm latency, as ResNet-152's
 // do on Torpor's PCIe 3 V100s. Each trial reports the CPU the process used and the host's steal time.
 //
