@@ -14,7 +14,6 @@
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
-#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,11 +25,8 @@
 #include "actors/node_router_interface.hpp"
 #include "actors/routing.hpp"
 #include "actors/transfer_peer_interface.hpp"
-#include "placement/chain_plan.hpp"
 
 namespace ember {
-
-class RepositoryIndex;
 
 /// A repository scan finished on the scanner thread (local only). `model` empty: the whole
 /// repository was scanned; otherwise that model's folder.
@@ -64,26 +60,6 @@ using cluster_manager_actor = caf::typed_actor<
     caf::reacts_to<tick_atom>,
     /// Internal: the repository scanner's results.
     caf::reacts_to<repository_scanned>>;
-
-struct ClusterManagerConfig {
-  /// The repository directory (scanned by the manager; served to nodes by its blob server).
-  std::string repository;
-  /// Where the manager's blob server listens, as nodes should dial it.
-  std::string data_host;
-  uint16_t data_port = 0;
-  /// Re-place the replicas of a lost node on the survivors.
-  bool replace_on_failure = true;
-  /// How often the chain controller looks for stalled hops while transfers run.
-  std::chrono::milliseconds chain_check_interval{250};
-  /// When a hop counts as stalled or slow (placement/chain_plan.hpp).
-  placement::StallOptions stall;
-};
-
-/// Spawns the manager over an initial scan of the repository. `index` (shared with the manager's
-/// blob server, which serves weights files by key) is kept in step with the registry.
-cluster_manager_actor spawn_cluster_manager(caf::actor_system& sys, ClusterManagerConfig config,
-                                            std::vector<RepositoryEntry> initial,
-                                            std::shared_ptr<RepositoryIndex> index);
 
 }  // namespace ember
 

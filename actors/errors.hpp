@@ -8,7 +8,7 @@
 #include <caf/sec.hpp>
 #include <string>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 
 CAF_ERROR_CODE_ENUM(ember::ErrorCode, "ember")
 

@@ -35,13 +35,4 @@ using gateway_actor = caf::typed_actor<
     /// Internal timers: expire a held request; ask the manager again for a replica.
     caf::reacts_to<expire_atom, uint64_t>, caf::reacts_to<ensure_atom, model_key>>;
 
-class RoutingView;
-class GatewayInstruments;
-
-/// Spawns a gateway that subscribes to `manager` (a cluster_manager_actor) and publishes routing
-/// snapshots into `view` (read by the HTTP threads). Uses config's request_timeout,
-/// cold_start_timeout and max_pending. `instruments` must outlive the gateway.
-gateway_actor spawn_gateway(caf::actor_system& sys, GatewayConfig config, caf::actor manager,
-                            std::shared_ptr<RoutingView> view, GatewayInstruments* instruments);
-
 }  // namespace ember

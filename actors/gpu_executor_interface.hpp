@@ -15,8 +15,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/messages.hpp"
-#include "actors/node_instruments.hpp"
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "gpu/executor.hpp"
 #include "gpu/model.hpp"
 
@@ -100,15 +99,6 @@ using gpu_executor_actor = caf::typed_actor<
     /// Replaces the engine by a fresh one over a reopened device (its models are gone); answers the
     /// new device's report. Errors: as reopening the device.
     caf::replies_to<restart_atom>::with<device_report>, caf::reacts_to<executor_job_done>>;
-
-/// Builds a fresh engine over a reopened device, for restart_atom.
-using engine_factory = std::function<Result<std::unique_ptr<ExecutorEngine>>()>;
-
-/// Spawns an executor over `engine`, which it owns from then on. `node` names the node in replies;
-/// `instruments` (outliving the actor) receives queue and compute durations per model.
-/// `reopen` (may be empty: restart then fails) builds the replacement engine after a fault.
-gpu_executor_actor spawn_gpu_executor(caf::actor_system& sys, std::unique_ptr<ExecutorEngine> engine, std::string node,
-                                      NodeInstruments* instruments, engine_factory reopen = {});
 
 }  // namespace ember
 

@@ -10,9 +10,40 @@
 #include <caf/meta/type_name.hpp>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "base/host_port.hpp"
+#include "base/status.hpp"
+
 namespace ember {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, HostPort& x) {
+  return f(caf::meta::type_name("host_port"), x.host, x.port);
+}
+
+/// Where a node got a model's bytes: the cold-start source tiers, cheapest first (Flashpoint §2.5:
+/// own memory, then local disk, then a peer's memory, then the repository). Words, for logs,
+/// metrics labels and the HTTP API: "cache", "local_disk", "peer", "repository".
+enum class SourceTier : uint8_t { cache, local_disk, peer, repository };
+std::string_view to_string(SourceTier tier);
+/// "peer:<name>" for a peer, the tier's word otherwise (logs and the distribute API).
+std::string describe_source(SourceTier tier, const std::string& peer);
+
+/// A model version's readiness in the cluster, as the repository index and the gateways see it
+/// (the manager's ModelRegistry owns the transitions). Words: "unloaded", "loading", "ready",
+/// "failed".
+enum class ModelReadiness : uint8_t { unloaded, loading, ready, failed };
+std::string_view to_string(ModelReadiness readiness);
+
+/// How a distribution reaches its receivers: chained multicast (one chain per holder), unicast
+/// (each pulls from a holder directly) or automatic (chain for two or more receivers). Words:
+/// "chain", "unicast", "auto".
+enum class DistributeMode : uint8_t { chain, unicast, automatic };
+std::string_view to_string(DistributeMode mode);
+/// invalid_argument "mode must be chain, unicast or auto, not '<word>'" for anything else.
+Result<DistributeMode> parse_distribute_mode(std::string_view word);
 
 /// One version of one model. version 0 means "the default version" (the highest) where a caller
 /// may leave it open (HTTP paths without /versions/); actors past the gateway always see a real one.
@@ -79,17 +110,17 @@ typename Inspector::result_type inspect(Inspector& f, infer_reply& x) {
 
 /// Where a node can fetch a model's weights from over the data plane.
 struct blob_source {
-  /// "peer" (another node's cache) or "repository" (the manager's blob server).
-  std::string kind;
+  /// peer (another node's cache) or repository (the manager's blob server).
+  SourceTier kind = SourceTier::repository;
   /// The node's name for a peer, "manager" for the repository.
   std::string name;
-  std::string host;
-  uint16_t port = 0;
+  /// Its blob server.
+  HostPort endpoint;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, blob_source& x) {
-  return f(caf::meta::type_name("blob_source"), x.kind, x.name, x.host, x.port);
+  return f(caf::meta::type_name("blob_source"), x.kind, x.name, x.endpoint);
 }
 
 /// Manager -> node_router: make a replica of `model` on this node (fetch its bytes unless the
@@ -122,15 +153,17 @@ struct replica_info {
   model_key model;
   std::string node;
   std::string device;
-  /// "cache" (already in host memory), "peer:<name>", "repository" or "local_disk".
-  std::string source;
+  /// Where the bytes came from (cache: already in host memory), and the peer's name for a peer.
+  SourceTier source = SourceTier::cache;
+  std::string source_peer;
   uint64_t bytes_fetched = 0;
   uint64_t load_us = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, replica_info& x) {
-  return f(caf::meta::type_name("replica_info"), x.model, x.node, x.device, x.source, x.bytes_fetched, x.load_us);
+  return f(caf::meta::type_name("replica_info"), x.model, x.node, x.device, x.source, x.source_peer, x.bytes_fetched,
+           x.load_us);
 }
 
 /// One device of a node, as the manager sees it.
@@ -149,8 +182,7 @@ typename Inspector::result_type inspect(Inspector& f, device_report& x) {
 struct node_report {
   std::string name;
   /// Where this node's blob server listens (peers fetch cached models from it).
-  std::string data_host;
-  uint16_t data_port = 0;
+  HostPort data;
   std::vector<device_report> devices;
   uint64_t cache_capacity = 0;
   uint64_t cache_used = 0;
@@ -163,22 +195,16 @@ struct node_report {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_report& x) {
-  return f(caf::meta::type_name("node_report"), x.name, x.data_host, x.data_port, x.devices, x.cache_capacity,
-           x.cache_used, x.cached, x.replicas, x.rack);
+  return f(caf::meta::type_name("node_report"), x.name, x.data, x.devices, x.cache_capacity, x.cache_used, x.cached,
+           x.replicas, x.rack);
 }
 
 /// State of a model version in the cluster, as the repository index and the gateways see it.
-///
-///   unloaded ──load──▶ loading ──▶ ready ──unload──▶ unloaded
-///                         │  ▲       │
-///                         ▼  │       └─ last replica lost ──▶ loading (re-placed) or unloaded
-///                       failed ──load──┘
 /// "unloaded" models stay registered: a request for one triggers a load (scale from zero) unless
 /// it was unloaded explicitly, which the `explicitly_unloaded` flag remembers.
 struct model_state {
   model_key model;
-  /// "unloaded", "loading", "ready" or "failed".
-  std::string state;
+  ModelReadiness state = ModelReadiness::unloaded;
   /// Why it failed, or why it is unloaded.
   std::string reason;
   bool explicitly_unloaded = false;
@@ -209,9 +235,8 @@ typename Inspector::result_type inspect(Inspector& f, model_command& x) {
 struct distribute_request {
   model_key model;
   std::vector<std::string> nodes;
-  /// distribute: "chain" (one chain per holder; the default), "unicast" (every receiver pulls from
-  /// a holder directly) or "auto" (chain when more than one receiver).
-  std::string mode = "chain";
+  /// distribute: chain (the default), unicast or automatic.
+  DistributeMode mode = DistributeMode::chain;
 };
 
 template <class Inspector>
@@ -222,7 +247,10 @@ typename Inspector::result_type inspect(Inspector& f, distribute_request& x) {
 /// What a distribute or evict did, node by node.
 struct distribute_result {
   model_key model;
-  std::string mode;
+  /// What a distribution did (chain or unicast: automatic is resolved); ignored for an eviction.
+  DistributeMode mode = DistributeMode::chain;
+  /// This is the answer of an evict.
+  bool evicted = false;
   uint64_t blob_bytes = 0;
   /// From the request to the last receiver's verified digest.
   double seconds = 0;
@@ -236,8 +264,8 @@ struct distribute_result {
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, distribute_result& x) {
-  return f(caf::meta::type_name("distribute_result"), x.model, x.mode, x.blob_bytes, x.seconds, x.chains, x.nodes,
-           x.errors);
+  return f(caf::meta::type_name("distribute_result"), x.model, x.mode, x.evicted, x.blob_bytes, x.seconds, x.chains,
+           x.nodes, x.errors);
 }
 
 }  // namespace ember

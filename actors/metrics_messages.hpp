@@ -2,7 +2,7 @@
 // inspect overloads).
 #pragma once
 
-#include "actors/metrics.hpp"
+#include "metrics/metrics.hpp"
 
 namespace ember {
 using metrics_snapshot = metrics::MetricsSnapshot;

@@ -20,7 +20,6 @@
 
 #include "actors/atoms.hpp"
 #include "actors/messages.hpp"
-#include "actors/node_instruments.hpp"
 #include "actors/transfer_peer_interface.hpp"
 #include "gpu/host_buffer.hpp"
 #include "transport/checksum.hpp"
@@ -44,8 +43,9 @@ struct fetch_blob {
 /// A resident blob (local only: shares the cache's buffer, which stays valid while held).
 struct blob_ref {
   std::shared_ptr<const gpu::HostBuffer> bytes;
-  /// "cache", "local_disk", "peer:<name>" or "repository".
-  std::string source;
+  /// Where the bytes came from, and the peer's name for a peer.
+  SourceTier source = SourceTier::cache;
+  std::string source_peer;
   uint64_t bytes_fetched = 0;
   uint64_t fetch_us = 0;
   /// SHA-256 of the bytes when a fetch verified it (the cache then never hashes them again).
@@ -78,23 +78,6 @@ using model_cache_actor = caf::typed_actor<
     caf::replies_to<status_atom>::with<cache_status>, caf::reacts_to<cache_fetch_done>,
     /// Drops an unpinned resident blob now; false when it is pinned (a replica uses it) or absent.
     caf::replies_to<evict_atom, std::string>::with<bool>>;
-
-struct ModelCacheConfig {
-  /// Host-memory cap, bytes.
-  uint64_t capacity_bytes = 16ull << 30;
-  /// Local model repository directory ("" = none): blob "m/v" is read from <dir>/m/v/weights.safetensors.
-  std::string repository;
-  /// Concurrent fetches.
-  uint32_t fetch_threads = 2;
-  /// Settings of the multicast hops this cache spawns (node name, timeouts).
-  TransferPeerConfig transfer;
-  /// The data plane peers and the repository serve on.
-  transport::TransportKind transport = transport::TransportKind::tcp;
-};
-
-/// Spawns the cache over `store` (shared with the node's blob server, which serves from it).
-model_cache_actor spawn_model_cache(caf::actor_system& sys, ModelCacheConfig config, std::shared_ptr<BlobStore> store,
-                                    NodeInstruments* instruments);
 
 }  // namespace ember
 

@@ -1,4 +1,4 @@
-// The model repository on disk, as the cluster manager reads it: one folder per model holding
+// The model repository on disk, as the cluster manager scans it and a node reads its own local one: one folder per model holding
 // numbered version folders, as Triton's repositories do:
 //
 //   ROOT/<model>/<version>/model.json            version = 1, 2, ... (digits only)
@@ -9,7 +9,7 @@
 // (manifest, weights header, byte layout) without reading the weights, and a version that fails
 // stays listed with its error so that `load` can report it.
 //
-// Pure file reading; anyone, any thread; blocking (the manager calls it from a scanner thread).
+// Pure file reading; anyone, any thread; blocking (actors call it through offload, never inline).
 #pragma once
 
 #include <cstdint>
@@ -44,31 +44,3 @@ std::string blob_key_of(const model_key& key);
 
 }  // namespace ember
 
-#include <map>
-#include <memory>
-#include <mutex>
-
-#include "transport/blob.hpp"
-
-namespace ember {
-
-/// The weights files the manager's blob server may serve, by blob key. The manager updates it as
-/// it rescans; the server's threads look keys up. Thread-safe.
-class RepositoryIndex {
- public:
-  void replace(const std::vector<RepositoryEntry>& entries, const std::string& model = {});
-  /// For a transport::BlobServer: weights files of valid versions, read from disk.
-  transport::BlobLookup lookup() const;
-
- private:
-  struct File {
-    std::string path;
-    /// Opened at the first request and kept, so its SHA-256 (sent with every transfer) is computed
-    /// once per file, not once per transfer.
-    std::shared_ptr<const transport::Blob> blob;
-  };
-  mutable std::mutex mu_;
-  mutable std::map<std::string, File> files_;  // blob key -> weights file; guarded by mu_
-};
-
-}  // namespace ember

@@ -26,7 +26,6 @@
 #include "actors/messages.hpp"
 #include "actors/metrics_messages.hpp"
 #include "actors/model_cache_interface.hpp"
-#include "actors/swap_controller.hpp"
 
 namespace ember {
 
@@ -44,36 +43,5 @@ using node_router_actor = caf::typed_actor<
     caf::reacts_to<tick_atom>,
     /// Late binding: another try at restarting a faulted executor, by device index (self-sent).
     caf::reacts_to<restart_atom, uint32_t>>;
-
-/// Late binding (Torpor): models live in host memory and are swapped onto a device per request.
-struct LateBinding {
-  SwapControllerOptions options;
-  placement::NodeTopology topology;
-  /// Each executor's model pool capacity, by device index.
-  std::vector<uint64_t> pool_bytes;
-  /// A model is heavy when its cold request takes more than heavy_factor times a warm one (both
-  /// measured when the model is registered on this node).
-  double heavy_factor = 1.3;
-  /// SLO per model: deadline = slo_deadline_us if set, else slo_factor x its warm latency.
-  double slo_factor = 2.0;
-  uint64_t slo_deadline_us = 0;
-  double slo_percentile = 0.98;
-};
-
-struct NodeRouterConfig {
-  std::string name;
-  /// Where this node's blob server listens (reported to the manager for peer fetches).
-  std::string data_host;
-  uint16_t data_port = 0;
-  /// transfer.rack of the node's config.
-  std::string rack;
-  /// Set: late binding (binding.mode late). Unset: each replica is bound to one device at load.
-  std::optional<LateBinding> late;
-};
-
-/// `devices[i]` describes the device of `executors[i]`.
-node_router_actor spawn_node_router(caf::actor_system& sys, NodeRouterConfig config,
-                                    std::vector<gpu_executor_actor> executors, std::vector<device_report> devices,
-                                    model_cache_actor cache, NodeInstruments* instruments);
 
 }  // namespace ember

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "actors/messages.hpp"
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "gpu/host_tensor.hpp"
 
 namespace ember {

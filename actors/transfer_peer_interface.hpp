@@ -27,22 +27,17 @@
 #include <caf/actor.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
-#include <chrono>
 #include <cstdint>
 #include <string>
 
 #include "actors/atoms.hpp"
 #include "actors/messages.hpp"
-#include "transport/data_plane.hpp"
-
-namespace ember {
-class NodeInstruments;
-}
+#include "placement/chain_plan.hpp"
 
 namespace ember {
 
-/// Hop -> controller: where the hop stands. Sent every progress interval, and once with `state`
-/// "done" or "failed" at the end. `peer` is the hop's own handle, for chain_splice.
+/// Hop -> controller: where the hop stands. Sent every progress interval (receiving), and once with
+/// `state` done or failed at the end (never spliced_out: that is the controller's word). `peer` is the hop's own handle, for chain_splice.
 struct chain_progress {
   uint64_t transfer_id = 0;
   std::string node;
@@ -51,8 +46,7 @@ struct chain_progress {
   /// Bytes [0, offset) are verified.
   uint64_t offset = 0;
   uint64_t blob_bytes = 0;
-  /// "receiving", "done" or "failed".
-  std::string state;
+  placement::HopState state = placement::HopState::receiving;
   std::string error;
   caf::actor peer;
 };
@@ -102,26 +96,6 @@ struct hop_attempt_done {
 
 using transfer_peer_actor =
     caf::typed_actor<caf::reacts_to<chain_splice>, caf::reacts_to<hop_attempt_done>, caf::reacts_to<tick_atom>>;
-
-struct TransferPeerConfig {
-  /// This node's name, as the controller knows it.
-  std::string node;
-  /// How often the hop reports its offset. Shorter finds stalls sooner; each report is one small
-  /// message to the manager.
-  std::chrono::milliseconds progress_interval{250};
-  /// An upstream that sends nothing for this long is given up (the hop asks for another).
-  std::chrono::milliseconds idle_timeout{5000};
-  /// Fetch attempts (first plus resumes) before the hop fails.
-  uint32_t max_attempts = 16;
-  /// Socket buffer bytes of the hop's connection (0 = kernel autotuning).
-  int socket_buffer_bytes = 4 << 20;
-  /// Fault seam (tests, drills): receive at most this many bytes per second. 0 = no limit.
-  uint64_t throttle_bytes_per_s = 0;
-  /// The node's metrics (same process; may be null in tests).
-  NodeInstruments* instruments = nullptr;
-  /// The data plane the cluster runs (transfer.transport).
-  transport::TransportKind transport = transport::TransportKind::tcp;
-};
 
 }  // namespace ember
 

@@ -43,10 +43,10 @@
 #include "actors/metrics_messages.hpp"
 #include "actors/errors.hpp"
 #include "actors/model_repository.hpp"
-#include "actors/processes.hpp"
+#include "actors/process/node_process.hpp"
 #include "actors/tensor_codec.hpp"
 #include "bench/density_models.hpp"
-#include "config/units.hpp"
+#include "base/units.hpp"
 
 namespace ember::bench {
 namespace {
@@ -232,10 +232,16 @@ Result<std::unique_ptr<NodeProcess>> start_node(caf::actor_system& sys, const Op
       for (int b = 0; b < 4; ++b) dc.link_bytes_per_s[a][b] = kLinks[a][b] * nvlink / std::max(o.dilation, 1.0);
     }
   }
-  BindingConfig bc;
-  bc.mode = variant == "pinned" ? "pinned" : "late";
-  bc.scheduler = variant == "random" ? "random" : "torpor";
-  bc.eviction = variant == "lru" ? "lru" : "torpor";
+  // The binding: section of each variant (the words of --variants).
+  static const std::map<std::string, BindingConfig> kVariants = {
+      {"pinned", {.mode = BindingMode::pinned}},
+      {"torpor", {}},
+      {"random", {.scheduler = SwapScheduler::random}},
+      {"lru", {.eviction = EvictionRule::lru}},
+  };
+  auto known = kVariants.find(variant);
+  if (known == kVariants.end()) return invalid_argument("unknown variant '" + variant + "' (pinned, torpor, random, lru)");
+  BindingConfig bc = known->second;
   bc.workspace_bytes = 32ull << 20;
   return NodeProcess::start(sys, nc, dc, TransferConfig{}, bc);
 }

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "config/device_config.hpp"
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "gpu/host_tensor.hpp"
 
 namespace ember::bench {

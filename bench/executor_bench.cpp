@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "bench/subprocess.hpp"
-#include "config/units.hpp"
+#include "base/units.hpp"
 #include "gpu/architectures.hpp"
 #include "gpu/executor.hpp"
 #include "gpu/sample_inputs.hpp"

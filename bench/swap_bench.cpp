@@ -22,7 +22,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "config/units.hpp"
+#include "base/units.hpp"
 #include "gpu/architectures.hpp"
 #include "gpu/copy_elbow.hpp"
 #include "gpu/executor.hpp"

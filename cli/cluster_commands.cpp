@@ -12,11 +12,13 @@
 
 #include "actors/actor_system.hpp"
 #include "actors/errors.hpp"
-#include "actors/processes.hpp"
+#include "actors/process/gateway_process.hpp"
+#include "actors/process/manager_process.hpp"
+#include "actors/process/node_process.hpp"
 #include "cli/commands.hpp"
 #include "config/cluster_config.hpp"
-#include "config/host_port.hpp"
-#include "config/units.hpp"
+#include "base/host_port.hpp"
+#include "base/units.hpp"
 
 namespace ember::cli {
 
@@ -103,7 +105,7 @@ Result<ClusterConfig> cluster_config(const ClusterOptions& o, ProcessRole role) 
       override_with(o.cold_start_timeout, "--cold-start-timeout", c.gateway.cold_start_timeout_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(override_with(o.node_timeout, "--node-timeout", c.manager.node_timeout_us, parse_duration_us));
   if (c.manager.heartbeat_us >= c.manager.node_timeout_us) c.manager.heartbeat_us = c.manager.node_timeout_us / 4;
-  if (!o.transport.empty()) c.transfer.transport = o.transport;
+  EMBER_RETURN_IF_ERROR(override_with(o.transport, "--transport", c.transfer.transport, parse_transport_kind));
   if (!o.rack.empty()) c.transfer.rack = o.rack;
   c.transfer.fault_corrupt_frame = o.fault_corrupt_frame;
   EMBER_RETURN_IF_ERROR(
@@ -127,7 +129,7 @@ void preload(caf::actor_system& sys, const cluster_manager_actor& manager, const
   caf::scoped_actor self{sys};
   for (const auto& name : models) {
     self->request(manager, std::chrono::minutes(10), load_atom_v, model_command{{name, 0}})
-        .receive([&](model_state& s) { spdlog::info("loaded {} ({})", s.model.to_string(), s.state); },
+        .receive([&](model_state& s) { spdlog::info("loaded {} ({})", s.model.to_string(), to_string(s.state)); },
                  [&](caf::error& e) { spdlog::error("cannot load {}: {}", name, from_caf(e).message()); });
   }
 }

@@ -6,7 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 
 namespace ember::cli {
 

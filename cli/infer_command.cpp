@@ -10,7 +10,7 @@
 
 #include "cli/commands.hpp"
 #include "gpu/host_tensor.hpp"
-#include "gpu/json_text.hpp"
+#include "base/json_text.hpp"
 
 namespace ember::cli {
 
@@ -46,7 +46,7 @@ Result<json> read_request(const std::string& path) {
   if (!f) return not_found(path + ": cannot open");
   std::stringstream ss;
   ss << f.rdbuf();
-  auto j = gpu::parse_json_text(ss.str());
+  auto j = parse_json_text(ss.str());
   if (!j.ok()) return j.error().with_context(path);
   return std::move(*j);
 }
@@ -95,7 +95,7 @@ int run_infer(const InferOptions& o) {
       std::fprintf(stderr, "error: HTTP %d: %s\n", meta->status, meta->body.c_str());
       return meta->status == 404 ? 2 : 1;
     }
-    auto parsed = gpu::parse_json_text(meta->body);
+    auto parsed = parse_json_text(meta->body);
     if (!parsed.ok()) return report(parsed.error().with_context("model metadata"));
     auto r = random_request(*parsed, o);
     if (!r.ok()) return report(r.error());
@@ -112,7 +112,7 @@ int run_infer(const InferOptions& o) {
   if (!o.output.empty()) {
     std::ofstream(o.output) << res->body << "\n";
   }
-  auto body = gpu::parse_json_text(res->body);
+  auto body = parse_json_text(res->body);
   if (!body.ok()) return report(body.error().with_context("response"));
   std::printf("model %s version %s: %.2f ms\n", body->value("model_name", "?").c_str(),
               body->value("model_version", "?").c_str(), ms);

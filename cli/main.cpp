@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
-#include "config/status.hpp"
+#include "base/status.hpp"
 
 namespace ember::cli {
 

@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "cli/commands.hpp"
-#include "config/units.hpp"
+#include "base/units.hpp"
 #include "gpu/architectures.hpp"
 #include "gpu/model.hpp"
 

@@ -12,11 +12,11 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
-#include "config/units.hpp"
+#include "base/units.hpp"
 #include "gpu/device_registry.hpp"
 #include "gpu/executor.hpp"
 #include "gpu/host_tensor.hpp"
-#include "gpu/json_text.hpp"
+#include "base/json_text.hpp"
 #include "gpu/sample_inputs.hpp"
 
 namespace ember::cli {
@@ -59,7 +59,7 @@ Result<std::string> read_text(const std::string& path) {
 // KServe v2 request body: {"inputs": [{name, datatype, shape, data}, ...]}.
 Result<std::vector<gpu::HostTensor>> read_json_inputs(const std::string& path) {
   EMBER_ASSIGN_OR_RETURN(std::string text, read_text(path));
-  auto parsed = gpu::parse_json_text(text);
+  auto parsed = parse_json_text(text);
   if (!parsed.ok()) return parsed.error().with_context(path);
   const nlohmann::json& j = *parsed;
   if (!j.is_object() || !j.contains("inputs") || !j["inputs"].is_array()) {

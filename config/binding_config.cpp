@@ -8,9 +8,10 @@
 #include <string>
 #include <system_error>
 
+#include "config/choices.hpp"
 #include "config/cluster_config.hpp"
 #include "config/config_detail.hpp"
-#include "config/units.hpp"
+#include "base/units.hpp"
 #include "config/yaml_section.hpp"
 
 namespace ember::config_detail {
@@ -34,11 +35,6 @@ Status check_number(const std::string& at, const char* key, double v, double lo,
     return invalid_argument(at + ": " + key + ": " + show_number(v) + " is outside " + show_number(lo) + ".." +
                             show_number(hi));
   }
-  return Status::OK();
-}
-
-Status check_choice(const std::string& at, const char* key, const std::string& v, const char* a, const char* b) {
-  if (v != a && v != b) return invalid_argument(at + ": " + key + ": '" + v + "' is neither " + a + " nor " + b);
   return Status::OK();
 }
 
@@ -71,9 +67,9 @@ Status parse_binding(const YamlSection& s, BindingConfig& c) {
   EMBER_RETURN_IF_ERROR(
       s.check_keys({"mode", "scheduler", "eviction", "group", "heavy_factor", "slo_factor", "slo_deadline",
                     "slo_percentile", "workspace", "window", "repartition", "alpha_period", "seed"}));
-  EMBER_RETURN_IF_ERROR(s.read_string("mode", c.mode));
-  EMBER_RETURN_IF_ERROR(s.read_string("scheduler", c.scheduler));
-  EMBER_RETURN_IF_ERROR(s.read_string("eviction", c.eviction));
+  EMBER_RETURN_IF_ERROR(s.read_word("mode", c.mode, parse_binding_mode));
+  EMBER_RETURN_IF_ERROR(s.read_word("scheduler", c.scheduler, parse_swap_scheduler));
+  EMBER_RETURN_IF_ERROR(s.read_word("eviction", c.eviction, parse_eviction_rule));
   EMBER_RETURN_IF_ERROR(s.read("group", c.group_bytes, parse_group));
   EMBER_RETURN_IF_ERROR(s.read("heavy_factor", c.heavy_factor, parse_number));
   EMBER_RETURN_IF_ERROR(s.read("slo_factor", c.slo_factor, parse_number));
@@ -88,9 +84,6 @@ Status parse_binding(const YamlSection& s, BindingConfig& c) {
 }
 
 Status validate_binding(const BindingConfig& b, const std::string& at) {
-  EMBER_RETURN_IF_ERROR(check_choice(at, "binding.mode", b.mode, "late", "pinned"));
-  EMBER_RETURN_IF_ERROR(check_choice(at, "binding.scheduler", b.scheduler, "torpor", "random"));
-  EMBER_RETURN_IF_ERROR(check_choice(at, "binding.eviction", b.eviction, "torpor", "lru"));
   if (b.group_bytes != 0 && (b.group_bytes < kMinGroupBytes || b.group_bytes > kMaxGroupBytes)) {
     return invalid_argument(at + ": binding.group: " + format_bytes(b.group_bytes) +
                             " is outside 64 KiB..1 GiB (0 or auto: measured)");

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "config/config_detail.hpp"
-#include "config/units.hpp"
+#include "base/units.hpp"
 #include "config/yaml_section.hpp"
 
 namespace ember {
@@ -112,7 +112,7 @@ Status parse_transfer(const YamlSection& s, TransferConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
   EMBER_RETURN_IF_ERROR(s.check_keys({"transport", "chunk", "socket_buffer", "progress_interval", "idle_timeout",
                                       "stall_timeout", "slow_fraction", "min_rate", "lag", "max_attempts", "rack"}));
-  EMBER_RETURN_IF_ERROR(s.read_string("transport", c.transport));
+  EMBER_RETURN_IF_ERROR(s.read_word("transport", c.transport, parse_transport_kind));
   EMBER_RETURN_IF_ERROR(s.read("chunk", c.chunk_bytes, parse_bytes));
   EMBER_RETURN_IF_ERROR(s.read("socket_buffer", c.socket_buffer_bytes, parse_bytes));
   EMBER_RETURN_IF_ERROR(s.read("progress_interval", c.progress_interval_us, parse_duration_us));
@@ -127,9 +127,6 @@ Status parse_transfer(const YamlSection& s, TransferConfig& c) {
 }
 
 Status validate_transfer(const TransferConfig& t, const std::string& at) {
-  if (t.transport != "tcp" && t.transport != "ucx") {
-    return invalid_argument(at + ": transfer.transport: '" + t.transport + "' is neither tcp nor ucx");
-  }
   if (t.chunk_bytes < (64u << 10) || t.chunk_bytes > (64u << 20)) {
     return invalid_argument(at + ": transfer.chunk: " + format_bytes(t.chunk_bytes) + " is outside 64 KiB..64 MiB");
   }

@@ -31,9 +31,10 @@
 #include <string>
 #include <string_view>
 
+#include "config/choices.hpp"
 #include "config/device_config.hpp"
-#include "config/host_port.hpp"
-#include "config/status.hpp"
+#include "base/host_port.hpp"
+#include "base/status.hpp"
 
 namespace ember {
 
@@ -118,9 +119,11 @@ struct NodeConfig {
 
 /// `transfer:` — the data plane and chained multicast of model bytes (read by managers and nodes).
 struct TransferConfig {
-  /// "tcp" (the default; works everywhere) or "ucx" (UCX picks shared memory, TCP or RDMA as the
-  /// hosts have them). Every node and the manager of a cluster must use the same transport.
-  std::string transport = "tcp";
+  /// tcp (the default; kernel sockets) or ucx (UCX active messages with rendezvous). Ember runs UCX
+  /// in its peer-failure mode, in which UCX 1.13 chooses tcp lanes only (transport/ucx_worker.hpp
+  /// says why), so ucx uses neither shared memory nor RDMA today. Every node and the manager of a
+  /// cluster must use the same transport.
+  TransportKind transport = TransportKind::tcp;
   /// Payload bytes per data frame. Default 1 MiB (measured: transport/tcp_blob_server.hpp);
   /// 64 KiB..64 MiB. Larger delays the first forwarded chunk of each hop and coarsens resume.
   uint64_t chunk_bytes = 1ull << 20;
@@ -166,13 +169,13 @@ struct BindingConfig {
   /// device the router picks for each request, evicting others under pressure, so a node serves
   /// more models than its devices hold. "pinned": a model is bound to one device when loaded and
   /// stays there; a model that fits nowhere is refused (the baseline of bench/density).
-  std::string mode = "late";
+  BindingMode mode = BindingMode::late;
   /// Device choice per request: "torpor" (the default; Algorithm 1, interference-aware) or
   /// "random" (the Torpor-Random ablation: a random idle device, host swaps only).
-  std::string scheduler = "torpor";
+  SwapScheduler scheduler = SwapScheduler::torpor;
   /// Victims under memory pressure: "torpor" (the default; duplicates, light LRU, heavy LRU) or
   /// "lru" (plain least recently used).
-  std::string eviction = "torpor";
+  EvictionRule eviction = EvictionRule::torpor;
   /// Bytes per swap-in copy group. 0 (the default) = measured at executor start: the elbow of the
   /// device's host-to-device throughput (the smallest size reaching 90% of the best; ~2 MB on
   /// PCIe 3). 64 KiB..1 GiB otherwise.

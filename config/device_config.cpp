@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <utility>
 
-#include "config/units.hpp"
+#include "base/units.hpp"
 #include "config/yaml_section.hpp"
 
 namespace ember {

@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 
 namespace YAML {
 class Node;

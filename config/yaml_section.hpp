@@ -23,7 +23,7 @@
 #include <string_view>
 #include <utility>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 
 namespace ember::config_yaml {
 
@@ -159,6 +159,13 @@ class YamlSection {
     if (!r.ok()) return r.error().with_context(where(key));
     out = std::move(r).value();
     return Status::OK();
+  }
+
+  /// A word of a fixed set (an enum's), read with `parse`; an empty word is "must not be empty".
+  template <class T, class Parse>
+  Status read_word(std::string_view key, T& out, Parse&& parse) const {
+    if (has(key) && text(key).empty()) return invalid_argument(where(key) + ": must not be empty");
+    return read(key, out, std::forward<Parse>(parse));
   }
 
   /// true/false (YAML 1.1 spellings yes/no/on/off are accepted too, as yaml-cpp reads them).

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "gpu/model_builder.hpp"
 
 namespace ember::gpu {

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "config/units.hpp"
+#include "base/units.hpp"
 
 namespace ember::gpu {
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "gpu/device.hpp"
 
 namespace ember::gpu {

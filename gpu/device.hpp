@@ -23,7 +23,7 @@
 #include <string>
 
 #include "config/device_config.hpp"
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "gpu/ops.hpp"
 
 namespace ember::gpu {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "config/units.hpp"
+#include "base/units.hpp"
 
 namespace ember::gpu {
 namespace {

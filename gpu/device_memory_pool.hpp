@@ -57,7 +57,7 @@
 #include <string_view>
 #include <vector>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "gpu/device_memory_pool_buddy.hpp"
 
 namespace ember::gpu {

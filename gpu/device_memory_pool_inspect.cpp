@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <numeric>
 
-#include "config/units.hpp"
+#include "base/units.hpp"
 #include "gpu/device_memory_pool.hpp"
 
 namespace ember::gpu {

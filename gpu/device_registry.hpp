@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "config/device_config.hpp"
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "gpu/device.hpp"
 
 namespace ember::gpu {

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "config/units.hpp"
+#include "base/units.hpp"
 
 namespace ember::gpu {
 

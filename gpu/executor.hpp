@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "gpu/device.hpp"
 #include "gpu/host_tensor.hpp"
 #include "gpu/model.hpp"

@@ -11,7 +11,7 @@
 #include <memory>
 #include <string>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 
 namespace ember::gpu {
 

@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 
 namespace ember::gpu {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "gpu/host_buffer.hpp"
 #include "gpu/tensor.hpp"
 

@@ -1,6 +1,6 @@
 #include "gpu/manifest.hpp"
 
-#include "gpu/json_text.hpp"
+#include "base/json_text.hpp"
 
 #include <cmath>
 #include <map>

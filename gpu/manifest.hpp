@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "gpu/ops.hpp"
 #include "gpu/tensor.hpp"
 

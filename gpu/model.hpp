@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "gpu/host_buffer.hpp"
 #include "gpu/manifest.hpp"
 #include "gpu/safetensors.hpp"

@@ -1,6 +1,6 @@
 #include "gpu/safetensors.hpp"
 
-#include "gpu/json_text.hpp"
+#include "base/json_text.hpp"
 
 #include <algorithm>
 #include <cstdio>

@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "gpu/tensor.hpp"
 
 namespace ember::gpu {

@@ -10,7 +10,7 @@
 #include <optional>
 #include <vector>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "gpu/host_tensor.hpp"
 #include "gpu/model.hpp"
 

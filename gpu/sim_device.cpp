@@ -11,7 +11,7 @@
 #include <mutex>
 #include <thread>
 
-#include "config/units.hpp"
+#include "base/units.hpp"
 #include "gpu/sim_stream.hpp"
 
 namespace ember::gpu {

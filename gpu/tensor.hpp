@@ -13,7 +13,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 
 namespace ember::gpu {
 

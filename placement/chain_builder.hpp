@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 
 namespace ember::placement {
 

@@ -41,7 +41,7 @@
 #include <string_view>
 #include <vector>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "placement/chain_builder.hpp"
 
 namespace ember::placement {

@@ -34,20 +34,6 @@ std::set<std::string_view> copied_elsewhere(const std::vector<DeviceReplicaView>
 
 }  // namespace
 
-std::string_view to_string(EvictionRule rule) {
-  switch (rule) {
-    case EvictionRule::torpor: return "torpor";
-    case EvictionRule::lru: return "lru";
-  }
-  return "unknown";
-}
-
-Result<EvictionRule> parse_eviction_rule(std::string_view name) {
-  if (name == "torpor") return EvictionRule::torpor;
-  if (name == "lru") return EvictionRule::lru;
-  return invalid_argument("eviction rule '" + std::string(name) + "': expected 'torpor' or 'lru'");
-}
-
 std::string_view to_string(VictimKind kind) {
   switch (kind) {
     case VictimKind::duplicate: return "duplicate";

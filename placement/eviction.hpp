@@ -41,21 +41,15 @@
 #include <string_view>
 #include <vector>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
+#include "config/choices.hpp"
 
 namespace ember::placement {
 
-/// Which order choose_evictions uses. A node-config choice ("torpor" or "lru"); default torpor.
+/// Which order choose_evictions uses: the node's binding.eviction (config/choices.hpp), torpor
+/// (duplicates, then light LRU, then heavy LRU; Torpor §5.4) or lru (the "Torpor-LRU" baseline).
 /// Changing it needs no restart of anything but the router: it only changes future decisions.
-enum class EvictionRule : uint8_t {
-  torpor,  // duplicates, then light LRU, then heavy LRU (Torpor §5.4)
-  lru,     // plain LRU over every evictable replica: the "Torpor-LRU" baseline
-};
-
-/// "torpor", "lru".
-std::string_view to_string(EvictionRule rule);
-/// The inverse of to_string; invalid_argument naming the value otherwise.
-Result<EvictionRule> parse_eviction_rule(std::string_view name);
+using ember::EvictionRule;
 
 /// One replica of a model on one device of the node, as the router sees it now. The replica's
 /// lifecycle (host-only → swapping-in → resident → evicting) is the gpu_executor's; a replica the

@@ -26,13 +26,13 @@ std::optional<uint64_t> choose_node(const std::vector<NodeView>& nodes, uint64_t
 std::vector<Source> choose_sources(const std::vector<NodeView>& nodes, uint64_t target, const Source& repository) {
   std::vector<const NodeView*> peers;
   for (const NodeView& n : nodes) {
-    if (n.id != target && n.caches_model && n.data_port != 0) peers.push_back(&n);
+    if (n.id != target && n.caches_model && n.data.port != 0) peers.push_back(&n);
   }
   std::sort(peers.begin(), peers.end(), [](const NodeView* a, const NodeView* b) {
     return a->replicas != b->replicas ? a->replicas < b->replicas : a->id < b->id;
   });
   std::vector<Source> out;
-  for (const NodeView* p : peers) out.push_back({"peer", p->name, p->data_host, p->data_port});
+  for (const NodeView* p : peers) out.push_back({SourceKind::peer, p->name, p->data});
   out.push_back(repository);
   return out;
 }

@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "base/host_port.hpp"
+
 namespace ember::placement {
 
 struct NodeView {
@@ -32,9 +34,8 @@ struct NodeView {
   /// The node's cache holds this model's bytes / the node already serves it.
   bool caches_model = false;
   bool has_replica = false;
-  /// Data-plane address of the node's blob server.
-  std::string data_host;
-  uint16_t data_port = 0;
+  /// Data-plane address of the node's blob server (port 0: unknown, not a source).
+  HostPort data;
 };
 
 /// Device memory a replica needs beyond its weights (activations, scratch), as a fraction of the
@@ -47,11 +48,12 @@ inline constexpr double kActivationHeadroom = 0.25;
 std::optional<uint64_t> choose_node(const std::vector<NodeView>& nodes, uint64_t weights_bytes,
                                     const std::set<uint64_t>& excluded = {});
 
+enum class SourceKind : uint8_t { peer, repository };
+
 struct Source {
-  std::string kind;  // "peer" or "repository"
+  SourceKind kind = SourceKind::peer;
   std::string name;
-  std::string host;
-  uint16_t port = 0;
+  HostPort endpoint;
 };
 
 /// Where `target` should fetch the model from, in the order to try.

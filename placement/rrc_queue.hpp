@@ -69,7 +69,7 @@
 #include <utility>
 #include <vector>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 
 namespace ember::placement {
 

@@ -55,7 +55,7 @@
 #include <string_view>
 #include <vector>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 
 namespace ember::placement {
 

@@ -5,22 +5,6 @@
 
 namespace ember::transport {
 
-Result<TransportKind> parse_transport_kind(std::string_view text) {
-  if (text == "tcp") return TransportKind::tcp;
-  if (text == "ucx") return TransportKind::ucx;
-  return invalid_argument("transport '" + std::string(text) + "' is not one of tcp, ucx");
-}
-
-std::string_view to_string(TransportKind kind) {
-  switch (kind) {
-    case TransportKind::tcp:
-      return "tcp";
-    case TransportKind::ucx:
-      return "ucx";
-  }
-  return "unknown";
-}
-
 Result<std::unique_ptr<DataServer>> start_data_server(TransportKind kind, BlobServerOptions options,
                                                       BlobLookup lookup) {
   if (kind == TransportKind::ucx) {

@@ -20,7 +20,8 @@
 #include <string>
 #include <string_view>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
+#include "config/choices.hpp"
 #include "transport/blob.hpp"
 #include "transport/data_server.hpp"
 #include "transport/tcp_blob_server.hpp"
@@ -29,12 +30,8 @@
 
 namespace ember::transport {
 
-enum class TransportKind : uint8_t { tcp, ucx };
-
-/// "tcp" or "ucx" (exactly, lower case); invalid_argument naming the value otherwise.
-Result<TransportKind> parse_transport_kind(std::string_view text);
-/// "tcp" or "ucx".
-std::string_view to_string(TransportKind kind);
+/// transfer.transport (config/choices.hpp: parse_transport_kind, to_string).
+using ember::TransportKind;
 
 /// Starts a blob server of `kind`; errors as that transport's start().
 Result<std::unique_ptr<DataServer>> start_data_server(TransportKind kind, BlobServerOptions options, BlobLookup lookup);

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 
 namespace ember::transport {
 

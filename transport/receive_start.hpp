@@ -7,7 +7,7 @@
 #include <string>
 #include <system_error>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "transport/frame.hpp"
 #include "transport/tcp_fetch.hpp"
 #include "transport/trailing_hasher.hpp"

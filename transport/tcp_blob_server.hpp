@@ -57,7 +57,7 @@
 #include <string>
 #include <thread>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "transport/blob.hpp"
 #include "transport/data_server.hpp"
 #include "transport/tcp_socket.hpp"

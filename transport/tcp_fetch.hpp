@@ -26,7 +26,7 @@
 #include <memory>
 #include <string>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "transport/checksum.hpp"
 #include "transport/fetch_cancel.hpp"
 #include "transport/tcp_socket.hpp"

@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 
 namespace ember::transport {
 

@@ -70,7 +70,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "transport/blob.hpp"
 #include "transport/data_server.hpp"
 #include "transport/tcp_blob_server.hpp"

@@ -30,7 +30,7 @@
 
 #include <string>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "transport/tcp_fetch.hpp"
 #include "transport/tcp_socket.hpp"
 

@@ -50,7 +50,7 @@
 #include <string>
 #include <vector>
 
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "transport/tcp_socket.hpp"
 
 namespace ember::transport::ucx {

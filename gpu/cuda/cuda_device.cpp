@@ -5,7 +5,7 @@
 #include <map>
 #include <mutex>
 
-#include "config/units.hpp"
+#include "base/units.hpp"
 #include "gpu/cuda/cuda_kernels.hpp"
 #include "gpu/cuda/cuda_stream.hpp"
 

@@ -14,7 +14,7 @@
 #include <string_view>
 #include <type_traits>
 
-#include "config/units.hpp"
+#include "base/units.hpp"
 #include "gpu/cuda/cuda_device.hpp"
 #include "gpu/cuda/cuda_plugin_abi.hpp"
 

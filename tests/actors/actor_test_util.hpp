@@ -18,7 +18,7 @@
 
 #include "actors/actor_system.hpp"
 #include "actors/errors.hpp"
-#include "config/status.hpp"
+#include "base/status.hpp"
 #include "tests/gpu/test_util.hpp"
 
 namespace ember::testing {

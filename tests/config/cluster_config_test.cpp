@@ -37,7 +37,7 @@ void expect_defaults(const ClusterConfig& c) {
   EXPECT_EQ(c.devices.count, 1u);
   EXPECT_EQ(c.devices.sim.memory_bytes, 8ull << 30);
 
-  EXPECT_EQ(c.transfer.transport, "tcp");
+  EXPECT_EQ(c.transfer.transport, TransportKind::tcp);
   EXPECT_EQ(c.transfer.chunk_bytes, 1ull << 20);
   EXPECT_EQ(c.transfer.socket_buffer_bytes, 4ull << 20);
   EXPECT_EQ(c.transfer.progress_interval_us, 250'000u);
@@ -48,9 +48,9 @@ void expect_defaults(const ClusterConfig& c) {
   EXPECT_EQ(c.transfer.max_attempts, 16u);
   EXPECT_EQ(c.transfer.rack, "");
 
-  EXPECT_EQ(c.binding.mode, "late");
-  EXPECT_EQ(c.binding.scheduler, "torpor");
-  EXPECT_EQ(c.binding.eviction, "torpor");
+  EXPECT_EQ(c.binding.mode, BindingMode::late);
+  EXPECT_EQ(c.binding.scheduler, SwapScheduler::torpor);
+  EXPECT_EQ(c.binding.eviction, EvictionRule::torpor);
   EXPECT_EQ(c.binding.group_bytes, 0u);
   EXPECT_DOUBLE_EQ(c.binding.heavy_factor, 1.3);
   EXPECT_DOUBLE_EQ(c.binding.slo_factor, 2.0);
@@ -79,7 +79,7 @@ transfer:
 )",
                                 "ember.yaml");
   ASSERT_TRUE(c.ok()) << c.error().message();
-  EXPECT_EQ(c->transfer.transport, "ucx");
+  EXPECT_EQ(c->transfer.transport, TransportKind::ucx);
   EXPECT_EQ(c->transfer.chunk_bytes, 1ull << 20);
   EXPECT_EQ(c->transfer.socket_buffer_bytes, 8ull << 20);
   EXPECT_EQ(c->transfer.progress_interval_us, 100'000u);

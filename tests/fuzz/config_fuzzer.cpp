@@ -10,7 +10,7 @@
 
 #include "config/cluster_config.hpp"
 #include "config/device_config.hpp"
-#include "config/units.hpp"
+#include "base/units.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 
 using namespace ember;

@@ -13,8 +13,7 @@ NodeView node(uint64_t id, uint64_t free_gib, uint32_t replicas = 0, bool cached
   n.replicas = replicas;
   n.caches_model = cached;
   n.has_replica = has;
-  n.data_host = "127.0.0.1";
-  n.data_port = static_cast<uint16_t>(9000 + id);
+  n.data = {"127.0.0.1", static_cast<uint16_t>(9000 + id)};
   return n;
 }
 
@@ -35,16 +34,16 @@ TEST(ChooseNode, SkipsNodesThatHoldItAreExcludedOrTooSmall) {
 }
 
 TEST(ChooseSources, PeersWithTheBytesThenTheRepository) {
-  const Source repo{"repository", "manager", "10.0.0.1", 7000};
+  const Source repo{SourceKind::repository, "manager", {"10.0.0.1", 7000}};
   auto s = choose_sources({node(1, 8, 2, true), node(2, 8, 0, true), node(3, 8, 0, false), node(4, 8, 0, true)}, 4,
                           repo);
   ASSERT_EQ(s.size(), 3u);
   EXPECT_EQ(s[0].name, "n2");  // fewest replicas first
   EXPECT_EQ(s[1].name, "n1");
-  EXPECT_EQ(s[2].kind, "repository");  // the target itself (n4) is never a source
+  EXPECT_EQ(s[2].kind, SourceKind::repository);  // the target itself (n4) is never a source
   auto only_repo = choose_sources({node(1, 8)}, 1, repo);
   ASSERT_EQ(only_repo.size(), 1u);
-  EXPECT_EQ(only_repo[0].host, "10.0.0.1");
+  EXPECT_EQ(only_repo[0].endpoint.host, "10.0.0.1");
 }
 
 }  // namespace

@@ -1,0 +1,39 @@
+// Spawning the cluster manager (its messages are in actors/cluster_manager_interface.hpp): the
+// settings the manager process gives it, and the initial repository scan it starts from.
+#pragma once
+
+#include <caf/fwd.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/cluster_manager_interface.hpp"
+#include "actors/model_repository.hpp"
+#include "placement/chain_plan.hpp"
+
+namespace ember {
+
+class RepositoryIndex;
+
+struct ClusterManagerConfig {
+  /// The repository directory (scanned by the manager; served to nodes by its blob server).
+  std::string repository;
+  /// Where the manager's blob server listens, as nodes should dial it.
+  HostPort data;
+  /// Re-place the replicas of a lost node on the survivors.
+  bool replace_on_failure = true;
+  /// How often the chain controller looks for stalled hops while transfers run.
+  std::chrono::milliseconds chain_check_interval{250};
+  /// When a hop counts as stalled or slow (placement/chain_plan.hpp).
+  placement::StallOptions stall;
+};
+
+/// Spawns the manager over an initial scan of the repository. `index` (shared with the manager's
+/// blob server, which serves weights files by key) is kept in step with the registry.
+cluster_manager_actor spawn_cluster_manager(caf::actor_system& sys, ClusterManagerConfig config,
+                                            std::vector<RepositoryEntry> initial,
+                                            std::shared_ptr<RepositoryIndex> index);
+
+}  // namespace ember

@@ -1,0 +1,21 @@
+// Spawning a gateway (its messages are in actors/gateway_interface.hpp).
+#pragma once
+
+#include <caf/fwd.hpp>
+#include <memory>
+
+#include "actors/gateway_interface.hpp"
+#include "config/cluster_config.hpp"
+
+namespace ember {
+
+class RoutingView;
+class GatewayInstruments;
+
+/// Spawns a gateway that subscribes to `manager` (a cluster_manager_actor) and publishes routing
+/// snapshots into `view` (read by the HTTP threads). Uses config's request_timeout,
+/// cold_start_timeout and max_pending. `instruments` must outlive the gateway.
+gateway_actor spawn_gateway(caf::actor_system& sys, GatewayConfig config, caf::actor manager,
+                            std::shared_ptr<RoutingView> view, GatewayInstruments* instruments);
+
+}  // namespace ember

@@ -1,0 +1,36 @@
+#include "actors/gateway/gateway_instruments.hpp"
+
+namespace ember {
+
+GatewayInstruments::GatewayInstruments()
+    : requests_(
+          registry_.counter("ember_requests_total", "Inference requests by outcome", {"model", "version", "outcome"})),
+      duration_(registry_.histogram("ember_request_duration_seconds",
+                                    "Inference request time at the gateway, from arrival to answer",
+                                    {"model", "version"})),
+      cold_starts_(registry_.counter("ember_cold_starts_total",
+                                     "Requests that found no warm replica and triggered or joined a load",
+                                     {"model", "version"})),
+      retries_(registry_.counter("ember_request_retries_total",
+                                 "Requests re-sent to another replica after their node was lost or refused",
+                                 {"model", "version"})),
+      held_(registry_.gauge("ember_held_requests", "Requests waiting for a replica to become ready")
+                .with(std::vector<std::string>{})) {}
+
+void GatewayInstruments::count_request(const model_key& model, const std::string& outcome, double seconds) {
+  const std::string version = std::to_string(model.version);
+  requests_.with({model.name, version, outcome}).inc();
+  duration_.with({model.name, version}).observe(seconds);
+}
+
+void GatewayInstruments::count_cold_start(const model_key& model) {
+  cold_starts_.with({model.name, std::to_string(model.version)}).inc();
+}
+
+void GatewayInstruments::count_retry(const model_key& model) {
+  retries_.with({model.name, std::to_string(model.version)}).inc();
+}
+
+void GatewayInstruments::set_held(uint64_t held) { held_.set(static_cast<double>(held)); }
+
+}  // namespace ember

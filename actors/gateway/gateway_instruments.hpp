@@ -1,0 +1,34 @@
+// GatewayInstruments: the metrics a gateway keeps about the requests it serves. Thread-safe; the
+// gateway actor and the HTTP threads (which count requests refused before routing) write it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "actors/messages.hpp"
+#include "metrics/metrics.hpp"
+
+namespace ember {
+
+class GatewayInstruments {
+ public:
+  GatewayInstruments();
+
+  metrics::Registry& registry() { return registry_; }
+
+  /// A request finished: outcome "success" or the error code's name ("invalid_argument", ...).
+  void count_request(const model_key& model, const std::string& outcome, double seconds);
+  void count_cold_start(const model_key& model);
+  void count_retry(const model_key& model);
+  void set_held(uint64_t held);
+
+ private:
+  metrics::Registry registry_;
+  metrics::CounterFamily& requests_;
+  metrics::HistogramFamily& duration_;
+  metrics::CounterFamily& cold_starts_;
+  metrics::CounterFamily& retries_;
+  metrics::Gauge& held_;
+};
+
+}  // namespace ember

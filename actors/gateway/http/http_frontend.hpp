@@ -1,0 +1,63 @@
+// HttpFrontend: the KServe v2 / Open Inference Protocol REST API of a gateway, plus /metrics.
+//
+//   GET  /v2                                   server metadata
+//   GET  /v2/health/live, /v2/health/ready     liveness; readiness (the gateway has the routing table)
+//   GET  /v2/models/{m}[/versions/{v}]         model metadata (inputs, outputs, versions)
+//   GET  /v2/models/{m}[/versions/{v}]/ready   200 when a warm replica exists, 400 otherwise
+//   POST /v2/models/{m}[/versions/{v}]/infer   inference with JSON tensors
+//   POST /v2/repository/index                  every model version and its state
+//   POST /v2/repository/models/{m}/load        load (make a replica; 400 for a model that cannot load)
+//   POST /v2/repository/models/{m}/unload      unload every replica
+//   GET  /metrics                              Prometheus text: the gateway and every node
+//
+// Errors answer {"error": "<message>"} with 400 (bad input, model cannot load), 404 (unknown model
+// or path), 413 (body over the limit), 503 (retryable: no replica in time, node lost, queue full;
+// with Retry-After), 504 (deadline) or 500.
+//
+// HTTP library: cpp-httplib (Debian's libcpp-httplib-dev). It is a small, well-kept library with a
+// thread-pool server, keep-alive and body-size limits, which is all a JSON API needs; Boost.Beast
+// would add Boost.Asio's machinery and a much longer compile for no feature we use. Its blocking
+// model is why HTTP threads, not actors, parse requests: a thread hands each parsed request to the
+// gateway actor and waits for the answer with a per-thread scoped actor, so no actor ever blocks.
+//
+// Lifecycle: start() binds and serves on background threads; stop() (or the destructor) stops
+// accepting, finishes requests in progress and joins. The actor system must outlive the frontend.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "actors/gateway_interface.hpp"
+#include "actors/gateway/routing_view.hpp"
+#include "config/cluster_config.hpp"
+#include "base/status.hpp"
+
+namespace caf {
+class actor_system;
+}
+
+namespace ember {
+
+class GatewayInstruments;
+
+class HttpFrontend {
+ public:
+  /// Binds config.http (port 0: an ephemeral port, see port()) and starts serving.
+  static Result<std::unique_ptr<HttpFrontend>> start(caf::actor_system& sys, const GatewayConfig& config,
+                                                     gateway_actor gateway, std::shared_ptr<RoutingView> view,
+                                                     GatewayInstruments* instruments);
+  ~HttpFrontend();
+  HttpFrontend(const HttpFrontend&) = delete;
+  HttpFrontend& operator=(const HttpFrontend&) = delete;
+
+  uint16_t port() const;
+  void stop();
+
+ private:
+  struct Impl;
+  explicit HttpFrontend(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ember

@@ -1,0 +1,59 @@
+// BlobStore: the bytes a node's model cache holds, shared with the node's blob server so peers can
+// fetch them over the data plane. Pure data with a mutex: the model_cache actor decides what goes
+// in and out (LRU, pins, the byte cap); the server thread only looks blobs up.
+//
+// A blob handed out (to an executor, to the server for a transfer in progress) stays valid after
+// it is erased from the store: the shared_ptr keeps the bytes alive. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/messages.hpp"
+#include "actors/transfer/transfer_peer.hpp"
+#include "gpu/host_buffer.hpp"
+#include "transport/blob.hpp"
+#include "transport/growing_blob.hpp"
+
+namespace ember {
+
+class BlobStore final : public GrowingBlobShelf {
+ public:
+  std::shared_ptr<const gpu::HostBuffer> find(const std::string& key) const;
+  /// `digest`: the SHA-256 of `bytes` when already verified (a fetch checked it), so serving the
+  /// blob never hashes it again.
+  void put(const std::string& key, const model_key& model, std::shared_ptr<const gpu::HostBuffer> bytes,
+           std::optional<transport::Digest> digest = std::nullopt);
+  void erase(const std::string& key);
+  /// A blob this node is still receiving as a multicast hop: served (cut-through) to the next hop
+  /// while no resident copy exists; not resident (find() and models() do not see it). put() of the
+  /// same key supersedes it; erase_growing() removes it if it is still `blob`.
+  void put_growing(const std::string& key, std::shared_ptr<const transport::GrowingBlob> blob) override;
+  void erase_growing(const std::string& key, const transport::GrowingBlob* blob) override;
+  uint64_t used_bytes() const;
+  std::vector<model_key> models() const;
+
+  /// For a transport::BlobServer: serves resident blobs from memory, then blobs still arriving,
+  /// not_found otherwise.
+  transport::BlobLookup lookup() const;
+
+ private:
+  struct Entry {
+    model_key model;
+    std::shared_ptr<const gpu::HostBuffer> bytes;
+    /// What the blob server sends. One per resident blob, so its SHA-256 (sent with every
+    /// transfer) is computed once, not once per transfer.
+    std::shared_ptr<const transport::Blob> blob;
+  };
+  mutable std::mutex mu_;
+  std::map<std::string, Entry> blobs_;  // guarded by mu_
+  std::map<std::string, std::shared_ptr<const transport::GrowingBlob>> growing_;  // guarded by mu_
+  uint64_t used_ = 0;                   // guarded by mu_
+};
+
+}  // namespace ember

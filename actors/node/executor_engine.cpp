@@ -1,0 +1,313 @@
+#include "actors/node/executor_engine.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <exception>
+
+#include "base/units.hpp"
+#include "gpu/copy_elbow.hpp"
+
+namespace ember {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+uint64_t us_between(Clock::time_point a, Clock::time_point b) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(b - a).count());
+}
+constexpr uint64_t kMiB = 1ull << 20;
+uint64_t pow2_floor(uint64_t v) {
+  uint64_t p = 1;
+  while (p * 2 <= v) p *= 2;
+  return p;
+}
+}  // namespace
+
+ExecutorEngine::ExecutorEngine(std::unique_ptr<gpu::Device> device, EngineOptions options)
+    : device_(std::move(device)), options_(options) {}
+
+Result<std::unique_ptr<ExecutorEngine>> ExecutorEngine::create(std::unique_ptr<gpu::Device> device,
+                                                               EngineOptions options) {
+  std::unique_ptr<ExecutorEngine> e(new ExecutorEngine(std::move(device), options));
+  EMBER_RETURN_IF_ERROR(e->reserve());
+  e->worker_ = std::thread([p = e.get()] { p->loop(); });
+  return e;
+}
+
+// The pool takes the device memory minus the workspace, in whole partitions: 128 MiB (Torpor) on
+// real devices, smaller on small (test) devices so that a pool holds at least 8 of them.
+Status ExecutorEngine::reserve() {
+  const uint64_t capacity = device_->memory().capacity_bytes;
+  workspace_ = options_.workspace_bytes ? options_.workspace_bytes
+                                        : std::min(capacity / 2, std::max(capacity / 8, uint64_t{256} * kMiB));
+  if (workspace_ >= capacity) {
+    return invalid_argument("binding.workspace (" + format_bytes(workspace_) + ") leaves no room for models on " +
+                            device_->info().name + " (" + format_bytes(capacity) + ")");
+  }
+  gpu::DeviceMemoryPoolConfig pc;
+  pc.partition_bytes = std::clamp(pow2_floor((capacity - workspace_) / 8), uint64_t{1} * kMiB, pc.partition_bytes);
+  if (pc.partition_bytes < 4 * kMiB) pc.class_bytes.clear();
+  const uint64_t pool_bytes = (capacity - workspace_) / pc.partition_bytes * pc.partition_bytes;
+  auto region = gpu::DeviceBuffer::allocate(*device_, pool_bytes);
+  if (!region.ok()) return region.error().with_context("reserving the model pool of " + device_->info().name);
+  region_ = std::move(*region);
+  auto pool = gpu::DeviceMemoryPool::create(pool_bytes, pc);
+  if (!pool.ok()) return pool.error().with_context(device_->info().name);
+  pool_.emplace(std::move(*pool));
+  pool_free_ = pool_->stats().free_bytes;
+  workspace_ = capacity - pool_bytes;
+  group_bytes_ = options_.group_bytes;
+  if (group_bytes_ == 0) {
+    auto elbow = gpu::measure_copy_elbow(*device_, region_->ptr(), pool_bytes, 64 * kMiB, 16 * kMiB);
+    if (!elbow.ok()) return elbow.error().with_context("measuring the copy elbow of " + device_->info().name);
+    group_bytes_ = elbow->elbow_bytes;
+    elbow_curve_ = std::move(elbow->curve);
+  }
+  spdlog::info("{}: model pool {} in {} partitions, workspace {}, swap groups of {}{}", device_->info().name,
+               format_bytes(pool_bytes), pool_bytes / pc.partition_bytes, format_bytes(workspace_),
+               format_bytes(group_bytes_), options_.group_bytes ? " (configured)" : " (measured elbow)");
+  return Status::OK();
+}
+
+ExecutorEngine::~ExecutorEngine() {
+  if (worker_.joinable()) {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  models_.clear();  // before the pool region and the device go
+  for (const auto& [ptr, model] : pinned_) device_->unregister_host(ptr);
+  region_.reset();
+}
+
+EngineMemory ExecutorEngine::engine_memory() const {
+  std::lock_guard lock(mu_);
+  return {pool_ ? pool_->capacity() : 0, pool_free_, workspace_};
+}
+
+void ExecutorEngine::post(Job job) {
+  {
+    std::lock_guard lock(mu_);
+    if (job.counts) ++queued_inference_;
+    jobs_.push_back(std::move(job));
+  }
+  cv_.notify_one();
+}
+
+bool ExecutorEngine::post_inference(std::function<void()> run) {
+  {
+    std::lock_guard lock(mu_);
+    if (queued_inference_ >= options_.max_queue || stop_) return false;
+  }
+  post({std::move(run), true});
+  return true;
+}
+
+void ExecutorEngine::loop() {
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
+      if (stop_) break;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+      if (job.counts) --queued_inference_;
+    }
+    job.run();
+  }
+  // Shutting down: the remaining jobs still get an answer (their callbacks see the stop).
+  std::deque<Job> rest;
+  {
+    std::lock_guard lock(mu_);
+    rest.swap(jobs_);
+  }
+  for (auto& job : rest) job.run();
+}
+
+gpu::WeightPlacer ExecutorEngine::placer(const model_key& key) {
+  return [this, name = key.to_string()](const std::vector<uint64_t>& sizes) -> Result<std::vector<gpu::DevicePtr>> {
+    EMBER_ASSIGN_OR_RETURN(auto handles, pool_->allocate_model(name, sizes));
+    std::vector<gpu::DevicePtr> ptrs;
+    for (const auto& h : handles) ptrs.push_back(region_->ptr() + *pool_->offset_of(h));
+    return ptrs;
+  };
+}
+
+// Page-locks the model's host copy once (cudaHostRegister on CUDA): swaps then copy at full speed.
+Status ExecutorEngine::pin_host(const std::shared_ptr<const gpu::Model>& model) {
+  const void* data = model->data();
+  if (data == nullptr || pinned_.count(data) || model->data_bytes() == 0) return Status::OK();
+  EMBER_RETURN_IF_ERROR(device_->register_host(data, model->data_bytes()));
+  pinned_[data] = model;
+  return Status::OK();
+}
+
+void ExecutorEngine::evict(const model_key& key) {
+  models_.erase(key);  // the LayerExecutor drains its streams before its blocks go back
+  pool_->free_model(key.to_string());
+  std::lock_guard lock(mu_);
+  published_.erase(key);
+  pool_free_ = pool_->stats().free_bytes;
+}
+
+void ExecutorEngine::publish(const model_key& key, const gpu::LayerExecutor* ex) {
+  std::lock_guard lock(mu_);
+  if (ex) published_[key] = ex->weight_segments();
+  pool_free_ = pool_->stats().free_bytes;
+}
+
+void ExecutorEngine::bind(const model_key& key, std::shared_ptr<const gpu::Model> model,
+                          std::function<void(Status)> done) {
+  post({[this, key, model = std::move(model), done = std::move(done)] {
+          if (models_.count(key)) return done(Status::OK());
+          auto ex = gpu::LayerExecutor::create(*device_, model, {0, model->num_layers()}, placer(key));
+          if (!ex.ok()) {
+            pool_->free_model(key.to_string());
+            publish(key, nullptr);
+            return done(ex.error());
+          }
+          publish(key, ex->get());
+          models_[key] = Resident{model, std::move(*ex)};
+          done(Status::OK());
+        },
+        false});
+}
+
+void ExecutorEngine::unbind(const model_key& key, std::function<void()> done) {
+  post({[this, key, done = std::move(done)] {
+          evict(key);
+          done();
+        },
+        false});
+}
+
+Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_checked(gpu::LayerExecutor& ex,
+                                                                 const std::vector<gpu::HostTensor>& in) {
+  {
+    std::lock_guard lock(mu_);
+    if (!broken_.empty()) return device_fault(broken_);
+  }
+  try {
+    auto out = ex.run_host(in);
+    if (!device_->status().ok()) {
+      std::lock_guard lock(mu_);
+      broken_ = device_->status().error().message();
+    }
+    return out;
+  } catch (const std::exception& e) {
+    std::lock_guard lock(mu_);
+    broken_ = device_->info().name + ": executor threw: " + e.what();
+    return device_fault(broken_);
+  }
+}
+
+bool ExecutorEngine::infer(const model_key& key, std::vector<gpu::HostTensor> inputs,
+                           std::function<void(InferResult)> done) {
+  const auto enqueued = Clock::now();
+  return post_inference([this, key, enqueued, inputs = std::move(inputs), done = std::move(done)] {
+    InferResult r;
+    const auto start = Clock::now();
+    r.queue_us = us_between(enqueued, start);
+    auto it = models_.find(key);
+    if (it == models_.end()) {
+      r.outputs = unavailable("model " + key.to_string() + " is not bound to " + device_->info().name);
+    } else {
+      r.outputs = run_checked(*it->second.ex, inputs);
+    }
+    r.compute_us = us_between(start, Clock::now());
+    done(std::move(r));
+  });
+}
+
+bool ExecutorEngine::swap_run(SwapRun run, std::function<void(SwapRunResult)> done) {
+  const auto enqueued = Clock::now();
+  return post_inference([this, enqueued, run = std::move(run), done = std::move(done)]() mutable {
+    SwapRunResult r;
+    const auto start = Clock::now();
+    r.run.queue_us = us_between(enqueued, start);
+    swap_job(run, r);
+    r.run.compute_us = us_between(start, Clock::now()) - r.warm_us;  // the profile's warm run is apart
+    {
+      std::lock_guard lock(mu_);
+      r.fault = !broken_.empty();
+      r.pool_free = pool_free_;
+    }
+    done(std::move(r));
+  });
+}
+
+void ExecutorEngine::swap_job(SwapRun& run, SwapRunResult& r) {
+  for (const auto& k : run.evict) {
+    if (k != run.key && models_.count(k)) {
+      evict(k);
+      r.evicted.push_back(k);
+    }
+  }
+  auto it = models_.find(run.key);
+  if (it == models_.end()) {
+    if (Status pinned = pin_host(run.model); !pinned.ok()) {
+      r.run.outputs = pinned.error();
+      return;
+    }
+    gpu::SwapInOptions opts{group_bytes_, placer(run.key), run.peer ? &*run.peer : nullptr};
+    auto ex = gpu::LayerExecutor::swap_in(*device_, run.model, {0, run.model->num_layers()}, opts);
+    for (size_t f = 0; !ex.ok() && ex.error().code() == ErrorCode::out_of_memory && f < run.fallback.size(); ++f) {
+      const model_key& k = run.fallback[f];
+      if (k == run.key || !models_.count(k)) continue;
+      evict(k);
+      r.evicted.push_back(k);
+      ex = gpu::LayerExecutor::swap_in(*device_, run.model, {0, run.model->num_layers()}, opts);
+    }
+    if (!ex.ok()) {
+      pool_->free_model(run.key.to_string());
+      publish(run.key, nullptr);
+      r.run.outputs = ex.error();
+      return;
+    }
+    it = models_.emplace(run.key, Resident{run.model, std::move(*ex)}).first;
+    r.swapped = true;
+  }
+  gpu::LayerExecutor& ex = *it->second.ex;
+  r.run.outputs = run_checked(ex, run.inputs);
+  // The copy may outlast a run that failed early: the source stays locked until this job answers.
+  Status copied = ex.wait_weights();
+  if (!copied.ok() && r.run.outputs.ok()) r.run.outputs = copied.error();
+  if (copied.ok()) {
+    if (run.profile) {
+      const auto t0 = Clock::now();
+      auto again = run_checked(ex, run.inputs);
+      r.warm_us = us_between(t0, Clock::now());
+      if (!again.ok()) r.run.outputs = again.error();
+    }
+    publish(run.key, &ex);
+    r.footprint = pool_->model_bytes(run.key.to_string());
+  } else {
+    evict(run.key);  // half-copied weights are no replica
+  }
+}
+
+std::optional<gpu::PeerWeights> ExecutorEngine::weights_of(const model_key& key) const {
+  std::lock_guard lock(mu_);
+  auto it = published_.find(key);
+  if (it == published_.end()) return std::nullopt;
+  return gpu::PeerWeights{device_.get(), it->second};
+}
+
+size_t ExecutorEngine::queued() const {
+  std::lock_guard lock(mu_);
+  return queued_inference_;
+}
+
+std::vector<model_key> ExecutorEngine::bound() const {
+  std::lock_guard lock(mu_);
+  std::vector<model_key> keys;
+  for (const auto& [k, segments] : published_) keys.push_back(k);
+  return keys;
+}
+
+}  // namespace ember

@@ -1,0 +1,174 @@
+// ExecutorEngine: the blocking half of a gpu_executor. It owns one device, the device memory it
+// reserved at start (a DeviceMemoryPool for model weights, the rest left for activations), the
+// models resident on it (one gpu::LayerExecutor each) and one worker thread that runs jobs in
+// order: bind, unbind, infer, swap_run.
+//
+// Late binding (Torpor §4.3-4.4): swap_run makes a model resident if it is not (evicting what the
+// router said, from the pool), copies its weights in groups sized at the copy elbow measured at
+// start, from the host copy (registered, i.e. pinned, once per model) or from another device's copy
+// (peer), and runs the request pipelined with the copy: the first layer starts after the first
+// group. Eviction only frees device memory: the host copy is authoritative and never written.
+// Models are addressed through pool handles: a model swapped out and in again may land elsewhere.
+//
+// The gpu_executor actor posts jobs and never waits: each job's completion callback runs on the
+// worker thread and must not block (the actor's callback just sends itself a message). The queue
+// is bounded (`max_queue` inference jobs); a full queue rejects new work at once (overflow policy:
+// reject newest, counted by the caller). Bind and unbind jobs are never rejected. A device fault,
+// or a job that throws, fails the running job and every later one (the engine is broken and says
+// so in `fault`); the engine keeps answering, so callers always get a reply. The actor replaces a
+// broken engine with a fresh one over a reopened device (restart).
+//
+// Thread safety: every public member may be called from any thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actors/messages.hpp"
+#include "base/status.hpp"
+#include "gpu/device.hpp"
+#include "gpu/device_memory_pool.hpp"
+#include "gpu/executor.hpp"
+
+namespace ember {
+
+struct EngineOptions {
+  /// Inference jobs queued at most.
+  size_t max_queue = 1024;
+  /// Device memory left out of the model pool for activations and scratch. 0 = an eighth of the
+  /// device, at least 256 MiB, at most half the device.
+  uint64_t workspace_bytes = 0;
+  /// Swap-in copy group size; 0 = the copy elbow, measured at start.
+  uint64_t group_bytes = 0;
+};
+
+/// One request on a model that may not be resident (late binding).
+struct SwapRun {
+  model_key key;
+  std::shared_ptr<const gpu::Model> model;  // the host copy
+  std::vector<gpu::HostTensor> inputs;
+  /// Copy from this device copy (the router locked it) instead of host memory.
+  std::optional<gpu::PeerWeights> peer;
+  /// Evicted first (the router's plan), then `fallback` in order while the pool still has no room
+  /// for the model (fragmentation), so the policy's order holds either way.
+  std::vector<model_key> evict;
+  std::vector<model_key> fallback;
+  /// Registration profile: time the run (cold when not resident), then run again warm.
+  bool profile = false;
+};
+
+struct EngineMemory {
+  uint64_t pool_capacity = 0;
+  uint64_t pool_free = 0;
+  /// Device memory outside the pool (activations, scratch).
+  uint64_t workspace = 0;
+};
+
+class ExecutorEngine {
+ public:
+  struct InferResult {
+    Result<std::vector<gpu::HostTensor>> outputs = internal_error("not run");
+    uint64_t queue_us = 0;
+    uint64_t compute_us = 0;
+  };
+  struct SwapRunResult {
+    InferResult run;
+    /// The weights were copied in for this request.
+    bool swapped = false;
+    /// Models dropped from the device for it (the plan's and fallbacks actually used).
+    std::vector<model_key> evicted;
+    /// Pool bytes the model takes on the device after the job; 0 when not resident.
+    uint64_t footprint = 0;
+    uint64_t pool_free = 0;
+    /// profile only: the second, warm run.
+    uint64_t warm_us = 0;
+    /// The device faulted or the job threw: the engine is broken until restarted.
+    bool fault = false;
+  };
+
+  /// Takes the device, reserves its model pool and measures the copy elbow (blocking, ~0.1 s).
+  static Result<std::unique_ptr<ExecutorEngine>> create(std::unique_ptr<gpu::Device> device, EngineOptions options);
+  /// Runs the jobs already queued (each still answers), then joins the worker.
+  ~ExecutorEngine();
+  ExecutorEngine(const ExecutorEngine&) = delete;
+  ExecutorEngine& operator=(const ExecutorEngine&) = delete;
+
+  const gpu::DeviceInfo& device_info() const { return device_->info(); }
+  gpu::MemoryInfo memory() const { return device_->memory(); }
+  EngineMemory engine_memory() const;
+  Status device_status() const { return device_->status(); }
+  uint64_t group_bytes() const { return group_bytes_; }
+  /// The elbow probe, (size, GB/s) per size; empty when group_bytes was configured.
+  const std::vector<std::pair<uint64_t, double>>& elbow_curve() const { return elbow_curve_; }
+
+  /// Uploads the model's weights (all layers) into the pool. Binding a bound key again is OK.
+  void bind(const model_key& key, std::shared_ptr<const gpu::Model> model, std::function<void(Status)> done);
+  /// Frees the model's device memory after the jobs queued before it ran.
+  void unbind(const model_key& key, std::function<void()> done);
+  /// Runs a resident model on host tensors; `done` gets the outputs (named as the model names
+  /// them). Returns false, without calling `done`, when the queue is full.
+  bool infer(const model_key& key, std::vector<gpu::HostTensor> inputs, std::function<void(InferResult)> done);
+  /// Late binding: see the header comment. Returns false, without calling `done`, when the queue is full.
+  bool swap_run(SwapRun run, std::function<void(SwapRunResult)> done);
+  /// Where a resident model's weights live, for a device-to-device swap onto another device;
+  /// nullopt when not resident. Valid while the model stays resident (the router's lock).
+  std::optional<gpu::PeerWeights> weights_of(const model_key& key) const;
+
+  size_t queued() const;
+  /// True on the engine's worker thread (where completion callbacks run).
+  bool on_worker_thread() const { return std::this_thread::get_id() == worker_.get_id(); }
+  std::vector<model_key> bound() const;
+
+ private:
+  struct Job {
+    std::function<void()> run;
+    bool counts = false;  // an inference job, subject to max_queue
+  };
+  struct Resident {
+    std::shared_ptr<const gpu::Model> model;
+    std::unique_ptr<gpu::LayerExecutor> ex;
+  };
+  ExecutorEngine(std::unique_ptr<gpu::Device> device, EngineOptions options);
+  Status reserve();
+  void post(Job job);
+  bool post_inference(std::function<void()> run);
+  void loop();
+  // Worker thread only:
+  gpu::WeightPlacer placer(const model_key& key);
+  Status pin_host(const std::shared_ptr<const gpu::Model>& model);
+  void evict(const model_key& key);
+  void publish(const model_key& key, const gpu::LayerExecutor* ex);
+  void swap_job(SwapRun& run, SwapRunResult& r);
+  Result<std::vector<gpu::HostTensor>> run_checked(gpu::LayerExecutor& ex, const std::vector<gpu::HostTensor>& in);
+
+  std::unique_ptr<gpu::Device> device_;
+  const EngineOptions options_;
+  uint64_t group_bytes_ = 0;
+  std::vector<std::pair<uint64_t, double>> elbow_curve_;
+  std::shared_ptr<gpu::DeviceBuffer> region_;  // the pool's reservation
+  std::optional<gpu::DeviceMemoryPool> pool_;  // worker thread only (and start-up)
+  uint64_t workspace_ = 0;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> jobs_;           // guarded by mu_
+  size_t queued_inference_ = 0;    // guarded by mu_
+  bool stop_ = false;              // guarded by mu_
+  std::string broken_;             // guarded by mu_: why the engine refuses work ("" = fine)
+  uint64_t pool_free_ = 0;         // guarded by mu_: a copy for other threads
+  std::map<model_key, std::vector<gpu::WeightSegment>> published_;  // guarded by mu_
+  std::map<model_key, Resident> models_;                            // worker thread only
+  std::map<const void*, std::shared_ptr<const gpu::Model>> pinned_;  // worker thread only
+  std::thread worker_;
+};
+
+}  // namespace ember

@@ -1,0 +1,24 @@
+// Spawning a gpu_executor (its messages are in actors/gpu_executor_interface.hpp).
+#pragma once
+
+#include <caf/fwd.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "actors/gpu_executor_interface.hpp"
+#include "actors/node/node_instruments.hpp"
+#include "base/status.hpp"
+
+namespace ember {
+
+/// Builds a fresh engine over a reopened device, for restart_atom.
+using engine_factory = std::function<Result<std::unique_ptr<ExecutorEngine>>()>;
+
+/// Spawns an executor over `engine`, which it owns from then on. `node` names the node in replies;
+/// `instruments` (outliving the actor) receives queue and compute durations per model.
+/// `reopen` (may be empty: restart then fails) builds the replacement engine after a fault.
+gpu_executor_actor spawn_gpu_executor(caf::actor_system& sys, std::unique_ptr<ExecutorEngine> engine, std::string node,
+                                      NodeInstruments* instruments, engine_factory reopen = {});
+
+}  // namespace ember

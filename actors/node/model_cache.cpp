@@ -1,0 +1,239 @@
+// model_cache: host-memory copies of model bytes with LRU eviction under a byte cap, and
+// de-duplicated fetches (see model_cache_interface.hpp).
+#include <spdlog/spdlog.h>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <chrono>
+#include <map>
+
+#include "actors/node/model_cache.hpp"
+#include "actors/node/blob_store.hpp"
+#include "actors/errors.hpp"
+#include "actors/model_cache_interface.hpp"
+#include "actors/model_repository.hpp"
+#include "actors/transfer/transfer_peer.hpp"
+#include "actors/worker_pool.hpp"
+#include "base/units.hpp"
+#include "gpu/model.hpp"
+#include "transport/data_plane.hpp"
+
+namespace ember {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Receives a fetched blob straight into a new host buffer.
+class BufferSink final : public transport::BlobSink {
+ public:
+  uint8_t* allocate(uint64_t blob_bytes) override {
+    auto b = gpu::HostBuffer::allocate(blob_bytes);
+    if (!b.ok()) return nullptr;
+    buffer = std::move(*b);
+    return buffer->data();
+  }
+  void on_chunk(uint64_t, uint64_t) override {}
+  std::shared_ptr<gpu::HostBuffer> buffer;
+};
+
+// Runs on a worker thread: the node's own repository directory first, then each source in order.
+Result<blob_ref> fetch_from_sources(const ModelCacheConfig& config, const fetch_blob& req) {
+  const auto start = Clock::now();
+  auto elapsed_us = [&] {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
+  };
+  std::string failures;
+  if (!config.repository.empty()) {
+    const std::string dir = version_dir(config.repository, req.model);
+    if (!dir.empty()) {
+      auto bytes = gpu::HostBuffer::read_file(dir + "/" + gpu::kWeightsFile, UINT64_MAX);
+      if (bytes.ok() && (req.blob_bytes == 0 || (*bytes)->size() == req.blob_bytes)) {
+        const uint64_t size = (*bytes)->size();
+        return blob_ref{std::move(*bytes), SourceTier::local_disk, "", size, elapsed_us()};
+      }
+      failures += " local repository: " +
+                  (bytes.ok() ? "size " + std::to_string((*bytes)->size()) + " differs from the expected " +
+                                    std::to_string(req.blob_bytes)
+                              : bytes.error().message()) +
+                  ";";
+    }
+  }
+  for (const blob_source& src : req.sources) {
+    BufferSink sink;
+    transport::FetchOptions options;
+    options.expected_bytes = req.blob_bytes;
+    auto got = transport::fetch_blob(config.transport, {src.endpoint.host, src.endpoint.port}, req.blob_key, options, sink);
+    if (got.ok()) {
+      return blob_ref{std::move(sink.buffer), src.kind, src.name, got->bytes_received, elapsed_us(), got->digest};
+    }
+    spdlog::warn("fetch of {} from {} {} failed: {}", req.blob_key, to_string(src.kind), src.name, got.error().message());
+    failures += " " + std::string(to_string(src.kind)) + " " + src.name + ": " + got.error().message() + ";";
+  }
+  if (failures.empty()) failures = " no source was given and the node's repository does not have it";
+  return unavailable("cannot fetch model " + req.model.to_string() + ":" + failures);
+}
+
+struct cache_state {
+  static inline const char* name = "ember.model_cache";
+
+  struct Resident {
+    model_key model;
+    uint64_t bytes = 0;
+    uint64_t last_use = 0;
+    uint32_t pins = 0;
+  };
+  struct Inflight {
+    model_key model;
+    uint64_t bytes = 0;
+    std::vector<caf::typed_response_promise<blob_ref>> waiters;
+  };
+
+  ModelCacheConfig config;
+  std::shared_ptr<BlobStore> store;
+  NodeInstruments* instruments = nullptr;
+  std::shared_ptr<WorkerPool> workers;
+  std::map<std::string, Resident> resident;
+  std::map<std::string, Inflight> inflight;
+  uint64_t reserved = 0;  // bytes promised to fetches in flight
+  uint64_t clock = 0;     // logical time for LRU
+
+  ~cache_state() { release_off_own_thread(workers); }
+
+  void publish() {
+    if (instruments) instruments->set_cache(store->used_bytes(), resident.size(), config.capacity_bytes);
+  }
+
+  // Evicts least recently used unpinned blobs until `bytes` more fit; false (evicting nothing)
+  // when even evicting every unpinned blob would not make room.
+  bool make_room(uint64_t bytes) {
+    uint64_t evictable = 0;
+    for (const auto& [key, r] : resident)
+      if (r.pins == 0) evictable += r.bytes;
+    const uint64_t used = store->used_bytes() + reserved;
+    if (used + bytes > config.capacity_bytes + evictable) return false;
+    while (store->used_bytes() + reserved + bytes > config.capacity_bytes) {
+      auto victim = resident.end();
+      for (auto it = resident.begin(); it != resident.end(); ++it) {
+        if (it->second.pins == 0 && (victim == resident.end() || it->second.last_use < victim->second.last_use)) {
+          victim = it;
+        }
+      }
+      if (victim == resident.end()) return false;
+      spdlog::info("model cache: evicting {} ({})", victim->second.model.to_string(),
+                   format_bytes(victim->second.bytes));
+      store->erase(victim->first);
+      resident.erase(victim);
+    }
+    return true;
+  }
+};
+
+using cache_pointer = model_cache_actor::stateful_pointer<cache_state>;
+
+caf::result<blob_ref> fetch(cache_pointer self, fetch_blob& req) {
+  auto& st = self->state;
+  if (auto it = st.resident.find(req.blob_key); it != st.resident.end()) {
+    it->second.last_use = ++st.clock;
+    if (st.instruments) st.instruments->add_fetched(SourceTier::cache, it->second.bytes);
+    return blob_ref{st.store->find(req.blob_key), SourceTier::cache, "", 0, 0};
+  }
+  if (auto it = st.inflight.find(req.blob_key); it != st.inflight.end()) {
+    auto rp = self->make_response_promise<blob_ref>();
+    it->second.waiters.push_back(rp);
+    return rp;
+  }
+  if (!st.make_room(req.blob_bytes)) {
+    return to_caf(out_of_memory("the model cache (" + format_bytes(st.config.capacity_bytes) + ", " +
+                                format_bytes(st.store->used_bytes()) + " used by pinned models, " +
+                                format_bytes(st.reserved) + " being fetched) cannot hold " + req.model.to_string() +
+                                " (" + format_bytes(req.blob_bytes) + ")"));
+  }
+  auto rp = self->make_response_promise<blob_ref>();
+  st.reserved += req.blob_bytes;
+  st.inflight[req.blob_key] = {req.model, req.blob_bytes, {rp}};
+  auto handle = caf::actor_cast<model_cache_actor>(self);
+  if (req.transfer_id != 0 && !req.sources.empty() && req.controller) {
+    // A hop of a multicast chain: the transfer_peer pulls, forwards and reports cache_fetch_done.
+    TransferPeerConfig peer = st.config.transfer;
+    peer.instruments = st.instruments ? &st.instruments->transfers() : nullptr;
+    spawn_transfer_peer(self->system(), std::move(peer), std::move(req), st.store, handle);
+    return rp;
+  }
+  st.workers->submit([handle, config = st.config, req = std::move(req)] {
+    auto result = std::make_shared<Result<blob_ref>>(fetch_from_sources(config, req));
+    caf::anon_send(handle, cache_fetch_done{req.blob_key, std::move(result)});
+  });
+  return rp;
+}
+
+void fetched(cache_pointer self, cache_fetch_done& done) {
+  auto& st = self->state;
+  auto it = st.inflight.find(done.blob_key);
+  if (it == st.inflight.end()) return;
+  cache_state::Inflight entry = std::move(it->second);
+  st.inflight.erase(it);
+  st.reserved -= entry.bytes;
+  auto& result = *static_cast<Result<blob_ref>*>(done.result.get());
+  if (!result.ok()) {
+    spdlog::warn("model cache: {} could not be fetched: {}", entry.model.to_string(), result.error().message());
+    for (auto& w : entry.waiters) w.deliver(to_caf(result.error()));
+    return;
+  }
+  const uint64_t bytes = result->bytes->size();
+  st.store->put(done.blob_key, entry.model, result->bytes, result->digest);
+  st.resident[done.blob_key] = {entry.model, bytes, ++st.clock, 0};
+  if (st.instruments) {
+    st.instruments->add_fetched(result->source, result->bytes_fetched);
+  }
+  st.publish();
+  spdlog::info("model cache: {} resident ({}, from {} in {:.1f} ms)", entry.model.to_string(), format_bytes(bytes),
+               describe_source(result->source, result->source_peer), static_cast<double>(result->fetch_us) / 1000.0);
+  for (auto& w : entry.waiters) w.deliver(*result);
+}
+
+model_cache_actor::behavior_type cache_behavior(cache_pointer self, ModelCacheConfig config,
+                                                std::shared_ptr<BlobStore> store, NodeInstruments* instruments) {
+  self->state.workers = std::make_shared<WorkerPool>(config.fetch_threads);
+  self->state.config = std::move(config);
+  self->state.store = std::move(store);
+  self->state.instruments = instruments;
+  self->state.publish();
+  return {
+      [self](fetch_blob& req) -> caf::result<blob_ref> { return fetch(self, req); },
+      [self](cache_fetch_done& done) { fetched(self, done); },
+      [self](pin_atom, const std::string& key) {
+        if (auto it = self->state.resident.find(key); it != self->state.resident.end()) ++it->second.pins;
+      },
+      [self](unpin_atom, const std::string& key) {
+        if (auto it = self->state.resident.find(key); it != self->state.resident.end() && it->second.pins > 0) {
+          --it->second.pins;
+        }
+      },
+      [self](evict_atom, const std::string& key) -> bool {
+        auto& st = self->state;
+        auto it = st.resident.find(key);
+        if (it == st.resident.end() || it->second.pins > 0) return false;
+        spdlog::info("model cache: {} evicted by request ({})", it->second.model.to_string(),
+                     format_bytes(it->second.bytes));
+        st.store->erase(key);
+        st.resident.erase(it);
+        st.publish();
+        return true;
+      },
+      [self](status_atom) -> cache_status {
+        return {self->state.config.capacity_bytes, self->state.store->used_bytes(), self->state.store->models()};
+      },
+  };
+}
+
+}  // namespace
+
+model_cache_actor spawn_model_cache(caf::actor_system& sys, ModelCacheConfig config, std::shared_ptr<BlobStore> store,
+                                    NodeInstruments* instruments) {
+  return sys.spawn(cache_behavior, std::move(config), std::move(store), instruments);
+}
+
+}  // namespace ember

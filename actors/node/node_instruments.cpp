@@ -1,0 +1,86 @@
+#include "actors/node/node_instruments.hpp"
+
+namespace ember {
+
+NodeInstruments::NodeInstruments()
+    : queue_(registry_.histogram("ember_queue_duration_seconds",
+                                 "Time requests waited in an executor's queue before running", {"model", "version"})),
+      compute_(
+          registry_.histogram("ember_compute_duration_seconds", "Time requests ran on a device", {"model", "version"})),
+      rejected_(registry_.counter("ember_rejected_requests_total",
+                                  "Requests refused because an executor's queue was full", {"model", "version"})),
+      fetched_(registry_.counter("ember_model_bytes_fetched_total",
+                                 "Model bytes obtained by the model cache, by source (cache = already resident)",
+                                 {"source"})),
+      cache_bytes_(registry_.gauge("ember_cache_resident_bytes", "Model bytes resident in the host-memory cache")
+                       .with(std::vector<std::string>{})),
+      cache_models_(registry_.gauge("ember_cache_resident_models", "Model versions resident in the host-memory cache")
+                        .with(std::vector<std::string>{})),
+      cache_capacity_(registry_.gauge("ember_cache_capacity_bytes", "Byte cap of the host-memory cache")
+                          .with(std::vector<std::string>{})),
+      device_used_(registry_.gauge("ember_device_memory_used_bytes", "Device memory in use", {"device"})),
+      device_capacity_(registry_.gauge("ember_device_memory_capacity_bytes", "Device memory capacity", {"device"})),
+      replicas_(registry_.gauge("ember_replicas", "Model replicas bound to this node's devices")
+                    .with(std::vector<std::string>{})),
+      loads_(registry_.counter("ember_replica_loads_total", "Replica loads by outcome", {"outcome"})),
+      load_seconds_(registry_.histogram("ember_replica_load_duration_seconds",
+                                        "Time from load request to a ready replica (fetch and bind)")),
+      dispatches_(registry_.counter("ember_swap_dispatches_total",
+                                    "Requests bound to a device (late binding), by how the model got there: run "
+                                    "(resident), host or peer (swapped in)",
+                                    {"kind"})),
+      evictions_(registry_.counter("ember_swap_evictions_total", "Device copies of models evicted to make room")
+                     .with(std::vector<std::string>{})),
+      slo_(registry_.counter("ember_slo_requests_total",
+                             "Answered requests (late binding) within or beyond their model's SLO deadline",
+                             {"outcome"})),
+      alpha_(registry_.gauge("ember_slo_alpha", "The RRC queue's alpha (share of the high-priority group)")
+                 .with(std::vector<std::string>{})),
+      queued_(registry_.gauge("ember_slo_queued_requests", "Requests waiting for a device (late binding)")
+                  .with(std::vector<std::string>{})),
+      restarts_(registry_.counter("ember_executor_restarts_total", "Executors restarted after a fault")
+                    .with(std::vector<std::string>{})),
+      transfers_(registry_) {}
+
+void NodeInstruments::count_dispatch(const std::string& kind) { dispatches_.with({kind}).inc(); }
+void NodeInstruments::count_evictions(uint64_t n) { evictions_.inc(static_cast<double>(n)); }
+void NodeInstruments::count_slo(bool on_time) { slo_.with({on_time ? "on_time" : "late"}).inc(); }
+void NodeInstruments::set_slo_state(double alpha, uint64_t queued) {
+  alpha_.set(alpha);
+  queued_.set(static_cast<double>(queued));
+}
+void NodeInstruments::count_restart() { restarts_.inc(); }
+
+void NodeInstruments::observe_run(const model_key& model, uint64_t queue_us, uint64_t compute_us) {
+  const std::string version = std::to_string(model.version);
+  queue_.with({model.name, version}).observe(static_cast<double>(queue_us) * 1e-6);
+  compute_.with({model.name, version}).observe(static_cast<double>(compute_us) * 1e-6);
+}
+
+void NodeInstruments::count_rejected(const model_key& model) {
+  rejected_.with({model.name, std::to_string(model.version)}).inc();
+}
+
+void NodeInstruments::add_fetched(SourceTier source, uint64_t bytes) {
+  fetched_.with({std::string(to_string(source))}).inc(static_cast<double>(bytes));
+}
+
+void NodeInstruments::set_cache(uint64_t used_bytes, uint64_t models, uint64_t capacity_bytes) {
+  cache_bytes_.set(static_cast<double>(used_bytes));
+  cache_models_.set(static_cast<double>(models));
+  cache_capacity_.set(static_cast<double>(capacity_bytes));
+}
+
+void NodeInstruments::set_device_memory(const std::string& device, uint64_t used_bytes, uint64_t capacity_bytes) {
+  device_used_.with({device}).set(static_cast<double>(used_bytes));
+  device_capacity_.with({device}).set(static_cast<double>(capacity_bytes));
+}
+
+void NodeInstruments::set_replicas(uint64_t replicas) { replicas_.set(static_cast<double>(replicas)); }
+
+void NodeInstruments::count_load(const std::string& outcome, double seconds) {
+  loads_.with({outcome}).inc();
+  load_seconds_.with(std::vector<std::string>{}).observe(seconds);
+}
+
+}  // namespace ember

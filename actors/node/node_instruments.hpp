@@ -1,0 +1,68 @@
+// NodeInstruments: the metrics a node keeps (its executors, cache and router write them; the
+// router ships a snapshot to gateways, which merge every node into one /metrics page).
+//
+// Thread-safe (metrics::Registry is); any actor of the node may call it. Never blocks on I/O.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "actors/messages.hpp"
+#include "actors/transfer/transfer_instruments.hpp"
+#include "metrics/metrics.hpp"
+
+namespace ember {
+
+class NodeInstruments {
+ public:
+  NodeInstruments();
+
+  metrics::Registry& registry() { return registry_; }
+  /// The node's multicast hops (transfer_peer actors write it).
+  TransferInstruments& transfers() { return transfers_; }
+
+  /// One request ran on an executor: time in its queue, time computing.
+  void observe_run(const model_key& model, uint64_t queue_us, uint64_t compute_us);
+  /// A request was turned away because the executor's queue was full.
+  void count_rejected(const model_key& model);
+  /// Model bytes obtained by the cache, by source tier (cache: already resident; local_disk: the
+  /// node's own repository; peer; repository).
+  void add_fetched(SourceTier source, uint64_t bytes);
+  void set_cache(uint64_t used_bytes, uint64_t models, uint64_t capacity_bytes);
+  void set_device_memory(const std::string& device, uint64_t used_bytes, uint64_t capacity_bytes);
+  void set_replicas(uint64_t replicas);
+  /// A replica load finished: "ok" or the error code's name.
+  void count_load(const std::string& outcome, double seconds);
+  // Late binding.
+  /// A request bound to a device: kind "run" (resident), "host" or "peer" (swapped in from there).
+  void count_dispatch(const std::string& kind);
+  void count_evictions(uint64_t n);
+  /// An answered request: within its model's SLO deadline or not.
+  void count_slo(bool on_time);
+  void set_slo_state(double alpha, uint64_t queued);
+  void count_restart();
+
+ private:
+  metrics::Registry registry_;
+  metrics::HistogramFamily& queue_;
+  metrics::HistogramFamily& compute_;
+  metrics::CounterFamily& rejected_;
+  metrics::CounterFamily& fetched_;
+  metrics::Gauge& cache_bytes_;
+  metrics::Gauge& cache_models_;
+  metrics::Gauge& cache_capacity_;
+  metrics::GaugeFamily& device_used_;
+  metrics::GaugeFamily& device_capacity_;
+  metrics::Gauge& replicas_;
+  metrics::CounterFamily& loads_;
+  metrics::HistogramFamily& load_seconds_;
+  metrics::CounterFamily& dispatches_;
+  metrics::Counter& evictions_;
+  metrics::CounterFamily& slo_;
+  metrics::Gauge& alpha_;
+  metrics::Gauge& queued_;
+  metrics::Counter& restarts_;
+  TransferInstruments transfers_;  // after registry_: registers into it
+};
+
+}  // namespace ember

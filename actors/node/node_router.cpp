@@ -1,0 +1,259 @@
+// node_router: a node's face to the cluster (see node_router_interface.hpp).
+#include <spdlog/spdlog.h>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <chrono>
+#include <map>
+
+#include "actors/errors.hpp"
+#include "actors/model_repository.hpp"
+#include "actors/node_router_interface.hpp"
+#include "actors/node/node_router_state.hpp"
+#include "base/units.hpp"
+
+namespace ember {
+
+namespace {
+
+using Clock = RouterClock;
+
+/// How long a fetch may take before the router gives up on it (a 1 GiB model over a slow link).
+constexpr auto kFetchTimeout = std::chrono::minutes(10);
+/// How long binding (uploading weights to a device) may take.
+constexpr auto kBindTimeout = std::chrono::minutes(5);
+
+}  // namespace
+
+void finish_load(router_pointer self, const model_key& key, const caf::error& err) {
+  auto& st = self->state;
+  auto it = st.replicas.find(key);
+  if (it == st.replicas.end()) return;
+  auto& r = it->second;
+  const double seconds = std::chrono::duration<double>(Clock::now() - r.started).count();
+  auto waiters = std::move(r.waiters);
+  if (err) {
+    const Error e = from_caf(err);
+    spdlog::warn("node {}: replica {} failed to load: {}", st.config.name, key.to_string(), e.message());
+    if (st.instruments) st.instruments->count_load(std::string(to_string(e.code())), seconds);
+    if (r.pinned) self->send(st.cache, unpin_atom_v, r.blob_key);
+    if (st.swap) late_unload(self, key);
+    st.replicas.erase(it);
+    for (auto& w : waiters) w.deliver(err);
+    return;
+  }
+  r.ready = true;
+  r.info.load_us = static_cast<uint64_t>(seconds * 1e6);
+  if (st.instruments) {
+    st.instruments->count_load("ok", seconds);
+    st.instruments->set_replicas(st.ready_count());
+  }
+  spdlog::info("node {}: replica {} ready on {} ({} from {} in {:.1f} ms)", st.config.name, key.to_string(),
+               r.info.device, format_bytes(r.weights_bytes), describe_source(r.info.source, r.info.source_peer), seconds * 1e3);
+  for (auto& w : waiters) w.deliver(r.info);
+}
+
+namespace {
+
+// Binds to the device with the most room left, trying the others when one is out of memory.
+void bind_somewhere(router_pointer self, model_key key, std::shared_ptr<const gpu::Model> model,
+                    std::vector<size_t> tried) {
+  auto& st = self->state;
+  const uint64_t need = model->data_bytes();
+  size_t best = st.devices.size();
+  for (size_t i = 0; i < st.devices.size(); ++i) {
+    if (std::find(tried.begin(), tried.end(), i) != tried.end()) continue;
+    const auto& d = st.devices[i];
+    if (best == st.devices.size() ||
+        d.capacity - std::min(d.capacity, d.bound_bytes) >
+            st.devices[best].capacity - std::min(st.devices[best].capacity, st.devices[best].bound_bytes)) {
+      best = i;
+    }
+  }
+  if (best == st.devices.size()) {
+    return finish_load(self, key,
+                       to_caf(out_of_memory("no device of node " + st.config.name + " can hold " + key.to_string() +
+                                            " (" + format_bytes(need) + " of weights)")));
+  }
+  tried.push_back(best);
+  self->request(st.devices[best].actor, kBindTimeout, bind_model{key, model})
+      .then(
+          [self, key, best, need](const std::string& device) {
+            auto it = self->state.replicas.find(key);
+            if (it == self->state.replicas.end()) return;
+            it->second.device = best;
+            it->second.info.device = device;
+            self->state.devices[best].bound_bytes += need;
+            finish_load(self, key, caf::error{});
+          },
+          [self, key, model, tried](caf::error& err) {
+            if (from_caf(err).code() == ErrorCode::out_of_memory && tried.size() < self->state.devices.size()) {
+              return bind_somewhere(self, key, model, tried);
+            }
+            finish_load(self, key, err);
+          });
+}
+
+/// Fetches the bytes into the cache only (distribution ahead of demand, benchmarks): no device.
+caf::result<replica_info> prefetch(router_pointer self, load_replica& req) {
+  auto rp = self->make_response_promise<replica_info>();
+  const auto started = Clock::now();
+  self->request(self->state.cache, kFetchTimeout,
+                fetch_blob{req.model, req.blob_key, req.blob_bytes, req.sources, req.transfer_id, req.controller})
+      .then(
+          [self, rp, model = req.model, started](blob_ref& blob) mutable {
+            const auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started).count();
+            rp.deliver(replica_info{model, self->state.config.name, "", blob.source, blob.source_peer, blob.bytes_fetched,
+                                    static_cast<uint64_t>(us)});
+          },
+          [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
+}
+
+caf::result<replica_info> load(router_pointer self, load_replica& req) {
+  auto& st = self->state;
+  if (req.cache_only) return prefetch(self, req);
+  auto [it, fresh] = st.replicas.try_emplace(req.model);
+  auto& r = it->second;
+  if (!fresh) {
+    if (r.ready) return r.info;
+    auto rp = self->make_response_promise<replica_info>();
+    r.waiters.push_back(rp);
+    return rp;
+  }
+  auto rp = self->make_response_promise<replica_info>();
+  r.waiters.push_back(rp);
+  r.started = Clock::now();
+  r.blob_key = req.blob_key;
+  r.weights_bytes = req.blob_bytes;
+  r.info.model = req.model;
+  r.info.node = st.config.name;
+  spdlog::info("node {}: loading replica {} ({})", st.config.name, req.model.to_string(), format_bytes(req.blob_bytes));
+  const model_key key = req.model;
+  self->request(st.cache, kFetchTimeout,
+                fetch_blob{key, req.blob_key, req.blob_bytes, req.sources, req.transfer_id, req.controller})
+      .then(
+          [self, key, manifest = std::move(req.manifest_json)](blob_ref& blob) {
+            auto it = self->state.replicas.find(key);
+            if (it == self->state.replicas.end()) return;
+            it->second.info.source = blob.source;
+            it->second.info.source_peer = blob.source_peer;
+            it->second.info.bytes_fetched = blob.bytes_fetched;
+            self->send(self->state.cache, pin_atom_v, it->second.blob_key);
+            it->second.pinned = true;
+            // Validates everything again: bytes from the network are input like any other.
+            auto model = gpu::Model::from_memory(manifest, blob.bytes, "model " + key.to_string());
+            if (!model.ok()) return finish_load(self, key, to_caf(model.error()));
+            if (self->state.swap) return late_register(self, key, std::move(*model));
+            bind_somewhere(self, key, std::move(*model), {});
+          },
+          [self, key](caf::error& err) { finish_load(self, key, err); });
+  return rp;
+}
+
+caf::result<bool> unload(router_pointer self, const model_key& key) {
+  auto& st = self->state;
+  auto it = st.replicas.find(key);
+  if (it == st.replicas.end()) return true;
+  if (!it->second.ready) {
+    // A load in flight: its waiters learn it was cancelled; the bytes stay cached.
+    finish_load(self, key, to_caf(unavailable("replica " + key.to_string() + " was unloaded while loading")));
+    return true;
+  }
+  if (st.swap) {
+    late_unload(self, key);
+    self->send(st.cache, unpin_atom_v, it->second.blob_key);
+    st.replicas.erase(it);
+    if (st.instruments) st.instruments->set_replicas(st.ready_count());
+    spdlog::info("node {}: replica {} unloaded", st.config.name, key.to_string());
+    return true;
+  }
+  const auto r = it->second;
+  st.replicas.erase(it);
+  st.devices[r.device].bound_bytes -= std::min(st.devices[r.device].bound_bytes, r.weights_bytes);
+  self->send(st.cache, unpin_atom_v, r.blob_key);
+  if (st.instruments) st.instruments->set_replicas(st.ready_count());
+  spdlog::info("node {}: replica {} unloaded", st.config.name, key.to_string());
+  auto rp = self->make_response_promise<bool>();
+  self->request(st.devices[r.device].actor, kBindTimeout, unload_atom_v, key)
+      .then([rp](bool) mutable { rp.deliver(true); }, [rp](caf::error& err) mutable { rp.deliver(err); });
+  return rp;
+}
+
+caf::result<node_report> report(router_pointer self) {
+  auto rp = self->make_response_promise<node_report>();
+  self->request(self->state.cache, std::chrono::seconds(10), status_atom_v)
+      .then(
+          [self, rp](cache_status& cache) mutable {
+            const auto& st = self->state;
+            node_report r;
+            r.name = st.config.name;
+            r.data = st.config.data;
+            r.rack = st.config.rack;
+            for (const auto& d : st.devices) r.devices.push_back({d.name, d.capacity, d.bound_bytes});
+            r.cache_capacity = cache.capacity;
+            r.cache_used = cache.used;
+            r.cached = std::move(cache.models);
+            for (const auto& [key, replica] : st.replicas)
+              if (replica.ready) r.replicas.push_back(key);
+            rp.deliver(std::move(r));
+          },
+          [rp](caf::error& err) mutable { rp.deliver(err); });
+  return rp;
+}
+
+node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouterConfig config,
+                                                 std::vector<gpu_executor_actor> executors,
+                                                 std::vector<device_report> devices, model_cache_actor cache,
+                                                 NodeInstruments* instruments) {
+  auto& st = self->state;
+  st.config = std::move(config);
+  for (size_t i = 0; i < executors.size(); ++i) {
+    st.devices.push_back({executors[i], devices[i].name, devices[i].memory_bytes, 0});
+  }
+  st.cache = std::move(cache);
+  st.instruments = instruments;
+  if (st.instruments) st.instruments->set_replicas(0);
+  late_start(self);
+  return {
+      // -- warm path -----------------------------------------------------------------------------
+      [self](infer_request& req) -> caf::result<infer_reply> {
+        if (self->state.swap) return late_infer(self, req);
+        auto it = self->state.replicas.find(req.model);
+        if (it == self->state.replicas.end() || !it->second.ready) {
+          return to_caf(
+              unavailable("node " + self->state.config.name + " has no ready replica of " + req.model.to_string()));
+        }
+        return self->delegate(self->state.devices[it->second.device].actor, std::move(req));
+      },
+      // -- replicas ------------------------------------------------------------------------------
+      [self](load_replica& req) -> caf::result<replica_info> { return load(self, req); },
+      [self](evict_atom, const model_key& key) -> caf::result<bool> {
+        if (self->state.replicas.count(key)) return false;
+        return self->delegate(self->state.cache, evict_atom_v, blob_key_of(key));
+      },
+      [self](unload_atom, const model_key& key) -> caf::result<bool> { return unload(self, key); },
+      // -- reporting -----------------------------------------------------------------------------
+      [self](report_atom) -> caf::result<node_report> { return report(self); },
+      [self](metrics_atom) -> metrics_snapshot {
+        return self->state.instruments ? self->state.instruments->registry().snapshot() : metrics_snapshot{};
+      },
+      [self](tick_atom) { late_tick(self); },
+      [self](restart_atom, uint32_t device) {
+        if (self->state.swap && device < self->state.devices.size()) restart_device(self, device);
+      },
+  };
+}
+
+}  // namespace
+
+node_router_actor spawn_node_router(caf::actor_system& sys, NodeRouterConfig config,
+                                    std::vector<gpu_executor_actor> executors, std::vector<device_report> devices,
+                                    model_cache_actor cache, NodeInstruments* instruments) {
+  return sys.spawn(router_behavior, std::move(config), std::move(executors), std::move(devices), std::move(cache),
+                   instruments);
+}
+
+}  // namespace ember

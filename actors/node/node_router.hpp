@@ -1,0 +1,47 @@
+// Spawning a node_router (its messages are in actors/node_router_interface.hpp): the node's
+// settings and, for late binding, the swap controller's.
+#pragma once
+
+#include <caf/fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/node/node_instruments.hpp"
+#include "actors/node/swap_controller.hpp"
+#include "actors/node_router_interface.hpp"
+#include "placement/swap_scheduler.hpp"
+
+namespace ember {
+
+/// Late binding (Torpor): models live in host memory and are swapped onto a device per request.
+struct LateBinding {
+  SwapControllerOptions options;
+  placement::NodeTopology topology;
+  /// Each executor's model pool capacity, by device index.
+  std::vector<uint64_t> pool_bytes;
+  /// A model is heavy when its cold request takes more than heavy_factor times a warm one (both
+  /// measured when the model is registered on this node).
+  double heavy_factor = 1.3;
+  /// SLO per model: deadline = slo_deadline_us if set, else slo_factor x its warm latency.
+  double slo_factor = 2.0;
+  uint64_t slo_deadline_us = 0;
+  double slo_percentile = 0.98;
+};
+
+struct NodeRouterConfig {
+  std::string name;
+  /// Where this node's blob server listens (reported to the manager for peer fetches).
+  HostPort data;
+  /// transfer.rack of the node's config.
+  std::string rack;
+  /// Set: late binding (binding.mode late). Unset: each replica is bound to one device at load.
+  std::optional<LateBinding> late;
+};
+
+/// `devices[i]` describes the device of `executors[i]`.
+node_router_actor spawn_node_router(caf::actor_system& sys, NodeRouterConfig config,
+                                    std::vector<gpu_executor_actor> executors, std::vector<device_report> devices,
+                                    model_cache_actor cache, NodeInstruments* instruments);
+
+}  // namespace ember

@@ -1,0 +1,276 @@
+// node_router, late binding (see node_router_interface.hpp): requests queue in the SwapController,
+// which binds each to a device per request; this file turns its dispatches into swap_requests to
+// the executors and their answers back into its state.
+#include <spdlog/spdlog.h>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <chrono>
+
+#include "actors/errors.hpp"
+#include "actors/node/node_router_state.hpp"
+#include "actors/tensor_codec.hpp"
+#include "base/units.hpp"
+#include "gpu/sample_inputs.hpp"
+
+namespace ember {
+
+namespace {
+
+/// An executor that does not answer a swap_request for this long is taken as faulted.
+constexpr auto kRunTimeout = std::chrono::minutes(5);
+constexpr auto kRestartTimeout = std::chrono::minutes(1);
+/// A failed restart is tried again after 1 s, then 2, 4, ... at most a minute apart.
+constexpr auto kRestartRetryFirst = std::chrono::seconds(1);
+constexpr auto kRestartRetryMax = std::chrono::seconds(60);
+
+void pump(router_pointer self);
+
+/// The profile's sequence length: 128, or less when a positional table is shorter.
+int64_t profile_seq_len(const gpu::Model& model) {
+  int64_t len = 128;
+  for (uint32_t l = 0; l < model.num_layers(); ++l) {
+    const auto& spec = model.layer(l);
+    if (spec.op == gpu::OpKind::embedding && spec.attrs.positional) len = std::min(len, spec.attrs.num_embeddings);
+  }
+  return std::max<int64_t>(len, 1);
+}
+
+/// A restart failed (or the restarted executor did not report): the device stays out of service and
+/// is tried again after 1 s, 2 s, 4 s, ... at most kRestartRetryMax.
+void retry_restart_later(router_pointer self, uint32_t device, const caf::error& err) {
+  auto& d = self->state.devices[device];
+  const auto wait =
+      std::min<std::chrono::seconds>(kRestartRetryFirst * (1 << std::min(d.failed_restarts, 6u)), kRestartRetryMax);
+  ++d.failed_restarts;
+  spdlog::error("node {}: executor {} could not be restarted: {}; it stays out of service, next try in {} s",
+                self->state.config.name, d.name, from_caf(err).message(), wait.count());
+  self->delayed_send(self, wait, restart_atom_v, device);
+}
+
+}  // namespace
+
+void restart_device(router_pointer self, uint32_t device) {
+  auto& st = self->state;
+  spdlog::warn("node {}: executor {} {}; restarting it (its models come back from host memory)",
+               st.config.name, st.devices[device].name,
+               st.devices[device].failed_restarts ? "is still out of service" : "faulted");
+  self->request(st.devices[device].actor, kRestartTimeout, restart_atom_v)
+      .then(
+          [self, device](device_report&) {
+            self->request(self->state.devices[device].actor, std::chrono::seconds(10), status_atom_v)
+                .then(
+                    [self, device](executor_status& status) {
+                      self->state.devices[device].failed_restarts = 0;
+                      self->state.swap->device_up(device, status.pool_capacity);
+                      spdlog::info("node {}: executor {} restarted", self->state.config.name, status.device.name);
+                      pump(self);
+                    },
+                    [self, device](caf::error& err) { retry_restart_later(self, device, err); });
+          },
+          [self, device](caf::error& err) { retry_restart_later(self, device, err); });
+}
+
+namespace {
+
+// The model's registration profile ended: heaviness and SLO from the cold and warm runs.
+void profiled(router_pointer self, const model_key& key, const swap_reply& r) {
+  auto& st = self->state;
+  auto it = st.replicas.find(key);
+  if (it == st.replicas.end()) return;
+  if (r.error) return finish_load(self, key, to_caf(r.error->with_context("profiling " + key.to_string())));
+  const auto& late = *st.config.late;
+  auto m = st.swap->model(key.to_string());
+  if (!m) return;
+  const uint64_t warm = std::max<uint64_t>(r.warm_us, 1);
+  auto heaviness = placement::classify(static_cast<int64_t>(r.compute_us), static_cast<int64_t>(warm),
+                                       late.heavy_factor);
+  m->heaviness = heaviness.ok() ? *heaviness : placement::Heaviness::heavy;
+  // The SLO: model.json's (its owner's declaration), else the node's binding.slo_deadline, else
+  // binding.slo_factor times the warm latency just measured.
+  const auto& serving = it->second.model->manifest().serving;
+  m->deadline_us = serving.slo_deadline_us ? serving.slo_deadline_us
+                   : late.slo_deadline_us  ? late.slo_deadline_us
+                                           : static_cast<uint64_t>(late.slo_factor * static_cast<double>(warm));
+  m->percentile = serving.slo_deadline_us ? serving.slo_percentile : late.slo_percentile;
+  if (r.footprint) m->bytes = r.footprint;
+  if (Status s = st.swap->add_model(*m); !s.ok()) return finish_load(self, key, to_caf(s.error()));
+  it->second.info.device = "late";
+  spdlog::info("node {}: {} profiled: cold {} us, warm {} us -> {}, SLO {} us at p{}", st.config.name,
+               key.to_string(), r.compute_us, warm, placement::to_string(m->heaviness), m->deadline_us,
+               m->percentile * 100);
+  finish_load(self, key, caf::error{});
+}
+
+void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
+  auto& st = self->state;
+  auto h = st.held.find(d.request);
+  if (h == st.held.end()) return;  // cannot happen: only answers remove held requests
+  const int64_t now = st.now_us();
+  SwapOutcome o;
+  o.fault = r.fault;
+  o.answered = !r.fault;
+  o.resident = r.footprint > 0;
+  o.footprint = r.footprint;
+  o.pool_free = r.pool_free;
+  for (const auto& k : r.evicted) o.evicted.push_back(k.to_string());
+  const uint64_t latency = static_cast<uint64_t>(std::max<int64_t>(0, now - d.arrival_us));
+  if (st.instruments) {
+    st.instruments->count_evictions(r.evicted.size());
+    auto m = st.swap->model(d.model);
+    if (!r.fault && !h->second.profile && m) st.instruments->count_slo(m->deadline_us == 0 || latency <= m->deadline_us);
+  }
+  st.swap->finish(d, o, latency, now);
+  if (r.fault) {
+    if (Status s = st.swap->requeue(d.request, d.model, d.arrival_us); !s.ok()) {
+      h->second.promise.deliver(to_caf(s.error()));
+      st.held.erase(h);
+    }
+    if (st.instruments) st.instruments->count_restart();
+    restart_device(self, d.device);
+    return pump(self);
+  }
+  router_state::Held held = std::move(h->second);
+  st.held.erase(h);
+  if (!st.keys.count(d.model) && r.footprint > 0) {
+    // Unloaded while it ran: its fresh device copy goes too.
+    self->request(st.devices[d.device].actor, std::chrono::minutes(1), unload_atom_v, held.request->model)
+        .then([](bool) {}, [](caf::error&) {});
+  }
+  if (held.profile) {
+    profiled(self, held.request->model, r);
+  } else if (r.reply) {
+    held.promise.deliver(std::move(*r.reply));
+  } else {
+    held.promise.deliver(to_caf(r.error ? *r.error : internal_error("the executor gave no answer")));
+  }
+  pump(self);
+}
+
+void launch(router_pointer self, SwapDispatch d, std::optional<gpu::PeerWeights> peer) {
+  auto& st = self->state;
+  auto h = st.held.find(d.request);
+  auto key = st.keys.find(d.model);
+  auto replica = key == st.keys.end() ? st.replicas.end() : st.replicas.find(key->second);
+  if (h == st.held.end() || replica == st.replicas.end()) return;
+  swap_request req;
+  req.request = h->second.request;  // shared: a fault retries it on another device
+  req.model = replica->second.model;
+  req.peer = std::move(peer);
+  auto to_keys = [&](const std::vector<std::string>& names, std::vector<model_key>& out) {
+    for (const auto& m : names) {
+      if (auto k = st.keys.find(m); k != st.keys.end()) out.push_back(k->second);
+    }
+  };
+  to_keys(d.evict, req.evict);
+  to_keys(d.fallback, req.fallback);
+  req.profile = h->second.profile;
+  self->request(st.devices[d.device].actor, kRunTimeout, std::move(req))
+      .then([self, d](swap_reply& r) { answered(self, d, std::move(r)); },
+            [self, d](caf::error& err) {
+              swap_reply r;
+              r.fault = true;  // the executor is gone or hung: restart it
+              r.error = from_caf(err);
+              answered(self, d, std::move(r));
+            });
+}
+
+void pump(router_pointer self) {
+  auto& st = self->state;
+  for (auto& d : st.swap->dispatch(st.now_us())) {
+    spdlog::debug("node {}: request {} of {} -> {}: {}", st.config.name, d.request, d.model, d.device, d.reason);
+    if (st.instruments) {
+      st.instruments->count_dispatch(d.action == placement::SwapAction::run              ? "run"
+                                     : d.action == placement::SwapAction::swap_from_peer ? "peer"
+                                                                                         : "host");
+    }
+    if (!d.source) {
+      launch(self, std::move(d), std::nullopt);
+      continue;
+    }
+    // A device-to-device swap: where the source keeps the model (it stays locked until the answer).
+    const auto key = st.keys.at(d.model);
+    self->request(st.devices[*d.source].actor, std::chrono::seconds(10), weights_atom_v, key)
+        .then([self, d](weights_lease& lease) mutable { launch(self, std::move(d), std::move(lease.weights)); },
+              [self, d](caf::error&) mutable { launch(self, std::move(d), std::nullopt); });
+  }
+}
+
+}  // namespace
+
+void late_start(router_pointer self) {
+  auto& st = self->state;
+  if (!st.config.late) return;
+  const auto& late = *st.config.late;
+  st.swap = std::make_unique<SwapController>(late.topology, late.pool_bytes, late.options);
+  late_tick(self);
+}
+
+void late_tick(router_pointer self) {
+  auto& st = self->state;
+  if (!st.swap) return;
+  const int64_t now = st.now_us();
+  const int64_t next = st.swap->tick(now);
+  if (st.instruments) st.instruments->set_slo_state(st.swap->queue().alpha(), st.swap->queue().queued());
+  pump(self);  // a repartition may have changed the order
+  self->delayed_send(self, std::chrono::microseconds(std::max<int64_t>(next - now, 1000)), tick_atom_v);
+}
+
+void late_register(router_pointer self, const model_key& key, std::shared_ptr<const gpu::Model> model) {
+  auto& st = self->state;
+  auto it = st.replicas.find(key);
+  if (it == st.replicas.end()) return;
+  it->second.model = model;
+  const std::string name = key.to_string();
+  SwapModel m{name, model->data_bytes(), placement::Heaviness::light, 0, st.config.late->slo_percentile};
+  if (Status s = st.swap->add_model(m); !s.ok()) return finish_load(self, key, to_caf(s.error()));
+  st.keys[name] = key;
+  // The profile: one cold request (swapped in from host), then a warm one, on sample inputs.
+  auto inputs = gpu::sample_model_inputs(*model, 1, profile_seq_len(*model), 1);
+  if (!inputs.ok()) return finish_load(self, key, to_caf(inputs.error()));
+  auto profile = std::make_shared<infer_request>();
+  profile->model = key;
+  profile->id = "profile";
+  profile->inputs = encode_tensors(*inputs);
+  router_state::Held held{std::move(profile), {}, true};
+  const uint64_t id = st.next_request++;
+  if (Status s = st.swap->submit(id, name, st.now_us()); !s.ok()) return finish_load(self, key, to_caf(s.error()));
+  st.held.emplace(id, std::move(held));
+  pump(self);
+}
+
+caf::result<infer_reply> late_infer(router_pointer self, infer_request& req) {
+  auto& st = self->state;
+  auto it = st.replicas.find(req.model);
+  if (it == st.replicas.end() || !it->second.ready) {
+    return to_caf(unavailable("node " + st.config.name + " has no ready replica of " + req.model.to_string()));
+  }
+  const uint64_t id = st.next_request++;
+  if (Status s = st.swap->submit(id, req.model.to_string(), st.now_us()); !s.ok()) {
+    if (st.instruments) st.instruments->count_rejected(req.model);
+    return to_caf(s.error().with_context("node " + st.config.name));
+  }
+  auto rp = self->make_response_promise<infer_reply>();
+  st.held.emplace(id, router_state::Held{std::make_shared<const infer_request>(std::move(req)), rp, false});
+  pump(self);
+  return rp;
+}
+
+void late_unload(router_pointer self, const model_key& key) {
+  auto& st = self->state;
+  auto [queued, holders] = st.swap->remove_model(key.to_string());
+  for (uint64_t id : queued) {
+    auto h = st.held.find(id);
+    if (h == st.held.end()) continue;
+    h->second.promise.deliver(to_caf(unavailable("model " + key.to_string() + " was unloaded from node " +
+                                                 st.config.name + " while the request waited")));
+    st.held.erase(h);
+  }
+  for (uint32_t d : holders) {
+    self->request(st.devices[d].actor, std::chrono::minutes(1), unload_atom_v, key)
+        .then([](bool) {}, [](caf::error&) {});
+  }
+  st.keys.erase(key.to_string());
+}
+
+}  // namespace ember

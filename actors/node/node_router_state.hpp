@@ -1,0 +1,92 @@
+// The node_router's state, shared by its two translation units: node_router.cpp (replicas, the
+// pinned binding, reports) and node_router_late.cpp (late binding). Internal to the router.
+#pragma once
+
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <caf/typed_response_promise.hpp>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/node/node_router.hpp"
+#include "actors/node_router_interface.hpp"
+#include "actors/node/swap_controller.hpp"
+
+namespace ember {
+
+using RouterClock = std::chrono::steady_clock;
+
+struct router_state {
+  static inline const char* name = "ember.node_router";
+
+  struct Device {
+    gpu_executor_actor actor;
+    std::string name;
+    uint64_t capacity = 0;
+    uint64_t bound_bytes = 0;  // weights this router bound there (the executor's own count is exact)
+    uint32_t failed_restarts = 0;  // in a row; the next try waits 1 s x 2^failed_restarts, at most 60 s
+  };
+  struct Replica {
+    bool ready = false;
+    bool pinned = false;  // the cache was told to keep the bytes
+    size_t device = 0;
+    uint64_t weights_bytes = 0;
+    std::string blob_key;
+    replica_info info;
+    RouterClock::time_point started;
+    std::vector<caf::typed_response_promise<replica_info>> waiters;
+    /// Late binding: the host copy every swap reads.
+    std::shared_ptr<const gpu::Model> model;
+  };
+  /// Late binding: a request between arrival and answer.
+  struct Held {
+    /// Shared with the executor's swap_request; kept to retry the request after a fault.
+    std::shared_ptr<const infer_request> request;
+    caf::typed_response_promise<infer_reply> promise;
+    bool profile = false;  // the registration profile of a model (no client)
+  };
+
+  NodeRouterConfig config;
+  std::vector<Device> devices;
+  model_cache_actor cache;
+  NodeInstruments* instruments = nullptr;
+  std::map<model_key, Replica> replicas;
+
+  // -- late binding ------------------------------------------------------------------------------
+  std::unique_ptr<SwapController> swap;
+  std::map<uint64_t, Held> held;
+  std::map<std::string, model_key> keys;  // SwapController's model names
+  uint64_t next_request = 1;
+  RouterClock::time_point epoch = RouterClock::now();
+
+  int64_t now_us() const {
+    return std::chrono::duration_cast<std::chrono::microseconds>(RouterClock::now() - epoch).count();
+  }
+  size_t ready_count() const {
+    size_t n = 0;
+    for (const auto& [k, r] : replicas) n += r.ready;
+    return n;
+  }
+};
+
+using router_pointer = node_router_actor::stateful_pointer<router_state>;
+
+/// Ends a load: answers its waiters; on error forgets the replica.
+void finish_load(router_pointer self, const model_key& key, const caf::error& err);
+
+// node_router_late.cpp
+/// Starts the late-binding controller (and its tick) when config.late is set.
+void late_start(router_pointer self);
+/// A fetched model joins the node: profiled once on a device, then ready.
+void late_register(router_pointer self, const model_key& key, std::shared_ptr<const gpu::Model> model);
+caf::result<infer_reply> late_infer(router_pointer self, infer_request& req);
+/// Forgets a model: fails its queued requests, frees its device copies.
+void late_unload(router_pointer self, const model_key& key);
+void late_tick(router_pointer self);
+/// Restarts a faulted executor; a failed restart is tried again later, backing off.
+void restart_device(router_pointer self, uint32_t device);
+
+}  // namespace ember

@@ -1,0 +1,59 @@
+#include "actors/process/manager_process.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
+
+#include "actors/cluster/cluster_manager.hpp"
+#include "actors/cluster/repository_index.hpp"
+#include "actors/model_repository.hpp"
+#include "actors/process/data_server_options.hpp"
+#include "transport/data_plane.hpp"
+
+namespace ember {
+
+ManagerProcess::ManagerProcess(caf::actor_system& sys) : sys_(sys) {}
+
+Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system& sys, const ManagerConfig& config,
+                                                              const TransferConfig& transfer, bool publish) {
+  std::unique_ptr<ManagerProcess> p(new ManagerProcess(sys));
+  auto entries = scan_repository(config.repository);
+  for (const auto& e : entries) {
+    if (!e.error.empty()) spdlog::warn("manager: {} cannot load: {}", e.key.to_string(), e.error);
+  }
+  p->index_ = std::make_shared<RepositoryIndex>();
+  p->index_->replace(entries);
+  transport::BlobServerOptions server = data_server_options(transfer);
+  server.host = config.data_listen.host;
+  server.port = config.data_listen.port;
+  const TransportKind kind = transfer.transport;
+  EMBER_ASSIGN_OR_RETURN(p->blob_server_, transport::start_data_server(kind, server, p->index_->lookup()));
+  ClusterManagerConfig mc;
+  mc.repository = config.repository;
+  mc.data = {config.data_listen.host, p->blob_server_->port()};
+  mc.replace_on_failure = config.replace_on_failure;
+  mc.chain_check_interval = std::chrono::milliseconds(transfer.progress_interval_us / 1000);
+  mc.stall.stall_ms = static_cast<int64_t>(transfer.stall_timeout_us / 1000);
+  mc.stall.slow_fraction = transfer.slow_fraction;
+  mc.stall.lag_bytes = transfer.lag_bytes;
+  mc.stall.min_bytes_per_s = transfer.min_rate_bytes_per_s;
+  p->manager_ = spawn_cluster_manager(sys, mc, std::move(entries), p->index_);
+  if (publish) {
+    auto port = sys.middleman().publish(p->manager_, config.listen.port, config.listen.host.c_str(), true);
+    if (!port) {
+      return io_error("cannot listen for nodes on " + config.listen.to_string() + ": " + caf::to_string(port.error()));
+    }
+    p->listen_port_ = *port;
+    spdlog::info("manager: listening for nodes on {}:{}, repository served on {}:{}", config.listen.host, *port,
+                 mc.data.host, mc.data.port);
+  }
+  return p;
+}
+
+ManagerProcess::~ManagerProcess() {
+  if (blob_server_) blob_server_->stop();
+  caf::anon_send_exit(manager_, caf::exit_reason::user_shutdown);
+}
+
+}  // namespace ember

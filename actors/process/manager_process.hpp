@@ -1,0 +1,44 @@
+// The manager process: the repository scan, the blob server that serves the repository, and the
+// cluster_manager, published for remote nodes when asked; `ember manager` and `ember serve` run
+// one. Construction scans the repository and binds ports on the caller's thread. The actor system
+// must outlive it. Not thread-safe.
+#pragma once
+
+#include <memory>
+
+#include "actors/cluster_manager_interface.hpp"
+#include "base/status.hpp"
+#include "config/cluster_config.hpp"
+
+namespace caf {
+class actor_system;
+}
+namespace ember::transport {
+class DataServer;
+}
+
+namespace ember {
+
+class RepositoryIndex;
+
+class ManagerProcess {
+ public:
+  /// Scans the repository, starts the blob server that serves it and spawns the manager. With
+  /// `publish`, also makes the manager reachable for remote nodes at config.listen.
+  static Result<std::unique_ptr<ManagerProcess>> start(caf::actor_system& sys, const ManagerConfig& config,
+                                                       const TransferConfig& transfer, bool publish);
+  ~ManagerProcess();
+
+  const cluster_manager_actor& manager() const { return manager_; }
+  uint16_t listen_port() const { return listen_port_; }
+
+ private:
+  explicit ManagerProcess(caf::actor_system& sys);
+  caf::actor_system& sys_;
+  std::shared_ptr<RepositoryIndex> index_;
+  std::unique_ptr<transport::DataServer> blob_server_;
+  cluster_manager_actor manager_;
+  uint16_t listen_port_ = 0;
+};
+
+}  // namespace ember

@@ -1,0 +1,195 @@
+#include "actors/process/node_process.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+#include <thread>
+
+#include "actors/errors.hpp"
+#include "actors/node/blob_store.hpp"
+#include "actors/node/executor_engine.hpp"
+#include "actors/node/gpu_executor.hpp"
+#include "actors/node/model_cache.hpp"
+#include "actors/node/node_instruments.hpp"
+#include "actors/node/node_router.hpp"
+#include "actors/process/data_server_options.hpp"
+#include "base/units.hpp"
+#include "gpu/device_registry.hpp"
+#include "transport/data_plane.hpp"
+
+namespace ember {
+
+namespace {
+
+/// The node's topology for the swap scheduler, from `devices:` (bandwidths in GB/s).
+Result<placement::NodeTopology> node_topology(const DevicesConfig& devices, uint32_t count) {
+  std::vector<uint32_t> switches = devices.pcie_switch;
+  if (switches.empty()) {
+    for (uint32_t i = 0; i < count; ++i) switches.push_back(i);
+  }
+  std::vector<std::vector<double>> links(count, std::vector<double>(count, 0.0));
+  for (size_t a = 0; a < devices.link_bytes_per_s.size() && a < count; ++a) {
+    for (size_t b = 0; b < devices.link_bytes_per_s[a].size() && b < count; ++b) {
+      links[a][b] = devices.link_bytes_per_s[a][b] / 1e9;
+    }
+  }
+  // Unthrottled sim devices copy as fast as memcpy: any positive figure does (only order matters).
+  const double pcie = devices.sim.pcie_bytes_per_s > 0 ? devices.sim.pcie_bytes_per_s / 1e9 : 16.0;
+  switches.resize(count, 0);
+  return placement::NodeTopology::create(switches, links, std::vector<double>(count, pcie));
+}
+
+Result<LateBinding> late_binding(const BindingConfig& binding, const DevicesConfig& devices,
+                                 std::vector<uint64_t> pool_bytes) {
+  EMBER_ASSIGN_OR_RETURN(auto topology, node_topology(devices, static_cast<uint32_t>(pool_bytes.size())));
+  SwapControllerOptions options;
+  options.scheduler = binding.scheduler;
+  options.eviction = binding.eviction;
+  options.queue.window_us = static_cast<int64_t>(binding.window_us);
+  options.queue.repartition_period_us = static_cast<int64_t>(binding.repartition_us);
+  options.queue.alpha_period_us = static_cast<int64_t>(binding.alpha_period_us);
+  options.seed = binding.seed;
+  LateBinding late{options, std::move(topology), std::move(pool_bytes)};
+  late.heavy_factor = binding.heavy_factor;
+  late.slo_factor = binding.slo_factor;
+  late.slo_deadline_us = binding.slo_deadline_us;
+  late.slo_percentile = binding.slo_percentile;
+  return late;
+}
+
+}  // namespace
+
+NodeProcess::NodeProcess(caf::actor_system& sys) : sys_(sys) {}
+
+Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, const NodeConfig& node,
+                                                        const DevicesConfig& devices, const TransferConfig& transfer,
+                                                        const BindingConfig& binding) {
+  std::unique_ptr<NodeProcess> p(new NodeProcess(sys));
+  p->name_ = node.name.empty() ? default_node_name() : node.name;
+  p->instruments_ = std::make_unique<NodeInstruments>();
+  EMBER_ASSIGN_OR_RETURN(auto opened, gpu::open_devices(devices));
+  std::vector<device_report> reports;
+  std::vector<uint64_t> pools;
+  EngineOptions engine_options;
+  engine_options.max_queue = node.max_queue;
+  engine_options.workspace_bytes = binding.workspace_bytes;
+  engine_options.group_bytes = binding.group_bytes;
+  for (auto& d : opened.devices) {
+    const uint32_t ordinal = d->info().ordinal;
+    EMBER_ASSIGN_OR_RETURN(auto engine, ExecutorEngine::create(std::move(d), engine_options));
+    const auto mem = engine->memory();
+    reports.push_back({engine->device_info().name, mem.capacity_bytes, mem.used_bytes});
+    pools.push_back(engine->engine_memory().pool_capacity);
+    p->instruments_->set_device_memory(engine->device_info().name, mem.used_bytes, mem.capacity_bytes);
+    engine_factory reopen;
+    if (opened.reopen) {
+      reopen = [reopen_device = opened.reopen, ordinal, engine_options]() -> Result<std::unique_ptr<ExecutorEngine>> {
+        EMBER_ASSIGN_OR_RETURN(auto fresh, reopen_device(ordinal));
+        return ExecutorEngine::create(std::move(fresh), engine_options);
+      };
+    }
+    p->executors_.push_back(
+        spawn_gpu_executor(sys, std::move(engine), p->name_, p->instruments_.get(), std::move(reopen)));
+  }
+  p->store_ = std::make_shared<BlobStore>();
+  transport::BlobServerOptions server = data_server_options(transfer);
+  server.host = node.data_listen.host;
+  server.port = node.data_listen.port;
+  server.corrupt_frame = transfer.fault_corrupt_frame;
+  const TransportKind kind = transfer.transport;
+  EMBER_ASSIGN_OR_RETURN(p->blob_server_, transport::start_data_server(kind, server, p->store_->lookup()));
+  ModelCacheConfig cache;
+  cache.capacity_bytes = node.cache_bytes;
+  cache.repository = node.repository;
+  cache.transport = kind;
+  cache.transfer.node = p->name_;
+  cache.transfer.transport = kind;
+  cache.transfer.progress_interval = std::chrono::milliseconds(transfer.progress_interval_us / 1000);
+  cache.transfer.idle_timeout = std::chrono::milliseconds(transfer.idle_timeout_us / 1000);
+  cache.transfer.max_attempts = transfer.max_attempts;
+  cache.transfer.socket_buffer_bytes = static_cast<int>(transfer.socket_buffer_bytes);
+  cache.transfer.throttle_bytes_per_s = transfer.fault_receive_bytes_per_s;
+  p->cache_ = spawn_model_cache(sys, cache, p->store_, p->instruments_.get());
+  NodeRouterConfig router{p->name_, {node.data_listen.host, p->blob_server_->port()}, transfer.rack, std::nullopt};
+  if (binding.mode == BindingMode::late) {
+    EMBER_ASSIGN_OR_RETURN(auto late, late_binding(binding, devices, pools));
+    router.late = std::move(late);
+  }
+  p->router_ = spawn_node_router(sys, router, p->executors_, reports, p->cache_, p->instruments_.get());
+  uint64_t memory = 0;
+  for (const auto& r : reports) memory += r.memory_bytes;
+  spdlog::info("node {}: {} device(s) ({} of device memory), cache {}, data plane {}:{}", p->name_, reports.size(),
+               format_bytes(memory), format_bytes(node.cache_bytes), router.data.host, router.data.port);
+  return p;
+}
+
+NodeProcess::~NodeProcess() {
+  if (blob_server_) blob_server_->stop();
+  // The actors use instruments_ and store_: wait until they are gone before those are.
+  caf::scoped_actor self{sys_};
+  auto stop = [&](const auto& actor) {
+    if (!actor) return;
+    self->send_exit(actor, caf::exit_reason::user_shutdown);
+    self->wait_for(actor);
+  };
+  stop(router_);
+  stop(cache_);
+  for (auto& e : executors_) stop(e);
+}
+
+namespace {
+
+Result<node_report> ask_report(caf::scoped_actor& self, const node_router_actor& router) {
+  Result<node_report> out = internal_error("no report");
+  self->request(router, std::chrono::seconds(10), report_atom_v)
+      .receive([&](node_report& r) { out = std::move(r); }, [&](caf::error& e) { out = from_caf(e); });
+  return out;
+}
+
+}  // namespace
+
+Result<uint64_t> NodeProcess::join_local(const cluster_manager_actor& manager) {
+  caf::scoped_actor self{sys_};
+  EMBER_ASSIGN_OR_RETURN(node_report report, ask_report(self, router_));
+  Result<uint64_t> id = internal_error("no answer");
+  self->request(manager, std::chrono::seconds(10), join_atom_v, report, router_)
+      .receive([&](uint64_t x) { id = x; }, [&](caf::error& e) { id = from_caf(e); });
+  return id;
+}
+
+void NodeProcess::serve_remote(const NodeConfig& config, const std::atomic<bool>& stop) {
+  const auto interval = std::chrono::microseconds(config.rejoin_interval_us);
+  bool said_unreachable = false;
+  while (!stop) {
+    auto manager = sys_.middleman().remote_actor<cluster_manager_actor>(config.manager->host, config.manager->port);
+    if (!manager) {
+      if (!said_unreachable) {
+        spdlog::warn("node {}: manager {} unreachable ({}); retrying every {} ms", name_, config.manager->to_string(),
+                     caf::to_string(manager.error()), config.rejoin_interval_us / 1000);
+        said_unreachable = true;
+      }
+      std::this_thread::sleep_for(interval);
+      continue;
+    }
+    said_unreachable = false;
+    auto id = join_local(*manager);
+    if (!id.ok()) {
+      spdlog::warn("node {}: joining {} failed: {}", name_, config.manager->to_string(), id.error().message());
+      std::this_thread::sleep_for(interval);
+      continue;
+    }
+    spdlog::info("node {}: joined the cluster at {} as #{}", name_, config.manager->to_string(), *id);
+    caf::scoped_actor self{sys_};
+    self->monitor(*manager);
+    bool lost = false;
+    while (!stop && !lost) {
+      self->receive([&](caf::down_msg&) { lost = true; },
+                    caf::after(std::chrono::milliseconds(200)) >> [] { /* check `stop` */ });
+    }
+    if (lost) spdlog::warn("node {}: lost the manager; rejoining", name_);
+  }
+}
+
+}  // namespace ember

@@ -1,0 +1,60 @@
+// The node process: its executors (one per device), model cache, blob server and router, built
+// and wired; `ember node` and `ember serve` run one. Construction does the blocking work of startup
+// (opening devices, binding the data port) on the caller's thread, before any actor depends on it.
+// Destruction stops the blob server, then the actors, then joins the threads the node owns. The
+// actor system must outlive it. Not thread-safe.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/cluster_manager_interface.hpp"
+#include "actors/gpu_executor_interface.hpp"
+#include "actors/model_cache_interface.hpp"
+#include "actors/node_router_interface.hpp"
+#include "base/status.hpp"
+#include "config/cluster_config.hpp"
+
+namespace caf {
+class actor_system;
+}
+namespace ember::transport {
+class DataServer;
+}
+
+namespace ember {
+
+class BlobStore;
+class NodeInstruments;
+
+class NodeProcess {
+ public:
+  static Result<std::unique_ptr<NodeProcess>> start(caf::actor_system& sys, const NodeConfig& node,
+                                                    const DevicesConfig& devices, const TransferConfig& transfer = {},
+                                                    const BindingConfig& binding = {});
+  ~NodeProcess();
+
+  const node_router_actor& router() const { return router_; }
+  const std::string& name() const { return name_; }
+
+  /// Joins the manager at `config.manager` over the network and stays joined: rejoins every
+  /// rejoin_interval after losing it, until `stop` becomes true. Blocks the calling thread.
+  void serve_remote(const NodeConfig& config, const std::atomic<bool>& stop);
+  /// Joins a manager in this process. Returns the node id.
+  Result<uint64_t> join_local(const cluster_manager_actor& manager);
+
+ private:
+  explicit NodeProcess(caf::actor_system& sys);
+  caf::actor_system& sys_;
+  std::string name_;
+  std::unique_ptr<NodeInstruments> instruments_;
+  std::shared_ptr<BlobStore> store_;
+  std::unique_ptr<transport::DataServer> blob_server_;
+  std::vector<gpu_executor_actor> executors_;
+  model_cache_actor cache_;
+  node_router_actor router_;
+};
+
+}  // namespace ember

@@ -1,0 +1,298 @@
+// transfer_peer: one hop of a multicast chain (see transfer_peer_interface.hpp).
+#include "actors/transfer/transfer_peer.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <thread>
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/errors.hpp"
+#include "actors/transfer/transfer_instruments.hpp"
+#include "actors/worker_pool.hpp"
+#include "base/units.hpp"
+#include "gpu/host_buffer.hpp"
+#include "transport/growing_blob.hpp"
+#include "transport/data_plane.hpp"
+
+namespace ember {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+/// How long the hop waits for the controller to name a new upstream.
+constexpr auto kControllerTimeout = std::chrono::seconds(10);
+/// A corrupt chunk is re-fetched from the same upstream this many times before the hop asks the
+/// controller for another one (a flaky link, not a lying peer, is the likely cause).
+constexpr uint32_t kCorruptRetries = 2;
+/// An upstream hop that does not hold the blob yet (its own transfer_peer is still starting) is
+/// asked again after kNotYetDelay, up to kNotYetRetries times, before the controller is asked.
+constexpr auto kNotYetDelay = std::chrono::milliseconds(50);
+constexpr uint32_t kNotYetRetries = 100;
+
+/// What the fetch thread and the actor share: the buffer, its GrowingBlob in the node's store, and
+/// the verified offset. The buffer is written only by the fetch thread, one attempt at a time.
+struct HopBuffer final : transport::BlobSink {
+  std::string key;
+  std::shared_ptr<GrowingBlobShelf> store;
+  std::shared_ptr<gpu::HostBuffer> buffer;
+  std::shared_ptr<transport::GrowingBlob> growing;
+  std::atomic<uint64_t> verified{0};
+
+  uint8_t* allocate(uint64_t blob_bytes) override {
+    if (buffer) return buffer->size() == blob_bytes ? buffer->data() : nullptr;
+    auto b = gpu::HostBuffer::allocate(blob_bytes);
+    if (!b.ok()) return nullptr;
+    buffer = std::move(*b);
+    growing = std::make_shared<transport::GrowingBlob>(buffer, buffer->data(), blob_bytes);
+    store->put_growing(key, growing);  // the next hop may pull from here from now on
+    return buffer->data();
+  }
+  void on_chunk(uint64_t offset, uint64_t length) override {
+    verified.store(offset + length, std::memory_order_release);
+    growing->advance(offset + length);
+    if (throttle_bytes_per_s > 0) {  // the slow-peer fault seam: hold the fetch thread back
+      throttled += length;
+      std::this_thread::sleep_until(throttle_start + std::chrono::microseconds(throttled * 1'000'000 / throttle_bytes_per_s));
+    }
+  }
+  uint64_t throttle_bytes_per_s = 0;
+  uint64_t throttled = 0;
+  Clock::time_point throttle_start = Clock::now();
+};
+
+struct peer_state {
+  static inline const char* name = "ember.transfer_peer";
+
+  TransferPeerConfig config;
+  fetch_blob req;
+  model_cache_actor cache;
+  chain_controller_actor controller;
+  std::shared_ptr<HopBuffer> hop;
+  std::shared_ptr<WorkerPool> fetcher;  // one thread: one attempt at a time
+  blob_source upstream;
+  std::optional<blob_source> next_upstream;  // a splice that arrived while an attempt runs
+  std::shared_ptr<transport::FetchCancel> cancel;
+  uint64_t attempt = 0;
+  bool running = false;
+  bool finished = false;
+  uint32_t corrupt_in_a_row = 0;
+  uint32_t not_found_retries = 0;
+  uint64_t quarters_logged = 0;  // progress lines logged: one per quarter of the blob
+  uint64_t bytes_received = 0;
+  Clock::time_point started = Clock::now();
+
+  ~peer_state() { release_off_own_thread(fetcher); }
+};
+
+using peer_pointer = transfer_peer_actor::stateful_pointer<peer_state>;
+
+chain_progress progress_of(peer_pointer self, placement::HopState state, const std::string& error = {}) {
+  auto& st = self->state;
+  return {st.req.transfer_id,
+          st.config.node,
+          st.upstream.name,
+          st.hop->verified.load(std::memory_order_acquire),
+          st.req.blob_bytes,
+          state,
+          error,
+          caf::actor_cast<caf::actor>(self)};
+}
+
+void start_attempt(peer_pointer self, std::chrono::milliseconds delay = std::chrono::milliseconds(0)) {
+  auto& st = self->state;
+  st.running = true;
+  const uint64_t attempt = ++st.attempt;
+  st.cancel = std::make_shared<transport::FetchCancel>();
+  transport::FetchOptions options;
+  options.transfer_id = st.req.transfer_id;
+  options.expected_bytes = st.req.blob_bytes;
+  options.resume_offset = st.hop->verified.load(std::memory_order_acquire);
+  options.idle_timeout = st.config.idle_timeout;
+  options.socket_buffer_bytes = st.config.socket_buffer_bytes;
+  options.cancel = st.cancel;
+  if (attempt > 1 && delay.count() == 0) {
+    spdlog::info("transfer {}: node {} resumes {} from {} at offset {} (attempt {})", st.req.transfer_id,
+                 st.config.node, st.req.model.to_string(), st.upstream.name, options.resume_offset, attempt);
+  }
+  auto handle = caf::actor_cast<transfer_peer_actor>(self);
+  st.fetcher->submit([handle, attempt, hop = st.hop, from = transport::Endpoint{st.upstream.endpoint.host, st.upstream.endpoint.port},
+                      key = st.req.blob_key, options, delay, kind = st.config.transport] {
+    if (delay.count() > 0) std::this_thread::sleep_for(delay);  // on the fetch thread, never the actor's
+    auto result =
+        std::make_shared<Result<transport::FetchResult>>(transport::fetch_blob(kind, from, key, options, *hop));
+    caf::anon_send(handle, hop_attempt_done{attempt, std::move(result)});
+  });
+}
+
+void finish(peer_pointer self, Result<blob_ref> result) {
+  auto& st = self->state;
+  st.finished = true;
+  if (auto* m = st.config.instruments) {
+    m->add_active_hop(-1);
+    m->count_hop(result.ok() ? "ok" : std::string(to_string(result.error().code())));
+    m->set_hop_progress(st.req.model, st.hop->verified.load(), st.req.blob_bytes);
+  }
+  if (result.ok()) {
+    self->send(st.controller, progress_of(self, placement::HopState::done));
+  } else if (st.hop->growing) {
+    st.hop->growing->fail(result.error());
+    st.hop->store->erase_growing(st.req.blob_key, st.hop->growing.get());
+    self->send(st.controller, progress_of(self, placement::HopState::failed, result.error().message()));
+  } else {
+    self->send(st.controller, progress_of(self, placement::HopState::failed, result.error().message()));
+  }
+  self->send(st.cache, cache_fetch_done{st.req.blob_key, std::make_shared<Result<blob_ref>>(std::move(result))});
+  self->quit();
+}
+
+void fail(peer_pointer self, const Error& e) {
+  auto& st = self->state;
+  spdlog::warn("transfer {}: node {} gives {} up at offset {}: {}", st.req.transfer_id, st.config.node,
+               st.req.model.to_string(), st.hop->verified.load(), e.message());
+  finish(self, e);
+}
+
+/// The upstream failed: a new one from the controller, then resume.
+void ask_for_upstream(peer_pointer self, const Error& why) {
+  auto& st = self->state;
+  if (st.attempt - st.not_found_retries >= st.config.max_attempts) {
+    return fail(self, unavailable("transfer " + std::to_string(st.req.transfer_id) + " gave up after " +
+                                  std::to_string(st.attempt) + " attempts; last: " + why.message()));
+  }
+  chain_upstream_request ask{st.req.transfer_id, st.config.node, st.upstream.name,
+                             st.hop->verified.load(std::memory_order_acquire), why.message()};
+  self->request(st.controller, kControllerTimeout, std::move(ask))
+      .then(
+          [self](blob_source& next) {
+            auto& s = self->state;
+            if (s.finished || s.running) return;  // a splice got there first
+            if (s.config.instruments) s.config.instruments->count_hop_resume("upstream_lost");
+            s.upstream = std::move(next);
+            start_attempt(self);
+          },
+          [self, why](caf::error& err) {
+            if (self->state.finished || self->state.running) return;
+            fail(self, from_caf(err).with_context("no new upstream after: " + why.message()));
+          });
+}
+
+void attempt_done(peer_pointer self, hop_attempt_done& done) {
+  auto& st = self->state;
+  if (done.attempt != st.attempt || st.finished) return;
+  st.running = false;
+  auto& result = *static_cast<Result<transport::FetchResult>*>(done.result.get());
+  if (result.ok()) {
+    st.bytes_received += result->bytes_received;
+    st.hop->growing->complete(result->digest);
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - st.started).count();
+    spdlog::info("transfer {}: node {} holds {} ({} verified, {:.2f} s, {} attempt(s), last upstream {})",
+                 st.req.transfer_id, st.config.node, st.req.model.to_string(), format_bytes(result->blob_bytes),
+                 static_cast<double>(us) / 1e6, st.attempt, st.upstream.name);
+    return finish(self, blob_ref{st.hop->buffer, st.upstream.kind, st.upstream.name, st.bytes_received,
+                                 static_cast<uint64_t>(us), result->digest});
+  }
+  st.bytes_received = st.hop->verified.load();  // approximate: counts what the attempts verified
+  if (st.next_upstream) {  // cancelled by a splice: go on from the new upstream
+    if (st.config.instruments) st.config.instruments->count_hop_resume("splice");
+    st.upstream = std::move(*st.next_upstream);
+    st.next_upstream.reset();
+    return start_attempt(self);
+  }
+  const Error& e = result.error();
+  if (e.code() == ErrorCode::out_of_memory || e.code() == ErrorCode::invalid_argument) return fail(self, e);
+  if (e.code() == ErrorCode::not_found && st.upstream.kind == SourceTier::peer &&
+      st.not_found_retries++ < kNotYetRetries) {
+    // The upstream hop was told about the transfer at the same time as this one and has not
+    // started receiving yet: ask it again shortly.
+    return start_attempt(self, kNotYetDelay);
+  }
+  if (e.code() == ErrorCode::corrupt && st.corrupt_in_a_row++ < kCorruptRetries) {
+    if (st.config.instruments) st.config.instruments->count_hop_resume("corrupt");
+    spdlog::warn("transfer {}: node {}: {}; re-fetching from offset {}", st.req.transfer_id, st.config.node,
+                 e.message(), st.hop->verified.load());
+    return start_attempt(self);
+  }
+  st.corrupt_in_a_row = 0;
+  spdlog::warn("transfer {}: node {} lost upstream {} at offset {}: {}", st.req.transfer_id, st.config.node,
+               st.upstream.name, st.hop->verified.load(), e.message());
+  ask_for_upstream(self, e);
+}
+
+void spliced(peer_pointer self, chain_splice& splice) {
+  auto& st = self->state;
+  if (st.finished || splice.transfer_id != st.req.transfer_id) return;
+  if (splice.upstream.endpoint == st.upstream.endpoint && !st.next_upstream) return;
+  spdlog::info("transfer {}: node {} spliced from {} to {} at offset {}", st.req.transfer_id, st.config.node,
+               st.upstream.name, splice.upstream.name, st.hop->verified.load());
+  if (st.running) {
+    st.next_upstream = std::move(splice.upstream);
+    st.cancel->cancel();  // the attempt ends with `cancelled`; attempt_done starts the next
+  } else {
+    st.upstream = std::move(splice.upstream);
+    start_attempt(self);
+  }
+}
+
+transfer_peer_actor::behavior_type peer_behavior(peer_pointer self, TransferPeerConfig config, fetch_blob req,
+                                                 std::shared_ptr<GrowingBlobShelf> store, model_cache_actor cache) {
+  auto& st = self->state;
+  st.config = std::move(config);
+  st.cache = std::move(cache);
+  st.controller = caf::actor_cast<chain_controller_actor>(req.controller);
+  st.upstream = req.sources.front();
+  st.hop = std::make_shared<HopBuffer>();
+  st.hop->key = req.blob_key;
+  st.hop->store = std::move(store);
+  st.hop->throttle_bytes_per_s = st.config.throttle_bytes_per_s;
+  st.req = std::move(req);
+  st.fetcher = std::make_shared<WorkerPool>(1);
+  // Allocate now when the size is known, so the next hop can connect before the first byte.
+  if (st.req.blob_bytes > 0 && st.hop->allocate(st.req.blob_bytes) == nullptr) {
+    self->send(self, hop_attempt_done{0, nullptr});  // handled below: fails the hop
+  }
+  if (st.config.instruments) {
+    st.config.instruments->add_active_hop(1);
+    st.config.instruments->set_hop_progress(st.req.model, 0, st.req.blob_bytes);
+  }
+  spdlog::info("transfer {}: node {} receives {} ({}) from {}", st.req.transfer_id, st.config.node,
+               st.req.model.to_string(), format_bytes(st.req.blob_bytes), st.upstream.name);
+  if (st.hop->buffer || st.req.blob_bytes == 0) start_attempt(self);
+  self->delayed_send(self, st.config.progress_interval, tick_atom_v);
+  return {
+      [self](chain_splice& splice) { spliced(self, splice); },
+      [self](hop_attempt_done& done) {
+        if (done.attempt == 0) {
+          return fail(self, out_of_memory("cannot allocate " + format_bytes(self->state.req.blob_bytes) +
+                                          " for " + self->state.req.model.to_string()));
+        }
+        attempt_done(self, done);
+      },
+      [self](tick_atom) {
+        auto& s = self->state;
+        if (s.finished) return;
+        const uint64_t verified = s.hop->verified.load(std::memory_order_acquire);
+        if (s.config.instruments) s.config.instruments->set_hop_progress(s.req.model, verified, s.req.blob_bytes);
+        if (s.req.blob_bytes > 0 && verified * 4 / s.req.blob_bytes > s.quarters_logged) {
+          s.quarters_logged = verified * 4 / s.req.blob_bytes;
+          spdlog::info("transfer {}: node {} has {} of {} ({}%) from {}", s.req.transfer_id, s.config.node,
+                       format_bytes(verified), format_bytes(s.req.blob_bytes), verified * 100 / s.req.blob_bytes,
+                       s.upstream.name);
+        }
+        self->send(self->state.controller, progress_of(self, placement::HopState::receiving));
+        self->delayed_send(self, self->state.config.progress_interval, tick_atom_v);
+      },
+  };
+}
+
+}  // namespace
+
+transfer_peer_actor spawn_transfer_peer(caf::actor_system& sys, TransferPeerConfig config, fetch_blob req,
+                                        std::shared_ptr<GrowingBlobShelf> store, model_cache_actor cache) {
+  return sys.spawn(peer_behavior, std::move(config), std::move(req), std::move(store), std::move(cache));
+}
+
+}  // namespace ember

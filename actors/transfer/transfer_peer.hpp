@@ -1,0 +1,57 @@
+// Spawning a transfer_peer (the hop of a multicast chain; see transfer_peer_interface.hpp). Only the
+// node's model_cache spawns one, for a fetch_blob with a transfer id; the hop ends by sending the
+// cache a cache_fetch_done with the verified bytes or the error, and then quits.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "actors/model_cache_interface.hpp"
+#include "actors/transfer_peer_interface.hpp"
+#include "transport/data_plane.hpp"
+#include "transport/growing_blob.hpp"
+
+namespace ember {
+
+class TransferInstruments;
+
+/// Where a hop shows the prefix it has verified so far, so the node's blob server can forward it to
+/// the next hop while it is still arriving (the node's BlobStore implements it). Thread-safe.
+class GrowingBlobShelf {
+ public:
+  virtual ~GrowingBlobShelf() = default;
+  /// Serves `blob` under `key` while no complete copy exists.
+  virtual void put_growing(const std::string& key, std::shared_ptr<const transport::GrowingBlob> blob) = 0;
+  /// Withdraws it, if `key` still shows `blob`.
+  virtual void erase_growing(const std::string& key, const transport::GrowingBlob* blob) = 0;
+};
+
+struct TransferPeerConfig {
+  /// This node's name, as the controller knows it.
+  std::string node;
+  /// How often the hop reports its offset. Shorter finds stalls sooner; each report is one small
+  /// message to the manager.
+  std::chrono::milliseconds progress_interval{250};
+  /// An upstream that sends nothing for this long is given up (the hop asks for another).
+  std::chrono::milliseconds idle_timeout{5000};
+  /// Fetch attempts (first plus resumes) before the hop fails.
+  uint32_t max_attempts = 16;
+  /// Socket buffer bytes of the hop's connection (0 = kernel autotuning).
+  int socket_buffer_bytes = 4 << 20;
+  /// Fault seam (tests, drills): receive at most this many bytes per second. 0 = no limit.
+  uint64_t throttle_bytes_per_s = 0;
+  /// The node's metrics (same process; may be null in tests).
+  TransferInstruments* instruments = nullptr;
+  /// The data plane the cluster runs (transfer.transport).
+  transport::TransportKind transport = transport::TransportKind::tcp;
+};
+
+
+/// `req.sources[0]` is the first upstream; `req.controller` the chain controller; `shelf` shows the
+/// verified prefix to the node's blob server.
+transfer_peer_actor spawn_transfer_peer(caf::actor_system& sys, TransferPeerConfig config, fetch_blob req,
+                                        std::shared_ptr<GrowingBlobShelf> shelf, model_cache_actor cache);
+
+}  // namespace ember

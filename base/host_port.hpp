@@ -1,0 +1,36 @@
+// A TCP endpoint written "host:port" in config files and on command lines ("127.0.0.1:7070",
+// "gpu-03.rack2:7071", "0.0.0.0:0").
+//
+// Pure: anyone, any thread. Never resolves names and never touches a socket: it checks the spelling
+// only; whether the host resolves is found out when a process listens or connects. Never throws; a
+// text that does not parse is an invalid_argument Error whose message quotes it.
+//
+// Accepted host spellings: an IPv4 address in dotted-quad form (four decimal parts 0..255, no
+// leading zeros, since inet_aton would read "010" as octal), or a hostname (labels of letters,
+// digits, '-' and '_', 1..63 characters each, not starting or ending with '-', at most 253 in all;
+// '_' is outside RFC 1123 but container runtimes hand out such names). A name whose last label is
+// all digits is read as an IPv4 address, as RFC 1123 §2.1 says. IPv6 literals are not supported yet.
+// The port is decimal, 0..65535; what port 0 means (an ephemeral port) is up to the listener.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "base/status.hpp"
+
+namespace ember {
+
+struct HostPort {
+  std::string host;
+  uint16_t port = 0;
+
+  /// "host:port", which parse_host_port reads back to an equal value.
+  std::string to_string() const { return host + ":" + std::to_string(port); }
+  bool operator==(const HostPort&) const = default;
+};
+
+/// "127.0.0.1:7070" -> {"127.0.0.1", 7070}. Surrounding whitespace is ignored.
+Result<HostPort> parse_host_port(std::string_view text);
+
+}  // namespace ember

@@ -1,0 +1,36 @@
+// The enumerated choices of the config file, held as enums everywhere and spelled as words only
+// at the edges (YAML, logs, the HTTP API): binding.mode, binding.scheduler, binding.eviction and
+// transfer.transport. Lower layers use these types directly (placement::EvictionRule and
+// transport::TransportKind are these), so a choice is parsed once, where the file is read.
+//
+// Pure; anyone, any thread; never throws. A word that is not a choice is an invalid_argument Error
+// "'<word>' is neither <a> nor <b>" (the config parser adds the file and key in front).
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "base/status.hpp"
+
+namespace ember {
+
+/// binding.mode: "late" (Torpor: swapped onto a device per request) or "pinned" (bound at load).
+enum class BindingMode : uint8_t { late, pinned };
+/// binding.scheduler: "torpor" (Algorithm 1) or "random" (the Torpor-Random ablation).
+enum class SwapScheduler : uint8_t { torpor, random };
+/// binding.eviction: "torpor" (duplicates, light LRU, heavy LRU; Torpor §5.4) or "lru" (plain LRU).
+enum class EvictionRule : uint8_t { torpor, lru };
+/// transfer.transport: "tcp" or "ucx" (the data plane).
+enum class TransportKind : uint8_t { tcp, ucx };
+
+std::string_view to_string(BindingMode mode);
+std::string_view to_string(SwapScheduler scheduler);
+std::string_view to_string(EvictionRule rule);
+std::string_view to_string(TransportKind kind);
+
+Result<BindingMode> parse_binding_mode(std::string_view word);
+Result<SwapScheduler> parse_swap_scheduler(std::string_view word);
+Result<EvictionRule> parse_eviction_rule(std::string_view word);
+Result<TransportKind> parse_transport_kind(std::string_view word);
+
+}  // namespace ember

@@ -1,0 +1,364 @@
+// Late binding end to end on SimDevices: the executor engine's swaps (from host, from a peer, with
+// eviction) and the node router serving more models than its devices hold, including an executor
+// that faults mid-request.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <set>
+#include <thread>
+
+#include "actors/node/executor_engine.hpp"
+#include "actors/node/gpu_executor.hpp"
+#include "actors/node/model_cache.hpp"
+#include "actors/node/node_router.hpp"
+#include "actors/model_cache_interface.hpp"
+#include "actors/model_repository.hpp"
+#include "actors/node_router_interface.hpp"
+#include "actors/tensor_codec.hpp"
+#include "actors/node/blob_store.hpp"
+#include "gpu/model_builder.hpp"
+#include "tests/actors/actor_test_util.hpp"
+
+namespace ember {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr uint64_t MiB = 1ull << 20;
+
+// An MLP of `depth` 512x512 layers: 1 MiB of weights each.
+std::shared_ptr<const gpu::Model> write_mlp(const std::string& dir, uint64_t seed, int depth) {
+  gpu::ModelBuilder b("m" + std::to_string(seed), seed);
+  std::string x = b.input("input", gpu::DType::f32, {-1, 512});
+  for (int i = 0; i < depth; ++i) {
+    gpu::LayerAttrs a;
+    a.in_features = a.out_features = 512;
+    a.bias = true;
+    x = b.add("fc" + std::to_string(i), gpu::OpKind::linear, a, {x});
+    x = b.add("relu" + std::to_string(i), gpu::OpKind::relu, {}, {x});
+  }
+  b.output(x, gpu::DType::f32, {-1, 512});
+  EXPECT_TRUE(b.write(dir).ok());
+  auto m = gpu::Model::load(dir);
+  EXPECT_TRUE(m.ok());
+  return *m;
+}
+
+std::unique_ptr<ExecutorEngine> engine(std::unique_ptr<gpu::Device> device) {
+  // 16 MiB devices: 8 MiB of pool in 1 MiB partitions; fixed 256 KiB groups (no elbow probe).
+  auto e = ExecutorEngine::create(std::move(device), EngineOptions{64, 8 * MiB, 256 << 10});
+  EXPECT_TRUE(e.ok()) << e.error().message();
+  return std::move(*e);
+}
+
+std::vector<gpu::HostTensor> warm_outputs(const std::shared_ptr<const gpu::Model>& m,
+                                          const std::vector<gpu::HostTensor>& in) {
+  auto d = gpu::testing::sim_device(64 * MiB, 9);
+  auto ex = gpu::LayerExecutor::create(*d, m, {0, m->num_layers()});
+  EXPECT_TRUE(ex.ok());
+  auto out = (*ex)->run_host(in);
+  EXPECT_TRUE(out.ok());
+  return *out;
+}
+
+ExecutorEngine::SwapRunResult swap_run(ExecutorEngine& e, SwapRun run) {
+  std::promise<ExecutorEngine::SwapRunResult> p;
+  EXPECT_TRUE(e.swap_run(std::move(run), [&](ExecutorEngine::SwapRunResult r) { p.set_value(std::move(r)); }));
+  return p.get_future().get();
+}
+
+TEST(ExecutorEngineSwap, SwapsInEvictsThroughTheFallbackAndMatchesAWarmRun) {
+  gpu::testing::TempDir dir;
+  auto e = engine(gpu::testing::sim_device(16 * MiB));
+  std::vector<std::shared_ptr<const gpu::Model>> models;
+  for (int i = 0; i < 3; ++i) models.push_back(write_mlp(dir / ("m" + std::to_string(i)), i + 1, 3));
+  const auto in = gpu::testing::arch_inputs(*models[0], 2, 1, 5);
+  for (int i = 0; i < 2; ++i) {
+    auto r = swap_run(*e, SwapRun{{"m" + std::to_string(i), 1}, models[i], in, std::nullopt, {}, {}, false});
+    ASSERT_TRUE(r.run.outputs.ok()) << r.run.outputs.error().message();
+    EXPECT_TRUE(r.swapped);
+    EXPECT_GE(r.footprint, models[i]->data_bytes());
+  }
+  // A third 3 MiB model does not fit beside two in 8 MiB: with no plan, the fallback order evicts.
+  auto r = swap_run(*e, SwapRun{{"m2", 1}, models[2], in, std::nullopt, {}, {{"m0", 1}, {"m1", 1}}, false});
+  ASSERT_TRUE(r.run.outputs.ok()) << r.run.outputs.error().message();
+  EXPECT_EQ(r.evicted, (std::vector<model_key>{{"m0", 1}}));
+  const auto want = warm_outputs(models[2], in);
+  ASSERT_EQ(r.run.outputs->size(), want.size());
+  EXPECT_TRUE(gpu::testing::bitwise_equal((*r.run.outputs)[0], want[0]));
+  // Resident now: the next request runs without a swap.
+  auto again = swap_run(*e, SwapRun{{"m2", 1}, models[2], in, std::nullopt, {}, {}, false});
+  EXPECT_FALSE(again.swapped);
+  // Out of memory with nothing to evict is an error, not a crash, and leaves the pool as it was.
+  auto big = write_mlp(dir / "big", 9, 9);
+  auto oom = swap_run(*e, SwapRun{{"big", 1}, big, in, std::nullopt, {}, {}, false});
+  ASSERT_FALSE(oom.run.outputs.ok());
+  EXPECT_EQ(oom.run.outputs.error().code(), ErrorCode::out_of_memory);
+  EXPECT_FALSE(oom.fault);
+  EXPECT_EQ(e->bound().size(), 2u);
+}
+
+TEST(ExecutorEngineSwap, CopiesFromAPeerDeviceAndTwoNeighboursSwapAtOnce) {
+  gpu::testing::TempDir dir;
+  auto a = engine(gpu::testing::sim_device(16 * MiB, 0));
+  auto b = engine(gpu::testing::sim_device(16 * MiB, 1));
+  auto m = write_mlp(dir / "m", 3, 3);
+  auto n = write_mlp(dir / "n", 4, 3);
+  const auto in = gpu::testing::arch_inputs(*m, 2, 1, 6);
+  // Two swaps from host at once, one per device.
+  std::promise<ExecutorEngine::SwapRunResult> pa, pb;
+  ASSERT_TRUE(a->swap_run(SwapRun{{"m", 1}, m, in, std::nullopt, {}, {}, false},
+                          [&](ExecutorEngine::SwapRunResult r) { pa.set_value(std::move(r)); }));
+  ASSERT_TRUE(b->swap_run(SwapRun{{"n", 1}, n, in, std::nullopt, {}, {}, false},
+                          [&](ExecutorEngine::SwapRunResult r) { pb.set_value(std::move(r)); }));
+  auto ra = pa.get_future().get(), rb = pb.get_future().get();
+  ASSERT_TRUE(ra.run.outputs.ok() && rb.run.outputs.ok());
+  EXPECT_TRUE(gpu::testing::bitwise_equal((*ra.run.outputs)[0], warm_outputs(m, in)[0]));
+  EXPECT_TRUE(gpu::testing::bitwise_equal((*rb.run.outputs)[0], warm_outputs(n, in)[0]));
+  // m from a's device to b's, device to device.
+  auto lease = a->weights_of({"m", 1});
+  ASSERT_TRUE(lease.has_value());
+  auto rp = swap_run(*b, SwapRun{{"m", 1}, m, in, lease, {}, {}, false});
+  ASSERT_TRUE(rp.run.outputs.ok()) << rp.run.outputs.error().message();
+  EXPECT_TRUE(rp.swapped);
+  EXPECT_TRUE(gpu::testing::bitwise_equal((*rp.run.outputs)[0], (*ra.run.outputs)[0]));
+  EXPECT_FALSE(b->weights_of({"absent", 1}).has_value());
+}
+
+// -- the router ---------------------------------------------------------------------------------
+
+struct LateNode {
+  std::unique_ptr<caf::actor_system> sys = testing::make_system();
+  gpu::testing::TempDir repo;
+  std::vector<std::shared_ptr<const gpu::Model>> models;
+  std::shared_ptr<BlobStore> store = std::make_shared<BlobStore>();
+  std::vector<gpu_executor_actor> execs;
+  model_cache_actor cache;
+  node_router_actor router;
+  std::atomic<int> restarts{0};
+  std::atomic<int> reopened_while_open{0};  // restarts that opened a device its old engine still held
+  std::atomic<int> reopen_failures{0};      // the next this many reopens fail
+
+  // `devices` 16 MiB devices (8 MiB pools), `count` models of 3 MiB; device 0 faults after
+  // `fault_after` kernels when set; devices compute on a dilated clock when `dilation` > 0.
+  LateNode(uint32_t devices, int count, int64_t fault_after = -1, double dilation = 0) {
+    for (int i = 0; i < count; ++i) models.push_back(write_mlp(repo / ("m" + std::to_string(i)) + "/1", i + 1, 3));
+    std::vector<device_report> reports;
+    std::vector<uint64_t> pools;
+    for (uint32_t d = 0; d < devices; ++d) {
+      auto dev = gpu::testing::sim_device(16 * MiB, d, dilation);
+      if (d == 0 && fault_after >= 0) dev->TEST_fail_after_kernels(static_cast<uint64_t>(fault_after));
+      auto e = engine(std::move(dev));
+      pools.push_back(e->engine_memory().pool_capacity);
+      reports.push_back({e->device_info().name, 16 * MiB, 0});
+      engine_factory reopen = [this, d, dilation]() -> Result<std::unique_ptr<ExecutorEngine>> {
+        ++restarts;
+        if (gpu::SimDevice::TEST_open_on_ordinal(d) > 0) ++reopened_while_open;
+        for (int left = reopen_failures.load(); left > 0;) {
+          if (reopen_failures.compare_exchange_weak(left, left - 1)) return unavailable("the device did not come back");
+        }
+        return engine(gpu::testing::sim_device(16 * MiB, d, dilation));
+      };
+      execs.push_back(spawn_gpu_executor(*sys, std::move(e), "n1", nullptr, reopen));
+    }
+    ModelCacheConfig c;
+    c.repository = repo.path();
+    cache = spawn_model_cache(*sys, c, store, nullptr);
+    std::vector<uint32_t> switches;
+    for (uint32_t d = 0; d < devices; ++d) switches.push_back(d / 2);
+    auto topology = placement::NodeTopology::create(
+        switches, std::vector<std::vector<double>>(devices, std::vector<double>(devices, 0.0)),
+        std::vector<double>(devices, 16.0));
+    EXPECT_TRUE(topology.ok());
+    NodeRouterConfig rc{"n1", "127.0.0.1", 0, "", LateBinding{{}, *topology, pools}};
+    router = spawn_node_router(*sys, rc, execs, reports, cache, nullptr);
+  }
+  ~LateNode() {
+    caf::scoped_actor self{*sys};
+    std::vector<caf::actor> all{caf::actor_cast<caf::actor>(router), caf::actor_cast<caf::actor>(cache)};
+    for (auto& e : execs) all.push_back(caf::actor_cast<caf::actor>(e));
+    for (const auto& a : all) {
+      self->send_exit(a, caf::exit_reason::user_shutdown);
+      self->wait_for(a);
+    }
+  }
+  Result<replica_info> load(int i) {
+    auto e = scan_repository_model(repo.path(), "m" + std::to_string(i)).front();
+    return testing::ask<replica_info>(*sys, router, 30s, load_replica{e.key, e.manifest_json, blob_key_of(e.key),
+                                                                      e.weights_bytes, {}});
+  }
+};
+
+struct Served {
+  int answers = 0, right = 0;
+  std::set<std::string> devices;
+};
+
+// Three rounds of one request per model, each answer checked against a warm run of the model.
+Served serve_rounds(LateNode& node) {
+  caf::scoped_actor self{*node.sys};
+  Served s;
+  const int count = static_cast<int>(node.models.size());
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < count; ++i) {
+      const auto in = gpu::testing::arch_inputs(*node.models[i], 2, 1, 10 * round + i);
+      infer_request req;
+      req.model = {"m" + std::to_string(i), 1};
+      req.inputs = encode_tensors(in);
+      self->request(node.router, 30s, std::move(req))
+          .receive(
+              [&](infer_reply& r) {
+                ++s.answers;
+                s.devices.insert(r.device);
+                auto out = decode_tensors(std::move(r.outputs));
+                s.right += out.ok() && gpu::testing::bitwise_equal((*out)[0], warm_outputs(node.models[i], in)[0]);
+              },
+              [&](caf::error& e) { ADD_FAILURE() << from_caf(e).message(); });
+    }
+  }
+  return s;
+}
+
+TEST(LateBindingRouter, ServesMoreModelsThanTheDevicesHoldWithRightAnswers) {
+  LateNode node(2, 8);  // 8 models x 3 MiB against 2 x 8 MiB of pools: at most 4 resident
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(node.load(i).ok()) << i;
+  const Served s = serve_rounds(node);
+  EXPECT_EQ(s.answers, 24);
+  EXPECT_EQ(s.right, 24);
+  EXPECT_EQ(s.devices.size(), 2u);
+  // Bad input is the client's error and costs nothing else.
+  infer_request bad;
+  bad.model = {"m0", 1};
+  bad.inputs = encode_tensors(gpu::testing::arch_inputs(*node.models[0], 2, 1, 1));
+  bad.inputs[0].shape = {2, 7};
+  bad.inputs[0].data.resize(2 * 7 * 4);
+  auto r = testing::ask<infer_reply>(*node.sys, node.router, 30s, std::move(bad));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::invalid_argument);
+}
+
+// The density benchmark's devices: compute on a dilated clock (devices.compute_dilation), swaps
+// pipelined against it. Same answers, bit for bit.
+TEST(LateBindingRouter, DilatedDevicesSwapAndAnswerAlike) {
+  LateNode node(2, 8, -1, 3);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(node.load(i).ok()) << i;
+  const Served s = serve_rounds(node);
+  EXPECT_EQ(s.answers, 24);
+  EXPECT_EQ(s.right, 24);
+  EXPECT_EQ(s.devices.size(), 2u);
+}
+
+TEST(LateBindingRouter, AFaultingExecutorHasItsRequestRetriedElsewhereAndIsRestarted) {
+  LateNode node(2, 4, /*fault_after=*/20);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(node.load(i).ok()) << i;
+  caf::scoped_actor self{*node.sys};
+  int right = 0, answers = 0;
+  std::set<std::string> devices;
+  // Concurrent requests keep both devices busy, so device 0 gets some and faults on one.
+  for (int round = 0; round < 6; ++round) {
+    std::vector<std::vector<gpu::HostTensor>> inputs;
+    for (int i = 0; i < 4; ++i) {
+      inputs.push_back(gpu::testing::arch_inputs(*node.models[i], 2, 1, 100 * round + i));
+      infer_request req;
+      req.model = {"m" + std::to_string(i), 1};
+      req.id = std::to_string(i);
+      req.inputs = encode_tensors(inputs.back());
+      self->send(node.router, std::move(req));
+    }
+    for (int k = 0; k < 4; ++k) {
+      self->receive(
+          [&](infer_reply& r) {
+            ++answers;
+            devices.insert(r.device);
+            const int i = std::stoi(r.id);
+            auto out = decode_tensors(std::move(r.outputs));
+            right += out.ok() && gpu::testing::bitwise_equal((*out)[0], warm_outputs(node.models[i], inputs[i])[0]);
+          },
+          [&](caf::error& e) { ADD_FAILURE() << from_caf(e).message(); },
+          caf::after(30s) >> [&] { ADD_FAILURE() << "no answer"; });
+    }
+  }
+  EXPECT_EQ(answers, 24);
+  EXPECT_EQ(right, 24);
+  EXPECT_GE(node.restarts.load(), 1);
+  EXPECT_EQ(node.reopened_while_open.load(), 0) << "a restart opened the device before closing the broken one";
+  // The restarted executor serves again: its models come back from host memory.
+  EXPECT_EQ(devices.size(), 2u);
+}
+
+// The router tries a failed restart again (after 1 s, then backing off) until the device is back.
+TEST(LateBindingRouter, AFailedRestartIsTriedAgainUntilTheDeviceServes) {
+  LateNode node(2, 4, /*fault_after=*/20);
+  node.reopen_failures = 1;
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(node.load(i).ok()) << i;
+  // Sequential requests until device 0 faults: each is answered right (device 1 takes the retry).
+  Served s = serve_rounds(node);
+  EXPECT_EQ(s.right, 12);
+  for (int i = 0; i < 100 && node.restarts.load() < 2; ++i) std::this_thread::sleep_for(100ms);
+  ASSERT_EQ(node.restarts.load(), 2) << "the failed restart was not tried again within 10 s";
+  std::set<std::string> devices;
+  for (int i = 0; i < 20 && devices.count("sim:0") == 0; ++i) {
+    std::this_thread::sleep_for(100ms);
+    s = serve_rounds(node);
+    EXPECT_EQ(s.right, s.answers);
+    devices.insert(s.devices.begin(), s.devices.end());
+  }
+  EXPECT_EQ(devices.count("sim:0"), 1u) << "device 0 never served again after its second restart";
+}
+
+// A restart closes the broken device before it opens the new one (on a GPU both would share its
+// memory). While it runs, and after it failed, the executor answers jobs as unavailable; a failed
+// restart can be tried again.
+TEST(LateBindingExecutor, ARestartClosesTheOldDeviceFirstAndAFailedOneCanBeRetried) {
+  auto sys = testing::make_system();
+  std::promise<void> gate;
+  std::shared_future<void> opened = gate.get_future().share();
+  std::atomic<int> calls{0};
+  std::atomic<uint32_t> open_at_reopen{99};
+  engine_factory reopen = [&, opened]() -> Result<std::unique_ptr<ExecutorEngine>> {
+    opened.wait();
+    open_at_reopen = gpu::SimDevice::TEST_open_on_ordinal(5);
+    if (calls++ == 0) return unavailable("the device did not come back");
+    return engine(gpu::testing::sim_device(16 * MiB, 5));
+  };
+  auto exec = spawn_gpu_executor(*sys, engine(gpu::testing::sim_device(16 * MiB, 5)), "n1", nullptr, reopen);
+  auto is_unavailable = [](const auto& r, const std::string& says) {
+    return !r.ok() && r.error().code() == ErrorCode::unavailable &&
+           r.error().message().find(says) != std::string::npos;
+  };
+  infer_request req;
+  req.model = {"m", 1};
+
+  caf::scoped_actor self{*sys};
+  self->send(exec, restart_atom_v);  // held at the gate, in the factory
+  auto again = testing::ask<device_report>(*sys, exec, 30s, restart_atom_v);
+  EXPECT_TRUE(is_unavailable(again, "already restarting")) << (again.ok() ? "ok" : again.error().message());
+  auto during = testing::ask<infer_reply>(*sys, exec, 30s, req);
+  EXPECT_TRUE(is_unavailable(during, "is restarting")) << (during.ok() ? "ok" : during.error().message());
+  auto status = testing::ask<executor_status>(*sys, exec, 30s, status_atom_v);
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->device.name, "sim:5");
+  EXPECT_EQ(status->pool_capacity, 0u);
+
+  gate.set_value();
+  self->receive([](device_report&) { ADD_FAILURE() << "the first restart should fail"; },
+                [](caf::error& e) { EXPECT_NE(from_caf(e).message().find("did not come back"), std::string::npos); },
+                caf::after(30s) >> [] { ADD_FAILURE() << "no answer to the first restart"; });
+  EXPECT_EQ(open_at_reopen.load(), 0u) << "the broken device was still open when the new one was";
+  auto after_failure = testing::ask<infer_reply>(*sys, exec, 30s, req);
+  EXPECT_TRUE(is_unavailable(after_failure, "out of service"))
+      << (after_failure.ok() ? "ok" : after_failure.error().message());
+
+  auto retried = testing::ask<device_report>(*sys, exec, 30s, restart_atom_v);
+  ASSERT_TRUE(retried.ok()) << retried.error().message();
+  EXPECT_EQ(retried->name, "sim:5");
+  status = testing::ask<executor_status>(*sys, exec, 30s, status_atom_v);
+  ASSERT_TRUE(status.ok());
+  EXPECT_EQ(status->pool_capacity, 8 * MiB);
+  EXPECT_EQ(calls.load(), 2);
+  self->send_exit(exec, caf::exit_reason::user_shutdown);
+  self->wait_for(exec);
+}
+
+}  // namespace
+}  // namespace ember

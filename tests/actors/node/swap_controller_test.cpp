@@ -1,0 +1,238 @@
+// SwapController: the router's late-binding state machine over the placement policies (plain C++).
+#include "actors/node/swap_controller.hpp"
+
+#include <gtest/gtest.h>
+
+namespace ember {
+namespace {
+
+using placement::SwapAction;
+constexpr uint64_t MiB = 1ull << 20;
+
+// Four devices, two per PCIe switch; NVLink 0-1 and 2-3 (Torpor Fig. 5, simplified).
+placement::NodeTopology topology() {
+  auto t = placement::NodeTopology::create({0, 0, 1, 1},
+                                           {{0, 50, 0, 0}, {50, 0, 0, 0}, {0, 0, 0, 50}, {0, 0, 50, 0}},
+                                           {16, 16, 16, 16});
+  EXPECT_TRUE(t.ok());
+  return *t;
+}
+
+SwapController controller(uint64_t pool = 100 * MiB, SwapControllerOptions o = {}) {
+  return SwapController(topology(), {pool, pool, pool, pool}, o);
+}
+
+SwapModel model(const std::string& name, uint64_t bytes, bool heavy = false) {
+  return {name, bytes, heavy ? placement::Heaviness::heavy : placement::Heaviness::light, 10'000, 0.98};
+}
+
+SwapOutcome done(const SwapDispatch& d, uint64_t footprint, uint64_t pool_free) {
+  SwapOutcome o;
+  o.resident = true;
+  o.footprint = footprint;
+  o.pool_free = pool_free;
+  o.evicted = d.evict;
+  return o;
+}
+
+std::vector<SwapDispatch> run_one(SwapController& c, uint64_t id, const std::string& m, int64_t now) {
+  EXPECT_TRUE(c.submit(id, m, now).ok());
+  return c.dispatch(now);
+}
+
+TEST(SwapController, FirstRequestSwapsFromHostAndTheNextRunsWhereTheModelIs) {
+  auto c = controller();
+  ASSERT_TRUE(c.add_model(model("a", 40 * MiB)).ok());
+  auto d = run_one(c, 1, "a", 0);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].action, SwapAction::swap_from_host);
+  c.finish(d[0], done(d[0], 40 * MiB, 60 * MiB), 100, 100);
+  auto again = run_one(c, 2, "a", 200);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].action, SwapAction::run);
+  EXPECT_EQ(again[0].device, d[0].device);
+}
+
+TEST(SwapController, BusyHolderMeansACopyOverTheFastestLinkAndTheSourceIsLocked) {
+  auto c = controller();
+  ASSERT_TRUE(c.add_model(model("a", 40 * MiB)).ok());
+  auto first = run_one(c, 1, "a", 0);
+  c.finish(first[0], done(first[0], 40 * MiB, 60 * MiB), 10, 10);
+  const uint32_t holder = first[0].device;
+  auto busy = run_one(c, 2, "a", 20);  // runs on the holder, which is now busy
+  ASSERT_EQ(busy.size(), 1u);
+  EXPECT_EQ(busy[0].action, SwapAction::run);
+  auto copy = run_one(c, 3, "a", 30);
+  ASSERT_EQ(copy.size(), 1u);
+  EXPECT_EQ(copy[0].action, SwapAction::swap_from_peer);
+  EXPECT_EQ(copy[0].source, holder);
+  EXPECT_EQ(copy[0].device, holder ^ 1u);  // its NVLink partner
+  // The locked source is never a victim, even when its device needs room for something else.
+  c.finish(busy[0], done(busy[0], 40 * MiB, 60 * MiB), 40, 40);
+  ASSERT_TRUE(c.add_model(model("big", 90 * MiB)).ok());
+  for (uint64_t id = 10; id < 14; ++id) ASSERT_TRUE(c.submit(id, "big", 50).ok());
+  for (const auto& d : c.dispatch(50)) {
+    if (d.device == holder) ADD_FAILURE() << "the locked holder's device took a swap that evicts its source";
+  }
+}
+
+// A running swap may drop its fallback victims (fragmentation); none of them may become the source
+// of a copy meanwhile, or the copy would read blocks the swap is overwriting (the density benchmark
+// counted 2 wrong answers in 1,882 before this rule).
+TEST(SwapController, NoCopyFromAReplicaTheRunningSwapMayStillEvict) {
+  auto t = placement::NodeTopology::create({0, 1}, {{0, 50}, {50, 0}}, {16, 16});
+  ASSERT_TRUE(t.ok());
+  SwapController c(*t, {100 * MiB, 100 * MiB}, {});
+  for (const char* m : {"a", "b", "c"}) ASSERT_TRUE(c.add_model(model(m, 40 * MiB)).ok());
+  ASSERT_TRUE(c.add_model(model("z", 10 * MiB)).ok());
+  auto z = run_one(c, 1, "z", 0);  // keeps one device busy while a, b and c go to the other
+  ASSERT_EQ(z.size(), 1u);
+  const uint32_t other = z[0].device ^ 1u;
+  uint64_t free = 100 * MiB;
+  for (const char* m : {"a", "b"}) {
+    auto d = run_one(c, 2 + (m[0] - 'a'), m, 1 + (m[0] - 'a'));
+    ASSERT_EQ(d.size(), 1u);
+    ASSERT_EQ(d[0].device, other);
+    free -= 40 * MiB;
+    c.finish(d[0], done(d[0], 40 * MiB, free), 1, 2);
+  }
+  auto swap = run_one(c, 4, "c", 3);  // evicts a (planned); b is the fallback
+  ASSERT_EQ(swap.size(), 1u);
+  ASSERT_EQ(swap[0].device, other);
+  EXPECT_EQ(swap[0].evict, (std::vector<std::string>{"a"}));
+  EXPECT_EQ(swap[0].fallback, (std::vector<std::string>{"b"}));
+  c.finish(z[0], done(z[0], 10 * MiB, 90 * MiB), 1, 4);
+  // b's only copy is on the busy device, as a fallback victim: Algorithm 1 would copy it over the
+  // link; it must come from host memory instead.
+  auto b = run_one(c, 5, "b", 5);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].action, SwapAction::swap_from_host);
+  EXPECT_FALSE(b[0].source.has_value());
+  // Once the swap answered without using its fallback, b's copy there counts again.
+  c.finish(swap[0], done(swap[0], 40 * MiB, 20 * MiB), 1, 6);
+  EXPECT_EQ(c.resident(other), (std::vector<std::string>{"b", "c"}));
+  c.finish(b[0], done(b[0], 40 * MiB, 50 * MiB), 1, 7);
+  auto busy = run_one(c, 6, "b", 8);  // runs on one holder; the next copies from it
+  ASSERT_EQ(busy.size(), 1u);
+  auto copy = run_one(c, 7, "c", 9);
+  ASSERT_EQ(copy.size(), 1u);
+  EXPECT_EQ(copy[0].action, busy[0].device == other ? SwapAction::swap_from_peer : SwapAction::run);
+}
+
+TEST(SwapController, HostSwapAvoidsTheSwitchOfALoadingNeighbour) {
+  auto c = controller();
+  ASSERT_TRUE(c.add_model(model("heavy", 40 * MiB, true)).ok());
+  ASSERT_TRUE(c.add_model(model("b", 40 * MiB)).ok());
+  auto one = run_one(c, 1, "heavy", 0);
+  ASSERT_EQ(one.size(), 1u);
+  auto two = run_one(c, 2, "b", 1);
+  ASSERT_EQ(two.size(), 1u);
+  EXPECT_EQ(two[0].action, SwapAction::swap_from_host);
+  // Devices 0,1 share a switch, 2,3 the other: the second load goes to the other switch.
+  EXPECT_NE(two[0].device / 2, one[0].device / 2);
+}
+
+TEST(SwapController, QueuesWhenEveryDeviceIsBusyAndDispatchesWhenOneFrees) {
+  auto c = controller();
+  ASSERT_TRUE(c.add_model(model("a", 10 * MiB)).ok());
+  std::vector<SwapDispatch> running;
+  for (uint64_t id = 1; id <= 5; ++id) {
+    ASSERT_TRUE(c.submit(id, "a", 0).ok());
+  }
+  running = c.dispatch(0);
+  EXPECT_EQ(running.size(), 4u);
+  EXPECT_EQ(c.queue().queued(), 1u);
+  EXPECT_TRUE(c.dispatch(1).empty());
+  c.finish(running[0], done(running[0], 10 * MiB, 90 * MiB), 5, 5);
+  auto next = c.dispatch(6);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].request, 5u);
+  EXPECT_EQ(next[0].device, running[0].device);
+  EXPECT_EQ(next[0].action, SwapAction::run);
+}
+
+TEST(SwapController, EvictsLightBeforeHeavyAndPassesTheRestAsFallback) {
+  auto c = SwapController(*placement::NodeTopology::create({0}, {{0}}, {16}), {100 * MiB}, {});
+  ASSERT_TRUE(c.add_model(model("heavy", 40 * MiB, true)).ok());
+  ASSERT_TRUE(c.add_model(model("light", 40 * MiB)).ok());
+  ASSERT_TRUE(c.add_model(model("new", 40 * MiB)).ok());
+  int64_t now = 0;
+  for (const char* m : {"light", "heavy"}) {  // light is older: plain LRU would evict it too
+    ++now;
+    auto d = run_one(c, static_cast<uint64_t>(now), m, now);
+    ASSERT_EQ(d.size(), 1u);
+    c.finish(d[0], done(d[0], 40 * MiB, 100 * MiB - 40 * MiB * static_cast<uint64_t>(now)), 1, now);
+  }
+  auto heavy_first = run_one(c, 9, "heavy", ++now);  // heavy used last
+  c.finish(heavy_first[0], done(heavy_first[0], 40 * MiB, 20 * MiB), 1, now);
+  auto d = run_one(c, 10, "new", ++now);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].evict, (std::vector<std::string>{"light"}));
+  EXPECT_EQ(d[0].fallback, (std::vector<std::string>{"heavy"}));
+  c.finish(d[0], done(d[0], 40 * MiB, 20 * MiB), 1, ++now);
+  EXPECT_EQ(c.resident(0), (std::vector<std::string>{"heavy", "new"}));
+}
+
+TEST(SwapController, LruRuleEvictsTheLeastRecentlyUsedWhateverItsWeight) {
+  SwapControllerOptions o;
+  o.eviction = placement::EvictionRule::lru;
+  auto c = SwapController(*placement::NodeTopology::create({0}, {{0}}, {16}), {100 * MiB}, o);
+  ASSERT_TRUE(c.add_model(model("heavy", 40 * MiB, true)).ok());
+  ASSERT_TRUE(c.add_model(model("light", 40 * MiB)).ok());
+  ASSERT_TRUE(c.add_model(model("new", 40 * MiB)).ok());
+  int64_t now = 0;
+  for (const char* m : {"heavy", "light"}) {
+    ++now;
+    auto d = run_one(c, static_cast<uint64_t>(now), m, now);
+    c.finish(d[0], done(d[0], 40 * MiB, 100 * MiB - 40 * MiB * static_cast<uint64_t>(now)), 1, now);
+  }
+  auto d = run_one(c, 10, "new", ++now);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].evict, (std::vector<std::string>{"heavy"}));
+}
+
+TEST(SwapController, AFaultTakesTheDeviceDownUntilItIsUpAgainAndTheRequestIsRetriedElsewhere) {
+  auto c = controller();
+  ASSERT_TRUE(c.add_model(model("a", 40 * MiB)).ok());
+  auto d = run_one(c, 1, "a", 0);
+  ASSERT_EQ(d.size(), 1u);
+  SwapOutcome fault;
+  fault.fault = true;
+  c.finish(d[0], fault, 5, 5);
+  EXPECT_FALSE(c.device_is_up(d[0].device));
+  EXPECT_TRUE(c.resident(d[0].device).empty());
+  ASSERT_TRUE(c.requeue(1, "a", 0).ok());
+  auto retry = c.dispatch(6);
+  ASSERT_EQ(retry.size(), 1u);
+  EXPECT_EQ(retry[0].request, 1u);
+  EXPECT_NE(retry[0].device, d[0].device);
+  EXPECT_EQ(retry[0].action, SwapAction::swap_from_host);
+  c.device_up(d[0].device, 100 * MiB);
+  EXPECT_TRUE(c.device_is_up(d[0].device));
+  EXPECT_EQ(c.counters().faults, 1u);
+}
+
+TEST(SwapController, RefusesAModelNoPoolCanHoldAndUnknownModels) {
+  auto c = controller(100 * MiB);
+  auto big = c.add_model(model("big", 101 * MiB));
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.error().message().find("big"), std::string::npos);
+  EXPECT_EQ(c.submit(1, "nope", 0).error().code(), ErrorCode::invalid_argument);
+}
+
+TEST(SwapController, RemovingAModelReturnsItsQueuedRequestsAndHolders) {
+  auto c = controller();
+  ASSERT_TRUE(c.add_model(model("a", 10 * MiB)).ok());
+  auto d = run_one(c, 1, "a", 0);
+  c.finish(d[0], done(d[0], 10 * MiB, 90 * MiB), 1, 1);
+  for (uint64_t id = 2; id < 8; ++id) ASSERT_TRUE(c.submit(id, "a", 2).ok());
+  auto running = c.dispatch(2);  // four run (one on the holder, three copies or swaps)
+  auto [queued, holders] = c.remove_model("a");
+  EXPECT_EQ(queued.size(), 6u - running.size());
+  EXPECT_FALSE(c.has_model("a"));
+  for (const auto& r : running) c.finish(r, done(r, 10 * MiB, 90 * MiB), 3, 3);
+  for (uint32_t dev = 0; dev < 4; ++dev) EXPECT_TRUE(c.resident(dev).empty()) << dev;
+}
+
+}  // namespace
+}  // namespace ember

@@ -1,0 +1,166 @@
+// The cluster's actors together in one process: a manager, a gateway and nodes built exactly as
+// `ember serve` builds them (actors/processes.hpp), driven through the gateway's interface.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <thread>
+
+#include "actors/process/gateway_process.hpp"
+#include "actors/process/manager_process.hpp"
+#include "actors/process/node_process.hpp"
+#include "actors/tensor_codec.hpp"
+#include "tests/actors/actor_test_util.hpp"
+
+namespace ember {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::ask;
+
+struct Cluster {
+  std::unique_ptr<caf::actor_system> sys = testing::make_system();
+  testing::Repository repo;
+  std::unique_ptr<ManagerProcess> manager;
+  std::vector<std::unique_ptr<NodeProcess>> nodes;
+  std::unique_ptr<GatewayProcess> gateway;
+
+  explicit Cluster(int node_count, uint64_t cold_start_timeout_us = 20'000'000) {
+    ManagerConfig mc;
+    mc.repository = repo.path();
+    manager = std::move(*ManagerProcess::start(*sys, mc, TransferConfig{}, false));
+    for (int i = 0; i < node_count; ++i) add_node("n" + std::to_string(i + 1));
+    GatewayConfig gc;
+    gc.http.port = 0;
+    gc.cold_start_timeout_us = cold_start_timeout_us;
+    gateway = std::move(*GatewayProcess::start(*sys, gc, manager->manager()));
+  }
+  ~Cluster() {
+    gateway.reset();
+    nodes.clear();
+    manager.reset();
+  }
+  NodeProcess& add_node(const std::string& name) {
+    NodeConfig nc;
+    nc.name = name;
+    nc.cache_bytes = 256 << 20;
+    DevicesConfig dc;
+    dc.kind = DeviceKind::sim;
+    dc.sim.memory_bytes = 256 << 20;
+    dc.sim.compute_threads = 1;
+    nodes.push_back(std::move(*NodeProcess::start(*sys, nc, dc)));
+    EXPECT_TRUE(nodes.back()->join_local(manager->manager()).ok());
+    return *nodes.back();
+  }
+  Result<infer_reply> infer(const std::string& name, uint32_t version, uint64_t seed,
+                            std::chrono::milliseconds timeout = 30s) {
+    // Inputs shaped for the named model (mlp's for names the repository does not have).
+    const std::string dir = name == "resnet" ? repo.dir / "resnet"
+                            : name == "bert" ? repo.dir / "bert/1"
+                                             : repo.dir / "mlp/1";
+    auto model = *gpu::Model::load(dir);
+    infer_request req;
+    req.model = {name, version};
+    req.inputs = encode_tensors(gpu::testing::arch_inputs(*model, 1, 4, seed));
+    return ask<infer_reply>(*sys, gateway->gateway(), timeout, std::move(req));
+  }
+  std::string metrics() { return *ask<std::string>(*sys, gateway->gateway(), 10s, metrics_atom_v); }
+};
+
+size_t count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) ++n;
+  return n;
+}
+
+TEST(Cluster, ManyConcurrentRequestsForAColdModelTriggerOneLoad) {
+  Cluster c(2);
+  std::vector<std::thread> clients;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 12; ++i) {
+    clients.emplace_back([&, i] { ok += c.infer("bert", 1, static_cast<uint64_t>(i)).ok(); });
+  }
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(ok.load(), 12);
+  const std::string m = c.metrics();
+  // One replica load in the whole cluster, however many requests waited for it.
+  EXPECT_EQ(count(m, "ember_replica_loads_total{node=\"n1\",outcome=\"ok\"} 1") +
+                count(m, "ember_replica_loads_total{node=\"n2\",outcome=\"ok\"} 1"),
+            1u)
+      << m;
+  EXPECT_NE(m.find("ember_requests_total{node=\"gateway\",model=\"bert\",version=\"1\",outcome=\"success\"} 12"),
+            std::string::npos)
+      << m;
+}
+
+TEST(Cluster, VersionsUnknownUnloadedAndBrokenModels) {
+  Cluster c(1);
+  auto latest = c.infer("mlp", 0, 1);
+  ASSERT_TRUE(latest.ok()) << latest.error().message();
+  EXPECT_EQ(latest->model.version, 2u);  // version 0 means the highest
+  auto v1 = c.infer("mlp", 1, 1);
+  ASSERT_TRUE(v1.ok());
+  EXPECT_EQ(v1->model.version, 1u);
+
+  auto unknown = c.infer("nope", 0, 1);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().code(), ErrorCode::not_found);
+
+  auto unloaded = ask<model_state>(*c.sys, c.gateway->gateway(), 10s, unload_atom_v, model_command{{"mlp", 0}});
+  ASSERT_TRUE(unloaded.ok()) << unloaded.error().message();
+  auto refused = c.infer("mlp", 2, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), ErrorCode::invalid_argument);
+  EXPECT_NE(refused.error().message().find("unloaded"), std::string::npos) << refused.error().message();
+  ASSERT_TRUE(ask<model_state>(*c.sys, c.gateway->gateway(), 30s, load_atom_v, model_command{{"mlp", 0}}).ok());
+  EXPECT_TRUE(c.infer("mlp", 2, 1).ok());
+
+  // A model directory that becomes corrupt: the load names the file and the problem.
+  std::ofstream(c.repo.dir / "bert/1/weights.safetensors", std::ios::trunc) << "garbage";
+  auto broken = ask<model_state>(*c.sys, c.gateway->gateway(), 30s, load_atom_v, model_command{{"bert", 0}});
+  ASSERT_FALSE(broken.ok());
+  EXPECT_EQ(broken.error().code(), ErrorCode::invalid_argument);
+  EXPECT_NE(broken.error().message().find("weights.safetensors"), std::string::npos) << broken.error().message();
+  auto index = ask<std::vector<model_state>>(*c.sys, c.gateway->gateway(), 10s, index_atom_v);
+  ASSERT_TRUE(index.ok());
+  bool found = false;
+  for (const auto& s : *index) {
+    if (s.model == model_key{"bert", 1}) {
+      found = true;
+      EXPECT_EQ(s.state, ModelReadiness::failed);
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST(Cluster, ALostNodesModelsAreReplacedAndServed) {
+  Cluster c(2);
+  ASSERT_TRUE(c.infer("resnet", 0, 1).ok());
+  // Find the node serving it and kill its router (as a crashed process would vanish).
+  const std::string m = c.metrics();
+  size_t holder = m.find("ember_replicas{node=\"n1\"} 1") != std::string::npos ? 0 : 1;
+  caf::anon_send_exit(c.nodes[holder]->router(), caf::exit_reason::kill);
+  for (int i = 0; i < 5; ++i) {
+    auto r = c.infer("resnet", 0, static_cast<uint64_t>(i));
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    EXPECT_EQ(r->node, c.nodes[1 - holder]->name());
+  }
+}
+
+TEST(Cluster, RequestsForAModelNoNodeCanTakeFailAfterTheColdStartTimeout) {
+  Cluster c(0, 300'000);  // no nodes, 300 ms cold start budget
+  const auto start = std::chrono::steady_clock::now();
+  auto r = c.infer("mlp", 1, 1);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::unavailable);
+  EXPECT_NE(r.error().message().find("became ready within 300 ms"), std::string::npos) << r.error().message();
+  EXPECT_GE(waited, 250ms);
+  // A node joining later is used by the next request.
+  c.add_node("late");
+  auto ok = c.infer("mlp", 1, 2);
+  ASSERT_TRUE(ok.ok()) << ok.error().message();
+  EXPECT_EQ(ok->node, "late");
+}
+
+}  // namespace
+}  // namespace ember

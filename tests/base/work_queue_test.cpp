@@ -1,0 +1,104 @@
+#include "base/work_queue.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <vector>
+
+namespace ember {
+namespace {
+
+TEST(WorkQueue, ASerialQueueRunsJobsInSubmissionOrderOnOneThread) {
+  std::vector<int> order;
+  std::thread::id first;
+  bool one_thread = true;
+  {
+    WorkQueue q;
+    for (int i = 0; i < 100; ++i) {
+      ASSERT_TRUE(q.try_post([&, i] {
+        if (i == 0) first = std::this_thread::get_id();
+        one_thread = one_thread && std::this_thread::get_id() == first && q.on_worker_thread();
+        order.push_back(i);
+      }));
+    }
+  }  // the destructor runs what is queued, then joins
+  ASSERT_EQ(order.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(order[i], i);
+  EXPECT_TRUE(one_thread);
+}
+
+TEST(WorkQueue, TryPostRefusesTheNewestBeyondTheBoundAndPostDoesNot) {
+  std::promise<void> release;
+  std::shared_future<void> gate = release.get_future().share();
+  std::atomic<int> ran{0};
+  {
+    WorkQueue q({.threads = 1, .capacity = 2});
+    std::promise<void> started;
+    ASSERT_TRUE(q.try_post([&] {
+      started.set_value();
+      gate.wait();
+      ++ran;
+    }));
+    started.get_future().wait();  // the running job does not count against the bound
+    EXPECT_TRUE(q.try_post([&] { ++ran; }));
+    EXPECT_TRUE(q.try_post([&] { ++ran; }));
+    EXPECT_FALSE(q.try_post([&] { ++ran; }));
+    EXPECT_EQ(q.queued(), 2u);
+    EXPECT_EQ(q.rejected(), 1u);
+    q.post([&] { ++ran; });  // exempt from the bound
+    release.set_value();
+  }
+  EXPECT_EQ(ran.load(), 4);
+}
+
+TEST(WorkQueue, SeveralThreadsRunJobsConcurrently) {
+  WorkQueue q({.threads = 2, .capacity = 8});
+  std::promise<void> both;
+  std::atomic<int> arrived{0};
+  std::promise<void> release;
+  std::shared_future<void> gate = release.get_future().share();
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(q.try_post([&] {
+      if (++arrived == 2) both.set_value();
+      gate.wait();
+    }));
+  }
+  // Both jobs run at once; a serial queue would never get here.
+  EXPECT_EQ(both.get_future().wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  release.set_value();
+}
+
+TEST(WorkQueue, WithoutThreadsEveryJobRunsInlineAtOnce) {
+  WorkQueue q({.threads = 0});
+  const auto caller = std::this_thread::get_id();
+  bool ran = false;
+  EXPECT_TRUE(q.try_post([&] { ran = std::this_thread::get_id() == caller; }));
+  EXPECT_TRUE(ran);
+  EXPECT_FALSE(q.on_worker_thread());
+}
+
+TEST(WorkQueue, OnThreadStartRunsOnEachThreadBeforeAnyJob) {
+  std::mutex mu;
+  std::vector<std::thread::id> started;
+  std::atomic<bool> ordered{true};
+  {
+    WorkQueue q({.threads = 2, .capacity = 8, .on_thread_start = [&] {
+                   std::lock_guard lock(mu);
+                   started.push_back(std::this_thread::get_id());
+                 }});
+    for (int i = 0; i < 4; ++i) {
+      q.post([&] {
+        std::lock_guard lock(mu);
+        if (std::find(started.begin(), started.end(), std::this_thread::get_id()) == started.end()) ordered = false;
+      });
+    }
+  }
+  EXPECT_EQ(started.size(), 2u);
+  EXPECT_TRUE(ordered.load());
+}
+
+}  // namespace
+}  // namespace ember
