@@ -20,6 +20,7 @@
 #include "actors/errors.hpp"
 #include "base/status.hpp"
 #include "tests/gpu/test_util.hpp"
+#include "tests/must.hpp"
 
 namespace ember::testing {
 
@@ -54,9 +55,8 @@ struct Repository {
     write("resnet50", "resnet", 4);
   }
   void write(const std::string& arch, const std::string& where, uint64_t seed) {
-    auto b = gpu::build_architecture(arch, {true, seed, {}});
-    EXPECT_TRUE(b.ok());
-    EXPECT_TRUE(b->write(dir / where).ok());
+    auto b = must(gpu::build_architecture(arch, {true, seed, {}}), "building " + arch);
+    must(b.write(dir / where), "writing " + where);
   }
   std::string path() const { return dir.path(); }
 };

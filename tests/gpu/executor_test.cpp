@@ -12,11 +12,8 @@ namespace {
 using testing::TempDir;
 
 std::vector<HostTensor> run_all(Device& d, std::shared_ptr<const Model> m, const std::vector<HostTensor>& in) {
-  auto ex = LayerExecutor::create(d, m, {0, m->num_layers()});
-  EXPECT_TRUE(ex.ok()) << ex.error().message();
-  auto out = (*ex)->run_host(in);
-  EXPECT_TRUE(out.ok()) << out.error().message();
-  return std::move(*out);
+  auto ex = testing::must(LayerExecutor::create(d, m, {0, m->num_layers()}), "creating the executor");
+  return testing::must(ex->run_host(in), "running the model");
 }
 
 const HostTensor& by_name(const std::vector<HostTensor>& ts, const std::string& name) {

@@ -26,32 +26,34 @@ struct OneLayer {
   }
 };
 
-// Builds a model of one layer over inputs of the given descs, runs it, returns everything.
-OneLayer run_one(const TempDir& dir, OpKind op, const LayerAttrs& attrs, const std::vector<TensorDesc>& in,
-                 int64_t vocab = 10) {
+// Builds a model of one layer over inputs of the given descs, runs it, fills `r` with everything.
+// Every step is asserted: call it as ASSERT_NO_FATAL_FAILURE(run_one(...)) so a failed build or run
+// stops the test before anything reads `r`.
+void run_one(OneLayer& r, const TempDir& dir, OpKind op, const LayerAttrs& attrs, const std::vector<TensorDesc>& in,
+             int64_t vocab = 10) {
   ModelBuilder b("op", 5);
   std::vector<std::string> names;
   for (size_t i = 0; i < in.size(); ++i) names.push_back(b.input("x" + std::to_string(i), in[i].dtype, in[i].shape));
   b.add("y", op, attrs, names);
   std::vector<TensorDesc> descs(in.begin(), in.end());
   auto out = infer_output(op, attrs, descs);
-  EXPECT_TRUE(out.ok()) << out.error().message();
+  ASSERT_TRUE(out.ok()) << out.error().message();
   b.output("y", out->dtype, out->shape);
   const std::string path = dir / ("op" + std::to_string(static_cast<int>(op)));
-  EXPECT_TRUE(b.write(path).ok());
+  ASSERT_TRUE(b.write(path).ok());
   auto m = Model::load(path);
-  EXPECT_TRUE(m.ok()) << m.error().message();
-  OneLayer r{*m, {}, {}};
+  ASSERT_TRUE(m.ok()) << m.error().message();
+  r = OneLayer{*m, {}, {}};
   for (size_t i = 0; i < in.size(); ++i) {
     r.inputs.push_back(testing::random_tensor("x" + std::to_string(i), in[i], 100 + i, -2.f, 2.f, vocab));
   }
   auto d = testing::sim_device();
   auto ex = LayerExecutor::create(*d, r.model, {0, 1});
-  EXPECT_TRUE(ex.ok());
+  ASSERT_TRUE(ex.ok()) << ex.error().message();
   auto y = (*ex)->run_host(r.inputs);
-  EXPECT_TRUE(y.ok()) << y.error().message();
+  ASSERT_TRUE(y.ok()) << y.error().message();
+  ASSERT_FALSE(y->empty());
   r.output = (*y)[0];
-  return r;
 }
 
 void expect_close(const HostTensor& got, const std::vector<float>& want, double tol = 1e-5) {
@@ -69,7 +71,8 @@ TEST(Ops, Linear) {
   LayerAttrs a;
   a.in_features = 7;
   a.out_features = 5;
-  auto r = run_one(dir, OpKind::linear, a, {{DType::f32, Shape{2, 3, 7}}});
+  OneLayer r;
+  ASSERT_NO_FATAL_FAILURE(run_one(r, dir, OpKind::linear, a, {{DType::f32, Shape{2, 3, 7}}}));
   std::vector<float> want(30);
   for (int row = 0; row < 6; ++row)
     for (int o = 0; o < 5; ++o) {
@@ -102,7 +105,8 @@ TEST_P(Conv, MatchesDirectConvolution) {
     a.dilation[0] = a.dilation[1] = p.dil;
     a.groups = p.groups;
     a.bias = p.bias;
-    auto r = run_one(dir, OpKind::conv2d, a, {{DType::f32, Shape{n, p.c, p.h, p.w}}});
+    OneLayer r;
+    ASSERT_NO_FATAL_FAILURE(run_one(r, dir, OpKind::conv2d, a, {{DType::f32, Shape{n, p.c, p.h, p.w}}}));
     const Shape& ys = r.output.desc.shape;
     const int64_t ho = ys[2], wo = ys[3], cg = p.c / p.groups, og = p.o / p.groups;
     std::vector<float> want(static_cast<size_t>(ys.numel()));
@@ -147,7 +151,8 @@ TEST(Ops, BatchNorm) {
   LayerAttrs a;
   a.num_features = 3;
   a.eps = 1e-3f;
-  auto r = run_one(dir, OpKind::batch_norm, a, {{DType::f32, Shape{2, 3, 4, 5}}});
+  OneLayer r;
+  ASSERT_NO_FATAL_FAILURE(run_one(r, dir, OpKind::batch_norm, a, {{DType::f32, Shape{2, 3, 4, 5}}}));
   std::vector<float> want(120);
   for (int i = 0; i < 120; ++i) {
     const int c = (i / 20) % 3;
@@ -177,7 +182,8 @@ TEST(Ops, Activations) {
        [pi](double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / pi) * (x + 0.044715 * x * x * x))); }},
   };
   for (const auto& c : cases) {
-    auto r = run_one(dir, c.op, c.attrs, {d});
+    OneLayer r;
+    ASSERT_NO_FATAL_FAILURE(run_one(r, dir, c.op, c.attrs, {d}));
     std::vector<float> want(3000);
     for (int i = 0; i < 3000; ++i) want[static_cast<size_t>(i)] = static_cast<float>(c.f(r.inputs[0].as<float>()[i]));
     SCOPED_TRACE(std::string(op_name(c.op)));
@@ -190,7 +196,8 @@ TEST(Ops, LayerNorm) {
   LayerAttrs a;
   a.num_features = 37;
   a.eps = 1e-12f;
-  auto r = run_one(dir, OpKind::layer_norm, a, {{DType::f32, Shape{2, 3, 37}}});
+  OneLayer r;
+  ASSERT_NO_FATAL_FAILURE(run_one(r, dir, OpKind::layer_norm, a, {{DType::f32, Shape{2, 3, 37}}}));
   std::vector<float> want(222);
   for (int row = 0; row < 6; ++row) {
     const float* x = r.inputs[0].as<float>() + row * 37;
@@ -211,7 +218,8 @@ TEST(Ops, SoftmaxOnLastAndMiddleDims) {
   for (int dim : {-1, 1}) {
     LayerAttrs a;
     a.dim = dim;
-    auto r = run_one(dir, OpKind::softmax, a, {{DType::f32, Shape{2, 5, 3}}});
+    OneLayer r;
+    ASSERT_NO_FATAL_FAILURE(run_one(r, dir, OpKind::softmax, a, {{DType::f32, Shape{2, 5, 3}}}));
     std::vector<float> want(30);
     const float* x = r.inputs[0].as<float>();
     for (int b = 0; b < 2; ++b) {
@@ -244,7 +252,8 @@ TEST(Ops, AttentionWithAndWithoutCausalMask) {
     a.embed_dim = e;
     a.num_heads = h;
     a.causal = causal;
-    auto r = run_one(dir, OpKind::attention, a, {{DType::f32, Shape{b, s, e}}});
+    OneLayer r;
+    ASSERT_NO_FATAL_FAILURE(run_one(r, dir, OpKind::attention, a, {{DType::f32, Shape{b, s, e}}}));
     const float* x = r.inputs[0].as<float>();
     std::vector<double> qkv(static_cast<size_t>(b * s * 3 * e)), ctx(static_cast<size_t>(b * s * e));
     for (int64_t t = 0; t < b * s; ++t)
@@ -297,7 +306,8 @@ TEST(Ops, EmbeddingByIdAndByPosition) {
       a.num_embeddings = 10;
       a.embedding_dim = 6;
       a.positional = positional;
-      auto r = run_one(dir, OpKind::embedding, a, {{dt, Shape{3, 4}}}, 10);
+      OneLayer r;
+      ASSERT_NO_FATAL_FAILURE(run_one(r, dir, OpKind::embedding, a, {{dt, Shape{3, 4}}}, 10));
       std::vector<float> want(72);
       for (int i = 0; i < 12; ++i) {
         const int64_t id =
@@ -311,7 +321,8 @@ TEST(Ops, EmbeddingByIdAndByPosition) {
 
 TEST(Ops, Add) {
   TempDir dir;
-  auto r = run_one(dir, OpKind::add, {}, {{DType::f32, Shape{4, 33}}, {DType::f32, Shape{4, 33}}});
+  OneLayer r;
+  ASSERT_NO_FATAL_FAILURE(run_one(r, dir, OpKind::add, {}, {{DType::f32, Shape{4, 33}}, {DType::f32, Shape{4, 33}}}));
   std::vector<float> want(132);
   for (int i = 0; i < 132; ++i) want[static_cast<size_t>(i)] = r.inputs[0].as<float>()[i] + r.inputs[1].as<float>()[i];
   expect_close(r.output, want, 0);
@@ -324,7 +335,8 @@ TEST(Ops, Pooling) {
     a.kernel[0] = a.kernel[1] = 3;
     a.stride[0] = a.stride[1] = 2;
     a.padding[0] = a.padding[1] = 1;
-    auto r = run_one(dir, op, a, {{DType::f32, Shape{2, 3, 9, 8}}});
+    OneLayer r;
+    ASSERT_NO_FATAL_FAILURE(run_one(r, dir, op, a, {{DType::f32, Shape{2, 3, 9, 8}}}));
     const Shape& ys = r.output.desc.shape;
     ASSERT_EQ(ys, (Shape{2, 3, 5, 4}));
     std::vector<float> want(static_cast<size_t>(ys.numel()));
@@ -345,7 +357,8 @@ TEST(Ops, Pooling) {
     SCOPED_TRACE(std::string(op_name(op)));
     expect_close(r.output, want);
   }
-  auto g = run_one(dir, OpKind::global_avg_pool, {}, {{DType::f32, Shape{2, 3, 4, 5}}});
+  OneLayer g;
+  ASSERT_NO_FATAL_FAILURE(run_one(g, dir, OpKind::global_avg_pool, {}, {{DType::f32, Shape{2, 3, 4, 5}}}));
   std::vector<float> want(6);
   for (int p = 0; p < 6; ++p) {
     double s = 0;
@@ -361,20 +374,23 @@ TEST(Ops, FlattenReshapeSelect) {
   const TensorDesc d{DType::f32, Shape{2, 3, 4}};
   LayerAttrs flat;
   flat.start_dim = 1;
-  auto f = run_one(dir, OpKind::flatten, flat, {d});
+  OneLayer f;
+  ASSERT_NO_FATAL_FAILURE(run_one(f, dir, OpKind::flatten, flat, {d}));
   EXPECT_EQ(f.output.desc.shape, (Shape{2, 12}));
   EXPECT_TRUE(std::memcmp(f.output.data(), f.inputs[0].data(), 96) == 0);
 
   LayerAttrs re;
   re.shape = Shape{0, -1, 2};
-  auto r = run_one(dir, OpKind::reshape, re, {d});
+  OneLayer r;
+  ASSERT_NO_FATAL_FAILURE(run_one(r, dir, OpKind::reshape, re, {d}));
   EXPECT_EQ(r.output.desc.shape, (Shape{2, 6, 2}));
   EXPECT_TRUE(std::memcmp(r.output.data(), r.inputs[0].data(), 96) == 0);
 
   LayerAttrs sel;
   sel.dim = 1;
   sel.index = -1;
-  auto s = run_one(dir, OpKind::select, sel, {d});
+  OneLayer s;
+  ASSERT_NO_FATAL_FAILURE(run_one(s, dir, OpKind::select, sel, {d}));
   EXPECT_EQ(s.output.desc.shape, (Shape{2, 4}));
   std::vector<float> want(8);
   for (int b = 0; b < 2; ++b)

@@ -34,9 +34,7 @@ OpenedDevices open_sim(DevicesConfig config) {
   config.kind = DeviceKind::sim;
   config.sim.compute_threads = 1;
   if (config.sim.memory_bytes == (8ull << 30)) config.sim.memory_bytes = 160 * kMiB;
-  auto opened = open_devices(config);
-  EXPECT_TRUE(opened.ok()) << opened.error().message();
-  return std::move(*opened);
+  return testing::must(open_devices(config), "opening the sim devices");
 }
 
 SimDevice& sim(const OpenedDevices& opened, size_t i) { return dynamic_cast<SimDevice&>(*opened.devices[i]); }

@@ -16,8 +16,11 @@
 #include "gpu/host_tensor.hpp"
 #include "gpu/model.hpp"
 #include "gpu/sim_device.hpp"
+#include "tests/must.hpp"
 
 namespace ember::gpu::testing {
+
+using ember::testing::must;
 
 /// A directory under $TMPDIR removed when the object dies.
 class TempDir {
@@ -51,13 +54,9 @@ inline void write_file(const std::string& path, const std::string& bytes) {
 
 /// Writes architecture `arch` (tiny) into `dir` and loads it.
 inline std::shared_ptr<const Model> tiny_model(const std::string& arch, const std::string& dir, uint64_t seed = 1) {
-  auto builder = build_architecture(arch, {true, seed, {}});
-  EXPECT_TRUE(builder.ok());
-  Status st = builder->write(dir);
-  EXPECT_TRUE(st.ok()) << (st.ok() ? "" : st.error().message());
-  auto m = Model::load(dir);
-  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().message());
-  return m.ok() ? *m : nullptr;
+  auto builder = must(build_architecture(arch, {true, seed, {}}), "building " + arch);
+  must(builder.write(dir), "writing " + arch);
+  return must(Model::load(dir), "loading " + arch);
 }
 
 /// A SimDevice with `memory` bytes and 2 compute threads.
@@ -67,24 +66,21 @@ inline std::unique_ptr<SimDevice> sim_device(uint64_t memory = 256ull << 20, uin
   c.memory_bytes = memory;
   c.compute_threads = 2;
   c.compute_dilation = compute_dilation;
-  auto d = SimDevice::create(c, ordinal);
-  EXPECT_TRUE(d.ok());
-  return std::move(*d);
+  return must(SimDevice::create(c, ordinal), "creating a SimDevice");
 }
 
 /// A tensor of uniform floats in [lo, hi) or uniform ids in [0, vocab).
 inline HostTensor random_tensor(const std::string& name, TensorDesc desc, uint64_t seed, float lo = -1.f,
                                 float hi = 1.f, int64_t vocab = 2) {
-  auto t = HostTensor::allocate(name, desc);
-  EXPECT_TRUE(t.ok());
+  HostTensor t = must(HostTensor::allocate(name, desc), "allocating " + name);
   std::mt19937_64 rng(seed);
   const int64_t n = desc.shape.numel();
   for (int64_t i = 0; i < n; ++i) {
-    if (desc.dtype == DType::f32) t->as<float>()[i] = std::uniform_real_distribution<float>(lo, hi)(rng);
-    else if (desc.dtype == DType::i64) t->as<int64_t>()[i] = std::uniform_int_distribution<int64_t>(0, vocab - 1)(rng);
-    else if (desc.dtype == DType::i32) t->as<int32_t>()[i] = static_cast<int32_t>(std::uniform_int_distribution<int64_t>(0, vocab - 1)(rng));
+    if (desc.dtype == DType::f32) t.as<float>()[i] = std::uniform_real_distribution<float>(lo, hi)(rng);
+    else if (desc.dtype == DType::i64) t.as<int64_t>()[i] = std::uniform_int_distribution<int64_t>(0, vocab - 1)(rng);
+    else if (desc.dtype == DType::i32) t.as<int32_t>()[i] = static_cast<int32_t>(std::uniform_int_distribution<int64_t>(0, vocab - 1)(rng));
   }
-  return std::move(*t);
+  return t;
 }
 
 /// Inputs for a tiny architecture at batch `batch` (and sequence length `seq` for transformers).
