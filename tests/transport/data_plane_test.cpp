@@ -557,7 +557,7 @@ TEST_P(DataPlane, ManyTransfersLeaveNoDescriptorOrThreadBehind) {
 TEST_P(DataPlane, ConnectRefusedIsFastAndNamesTheEndpoint) {
   uint16_t port = 0;
   {
-    auto l = listen_tcp("127.0.0.1", 0, 1);
+    auto l = listen_tcp({"127.0.0.1", 0}, 1);
     ASSERT_TRUE(l.ok());
     port = local_port(l->fd());
   }

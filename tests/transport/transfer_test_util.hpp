@@ -16,9 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include "transport/fetch.hpp"
 #include "transport/fetch_request.hpp"
 #include "transport/frame.hpp"
-#include "transport/tcp_fetch.hpp"
 #include "transport/tcp_socket.hpp"
 
 namespace ember::transport::testing {
@@ -86,7 +86,7 @@ class ScriptedServer {
   using Script = std::function<void(int fd, const FetchRequest& request, Latch& release)>;
 
   explicit ScriptedServer(Script script) {
-    auto l = listen_tcp("127.0.0.1", 0, 4);
+    auto l = listen_tcp({"127.0.0.1", 0}, 4);
     EXPECT_TRUE(l.ok());
     listener_ = std::move(*l);
     port_ = local_port(listener_.fd());
@@ -118,7 +118,7 @@ class ScriptedServer {
     release_.open();
     thread_.join();
   }
-  Endpoint endpoint() const { return {"127.0.0.1", port_}; }
+  HostPort endpoint() const { return {"127.0.0.1", port_}; }
 
  private:
   Socket listener_;
