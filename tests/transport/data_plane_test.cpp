@@ -19,26 +19,13 @@ namespace ember::transport {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::eventually;
 using testing::Latch;
+using testing::lookup_of;
 using testing::VectorSink;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMiB = 1u << 20;
-
-BlobLookup lookup_of(std::map<std::string, std::shared_ptr<const Blob>> blobs) {
-  return [blobs = std::move(blobs)](const std::string& key) -> Result<std::shared_ptr<const Blob>> {
-    auto it = blobs.find(key);
-    if (it == blobs.end()) return not_found("no blob '" + key + "'");
-    return it->second;
-  };
-}
-
-bool eventually(const std::function<bool()>& done, std::chrono::milliseconds limit = 2s) {
-  for (auto until = Clock::now() + limit; Clock::now() < until; std::this_thread::sleep_for(1ms)) {
-    if (done()) return true;
-  }
-  return done();
-}
 
 /// CPU seconds (user + system) of this process.
 double cpu_seconds() {
@@ -47,26 +34,6 @@ double cpu_seconds() {
   return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
          static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
-
-/// A blob whose read() flips one byte: the CRC is computed over the wrong bytes, so only the
-/// end-to-end digest can catch it.
-class FlippingBlob final : public Blob {
- public:
-  FlippingBlob(std::vector<uint8_t> bytes, uint64_t flip_at) : bytes_(std::move(bytes)), flip_at_(flip_at) {}
-  uint64_t size() const override { return bytes_.size(); }
-  Status read(uint64_t offset, void* dst, uint64_t n) const override {
-    std::memcpy(dst, bytes_.data() + offset, n);
-    if (flip_at_ >= offset && flip_at_ < offset + n) static_cast<uint8_t*>(dst)[flip_at_ - offset] ^= 0x01;
-    return Status::OK();
-  }
-
- protected:
-  Result<Digest> compute_digest() const override { return Sha256::of(bytes_.data(), bytes_.size()); }
-
- private:
-  std::vector<uint8_t> bytes_;
-  uint64_t flip_at_;
-};
 
 /// A GrowingBlob over its own buffer, and the source bytes its writer copies in.
 struct Growing {
@@ -132,7 +99,7 @@ TEST_P(DataPlane, TransfersAMultiMiBBlob) {
 TEST_P(DataPlane, ReadBlobAndEmptyBlob) {
   // A blob without memory (sent through staging chunks) and an empty one.
   auto bytes = testing::random_bytes(5 * kMiB + 3, 32);
-  auto file_like = std::make_shared<const FlippingBlob>(bytes, UINT64_MAX);  // flips nothing
+  auto file_like = std::make_shared<const testing::ReadBlob>(bytes);
   auto server = start(lookup_of({{"r", file_like}, {"empty", MemoryBlob::of({})}}));
   ASSERT_TRUE(server);
   VectorSink sink;
@@ -236,7 +203,7 @@ TEST_P(DataPlane, ACorruptedChunkIsCaughtBeforeTheSinkHearsOfIt) {
 
 TEST_P(DataPlane, ABlobThatReadsWrongBytesFailsTheDigest) {
   auto bytes = testing::random_bytes(5 * kMiB, 37);
-  auto server = start(lookup_of({{"m", std::make_shared<const FlippingBlob>(bytes, 3 * kMiB + 5)}}));
+  auto server = start(lookup_of({{"m", std::make_shared<const testing::ReadBlob>(bytes, 3 * kMiB + 5)}}));
   ASSERT_TRUE(server);
   VectorSink sink;
   auto result = fetch(*server, "m", sink);

@@ -19,6 +19,8 @@ using namespace std::chrono_literals;
 using Clock = FrameSender::Clock;
 using Frame = FrameSender::Frame;
 using Step = FrameSender::Step;
+using testing::lookup_of;
+using testing::ReadBlob;
 
 constexpr uint32_t kChunk = 4096;
 constexpr uint64_t kId = 5;
@@ -31,14 +33,6 @@ BlobServerOptions options_with(uint64_t corrupt_frame = 0) {
   return o;
 }
 
-BlobLookup lookup_of(std::map<std::string, std::shared_ptr<const Blob>> blobs) {
-  return [blobs = std::move(blobs)](const std::string& key) -> Result<std::shared_ptr<const Blob>> {
-    auto it = blobs.find(key);
-    if (it == blobs.end()) return not_found("no blob '" + key + "'");
-    return it->second;
-  };
-}
-
 std::vector<uint8_t> end_header(uint64_t id, const std::vector<uint8_t>& blob) {
   FrameHeader end;
   end.transfer_id = id;
@@ -47,26 +41,6 @@ std::vector<uint8_t> end_header(uint64_t id, const std::vector<uint8_t>& blob) {
   end.digest = Sha256::of(blob.data(), blob.size());
   return encode_frame_header(end);
 }
-
-/// A blob without memory: every byte goes through read(), which fails from `fail_at` on.
-class ReadBlob final : public Blob {
- public:
-  explicit ReadBlob(std::vector<uint8_t> bytes, uint64_t fail_at = UINT64_MAX)
-      : bytes_(std::move(bytes)), fail_at_(fail_at) {}
-  uint64_t size() const override { return bytes_.size(); }
-  Status read(uint64_t offset, void* dst, uint64_t n) const override {
-    if (offset + n > fail_at_) return io_error("disk sector unreadable");
-    std::memcpy(dst, bytes_.data() + offset, n);
-    return Status::OK();
-  }
-
- protected:
-  Result<Digest> compute_digest() const override { return Sha256::of(bytes_.data(), bytes_.size()); }
-
- private:
-  std::vector<uint8_t> bytes_;
-  uint64_t fail_at_;
-};
 
 /// A blob in memory whose digest cannot be had.
 class UnhashableBlob final : public Blob {
@@ -172,8 +146,8 @@ TEST(FrameSender, ABlobThatFailsToReadIsAbortedWithTheReadError) {
   const auto bytes = testing::random_bytes(3 * kChunk, 4);
   std::atomic<uint64_t> sent{0};
   FrameSender s(options_with(), sent);
-  auto frames =
-      transcript(s, FetchRequest{kId, "r", 0}, lookup_of({{"r", std::make_shared<ReadBlob>(bytes, kChunk + 1)}}));
+  auto frames = transcript(s, FetchRequest{kId, "r", 0},
+                           lookup_of({{"r", std::make_shared<ReadBlob>(bytes, UINT64_MAX, kChunk + 1)}}));
   ASSERT_EQ(frames.size(), 2u);
   EXPECT_EQ(frames[0].kind, FrameKind::data);
   const Error want = io_error("disk sector unreadable").with_context("reading blob 'r'");
