@@ -91,7 +91,8 @@ class FrameSender {
   /// blob's writer fails (its error, which the next next() turns into the abort frame).
   Status wait(std::chrono::milliseconds slice);
   /// The transport gives up (its server stops): the abort frame for `error`, in the context of a
-  /// forwarded blob while waiting for its bytes. The transfer is finished afterwards.
+  /// forwarded blob while waiting for its bytes. The transfer is finished afterwards. Only before
+  /// finished() (a transport that already sent the end or abort frame has nothing more to say).
   Frame abort(const Error& error);
 
   /// Every data frame was handed out: the next frame is the end frame (or the abort for a digest

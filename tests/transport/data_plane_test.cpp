@@ -556,6 +556,21 @@ TEST_P(DataPlane, ConnectRefusedIsFastAndNamesTheEndpoint) {
   EXPECT_LT(Clock::now() - t0, 1s);
 }
 
+TEST_P(DataPlane, AFetchFromPortZeroFailsFastNamingIt) {
+  // HostPort allows port 0 (a listener's "any port"); transport::Endpoint's parser used to refuse
+  // it for a peer. A receiver handed one now fails at connect instead, as fast and as clearly.
+  VectorSink sink;
+  FetchOptions options;
+  options.connect_timeout = 2s;
+  const auto t0 = Clock::now();
+  auto result = fetch_blob(kind(), {"127.0.0.1", 0}, "k", options, sink);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.error().code(), ErrorCode::io_error) << result.error().to_string();
+  EXPECT_NE(result.error().message().find("127.0.0.1:0"), std::string::npos) << result.error().message();
+  EXPECT_LT(Clock::now() - t0, 1s);
+  EXPECT_EQ(sink.allocations, 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, DataPlane, ::testing::Values(TransportKind::tcp, TransportKind::ucx),
                          [](const ::testing::TestParamInfo<TransportKind>& info) {
                            return std::string(to_string(info.param));
