@@ -53,6 +53,11 @@ std::string check_hostname(std::string_view host) {
 
 }  // namespace
 
+std::string HostPort::to_string() const {
+  const std::string p = std::to_string(port);
+  return host.find(':') != std::string::npos ? "[" + host + "]:" + p : host + ":" + p;
+}
+
 Result<HostPort> parse_host_port(std::string_view text) {
   std::string quoted(1, '\'');  // built by appending: GCC 12 warns falsely on "'" + std::string (PR 105329)
   quoted.append(text).push_back('\'');

@@ -99,10 +99,10 @@ double cpu_seconds() {
 /// The floor: the same bytes over a plain loopback connection in `chunk`-byte send/recv calls, no
 /// frames, no checksums (the setup of dependencies.md §7). Returns seconds.
 double raw_tcp_seconds(const uint8_t* src, uint8_t* dst, uint64_t bytes, uint64_t chunk, int buffer_bytes) {
-  auto listener = listen_tcp("127.0.0.1", 0, 1);
+  auto listener = listen_tcp({"127.0.0.1", 0}, 1);
   if (!listener.ok()) return 0;
   tune_socket(listener->fd(), buffer_bytes);
-  const Endpoint to{"127.0.0.1", local_port(listener->fd())};
+  const HostPort to{"127.0.0.1", local_port(listener->fd())};
   std::thread sender([&] {
     pollfd p{listener->fd(), POLLIN, 0};
     ::poll(&p, 1, 5000);

@@ -1,5 +1,7 @@
 #include "transport/data_plane.hpp"
 
+#include "transport/tcp_blob_server.hpp"
+#include "transport/tcp_fetch.hpp"
 #include "transport/ucx_blob_server.hpp"
 #include "transport/ucx_fetch.hpp"
 
@@ -16,7 +18,7 @@ Result<std::unique_ptr<DataServer>> start_data_server(TransportKind kind, BlobSe
   return std::unique_ptr<DataServer>(std::move(server));
 }
 
-Result<FetchResult> fetch_blob(TransportKind kind, const Endpoint& from, const std::string& key,
+Result<FetchResult> fetch_blob(TransportKind kind, const HostPort& from, const std::string& key,
                                const FetchOptions& options, BlobSink& sink) {
   if (kind == TransportKind::ucx) return ucx_fetch_blob(from, key, options, sink);
   return fetch_blob(from, key, options, sink);

@@ -6,8 +6,10 @@
 //   ucx  UcxBlobServer + ucx_fetch_blob (ucx_blob_server.hpp, ucx_fetch.hpp): UCX active messages
 //        with rendezvous, one UCX worker and thread per transfer on the server, the caller's thread
 //        on the receiver; configuration in ucx_worker.hpp.
-// Both speak the same protocol (a FetchRequest, then the frames of frame.hpp), take the same
-// options (BlobServerOptions, FetchOptions), give the same guarantees (every chunk's CRC-32C
+// Both speak the same protocol (a FetchRequest, then the frames of frame.hpp), written once: a
+// FrameReceiver (frame_receiver.hpp) in each fetch and a FrameSender (frame_sender.hpp) in each
+// server transfer; they take the same options (BlobServerOptions in server_options.hpp,
+// FetchOptions in fetch.hpp), give the same guarantees (every chunk's CRC-32C
 // verified before BlobSink::on_chunk, the whole blob's SHA-256 before success, resume, timeouts,
 // cancel, busy, growing blobs) and report the same error codes. Endpoints are host:port for both,
 // so a manager hands either out the same way; a receiver must use the transport its server runs.
@@ -22,11 +24,12 @@
 
 #include "base/status.hpp"
 #include "config/choices.hpp"
+#include "transport/address.hpp"
 #include "transport/blob.hpp"
 #include "transport/data_server.hpp"
-#include "transport/tcp_blob_server.hpp"
-#include "transport/tcp_fetch.hpp"
-#include "transport/tcp_socket.hpp"
+#include "transport/fetch.hpp"
+#include "transport/fetch_cancel.hpp"
+#include "transport/server_options.hpp"
 
 namespace ember::transport {
 
@@ -37,7 +40,7 @@ using ember::TransportKind;
 Result<std::unique_ptr<DataServer>> start_data_server(TransportKind kind, BlobServerOptions options, BlobLookup lookup);
 
 /// Fetches blob `key` from the `kind` server at `from` into `sink`; errors as fetch_blob's.
-Result<FetchResult> fetch_blob(TransportKind kind, const Endpoint& from, const std::string& key,
+Result<FetchResult> fetch_blob(TransportKind kind, const HostPort& from, const std::string& key,
                                const FetchOptions& options, BlobSink& sink);
 
 }  // namespace ember::transport

@@ -6,11 +6,23 @@
 // and must not be called from inside a BlobLookup. The destructor stops the server.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
-#include "transport/tcp_socket.hpp"
+#include "base/host_port.hpp"
 
 namespace ember::transport {
+
+/// What a server counts, kept by its transfer threads and its acceptor: relaxed atomics, read at
+/// any time through DataServer.
+struct ServerCounters {
+  std::atomic<uint64_t> bytes_sent{0};   // payload bytes (TCP: handed to the kernel; UCX: sends completed)
+  std::atomic<uint64_t> served{0};       // transfers whose end frame went out
+  std::atomic<uint64_t> failed{0};       // transfers that ended otherwise
+  std::atomic<uint64_t> active{0};       // transfers in progress
+  std::atomic<uint64_t> rejected{0};     // connections turned away "busy"
+  std::atomic<uint64_t> data_frames{0};  // data frames over the server's life: the corrupt_frame seam
+};
 
 class DataServer {
  public:
@@ -19,19 +31,24 @@ class DataServer {
   /// The port actually bound (the ephemeral one when the options asked for port 0).
   virtual uint16_t port() const = 0;
   /// host:port to hand to receivers; the same addressing for both transports.
-  virtual Endpoint endpoint() const = 0;
+  virtual HostPort endpoint() const = 0;
   /// Stops accepting, cuts every transfer off, joins every thread. Idempotent.
   virtual void stop() = 0;
 
-  // Counters: read at any time.
+  // Counters: read at any time (metrics export comes later).
   /// Payload bytes sent (TCP: handed to the kernel; UCX: sends completed), over all transfers.
-  virtual uint64_t bytes_sent() const = 0;
+  uint64_t bytes_sent() const { return counters().bytes_sent.load(std::memory_order_relaxed); }
   /// Transfers whose end frame went out.
-  virtual uint64_t transfers_served() const = 0;
+  uint64_t transfers_served() const { return counters().served.load(std::memory_order_relaxed); }
   /// Transfers that ended otherwise (abort sent, receiver gone, stopped); rejections not included.
-  virtual uint64_t transfers_failed() const = 0;
+  uint64_t transfers_failed() const { return counters().failed.load(std::memory_order_relaxed); }
   /// Transfers in progress now.
-  virtual uint64_t transfers_active() const = 0;
+  uint64_t transfers_active() const { return counters().active.load(std::memory_order_relaxed); }
+  /// Connections turned away with "busy" because max_transfers were in progress.
+  uint64_t connections_rejected() const { return counters().rejected.load(std::memory_order_relaxed); }
+
+ protected:
+  virtual const ServerCounters& counters() const = 0;
 };
 
 }  // namespace ember::transport

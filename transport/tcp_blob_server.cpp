@@ -12,6 +12,7 @@
 
 #include "transport/fetch_request.hpp"
 #include "transport/frame.hpp"
+#include "transport/frame_sender.hpp"
 
 namespace ember::transport {
 
@@ -24,15 +25,18 @@ using Clock = std::chrono::steady_clock;
 constexpr auto kRejectLinger = std::chrono::milliseconds(1000);
 constexpr size_t kMaxLingering = 64;  // beyond it a rejected socket is closed at once
 
-/// Best effort: the receiver may already be gone, and there is nothing more to tell it then.
-void send_abort(int fd, uint64_t transfer_id, const Error& error, int flags = 0) {
-  auto header = encode_frame_header(abort_frame(transfer_id, error));
-  iovec iov{header.data(), header.size()};
-  if (flags == 0) {
-    (void)send_all(fd, &iov, 1);
-  } else {
-    (void)::send(fd, header.data(), header.size(), flags | MSG_NOSIGNAL);
-  }
+/// An abort frame for a connection whose request was never read (transfer id 0), sent without
+/// blocking. Best effort: the receiver may already be gone, and there is nothing more to tell it then.
+void send_turn_away(int fd, const Error& error) {
+  auto header = encode_frame_header(abort_frame(0, error));
+  (void)::send(fd, header.data(), header.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+/// One frame: header and payload gathered into one sendmsg.
+Status send_frame(int fd, const FrameSender::Frame& f) {
+  iovec iov[2] = {{const_cast<uint8_t*>(f.header.data()), f.header.size()},
+                  {const_cast<uint8_t*>(f.payload), f.payload_bytes}};
+  return send_all(fd, iov, f.payload_bytes > 0 ? 2 : 1);
 }
 
 }  // namespace
@@ -51,13 +55,8 @@ struct BlobServer::Lingering {
 // ---------------------------------------------------------------- lifecycle
 
 Result<std::unique_ptr<BlobServer>> BlobServer::start(BlobServerOptions options, BlobLookup lookup) {
-  if (options.chunk_bytes < 4096 || options.chunk_bytes > kMaxChunkBytes) {
-    return invalid_argument("blob server chunk_bytes " + std::to_string(options.chunk_bytes) + " is not in 4096.." +
-                            std::to_string(kMaxChunkBytes));
-  }
-  if (options.max_transfers == 0) return invalid_argument("blob server max_transfers must be at least 1");
-  if (!lookup) return invalid_argument("blob server needs a lookup function");
-  EMBER_ASSIGN_OR_RETURN(Socket listener, listen_tcp(options.host, options.port, 128));
+  EMBER_RETURN_IF_ERROR(check_server_options(options, lookup));
+  EMBER_ASSIGN_OR_RETURN(Socket listener, listen_tcp({options.host, options.port}, 128));
   // Accepted sockets inherit the listener's buffer sizes, which must be set before the handshake.
   tune_socket(listener.fd(), options.socket_buffer_bytes);
   int pipe_fds[2];
@@ -90,13 +89,10 @@ void BlobServer::stop() {
   stopping_.store(true);
   wake();
   if (acceptor_.joinable()) acceptor_.join();
-  {
-    // shutdown, not close: it wakes a transfer blocked in sendmsg or poll at once, and the
-    // descriptor stays valid (and not reusable by another open) until its thread is joined.
-    std::lock_guard lock(mutex_);
-    for (auto& c : connections_) ::shutdown(c->socket.fd(), SHUT_RDWR);
-  }
-  reap(/*all=*/true);
+  // shutdown, not close: it wakes a transfer blocked in sendmsg or poll at once, and the
+  // descriptor stays valid (and not reusable by another open) until its thread is joined.
+  connections_.for_each([](Connection& c) { ::shutdown(c.socket.fd(), SHUT_RDWR); });
+  connections_.reap(/*all=*/true);
   listener_.close();
   ::close(wake_read_);
   ::close(wake_write_);
@@ -107,23 +103,6 @@ void BlobServer::wake() {
   const char byte = 1;
   // A full pipe already guarantees a wake-up.
   (void)!::write(wake_write_, &byte, 1);
-}
-
-void BlobServer::reap(bool all) {
-  std::list<std::unique_ptr<Connection>> finished;
-  {
-    std::lock_guard lock(mutex_);
-    for (auto it = connections_.begin(); it != connections_.end();) {
-      if (all || (*it)->done.load()) {
-        finished.splice(finished.end(), connections_, it++);
-      } else {
-        ++it;
-      }
-    }
-  }
-  for (auto& c : finished) {
-    if (c->thread.joinable()) c->thread.join();  // then the socket closes with the record
-  }
 }
 
 // ---------------------------------------------------------------- acceptor
@@ -155,7 +134,7 @@ void BlobServer::accept_loop() {
       }
     }
     if (stopping_.load()) break;
-    reap(/*all=*/false);
+    connections_.reap(/*all=*/false);
 
     // Rejected connections: discard what the receiver sends; close on its EOF or the deadline.
     size_t i = 2;
@@ -184,7 +163,7 @@ void BlobServer::accept_loop() {
           break;  // EAGAIN (drained) or a transient error: poll again
         }
         tune_socket(s.fd(), options_.socket_buffer_bytes);
-        if (active_.load() >= options_.max_transfers) {
+        if (counters_.active.load() >= options_.max_transfers) {
           reject(std::move(s), lingering);
         } else {
           admit(std::move(s));
@@ -195,38 +174,33 @@ void BlobServer::accept_loop() {
 }
 
 void BlobServer::admit(Socket socket) {
-  active_.fetch_add(1);
-  auto c = std::make_unique<Connection>();
-  c->socket = std::move(socket);
-  Connection* raw = c.get();
-  {
-    std::lock_guard lock(mutex_);
-    connections_.push_back(std::move(c));
-  }
+  counters_.active.fetch_add(1);
+  auto record = std::make_unique<Connection>();
+  record->socket = std::move(socket);
+  Connection& c = connections_.add(std::move(record));
   try {
-    raw->thread = std::thread([this, raw] {
-      const bool ok = serve(raw->socket.fd());
-      (ok ? served_ : failed_).fetch_add(1);
-      active_.fetch_sub(1);
-      raw->done.store(true);
+    c.thread = std::thread([this, &c] {
+      const bool ok = serve(c.socket.fd());
+      (ok ? counters_.served : counters_.failed).fetch_add(1);
+      counters_.active.fetch_sub(1);
+      c.done.store(true);
       wake();
     });
   } catch (const std::system_error& e) {
     // No thread for it: tell the receiver, and let reap() drop the record (nothing to join).
-    send_abort(raw->socket.fd(), 0, io_error(std::string("blob server cannot start a transfer: ") + e.what()),
-               MSG_DONTWAIT);
-    failed_.fetch_add(1);
-    active_.fetch_sub(1);
-    raw->done.store(true);
+    send_turn_away(c.socket.fd(), io_error(std::string("blob server cannot start a transfer: ") + e.what()));
+    counters_.failed.fetch_add(1);
+    counters_.active.fetch_sub(1);
+    c.done.store(true);
   }
 }
 
 void BlobServer::reject(Socket socket, std::list<Lingering>& lingering) {
-  rejected_.fetch_add(1);
+  counters_.rejected.fetch_add(1);
   const Error busy = io_error("blob server busy: " + std::to_string(options_.max_transfers) +
                               " transfers in progress, the limit; retry later or from another source");
   // Transfer id 0: the request was never read. The frame is small enough for any socket buffer.
-  send_abort(socket.fd(), 0, busy, MSG_DONTWAIT);
+  send_turn_away(socket.fd(), busy);
   ::shutdown(socket.fd(), SHUT_WR);
   if (lingering.size() < kMaxLingering) lingering.push_back({std::move(socket), Clock::now() + kRejectLinger});
 }
@@ -251,103 +225,32 @@ bool BlobServer::serve(int fd) {
     have += got;
     if (end != RecvEnd::done) return false;  // the receiver went away or never asked: nothing to say
     request = decode_fetch_request(buffer, have, want);
-    if (request.ok()) break;
-    if (request.error().code() != ErrorCode::not_found) {
-      send_abort(fd, 0, request.error());
-      return false;
-    }
+    if (request.ok() || request.error().code() != ErrorCode::not_found) break;
   }
 
-  const uint64_t id = request->transfer_id;
-  const std::string& key = request->key;
-  Result<std::shared_ptr<const Blob>> blob = lookup_(key);
-  if (!blob.ok()) {
-    send_abort(fd, id, blob.error());
-    return false;
-  }
-  if (*blob == nullptr) {
-    send_abort(fd, id, internal_error("lookup of '" + key + "' returned no blob"));
-    return false;
-  }
-  Status st = stream(fd, id, key, **blob, request->offset);
-  return st.ok();
-}
-
-Status BlobServer::wait_for_bytes(const Blob& blob, uint64_t end) {
-  const auto deadline = Clock::now() + options_.upstream_wait;
+  // The answer: the frames the protocol object hands out, each in one sendmsg (blocking under
+  // SO_SNDTIMEO), with the waits for a growing blob's bytes in kUpstreamPoll slices.
+  FrameSender sender(options_, counters_.data_frames, /*staging_chunks=*/1);
+  sender.open(std::move(request), lookup_);
+  FrameSender::Frame frame;
   while (true) {
-    if (stopping_.load()) return io_error("blob server stopping");
-    Status st = blob.wait_readable(end, kUpstreamPoll);
-    if (st.ok() || st.error().code() != ErrorCode::deadline_exceeded) return st;  // done, or the writer failed
-    if (Clock::now() >= deadline) {
-      return unavailable("upstream stalled: no bytes up to offset " + std::to_string(end) + " within " +
-                         std::to_string(options_.upstream_wait.count()) + " ms");
+    if (stopping_.load()) return false;  // stop() shuts the socket down: the receiver sees that
+    switch (sender.next(Clock::now(), frame)) {
+      case FrameSender::Step::done:
+        return sender.result().ok();
+      case FrameSender::Step::wait:
+        (void)sender.wait(kUpstreamPoll);  // its outcome comes back through the next next()
+        if (stopping_.load()) {
+          (void)send_frame(fd, sender.abort(io_error("blob server stopping")));  // best effort
+          return false;
+        }
+        break;
+      case FrameSender::Step::send:
+        if (!send_frame(fd, frame).ok()) return false;  // the receiver is gone: nobody to tell
+        counters_.bytes_sent.fetch_add(frame.payload_bytes, std::memory_order_relaxed);  // 0 for end and abort
+        break;
     }
   }
-}
-
-Status BlobServer::stream(int fd, uint64_t transfer_id, const std::string& key, const Blob& blob, uint64_t offset) {
-  const uint64_t size = blob.size();
-  if (offset > size) {
-    Error e = invalid_argument("offset " + std::to_string(offset) + " is beyond blob '" + key + "' of " +
-                               std::to_string(size) + " bytes");
-    send_abort(fd, transfer_id, e);
-    return e;
-  }
-  const uint8_t* memory = blob.data();
-  std::vector<uint8_t> staging;  // only for blobs that must be read(): one chunk, reused
-  if (memory == nullptr && offset < size) {
-    staging.resize(static_cast<size_t>(std::min<uint64_t>(options_.chunk_bytes, size - offset)));
-  }
-
-  for (uint64_t at = offset; at < size;) {
-    if (stopping_.load()) return io_error("blob server stopping");
-    const auto n = static_cast<uint32_t>(std::min<uint64_t>(options_.chunk_bytes, size - at));
-    if (blob.readable() < at + n) {
-      // A blob still arriving (a multicast hop forwarding cut-through): wait for the chunk.
-      if (Status st = wait_for_bytes(blob, at + n); !st.ok()) {
-        Error e = st.error().with_context("forwarding blob '" + key + "'");
-        send_abort(fd, transfer_id, e);
-        return e;
-      }
-    }
-    const uint8_t* payload = memory != nullptr ? memory + at : staging.data();
-    if (memory == nullptr) {
-      if (Status st = blob.read(at, staging.data(), n); !st.ok()) {
-        Error e = st.error().with_context("reading blob '" + key + "'");
-        send_abort(fd, transfer_id, e);
-        return e;
-      }
-    }
-    auto header = encode_frame_header(data_frame(transfer_id, at, payload, n, size));
-    std::vector<uint8_t> corrupted;
-    if (options_.corrupt_frame != 0 && frames_sent_.fetch_add(1) + 1 == options_.corrupt_frame) {
-      corrupted.assign(payload, payload + n);  // the fault seam: the checksum is of the good bytes
-      corrupted[n / 2] ^= 0x10;
-      payload = corrupted.data();
-    }
-    iovec iov[2] = {{header.data(), header.size()}, {const_cast<uint8_t*>(payload), n}};
-    EMBER_RETURN_IF_ERROR(send_all(fd, iov, 2));  // the receiver is gone: nobody to tell
-    bytes_sent_.fetch_add(n, std::memory_order_relaxed);
-    at += n;
-  }
-
-  // The digest of the whole blob, whatever the offset: memoized after the first transfer.
-  Result<Digest> digest = blob.digest();
-  if (!digest.ok()) {
-    Error e = digest.error().with_context("hashing blob '" + key + "'");
-    send_abort(fd, transfer_id, e);
-    return e;
-  }
-  FrameHeader end;
-  end.transfer_id = transfer_id;
-  end.kind = FrameKind::end;
-  end.offset = size;
-  end.blob_bytes = size;
-  end.digest = *digest;
-  auto header = encode_frame_header(end);
-  iovec iov{header.data(), header.size()};
-  return send_all(fd, &iov, 1);
 }
 
 }  // namespace ember::transport

@@ -1,91 +1,31 @@
-// fetch_blob: the receiving side of the TCP data plane. It pulls one blob (model weights) from a
-// BlobServer (a peer node's cache, the cluster manager's repository) into memory the caller owns,
-// verifying every chunk's CRC-32C before the caller hears of it and the whole blob's SHA-256
-// before it returns success.
+// fetch_blob: the receiving side of the TCP data plane, against a BlobServer (tcp_blob_server.hpp).
+// The contract (BlobSink, FetchOptions, FetchResult, blocking, memory, hashing, error codes) is the
+// data plane's, in fetch.hpp; the protocol checks are FrameReceiver's (frame_receiver.hpp). This
+// file adds the TCP mechanics: one connection per fetch, the request written with sendmsg, each
+// frame header read and accepted, its payload read straight into the sink's buffer at its offset
+// and verified at once.
 //
-// Callers: the node's model cache (and later a multicast chain hop), on a thread of their own: the
-// call blocks until the blob is complete or the transfer fails. It never blocks longer than the
-// connect timeout plus, per silent gap, the idle timeout; it never throws; it keeps no state
-// between calls (a retry is a new call with resume_offset).
-//
-// Memory: BlobSink::allocate() is called once, when the blob's size is known (from the first
-// frame), and returns the caller's buffer; payloads are received straight into it at their offsets
-// (no intermediate copy). The caller owns the buffer after success and after failure. Bytes in it
-// are trustworthy only where on_chunk() said so; the end of the last chunk reported is where a
-// retry may resume (FetchOptions::resume_offset), with the same buffer holding the bytes before it.
-//
-// Hashing: when the transfer starts at offset 0, SHA-256 runs on a helper thread that trails the
-// receiver over the verified prefix (so hashing overlaps receiving; on this VM's CPU SHA-256 is the
-// slowest stage, about 1 GB/s per core); for a resumed transfer, or when no thread can be started,
-// the whole buffer is hashed once at the end. Either way the result is compared with the end frame's
-// digest, which the server computes over the WHOLE blob.
+// Callers: the node's model cache and multicast chain hops (through data_plane.hpp), on a thread
+// of their own. Options with TCP meanings:
+//   connect_timeout      the TCP connect (all of the host's addresses together)
+//   idle_timeout         each wait for bytes (poll(2)), and the request's send (SO_SNDTIMEO)
+//   cancel               the interrupt is shutdown(2) of the fetch's socket
+//   socket_buffer_bytes  SO_RCVBUF/SO_SNDBUF before connect
+// A server that closes the connection early reads as "connection closed by the server ...:
+// truncated stream".
 #pragma once
 
-#include <chrono>
-#include <cstdint>
-#include <memory>
 #include <string>
 
 #include "base/status.hpp"
-#include "transport/checksum.hpp"
-#include "transport/fetch_cancel.hpp"
-#include "transport/tcp_socket.hpp"
+#include "transport/address.hpp"
+#include "transport/fetch.hpp"
 
 namespace ember::transport {
 
-/// Where the bytes go. Implemented by the caller; called on fetch_blob's thread only; must not throw.
-class BlobSink {
- public:
-  virtual ~BlobSink() = default;
-  /// Called once, when the blob's size is known. Returns `blob_bytes` writable bytes that stay
-  /// valid until fetch_blob returns (and that hold the blob's first resume_offset bytes already,
-  /// for a resumed transfer); nullptr refuses (the fetch fails with out_of_memory). For an empty
-  /// blob it may return nullptr.
-  virtual uint8_t* allocate(uint64_t blob_bytes) = 0;
-  /// Called after bytes [offset, offset + length) have arrived and passed their CRC-32C, in
-  /// increasing, contiguous order. The bytes must not be modified before fetch_blob returns (they
-  /// are still being hashed); reading them (forwarding to the next hop) is fine. A slow on_chunk
-  /// slows the transfer: the server's send timeout bounds how slow.
-  virtual void on_chunk(uint64_t offset, uint64_t length) = 0;
-};
-
-struct FetchOptions {
-  /// Budget for the TCP connect (all of a host's addresses together).
-  std::chrono::milliseconds connect_timeout{3000};
-  /// A server that sends nothing for this long fails the fetch (so nothing ever hangs).
-  std::chrono::milliseconds idle_timeout{10000};
-  /// The whole fetch, connect included, must finish within this; 0 = no limit beyond the idle
-  /// timeout. Cuts off a server that trickles bytes just often enough to stay under idle_timeout.
-  std::chrono::milliseconds total_timeout{0};
-  /// First byte wanted; the sink's buffer already holds [0, resume_offset).
-  uint64_t resume_offset = 0;
-  /// Echoed in every frame; lets logs and a multicast chain tell transfers apart.
-  uint64_t transfer_id = 0;
-  /// The blob's size when known (from a manifest); 0 = unknown. A different size is `corrupt`.
-  uint64_t expected_bytes = 0;
-  /// SO_RCVBUF/SO_SNDBUF in bytes (0 = kernel autotuning).
-  int socket_buffer_bytes = 4 << 20;
-  /// Lets another thread stop the fetch (nullptr: nobody can). A cancelled fetch returns
-  /// `unavailable` naming the cancellation; the sink's verified prefix stays valid for a resume.
-  std::shared_ptr<FetchCancel> cancel;
-};
-
-struct FetchResult {
-  uint64_t blob_bytes = 0;      // size of the whole blob
-  uint64_t bytes_received = 0;  // payload bytes this call received (blob_bytes - resume_offset)
-  double seconds = 0;           // from connect to verified digest
-  Digest digest{};              // SHA-256 of the whole blob, verified
-};
-
-/// Fetches blob `key` from `from` into `sink`. Errors (each message names the key and endpoint):
-///   io_error          cannot connect (refused, timed out, unresolvable), connection lost or
-///                     truncated stream, idle or total timeout, server busy or stopping
-///   not_found         the server has no blob `key`
-///   corrupt           a chunk failed its CRC-32C (the message names the offset), the digest does
-///                     not match, the size is not expected_bytes, or the stream breaks the protocol
-///   out_of_memory     the sink refused the allocation
-///   invalid_argument  an empty or over-long key; a resume offset beyond the blob
-///   other codes       whatever the server's lookup reported, passed through
-Result<FetchResult> fetch_blob(const Endpoint& from, const std::string& key, const FetchOptions& options, BlobSink& sink);
+/// Fetches blob `key` from the BlobServer at `from` into `sink`; errors as fetch.hpp lists them,
+/// each message naming the key and `from`.
+Result<FetchResult> fetch_blob(const HostPort& from, const std::string& key, const FetchOptions& options,
+                               BlobSink& sink);
 
 }  // namespace ember::transport

@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -11,9 +10,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
-#include <memory>
+#include <vector>
 
 namespace ember::transport {
 
@@ -25,63 +23,7 @@ int poll_ms(std::chrono::milliseconds ms) {
   return static_cast<int>(std::clamp<int64_t>(ms.count(), 0, 1 << 30));
 }
 
-struct AddrInfoDeleter {
-  void operator()(addrinfo* ai) const { ::freeaddrinfo(ai); }
-};
-using AddrInfoPtr = std::unique_ptr<addrinfo, AddrInfoDeleter>;
-
-Result<AddrInfoPtr> resolve(const std::string& host, uint16_t port, bool passive) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
-  addrinfo* out = nullptr;
-  const std::string service = std::to_string(port);
-  const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &out);
-  if (rc != 0) {
-    return io_error("cannot resolve " + Endpoint{host, port}.to_string() + ": " + ::gai_strerror(rc));
-  }
-  return AddrInfoPtr(out);
-}
-
 }  // namespace
-
-// ---------------------------------------------------------------- Endpoint
-
-Result<Endpoint> Endpoint::parse(std::string_view text) {
-  auto bad = [&](std::string_view why) {
-    return invalid_argument("endpoint '" + std::string(text) + "' " + std::string(why) + " (want host:port)");
-  };
-  Endpoint e;
-  std::string_view port_text;
-  if (!text.empty() && text.front() == '[') {
-    const size_t close = text.find(']');
-    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
-      return bad("has an unterminated [ipv6] host or no port");
-    }
-    e.host = std::string(text.substr(1, close - 1));
-    port_text = text.substr(close + 2);
-  } else {
-    const size_t colon = text.rfind(':');
-    if (colon == std::string_view::npos) return bad("has no port");
-    e.host = std::string(text.substr(0, colon));
-    if (e.host.find(':') != std::string::npos) return bad("has an IPv6 host without [brackets]");
-    port_text = text.substr(colon + 1);
-  }
-  if (e.host.empty()) return bad("has no host");
-  unsigned port = 0;
-  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc() || end != port_text.data() + port_text.size() || port == 0 || port > 65535) {
-    return bad("has port '" + std::string(port_text) + "', not 1..65535");
-  }
-  e.port = static_cast<uint16_t>(port);
-  return e;
-}
-
-std::string Endpoint::to_string() const {
-  const std::string p = std::to_string(port);
-  return host.find(':') != std::string::npos ? "[" + host + "]:" + p : host + ":" + p;
-}
 
 // ---------------------------------------------------------------- Socket
 
@@ -128,20 +70,20 @@ uint16_t local_port(int fd) {
 
 // ---------------------------------------------------------------- connect and listen
 
-Result<Socket> connect_tcp(const Endpoint& to, std::chrono::milliseconds timeout, int buffer_bytes) {
+Result<Socket> connect_tcp(const HostPort& to, std::chrono::milliseconds timeout, int buffer_bytes) {
   const std::string where = to.to_string();
-  EMBER_ASSIGN_OR_RETURN(AddrInfoPtr addrs, resolve(to.host, to.port, false));
+  EMBER_ASSIGN_OR_RETURN(std::vector<SockAddr> addrs, resolve(to, /*passive=*/false));
   const auto deadline = Clock::now() + timeout;
   std::string last = "no address";
-  for (addrinfo* ai = addrs.get(); ai != nullptr; ai = ai->ai_next) {
-    Socket s(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+  for (const SockAddr& a : addrs) {
+    Socket s(::socket(a.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!s.valid()) {
       last = std::strerror(errno);
       continue;
     }
     // Buffers before connect: the window scale is agreed in the handshake.
     tune_socket(s.fd(), buffer_bytes);
-    int rc = ::connect(s.fd(), ai->ai_addr, ai->ai_addrlen);
+    int rc = ::connect(s.fd(), a.get(), a.length);
     if (rc != 0 && errno == EINPROGRESS) {
       pollfd p{s.fd(), POLLOUT, 0};
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -170,19 +112,19 @@ Result<Socket> connect_tcp(const Endpoint& to, std::chrono::milliseconds timeout
   return io_error("cannot connect to " + where + ": " + last);
 }
 
-Result<Socket> listen_tcp(const std::string& host, uint16_t port, int backlog) {
-  const std::string where = Endpoint{host, port}.to_string();
-  EMBER_ASSIGN_OR_RETURN(AddrInfoPtr addrs, resolve(host, port, true));
+Result<Socket> listen_tcp(const HostPort& at, int backlog) {
+  const std::string where = at.to_string();
+  EMBER_ASSIGN_OR_RETURN(std::vector<SockAddr> addrs, resolve(at, /*passive=*/true));
   std::string last = "no address";
-  for (addrinfo* ai = addrs.get(); ai != nullptr; ai = ai->ai_next) {
-    Socket s(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+  for (const SockAddr& a : addrs) {
+    Socket s(::socket(a.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
     if (!s.valid()) {
       last = std::strerror(errno);
       continue;
     }
     const int one = 1;
     ::setsockopt(s.fd(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (::bind(s.fd(), ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(s.fd(), backlog) != 0) {
+    if (::bind(s.fd(), a.get(), a.length) != 0 || ::listen(s.fd(), backlog) != 0) {
       last = std::strerror(errno);
       continue;
     }

@@ -1,5 +1,6 @@
-// TCP plumbing shared by the data plane's server and client: endpoints, an owned socket, connect
-// with a deadline, reads that give up on a silent peer, and gathered writes.
+// TCP plumbing shared by the data plane's server and client: an owned socket, connect with a
+// deadline, reads that give up on a silent peer, and gathered writes. Addresses are HostPorts,
+// resolved by transport/address.hpp (the one resolve(), shared with UCX).
 //
 // Owns one file descriptor per Socket (closed on destruction). Callers: BlobServer and fetch_blob
 // only; one thread uses a Socket at a time, except that another thread may shutdown() it to wake a
@@ -13,23 +14,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <string_view>
 
 #include "base/status.hpp"
+#include "transport/address.hpp"
 
 namespace ember::transport {
-
-/// Where a data-plane server listens: a host name or address and a TCP port.
-struct Endpoint {
-  std::string host;
-  uint16_t port = 0;
-
-  /// "host:port" or "[ipv6]:port"; invalid_argument naming the text when it is neither, or when
-  /// the port is not 1..65535.
-  static Result<Endpoint> parse(std::string_view text);
-  /// "host:port" ("[host]:port" when the host has a colon).
-  std::string to_string() const;
-};
 
 class Socket {
  public:
@@ -55,11 +44,11 @@ class Socket {
 void tune_socket(int fd, int buffer_bytes);
 
 /// Connects to the first address of `to` that accepts within `timeout` (the whole budget, across
-/// addresses). io_error naming the endpoint: refused, unreachable, timed out, or not resolvable.
-Result<Socket> connect_tcp(const Endpoint& to, std::chrono::milliseconds timeout, int buffer_bytes);
+/// addresses). io_error naming host:port: refused, unreachable, timed out, or not resolvable.
+Result<Socket> connect_tcp(const HostPort& to, std::chrono::milliseconds timeout, int buffer_bytes);
 
 /// A non-blocking listening socket bound to host:port (port 0 = ephemeral).
-Result<Socket> listen_tcp(const std::string& host, uint16_t port, int backlog);
+Result<Socket> listen_tcp(const HostPort& at, int backlog);
 
 /// The local port a socket is bound to (0 on failure).
 uint16_t local_port(int fd);

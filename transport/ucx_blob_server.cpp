@@ -17,6 +17,7 @@
 
 #include "transport/fetch_request.hpp"
 #include "transport/frame.hpp"
+#include "transport/transfer_threads.hpp"
 #include "transport/ucx_sender.hpp"
 #include "transport/ucx_worker.hpp"
 
@@ -76,7 +77,6 @@ struct UcxBlobServer::Impl {
   void accept_loop();
   void admit(ucp_conn_request_h request);
   void reject(ucp_conn_request_h request);
-  void reap(bool all);
 
   const BlobServerOptions options;
   const BlobLookup lookup;
@@ -94,18 +94,12 @@ struct UcxBlobServer::Impl {
   std::vector<ucp_conn_request_h> incoming;  // acceptor thread only (filled by the listener's callback)
   std::list<Rejected> rejected;              // acceptor thread only
 
-  std::mutex mutex;  // guards transfers
-  std::list<std::unique_ptr<Transfer>> transfers;
+  TransferThreads<Transfer> transfers;
   std::atomic<bool> stopping{false};
   std::mutex stop_mutex;  // serializes stop()
   bool stopped = false;   // under stop_mutex
 
-  std::atomic<uint64_t> bytes_sent{0};
-  std::atomic<uint64_t> served{0};
-  std::atomic<uint64_t> failed{0};
-  std::atomic<uint64_t> active{0};
-  std::atomic<uint64_t> rejections{0};
-  std::atomic<uint64_t> frames_sent{0};  // data frames, for the corrupt_frame fault seam
+  ServerCounters counters;
 };
 
 namespace {
@@ -121,7 +115,8 @@ void on_rejected_error(void* arg, ucp_ep_h, ucs_status_t) { static_cast<Impl::Re
 // ---------------------------------------------------------------- acceptor
 
 Status Impl::open_acceptor(uint16_t listen_port) {
-  const std::string where = Endpoint{options.host, listen_port}.to_string();
+  const HostPort at{options.host, listen_port};
+  const std::string where = at.to_string();
   EMBER_ASSIGN_OR_RETURN(context, ucx::Context::create());
   EMBER_ASSIGN_OR_RETURN(acceptor_worker, ucx::Worker::create(context, "blob server on " + where));
   const size_t need = kFramePrefixBytes + kMaxFrameHeaderBytes;
@@ -130,9 +125,9 @@ Status Impl::open_acceptor(uint16_t listen_port) {
                        " bytes; a frame header needs " + std::to_string(need));
   }
   EMBER_RETURN_IF_ERROR(acceptor_worker->set_am_handler(ucx::kRequestAm, drop_request, nullptr));
-  EMBER_ASSIGN_OR_RETURN(std::vector<ucx::SockAddr> addrs, ucx::resolve(options.host, listen_port, true));
+  EMBER_ASSIGN_OR_RETURN(std::vector<SockAddr> addrs, resolve(at, /*passive=*/true));
   std::string last = "no address";
-  for (const ucx::SockAddr& a : addrs) {
+  for (const SockAddr& a : addrs) {
     ucp_listener_params_t params{};
     params.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
     params.sockaddr.addr = a.get();
@@ -190,14 +185,14 @@ void Impl::accept_loop() {
     for (ucp_conn_request_h request : arrived) {
       if (rebuild) {
         (void)ucp_listener_reject(listener, request);
-      } else if (active.load() >= options.max_transfers) {
+      } else if (counters.active.load() >= options.max_transfers) {
         reject(request);
       } else {
         admit(request);
       }
     }
     drain_fd(reap_fd);
-    reap(/*all=*/false);
+    transfers.reap(/*all=*/false);
 
     // Turned-away connections: closed once the receiver hung up (it read the abort) or at the deadline.
     auto wake_at = Clock::now() + kAcceptorNap;
@@ -218,10 +213,10 @@ void Impl::accept_loop() {
 }
 
 void Impl::admit(ucp_conn_request_h request) {
-  active.fetch_add(1);
+  counters.active.fetch_add(1);
   auto fail = [&] {
-    failed.fetch_add(1);
-    active.fetch_sub(1);
+    counters.failed.fetch_add(1);
+    counters.active.fetch_sub(1);
   };
   auto t = std::make_unique<Transfer>();
   ucx::Link& link = t->link;
@@ -252,32 +247,28 @@ void Impl::admit(ucp_conn_request_h request) {
     fail();
     return;
   }
-  Transfer* raw = t.get();
-  {
-    std::lock_guard lock(mutex);
-    transfers.push_back(std::move(t));
-  }
+  Transfer& added = transfers.add(std::move(t));
   try {
     // From here on only the transfer's thread touches its worker.
-    raw->thread = std::thread([this, raw] {
-      const ucx::ServerShared shared{options, lookup, stopping, stop_fd, bytes_sent, frames_sent};
-      const bool ok = ucx::serve_transfer(shared, raw->link);
-      (ok ? served : failed).fetch_add(1);
-      active.fetch_sub(1);
-      raw->done.store(true);
+    added.thread = std::thread([this, &added] {
+      const ucx::ServerShared shared{options, lookup, stopping, stop_fd, counters};
+      const bool ok = ucx::serve_transfer(shared, added.link);
+      (ok ? counters.served : counters.failed).fetch_add(1);
+      counters.active.fetch_sub(1);
+      added.done.store(true);
       signal_fd(reap_fd);
     });
   } catch (const std::system_error&) {
     // No thread for it: the receiver sees the connection close; reap() drops the record.
-    ucx::close_endpoint(*raw->link.worker, raw->link.ep);
-    raw->link.ep = nullptr;
+    ucx::close_endpoint(*added.link.worker, added.link.ep);
+    added.link.ep = nullptr;
     fail();
-    raw->done.store(true);
+    added.done.store(true);
   }
 }
 
 void Impl::reject(ucp_conn_request_h request) {
-  rejections.fetch_add(1);
+  counters.rejected.fetch_add(1);
   if (rejected.size() >= kMaxLingering) {
     (void)ucp_listener_reject(listener, request);
     return;
@@ -303,32 +294,10 @@ void Impl::reject(ucp_conn_request_h request) {
   r.deadline = Clock::now() + UcxBlobServer::kRejectLinger;
 }
 
-void Impl::reap(bool all) {
-  std::list<std::unique_ptr<Transfer>> finished;
-  {
-    std::lock_guard lock(mutex);
-    for (auto it = transfers.begin(); it != transfers.end();) {
-      if (all || (*it)->done.load()) {
-        finished.splice(finished.end(), transfers, it++);
-      } else {
-        ++it;
-      }
-    }
-  }
-  for (auto& t : finished) {
-    if (t->thread.joinable()) t->thread.join();  // then the worker goes with the record
-  }
-}
-
 // ---------------------------------------------------------------- lifecycle
 
 Result<std::unique_ptr<UcxBlobServer>> UcxBlobServer::start(BlobServerOptions options, BlobLookup lookup) {
-  if (options.chunk_bytes < 4096 || options.chunk_bytes > kMaxChunkBytes) {
-    return invalid_argument("blob server chunk_bytes " + std::to_string(options.chunk_bytes) + " is not in 4096.." +
-                            std::to_string(kMaxChunkBytes));
-  }
-  if (options.max_transfers == 0) return invalid_argument("blob server max_transfers must be at least 1");
-  if (!lookup) return invalid_argument("blob server needs a lookup function");
+  EMBER_RETURN_IF_ERROR(check_server_options(options, lookup));
   auto impl = std::make_unique<Impl>(std::move(options), std::move(lookup));
   impl->stop_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   impl->reap_fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -362,7 +331,7 @@ void UcxBlobServer::stop() {
   } else {
     s.close_acceptor();  // start() failed part way
   }
-  s.reap(/*all=*/true);  // every transfer sees the stop fd, cuts its receiver off and ends
+  s.transfers.reap(/*all=*/true);  // every transfer sees the stop fd, cuts its receiver off and ends
   if (s.stop_fd >= 0) ::close(s.stop_fd);
   if (s.reap_fd >= 0) ::close(s.reap_fd);
   s.stop_fd = s.reap_fd = -1;
@@ -370,11 +339,7 @@ void UcxBlobServer::stop() {
 }
 
 uint16_t UcxBlobServer::port() const { return impl_->port.load(); }
-Endpoint UcxBlobServer::endpoint() const { return {impl_->options.host, impl_->port.load()}; }
-uint64_t UcxBlobServer::bytes_sent() const { return impl_->bytes_sent.load(std::memory_order_relaxed); }
-uint64_t UcxBlobServer::transfers_served() const { return impl_->served.load(std::memory_order_relaxed); }
-uint64_t UcxBlobServer::transfers_failed() const { return impl_->failed.load(std::memory_order_relaxed); }
-uint64_t UcxBlobServer::transfers_active() const { return impl_->active.load(std::memory_order_relaxed); }
-uint64_t UcxBlobServer::connections_rejected() const { return impl_->rejections.load(std::memory_order_relaxed); }
+HostPort UcxBlobServer::endpoint() const { return {impl_->options.host, impl_->port.load()}; }
+const ServerCounters& UcxBlobServer::counters() const { return impl_->counters; }
 
 }  // namespace ember::transport

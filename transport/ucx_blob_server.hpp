@@ -2,7 +2,8 @@
 // (tcp_blob_server.hpp) over UCX active messages. Receivers call ucx_fetch_blob()
 // (ucx_fetch.hpp); the runtime picks a transport with start_data_server() (data_plane.hpp).
 //
-// Protocol, per UCX endpoint (one transfer each), the TCP protocol message for message:
+// Protocol, per UCX endpoint (one transfer each), the TCP protocol message for message (the frames
+// come from the same FrameSender, frame_sender.hpp):
 //   1. The receiver connects to host:port (UCX client-server flow over a socket address) and sends
 //      one active message kRequestAm whose header is the encoded FetchRequest (fetch_request.hpp).
 //   2. The server looks the key up and answers with active messages kFrameAm, one per frame of
@@ -49,7 +50,7 @@
 // UCX rows busy-poll both sides; with other work on the cores they collapse (0.5 GB/s seen while
 // two compilers ran) while the data plane, which sleeps on event fds, keeps pace with TCP.
 
-// Options (BlobServerOptions, shared with TCP): host, port, chunk_bytes, max_transfers,
+// Options (BlobServerOptions, server_options.hpp, shared with TCP): host, port, chunk_bytes, max_transfers,
 // request_timeout, upstream_wait and corrupt_frame mean what they mean for TCP. send_timeout: a
 // receiver that completes no send (takes no bytes) for this long is cut off. socket_buffer_bytes is
 // not used (UCX sizes its own sockets: UCX_TCP_SNDBUF / UCX_TCP_RCVBUF).
@@ -73,7 +74,7 @@
 #include "base/status.hpp"
 #include "transport/blob.hpp"
 #include "transport/data_server.hpp"
-#include "transport/tcp_blob_server.hpp"
+#include "transport/server_options.hpp"
 
 namespace ember::transport {
 
@@ -97,17 +98,13 @@ class UcxBlobServer final : public DataServer {
   UcxBlobServer& operator=(const UcxBlobServer&) = delete;
 
   uint16_t port() const override;
-  Endpoint endpoint() const override;
+  HostPort endpoint() const override;
   void stop() override;
 
-  uint64_t bytes_sent() const override;
-  uint64_t transfers_served() const override;
-  uint64_t transfers_failed() const override;
-  uint64_t transfers_active() const override;
-  /// Connections turned away with "busy" because max_transfers were in progress.
-  uint64_t connections_rejected() const;
-
   struct Impl;  // public only so the .cpp's callbacks can name it
+
+ protected:
+  const ServerCounters& counters() const override;
 
  private:
   explicit UcxBlobServer(std::unique_ptr<Impl> impl);

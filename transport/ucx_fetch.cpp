@@ -6,14 +6,10 @@
 #include <algorithm>
 #include <cstring>
 #include <deque>
-#include <optional>
-#include <system_error>
 #include <vector>
 
-#include "transport/fetch_request.hpp"
+#include "transport/fetch_call.hpp"
 #include "transport/frame.hpp"
-#include "transport/receive_start.hpp"
-#include "transport/trailing_hasher.hpp"
 #include "transport/ucx_worker.hpp"
 
 namespace ember::transport {
@@ -21,9 +17,6 @@ namespace ember::transport {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
-
-
 
 /// A frame as its active message arrived: the header copied, the payload still held by UCX.
 struct Arrival {
@@ -35,25 +28,22 @@ struct Arrival {
   std::vector<uint8_t> copy;  // eager payload UCX would not keep (not expected with persistent data)
 };
 
-/// A data frame whose payload is on its way into the sink's buffer.
+/// An accepted data frame whose payload is on its way into the sink's buffer (in the order the
+/// FrameReceiver accepted them, so the front is the one it verifies next).
 struct Pending {
-  FrameHeader header;
+  uint64_t offset = 0;
   ucx::Request receive;
 };
 
-/// One fetch in progress: the worker, the endpoint, the stream position, and how to say what went
-/// wrong. Everything runs on the caller's thread (UCX callbacks inside progress included).
-class Receiver {
+/// One fetch in progress: the worker, the endpoint, and the arrivals around one FrameReceiver.
+/// Everything runs on the caller's thread (UCX callbacks inside progress included).
+class UcxFetch {
  public:
-  Receiver(const Endpoint& from, const std::string& key, const FetchOptions& options, BlobSink& sink)
-      : what_("fetch of '" + key + "' from " + from.to_string()),
-        key_(key),
-        from_(from),
-        options_(options),
-        sink_(sink) {}
-  ~Receiver() { teardown(); }
-  Receiver(const Receiver&) = delete;
-  Receiver& operator=(const Receiver&) = delete;
+  UcxFetch(const HostPort& from, const std::string& key, const FetchOptions& options, BlobSink& sink)
+      : call_(from, key, options, sink) {}
+  ~UcxFetch() { teardown(); }
+  UcxFetch(const UcxFetch&) = delete;
+  UcxFetch& operator=(const UcxFetch&) = delete;
 
   Result<FetchResult> run();
 
@@ -66,32 +56,23 @@ class Receiver {
   }
 
  private:
-  Error fail(Error e) const { return e.with_context(what_); }
-  Error cancelled() const {
-    return fail(unavailable("cancelled at offset " + std::to_string(next_) + " (the hop was given another upstream)"));
-  }
+  Error fail(Error e) const { return call_.fail(std::move(e)); }
   Error lost() const {
-    std::string where = sized_ ? " after " + std::to_string(next_) + " of " + std::to_string(blob_bytes_) + " bytes"
-                               : " before the first frame";
-    return fail(io_error("connection to the server lost" + where + " (" + ucx::status_text(ep_status_) +
+    return fail(io_error("connection to the server lost" + frames_.position() + " (" + ucx::status_text(ep_status_) +
                          "): truncated stream"));
   }
-  bool is_cancelled() const { return options_.cancel && options_.cancel->cancelled(); }
 
   Result<FetchResult> receive();
   Status connect(const std::vector<uint8_t>& request);
   Status take(Arrival& a);
-  Status on_first_frame(const FrameHeader& h);
   Status finish_chunks();
   Result<FetchResult> complete(Clock::time_point t0);
   void close_endpoint();
   void teardown();
 
-  const std::string what_;
-  const std::string& key_;
-  const Endpoint& from_;
-  const FetchOptions& options_;
-  BlobSink& sink_;
+  FetchCall call_;
+  FrameReceiver& frames_ = call_.frames;
+  const FetchOptions& options_ = call_.options;
 
   std::unique_ptr<ucx::Worker> worker_;
   ucp_ep_h ep_ = nullptr;
@@ -101,25 +82,17 @@ class Receiver {
   ucs_status_t ep_status_ = UCS_OK;
   std::deque<Arrival> arrivals_;
   std::deque<Pending> pending_;
-
-  bool sized_ = false;
-  uint64_t blob_bytes_ = 0;
-  uint64_t expect_ = 0;  // the offset the next frame must carry
-  uint64_t next_ = 0;    // end of the verified prefix (what on_chunk has reported)
-  uint8_t* buffer_ = nullptr;
-  std::optional<FrameHeader> end_;
-  std::unique_ptr<TrailingHasher> hasher_;
   Clock::time_point deadline_ = Clock::time_point::max();
 };
 
 ucs_status_t frame_callback(void* arg, const void* header, size_t header_length, void* data, size_t length,
                             const ucp_am_recv_param_t* param) {
-  return static_cast<Receiver*>(arg)->on_frame(header, header_length, data, length, param);
+  return static_cast<UcxFetch*>(arg)->on_frame(header, header_length, data, length, param);
 }
 
-void error_callback(void* arg, ucp_ep_h, ucs_status_t status) { static_cast<Receiver*>(arg)->on_error(status); }
+void error_callback(void* arg, ucp_ep_h, ucs_status_t status) { static_cast<UcxFetch*>(arg)->on_error(status); }
 
-ucs_status_t Receiver::on_frame(const void* header, size_t header_length, void* data, size_t length,
+ucs_status_t UcxFetch::on_frame(const void* header, size_t header_length, void* data, size_t length,
                                 const ucp_am_recv_param_t* param) {
   if (closing_) return UCS_OK;  // dropped; a rendezvous sender sees its send complete
   Arrival& a = arrivals_.emplace_back();
@@ -146,22 +119,21 @@ ucs_status_t Receiver::on_frame(const void* header, size_t header_length, void* 
   return UCS_OK;
 }
 
-Result<FetchResult> Receiver::run() {
+Result<FetchResult> UcxFetch::run() {
   Result<FetchResult> result = receive();
   if (options_.cancel) options_.cancel->detach();  // before the eventfd closes
   teardown();                                      // nothing writes into the sink's buffer after this
-  if (!result.ok() && is_cancelled()) return cancelled();
-  return result;
+  return call_.outcome(std::move(result));
 }
 
-void Receiver::close_endpoint() {
+void UcxFetch::close_endpoint() {
   if (ep_ == nullptr) return;
   closing_ = true;
   ucx::close_endpoint(*worker_, ep_);
   ep_ = nullptr;
 }
 
-void Receiver::teardown() {
+void UcxFetch::teardown() {
   if (worker_) {
     closing_ = true;
     for (Arrival& a : arrivals_) {
@@ -176,14 +148,13 @@ void Receiver::teardown() {
   cancel_fd_ = -1;
 }
 
-Status Receiver::connect(const std::vector<uint8_t>& request) {
-  EMBER_ASSIGN_OR_RETURN(std::vector<ucx::SockAddr> addrs, ucx::resolve(from_.host, from_.port, false));
-  auto budget = options_.connect_timeout;
-  if (options_.total_timeout.count() > 0) budget = std::min(budget, options_.total_timeout);
+Status UcxFetch::connect(const std::vector<uint8_t>& request) {
+  EMBER_ASSIGN_OR_RETURN(std::vector<SockAddr> addrs, resolve(call_.from, /*passive=*/false));
+  const auto budget = options_.connect_budget();
   const auto deadline = Clock::now() + budget;
   std::string last = "no address";
   bool unreachable = false;
-  for (const ucx::SockAddr& a : addrs) {
+  for (const SockAddr& a : addrs) {
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                         UCP_EP_PARAM_FIELD_ERR_HANDLER;
@@ -205,10 +176,10 @@ Status Receiver::connect(const std::vector<uint8_t>& request) {
     const ucp_request_param_t param = ucx::host_param();
     ucx::Request send(ucp_am_send_nbx(ep_, ucx::kRequestAm, request.data(), request.size(), nullptr, 0, &param));
     while (!send.done() && !ep_failed_) {
-      if (is_cancelled()) return unavailable("cancelled while connecting");
+      if (call_.cancelled()) return unavailable("cancelled while connecting");
       if (Clock::now() >= deadline) {
         close_endpoint();
-        return io_error("cannot connect to " + from_.to_string() + ": timed out after " +
+        return io_error("cannot connect to " + call_.from.to_string() + ": timed out after " +
                         std::to_string(budget.count()) + " ms");
       }
       if (worker_->progress() == 0 && !send.done()) worker_->wait(ucx::until(deadline), cancel_fd_);
@@ -222,20 +193,11 @@ Status Receiver::connect(const std::vector<uint8_t>& request) {
   }
   // What dependencies.md §4 saw when tcp was missing from UCX_TLS or /sys was not mounted.
   const std::string hint = unreachable ? " (UCX needs tcp in UCX_TLS and /sys mounted)" : "";
-  return io_error("cannot connect to " + from_.to_string() + " with UCX: " + last + hint);
+  return io_error("cannot connect to " + call_.from.to_string() + " with UCX: " + last + hint);
 }
 
-Status Receiver::on_first_frame(const FrameHeader& h) {
-  blob_bytes_ = h.blob_bytes;
-  auto start = start_receiving(blob_bytes_, options_, sink_);
-  if (!start.ok()) return fail(start.error());
-  buffer_ = start->buffer;
-  hasher_ = std::move(start->hasher);
-  sized_ = true;
-  return Status::OK();
-}
-
-Status Receiver::take(Arrival& a) {
+Status UcxFetch::take(Arrival& a) {
+  // The active message's own framing: one whole header, the payload as its data.
   if (a.header_too_long)
     return fail(corrupt("frame header exceeds " + std::to_string(kMaxFrameHeaderBytes) + " bytes"));
   size_t consumed = 0;
@@ -246,98 +208,56 @@ Status Receiver::take(Arrival& a) {
   }
   if (consumed != a.header.size()) return fail(corrupt("frame header carries trailing bytes"));
   const FrameHeader& h = *decoded;
-  if (Status owned = check_frame_owner(h, options_.transfer_id); !owned.ok()) return fail(owned.error());
-  if (!sized_) {
-    EMBER_RETURN_IF_ERROR(on_first_frame(h));
-  } else if (h.blob_bytes != blob_bytes_) {
-    return fail(corrupt("frame at offset " + std::to_string(h.offset) + " says the blob has " +
-                        std::to_string(h.blob_bytes) + " bytes, earlier frames " + std::to_string(blob_bytes_)));
-  }
-  if (end_ || h.offset != expect_) {
-    return fail(corrupt("frame at offset " + std::to_string(h.offset) + " where offset " + std::to_string(expect_) +
-                        " was due"));
-  }
   if (a.length != h.length) {
     return fail(corrupt("frame at offset " + std::to_string(h.offset) + ": payload has " + std::to_string(a.length) +
                         " bytes, header says " + std::to_string(h.length)));
   }
-  if (h.kind == FrameKind::end) {
-    if (expect_ != blob_bytes_) {
-      return fail(
-          corrupt("end frame after " + std::to_string(expect_) + " of " + std::to_string(blob_bytes_) + " bytes"));
-    }
-    end_ = h;
-    return Status::OK();
-  }
+  auto landing = frames_.accept(h);
+  if (!landing.ok()) return fail(landing.error());
+  if (landing->bytes == 0) return Status::OK();  // the end frame
 
-  // A data frame: its payload lands in the sink's buffer at its offset and is checked there.
-  if (h.length == 0) return fail(corrupt("empty data frame at offset " + std::to_string(h.offset)));
-  uint8_t* dst = buffer_ + h.offset;
-  Pending p{h, {}};
+  // A data frame: its payload lands in the sink's buffer at its offset and is verified there once
+  // it is complete (finish_chunks).
+  Pending p{h.offset, {}};
   if (a.rndv) {
     const ucp_request_param_t param = ucx::host_param();
-    p.receive = ucx::Request(ucp_am_recv_data_nbx(worker_->get(), a.data, dst, h.length, &param));
+    p.receive = ucx::Request(ucp_am_recv_data_nbx(worker_->get(), a.data, landing->at, landing->bytes, &param));
     a.data = nullptr;  // UCX owns the descriptor now, whatever the outcome
   } else if (a.data != nullptr) {
-    std::memcpy(dst, a.data, h.length);
+    std::memcpy(landing->at, a.data, landing->bytes);
     ucp_am_data_release(worker_->get(), a.data);
     a.data = nullptr;
   } else {
-    std::memcpy(dst, a.copy.data(), h.length);
+    std::memcpy(landing->at, a.copy.data(), landing->bytes);
   }
-  expect_ += h.length;
   pending_.push_back(std::move(p));
   return Status::OK();
 }
 
-Status Receiver::finish_chunks() {
+Status UcxFetch::finish_chunks() {
   while (!pending_.empty() && pending_.front().receive.done()) {
     const ucs_status_t st = pending_.front().receive.status();
     if (st != UCS_OK) {
       if (ep_failed_) return lost();
-      return fail(io_error("receiving the payload at offset " + std::to_string(pending_.front().header.offset) +
+      return fail(io_error("receiving the payload at offset " + std::to_string(pending_.front().offset) +
                            " failed: " + ucx::status_text(st)));
     }
-    const FrameHeader h = pending_.front().header;
     pending_.pop_front();
-    if (Status v = verify_payload(h, buffer_ + h.offset, h.length); !v.ok()) return fail(v.error());
-    next_ += h.length;
-    if (hasher_) hasher_->advance(next_);
-    sink_.on_chunk(h.offset, h.length);
+    if (Status v = frames_.verify(); !v.ok()) return fail(v.error());
   }
   return Status::OK();
 }
 
-Result<FetchResult> Receiver::complete(Clock::time_point t0) {
+Result<FetchResult> UcxFetch::complete(Clock::time_point t0) {
   // Every byte is here: hang up first (the server waits for that before it closes), then hash.
   close_endpoint();
-  Digest got{};
-  if (hasher_) {
-    got = hasher_->finish();
-    hasher_.reset();
-  } else {
-    Sha256 sha;
-    if (blob_bytes_ > 0) sha.update(buffer_, blob_bytes_);
-    got = sha.finish();
-  }
-  if (got != end_->digest) {
-    return fail(corrupt("SHA-256 mismatch over " + std::to_string(blob_bytes_) + " bytes: received " + to_hex(got) +
-                        ", the server says " + to_hex(end_->digest)));
-  }
-  FetchResult result;
-  result.blob_bytes = blob_bytes_;
-  result.bytes_received = blob_bytes_ - options_.resume_offset;
-  result.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-  result.digest = got;
-  return result;
+  return call_.finish(t0);
 }
 
-Result<FetchResult> Receiver::receive() {
-  next_ = expect_ = options_.resume_offset;
+Result<FetchResult> UcxFetch::receive() {
   const auto t0 = Clock::now();
-  if (options_.total_timeout.count() > 0) deadline_ = t0 + options_.total_timeout;
-  FetchRequest request{options_.transfer_id, key_, options_.resume_offset};
-  auto request_bytes = encode_fetch_request(request);
+  deadline_ = options_.deadline_from(t0);
+  auto request_bytes = frames_.request(call_.key);
   if (!request_bytes.ok()) return fail(request_bytes.error());
 
   // A context of its own: it sees the network devices as they are now (ucx_worker.hpp).
@@ -356,7 +276,7 @@ Result<FetchResult> Receiver::receive() {
       const uint64_t one = 1;
       (void)!::write(fd, &one, sizeof(one));
     });
-    if (!attached) return cancelled();
+    if (!attached) return fail(frames_.cancelled());
   }
   if (Status st = connect(*request_bytes); !st.ok()) return fail(st.error());
 
@@ -370,35 +290,29 @@ Result<FetchResult> Receiver::receive() {
       arrivals_.pop_front();
       moved = true;
     }
-    const uint64_t verified = next_;
+    const uint64_t verified = frames_.verified();
     EMBER_RETURN_IF_ERROR(finish_chunks());
-    if (next_ != verified) moved = true;
-    if (end_ && pending_.empty()) return complete(t0);
-    if (is_cancelled()) return cancelled();
+    if (frames_.verified() != verified) moved = true;
+    if (frames_.complete()) return complete(t0);
+    if (call_.cancelled()) return fail(frames_.cancelled());
     if (ep_failed_) return lost();
 
     const auto now = Clock::now();
     // Progress while a payload is in flight is the server sending it (a rendezvous moves many
     // packets per chunk before it completes).
     if (moved || (events > 0 && !pending_.empty())) idle_deadline = now + idle;
-    if (now >= deadline_) {
-      return fail(io_error("not complete within the total timeout of " +
-                           std::to_string(options_.total_timeout.count()) + " ms, at offset " + std::to_string(next_)));
-    }
-    if (now >= idle_deadline) {
-      return fail(io_error("server sent nothing for " + std::to_string(idle.count()) + " ms (idle timeout) at offset " +
-                           std::to_string(next_)));
-    }
+    if (now >= deadline_) return fail(frames_.total_timeout(options_.total_timeout));
+    if (now >= idle_deadline) return fail(frames_.idle_timeout(idle));
     if (events == 0 && !moved) worker_->wait(ucx::until(std::min(idle_deadline, deadline_)), cancel_fd_);
   }
 }
 
 }  // namespace
 
-Result<FetchResult> ucx_fetch_blob(const Endpoint& from, const std::string& key, const FetchOptions& options,
+Result<FetchResult> ucx_fetch_blob(const HostPort& from, const std::string& key, const FetchOptions& options,
                                    BlobSink& sink) {
-  Receiver receiver(from, key, options, sink);
-  return receiver.run();
+  UcxFetch fetch(from, key, options, sink);
+  return fetch.run();
 }
 
 }  // namespace ember::transport

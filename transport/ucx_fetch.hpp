@@ -1,6 +1,7 @@
-// ucx_fetch_blob: the receiving side of the UCX data plane, the same contract as the TCP
-// fetch_blob (tcp_fetch.hpp: BlobSink, FetchOptions, FetchResult and the error codes are shared)
-// against a UcxBlobServer (ucx_blob_server.hpp documents the protocol).
+// ucx_fetch_blob: the receiving side of the UCX data plane, against a UcxBlobServer
+// (ucx_blob_server.hpp documents how the protocol rides active messages). The contract (BlobSink,
+// FetchOptions, FetchResult, memory, hashing, error codes) is the data plane's, in fetch.hpp; the
+// protocol checks are FrameReceiver's (frame_receiver.hpp), as for TCP.
 //
 // Callers: the node's model cache and multicast chain hops, on a thread of their own: the call
 // blocks until the blob is complete or the transfer fails. It creates a UCX context and worker for
@@ -10,11 +11,10 @@
 // never blocks longer than the connect timeout plus, per silent gap, the idle timeout (and never
 // beyond total_timeout); it never throws; it keeps no state between calls.
 //
-// Verification, as TCP: every data frame's payload lands in the sink's buffer at its offset (a UCX
-// rendezvous pulls it there: no intermediate copy) and its CRC-32C is checked there before
-// BlobSink::on_chunk hears of it; chunks are reported in order, contiguous; the whole blob's
-// SHA-256 (trailing the receiver on a helper thread when the fetch starts at offset 0, else over
-// the whole buffer at the end) is compared with the end frame's. Before it returns, the worker is
+// Verification, as TCP (one FrameReceiver): every data frame's header is accepted as it arrives,
+// and its payload lands in the sink's buffer at its offset (a UCX rendezvous pulls it there: no
+// intermediate copy); several may be on their way at once, and each is verified (CRC-32C) in order
+// as it completes, before BlobSink::on_chunk hears of it. Before the fetch returns, the worker is
 // destroyed, so nothing writes into the sink's buffer afterwards.
 //
 // Options as for TCP, with these UCX meanings:
@@ -31,13 +31,13 @@
 #include <string>
 
 #include "base/status.hpp"
-#include "transport/tcp_fetch.hpp"
-#include "transport/tcp_socket.hpp"
+#include "transport/address.hpp"
+#include "transport/fetch.hpp"
 
 namespace ember::transport {
 
-/// Fetches blob `key` from the UcxBlobServer at `from` into `sink`; errors as fetch_blob's.
-Result<FetchResult> ucx_fetch_blob(const Endpoint& from, const std::string& key, const FetchOptions& options,
+/// Fetches blob `key` from the UcxBlobServer at `from` into `sink`; errors as fetch.hpp lists them.
+Result<FetchResult> ucx_fetch_blob(const HostPort& from, const std::string& key, const FetchOptions& options,
                                    BlobSink& sink);
 
 }  // namespace ember::transport

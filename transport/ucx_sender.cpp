@@ -6,6 +6,7 @@
 
 #include "transport/fetch_request.hpp"
 #include "transport/frame.hpp"
+#include "transport/frame_sender.hpp"
 #include "transport/ucx_blob_server.hpp"
 
 namespace ember::transport::ucx {
@@ -18,12 +19,15 @@ using std::chrono::milliseconds;
 /// A transfer cut off by stop() still gets its abort frame this long to leave.
 constexpr milliseconds kStopAbortGrace{50};
 
-
-
-/// One transfer on its thread: the request, the frames, the close.
+/// One transfer on its thread: the request, the frames a FrameSender hands out posted inside the
+/// send window, the close.
 class Sender {
  public:
-  Sender(const ServerShared& server, Link& t) : server_(server), t_(t), worker_(*t.worker) {}
+  Sender(const ServerShared& server, Link& t)
+      : server_(server),
+        t_(t),
+        worker_(*t.worker),
+        frames_(server.options, server.counters.data_frames, UcxBlobServer::kSendWindow) {}
 
   /// True when the end frame went out.
   bool run();
@@ -31,52 +35,44 @@ class Sender {
  private:
   struct InFlight {
     Request request;
-    std::vector<uint8_t> header;     // alive until the send completes
-    std::vector<uint8_t> corrupted;  // the fault seam's copy of a payload
-    uint32_t payload_bytes = 0;
+    FrameSender::Frame frame;  // header and any corrupted payload copy, alive until the send completes
   };
 
   bool stopping() const { return server_.stopping.load(); }
-  Status await_request(FetchRequest& request);
-  Status stream(uint64_t transfer_id, const std::string& key, const Blob& blob, uint64_t offset);
-  Status wait_for_bytes(const Blob& blob, uint64_t end);
-  Status post(const FrameHeader& h, const void* payload, uint32_t n, std::vector<uint8_t> corrupted = {});
+  Status await_request();
+  Result<FetchRequest> decode_request() const;
+  Status stream();
+  Status wait_for_bytes();
+  Status post(FrameSender::Frame frame);
   Status retire(size_t max_in_flight);
   Error broken(Error e) {
     link_broken_ = true;
     return e;
   }
-  void send_abort(uint64_t transfer_id, const Error& error);
+  /// Posts the transfer's abort for `error` (one the transport found, such as a stop) unless
+  /// nobody is there to read it; `error` either way.
+  Error give_up(Error error);
   void linger(milliseconds limit);
 
   const ServerShared& server_;
   Link& t_;
   Worker& worker_;
+  FrameSender frames_;
   std::deque<InFlight> in_flight_;
   bool link_broken_ = false;      // the receiver is gone or stuck: nobody to tell anything
   bool last_frame_sent_ = false;  // an end or abort frame went out: the receiver will hang up
 };
 
 bool Sender::run() {
-  FetchRequest request;
-  Status st = await_request(request);
+  Status st = await_request();
   if (st.ok()) {
-    Result<std::shared_ptr<const Blob>> blob = server_.lookup(request.key);
-    if (!blob.ok()) {
-      send_abort(request.transfer_id, blob.error());
-      st = blob.error();
-    } else if (*blob == nullptr) {
-      Error e = internal_error("lookup of '" + request.key + "' returned no blob");
-      send_abort(request.transfer_id, e);
-      st = e;
-    } else {
-      st = stream(request.transfer_id, request.key, **blob, request.offset);
-    }
+    frames_.open(decode_request(), server_.lookup);
+    st = stream();
   }
   const bool served = st.ok();
   if (stopping() && !served && !link_broken_ && !last_frame_sent_) {
     // Best effort: the frame may still be behind a payload the receiver is not pulling.
-    (void)post(abort_frame(request.transfer_id, io_error("blob server stopping")), nullptr, 0);
+    (void)post(frames_.abort(io_error("blob server stopping")));
     const auto grace = Clock::now() + kStopAbortGrace;
     while (!in_flight_.empty() && Clock::now() < grace && !t_.peer_gone) {
       if (worker_.progress() == 0) worker_.wait(ucx::until(grace));
@@ -92,7 +88,7 @@ bool Sender::run() {
   return served;
 }
 
-Status Sender::await_request(FetchRequest& request) {
+Status Sender::await_request() {
   const auto deadline = Clock::now() + server_.options.request_timeout;
   while (!t_.request_arrived) {
     const unsigned events = worker_.progress();
@@ -102,35 +98,33 @@ Status Sender::await_request(FetchRequest& request) {
     if (Clock::now() >= deadline) return broken(io_error("no request within the request timeout"));
     if (events == 0) worker_.wait(ucx::until(deadline), server_.stop_fd);
   }
-  size_t consumed = 0;
-  Result<FetchRequest> decoded = decode_fetch_request(t_.request.data(), t_.request.size(), consumed);
-  if (decoded.ok() && consumed != t_.request.size()) {
-    decoded = corrupt("fetch request of " + std::to_string(t_.request.size()) + " bytes carries " +
-                      std::to_string(t_.request.size() - consumed) + " trailing bytes");
-  }
-  if (!decoded.ok()) {
-    Error e = decoded.error().code() == ErrorCode::not_found ? corrupt("fetch request is truncated") : decoded.error();
-    send_abort(0, e);
-    return e;
-  }
-  request = std::move(*decoded);
   return Status::OK();
 }
 
-Status Sender::post(const FrameHeader& h, const void* payload, uint32_t n, std::vector<uint8_t> corrupted) {
+Result<FetchRequest> Sender::decode_request() const {
+  // The active message's own framing: the header is the whole request, nothing more or less.
+  size_t consumed = 0;
+  Result<FetchRequest> decoded = decode_fetch_request(t_.request.data(), t_.request.size(), consumed);
+  if (decoded.ok() && consumed != t_.request.size()) {
+    return corrupt("fetch request of " + std::to_string(t_.request.size()) + " bytes carries " +
+                   std::to_string(t_.request.size() - consumed) + " trailing bytes");
+  }
+  if (!decoded.ok() && decoded.error().code() == ErrorCode::not_found) return corrupt("fetch request is truncated");
+  return decoded;
+}
+
+Status Sender::post(FrameSender::Frame frame) {
   InFlight f;
-  f.header = encode_frame_header(h);
-  f.payload_bytes = n;
-  f.corrupted = std::move(corrupted);
-  if (!f.corrupted.empty()) payload = f.corrupted.data();
+  f.frame = std::move(frame);  // moving the vectors keeps their buffers where UCX sees them
+  const FrameSender::Frame& fr = f.frame;
   const ucp_request_param_t param = ucx::host_param();
-  f.request =
-      Request(ucp_am_send_nbx(t_.ep, kFrameAm, f.header.data(), f.header.size(), n > 0 ? payload : nullptr, n, &param));
+  f.request = Request(ucp_am_send_nbx(t_.ep, kFrameAm, fr.header.data(), fr.header.size(),
+                                      fr.payload_bytes > 0 ? fr.payload : nullptr, fr.payload_bytes, &param));
   if (f.request.done() && f.request.status() != UCS_OK) {
     return broken(io_error("send failed: " + status_text(f.request.status())));
   }
-  in_flight_.push_back(std::move(f));  // moving the vectors keeps their buffers where UCX sees them
-  if (h.kind == FrameKind::end || h.kind == FrameKind::abort) last_frame_sent_ = true;
+  if (fr.kind == FrameKind::end || fr.kind == FrameKind::abort) last_frame_sent_ = true;
+  in_flight_.push_back(std::move(f));
   return Status::OK();
 }
 
@@ -144,7 +138,7 @@ Status Sender::retire(size_t max_in_flight) {
     while (!in_flight_.empty() && in_flight_.front().request.done()) {
       const ucs_status_t st = in_flight_.front().request.status();
       if (st != UCS_OK) return broken(io_error("send failed, receiver gone: " + status_text(st)));
-      server_.bytes_sent.fetch_add(in_flight_.front().payload_bytes, std::memory_order_relaxed);
+      server_.counters.bytes_sent.fetch_add(in_flight_.front().frame.payload_bytes, std::memory_order_relaxed);
       in_flight_.pop_front();
       idle_deadline = Clock::now() + timeout;
     }
@@ -158,9 +152,9 @@ Status Sender::retire(size_t max_in_flight) {
   }
 }
 
-void Sender::send_abort(uint64_t transfer_id, const Error& error) {
-  if (link_broken_) return;  // nobody to tell
-  if (post(abort_frame(transfer_id, error), nullptr, 0).ok()) (void)retire(0);
+Error Sender::give_up(Error error) {
+  if (!link_broken_ && post(frames_.abort(error)).ok()) (void)retire(0);
+  return error;
 }
 
 void Sender::linger(milliseconds limit) {
@@ -170,93 +164,39 @@ void Sender::linger(milliseconds limit) {
   }
 }
 
-Status Sender::wait_for_bytes(const Blob& blob, uint64_t end) {
+Status Sender::wait_for_bytes() {
   // What is in flight goes out first: the receiver is waiting for those bytes too, and nothing
   // progresses the worker while this thread waits on the blob.
-  EMBER_RETURN_IF_ERROR(retire(0));
-  const auto deadline = Clock::now() + server_.options.upstream_wait;
-  while (true) {
-    if (stopping()) return io_error("blob server stopping");
-    worker_.progress();
-    if (t_.peer_gone) return broken(io_error("receiver gone: " + status_text(t_.peer_status)));
-    Status st = blob.wait_readable(end, UcxBlobServer::kUpstreamPoll);
-    // deadline_exceeded: the slice ran out, ask again; any other error is the writer's own.
-    if (st.ok() || st.error().code() != ErrorCode::deadline_exceeded) return st;
-    if (Clock::now() >= deadline) {
-      return unavailable("upstream stalled: no bytes up to offset " + std::to_string(end) + " within " +
-                         std::to_string(server_.options.upstream_wait.count()) + " ms");
-    }
-  }
+  if (Status st = retire(0); !st.ok()) return give_up(st.error());
+  if (stopping()) return give_up(io_error("blob server stopping"));
+  worker_.progress();
+  if (t_.peer_gone) return broken(io_error("receiver gone: " + status_text(t_.peer_status)));
+  (void)frames_.wait(UcxBlobServer::kUpstreamPoll);  // its outcome comes back through the next next()
+  if (stopping()) return give_up(io_error("blob server stopping"));
+  return Status::OK();
 }
 
-Status Sender::stream(uint64_t transfer_id, const std::string& key, const Blob& blob, uint64_t offset) {
-  const uint64_t size = blob.size();
-  if (offset > size) {
-    Error e = invalid_argument("offset " + std::to_string(offset) + " is beyond blob '" + key + "' of " +
-                               std::to_string(size) + " bytes");
-    send_abort(transfer_id, e);
-    return e;
-  }
-  const BlobServerOptions& options = server_.options;
-  const uint8_t* memory = blob.data();
-  // Only for blobs that must be read(): one chunk per send in flight, reused in turn.
-  std::vector<std::vector<uint8_t>> staging;
-  if (memory == nullptr && offset < size) {
-    staging.resize(UcxBlobServer::kSendWindow);
-    for (auto& s : staging) s.resize(static_cast<size_t>(std::min<uint64_t>(options.chunk_bytes, size - offset)));
-  }
-
-  uint64_t index = 0;
-  for (uint64_t at = offset; at < size; ++index) {
+Status Sender::stream() {
+  while (true) {
     if (stopping()) return io_error("blob server stopping");
-    const auto n = static_cast<uint32_t>(std::min<uint64_t>(options.chunk_bytes, size - at));
-    if (blob.readable() < at + n) {
-      // A blob still arriving (a multicast hop forwarding cut-through): wait for the chunk.
-      if (Status st = wait_for_bytes(blob, at + n); !st.ok()) {
-        Error e = st.error().with_context("forwarding blob '" + key + "'");
-        send_abort(transfer_id, e);
-        return e;
+    // A free slot before the next data frame; every data frame completed before the end frame.
+    EMBER_RETURN_IF_ERROR(retire(frames_.data_done() ? 0 : UcxBlobServer::kSendWindow - 1));
+    FrameSender::Frame frame;
+    switch (frames_.next(Clock::now(), frame)) {
+      case FrameSender::Step::done:
+        return frames_.result();
+      case FrameSender::Step::wait:
+        EMBER_RETURN_IF_ERROR(wait_for_bytes());
+        break;
+      case FrameSender::Step::send: {
+        const FrameKind kind = frame.kind;
+        EMBER_RETURN_IF_ERROR(post(std::move(frame)));
+        if (kind == FrameKind::end) EMBER_RETURN_IF_ERROR(retire(0));
+        if (kind == FrameKind::abort) (void)retire(0);  // the abort's own error is what counts
+        break;
       }
     }
-    EMBER_RETURN_IF_ERROR(retire(UcxBlobServer::kSendWindow - 1));  // a free slot
-    const uint8_t* payload = memory;
-    if (memory != nullptr) {
-      payload = memory + at;
-    } else {
-      std::vector<uint8_t>& chunk = staging[index % staging.size()];
-      if (Status st = blob.read(at, chunk.data(), n); !st.ok()) {
-        Error e = st.error().with_context("reading blob '" + key + "'");
-        send_abort(transfer_id, e);
-        return e;
-      }
-      payload = chunk.data();
-    }
-    FrameHeader h = data_frame(transfer_id, at, payload, n, size);
-    std::vector<uint8_t> corrupted;
-    if (options.corrupt_frame != 0 && server_.frames_sent.fetch_add(1) + 1 == options.corrupt_frame) {
-      corrupted.assign(payload, payload + n);  // the fault seam: the checksum is of the good bytes
-      corrupted[n / 2] ^= 0x10;
-    }
-    EMBER_RETURN_IF_ERROR(post(h, payload, n, std::move(corrupted)));
-    at += n;
   }
-  EMBER_RETURN_IF_ERROR(retire(0));
-
-  // The digest of the whole blob, whatever the offset: memoized after the first transfer.
-  Result<Digest> digest = blob.digest();
-  if (!digest.ok()) {
-    Error e = digest.error().with_context("hashing blob '" + key + "'");
-    send_abort(transfer_id, e);
-    return e;
-  }
-  FrameHeader end;
-  end.transfer_id = transfer_id;
-  end.kind = FrameKind::end;
-  end.offset = size;
-  end.blob_bytes = size;
-  end.digest = *digest;
-  EMBER_RETURN_IF_ERROR(post(end, nullptr, 0));
-  return retire(0);
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
-// One transfer of the UCX blob server (ucx_blob_server.hpp documents the protocol): wait for the
-// receiver's request, look the blob up, send its frames, close. Internal to the server: the
-// acceptor builds a Link per accepted connection and runs serve_transfer() on a thread of the
-// transfer's own.
+// One transfer of the UCX blob server (ucx_blob_server.hpp documents how the protocol rides
+// active messages): wait for the receiver's request, then post the frames a FrameSender
+// (frame_sender.hpp, the protocol shared with TCP) hands out, at most kSendWindow in flight, and
+// close. Internal to the server: the acceptor builds a Link per accepted connection and runs
+// serve_transfer() on a thread of the transfer's own.
 //
 // Runs on that one thread, which owns the Link's worker; UCX calls the callbacks below only inside
 // its progress there. Every wait sleeps in poll(2) on the worker's event fd and the server's stop
@@ -16,7 +17,8 @@
 #include <vector>
 
 #include "transport/blob.hpp"
-#include "transport/tcp_blob_server.hpp"
+#include "transport/data_server.hpp"
+#include "transport/server_options.hpp"
 #include "transport/ucx_worker.hpp"
 
 namespace ember::transport::ucx {
@@ -27,8 +29,7 @@ struct ServerShared {
   const BlobLookup& lookup;
   const std::atomic<bool>& stopping;
   int stop_fd;  // readable once the server stops
-  std::atomic<uint64_t>& bytes_sent;
-  std::atomic<uint64_t>& frames_sent;  // data frames over the server's life: the corrupt_frame seam
+  ServerCounters& counters;  // bytes_sent and data_frames (the corrupt_frame seam) are the transfer's to count
 };
 
 /// One accepted connection: its worker and endpoint, and what UCX's callbacks (arg = the Link)

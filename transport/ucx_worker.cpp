@@ -1,6 +1,5 @@
 #include "transport/ucx_worker.hpp"
 
-#include <netdb.h>
 #include <poll.h>
 
 #include <algorithm>
@@ -71,28 +70,6 @@ std::string describe_config() {
 
 std::string status_text(ucs_status_t status) {
   return std::string(ucs_status_string(status)) + " (" + std::to_string(static_cast<int>(status)) + ")";
-}
-
-Result<std::vector<SockAddr>> resolve(const std::string& host, uint16_t port, bool passive) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
-  addrinfo* out = nullptr;
-  const std::string service = std::to_string(port);
-  const int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &out);
-  if (rc != 0) return io_error("cannot resolve " + Endpoint{host, port}.to_string() + ": " + ::gai_strerror(rc));
-  std::vector<SockAddr> addrs;
-  for (addrinfo* ai = out; ai != nullptr; ai = ai->ai_next) {
-    if (ai->ai_addrlen > sizeof(sockaddr_storage)) continue;
-    SockAddr a;
-    std::memcpy(&a.storage, ai->ai_addr, ai->ai_addrlen);
-    a.length = ai->ai_addrlen;
-    addrs.push_back(a);
-  }
-  ::freeaddrinfo(out);
-  if (addrs.empty()) return io_error("cannot resolve " + Endpoint{host, port}.to_string() + ": no address");
-  return addrs;
 }
 
 // ---------------------------------------------------------------- Worker

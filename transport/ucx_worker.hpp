@@ -1,7 +1,8 @@
 // UCX plumbing shared by the UCX data plane's server (ucx_blob_server.cpp) and receiver
 // (ucx_fetch.cpp), as tcp_socket.hpp is for TCP: UCP contexts, a worker that one thread owns and
-// that sleeps on its event fd instead of busy-polling, socket addresses, requests, and endpoint
-// teardown that never leaves a request or a worker half-destroyed.
+// that sleeps on its event fd instead of busy-polling, requests, and endpoint teardown that never
+// leaves a request or a worker half-destroyed. Socket addresses come from resolve()
+// (transport/address.hpp), the same as TCP's.
 //
 // Internal to transport/ (and tests and benchmarks that drive UCX directly); the public headers
 // ucx_blob_server.hpp and ucx_fetch.hpp do not include it.
@@ -51,7 +52,7 @@
 #include <vector>
 
 #include "base/status.hpp"
-#include "transport/tcp_socket.hpp"
+#include "transport/address.hpp"
 
 namespace ember::transport::ucx {
 
@@ -81,16 +82,6 @@ std::string describe_config();
 
 /// "Connection reset by remote peer (-25)".
 std::string status_text(ucs_status_t status);
-
-/// One resolved socket address.
-struct SockAddr {
-  sockaddr_storage storage{};
-  socklen_t length = 0;
-  const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
-};
-
-/// Resolves host:port (numeric or by name); `passive` for a listener. io_error naming the endpoint.
-Result<std::vector<SockAddr>> resolve(const std::string& host, uint16_t port, bool passive);
 
 /// A UCP worker owned by one thread, with its event fd for sleeping waits.
 class Worker {

@@ -25,11 +25,17 @@ TEST(ParseHostPort, RoundTripsThroughToString) {
   }
 }
 
+TEST(HostPort, ToStringWritesAnIpv6HostInBrackets) {
+  // Not parsed from config text yet (below), but a HostPort built in code may hold one.
+  EXPECT_EQ((HostPort{"::1", 80}.to_string()), "[::1]:80");
+  EXPECT_EQ((HostPort{"node-3.cluster", 7401}.to_string()), "node-3.cluster:7401");
+}
+
 TEST(ParseHostPort, RejectsWithTheTextQuoted) {
   for (const char* bad : {"", "7070", "localhost", "localhost:", ":7070", "host:port", "host:65536",
                           "host:-1", "host:123456", "host:+80", "1.2.3.4.5:80", "1.2.3:80", "256.1.1.1:80",
                           "01.2.3.4:80", "1..2.3:80", "host..name:80", "-host:80", "host-:80", "ho st:80",
-                          "host/x:80", "::1:80", "[::1]:80", "host.:80", "a.1:80"}) {
+                          "host/x:80", "::1:80", "[::1]:80", "host.:80", "a.1:80", "host:80x", "[::1]80", "[::1"}) {
     auto r = parse_host_port(bad);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.error().code(), ErrorCode::invalid_argument);

@@ -19,54 +19,19 @@ namespace ember::transport {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::eventually;
 using testing::Latch;
+using testing::lookup_of;
 using testing::VectorSink;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMiB = 1u << 20;
-
-/// A lookup over a fixed map of blobs.
-BlobLookup lookup_of(std::map<std::string, std::shared_ptr<const Blob>> blobs) {
-  return [blobs = std::move(blobs)](const std::string& key) -> Result<std::shared_ptr<const Blob>> {
-    auto it = blobs.find(key);
-    if (it == blobs.end()) return not_found("no blob '" + key + "'");
-    return it->second;
-  };
-}
 
 std::unique_ptr<BlobServer> start_server(BlobLookup lookup, BlobServerOptions options = {}) {
   auto server = BlobServer::start(std::move(options), std::move(lookup));
   EXPECT_TRUE(server.ok()) << server.error().to_string();
   return std::move(*server);
 }
-
-/// Polls `done` for up to two seconds (server counters settle after the receiver returns).
-bool eventually(const std::function<bool()>& done) {
-  for (auto until = Clock::now() + 2s; Clock::now() < until; std::this_thread::sleep_for(1ms)) {
-    if (done()) return true;
-  }
-  return done();
-}
-
-/// A blob whose read() flips one byte: what a failing disk or a bad DIMM would send, with a CRC
-/// computed over the wrong bytes. Only the end-to-end digest can catch it.
-class FlippingBlob final : public Blob {
- public:
-  FlippingBlob(std::vector<uint8_t> bytes, uint64_t flip_at) : bytes_(std::move(bytes)), flip_at_(flip_at) {}
-  uint64_t size() const override { return bytes_.size(); }
-  Status read(uint64_t offset, void* dst, uint64_t n) const override {
-    std::memcpy(dst, bytes_.data() + offset, n);
-    if (flip_at_ >= offset && flip_at_ < offset + n) static_cast<uint8_t*>(dst)[flip_at_ - offset] ^= 0x01;
-    return Status::OK();
-  }
-
- protected:
-  Result<Digest> compute_digest() const override { return Sha256::of(bytes_.data(), bytes_.size()); }
-
- private:
-  std::vector<uint8_t> bytes_;
-  uint64_t flip_at_;
-};
 
 class TempFile {
  public:
@@ -221,7 +186,7 @@ TEST(BlobServer, ExpectedSizeMismatchIsCorrupt) {
 
 TEST(BlobServer, ABlobThatReadsWrongBytesFailsTheDigest) {
   auto bytes = testing::random_bytes(9 * kMiB, 18);
-  auto blob = std::make_shared<const FlippingBlob>(bytes, 6 * kMiB + 5);
+  auto blob = std::make_shared<const testing::ReadBlob>(bytes, 6 * kMiB + 5);
   auto server = start_server(lookup_of({{"m", blob}}));
   VectorSink sink;
   auto result = fetch_blob(server->endpoint(), "m", {}, sink);

@@ -210,7 +210,7 @@ TEST(TcpFetch, ConnectRefusedNamesTheEndpointAndIsFast) {
   // A port that was just free: bind, read it back, close.
   uint16_t port = 0;
   {
-    auto l = listen_tcp("127.0.0.1", 0, 1);
+    auto l = listen_tcp({"127.0.0.1", 0}, 1);
     ASSERT_TRUE(l.ok());
     port = local_port(l->fd());
   }
@@ -228,9 +228,9 @@ TEST(TcpFetch, ConnectTimeoutIsBounded) {
   // A listener that never accepts, its backlog full: the kernel drops further SYNs, so a connect
   // hangs exactly like one to a host that is gone. (An unroutable address would not do: sandboxes
   // and proxies may answer for any address.)
-  auto listener = listen_tcp("127.0.0.1", 0, 0);
+  auto listener = listen_tcp({"127.0.0.1", 0}, 0);
   ASSERT_TRUE(listener.ok());
-  const Endpoint full{"127.0.0.1", local_port(listener->fd())};
+  const HostPort full{"127.0.0.1", local_port(listener->fd())};
   std::vector<Socket> fillers;
   for (int i = 0; i < 3; ++i) {
     Socket s(::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0));

@@ -1,4 +1,5 @@
-// Helpers shared by the data-plane transfer tests: random bytes, a sink over a vector, and a raw
+// Helpers shared by the data-plane transfer tests: random bytes, a sink over a vector, a blob that
+// must be read (and may read wrong or fail), a lookup over a map, a bounded wait, and a raw
 // one-connection server whose script the test writes (to send what a real BlobServer never would).
 #pragma once
 
@@ -11,14 +12,17 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "transport/blob.hpp"
+#include "transport/fetch.hpp"
 #include "transport/fetch_request.hpp"
 #include "transport/frame.hpp"
-#include "transport/tcp_fetch.hpp"
 #include "transport/tcp_socket.hpp"
 
 namespace ember::transport::testing {
@@ -33,6 +37,49 @@ inline std::vector<uint8_t> random_bytes(size_t n, uint64_t seed) {
   }
   for (; i < n; ++i) v[i] = static_cast<uint8_t>(rng());
   return v;
+}
+
+/// A blob without memory: every byte goes through read(), as a file's. read() flips the byte at
+/// `flip_at` (what a failing disk or a bad DIMM would send: the CRC is computed over the wrong
+/// bytes, so only the end-to-end digest can catch it) and fails with io_error from `fail_at` on.
+class ReadBlob final : public Blob {
+ public:
+  explicit ReadBlob(std::vector<uint8_t> bytes, uint64_t flip_at = UINT64_MAX, uint64_t fail_at = UINT64_MAX)
+      : bytes_(std::move(bytes)), flip_at_(flip_at), fail_at_(fail_at) {}
+  uint64_t size() const override { return bytes_.size(); }
+  Status read(uint64_t offset, void* dst, uint64_t n) const override {
+    if (offset + n > fail_at_) return io_error("disk sector unreadable");
+    std::memcpy(dst, bytes_.data() + offset, n);
+    if (flip_at_ >= offset && flip_at_ < offset + n) static_cast<uint8_t*>(dst)[flip_at_ - offset] ^= 0x01;
+    return Status::OK();
+  }
+
+ protected:
+  Result<Digest> compute_digest() const override { return Sha256::of(bytes_.data(), bytes_.size()); }
+
+ private:
+  std::vector<uint8_t> bytes_;
+  uint64_t flip_at_;
+  uint64_t fail_at_;
+};
+
+/// A lookup over a fixed map of blobs; not_found "no blob 'key'" otherwise.
+inline BlobLookup lookup_of(std::map<std::string, std::shared_ptr<const Blob>> blobs) {
+  return [blobs = std::move(blobs)](const std::string& key) -> Result<std::shared_ptr<const Blob>> {
+    auto it = blobs.find(key);
+    if (it == blobs.end()) return not_found("no blob '" + key + "'");
+    return it->second;
+  };
+}
+
+/// Polls `done` for up to `limit` (server counters settle after the receiver returns).
+inline bool eventually(const std::function<bool()>& done,
+                       std::chrono::milliseconds limit = std::chrono::milliseconds(2000)) {
+  for (auto until = std::chrono::steady_clock::now() + limit; std::chrono::steady_clock::now() < until;
+       std::this_thread::sleep_for(std::chrono::milliseconds(1))) {
+    if (done()) return true;
+  }
+  return done();
 }
 
 /// Receives into a vector; records the chunks; optional hook runs inside on_chunk.
@@ -86,7 +133,7 @@ class ScriptedServer {
   using Script = std::function<void(int fd, const FetchRequest& request, Latch& release)>;
 
   explicit ScriptedServer(Script script) {
-    auto l = listen_tcp("127.0.0.1", 0, 4);
+    auto l = listen_tcp({"127.0.0.1", 0}, 4);
     EXPECT_TRUE(l.ok());
     listener_ = std::move(*l);
     port_ = local_port(listener_.fd());
@@ -118,7 +165,7 @@ class ScriptedServer {
     release_.open();
     thread_.join();
   }
-  Endpoint endpoint() const { return {"127.0.0.1", port_}; }
+  HostPort endpoint() const { return {"127.0.0.1", port_}; }
 
  private:
   Socket listener_;
