@@ -24,6 +24,7 @@ namespace {
 
 constexpr auto kLoadTimeout = std::chrono::minutes(10);  // a node's budget to fetch and bind a replica
 constexpr auto kEvictTimeout = std::chrono::seconds(10);
+constexpr const char* kScanQueueFull = "the manager's repository scan queue is full; try again";
 
 struct manager_state {
   static inline const char* name = "ember.cluster_manager";
@@ -72,12 +73,11 @@ caf::typed_response_promise<T> after_rescan(manager_pointer self, const std::str
   auto scan = [root = self->state.config.repository, model] {
     return model.empty() ? scan_repository(root) : scan_repository_model(root, model);
   };
-  if (!offload(self, *self->state.scan_queue, scan, [self, model, then, rp](std::vector<RepositoryEntry>& e) mutable {
-        apply_scan(self, model, std::move(e));
-        then(rp);
-      })) {
-    rp.deliver(to_caf(unavailable("the manager's repository scan queue is full; try again")));
-  }
+  auto done = [self, model, then, rp](std::vector<RepositoryEntry>& entries) mutable {
+    apply_scan(self, model, std::move(entries));
+    then(rp);
+  };
+  if (!offload(self, *self->state.scan_queue, scan, done)) rp.deliver(to_caf(unavailable(kScanQueueFull)));
   return rp;
 }
 
@@ -115,37 +115,27 @@ void on_load_answer(manager_pointer self, const model_key& key, uint64_t node, u
                     const Result<replica_info>& r) {
   auto& st = self->state;
   if (r.ok()) {
-    ModelVersion* v = st.registry.replica_ready(key, node, attempt, r->device);
+    ModelVersion* v = st.registry.replica_ready(key, node, attempt, *r);
     if (!v) return;  // stale
     st.members.bind(node, r->device, v->entry.weights_bytes);
     st.members.note_cached(node, key, true);
-    spdlog::info("manager: replica {} ready on node {} ({}; bytes from {}, {:.1f} ms)", key.to_string(), r->node,
-                 r->device, describe_source(r->source, r->source_peer), static_cast<double>(r->load_us) / 1e3);
     st.registry.answer_waiters(*v);
     return publish(self, {key});
   }
   const auto* n = st.members.find(node);
-  const auto outcome = st.registry.load_failed(key, node, attempt, r.error());
+  const auto outcome = st.registry.load_failed(key, node, attempt, r.error(), n ? n->report.name : "");
   if (outcome == ModelRegistry::LoadFailure::stale) return;
-  spdlog::warn("manager: loading {} on node {} failed: {}", key.to_string(), n ? n->report.name : "(lost)",
-               r.error().message());
   publish(self, {key});
   if (outcome == ModelRegistry::LoadFailure::retry_elsewhere) place(self, key);  // another node, if any is left
 }
 
-/// Starts the replicas `key` lacks (at least one) unless loads are in flight; fails its waiters
-/// when no node can take one.
+/// Starts the replicas `key` lacks (at least one) unless loads are in flight.
 void place(manager_pointer self, const model_key& key) {
   auto& st = self->state;
-  auto* v = st.registry.find(key);
-  if (!v || !v->valid() || !v->loading_on.empty()) return;
-  if (v->satisfied()) return st.registry.answer_waiters(*v);
+  ModelVersion* v = st.registry.to_place(key);
+  if (!v) return;
   auto plans = st.planner.place(*v, now_ms(self));
-  if (!plans.ok()) {
-    v->failed_on.clear();
-    if (!v->waiters.empty()) spdlog::warn("manager: {}", plans.error().message());
-    return st.registry.fail_waiters(*v, plans.error());
-  }
+  if (!plans.ok()) return st.registry.placement_failed(*v, plans.error());
   for (const auto& plan : plans->loads) {
     const uint64_t attempt = st.registry.load_started(*v, plan.node);
     request_load(self, *v, plan, [self, key, node = plan.node, attempt](const Result<replica_info>& r) {

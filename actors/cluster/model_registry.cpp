@@ -130,6 +130,20 @@ std::vector<model_state> ModelRegistry::states() const {
   return out;
 }
 
+ModelVersion* ModelRegistry::to_place(const model_key& key) {
+  auto it = versions_.find(key);
+  if (it == versions_.end() || !it->second.valid() || !it->second.loading_on.empty()) return nullptr;
+  if (!it->second.satisfied()) return &it->second;
+  answer_waiters(it->second);
+  return nullptr;
+}
+
+void ModelRegistry::placement_failed(ModelVersion& v, const Error& why) {
+  v.failed_on.clear();
+  if (!v.waiters.empty()) spdlog::warn("manager: {}", why.message());
+  fail_waiters(v, why);
+}
+
 uint64_t ModelRegistry::load_started(ModelVersion& v, uint64_t node) {
   const uint64_t attempt = next_attempt_++;
   v.loading_on[node] = attempt;
@@ -143,28 +157,32 @@ uint64_t ModelRegistry::load_started(ModelVersion& v, uint64_t node) {
 }
 
 ModelVersion* ModelRegistry::replica_ready(const model_key& key, uint64_t node, uint64_t attempt,
-                                           const std::string& device) {
+                                           const replica_info& info) {
   auto it = versions_.find(key);
   if (it == versions_.end()) return nullptr;
   ModelVersion& v = it->second;
   auto l = v.loading_on.find(node);
   if (l == v.loading_on.end() || l->second != attempt) return nullptr;
   v.loading_on.erase(l);
-  v.replicas[node] = device;
+  v.replicas[node] = info.device;
   v.state.replicas = static_cast<uint32_t>(v.replicas.size());
   v.failed_on.clear();
   if (v.valid()) move(v, ReadinessEvent::replica_ready);
+  spdlog::info("manager: replica {} ready on node {} ({}; bytes from {}, {:.1f} ms)", key.to_string(), info.node,
+               info.device, describe_source(info.source, info.source_peer), static_cast<double>(info.load_us) / 1e3);
   return &v;
 }
 
 ModelRegistry::LoadFailure ModelRegistry::load_failed(const model_key& key, uint64_t node, uint64_t attempt,
-                                                      const Error& e) {
+                                                      const Error& e, const std::string& node_name) {
   auto it = versions_.find(key);
   if (it == versions_.end()) return LoadFailure::stale;
   ModelVersion& v = it->second;
   auto l = v.loading_on.find(node);
   if (l == v.loading_on.end() || l->second != attempt) return LoadFailure::stale;
   v.loading_on.erase(l);
+  spdlog::warn("manager: loading {} on node {} failed: {}", key.to_string(), node_name.empty() ? "(lost)" : node_name,
+               e.message());
   const bool bad = model_is_bad(e);
   if (bad) {
     fail_waiters(v, e);

@@ -5,10 +5,11 @@
 // goes through next_readiness(), fired by the method that records what happened.
 //
 // Plain C++, no CAF: owned and called by the cluster_manager actor only (not thread-safe). It
-// decides nothing about placement and sends nothing: waiters are callbacks the actor makes from
-// its response promises, called here when the registry answers or fails them.
+// chooses no node (LoadPlanner does) and sends nothing: waiters are callbacks the actor makes from
+// its response promises, called here when the registry answers or fails them. It logs the
+// lifecycle events it records (a replica ready, a load failed, a cold start).
 //
-// Invariants (check() verifies them; the tests call it after every step):
+// Invariants (check() verifies them; the unit tests call it after each flow):
 //  - A version whose files are invalid (entry.error) is failed, with the error as its reason, and
 //    fires no event but `repaired`: its replicas and loads are still recorded, never placed.
 //  - A valid version is ready exactly when it has a replica, loading exactly when it has none but
@@ -85,16 +86,22 @@ class ModelRegistry {
   const std::map<model_key, ModelVersion>& versions() const { return versions_; }
   std::vector<model_state> states() const;
 
+  /// The version `key` when a placement round should start for it now: files valid, no load in
+  /// flight, fewer replicas than it wants (at least one). One that has enough answers its waiters.
+  ModelVersion* to_place(const model_key& key);
+  /// No node could take `v`: its waiters fail with `why`; the next round tries every node again.
+  void placement_failed(ModelVersion& v, const Error& why);
   /// A load of `v` on `node` starts: returns its attempt id. Fires load_started.
   uint64_t load_started(ModelVersion& v, uint64_t node);
-  /// The load `attempt` answered with a replica on `device`: the version, or nullptr when stale
+  /// The load `attempt` answered with a replica on info.device: the version, or nullptr when stale
   /// (the load was dropped: its node was lost, the model unloaded or removed). Fires replica_ready.
-  ModelVersion* replica_ready(const model_key& key, uint64_t node, uint64_t attempt, const std::string& device);
+  ModelVersion* replica_ready(const model_key& key, uint64_t node, uint64_t attempt, const replica_info& info);
   enum class LoadFailure { stale, retry_elsewhere, model_is_bad };
   /// The load `attempt` failed with `e`. Bytes that are bad (corrupt, invalid_argument, unsupported)
   /// fail the waiters; otherwise the node joins failed_on and the caller places again. Fires
   /// found_invalid or load_failed when no replica and no other load is left.
-  LoadFailure load_failed(const model_key& key, uint64_t node, uint64_t attempt, const Error& e);
+  LoadFailure load_failed(const model_key& key, uint64_t node, uint64_t attempt, const Error& e,
+                          const std::string& node_name = {});
   /// A joining node brings a replica of `key` (its device unknown). False for an unknown version.
   bool adopt(const model_key& key, uint64_t node);
   /// adopt() for each of `keys`; returns the versions adopted.

@@ -8,6 +8,9 @@
 namespace ember {
 namespace {
 
+/// A node's answer: a replica on `device`.
+replica_info on(const std::string& device) { return {{}, "n", device, SourceTier::repository, "", 0, 0}; }
+
 using R = ModelReadiness;
 using E = ReadinessEvent;
 
@@ -90,9 +93,9 @@ TEST(ModelRegistry, AColdStartGoesLoadingThenReadyAndAnswersItsWaiters) {
   const uint64_t attempt = f.r.load_started(v, 7);
   EXPECT_EQ(v.state.state, R::loading);
   f.check();
-  EXPECT_FALSE(f.r.replica_ready({"m", 1}, 7, attempt + 1, "gpu0"));  // another attempt's answer: stale
-  EXPECT_FALSE(f.r.replica_ready({"m", 1}, 8, attempt, "gpu0"));      // another node's: stale
-  ASSERT_TRUE(f.r.replica_ready({"m", 1}, 7, attempt, "gpu0"));
+  EXPECT_FALSE(f.r.replica_ready({"m", 1}, 7, attempt + 1, on("gpu0")));  // another attempt's answer: stale
+  EXPECT_FALSE(f.r.replica_ready({"m", 1}, 8, attempt, on("gpu0")));      // another node's: stale
+  ASSERT_TRUE(f.r.replica_ready({"m", 1}, 7, attempt, on("gpu0")));
   EXPECT_EQ(v.state.state, R::ready);
   EXPECT_EQ(v.state.replicas, 1u);
   EXPECT_EQ(f.r.replicas_on(7), (std::vector<model_key>{{"m", 1}}));
@@ -133,7 +136,7 @@ TEST(ModelRegistry, BadBytesFailTheWaitersAndTheModelOnceNoOtherLoadIsLeft) {
   // A later try may still succeed (the bytes were corrupted in transit).
   const uint64_t c = f.r.load_started(v, 2);
   EXPECT_EQ(v.state.state, R::loading);
-  ASSERT_TRUE(f.r.replica_ready({"m", 1}, 2, c, "gpu0"));
+  ASSERT_TRUE(f.r.replica_ready({"m", 1}, 2, c, on("gpu0")));
   EXPECT_EQ(v.state.state, R::ready);
   EXPECT_TRUE(v.state.reason.empty());
   f.check();
@@ -142,9 +145,9 @@ TEST(ModelRegistry, BadBytesFailTheWaitersAndTheModelOnceNoOtherLoadIsLeft) {
 TEST(ModelRegistry, LosingTheLastReplicaGoesUnloadedOrLoadingWhenALoadRunsElsewhere) {
   Fixture f;
   auto& v = f.v(1);
-  ASSERT_TRUE(f.r.replica_ready({"m", 1}, 1, f.r.load_started(v, 1), "gpu0"));
+  ASSERT_TRUE(f.r.replica_ready({"m", 1}, 1, f.r.load_started(v, 1), on("gpu0")));
   auto& w = f.v(2);
-  ASSERT_TRUE(f.r.replica_ready({"m", 2}, 1, f.r.load_started(w, 1), "gpu0"));
+  ASSERT_TRUE(f.r.replica_ready({"m", 2}, 1, f.r.load_started(w, 1), on("gpu0")));
   (void)f.r.load_started(w, 2);  // a second replica of m/2 is on its way
   EXPECT_EQ(w.state.state, R::ready);
   EXPECT_EQ(f.r.node_lost(1), (std::set<model_key>{{"m", 1}, {"m", 2}}));
@@ -160,7 +163,7 @@ TEST(ModelRegistry, LosingTheLastReplicaGoesUnloadedOrLoadingWhenALoadRunsElsewh
 TEST(ModelRegistry, ReplacementsWantOneMoreReplicaExceptForUnloadedOrInvalidModels) {
   Fixture f;
   auto& v = f.v(1);
-  ASSERT_TRUE(f.r.replica_ready({"m", 1}, 1, f.r.load_started(v, 1), "gpu0"));
+  ASSERT_TRUE(f.r.replica_ready({"m", 1}, 1, f.r.load_started(v, 1), on("gpu0")));
   auto changed = f.r.node_lost(1);
   EXPECT_EQ(f.r.want_replacements(changed), (std::vector<model_key>{{"m", 1}}));
   EXPECT_EQ(v.wanted, 1u);
@@ -172,7 +175,7 @@ TEST(ModelRegistry, ReplacementsWantOneMoreReplicaExceptForUnloadedOrInvalidMode
 TEST(ModelRegistry, AScanMarksInvalidFilesFailedAndARepairingScanRestoresWhatItKept) {
   Fixture f;
   auto& v = f.v(1);
-  ASSERT_TRUE(f.r.replica_ready({"m", 1}, 1, f.r.load_started(v, 1), "gpu0"));
+  ASSERT_TRUE(f.r.replica_ready({"m", 1}, 1, f.r.load_started(v, 1), on("gpu0")));
   auto changes = f.r.apply_scan("m", {entry("m", 1, "weights.safetensors: truncated"), entry("m", 2)});
   EXPECT_EQ(changes.changed, (std::set<model_key>{{"m", 1}, {"m", 2}}));
   EXPECT_EQ(v.state.state, R::failed);
@@ -194,7 +197,7 @@ TEST(ModelRegistry, AScanMarksInvalidFilesFailedAndARepairingScanRestoresWhatItK
 TEST(ModelRegistry, AScanForgetsVanishedVersionsUnlessTheyServeAndFailsTheirWaiters) {
   Fixture f;
   ASSERT_EQ(f.r.want({"m", 2}, 0, false, f.waiter()), (model_key{"m", 2}));
-  ASSERT_TRUE(f.r.replica_ready({"m", 1}, 1, f.r.load_started(f.v(1), 1), "gpu0"));
+  ASSERT_TRUE(f.r.replica_ready({"m", 1}, 1, f.r.load_started(f.v(1), 1), on("gpu0")));
   auto changes = f.r.apply_scan("m", {});
   EXPECT_EQ(changes.removed, (std::vector<model_key>{{"m", 2}}));
   EXPECT_EQ(f.answers, (std::vector<std::string>{"model m/2 was removed"}));
@@ -209,7 +212,7 @@ TEST(ModelRegistry, AScanForgetsVanishedVersionsUnlessTheyServeAndFailsTheirWait
 TEST(ModelRegistry, UnloadDropsEveryVersionOfTheNameAndAnExplicitLoadLiftsIt) {
   Fixture f;
   auto& v = f.v(1);
-  ASSERT_TRUE(f.r.replica_ready({"m", 1}, 5, f.r.load_started(v, 5), "gpu1"));
+  ASSERT_TRUE(f.r.replica_ready({"m", 1}, 5, f.r.load_started(v, 5), on("gpu1")));
   (void)f.r.load_started(f.v(2), 6);
   ASSERT_EQ(f.r.want({"m", 2}, 0, false, f.waiter()), (model_key{"m", 2}));
   auto gone = f.r.unload({"m", 0});
@@ -239,11 +242,33 @@ TEST(ModelRegistry, ARequestForAReplicaIsAnsweredAtOnceWhenItCanBeOrElseWaits) {
   EXPECT_EQ(f.answers, (std::vector<std::string>{"unknown model 'n'", "the repository has no model 'm' version 7",
                                                  "model bad/1 cannot load: model.json: no layers"}));
   f.answers.clear();
-  ASSERT_TRUE(f.r.replica_ready({"m", 2}, 1, f.r.load_started(f.v(2), 1), "gpu0"));
+  ASSERT_TRUE(f.r.replica_ready({"m", 2}, 1, f.r.load_started(f.v(2), 1), on("gpu0")));
   EXPECT_FALSE(f.r.want({"m", 0}, 0, false, f.waiter()).has_value());       // serving: answered
   EXPECT_EQ(f.r.want({"m", 0}, 2, true, f.waiter()), (model_key{"m", 2}));  // wants a second one
   EXPECT_EQ(f.answers, (std::vector<std::string>{"ready"}));
   EXPECT_EQ(f.v(2).waiters.size(), 1u);
+  f.check();
+}
+
+TEST(ModelRegistry, APlacementRoundStartsOnlyForAValidIdleVersionThatLacksReplicas) {
+  Fixture f;
+  EXPECT_EQ(f.r.to_place({"m", 1}), &f.v(1));
+  EXPECT_EQ(f.r.to_place({"m", 0}), nullptr);  // placement names exact versions
+  ASSERT_EQ(f.r.want({"m", 1}, 0, false, f.waiter()), (model_key{"m", 1}));
+  const uint64_t attempt = f.r.load_started(f.v(1), 1);
+  EXPECT_EQ(f.r.to_place({"m", 1}), nullptr);  // a load is in flight
+  ASSERT_TRUE(f.r.replica_ready({"m", 1}, 1, attempt, on("gpu0")));
+  EXPECT_TRUE(f.answers.empty());
+  EXPECT_EQ(f.r.to_place({"m", 1}), nullptr);  // it has what it wants: its waiter is answered
+  EXPECT_EQ(f.answers, (std::vector<std::string>{"ready"}));
+  // No node can take m/2: its waiters hear why, and the next round tries every node again.
+  ASSERT_EQ(f.r.want({"m", 2}, 0, false, f.waiter()), (model_key{"m", 2}));
+  f.v(2).failed_on = {1};
+  f.r.placement_failed(f.v(2), unavailable("cannot place model m/2: no room"));
+  EXPECT_EQ(f.answers.back(), "cannot place model m/2: no room");
+  EXPECT_TRUE(f.v(2).failed_on.empty());
+  (void)f.r.apply_scan("m", {entry("m", 1), entry("m", 2, "bad")});
+  EXPECT_EQ(f.r.to_place({"m", 2}), nullptr);  // invalid files are never placed
   f.check();
 }
 

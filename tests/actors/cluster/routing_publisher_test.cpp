@@ -7,6 +7,9 @@
 namespace ember {
 namespace {
 
+/// A node's answer: a replica on `device`.
+replica_info on(const std::string& device) { return {{}, "n", device, SourceTier::repository, "", 0, 0}; }
+
 struct Fixture {
   ModelRegistry registry;
   Membership members;
@@ -21,8 +24,8 @@ struct Fixture {
     b.name = "b";
     members.join(b, {});
     auto& v = *registry.find({"m", 1});
-    EXPECT_TRUE(registry.replica_ready({"m", 1}, 1, registry.load_started(v, 1), "gpu0"));
-    EXPECT_TRUE(registry.replica_ready({"m", 1}, 2, registry.load_started(v, 2), "gpu0"));
+    EXPECT_TRUE(registry.replica_ready({"m", 1}, 1, registry.load_started(v, 1), on("gpu0")));
+    EXPECT_TRUE(registry.replica_ready({"m", 1}, 2, registry.load_started(v, 2), on("gpu0")));
   }
 };
 
