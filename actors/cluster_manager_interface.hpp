@@ -4,14 +4,14 @@
 // gets a new replica, placement/replica_placement.hpp), sourcing (peers' caches before the
 // repository) and re-placement after a node is lost. It is on the cold path only: the warm path
 // (gateway -> node_router -> gpu_executor) never passes through it. Handlers never block: the
-// repository is scanned on a helper thread, node work is requested asynchronously with timeouts.
+// repository is scanned on the manager process's scan queue (actors/offload.hpp), node work is
+// requested asynchronously with timeouts. Time is the actor clock's.
 //
 // Node lifecycle:  joined ──(down_msg: process died, or heartbeats missed for node_timeout)──▶ lost
 // A lost node's replicas leave the routing table at once; the models it held are re-placed on
 // surviving nodes. A node that comes back joins again as a new member.
 #pragma once
 
-#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 #include <cstdint>
@@ -21,20 +21,12 @@
 #include "actors/atoms.hpp"
 #include "actors/gateway_interface.hpp"
 #include "actors/messages.hpp"
-#include "actors/model_repository.hpp"
 #include "actors/node_router_interface.hpp"
+#include "actors/offload.hpp"
 #include "actors/routing.hpp"
 #include "actors/transfer_peer_interface.hpp"
 
 namespace ember {
-
-/// A repository scan finished on the scanner thread (local only). `model` empty: the whole
-/// repository was scanned; otherwise that model's folder.
-struct repository_scanned {
-  uint64_t request = 0;
-  std::string model;
-  std::vector<RepositoryEntry> entries;
-};
 
 using cluster_manager_actor = caf::typed_actor<
     /// A node joins (or rejoins); answers its node id. The manager monitors the router.
@@ -49,6 +41,8 @@ using cluster_manager_actor = caf::typed_actor<
     caf::replies_to<load_atom, model_command>::with<model_state>,
     caf::replies_to<unload_atom, model_command>::with<model_state>,
     caf::replies_to<index_atom>::with<std::vector<model_state>>,
+    /// Every node's report as it joined, with `cached` kept up to date and `replicas` the versions
+    /// the manager knows ready on it now.
     caf::replies_to<nodes_atom>::with<std::vector<node_report>>,
     /// Fill the host caches of nodes with a model's bytes (chained multicast by default), or drop
     /// them. Errors: not_found (model or node), unavailable (no source, no receiver).
@@ -58,9 +52,7 @@ using cluster_manager_actor = caf::typed_actor<
     caf::reacts_to<chain_progress>, caf::replies_to<chain_upstream_request>::with<blob_source>,
     /// Internal: the chain controller's stall check.
     caf::reacts_to<tick_atom>,
-    /// Internal: the repository scanner's results.
-    caf::reacts_to<repository_scanned>>;
+    /// Internal: a repository scan's continuation, back from the scan queue (actors/offload.hpp).
+    caf::reacts_to<offload_done>>;
 
 }  // namespace ember
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::repository_scanned)

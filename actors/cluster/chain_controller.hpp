@@ -1,8 +1,9 @@
 // ChainController: the cluster manager's bookkeeping of multicast transfers in progress (Flashpoint's
 // "TCP-chain master controller"). For each transfer it keeps one placement::ChainPlan per chain and
 // turns what the hops report (progress, a lost upstream, a finished hop) and what the manager sees
-// (a node lost, time passing) into splices: "hop X, pull from Y now". The manager resolves names to
-// data-plane endpoints and actor handles and sends the splices; this class sends nothing.
+// (a node lost, time passing) into splices: "hop X, pull from Y now". The ChainRelay resolves names
+// to data-plane endpoints and hop handles, and the manager sends the splices; this class sends
+// nothing.
 //
 // Plain C++, no CAF: owned and called by the cluster_manager actor only (not thread-safe). Time is
 // a parameter (milliseconds of any monotonic clock).

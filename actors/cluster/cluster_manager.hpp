@@ -1,5 +1,6 @@
 // Spawning the cluster manager (its messages are in actors/cluster_manager_interface.hpp): the
-// settings the manager process gives it, and the initial repository scan it starts from.
+// settings the manager process gives it, the initial repository scan it starts from, and the
+// queue its later scans run on.
 #pragma once
 
 #include <caf/fwd.hpp>
@@ -16,6 +17,7 @@
 namespace ember {
 
 class RepositoryIndex;
+class WorkQueue;
 
 struct ClusterManagerConfig {
   /// The repository directory (scanned by the manager; served to nodes by its blob server).
@@ -26,14 +28,17 @@ struct ClusterManagerConfig {
   bool replace_on_failure = true;
   /// How often the chain controller looks for stalled hops while transfers run.
   std::chrono::milliseconds chain_check_interval{250};
-  /// When a hop counts as stalled or slow (placement/chain_plan.hpp).
+  /// When a hop counts as stalled or slow (placement/chain_plan.hpp): transfer.stall_timeout,
+  /// slow_fraction, lag and min_rate.
   placement::StallOptions stall;
 };
 
 /// Spawns the manager over an initial scan of the repository. `index` (shared with the manager's
-/// blob server, which serves weights files by key) is kept in step with the registry.
+/// blob server, which serves weights files by key) is kept in step with the registry. Rescans (load,
+/// index) run on `scan_queue`, which must outlive the actor (the manager process owns it: one
+/// thread; deterministic tests pass threads = 0); a full queue answers those requests unavailable.
 cluster_manager_actor spawn_cluster_manager(caf::actor_system& sys, ClusterManagerConfig config,
                                             std::vector<RepositoryEntry> initial,
-                                            std::shared_ptr<RepositoryIndex> index);
+                                            std::shared_ptr<RepositoryIndex> index, WorkQueue& scan_queue);
 
 }  // namespace ember

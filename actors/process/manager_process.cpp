@@ -4,14 +4,21 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
 
 #include "actors/cluster/cluster_manager.hpp"
 #include "actors/cluster/repository_index.hpp"
 #include "actors/model_repository.hpp"
 #include "actors/process/data_server_options.hpp"
+#include "base/work_queue.hpp"
 #include "transport/data_plane.hpp"
 
 namespace ember {
+
+namespace {
+/// Rescans waiting at most (load and index requests); beyond it they are answered unavailable.
+constexpr size_t kScanQueueCapacity = 64;
+}  // namespace
 
 ManagerProcess::ManagerProcess(caf::actor_system& sys) : sys_(sys) {}
 
@@ -38,7 +45,8 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
   mc.stall.slow_fraction = transfer.slow_fraction;
   mc.stall.lag_bytes = transfer.lag_bytes;
   mc.stall.min_bytes_per_s = transfer.min_rate_bytes_per_s;
-  p->manager_ = spawn_cluster_manager(sys, mc, std::move(entries), p->index_);
+  p->scan_queue_ = std::make_unique<WorkQueue>(WorkQueueOptions{.threads = 1, .capacity = kScanQueueCapacity});
+  p->manager_ = spawn_cluster_manager(sys, mc, std::move(entries), p->index_, *p->scan_queue_);
   if (publish) {
     auto port = sys.middleman().publish(p->manager_, config.listen.port, config.listen.host.c_str(), true);
     if (!port) {
@@ -53,7 +61,11 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
 
 ManagerProcess::~ManagerProcess() {
   if (blob_server_) blob_server_->stop();
-  caf::anon_send_exit(manager_, caf::exit_reason::user_shutdown);
+  if (manager_) {
+    caf::scoped_actor self{sys_};
+    self->send_exit(manager_, caf::exit_reason::user_shutdown);
+    self->wait_for(manager_);  // it posts to scan_queue_
+  }
 }
 
 }  // namespace ember

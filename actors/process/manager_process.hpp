@@ -1,7 +1,8 @@
 // The manager process: the repository scan, the blob server that serves the repository, and the
 // cluster_manager, published for remote nodes when asked; `ember manager` and `ember serve` run
-// one. Construction scans the repository and binds ports on the caller's thread. The actor system
-// must outlive it. Not thread-safe.
+// one. Construction scans the repository and binds ports on the caller's thread. It owns the scan
+// queue (one thread) the manager's later rescans run on; destruction stops the manager and waits
+// for it before the queue joins. The actor system must outlive it. Not thread-safe.
 #pragma once
 
 #include <memory>
@@ -20,6 +21,7 @@ class DataServer;
 namespace ember {
 
 class RepositoryIndex;
+class WorkQueue;
 
 class ManagerProcess {
  public:
@@ -36,6 +38,8 @@ class ManagerProcess {
   explicit ManagerProcess(caf::actor_system& sys);
   caf::actor_system& sys_;
   std::shared_ptr<RepositoryIndex> index_;
+  /// Repository rescans, one at a time (bounded: a full queue answers load/index unavailable).
+  std::unique_ptr<WorkQueue> scan_queue_;
   std::unique_ptr<transport::DataServer> blob_server_;
   cluster_manager_actor manager_;
   uint16_t listen_port_ = 0;

@@ -134,10 +134,21 @@ TEST(Cluster, VersionsUnknownUnloadedAndBrokenModels) {
 
 TEST(Cluster, ALostNodesModelsAreReplacedAndServed) {
   Cluster c(2);
-  ASSERT_TRUE(c.infer("resnet", 0, 1).ok());
-  // Find the node serving it and kill its router (as a crashed process would vanish).
-  const std::string m = c.metrics();
-  size_t holder = m.find("ember_replicas{node=\"n1\"} 1") != std::string::npos ? 0 : 1;
+  auto first = c.infer("resnet", 0, 1);
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  // The node holding the replica, as the manager knows it; the premise is asserted, not assumed.
+  auto reports = ask<std::vector<node_report>>(*c.sys, c.manager->manager(), 10s, nodes_atom_v);
+  ASSERT_TRUE(reports.ok()) << reports.error().message();
+  std::vector<std::string> holders;
+  for (const auto& r : *reports)
+    for (const auto& key : r.replicas)
+      if (key.name == "resnet") holders.push_back(r.name);
+  ASSERT_EQ(holders, (std::vector<std::string>{first->node})) << "one replica, on the node that answered";
+  size_t holder = c.nodes.size();
+  for (size_t i = 0; i < c.nodes.size(); ++i)
+    if (c.nodes[i]->name() == holders[0]) holder = i;
+  ASSERT_LT(holder, c.nodes.size());
+  // Kill its router (as a crashed process would vanish).
   caf::anon_send_exit(c.nodes[holder]->router(), caf::exit_reason::kill);
   for (int i = 0; i < 5; ++i) {
     auto r = c.infer("resnet", 0, static_cast<uint64_t>(i));

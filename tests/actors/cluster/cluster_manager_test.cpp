@@ -1,0 +1,263 @@
+// The cluster manager actor on the deterministic coordinator (tests/actors/deterministic.hpp): its
+// own failure handling and its chain stall check, against fake node routers, transfer peers and a
+// gateway, with the actor clock moved by the test. The concurrent scenarios with real nodes are in
+// tests/actors/process/cluster_actors_test.cpp.
+#include "actors/cluster/cluster_manager.hpp"
+
+#include <gtest/gtest.h>
+
+#include <caf/event_based_actor.hpp>
+#include <map>
+#include <memory>
+
+#include "actors/cluster/load_planner.hpp"
+#include "actors/cluster/repository_index.hpp"
+#include "tests/actors/deterministic.hpp"
+
+namespace ember {
+namespace {
+
+using namespace std::chrono_literals;
+constexpr uint64_t MiB = 1ull << 20;
+const model_key kModel{"m", 1};
+
+/// A node router that answers load_replica as told: with a replica, an error, or not yet.
+struct FakeNode {
+  std::string name;
+  uint64_t device_mib = 1024;
+  std::optional<Error> fail_with;
+  bool hold = false;                                                 // keep load requests unanswered
+  std::vector<load_replica> loads;                                   // every load_replica received
+  std::vector<std::pair<caf::response_promise, load_replica>> held;  // held loads (a tick answers them)
+  caf::actor actor;
+
+  replica_info replica(const load_replica& req) const {
+    return {req.model, name, "sim0", SourceTier::repository, "", req.blob_bytes, 1000};
+  }
+};
+
+caf::behavior fake_router(caf::event_based_actor* self, FakeNode* node) {
+  return {
+      [=](load_replica& req) -> caf::result<replica_info> {
+        node->loads.push_back(req);
+        if (node->fail_with) return to_caf(*node->fail_with);
+        if (!node->hold) return node->replica(req);
+        node->held.emplace_back(self->make_response_promise(), req);
+        return caf::delegated<replica_info>();
+      },
+      [=](tick_atom) {  // answer the held loads (a promise is delivered by the actor that holds it)
+        for (auto& [rp, req] : node->held) rp.deliver(node->replica(req));
+        node->held.clear();
+      },
+      [](unload_atom, const model_key&) { return true; },
+      [](evict_atom, const model_key&) { return true; },
+  };
+}
+
+/// A gateway that keeps the routing table as the manager publishes it.
+struct Table {
+  std::map<model_key, routing_entry> entries;
+  std::vector<routing_update> updates;
+  std::vector<std::string> replicas(const model_key& key) const {
+    std::vector<std::string> out;
+    auto it = entries.find(key);
+    if (it != entries.end())
+      for (const auto& r : it->second.replicas) out.push_back(r.node);
+    return out;
+  }
+  ModelReadiness state(const model_key& key) const { return entries.at(key).state.state; }
+  void apply(const routing_update& u) {
+    updates.push_back(u);
+    if (u.full) entries.clear();
+    for (const auto& e : u.entries) entries[e.state.model] = e;
+    for (const auto& k : u.removed) entries.erase(k);
+  }
+};
+
+struct Cluster {
+  testing::Deterministic d;
+  WorkQueue scan_queue{{.threads = 0}};
+  std::map<std::string, std::unique_ptr<FakeNode>> nodes;
+  Table table;
+  cluster_manager_actor manager;
+  std::vector<caf::actor> others;
+
+  explicit Cluster(ClusterManagerConfig config = {}, uint64_t weights_bytes = 100 * MiB) {
+    if (config.repository.empty()) config.repository = "/nonexistent/ember-repository";
+    config.data = {"127.0.0.1", 9000};
+    manager = spawn_cluster_manager(d.sys(), config, {RepositoryEntry{kModel, "", "{}", weights_bytes, ""}},
+                                    std::make_shared<RepositoryIndex>(), scan_queue);
+    auto gateway = d.sys().spawn([this] { return caf::behavior{[this](const routing_update& u) { table.apply(u); }}; });
+    others.push_back(gateway);
+    auto first = d.request<routing_update>(manager, subscribe_atom_v, caf::actor_cast<gateway_actor>(gateway));
+    d.run();
+    EXPECT_TRUE(first->ok());
+    table.apply(first->value());
+  }
+  ~Cluster() {
+    for (auto& [name, n] : nodes) caf::anon_send_exit(n->actor, caf::exit_reason::user_shutdown);
+    for (auto& a : others) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(manager, caf::exit_reason::user_shutdown);
+    d.run();
+  }
+  FakeNode& join(const std::string& name, uint64_t device_mib = 1024) {
+    auto& n = *(nodes[name] = std::make_unique<FakeNode>());
+    n.name = name;
+    n.actor = d.sys().spawn(fake_router, &n);
+    node_report r;
+    r.name = name;
+    r.data = {name, 7000};
+    r.devices.push_back({"sim0", device_mib * MiB, 0});
+    auto id = d.request<uint64_t>(manager, join_atom_v, r, caf::actor_cast<node_router_actor>(n.actor));
+    d.run();
+    EXPECT_TRUE(id->ok());
+    return n;
+  }
+  /// The transfer peer of a chain hop: records the splices it gets.
+  caf::actor peer(std::vector<chain_splice>* got) {
+    auto a = d.sys().spawn([got] { return caf::behavior{[got](const chain_splice& s) { got->push_back(s); }}; });
+    others.push_back(a);
+    return a;
+  }
+};
+
+TEST(ClusterManager, ALostNodesReplicasLeaveTheRoutingTableAtOnceAndItsModelIsPlacedOnASurvivor) {
+  Cluster c;
+  auto& a = c.join("a");
+  auto& b = c.join("b");
+  auto ready = c.d.request<model_state>(c.manager, ensure_atom_v, kModel);
+  c.d.run();
+  ASSERT_TRUE(ready->ok()) << ready->error().message();
+  EXPECT_EQ(ready->value().state, ModelReadiness::ready);
+  // Premise: exactly one node holds the replica, and the table says which.
+  ASSERT_EQ(a.loads.size() + b.loads.size(), 1u);
+  FakeNode& holder = a.loads.empty() ? b : a;
+  FakeNode& survivor = a.loads.empty() ? a : b;
+  ASSERT_EQ(c.table.replicas(kModel), (std::vector<std::string>{holder.name}));
+
+  survivor.hold = true;  // the replacement stays in flight, so the loss alone is visible
+  caf::anon_send_exit(holder.actor, caf::exit_reason::kill);
+  c.d.run();  // no time passes
+  EXPECT_TRUE(c.table.replicas(kModel).empty());
+  EXPECT_EQ(c.table.state(kModel), ModelReadiness::loading);
+  ASSERT_EQ(survivor.loads.size(), 1u);
+  EXPECT_EQ(survivor.loads[0].model, kModel);
+  for (const auto& m : c.table.updates.back().members) EXPECT_NE(m.node, holder.name);
+
+  caf::anon_send(survivor.actor, tick_atom_v);
+  c.d.run();
+  EXPECT_EQ(c.table.replicas(kModel), (std::vector<std::string>{survivor.name}));
+  EXPECT_EQ(c.table.state(kModel), ModelReadiness::ready);
+}
+
+TEST(ClusterManager, ALoadThatFailsOnOneNodeIsTriedOnAnother) {
+  Cluster c;
+  auto& roomy = c.join("roomy", 4096);  // most free memory: placed first
+  roomy.fail_with = out_of_memory("sim0: no room after all");
+  auto& other = c.join("other", 1024);
+  auto ready = c.d.request<model_state>(c.manager, ensure_atom_v, kModel);
+  c.d.run();
+  ASSERT_EQ(roomy.loads.size(), 1u);  // premise: the failing node was tried first
+  ASSERT_EQ(other.loads.size(), 1u);
+  ASSERT_TRUE(ready->ok()) << ready->error().message();
+  EXPECT_EQ(ready->value().state, ModelReadiness::ready);
+  EXPECT_EQ(ready->value().replicas, 1u);
+  EXPECT_EQ(c.table.replicas(kModel), (std::vector<std::string>{"other"}));
+}
+
+TEST(ClusterManager, ALoadThatFailsEverywhereFailsTheRequestSayingWhy) {
+  Cluster c;
+  c.join("a").fail_with = out_of_memory("no room");
+  auto answer = c.d.request<model_state>(c.manager, ensure_atom_v, kModel);
+  c.d.run();
+  ASSERT_TRUE(answer->done());
+  ASSERT_FALSE(answer->ok());
+  EXPECT_EQ(answer->error().code(), ErrorCode::unavailable);
+  EXPECT_NE(answer->error().message().find("tried 1 of 1 nodes"), std::string::npos) << answer->error().message();
+  EXPECT_EQ(c.table.state(kModel), ModelReadiness::unloaded);
+}
+
+TEST(ClusterManager, AStalledHopIsSplicedAfterTheStallTimeoutAndNotBefore) {
+  ClusterManagerConfig config;
+  config.chain_check_interval = 100ms;
+  config.stall = placement::StallOptions{1000, 0.25, 8 * MiB, 0};  // transfer.stall_timeout: 1 s
+  Cluster c(config);
+  c.join("a").hold = true;
+  c.join("b").hold = true;
+  distribute_request req;
+  req.model = kModel;
+  req.mode = DistributeMode::chain;
+  auto answer = c.d.request<distribute_result>(c.manager, distribute_atom_v, req);
+  c.d.run();
+  // Premise: one chain, repository -> first -> second, under one transfer.
+  const auto& la = c.nodes["a"]->loads;
+  const auto& lb = c.nodes["b"]->loads;
+  ASSERT_EQ(la.size(), 1u);
+  ASSERT_EQ(lb.size(), 1u);
+  const bool a_first = la[0].sources.at(0).name == kRepositoryName;
+  const load_replica& first = a_first ? la[0] : lb[0];
+  const load_replica& second = a_first ? lb[0] : la[0];
+  ASSERT_EQ(first.sources.at(0).name, kRepositoryName);
+  ASSERT_EQ(second.sources.at(0).name, a_first ? "a" : "b");
+  ASSERT_NE(first.transfer_id, 0u);
+  ASSERT_EQ(first.transfer_id, second.transfer_id);
+  const std::string first_name = a_first ? "a" : "b";
+  const std::string second_name = a_first ? "b" : "a";
+  const uint64_t t = first.transfer_id;
+
+  std::vector<chain_splice> first_got, second_got;
+  const caf::actor first_peer = c.peer(&first_got);
+  const caf::actor second_peer = c.peer(&second_got);
+  auto report = [&](const std::string& hop, const std::string& upstream, uint64_t offset, const caf::actor& peer) {
+    caf::anon_send(c.manager,
+                   chain_progress{t, hop, upstream, offset, 100 * MiB, placement::HopState::receiving, "", peer});
+  };
+  // The first hop reports once and then stops moving while the repository holds everything; the
+  // second keeps reporting behind it.
+  report(first_name, kRepositoryName, 10 * MiB, first_peer);
+  c.d.run();  // delivered now, at the transfer's start
+  for (int step = 1; step <= 9; ++step) {
+    report(second_name, first_name, static_cast<uint64_t>(step) * MiB, second_peer);
+    c.d.advance(100ms);
+  }
+  EXPECT_TRUE(second_got.empty()) << "spliced before the stall timeout";
+  c.d.advance(100ms);  // 1 s since the first hop's last progress
+  ASSERT_EQ(second_got.size(), 1u);
+  EXPECT_EQ(second_got[0].transfer_id, t);
+  EXPECT_EQ(second_got[0].upstream.kind, SourceTier::repository);
+  EXPECT_EQ(second_got[0].upstream.endpoint.port, 9000);
+  EXPECT_TRUE(first_got.empty());
+  EXPECT_FALSE(answer->done());  // the hops are still loading
+}
+
+TEST(ClusterManager, ALoadRescansTheModelsFolderOnTheScanQueueBeforeItAnswers) {
+  Cluster c;  // the repository folder does not exist: the rescan finds no model
+  model_command cmd;
+  cmd.model = kModel;
+  auto answer = c.d.request<model_state>(c.manager, load_atom_v, cmd);
+  c.d.run();
+  ASSERT_TRUE(answer->done());
+  ASSERT_FALSE(answer->ok());
+  EXPECT_EQ(answer->error().code(), ErrorCode::not_found);
+  EXPECT_EQ(answer->error().message(), "the repository has no model 'm' version 1");
+  EXPECT_TRUE(c.table.entries.empty());  // the version that vanished left the table
+  ASSERT_FALSE(c.table.updates.empty());
+  EXPECT_EQ(c.table.updates.back().removed, (std::vector<model_key>{kModel}));
+}
+
+TEST(ClusterManager, TheNodesAnswerListsTheReplicasTheManagerKnowsOnEachNode) {
+  Cluster c;
+  c.join("a");
+  auto ready = c.d.request<model_state>(c.manager, ensure_atom_v, kModel);
+  c.d.run();
+  ASSERT_TRUE(ready->ok());
+  auto nodes = c.d.request<std::vector<node_report>>(c.manager, nodes_atom_v);
+  c.d.run();
+  ASSERT_TRUE(nodes->ok());
+  ASSERT_EQ(nodes->value().size(), 1u);
+  EXPECT_EQ(nodes->value()[0].replicas, (std::vector<model_key>{kModel}));
+  EXPECT_EQ(nodes->value()[0].cached, (std::vector<model_key>{kModel}));
+}
+
+}  // namespace
+}  // namespace ember
