@@ -1,5 +1,7 @@
 // gateway: routes requests to warm replicas, holds requests for cold models, retries once when a
 // node is lost (see gateway_interface.hpp).
+#include "actors/gateway/gateway.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <caf/actor_system.hpp>
@@ -9,21 +11,18 @@
 #include <chrono>
 #include <deque>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <set>
 
-#include "actors/gateway/gateway.hpp"
 #include "actors/cluster_manager_interface.hpp"
 #include "actors/errors.hpp"
 #include "actors/gateway/gateway_instruments.hpp"
+#include "actors/gateway/model_catalog.hpp"
 #include "actors/gateway/routing_view.hpp"
-#include "gpu/manifest.hpp"
+#include "actors/offload.hpp"
 
 namespace ember {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 /// A request is re-sent at most this many times (its node lost, its queue full).
 constexpr int kMaxAttempts = 3;
@@ -37,7 +36,7 @@ struct Pending {
   model_key key;  // resolved: a real version
   infer_request request;
   caf::typed_response_promise<infer_reply> promise;
-  Clock::time_point arrived;
+  caf::actor_clock::time_point arrived;  // the actor clock's time (deterministic tests move it)
   int attempts = 0;
   bool cold = false;  // counted once as a cold start
 };
@@ -49,8 +48,12 @@ struct gateway_state {
   cluster_manager_actor manager;
   std::shared_ptr<RoutingView> view;
   GatewayInstruments* instruments = nullptr;
+  /// Runs the merging and rendering of /metrics (owned by the process).
+  WorkQueue* metrics_queue = nullptr;
 
   std::map<model_key, routing_entry> table;
+  /// The metadata bodies of the versions in `table`, built once per version.
+  ModelCatalog catalog;
   std::vector<replica_ref> members;
   uint64_t epoch = 0;
   /// Requests routed to a replica, by request id, with the router they went to.
@@ -81,44 +84,15 @@ using gateway_pointer = gateway_actor::stateful_pointer<gateway_state>;
 
 // -- routing table ----------------------------------------------------------------------------
 
-std::string metadata_of(const routing_entry& e, const std::vector<uint32_t>& versions) {
-  nlohmann::json j;
-  j["name"] = e.state.model.name;
-  std::vector<std::string> vs;
-  for (uint32_t v : versions) vs.push_back(std::to_string(v));
-  j["versions"] = vs;
-  j["platform"] = "ember";
-  auto manifest = gpu::parse_manifest(e.manifest_json, e.state.model.to_string() + "/model.json");
-  auto tensors = [](const std::vector<gpu::TensorSpec>& specs) {
-    nlohmann::json out = nlohmann::json::array();
-    for (const auto& t : specs) {
-      out.push_back({{"name", t.name},
-                     {"datatype", gpu::dtype_kserve_name(t.dtype)},
-                     {"shape", std::vector<int64_t>(t.shape.dims.begin(), t.shape.dims.begin() + t.shape.rank)}});
-    }
-    return out;
-  };
-  if (manifest.ok()) {
-    j["inputs"] = tensors(manifest->inputs);
-    j["outputs"] = tensors(manifest->outputs);
-  } else {
-    j["inputs"] = nlohmann::json::array();
-    j["outputs"] = nlohmann::json::array();
-  }
-  return j.dump();
-}
-
 void publish_view(gateway_pointer self) {
   auto& st = self->state;
   auto snap = std::make_shared<RoutingSnapshot>();
   snap->subscribed = true;
-  std::map<std::string, std::vector<uint32_t>> versions;
-  for (const auto& [key, e] : st.table) versions[key.name].push_back(key.version);
   for (const auto& [key, e] : st.table) {
     ModelView v;
     v.state = e.state;
     v.ready = !e.replicas.empty();
-    v.metadata_json = metadata_of(e, versions[key.name]);
+    v.metadata_json = st.catalog.metadata(key);  // built again only when this version's metadata changed
     snap->models[key.name][key.version] = std::move(v);
   }
   st.view->publish(std::move(snap));
@@ -129,8 +103,8 @@ void route(gateway_pointer self, std::shared_ptr<Pending> p);
 
 void finish(gateway_pointer self, const Pending& p, const std::string& outcome) {
   if (!self->state.instruments) return;
-  self->state.instruments->count_request(p.key, outcome,
-                                         std::chrono::duration<double>(Clock::now() - p.arrived).count());
+  const auto elapsed = self->clock().now() - p.arrived;
+  self->state.instruments->count_request(p.key, outcome, std::chrono::duration<double>(elapsed).count());
 }
 
 void fail(gateway_pointer self, Pending& p, const Error& e) {
@@ -156,14 +130,25 @@ void watch(gateway_pointer self, const node_router_actor& router) {
 
 void apply_update(gateway_pointer self, routing_update& u) {
   auto& st = self->state;
-  if (u.full) st.table.clear();
+  if (u.full) {
+    std::set<model_key> kept;
+    for (const auto& e : u.entries) kept.insert(e.state.model);
+    for (const auto& [key, e] : st.table) {
+      if (!kept.count(key)) st.catalog.remove(key);
+    }
+    st.table.clear();
+  }
   std::vector<model_key> touched;
   for (auto& e : u.entries) {
     for (const auto& r : e.replicas) watch(self, r.router);
     touched.push_back(e.state.model);
+    st.catalog.put(e.state.model, e.manifest_json);
     st.table[e.state.model] = std::move(e);
   }
-  for (const auto& key : u.removed) st.table.erase(key);
+  for (const auto& key : u.removed) {
+    st.table.erase(key);
+    st.catalog.remove(key);
+  }
   st.members = std::move(u.members);
   for (const auto& m : st.members) watch(self, m.router);
   st.epoch = u.epoch;
@@ -409,7 +394,7 @@ caf::result<infer_reply> infer(gateway_pointer self, infer_request& req) {
   p->key = req.model;
   p->request = std::move(req);
   p->promise = self->make_response_promise<infer_reply>();
-  p->arrived = Clock::now();
+  p->arrived = self->clock().now();
   auto rp = p->promise;
   if (!st.subscribed) {
     // Just started: the manager's table is on its way. Hold the request (bounded) until it comes.
@@ -427,43 +412,57 @@ caf::result<infer_reply> infer(gateway_pointer self, infer_request& req) {
 
 // -- metrics ----------------------------------------------------------------------------------
 
+/// Collects every node's snapshot on the actor (one request each; the answers are moved, never
+/// read), then merges and renders them with the gateway's own on the metrics queue: the actor's
+/// work per scrape is proportional to the number of nodes, not to the size of their metrics.
 caf::result<std::string> scrape(gateway_pointer self) {
   auto& st = self->state;
   struct Collector {
     std::vector<metrics::NodeMetrics> nodes;
     size_t waiting = 0;
     caf::typed_response_promise<std::string> promise;
-    void done() {
-      if (--waiting > 0) return;
-      auto merged = metrics::merge_snapshots(nodes);
-      promise.deliver(metrics::render(merged.metrics));
-    }
   };
   auto c = std::make_shared<Collector>();
   c->promise = self->make_response_promise<std::string>();
-  c->nodes.push_back({"gateway", st.instruments ? st.instruments->registry().snapshot() : metrics::MetricsSnapshot{}});
   c->waiting = st.members.size() + 1;
+  auto arrived = [self, c] {
+    if (--c->waiting > 0) return;
+    auto* instruments = self->state.instruments;
+    const bool taken = offload(
+        self, *self->state.metrics_queue,
+        [nodes = std::move(c->nodes), instruments]() mutable {
+          std::vector<metrics::NodeMetrics> all;
+          all.reserve(nodes.size() + 1);
+          all.push_back({"gateway", instruments ? instruments->registry().snapshot() : metrics::MetricsSnapshot{}});
+          for (auto& n : nodes) all.push_back(std::move(n));
+          return metrics::render(metrics::merge_snapshots(all).metrics);
+        },
+        [promise = c->promise](std::string& text) mutable { promise.deliver(std::move(text)); });
+    if (!taken) c->promise.deliver(to_caf(unavailable("too many metrics scrapes are in progress; retry")));
+  };
   for (const auto& m : st.members) {
     self->request(m.router, kScrapeTimeout, metrics_atom_v)
         .then(
-            [c, name = m.node](metrics_snapshot& snap) {
+            [c, arrived, name = m.node](metrics_snapshot& snap) {
               c->nodes.push_back({name, std::move(snap)});
-              c->done();
+              arrived();
             },
-            [c](caf::error&) { c->done(); });  // a node that does not answer is left out of this scrape
+            [arrived](caf::error&) { arrived(); });  // a node that does not answer is left out of this scrape
   }
   auto rp = c->promise;
-  c->done();
+  arrived();
   return rp;
 }
 
 gateway_actor::behavior_type gateway_behavior(gateway_pointer self, GatewayConfig config, caf::actor manager,
-                                              std::shared_ptr<RoutingView> view, GatewayInstruments* instruments) {
+                                              std::shared_ptr<RoutingView> view, GatewayInstruments* instruments,
+                                              WorkQueue* metrics_queue) {
   auto& st = self->state;
   st.config = config;
   st.manager = caf::actor_cast<cluster_manager_actor>(manager);
   st.view = std::move(view);
   st.instruments = instruments;
+  st.metrics_queue = metrics_queue;
   self->set_down_handler([self](caf::down_msg& msg) { node_down(self, msg.source); });
   self->request(st.manager, std::chrono::seconds(30), subscribe_atom_v, caf::actor_cast<gateway_actor>(self))
       .then(
@@ -495,14 +494,16 @@ gateway_actor::behavior_type gateway_behavior(gateway_pointer self, GatewayConfi
       [self](ensure_atom, const model_key& key) {
         if (self->state.held.count(key)) ensure(self, key);
       },
+      resume_offloaded(),
   };
 }
 
 }  // namespace
 
 gateway_actor spawn_gateway(caf::actor_system& sys, GatewayConfig config, caf::actor manager,
-                            std::shared_ptr<RoutingView> view, GatewayInstruments* instruments) {
-  return sys.spawn(gateway_behavior, config, std::move(manager), std::move(view), instruments);
+                            std::shared_ptr<RoutingView> view, GatewayInstruments* instruments,
+                            WorkQueue& metrics_queue) {
+  return sys.spawn(gateway_behavior, config, std::move(manager), std::move(view), instruments, &metrics_queue);
 }
 
 }  // namespace ember
