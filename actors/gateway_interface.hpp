@@ -1,8 +1,9 @@
 // gateway: one per process that serves HTTP. Routes inference requests to warm replicas from its
 // copy of the routing table (never through the manager), holds requests for models without a warm
 // replica until one is ready (scale from zero: one ensure per model, however many requests wait),
-// retries a request once elsewhere when its node is lost, and answers /metrics by merging its own
-// metrics with every node's. Handlers never block.
+// retries a request once elsewhere when its node is lost, and answers /metrics by collecting every
+// node's metrics and merging them with its own off the actor (on a queue its process owns).
+// Handlers never block; time comes from the actor clock only.
 #pragma once
 
 #include <caf/replies_to.hpp>
@@ -14,6 +15,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/messages.hpp"
+#include "actors/offload.hpp"
 #include "actors/routing.hpp"
 #include "config/cluster_config.hpp"
 
@@ -33,6 +35,8 @@ using gateway_actor = caf::typed_actor<
     caf::replies_to<distribute_atom, distribute_request>::with<distribute_result>,
     caf::replies_to<evict_atom, distribute_request>::with<distribute_result>,
     /// Internal timers: expire a held request; ask the manager again for a replica.
-    caf::reacts_to<expire_atom, uint64_t>, caf::reacts_to<ensure_atom, model_key>>;
+    caf::reacts_to<expire_atom, uint64_t>, caf::reacts_to<ensure_atom, model_key>,
+    /// Internal: a merged metrics text comes back from the metrics queue (actors/offload.hpp).
+    caf::reacts_to<offload_done>>;
 
 }  // namespace ember

@@ -73,6 +73,14 @@ struct GatewayConfig {
   /// Threads of the HTTP server (parsing, JSON, socket I/O). Default 8; 1..1024. Inference itself
   /// runs on the nodes; more threads help only when request parsing is the bottleneck.
   uint32_t http_threads = 8;
+  /// Connections accepted and waiting for a free HTTP thread (a thread serves one keep-alive
+  /// connection at a time, for as long as the client keeps it). Beyond this a new connection is
+  /// answered 503 with Retry-After at once and closed (overflow policy: reject newest, counted in
+  /// ember_http_rejected_total). Connections; default 256; 1..65536. Each waiting connection holds
+  /// a file descriptor and its unread request in kernel memory; a longer queue rides out bursts of
+  /// new connections, at the cost of their wait behind busy ones (a waiting connection is served
+  /// only when a served one closes).
+  uint32_t http_queue = 256;
   /// Largest request body accepted; larger bodies are refused (413). Bytes; default
   /// 64 MiB; 1 KiB..1 GiB. The gateway may hold max_pending bodies per model in memory, so this
   /// times max_pending bounds its memory for held requests.

@@ -15,7 +15,12 @@ GatewayInstruments::GatewayInstruments()
                                  "Requests re-sent to another replica after their node was lost or refused",
                                  {"model", "version"})),
       held_(registry_.gauge("ember_held_requests", "Requests waiting for a replica to become ready")
-                .with(std::vector<std::string>{})) {}
+                .with(std::vector<std::string>{})),
+      http_rejected_(registry_
+                         .counter("ember_http_rejected_total",
+                                  "HTTP connections answered 503 at once because every HTTP thread was busy and "
+                                  "gateway.http_queue connections already waited")
+                         .with(std::vector<std::string>{})) {}
 
 void GatewayInstruments::count_request(const model_key& model, const std::string& outcome, double seconds) {
   const std::string version = std::to_string(model.version);
@@ -32,5 +37,7 @@ void GatewayInstruments::count_retry(const model_key& model) {
 }
 
 void GatewayInstruments::set_held(uint64_t held) { held_.set(static_cast<double>(held)); }
+
+void GatewayInstruments::count_http_rejected() { http_rejected_.inc(); }
 
 }  // namespace ember

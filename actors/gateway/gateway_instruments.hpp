@@ -1,5 +1,6 @@
 // GatewayInstruments: the metrics a gateway keeps about the requests it serves. Thread-safe; the
-// gateway actor and the HTTP threads (which count requests refused before routing) write it.
+// gateway actor and the HTTP threads (which count requests refused before routing) write it, and
+// the HTTP accept thread counts the connections it refuses (a relaxed atomic add: never blocks).
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,8 @@ class GatewayInstruments {
   void count_cold_start(const model_key& model);
   void count_retry(const model_key& model);
   void set_held(uint64_t held);
+  /// A connection was refused with 503: every HTTP thread was busy and gateway.http_queue full.
+  void count_http_rejected();
 
  private:
   metrics::Registry registry_;
@@ -29,6 +32,7 @@ class GatewayInstruments {
   metrics::CounterFamily& cold_starts_;
   metrics::CounterFamily& retries_;
   metrics::Gauge& held_;
+  metrics::Counter& http_rejected_;
 };
 
 }  // namespace ember

@@ -16,8 +16,9 @@ namespace ember {
 
 struct ModelView {
   model_state state;
-  /// The KServe v2 model metadata body ({"name", "versions", "platform", "inputs", "outputs"}).
-  std::string metadata_json;
+  /// The KServe v2 model metadata body ({"name", "versions", "platform", "inputs", "outputs"}),
+  /// shared with the gateway's ModelCatalog and every later snapshot until it changes.
+  std::shared_ptr<const std::string> metadata_json;
   bool ready = false;
 };
 

@@ -19,6 +19,7 @@ namespace ember {
 class GatewayInstruments;
 class HttpFrontend;
 class RoutingView;
+class WorkQueue;
 
 class GatewayProcess {
  public:
@@ -32,6 +33,9 @@ class GatewayProcess {
  private:
   GatewayProcess();
   std::unique_ptr<GatewayInstruments> instruments_;
+  /// Merges and renders /metrics for the gateway actor; joined before instruments_ goes (its jobs
+  /// read them) and after the actor is gone.
+  std::unique_ptr<WorkQueue> metrics_queue_;
   std::shared_ptr<RoutingView> view_;
   gateway_actor gateway_;
   std::unique_ptr<HttpFrontend> http_;

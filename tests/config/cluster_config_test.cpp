@@ -20,6 +20,7 @@ void expect_defaults(const ClusterConfig& c) {
 
   EXPECT_EQ(c.gateway.http, (HostPort{"127.0.0.1", 8000}));
   EXPECT_EQ(c.gateway.http_threads, 8u);
+  EXPECT_EQ(c.gateway.http_queue, 256u);
   EXPECT_EQ(c.gateway.max_body_bytes, 64ull << 20);
   EXPECT_EQ(c.gateway.request_timeout_us, 60'000'000u);
   EXPECT_EQ(c.gateway.cold_start_timeout_us, 30'000'000u);
@@ -117,6 +118,7 @@ manager:
 gateway:
   http: 0.0.0.0:8080
   http_threads: 16
+  http_queue: 64
   max_body: 128MiB
   request_timeout: 2min
   cold_start_timeout: 45s
@@ -147,6 +149,7 @@ devices:
 
   EXPECT_EQ(c->gateway.http, (HostPort{"0.0.0.0", 8080}));
   EXPECT_EQ(c->gateway.http_threads, 16u);
+  EXPECT_EQ(c->gateway.http_queue, 64u);
   EXPECT_EQ(c->gateway.max_body_bytes, 128ull << 20);
   EXPECT_EQ(c->gateway.request_timeout_us, 120'000'000u);
   EXPECT_EQ(c->gateway.cold_start_timeout_us, 45'000'000u);
@@ -248,6 +251,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"gateway:\n  http_threads: 1025\n", "gateway.http_threads: '1025' is not an integer in 0..1024"},
         BadCase{"gateway:\n  http_threads: eight\n", "gateway.http_threads: 'eight'"},
         BadCase{"gateway:\n  http_threads: 2.5\n", "gateway.http_threads: '2.5'"},
+        BadCase{"gateway:\n  http_queue: 0\n", "gateway.http_queue: 0 is outside 1..65536"},
+        BadCase{"gateway:\n  http_queue: 65537\n", "gateway.http_queue: '65537' is not an integer in 0..65536"},
+        BadCase{"gateway:\n  http_queue: many\n", "gateway.http_queue: 'many'"},
+        BadCase{"gateway:\n  http_queue: [1]\n", "gateway.http_queue: must be a scalar"},
         BadCase{"gateway:\n  max_body: huge\n", "gateway.max_body: cannot read 'huge'"},
         BadCase{"gateway:\n  max_body: 100\n", "gateway.max_body: 100 B is outside 1 KiB..1 GiB"},
         BadCase{"gateway:\n  max_body: 2GiB\n", "gateway.max_body: 2.00 GiB is outside"},

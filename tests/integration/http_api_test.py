@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """The KServe v2 REST API of `ember serve`, end to end: every endpoint, and every kind of bad input
-getting a clear 4xx with a JSON error while the server keeps serving.
+getting a clear 4xx with a JSON error while the server keeps serving. POSTs whose body is optional
+are also sent exactly as `curl -X POST URL` sends them: no Content-Length, no body.
 
 Usage: http_api_test.py --ember PATH
 """
@@ -39,6 +40,30 @@ class Api:
             return r.status, r.read().decode(), dict(r.getheaders())
         finally:
             conn.close()
+
+    def bare_post(self, path):
+        """Exactly the bytes of `curl -X POST http://127.0.0.1:PORT<path>`: no Content-Length, no body."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=30) as s:
+            s.sendall((f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{self.port}\r\n"
+                       "User-Agent: curl/7.88.1\r\nAccept: */*\r\n\r\n").encode())
+            started = time.time()
+            r = http.client.HTTPResponse(s)
+            r.begin()
+            text = r.read().decode()
+            return r.status, text, time.time() - started
+
+    def expect_bare_post(self, path, status):
+        got, text, seconds = self.bare_post(path)
+        if got != status:
+            raise Failure(f"bare POST {path}: HTTP {got}, expected {status}: {text[:300]}")
+        if seconds > 2:
+            raise Failure(f"bare POST {path}: answered after {seconds:.1f} s (waited for a body that never comes)")
+        try:
+            json.loads(text)
+        except ValueError:
+            raise Failure(f"bare POST {path}: not JSON: {text[:200]}")
+        print(f"ok: bare POST {path} -> {status} in {seconds * 1000:.0f} ms")
+        return text
 
     def expect(self, method, path, status, body=None, raw=None, error=None):
         got, text, headers = self.call(method, path, body, raw)
@@ -161,6 +186,22 @@ def run(ember):
         api.expect("POST", "/v2/repository/models/mlp/load", 200)
         api.expect("POST", "/v2/models/mlp/infer", 200, mlp_request())
 
+        # The README's and Triton's `curl -X POST URL` (no body) on every endpoint whose body is optional.
+        index = {(e["name"], e["version"]): e for e in json.loads(api.expect_bare_post("/v2/repository/index", 200))}
+        if index[("mlp", "2")]["state"] != "READY":
+            raise Failure(f"bare index: {index}")
+        api.expect_bare_post("/v2/repository/models/mlp/unload", 200)
+        api.expect("POST", "/v2/models/mlp/infer", 400, mlp_request(), error="unloaded")
+        api.expect_bare_post("/v2/repository/models/mlp/load", 200)
+        api.expect("GET", "/v2/models/mlp/ready", 200)
+        api.expect_bare_post("/ember/v1/models/mlp/distribute", 200)
+        api.expect_bare_post("/ember/v1/models/mlp/evict", 200)
+        api.expect("POST", "/v2/models/mlp/infer", 200, mlp_request())
+        got, text, _ = api.bare_post("/v2/models/mlp/infer")
+        if got != 400 or "the request body is empty" not in json.loads(text)["error"]:
+            raise Failure(f"bare POST infer: HTTP {got} {text[:200]}")
+        print("ok: bare POST /v2/models/mlp/infer -> 400 the request body is empty")
+
         # Metrics: Prometheus text with the families the issue asks for.
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
         conn.request("GET", "/metrics")
@@ -169,6 +210,7 @@ def run(ember):
         if r.status != 200 or "text/plain" not in r.getheader("Content-Type", ""):
             raise Failure(f"/metrics: HTTP {r.status} {r.getheader('Content-Type')}")
         for family in ("ember_requests_total", "ember_request_duration_seconds_bucket", "ember_queue_duration_seconds",
+                       "ember_http_rejected_total",
                        "ember_compute_duration_seconds", "ember_cold_starts_total", "ember_model_bytes_fetched_total",
                        "ember_cache_resident_bytes", "ember_device_memory_used_bytes"):
             if family not in metrics:

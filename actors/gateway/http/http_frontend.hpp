@@ -8,17 +8,27 @@
 //   POST /v2/repository/index                  every model version and its state
 //   POST /v2/repository/models/{m}/load        load (make a replica; 400 for a model that cannot load)
 //   POST /v2/repository/models/{m}/unload      unload every replica
+//   POST /ember/v1/models/{m}/distribute       fill node host caches with the model's bytes (Ember's own)
+//   POST /ember/v1/models/{m}/evict            drop them again
 //   GET  /metrics                              Prometheus text: the gateway and every node
 //
+// Bodies are KServe v2 JSON (kserve_json.hpp, repository_json.hpp). Every POST body but infer's is
+// optional, and a POST without Content-Length or Transfer-Encoding (`curl -X POST URL`) has an
+// empty body (http_request.hpp says why that needed care with cpp-httplib).
+//
 // Errors answer {"error": "<message>"} with 400 (bad input, model cannot load), 404 (unknown model
-// or path), 413 (body over the limit), 503 (retryable: no replica in time, node lost, queue full;
-// with Retry-After), 504 (deadline) or 500.
+// or path), 413 (body over the limit), 415 (multipart body), 503 (retryable: no replica in time,
+// node lost, queue full, every HTTP thread busy; with Retry-After), 504 (deadline) or 500. No error
+// is a bare status: errors cpp-httplib answers itself get a message too.
 //
 // HTTP library: cpp-httplib (Debian's libcpp-httplib-dev). It is a small, well-kept library with a
 // thread-pool server, keep-alive and body-size limits, which is all a JSON API needs; Boost.Beast
 // would add Boost.Asio's machinery and a much longer compile for no feature we use. Its blocking
 // model is why HTTP threads, not actors, parse requests: a thread hands each parsed request to the
 // gateway actor and waits for the answer with a per-thread scoped actor, so no actor ever blocks.
+// gateway.http_threads threads serve one connection each; at most gateway.http_queue connections
+// wait for one, and beyond that a new connection gets 503 at once (http_server.hpp), counted in
+// ember_http_rejected_total.
 //
 // Lifecycle: start() binds and serves on background threads; stop() (or the destructor) stops
 // accepting, finishes requests in progress and joins. The actor system must outlive the frontend.
@@ -28,10 +38,10 @@
 #include <memory>
 #include <string>
 
-#include "actors/gateway_interface.hpp"
 #include "actors/gateway/routing_view.hpp"
-#include "config/cluster_config.hpp"
+#include "actors/gateway_interface.hpp"
 #include "base/status.hpp"
+#include "config/cluster_config.hpp"
 
 namespace caf {
 class actor_system;

@@ -1,0 +1,279 @@
+// A request's way through the gateway: routed to the least-loaded warm replica, held while a cold
+// start runs, re-sent when its node is lost or refuses, failed clearly otherwise (see
+// gateway_state.hpp for the lifecycle).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "actors/errors.hpp"
+#include "actors/gateway/gateway_instruments.hpp"
+#include "actors/gateway/gateway_state.hpp"
+
+namespace ember::gateway_impl {
+
+namespace {
+
+void finish(gateway_pointer self, const Pending& p, const std::string& outcome) {
+  if (!self->state.instruments) return;
+  const auto elapsed = self->clock().now() - p.arrived;
+  self->state.instruments->count_request(p.key, outcome, std::chrono::duration<double>(elapsed).count());
+}
+
+void dispatch(gateway_pointer self, std::shared_ptr<Pending> p);
+
+}  // namespace
+
+void fail(gateway_pointer self, Pending& p, const Error& e) {
+  finish(self, p, std::string(to_string(e.code())));
+  p.promise.deliver(to_caf(e));
+}
+
+/// Dispatches every request held for `key` once it has a ready replica.
+void release_held(gateway_pointer self, const model_key& key) {
+  auto& st = self->state;
+  auto it = st.held.find(key);
+  auto entry = st.table.find(key);
+  if (it == st.held.end() || entry == st.table.end() || entry->second.replicas.empty()) return;
+  auto queue = std::move(it->second);
+  st.held.erase(it);
+  if (st.instruments) st.instruments->set_held(st.held_count());
+  for (auto& p : queue) dispatch(self, p);
+}
+
+// -- cold path --------------------------------------------------------------------------------
+
+void ensure(gateway_pointer self, const model_key& key) {
+  auto& st = self->state;
+  if (!st.ensuring.insert(key).second) return;
+  self->request(st.manager, std::chrono::microseconds(st.config.cold_start_timeout_us), ensure_atom_v, key)
+      .then(
+          [self, key](model_state&) {
+            // The routing update that carries the replica follows this answer from the manager.
+            self->state.ensuring.erase(key);
+          },
+          [self, key](caf::error& err) {
+            auto& st = self->state;
+            st.ensuring.erase(key);
+            const Error e = from_caf(err);
+            if (retryable(e.code())) {
+              // Maybe no node has joined yet, or all are full: ask again while requests still wait.
+              if (st.held.count(key)) self->delayed_send(self, kEnsureRetry, ensure_atom_v, key);
+              return;
+            }
+            auto it = st.held.find(key);
+            if (it == st.held.end()) return;
+            auto queue = std::move(it->second);
+            st.held.erase(it);
+            for (auto& p : queue) fail(self, *p, e);
+          });
+}
+
+namespace {
+
+void hold(gateway_pointer self, std::shared_ptr<Pending> p) {
+  auto& st = self->state;
+  auto& queue = st.held[p->key];
+  if (queue.size() >= st.config.max_pending) {
+    return fail(self, *p,
+                unavailable("too many requests (" + std::to_string(queue.size()) + ") wait for model " +
+                            p->key.to_string() + " to load"));
+  }
+  if (!p->cold) {
+    p->cold = true;
+    if (st.instruments) st.instruments->count_cold_start(p->key);
+  }
+  queue.push_back(p);
+  if (st.instruments) st.instruments->set_held(st.held_count());
+  // The request's own cold-start budget starts when it is first held.
+  self->delayed_send(self, std::chrono::microseconds(st.config.cold_start_timeout_us), expire_atom_v, p->id);
+  ensure(self, p->key);
+}
+
+}  // namespace
+
+void expire(gateway_pointer self, uint64_t id) {
+  auto& st = self->state;
+  if (auto u = std::find_if(st.unrouted.begin(), st.unrouted.end(), [&](const auto& x) { return x->id == id; });
+      u != st.unrouted.end()) {
+    auto pending = *u;
+    st.unrouted.erase(u);
+    return fail(self, *pending, unavailable("the gateway got no routing table from the manager in time; retry"));
+  }
+  for (auto it = st.held.begin(); it != st.held.end(); ++it) {
+    auto& q = it->second;
+    auto p = std::find_if(q.begin(), q.end(), [&](const auto& x) { return x->id == id; });
+    if (p == q.end()) continue;
+    auto pending = *p;
+    q.erase(p);
+    if (q.empty()) st.held.erase(it);
+    if (st.instruments) st.instruments->set_held(st.held_count());
+    fail(self, *pending,
+         unavailable("no replica of model " + pending->key.to_string() + " became ready within " +
+                     std::to_string(st.config.cold_start_timeout_us / 1000) + " ms; retry later"));
+    return;
+  }
+}
+
+// -- warm path --------------------------------------------------------------------------------
+
+namespace {
+
+/// The ready replica with the fewest requests in flight from this gateway.
+const replica_ref* choose_replica(const gateway_state& st, const routing_entry& e) {
+  const replica_ref* best = nullptr;
+  uint32_t best_load = 0;
+  for (const auto& r : e.replicas) {
+    auto it = st.outstanding.find(r.node_id);
+    const uint32_t load = it == st.outstanding.end() ? 0 : it->second;
+    if (!best || load < best_load) {
+      best = &r;
+      best_load = load;
+    }
+  }
+  return best;
+}
+
+void on_routed_failure(gateway_pointer self, uint64_t id, const caf::error& err);
+
+void dispatch(gateway_pointer self, std::shared_ptr<Pending> p) {
+  auto& st = self->state;
+  auto entry = st.table.find(p->key);
+  if (entry == st.table.end()) return fail(self, *p, not_found("unknown model " + p->key.to_string()));
+  const replica_ref* replica = choose_replica(st, entry->second);
+  if (!replica) return hold(self, std::move(p));
+  ++p->attempts;
+  const uint64_t id = p->id;
+  st.routed[id] = {p, replica->router.address(), replica->node_id};
+  ++st.outstanding[replica->node_id];
+  self->request(replica->router, std::chrono::microseconds(st.config.request_timeout_us), p->request)
+      .then(
+          [self, id](infer_reply& reply) {
+            auto& st = self->state;
+            auto it = st.routed.find(id);
+            if (it == st.routed.end()) return;  // re-sent elsewhere after its node was lost
+            auto routed = std::move(it->second);
+            st.routed.erase(it);
+            --st.outstanding[routed.node_id];
+            finish(self, *routed.pending, "success");
+            reply.model = routed.pending->key;
+            routed.pending->promise.deliver(std::move(reply));
+          },
+          [self, id](caf::error& err) { on_routed_failure(self, id, err); });
+}
+
+void on_routed_failure(gateway_pointer self, uint64_t id, const caf::error& err) {
+  auto& st = self->state;
+  auto it = st.routed.find(id);
+  if (it == st.routed.end()) return;
+  auto routed = std::move(it->second);
+  st.routed.erase(it);
+  --st.outstanding[routed.node_id];
+  const Error e = from_caf(err);
+  auto& p = *routed.pending;
+  if (e.code() == ErrorCode::unavailable && p.attempts < kMaxAttempts) {
+    // The node refused (its queue is full, or its replica is gone): try another replica.
+    if (st.instruments) st.instruments->count_retry(p.key);
+    return dispatch(self, routed.pending);
+  }
+  fail(self, p, e);
+}
+
+}  // namespace
+
+/// A node (router) died: its replicas leave the local table at once, without waiting for the
+/// manager, and the requests in flight there are re-sent (or held until a replica is re-placed).
+void node_down(gateway_pointer self, const caf::actor_addr& addr) {
+  auto& st = self->state;
+  st.monitored.erase(addr);
+  std::set<model_key> touched;
+  for (auto& [key, e] : st.table) {
+    auto before = e.replicas.size();
+    e.replicas.erase(std::remove_if(e.replicas.begin(), e.replicas.end(),
+                                    [&](const replica_ref& r) { return r.router.address() == addr; }),
+                     e.replicas.end());
+    if (e.replicas.size() != before) touched.insert(key);
+  }
+  st.members.erase(std::remove_if(st.members.begin(), st.members.end(),
+                                  [&](const replica_ref& r) { return r.router.address() == addr; }),
+                   st.members.end());
+  std::vector<std::shared_ptr<Pending>> resend;
+  for (auto it = st.routed.begin(); it != st.routed.end();) {
+    if (it->second.router == addr) {
+      resend.push_back(it->second.pending);
+      it = st.routed.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  if (!touched.empty() || !resend.empty()) {
+    spdlog::warn("gateway: a node went down; {} model(s) lost a replica, {} request(s) re-sent", touched.size(),
+                 resend.size());
+  }
+  publish_view(self);
+  for (auto& p : resend) {
+    if (p->attempts >= kMaxAttempts) {
+      fail(self, *p,
+           unavailable("the node serving the request was lost (" + std::to_string(p->attempts) + " attempts); retry"));
+      continue;
+    }
+    if (st.instruments) st.instruments->count_retry(p->key);
+    dispatch(self, p);
+  }
+}
+
+/// Resolves the request's model and version against the table and sends it on its way.
+void route(gateway_pointer self, std::shared_ptr<Pending> p) {
+  auto& st = self->state;
+  model_key key = p->request.model;
+  if (key.version == 0) {  // the highest registered version
+    auto it = st.table.lower_bound({key.name, UINT32_MAX});
+    if (it != st.table.begin()) {
+      --it;
+      if (it->first.name == key.name) key.version = it->first.version;
+    }
+  }
+  p->key = key;
+  auto entry = st.table.find(key);
+  if (entry == st.table.end()) {
+    const auto& asked = p->request.model;
+    return fail(self, *p,
+                not_found("unknown model '" + asked.name + "'" +
+                          (asked.version ? " version " + std::to_string(asked.version) : std::string())));
+  }
+  const model_state& state = entry->second.state;
+  if (state.explicitly_unloaded) {
+    return fail(self, *p,
+                invalid_argument("model " + key.to_string() + " is unloaded; load it with POST /v2/repository/models/" +
+                                 key.name + "/load"));
+  }
+  if (state.state == ModelReadiness::failed) {
+    return fail(self, *p, invalid_argument("model " + key.to_string() + " cannot load: " + state.reason));
+  }
+  p->request.model = key;
+  dispatch(self, std::move(p));
+}
+
+caf::result<infer_reply> infer(gateway_pointer self, infer_request& req) {
+  auto& st = self->state;
+  auto p = std::make_shared<Pending>();
+  p->id = st.next_id++;
+  p->key = req.model;
+  p->request = std::move(req);
+  p->promise = self->make_response_promise<infer_reply>();
+  p->arrived = self->clock().now();
+  auto rp = p->promise;
+  if (!st.subscribed) {
+    // Just started: the manager's table is on its way. Hold the request (bounded) until it comes.
+    if (st.unrouted.size() >= st.config.max_pending) {
+      fail(self, *p, unavailable("the gateway is starting and has no routing table yet"));
+      return rp;
+    }
+    st.unrouted.push_back(p);
+    self->delayed_send(self, std::chrono::microseconds(st.config.cold_start_timeout_us), expire_atom_v, p->id);
+    return rp;
+  }
+  route(self, std::move(p));
+  return rp;
+}
+
+}  // namespace ember::gateway_impl

@@ -1,0 +1,207 @@
+// cpp-httplib's server with a bounded connection queue (see http_server.hpp).
+#include "actors/gateway/http/http_server.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "base/work_queue.hpp"
+
+namespace ember {
+
+namespace {
+
+/// Set on the accept thread while it runs a connection's closure to refuse it.
+thread_local bool t_refusing = false;
+
+template <class F>
+ssize_t retry_on_eintr(F f) {
+  for (;;) {
+    const ssize_t r = f();
+    if (r >= 0 || errno != EINTR) return r;
+  }
+}
+
+int poll_one(int fd, short events, int timeout_ms) {
+  pollfd p{fd, events, 0};
+  return static_cast<int>(retry_on_eintr([&] { return static_cast<ssize_t>(::poll(&p, 1, timeout_ms)); }));
+}
+
+int millis(time_t sec, time_t usec) { return static_cast<int>(sec * 1000 + usec / 1000); }
+
+void ip_and_port(int fd, bool remote, std::string& ip, int& port) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof(addr);
+  auto* sa = reinterpret_cast<sockaddr*>(&addr);
+  if ((remote ? ::getpeername(fd, sa, &len) : ::getsockname(fd, sa, &len)) != 0) return;
+  char text[INET6_ADDRSTRLEN] = {};
+  if (addr.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
+    ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof(text));
+    port = ntohs(in->sin_port);
+  } else if (addr.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&addr);
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof(text));
+    port = ntohs(in6->sin6_port);
+  }
+  ip = text;
+}
+
+std::string refusal_answer(const std::string& body) {
+  return "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+         "Connection: close\r\nContent-Length: " +
+         std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+}  // namespace
+
+/// httplib's SocketStream, line for line in behaviour: reads through a 4 KiB buffer (the request
+/// line reader asks for one byte at a time), each read and write waits at most its timeout.
+class HttpServer::SocketStream final : public httplib::Stream {
+ public:
+  SocketStream(socket_t sock, int read_timeout_ms, int write_timeout_ms)
+      : sock_(sock), read_timeout_ms_(read_timeout_ms), write_timeout_ms_(write_timeout_ms), buffer_(kBufferBytes) {}
+
+  bool buffered() const { return offset_ < size_; }
+
+  bool is_readable() const override { return buffered() || poll_one(sock_, POLLIN, read_timeout_ms_) > 0; }
+
+  bool is_writable() const override { return poll_one(sock_, POLLOUT, write_timeout_ms_) > 0 && alive(); }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (buffered()) {
+      const size_t n = std::min(size, size_ - offset_);
+      std::memcpy(ptr, buffer_.data() + offset_, n);
+      offset_ += n;
+      return static_cast<ssize_t>(n);
+    }
+    if (!is_readable()) return -1;
+    offset_ = size_ = 0;
+    if (size >= kBufferBytes) return retry_on_eintr([&] { return ::recv(sock_, ptr, size, 0); });
+    const ssize_t n = retry_on_eintr([&] { return ::recv(sock_, buffer_.data(), kBufferBytes, 0); });
+    if (n <= 0) return n;
+    const size_t got = static_cast<size_t>(n);
+    const size_t give = std::min(size, got);
+    std::memcpy(ptr, buffer_.data(), give);
+    offset_ = give;
+    size_ = got;
+    return static_cast<ssize_t>(give);
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!is_writable()) return -1;
+    return retry_on_eintr([&] { return ::send(sock_, ptr, size, MSG_NOSIGNAL); });
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { ip_and_port(sock_, true, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { ip_and_port(sock_, false, ip, port); }
+  socket_t socket() const override { return sock_; }
+
+ private:
+  static constexpr size_t kBufferBytes = 4096;
+
+  /// httplib's is_socket_alive: not readable, or readable with data (not EOF or an error).
+  bool alive() const {
+    const int r = poll_one(sock_, POLLIN, 0);
+    if (r == 0) return true;
+    if (r < 0 && errno == EBADF) return false;
+    char byte;
+    return retry_on_eintr([&] { return ::recv(sock_, &byte, 1, MSG_PEEK); }) > 0;
+  }
+
+  const socket_t sock_;
+  const int read_timeout_ms_;
+  const int write_timeout_ms_;
+  std::vector<char> buffer_;
+  size_t offset_ = 0;
+  size_t size_ = 0;
+};
+
+/// The bounded queue between the accept thread and the serving threads (see the header).
+class HttpServer::ConnectionQueue final : public httplib::TaskQueue {
+ public:
+  explicit ConnectionQueue(HttpServer& server)
+      : server_(server),
+        work_(std::make_unique<WorkQueue>(
+            WorkQueueOptions{.threads = server.options_.threads, .capacity = server.options_.max_queued})) {}
+
+  void enqueue(std::function<void()> serve) override {
+    if (work_ && work_->try_post(serve)) return;
+    server_.refused_.fetch_add(1, std::memory_order_relaxed);
+    if (server_.options_.on_refused) server_.options_.on_refused();
+    t_refusing = true;
+    serve();  // process_and_close_socket sees the flag and refuses
+    t_refusing = false;
+  }
+
+  /// Serves what is queued (the serving loop closes those at once: the server socket is closed),
+  /// then joins the threads.
+  void shutdown() override { work_.reset(); }
+
+ private:
+  HttpServer& server_;
+  std::unique_ptr<WorkQueue> work_;
+};
+
+HttpServer::HttpServer(HttpServerOptions options)
+    : options_(std::move(options)), refusal_(refusal_answer(options_.refusal_body)) {
+  new_task_queue = [this] { return new ConnectionQueue(*this); };
+}
+
+HttpServer::~HttpServer() = default;
+
+bool HttpServer::process_and_close_socket(socket_t sock) {
+  if (t_refusing) {
+    refuse(sock);
+    return true;
+  }
+  return serve(sock);
+}
+
+bool HttpServer::serve(socket_t sock) {
+  SocketStream strm(sock, millis(read_timeout_sec_, read_timeout_usec_),
+                    millis(write_timeout_sec_, write_timeout_usec_));
+  const auto keep_alive = std::chrono::seconds(keep_alive_timeout_sec_);
+  bool ok = false;
+  for (size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET; --left) {
+    // Wait for the next request as httplib's keep_alive() does, but notice stop() meanwhile.
+    const auto since = std::chrono::steady_clock::now();
+    bool arrived = strm.buffered();
+    while (!arrived) {
+      const int r = poll_one(sock, POLLIN, 100);
+      if (r > 0) {
+        arrived = true;
+      } else if (r < 0 || svr_sock_ == INVALID_SOCKET || std::chrono::steady_clock::now() - since > keep_alive) {
+        break;
+      }
+    }
+    if (!arrived) break;
+    bool closed = false;
+    ok = process_request(strm, left == 1, closed, nullptr);
+    if (!ok || closed) break;
+  }
+  ::shutdown(sock, SHUT_RDWR);
+  ::close(sock);
+  return ok;
+}
+
+void HttpServer::refuse(socket_t sock) {
+  // A new socket's send buffer is empty and far larger than the answer: this send takes it whole.
+  (void)::send(sock, refusal_.data(), refusal_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  char sink[4096];
+  for (int i = 0; i < 16 && ::recv(sock, sink, sizeof(sink), MSG_DONTWAIT) > 0; ++i) {
+  }
+  ::shutdown(sock, SHUT_WR);
+  ::close(sock);
+}
+
+}  // namespace ember

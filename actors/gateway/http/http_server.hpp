@@ -1,0 +1,75 @@
+// HttpServer: cpp-httplib's server with a bounded connection queue. The HTTP front end
+// (http_frontend.cpp) registers its routes on it.
+//
+// cpp-httplib's accept thread hands each connection to a TaskQueue, and a thread then serves that
+// connection for as long as the client keeps it alive. Its own ThreadPool queues connections
+// without bound. Here:
+//
+//   accept thread ──▶ [ at most max_queued connections wait ] ──▶ `threads` threads, one connection each
+//        │ queue full
+//        └──▶ refuse: "503", Retry-After: 1, {"error": ...}, close; on_refused() counts it
+//
+// Overflow policy: reject the newest connection. The refusal runs on the accept thread and never
+// blocks there: one non-blocking send of a fixed answer into the new socket's empty send buffer,
+// a bounded non-blocking drain of what the client has already sent (so that closing sends FIN
+// rather than RST), close. A client whose request arrives only after the close may see a reset
+// instead of the answer; either way it learns to come back later.
+//
+// How: TaskQueue::enqueue receives only a closure that serves the socket, but refusing needs the
+// socket. So HttpServer overrides process_and_close_socket, as httplib's own SSLServer does, and
+// serves a connection with its own stream (the same buffered reads and timeouts as httplib's
+// SocketStream) around httplib's process_request; when the queue is full, the queue runs the
+// closure on the accept thread in "refuse" mode (a thread-local flag), which answers 503 instead.
+// One difference from httplib's loop: a connection waiting for its next keep-alive request notices
+// stop() within 100 ms, instead of when the keep-alive timeout ends.
+//
+// Thread-safety: as httplib::Server (configure, then listen on one thread, stop from any).
+// refused() is safe from any thread. Invariant: every accepted socket is closed exactly once, by
+// a worker (served) or by the accept thread (refused).
+#pragma once
+
+#include <httplib.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace ember {
+
+struct HttpServerOptions {
+  /// Threads serving connections (gateway.http_threads).
+  size_t threads = 8;
+  /// Connections that may wait for a thread (gateway.http_queue); at least 1.
+  size_t max_queued = 256;
+  /// The JSON body of a refusal.
+  std::string refusal_body = R"({"error":"the server is at its connection limit; retry later"})";
+  /// Called on the accept thread for each refused connection; must not block (a counter).
+  std::function<void()> on_refused;
+};
+
+class HttpServer : public httplib::Server {
+ public:
+  explicit HttpServer(HttpServerOptions options);
+  ~HttpServer() override;
+
+  /// Connections refused so far.
+  uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+
+ private:
+  class ConnectionQueue;
+  class SocketStream;
+
+  bool process_and_close_socket(socket_t sock) override;
+  /// httplib's keep-alive loop: requests on `sock` until the client, a limit or stop() ends it.
+  bool serve(socket_t sock);
+  /// The 503 answer on the accept thread (see the header); never blocks.
+  void refuse(socket_t sock);
+
+  const HttpServerOptions options_;
+  const std::string refusal_;  // the whole HTTP answer, built once
+  std::atomic<uint64_t> refused_{0};
+};
+
+}  // namespace ember

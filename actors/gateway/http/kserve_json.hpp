@@ -1,0 +1,73 @@
+// KServe v2 (Open Inference Protocol) JSON as the gateway speaks it: inference request bodies in;
+// inference replies, model metadata, readiness, server metadata and error bodies out. The HTTP
+// front end (http_frontend.cpp) parses and renders through these; the gateway actor builds model
+// metadata once per model version with them (model_catalog.hpp).
+//
+// Who may call: pure, anyone, any thread. Never throws and never aborts on input: bodies go
+// through parse_json_text (base/json_text.hpp), which refuses deep nesting; a bad body is an
+// invalid_argument (or unsupported) whose message names the field, and that message is what the
+// client reads in {"error": "..."}. Nothing here touches an actor, a socket or a device.
+//
+// Wire shapes (https://kserve.github.io/website/latest/modelserving/data_plane/v2_protocol/):
+//   infer request  {"id"?: str, "inputs": [tensor, ...] (non-empty), "outputs"?: [{"name": str}, ...]}
+//   tensor         {"name": str, "datatype": "FP32"|"INT64"|"INT32"|"UINT8", "shape": [int], "data": [...]}
+//   infer reply    {"model_name", "model_version": "<n>", "id"? (when the request had one),
+//                   "outputs": [{"name", "datatype", "shape", "data": [numbers, row-major]}]}
+//   model metadata {"name", "versions": ["1", ...], "platform": "ember", "inputs": [..], "outputs": [..]}
+//   readiness      {"name", "ready": bool, "error"?: why not}
+//   error          {"error": "<message>"}
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "actors/messages.hpp"
+#include "base/status.hpp"
+#include "gpu/manifest.hpp"
+
+namespace ember {
+
+/// What a model version takes and gives, as its model.json declares it.
+struct ModelSignature {
+  std::vector<gpu::TensorSpec> inputs;
+  std::vector<gpu::TensorSpec> outputs;
+};
+
+/// The inputs and outputs of model.json text; the manifest parser's error otherwise (`source`
+/// names the file in it).
+Result<ModelSignature> parse_model_signature(std::string_view manifest_json, std::string_view source);
+
+/// The model metadata body of one version of `name`; `versions` are every version of the model
+/// the gateway knows, ascending. A version whose manifest does not parse is rendered with an empty
+/// signature (empty inputs and outputs), as a model that cannot load still has metadata.
+std::string render_model_metadata(const std::string& name, const std::vector<uint32_t>& versions,
+                                  const ModelSignature& signature);
+
+/// An inference request body for `key` (from the path). Errors (invalid_argument unless noted):
+///   "the request body is empty; an inference request is a JSON object with 'inputs'"
+///   "not valid JSON ..." / "JSON nested deeper than 64 levels"   (parse_json_text)
+///   "the request body must be a JSON object"
+///   "field 'id' must be a string"
+///   "field 'inputs' must be a non-empty list of tensors"
+///   "inputs[i] ...: ..."                                          (gpu::tensor_from_kserve_json; FP16
+///                                                                  and BF16 are unsupported)
+///   "field 'outputs' must be a list"
+///   "field 'outputs' must hold objects with a 'name'"
+Result<infer_request> parse_infer_request(std::string_view body, const model_key& key);
+
+/// The reply body. Errors: unsupported "output '<name>' has datatype FP16|BF16, which the JSON
+/// API does not carry" (no Ember op produces them; inputs refuse them the same way), internal for
+/// a dtype code that is no gpu::DType.
+Result<std::string> render_infer_reply(const infer_reply& reply);
+
+/// The readiness body of a model version; `ready` false explains why from `state`.
+std::string render_model_readiness(const std::string& name, bool ready, const model_state& state);
+
+/// GET /v2: {"name": "ember", "version": "0.1.0", "extensions": ["model_repository"]}.
+std::string render_server_metadata();
+
+/// {"error": message}, with the message escaped as JSON.
+std::string render_error(std::string_view message);
+
+}  // namespace ember

@@ -1,0 +1,269 @@
+// The gateway actor on the deterministic coordinator (tests/actors/deterministic.hpp), with a fake
+// manager (subscribe answered with a table; ensure recorded and never answered) and fake node
+// routers (infer answered, or held until the test kills the router). Time is the actor clock the
+// test moves: a held request expires exactly at gateway.cold_start_timeout, and its duration in
+// the metrics is that timeout exactly.
+#include "actors/gateway/gateway.hpp"
+
+#include <gtest/gtest.h>
+
+#include <caf/event_based_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include "actors/gateway/gateway_instruments.hpp"
+#include "actors/gateway/routing_view.hpp"
+#include "base/work_queue.hpp"
+#include "gpu/architectures.hpp"
+#include "tests/actors/deterministic.hpp"
+
+namespace ember {
+namespace {
+
+using namespace std::chrono_literals;
+
+const model_key kModel{"m", 1};
+
+std::string manifest_json() {
+  static const std::string text = gpu::manifest_to_json(gpu::build_architecture("mlp", {true, 5, {}})->manifest());
+  return text;
+}
+
+/// The fake manager's side of the story.
+struct ManagerScript {
+  routing_update table;
+  std::vector<model_key> ensures;
+};
+
+caf::behavior fake_manager(caf::event_based_actor* self, std::shared_ptr<ManagerScript> script) {
+  auto never_answered = std::make_shared<std::vector<caf::response_promise>>();
+  return {
+      [script](subscribe_atom, const gateway_actor&) { return script->table; },
+      [self, script, never_answered](ensure_atom, const model_key& key) -> caf::result<model_state> {
+        script->ensures.push_back(key);
+        never_answered->push_back(self->make_response_promise());
+        return never_answered->back();
+      },
+  };
+}
+
+/// A node router: answers inference (naming itself) or holds it until it dies; answers metrics
+/// unless told not to.
+struct RouterScript {
+  std::string node;
+  bool answer_infer = true;
+  bool answer_metrics = true;
+  int infers = 0;
+};
+
+caf::behavior fake_router(caf::event_based_actor* self, std::shared_ptr<RouterScript> script) {
+  auto held = std::make_shared<std::vector<caf::response_promise>>();  // dies with the router
+  return {
+      [self, script, held](infer_request& req) -> caf::result<infer_reply> {
+        ++script->infers;
+        if (!script->answer_infer) {
+          held->push_back(self->make_response_promise());
+          return held->back();
+        }
+        infer_reply r;
+        r.model = req.model;
+        r.id = req.id;
+        r.node = script->node;
+        return r;
+      },
+      [self, script, held](metrics_atom) -> caf::result<metrics_snapshot> {
+        if (!script->answer_metrics) {
+          held->push_back(self->make_response_promise());
+          return held->back();
+        }
+        metrics::Registry registry;
+        registry.counter("ember_fake_total", "A node's own counter").with(std::vector<std::string>{}).inc(3);
+        return registry.snapshot();
+      },
+  };
+}
+
+routing_entry entry(const model_key& key, std::vector<replica_ref> replicas) {
+  routing_entry e;
+  e.state.model = key;
+  e.state.state = replicas.empty() ? ModelReadiness::unloaded : ModelReadiness::ready;
+  e.state.replicas = static_cast<uint32_t>(replicas.size());
+  e.manifest_json = manifest_json();
+  e.replicas = std::move(replicas);
+  return e;
+}
+
+class GatewayTest : public ::testing::Test {
+ protected:
+  GatewayTest() {
+    config_.cold_start_timeout_us = 2'000'000;
+    config_.request_timeout_us = 10'000'000;
+    manager_script_->table.epoch = 1;
+    manager_script_->table.full = true;
+  }
+
+  ~GatewayTest() override {
+    // The fake manager holds unanswered promises to the gateway, which holds the manager: end both.
+    caf::anon_send_exit(gateway_, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(manager_, caf::exit_reason::user_shutdown);
+    for (auto& [id, a] : actors_) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    d_.run();
+  }
+
+  /// A router the test can kill, as a replica on node `id`.
+  replica_ref router(uint64_t id, bool answer_infer = true) {
+    auto script = std::make_shared<RouterScript>();
+    script->node = "r" + std::to_string(id);
+    script->answer_infer = answer_infer;
+    routers_[id] = script;
+    auto handle = d_.sys().spawn(fake_router, script);
+    actors_[id] = handle;
+    return {id, script->node, caf::actor_cast<node_router_actor>(handle)};
+  }
+
+  void start() {
+    manager_ = d_.sys().spawn(fake_manager, manager_script_);
+    gateway_ = spawn_gateway(d_.sys(), config_, manager_, view_, &instruments_, metrics_queue_);
+    d_.run();
+    ASSERT_TRUE(view_->snapshot()->subscribed);
+  }
+
+  std::shared_ptr<testing::Answer<infer_reply>> infer(std::string id) {
+    return d_.request<infer_reply>(gateway_, infer_request{kModel, std::move(id), {}, {}});
+  }
+
+  std::string metrics_text() { return metrics::render(instruments_.registry().snapshot()); }
+
+  testing::Deterministic d_;
+  GatewayConfig config_;
+  std::shared_ptr<ManagerScript> manager_script_ = std::make_shared<ManagerScript>();
+  std::map<uint64_t, std::shared_ptr<RouterScript>> routers_;
+  std::map<uint64_t, caf::actor> actors_;
+  std::shared_ptr<RoutingView> view_ = std::make_shared<RoutingView>();
+  GatewayInstruments instruments_;
+  WorkQueue metrics_queue_{{.threads = 0}};
+  caf::actor manager_;
+  gateway_actor gateway_;
+};
+
+TEST_F(GatewayTest, AHeldRequestExpiresExactlyAtTheColdStartTimeoutAndNotBefore) {
+  manager_script_->table.entries = {entry(kModel, {})};
+  start();
+  auto answer = infer("cold");
+  d_.run();
+  ASSERT_FALSE(answer->done());
+  EXPECT_EQ(manager_script_->ensures, std::vector<model_key>{kModel});
+  d_.advance(1999ms);
+  EXPECT_FALSE(answer->done()) << "expired before gateway.cold_start_timeout";
+  d_.advance(1ms);
+  ASSERT_TRUE(answer->done());
+  ASSERT_FALSE(answer->ok());
+  EXPECT_EQ(answer->error().code(), ErrorCode::unavailable);
+  EXPECT_EQ(answer->error().message(), "no replica of model m/1 became ready within 2000 ms; retry later");
+  // The request's duration comes from the actor clock: exactly the timeout.
+  const std::string text = metrics_text();
+  EXPECT_NE(text.find("ember_request_duration_seconds_sum{model=\"m\",version=\"1\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("ember_requests_total{model=\"m\",version=\"1\",outcome=\"unavailable\"} 1"), std::string::npos)
+      << text;
+}
+
+TEST_F(GatewayTest, HeldRequestsAreReleasedWhenTheReplicasRoutingUpdateArrivesWithOneEnsureForAll) {
+  manager_script_->table.entries = {entry(kModel, {})};
+  start();
+  auto first = infer("a");
+  auto second = infer("b");
+  d_.run();
+  d_.advance(1500ms);
+  ASSERT_FALSE(first->done());
+  ASSERT_FALSE(second->done());
+  EXPECT_EQ(manager_script_->ensures.size(), 1u) << "one ensure per model, however many requests wait";
+  routing_update warm;
+  warm.epoch = 2;
+  warm.entries = {entry(kModel, {router(1)})};
+  caf::anon_send(gateway_, warm);
+  d_.run();
+  ASSERT_TRUE(first->ok());
+  ASSERT_TRUE(second->ok());
+  EXPECT_EQ(first->value().node, "r1");
+  EXPECT_EQ(first->value().id, "a");
+  EXPECT_EQ(second->value().id, "b");
+  EXPECT_EQ(routers_[1]->infers, 2);
+  EXPECT_TRUE(view_->snapshot()->find("m", 1)->ready);
+  EXPECT_NE(metrics_text().find("ember_cold_starts_total{model=\"m\",version=\"1\"} 2"), std::string::npos);
+}
+
+TEST_F(GatewayTest, ARequestWhoseNodeIsLostIsRetriedOnceOnAnotherReplica) {
+  manager_script_->table.entries = {entry(kModel, {router(1, /*answer_infer=*/false), router(2)})};
+  start();
+  auto answer = infer("x");
+  d_.run();
+  ASSERT_EQ(routers_[1]->infers, 1) << "the premise: the request went to the first replica";
+  ASSERT_FALSE(answer->done());
+  caf::anon_send_exit(actors_[1], caf::exit_reason::kill);
+  d_.run();
+  ASSERT_TRUE(answer->ok()) << answer->error().message();
+  EXPECT_EQ(answer->value().node, "r2");
+  EXPECT_EQ(routers_[2]->infers, 1);
+  EXPECT_NE(metrics_text().find("ember_request_retries_total{model=\"m\",version=\"1\"} 1"), std::string::npos);
+  EXPECT_TRUE(view_->snapshot()->find("m", 1)->ready);
+  EXPECT_TRUE(manager_script_->ensures.empty());
+}
+
+TEST_F(GatewayTest, ARequestWhoseOnlyReplicaIsLostWaitsForAReplacementAndFailsClearlyWhenNoneComes) {
+  manager_script_->table.entries = {entry(kModel, {router(1, /*answer_infer=*/false)})};
+  start();
+  auto answer = infer("x");
+  d_.run();
+  ASSERT_EQ(routers_[1]->infers, 1);
+  caf::anon_send_exit(actors_[1], caf::exit_reason::kill);
+  d_.run();
+  EXPECT_FALSE(view_->snapshot()->find("m", 1)->ready) << "the lost replica left the view at once";
+  EXPECT_EQ(manager_script_->ensures, std::vector<model_key>{kModel}) << "the gateway asked for a replacement";
+  d_.advance(1999ms);
+  ASSERT_FALSE(answer->done());
+  d_.advance(1ms);
+  ASSERT_TRUE(answer->done());
+  EXPECT_EQ(answer->error().code(), ErrorCode::unavailable);
+  EXPECT_EQ(answer->error().message(), "no replica of model m/1 became ready within 2000 ms; retry later");
+  EXPECT_NE(metrics_text().find("ember_request_retries_total{model=\"m\",version=\"1\"} 1"), std::string::npos);
+}
+
+TEST_F(GatewayTest, ARoutingUpdateThatMovesOnlyReplicasReusesEveryVersionsMetadata) {
+  manager_script_->table.entries = {entry(kModel, {})};
+  start();
+  const auto before = view_->snapshot()->find("m", 1)->metadata_json;
+  ASSERT_TRUE(before);
+  EXPECT_NE(before->find(R"("versions":["1"])"), std::string::npos) << *before;
+  routing_update warm;
+  warm.epoch = 2;
+  warm.entries = {entry(kModel, {router(1)})};
+  caf::anon_send(gateway_, warm);
+  d_.run();
+  EXPECT_EQ(view_->snapshot()->find("m", 1)->metadata_json, before) << "metadata was built again for replicas only";
+  routing_update second_version;
+  second_version.epoch = 3;
+  second_version.entries = {entry({"m", 2}, {})};
+  caf::anon_send(gateway_, second_version);
+  d_.run();
+  const auto after = view_->snapshot()->find("m", 1)->metadata_json;
+  ASSERT_NE(after, before);
+  EXPECT_NE(after->find(R"("versions":["1","2"])"), std::string::npos) << *after;
+}
+
+TEST_F(GatewayTest, AScrapeMergesTheGatewayWithEveryNodeThatAnswersInTime) {
+  auto answering = router(1);
+  auto silent = router(2);
+  routers_[2]->answer_metrics = false;
+  manager_script_->table.members = {answering, silent};
+  start();
+  auto text = d_.request<std::string>(gateway_, metrics_atom_v);
+  d_.run();
+  ASSERT_FALSE(text->done()) << "the premise: one node has not answered";
+  d_.advance(2s);
+  ASSERT_TRUE(text->ok());
+  EXPECT_NE(text->value().find("ember_fake_total{node=\"r1\"} 3"), std::string::npos) << text->value();
+  EXPECT_NE(text->value().find("ember_held_requests{node=\"gateway\"} 0"), std::string::npos) << text->value();
+  EXPECT_EQ(text->value().find("r2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ember

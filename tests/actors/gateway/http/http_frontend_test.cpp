@@ -1,0 +1,359 @@
+// The HTTP front end over raw sockets, in front of a fake gateway actor: exactly the bytes curl
+// sends for `curl -X POST URL` (no Content-Length, no body) reach every endpoint whose body is
+// optional; framed bodies still arrive; errors cpp-httplib answers itself say what was wrong; and
+// a connection past gateway.http_queue is answered 503 with Retry-After at once and counted.
+#include "actors/gateway/http/http_frontend.hpp"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <caf/typed_event_based_actor.hpp>
+#include <chrono>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "actors/gateway/gateway_instruments.hpp"
+#include "tests/actors/actor_test_util.hpp"
+
+namespace ember {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+/// What the fake gateway was asked, in order.
+struct Calls {
+  std::mutex mu;
+  std::vector<std::string> seen;
+  void add(std::string s) {
+    std::lock_guard lock(mu);
+    seen.push_back(std::move(s));
+  }
+  std::vector<std::string> take() {
+    std::lock_guard lock(mu);
+    return std::exchange(seen, {});
+  }
+};
+
+std::string describe(const distribute_request& r) {
+  std::string s = r.model.to_string() + " " + std::string(to_string(r.mode));
+  for (const auto& n : r.nodes) s += " " + n;
+  return s;
+}
+
+gateway_actor::behavior_type fake_gateway(gateway_actor::pointer, std::shared_ptr<Calls> calls) {
+  return {
+      [calls](infer_request& req) -> caf::result<infer_reply> {
+        calls->add("infer " + req.model.to_string());
+        infer_reply r;
+        r.model = {req.model.name, 1};
+        r.id = req.id;
+        r.outputs = req.inputs;
+        return r;
+      },
+      [](routing_update&) {},
+      [](metrics_atom) -> caf::result<std::string> { return std::string("ember_fake 1\n"); },
+      [calls](load_atom, model_command& c) -> caf::result<model_state> {
+        calls->add("load " + c.model.name + " " + std::to_string(c.replicas));
+        return model_state{c.model, ModelReadiness::ready, "", false, 1};
+      },
+      [calls](unload_atom, model_command& c) -> caf::result<model_state> {
+        calls->add("unload " + c.model.name + " " + std::to_string(c.replicas));
+        return model_state{c.model, ModelReadiness::unloaded, "", true, 0};
+      },
+      [calls](index_atom) -> caf::result<std::vector<model_state>> {
+        calls->add("index");
+        return std::vector<model_state>{{{"mlp", 1}, ModelReadiness::ready, "", false, 1}};
+      },
+      [calls](distribute_atom, distribute_request& r) -> caf::result<distribute_result> {
+        calls->add("distribute " + describe(r));
+        distribute_result out;
+        out.model = r.model;
+        out.mode = r.mode;
+        return out;
+      },
+      [calls](evict_atom, distribute_request& r) -> caf::result<distribute_result> {
+        calls->add("evict " + describe(r));
+        distribute_result out;
+        out.model = r.model;
+        out.evicted = true;
+        return out;
+      },
+      [](expire_atom, uint64_t) {},
+      [](ensure_atom, const model_key&) {},
+      resume_offloaded(),
+  };
+}
+
+struct Reply {
+  int status = 0;
+  std::map<std::string, std::string> headers;  // lower-case names
+  std::string body;
+  double seconds = 0;
+  bool closed = false;  // the server closed the connection after the answer
+};
+
+/// A client connection that sends raw bytes and reads one answer at a time.
+class RawConnection {
+ public:
+  explicit RawConnection(uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  }
+  ~RawConnection() { close(); }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+  void send(const std::string& bytes) {
+    ASSERT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  }
+
+  /// One answer, waiting at most `limit` in all (far below httplib's 5 s read timeout).
+  Reply read_reply(std::chrono::milliseconds limit = 3000ms) {
+    Reply r;
+    const auto start = Clock::now();
+    size_t header_end;
+    while ((header_end = buffer_.find("\r\n\r\n")) == std::string::npos) {
+      if (!fill(start + limit)) return r;
+    }
+    const std::string head = buffer_.substr(0, header_end);
+    size_t line_end = head.find("\r\n");
+    r.status = std::stoi(head.substr(9, 3));
+    while (line_end != std::string::npos) {
+      const size_t next = head.find("\r\n", line_end + 2);
+      const std::string line =
+          head.substr(line_end + 2, next == std::string::npos ? std::string::npos : next - line_end - 2);
+      const size_t colon = line.find(':');
+      std::string name = line.substr(0, colon);
+      for (auto& c : name) c = static_cast<char>(std::tolower(c));
+      r.headers[name] = line.substr(line.find_first_not_of(' ', colon + 1));
+      line_end = next;
+    }
+    const size_t length = r.headers.count("content-length") ? std::stoul(r.headers["content-length"]) : 0;
+    while (buffer_.size() < header_end + 4 + length) {
+      if (!fill(start + limit)) return r;
+    }
+    r.body = buffer_.substr(header_end + 4, length);
+    buffer_.erase(0, header_end + 4 + length);
+    r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    if (r.headers["connection"] == "close") r.closed = !fill(start + limit);
+    return r;
+  }
+
+ private:
+  /// Reads more; false at EOF, on an error or past `deadline`.
+  bool fill(Clock::time_point deadline) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    pollfd p{fd_, POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return false;
+    char chunk[4096];
+    const ssize_t n = ::recv(fd_, chunk, sizeof(chunk), 0);
+    if (n <= 0) return false;
+    buffer_.append(chunk, static_cast<size_t>(n));
+    return true;
+  }
+
+  int fd_ = -1;
+  std::string buffer_;
+};
+
+std::string error_of(const Reply& r) {
+  auto j = json::parse(r.body, nullptr, false);
+  EXPECT_TRUE(j.is_object() && j.contains("error")) << "HTTP " << r.status << " without a JSON error: " << r.body;
+  return j.is_object() && j.contains("error") ? j["error"].get<std::string>() : std::string();
+}
+
+class HttpFrontendTest : public ::testing::Test {
+ protected:
+  void start(uint32_t threads = 4, uint32_t queue = 16) {
+    GatewayConfig config;
+    config.http = {"127.0.0.1", 0};
+    config.http_threads = threads;
+    config.http_queue = queue;
+    config.max_body_bytes = 1024;
+    gateway_ = sys_->spawn(fake_gateway, calls_);
+    auto f = HttpFrontend::start(*sys_, config, gateway_, view_, &instruments_);
+    ASSERT_TRUE(f.ok()) << f.error().message();
+    frontend_ = std::move(*f);
+  }
+  void TearDown() override {
+    if (frontend_) frontend_->stop();
+    caf::anon_send_exit(gateway_, caf::exit_reason::user_shutdown);
+  }
+
+  uint16_t port() const { return frontend_->port(); }
+  std::string host() const { return "Host: 127.0.0.1:" + std::to_string(port()) + "\r\n"; }
+  /// Exactly what `curl -X POST http://127.0.0.1:PORT<path>` sends: no Content-Length, no body.
+  std::string curl_post(const std::string& path) const {
+    return "POST " + path + " HTTP/1.1\r\n" + host() + "User-Agent: curl/7.88.1\r\nAccept: */*\r\n\r\n";
+  }
+  std::string post_with_body(const std::string& path, const std::string& body) const {
+    return "POST " + path + " HTTP/1.1\r\n" + host() +
+           "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+  }
+  std::string get(const std::string& path, const std::string& extra = "") const {
+    return "GET " + path + " HTTP/1.1\r\n" + host() + extra + "\r\n";
+  }
+  Reply exchange(const std::string& request) {
+    RawConnection c(port());
+    c.send(request);
+    return c.read_reply();
+  }
+  uint64_t rejected_in_metrics() {
+    const std::string text = metrics::render(instruments_.registry().snapshot());
+    const std::string name = "\nember_http_rejected_total ";
+    const size_t at = text.find(name);
+    EXPECT_NE(at, std::string::npos) << text;
+    return at == std::string::npos ? 0 : std::stoull(text.substr(at + name.size()));
+  }
+
+  std::unique_ptr<caf::actor_system> sys_ = testing::make_system();
+  std::shared_ptr<Calls> calls_ = std::make_shared<Calls>();
+  std::shared_ptr<RoutingView> view_ = std::make_shared<RoutingView>();
+  GatewayInstruments instruments_;
+  gateway_actor gateway_;
+  std::unique_ptr<HttpFrontend> frontend_;
+};
+
+TEST_F(HttpFrontendTest, ABodylessPostAsCurlSendsItSucceedsAtOnceOnEveryEndpointWhoseBodyIsOptional) {
+  start();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/v2/repository/index", "index"},
+      {"/v2/repository/models/mlp/load", "load mlp 0"},
+      {"/v2/repository/models/mlp/unload", "unload mlp 0"},
+      {"/ember/v1/models/mlp/distribute", "distribute mlp/0 chain"},
+      {"/ember/v1/models/mlp/evict", "evict mlp/0 chain"},
+  };
+  for (const auto& [path, call] : cases) {
+    const Reply r = exchange(curl_post(path));
+    EXPECT_EQ(r.status, 200) << path << ": " << r.body;
+    EXPECT_LT(r.seconds, 1.0) << path << " waited for a body that never comes";
+    EXPECT_TRUE(json::parse(r.body, nullptr, false).is_structured()) << path << ": " << r.body;
+    EXPECT_EQ(calls_->take(), std::vector<std::string>{call}) << path;
+  }
+}
+
+TEST_F(HttpFrontendTest, BodylessPostsLeaveAKeepAliveConnectionReadyForTheNextRequest) {
+  start();
+  RawConnection c(port());
+  for (const char* path : {"/v2/repository/index", "/v2/repository/models/mlp/load", "/ember/v1/models/mlp/evict"}) {
+    c.send(curl_post(path));
+    const Reply r = c.read_reply();
+    EXPECT_EQ(r.status, 200) << path << ": " << r.body;
+  }
+  c.send(post_with_body("/v2/repository/models/mlp/load", R"({"parameters": {"replicas": 2}})"));
+  EXPECT_EQ(c.read_reply().status, 200);
+  EXPECT_EQ(calls_->take(), (std::vector<std::string>{"index", "load mlp 0", "evict mlp/0 chain", "load mlp 2"}));
+}
+
+TEST_F(HttpFrontendTest, BodiesFramedByContentLengthOrChunksArrive) {
+  start();
+  EXPECT_EQ(exchange(post_with_body("/v2/repository/models/mlp/load", R"({"parameters": {"replicas": 3}})")).status,
+            200);
+  const std::string body = R"({"mode": "unicast", "nodes": ["a", "b"]})";
+  const std::string chunked = "POST /ember/v1/models/mlp/distribute HTTP/1.1\r\n" + host() +
+                              "Transfer-Encoding: chunked\r\n\r\n" + "10\r\n" + body.substr(0, 16) + "\r\n" +
+                              [&] {
+                                char size[16];
+                                std::snprintf(size, sizeof(size), "%zx", body.size() - 16);
+                                return std::string(size);
+                              }() +
+                              "\r\n" + body.substr(16) + "\r\n0\r\n\r\n";
+  EXPECT_EQ(exchange(chunked).status, 200);
+  const Reply infer = exchange(
+      post_with_body("/v2/models/mlp/versions/1/infer",
+                     R"({"id": "r", "inputs": [{"name": "x", "datatype": "INT32", "shape": [2], "data": [4, 5]}]})"));
+  ASSERT_EQ(infer.status, 200) << infer.body;
+  EXPECT_EQ(json::parse(infer.body)["outputs"][0]["data"], json::parse("[4, 5]"));
+  EXPECT_EQ(calls_->take(), (std::vector<std::string>{"load mlp 3", "distribute mlp/0 unicast a b", "infer mlp/1"}));
+}
+
+TEST_F(HttpFrontendTest, AnInferenceWithoutABodyOrWithABadModeIsAClearErrorAtTheEdge) {
+  start();
+  const Reply infer = exchange(curl_post("/v2/models/mlp/infer"));
+  EXPECT_EQ(infer.status, 400);
+  EXPECT_LT(infer.seconds, 1.0);
+  EXPECT_EQ(error_of(infer), "the request body is empty; an inference request is a JSON object with 'inputs'");
+  const Reply mode = exchange(post_with_body("/ember/v1/models/mlp/distribute", R"({"mode": "multicast"})"));
+  EXPECT_EQ(mode.status, 400);
+  EXPECT_EQ(error_of(mode), "mode must be chain, unicast or auto, not 'multicast'");
+  EXPECT_TRUE(calls_->take().empty()) << "a bad body reached the gateway";
+}
+
+TEST_F(HttpFrontendTest, ErrorsHttplibAnswersItselfSayWhatWasWrong) {
+  start();
+  Reply r = exchange(get("/v2/no/such/thing"));
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(error_of(r), "no such endpoint: GET /v2/no/such/thing");
+  r = exchange("GARBAGE\r\n\r\n");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(error_of(r),
+            "the request is not valid HTTP/1.1: its request line, headers or body framing could not be read");
+  r = exchange(get("/v2/" + std::string(9000, 'a')));
+  EXPECT_EQ(r.status, 414);
+  EXPECT_EQ(error_of(r), "the request line is longer than 8192 bytes");
+  r = exchange(get("/v2", "Range: bytes=oops\r\n"));
+  EXPECT_EQ(r.status, 416);
+  EXPECT_EQ(error_of(r), "the Range header is malformed or cannot be satisfied");
+  r = exchange(post_with_body("/v2/repository/models/mlp/load", std::string(2048, ' ')));
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(error_of(r), "the request body exceeds the configured limit (gateway.max_body: 1.00 KiB)");
+  const std::string big_chunk = "POST /v2/repository/models/mlp/load HTTP/1.1\r\n" + host() +
+                                "Transfer-Encoding: chunked\r\n\r\n800\r\n" + std::string(2048, ' ') + "\r\n0\r\n\r\n";
+  r = exchange(big_chunk);
+  EXPECT_EQ(r.status, 413);
+  EXPECT_EQ(error_of(r), "the request body exceeds the configured limit (gateway.max_body: 1.00 KiB)");
+  const std::string form = "--b\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n1\r\n--b--\r\n";
+  r = exchange("POST /v2/repository/models/mlp/load HTTP/1.1\r\n" + host() +
+               "Content-Type: multipart/form-data; boundary=b\r\nContent-Length: " + std::to_string(form.size()) +
+               "\r\n\r\n" + form);
+  EXPECT_EQ(r.status, 415);
+  EXPECT_EQ(error_of(r), "multipart/form-data bodies are not accepted; send the JSON document itself as the body");
+  r = exchange(get("/v2/health/ready"));
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.headers["retry-after"], "1");
+  EXPECT_EQ(error_of(r), "the gateway has not received the routing table from the manager yet");
+  EXPECT_TRUE(calls_->take().empty());
+}
+
+TEST_F(HttpFrontendTest, AConnectionPastTheQueueIsAnswered503WithRetryAfterAtOnceAndCounted) {
+  start(/*threads=*/1, /*queue=*/1);
+  ASSERT_EQ(rejected_in_metrics(), 0u);
+  // A holds the only thread: after its answer the thread waits for A's next request (keep-alive).
+  RawConnection a(port());
+  a.send(get("/v2/health/live"));
+  ASSERT_EQ(a.read_reply().status, 200);
+  // B waits in the queue (its one place); C finds it full.
+  RawConnection b(port());
+  RawConnection c(port());
+  c.send(get("/v2"));
+  Reply refused = c.read_reply(1000ms);
+  EXPECT_EQ(refused.status, 503);
+  EXPECT_EQ(refused.headers["retry-after"], "1");
+  EXPECT_EQ(refused.headers["content-type"], "application/json");
+  EXPECT_EQ(error_of(refused),
+            "the gateway is at its connection limit (1 HTTP threads busy, 1 connections waiting); retry later");
+  EXPECT_TRUE(refused.closed);
+  EXPECT_EQ(rejected_in_metrics(), 1u);
+  // A leaves; B, which waited, is served.
+  a.close();
+  b.send(get("/v2"));
+  const Reply served = b.read_reply();
+  EXPECT_EQ(served.status, 200) << served.body;
+  EXPECT_EQ(json::parse(served.body)["name"], "ember");
+  EXPECT_EQ(rejected_in_metrics(), 1u);
+}
+
+}  // namespace
+}  // namespace ember

@@ -1,0 +1,190 @@
+// actors/gateway/http/kserve_json: inference bodies in (good ones, optional fields, every kind of
+// bad one with its exact message), replies, metadata, readiness and errors out.
+#include "actors/gateway/http/kserve_json.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "gpu/architectures.hpp"
+#include "gpu/tensor.hpp"
+
+namespace ember {
+namespace {
+
+using nlohmann::json;
+
+const model_key kKey{"mlp", 2};
+
+template <class T>
+std::vector<uint8_t> bytes_of(std::vector<T> values) {
+  std::vector<uint8_t> out(values.size() * sizeof(T));
+  std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
+tensor_msg tensor(std::string name, gpu::DType dtype, std::vector<int64_t> shape, std::vector<uint8_t> data) {
+  return {std::move(name), static_cast<uint8_t>(dtype), std::move(shape), std::move(data)};
+}
+
+std::string error_of(std::string_view body) {
+  auto r = parse_infer_request(body, kKey);
+  EXPECT_FALSE(r.ok()) << "accepted: " << body;
+  return r.ok() ? std::string() : r.error().message();
+}
+
+TEST(KserveJson, AGoodInferenceBodyBecomesARequestForThePathsModel) {
+  auto r = parse_infer_request(
+      R"({"id": "req-7", "inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 2], "data": [0.5, -1.5]},
+                                    {"name": "ids", "datatype": "INT64", "shape": [2], "data": [[3], [4]]}],
+          "outputs": [{"name": "fc3"}, {"name": "fc2", "parameters": {}}]})",
+      kKey);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->model, kKey);
+  EXPECT_EQ(r->id, "req-7");
+  ASSERT_EQ(r->inputs.size(), 2u);
+  EXPECT_EQ(r->inputs[0].name, "input");
+  EXPECT_EQ(r->inputs[0].dtype, static_cast<uint8_t>(gpu::DType::f32));
+  EXPECT_EQ(r->inputs[0].shape, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(r->inputs[0].data, bytes_of<float>({0.5f, -1.5f}));
+  EXPECT_EQ(r->inputs[1].dtype, static_cast<uint8_t>(gpu::DType::i64));
+  EXPECT_EQ(r->inputs[1].data, bytes_of<int64_t>({3, 4}));
+  EXPECT_EQ(r->outputs, (std::vector<std::string>{"fc3", "fc2"}));
+}
+
+TEST(KserveJson, IdAndOutputsAreOptional) {
+  auto r = parse_infer_request(R"({"inputs": [{"name": "x", "datatype": "UINT8", "shape": [3], "data": [0, 7, 255]}]})",
+                               kKey);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->id, "");
+  EXPECT_TRUE(r->outputs.empty());
+  EXPECT_EQ(r->inputs[0].data, (std::vector<uint8_t>{0, 7, 255}));
+}
+
+TEST(KserveJson, EveryKindOfBadInferenceBodyGetsItsOwnMessage) {
+  EXPECT_EQ(error_of(""), "the request body is empty; an inference request is a JSON object with 'inputs'");
+  EXPECT_EQ(error_of(" \r\n"), "the request body is empty; an inference request is a JSON object with 'inputs'");
+  EXPECT_EQ(error_of(R"({"inputs": [)"), "not valid JSON");
+  EXPECT_EQ(error_of(std::string(100, '[') + std::string(100, ']')), "JSON nested deeper than 64 levels");
+  EXPECT_EQ(error_of("[1, 2]"), "the request body must be a JSON object");
+  EXPECT_EQ(error_of(R"("text")"), "the request body must be a JSON object");
+  const std::string input = R"({"name": "input", "datatype": "FP32", "shape": [1], "data": [1]})";
+  EXPECT_EQ(error_of(R"({"id": 5, "inputs": [)" + input + "]}"), "field 'id' must be a string");
+  EXPECT_EQ(error_of("{}"), "field 'inputs' must be a non-empty list of tensors");
+  EXPECT_EQ(error_of(R"({"inputs": []})"), "field 'inputs' must be a non-empty list of tensors");
+  EXPECT_EQ(error_of(R"({"inputs": {"name": "input"}})"), "field 'inputs' must be a non-empty list of tensors");
+  EXPECT_EQ(error_of(R"({"inputs": [7]})"), "inputs[0]: expected an object with name, datatype, shape, data");
+  EXPECT_EQ(error_of(R"({"inputs": [{"datatype": "FP32"}]})"), "inputs[0]: field 'name' must be a string");
+  EXPECT_EQ(error_of(R"({"inputs": [{"name": "a", "datatype": "FP32", "shape": [2], "data": [1]}]})"),
+            "inputs[0] 'a': field 'data' holds 1 values but shape [2] needs 2");
+  EXPECT_EQ(error_of(R"({"inputs": [{"name": "a", "datatype": "FP32", "shape": [1]}]})"),
+            "inputs[0] 'a': field 'data' is missing");
+  EXPECT_EQ(error_of(R"({"inputs": [)" + input + R"(], "outputs": "fc3"})"), "field 'outputs' must be a list");
+  EXPECT_EQ(error_of(R"({"inputs": [)" + input + R"(], "outputs": ["fc3"]})"),
+            "field 'outputs' must hold objects with a 'name'");
+  EXPECT_EQ(error_of(R"({"inputs": [)" + input + R"(], "outputs": [{"name": 3}]})"),
+            "field 'outputs' must hold objects with a 'name'");
+}
+
+TEST(KserveJson, HalfPrecisionInputsAreRefusedAsUnsupported) {
+  auto r = parse_infer_request(R"({"inputs": [{"name": "h", "datatype": "FP16", "shape": [1], "data": [1]}]})", kKey);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code(), ErrorCode::unsupported);
+  EXPECT_EQ(r.error().message(), "inputs[0] 'h': field 'datatype': FP16 is not accepted in JSON; send FP32");
+}
+
+TEST(KserveJson, AReplyRendersEveryDtypeJsonCarries) {
+  infer_reply reply;
+  reply.model = kKey;
+  reply.id = "req-1";
+  reply.outputs = {tensor("f", gpu::DType::f32, {2}, bytes_of<float>({1.5f, -2.0f})),
+                   tensor("l", gpu::DType::i64, {1, 2}, bytes_of<int64_t>({int64_t{1} << 40, -3})),
+                   tensor("i", gpu::DType::i32, {1}, bytes_of<int32_t>({-7})),
+                   tensor("u", gpu::DType::u8, {2}, bytes_of<uint8_t>({0, 255}))};
+  auto text = render_infer_reply(reply);
+  ASSERT_TRUE(text.ok()) << text.error().message();
+  const json j = json::parse(*text);
+  EXPECT_EQ(j["model_name"], "mlp");
+  EXPECT_EQ(j["model_version"], "2");
+  EXPECT_EQ(j["id"], "req-1");
+  ASSERT_EQ(j["outputs"].size(), 4u);
+  EXPECT_EQ(j["outputs"][0], json::parse(R"({"name": "f", "datatype": "FP32", "shape": [2], "data": [1.5, -2.0]})"));
+  EXPECT_EQ(j["outputs"][1],
+            json::parse(R"({"name": "l", "datatype": "INT64", "shape": [1, 2], "data": [1099511627776, -3]})"));
+  EXPECT_EQ(j["outputs"][2], json::parse(R"({"name": "i", "datatype": "INT32", "shape": [1], "data": [-7]})"));
+  EXPECT_EQ(j["outputs"][3], json::parse(R"({"name": "u", "datatype": "UINT8", "shape": [2], "data": [0, 255]})"));
+}
+
+TEST(KserveJson, AReplyWithoutAnIdOmitsItAndAnEmptyReplyHasNoOutputs) {
+  infer_reply reply;
+  reply.model = {"m", 1};
+  auto text = render_infer_reply(reply);
+  ASSERT_TRUE(text.ok());
+  EXPECT_EQ(json::parse(*text), json::parse(R"({"model_name": "m", "model_version": "1", "outputs": []})"));
+}
+
+TEST(KserveJson, OutputsJsonCannotCarryAreErrorsNotEmptyLists) {
+  for (auto [dtype, word] : {std::pair{gpu::DType::f16, "FP16"}, std::pair{gpu::DType::bf16, "BF16"}}) {
+    infer_reply reply;
+    reply.outputs = {tensor("h", dtype, {1}, {0, 0})};
+    auto text = render_infer_reply(reply);
+    ASSERT_FALSE(text.ok());
+    EXPECT_EQ(text.error().code(), ErrorCode::unsupported);
+    EXPECT_EQ(text.error().message(),
+              std::string("output 'h' has datatype ") + word + ", which the JSON API does not carry");
+  }
+  infer_reply reply;
+  reply.outputs = {tensor("x", gpu::DType::f32, {}, {}), {"y", 200, {}, {}}};
+  auto text = render_infer_reply(reply);
+  ASSERT_FALSE(text.ok());
+  EXPECT_EQ(text.error().code(), ErrorCode::internal);
+  EXPECT_EQ(text.error().message(), "output 'y' has an unknown dtype code 200");
+}
+
+TEST(KserveJson, MetadataListsEveryVersionAndTheManifestsTensors) {
+  auto builder = gpu::build_architecture("mlp", {true, 5, {}});
+  ASSERT_TRUE(builder.ok());
+  auto signature = parse_model_signature(gpu::manifest_to_json(builder->manifest()), "mlp/1/model.json");
+  ASSERT_TRUE(signature.ok()) << signature.error().message();
+  const json j = json::parse(render_model_metadata("mlp", {1, 2}, *signature));
+  EXPECT_EQ(j["name"], "mlp");
+  EXPECT_EQ(j["versions"], json::parse(R"(["1", "2"])"));
+  EXPECT_EQ(j["platform"], "ember");
+  ASSERT_EQ(j["inputs"].size(), 1u);
+  EXPECT_EQ(j["inputs"][0], json::parse(R"({"name": "input", "datatype": "FP32", "shape": [-1, 16]})"));
+  ASSERT_EQ(j["outputs"].size(), 1u);
+  EXPECT_EQ(j["outputs"][0]["datatype"], "FP32");
+}
+
+TEST(KserveJson, AManifestThatDoesNotParseNamesItsFileAndRendersEmptyTensors) {
+  auto signature = parse_model_signature("{not json", "broken/1/model.json");
+  ASSERT_FALSE(signature.ok());
+  EXPECT_NE(signature.error().message().find("broken/1/model.json"), std::string::npos) << signature.error().message();
+  const json j = json::parse(render_model_metadata("broken", {1}, ModelSignature{}));
+  EXPECT_EQ(j["inputs"], json::array());
+  EXPECT_EQ(j["outputs"], json::array());
+}
+
+TEST(KserveJson, ReadinessSaysWhyAModelIsNotReady) {
+  model_state s;
+  s.model = {"m", 1};
+  EXPECT_EQ(json::parse(render_model_readiness("m", true, s)), json::parse(R"({"name": "m", "ready": true})"));
+  EXPECT_EQ(json::parse(render_model_readiness("m", false, s))["error"],
+            "no warm replica (unloaded); the first request loads one");
+  s.explicitly_unloaded = true;
+  EXPECT_EQ(json::parse(render_model_readiness("m", false, s))["error"], "model is unloaded");
+  s.state = ModelReadiness::failed;
+  s.reason = "bad weights";
+  EXPECT_EQ(json::parse(render_model_readiness("m", false, s))["error"], "model cannot load: bad weights");
+}
+
+TEST(KserveJson, ServerMetadataAndErrorsAreJson) {
+  const json server = json::parse(render_server_metadata());
+  EXPECT_EQ(server["name"], "ember");
+  EXPECT_EQ(server["extensions"], json::parse(R"(["model_repository"])"));
+  EXPECT_EQ(json::parse(render_error("a \"quoted\"\nline")), json::parse(R"({"error": "a \"quoted\"\nline"})"));
+}
+
+}  // namespace
+}  // namespace ember
