@@ -13,7 +13,7 @@
 #include "actors/cluster_manager_interface.hpp"
 #include "actors/cluster/repository_index.hpp"
 #include "actors/errors.hpp"
-#include "actors/worker_pool.hpp"
+#include "base/work_queue.hpp"
 #include "base/units.hpp"
 #include "placement/chain_builder.hpp"
 #include "placement/replica_placement.hpp"
@@ -45,7 +45,6 @@ struct manager_state {
 
   ClusterManagerConfig config;
   std::shared_ptr<RepositoryIndex> index;
-  std::shared_ptr<WorkerPool> scanner;
   std::map<model_key, Version> models;
   std::map<uint64_t, Node> nodes;
   std::vector<gateway_actor> gateways;
@@ -68,8 +67,6 @@ struct manager_state {
   };
   std::map<uint64_t, Distribution> distributions;
   uint64_t next_distribution = 1;
-
-  ~manager_state() { release_off_own_thread(scanner); }
 };
 
 using manager_pointer = cluster_manager_actor::stateful_pointer<manager_state>;
@@ -183,13 +180,20 @@ void apply_scan(manager_pointer self, const std::string& model, std::vector<Repo
   publish(self, changed, removed);
 }
 
+/// The repository scanner's thread (joined at exit). A stopgap of the node branch, which deleted
+/// actors/worker_pool.hpp: the manager process should own this queue (as the node process owns its).
+WorkQueue& scan_queue() {
+  static WorkQueue queue(WorkQueueOptions{.threads = 1});
+  return queue;
+}
+
 /// Runs `then` after a rescan of `model` ("" = the whole repository) on the scanner thread.
 void rescan(manager_pointer self, const std::string& model, std::function<void()> then) {
   auto& st = self->state;
   const uint64_t id = st.next_scan++;
   st.after_scan[id] = std::move(then);
   auto handle = caf::actor_cast<cluster_manager_actor>(self);
-  st.scanner->submit([handle, id, model, root = st.config.repository] {
+  scan_queue().post([handle, id, model, root = st.config.repository] {
     auto entries = model.empty() ? scan_repository(root) : scan_repository_model(root, model);
     caf::anon_send(handle, repository_scanned{id, model, std::move(entries)});
   });
@@ -814,7 +818,6 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
   auto& st = self->state;
   st.config = std::move(config);
   st.index = std::move(index);
-  st.scanner = std::make_shared<WorkerPool>(1);
   apply_scan(self, "", std::move(initial));
   spdlog::info("manager: repository {} holds {} model version(s)", st.config.repository, st.models.size());
   self->set_down_handler([self](caf::down_msg& msg) { node_lost(self, msg.source, msg.reason); });
