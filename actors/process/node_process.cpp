@@ -49,7 +49,7 @@ Result<placement::NodeTopology> node_topology(const DevicesConfig& devices, uint
   return placement::NodeTopology::create(switches, links, std::vector<double>(count, pcie));
 }
 
-Result<LateBinding> late_binding(const BindingConfig& binding, const DevicesConfig& devices,
+Result<LateBinding> late_binding(const NodeConfig& node, const BindingConfig& binding, const DevicesConfig& devices,
                                  std::vector<uint64_t> pool_bytes) {
   EMBER_ASSIGN_OR_RETURN(auto topology, node_topology(devices, static_cast<uint32_t>(pool_bytes.size())));
   SwapControllerOptions options;
@@ -58,6 +58,8 @@ Result<LateBinding> late_binding(const BindingConfig& binding, const DevicesConf
   options.queue.window_us = static_cast<int64_t>(binding.window_us);
   options.queue.repartition_period_us = static_cast<int64_t>(binding.repartition_us);
   options.queue.alpha_period_us = static_cast<int64_t>(binding.alpha_period_us);
+  options.queue.max_queued_per_model = node.max_queued_per_model;
+  options.queue.max_queued_total = node.max_queued_total;
   options.seed = binding.seed;
   LateBinding late{options, std::move(topology), std::move(pool_bytes)};
   late.heavy_factor = binding.heavy_factor;
@@ -126,7 +128,7 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   p->cache_ = spawn_model_cache(sys, cache, p->store_, p->instruments_.get(), p->fetches_, p->hops_);
   NodeRouterConfig router{p->name_, {node.data_listen.host, p->blob_server_->port()}, transfer.rack, std::nullopt};
   if (binding.mode == BindingMode::late) {
-    EMBER_ASSIGN_OR_RETURN(auto late, late_binding(binding, devices, pools));
+    EMBER_ASSIGN_OR_RETURN(auto late, late_binding(node, binding, devices, pools));
     router.late = std::move(late);
   }
   p->router_ = spawn_node_router(sys, router, p->executors_, reports, p->cache_, p->instruments_.get());
