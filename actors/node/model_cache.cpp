@@ -218,6 +218,7 @@ void supervise_hops(cache_pointer self) {
     if (st.exiting && st.hops_alive.empty()) self->quit(*st.exiting);
   });
   self->set_exit_handler([self](caf::exit_msg& exit) {
+    if (!exit.reason) return;  // a normal exit of a linked actor: ignored, as CAF's default does
     auto& st = self->state;
     if (st.hops_alive.empty()) return self->quit(exit.reason);
     if (st.exiting) return;
