@@ -5,6 +5,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
+#include <caf/weak_intrusive_ptr.hpp>
 #include <map>
 #include <set>
 
@@ -180,7 +181,8 @@ void apply_scan(manager_pointer self, const std::string& model, std::vector<Repo
   publish(self, changed, removed);
 }
 
-/// The repository scanner's thread (joined at exit). A stopgap of the node branch, which deleted
+/// The repository scanner's thread (joined at exit; a scan's job holds the manager only weakly, so
+/// it can never own the queue's last reference). A stopgap of the node branch, which deleted
 /// actors/worker_pool.hpp: the manager process should own this queue (as the node process owns its).
 WorkQueue& scan_queue() {
   static WorkQueue queue(WorkQueueOptions{.threads = 1});
@@ -192,10 +194,12 @@ void rescan(manager_pointer self, const std::string& model, std::function<void()
   auto& st = self->state;
   const uint64_t id = st.next_scan++;
   st.after_scan[id] = std::move(then);
-  auto handle = caf::actor_cast<cluster_manager_actor>(self);
-  scan_queue().post([handle, id, model, root = st.config.repository] {
+  caf::weak_actor_ptr weak{self->ctrl()};
+  scan_queue().post([weak, id, model, root = st.config.repository] {
     auto entries = model.empty() ? scan_repository(root) : scan_repository_model(root, model);
-    caf::anon_send(handle, repository_scanned{id, model, std::move(entries)});
+    if (auto strong = weak.lock()) {
+      caf::anon_send(caf::actor_cast<cluster_manager_actor>(strong), repository_scanned{id, model, std::move(entries)});
+    }
   });
 }
 
