@@ -1,7 +1,8 @@
 // gpu_executor: one per device. Owns the device (through an ExecutorEngine), its memory and the
 // models bound to it. Only the node_router of the same process sends to it. Handlers never block:
-// device work runs on the engine's worker thread and finishes as a message to this actor, which
-// then answers the request.
+// device work runs on the engine's worker thread, restarts on the node's maintenance queue, and
+// each finishes as an offload_done (actors/offload.hpp) to this actor, which then answers the
+// request.
 #pragma once
 
 #include <caf/allowed_unsafe_message_type.hpp>
@@ -15,6 +16,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/messages.hpp"
+#include "actors/offload.hpp"
 #include "base/status.hpp"
 #include "gpu/executor.hpp"
 #include "gpu/model.hpp"
@@ -79,12 +81,6 @@ struct weights_lease {
   std::optional<gpu::PeerWeights> weights;
 };
 
-/// The engine's answer to one job, sent by the engine's worker thread to the actor (local only).
-struct executor_job_done {
-  uint64_t job = 0;
-  std::shared_ptr<void> result;  // the job's typed result; the actor knows its type from the job id
-};
-
 using gpu_executor_actor = caf::typed_actor<
     /// Uploads the model's weights; answers the device's name. Errors: out_of_memory, device_fault.
     caf::replies_to<bind_model>::with<std::string>,
@@ -94,16 +90,16 @@ using gpu_executor_actor = caf::typed_actor<
     /// (queue full, model not bound), device_fault.
     caf::replies_to<infer_request>::with<infer_reply>, caf::replies_to<status_atom>::with<executor_status>,
     /// Late binding; see swap_request. Errors only when the request was not taken (queue full).
-    caf::replies_to<swap_request>::with<swap_reply>,
-    caf::replies_to<weights_atom, model_key>::with<weights_lease>,
+    caf::replies_to<swap_request>::with<swap_reply>, caf::replies_to<weights_atom, model_key>::with<weights_lease>,
     /// Replaces the engine by a fresh one over a reopened device (its models are gone); answers the
     /// new device's report. Errors: as reopening the device.
-    caf::replies_to<restart_atom>::with<device_report>, caf::reacts_to<executor_job_done>>;
+    caf::replies_to<restart_atom>::with<device_report>,
+    /// The continuation of an engine job or a restart (self-sent, local only).
+    caf::reacts_to<offload_done>>;
 
 }  // namespace ember
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::bind_model)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::executor_job_done)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::swap_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::swap_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::weights_lease)

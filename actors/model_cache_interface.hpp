@@ -3,7 +3,10 @@
 // sources it is given (its own repository directory first, then peers' caches, then the cluster's
 // repository, over the data plane), de-duplicating concurrent fetches of one blob, and evicts the
 // least recently used unpinned blobs to make room. Only the node_router of the same process sends
-// to it. Handlers never block: fetches run on the BlobFetcher's threads and end as messages.
+// to it. Handlers never block: fetches run on the node's fetch queue and end as offload_done
+// continuations (actors/offload.hpp); a multicast hop (transfer_peer) ends with cache_fetch_done.
+// The cache outlives the hops it spawns: asked to exit, it stops them and quits once the last is
+// down, so a process that waited for the cache may destroy the queue the hops ran on.
 //
 // Blob lifecycle:  absent ──fetch──▶ fetching ──ok──▶ resident ──evict (unpinned, LRU)──▶ absent
 //                                        └──error──▶ absent (every waiter gets the error)
@@ -20,6 +23,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/messages.hpp"
+#include "actors/offload.hpp"
 #include "actors/transfer_peer_interface.hpp"
 #include "gpu/host_buffer.hpp"
 #include "transport/checksum.hpp"
@@ -63,10 +67,11 @@ typename Inspector::result_type inspect(Inspector& f, cache_status& x) {
   return f(caf::meta::type_name("cache_status"), x.capacity, x.used, x.models);
 }
 
-/// The end of one fetch, from a fetcher thread to the cache (local only).
+/// The end of a multicast hop, from its transfer_peer to the cache (local only): the verified
+/// bytes, or why the hop failed.
 struct cache_fetch_done {
   std::string blob_key;
-  std::shared_ptr<void> result;  // Result<blob_ref>
+  Result<blob_ref> result = internal_error("no result");
 };
 
 using model_cache_actor = caf::typed_actor<
@@ -76,6 +81,8 @@ using model_cache_actor = caf::typed_actor<
     /// A pinned blob is never evicted (a replica uses it); pins count.
     caf::reacts_to<pin_atom, std::string>, caf::reacts_to<unpin_atom, std::string>,
     caf::replies_to<status_atom>::with<cache_status>, caf::reacts_to<cache_fetch_done>,
+    /// The continuation of a fetch (self-sent, local only).
+    caf::reacts_to<offload_done>,
     /// Drops an unpinned resident blob now; false when it is pinned (a replica uses it) or absent.
     caf::replies_to<evict_atom, std::string>::with<bool>>;
 

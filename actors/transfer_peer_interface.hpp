@@ -20,8 +20,8 @@
 //                                                                     waiters get the error)
 // Messages: it reports chain_progress to the controller every progress interval and at the end;
 // it asks chain_upstream_request when its upstream fails; it obeys chain_splice at any time (a
-// splice to the upstream it already uses is ignored). Handlers never block: the fetch runs on a
-// thread of its own and comes back as a message.
+// splice to the upstream it already uses is ignored). Handlers never block: each fetch attempt
+// runs on the node's hop queue and comes back as an offload_done (actors/offload.hpp).
 #pragma once
 
 #include <caf/actor.hpp>
@@ -32,6 +32,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/messages.hpp"
+#include "actors/offload.hpp"
 #include "placement/chain_plan.hpp"
 
 namespace ember {
@@ -88,15 +89,9 @@ typename Inspector::result_type inspect(Inspector& f, chain_splice& x) {
 using chain_controller_actor = caf::typed_actor<caf::reacts_to<chain_progress>,
                                                 caf::replies_to<chain_upstream_request>::with<blob_source>>;
 
-/// One attempt of the hop's fetch ended (local: from its fetch thread).
-struct hop_attempt_done {
-  uint64_t attempt = 0;
-  std::shared_ptr<void> result;  // Result<transport::FetchResult>
-};
-
+/// A hop: obeys splices; its fetch attempts, and a wait before retrying an upstream that does not
+/// hold the blob yet, come back as offload_done (self-sent, local only); tick is its progress timer.
 using transfer_peer_actor =
-    caf::typed_actor<caf::reacts_to<chain_splice>, caf::reacts_to<hop_attempt_done>, caf::reacts_to<tick_atom>>;
+    caf::typed_actor<caf::reacts_to<chain_splice>, caf::reacts_to<offload_done>, caf::reacts_to<tick_atom>>;
 
 }  // namespace ember
-
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::hop_attempt_done)

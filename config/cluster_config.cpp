@@ -82,8 +82,8 @@ Status parse_gateway(const YamlSection& s, GatewayConfig& c) {
 
 Status parse_node(const YamlSection& s, NodeConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
-  EMBER_RETURN_IF_ERROR(s.check_keys(
-      {"manager", "data_listen", "name", "cache", "repository", "rejoin_interval", "max_queue"}));
+  EMBER_RETURN_IF_ERROR(s.check_keys({"manager", "data_listen", "name", "cache", "repository", "rejoin_interval",
+                                      "max_queue", "max_queued_per_model", "max_queued_total"}));
   if (s.has("manager")) {
     HostPort manager;
     EMBER_RETURN_IF_ERROR(s.read("manager", manager, parse_host_port));
@@ -95,6 +95,8 @@ Status parse_node(const YamlSection& s, NodeConfig& c) {
   EMBER_RETURN_IF_ERROR(s.read_string("repository", c.repository));
   EMBER_RETURN_IF_ERROR(s.read("rejoin_interval", c.rejoin_interval_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("max_queue", 1'000'000, c.max_queue));
+  EMBER_RETURN_IF_ERROR(s.read_uint_as("max_queued_per_model", 1'000'000, c.max_queued_per_model));
+  EMBER_RETURN_IF_ERROR(s.read_uint_as("max_queued_total", 1'000'000, c.max_queued_total));
   return Status::OK();
 }
 
@@ -215,6 +217,13 @@ Status validate(const ClusterConfig& c, std::string_view source) {
   }
   EMBER_RETURN_IF_ERROR(check_duration(at, "node.rejoin_interval", n.rejoin_interval_us));
   EMBER_RETURN_IF_ERROR(check_range(at, "node.max_queue", n.max_queue, 1, 1'000'000));
+  EMBER_RETURN_IF_ERROR(check_range(at, "node.max_queued_per_model", n.max_queued_per_model, 1, 1'000'000));
+  EMBER_RETURN_IF_ERROR(check_range(at, "node.max_queued_total", n.max_queued_total, 1, 1'000'000));
+  if (n.max_queued_per_model > n.max_queued_total) {
+    return invalid_argument(at + ": node.max_queued_per_model (" + std::to_string(n.max_queued_per_model) +
+                            ") exceeds node.max_queued_total (" + std::to_string(n.max_queued_total) +
+                            "): one model could never queue that many");
+  }
 
   // Fixed listening ports must not collide: one file may configure several processes of one host.
   struct Listener {

@@ -5,7 +5,8 @@
 //
 //   manager:   listen, data_listen, repository, node_timeout, heartbeat, replace_on_failure
 //   gateway:   http, http_threads, max_body, request_timeout, cold_start_timeout, max_pending
-//   node:      manager, data_listen, name, cache, repository, rejoin_interval, max_queue
+//   node:      manager, data_listen, name, cache, repository, rejoin_interval, max_queue,
+//              max_queued_per_model, max_queued_total
 //   devices:   kind, count, memory, pcie_bandwidth, pageable_bandwidth, compute_threads, pcie_switch,
 //              switch_bandwidth, links   (config/device_config.hpp)
 //   binding:   mode, scheduler, eviction, group, heavy_factor, slo_factor, slo_deadline,
@@ -119,10 +120,25 @@ struct NodeConfig {
   /// Time between attempts to reach the manager, while joining and after losing it. Microseconds;
   /// default 1s. Shorter rejoins sooner after a manager restart, at the cost of connection attempts.
   uint64_t rejoin_interval_us = 1'000'000;
-  /// Bound on requests queued per model on this node; beyond it the router rejects (overflow
-  /// policy: reject newest, counted in metrics) and the gateway may retry another replica. Default
-  /// 1024; 1..1000000.
+  /// Bound on inference requests waiting on each executor (one per device) of this node; beyond it
+  /// the executor refuses the newest (overflow policy: reject newest; the client gets 503, counted
+  /// in ember_rejected_requests_total) and the gateway may retry another replica. With
+  /// binding.mode pinned, where a model's requests go straight to the device it is bound to, this
+  /// is the node's request bound, shared by the models bound to that device; with late binding the
+  /// router hands each device one request at a time and max_queued_per_model and max_queued_total
+  /// bound the waiting instead. Default 1024; 1..1000000. Larger rides out longer bursts at the cost
+  /// of queueing delay and of holding the waiting requests' inputs in host memory.
   uint32_t max_queue = 1024;
+  /// Late binding: bound on requests of one model waiting in the router's SLO queue
+  /// (placement/rrc_queue.hpp) for a device; beyond it the router refuses the newest (overflow
+  /// policy: reject newest; 503, counted in ember_rejected_requests_total). Default 256;
+  /// 1..1000000, at most max_queued_total. Larger means fewer 503s under a burst of one model but
+  /// longer queueing before one; the router holds each waiting request's inputs in memory.
+  uint32_t max_queued_per_model = 256;
+  /// Late binding: bound on requests of all models waiting in the router's SLO queue; beyond it the
+  /// router refuses the newest as above. Default 4096; 1..1000000. With the largest request body
+  /// (gateway.max_body), it bounds the host memory the node's waiting requests take.
+  uint32_t max_queued_total = 4096;
 };
 
 /// `transfer:` — the data plane and chained multicast of model bytes (read by managers and nodes).

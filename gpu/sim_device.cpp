@@ -48,24 +48,19 @@ Result<std::unique_ptr<SimDevice>> SimDevice::create(const SimDeviceConfig& conf
 
 namespace {
 
-// Live SimDevices per ordinal, for TEST_open_on_ordinal. Never destroyed: a device may close on a
-// detached thread (an executor's restart) while the process exits.
-struct OpenDevices {
-  std::mutex mu;
-  std::map<uint32_t, uint32_t> count;  // guarded by mu
-};
-OpenDevices& open_devices() {
-  static auto* open = new OpenDevices;
-  return *open;
+// Live SimDevices per ordinal, for TEST_open_on_ordinal.
+std::mutex open_mu;
+std::map<uint32_t, uint32_t>& open_devices() {
+  static std::map<uint32_t, uint32_t> open;
+  return open;
 }
 
 }  // namespace
 
 uint32_t SimDevice::TEST_open_on_ordinal(uint32_t ordinal) {
-  auto& open = open_devices();
-  std::lock_guard lock(open.mu);
-  auto it = open.count.find(ordinal);
-  return it == open.count.end() ? 0 : it->second;
+  std::lock_guard lock(open_mu);
+  auto it = open_devices().find(ordinal);
+  return it == open_devices().end() ? 0 : it->second;
 }
 
 SimDevice::SimDevice(const SimDeviceConfig& config, uint32_t ordinal, uint8_t* arena, uint64_t mapped,
@@ -83,16 +78,14 @@ SimDevice::SimDevice(const SimDeviceConfig& config, uint32_t ordinal, uint8_t* a
   compute_threads_ = config.compute_threads ? config.compute_threads
                                             : std::max(1u, std::thread::hardware_concurrency());
   openblas_set_num_threads(static_cast<int>(compute_threads_));
-  auto& open = open_devices();
-  std::lock_guard lock(open.mu);
-  ++open.count[ordinal];
+  std::lock_guard lock(open_mu);
+  ++open_devices()[ordinal];
 }
 
 SimDevice::~SimDevice() {
   ::munmap(arena_, mapped_bytes_);
-  auto& open = open_devices();
-  std::lock_guard lock(open.mu);
-  if (--open.count[info_.ordinal] == 0) open.count.erase(info_.ordinal);
+  std::lock_guard lock(open_mu);
+  if (--open_devices()[info_.ordinal] == 0) open_devices().erase(info_.ordinal);
 }
 
 Result<DevicePtr> SimDevice::allocate(uint64_t bytes) {

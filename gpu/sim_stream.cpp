@@ -6,9 +6,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
-#include <deque>
 #include <thread>
 
+#include "base/work_queue.hpp"
 #include "gpu/compute_clock.hpp"
 #include "gpu/kernels_cpu.hpp"
 #include "gpu/link_pacer.hpp"
@@ -63,6 +63,14 @@ class SimEvent final : public Event {
   uint64_t completed_ = 0;  // guarded by mu_
 };
 
+// A stream's queue: one thread, which computes with the device's OpenMP thread count.
+WorkQueueOptions queue_options(const SimDevice& device) {
+  WorkQueueOptions o;
+  o.threads = 1;
+  o.on_thread_start = [threads = static_cast<int>(device.compute_threads())] { omp_set_num_threads(threads); };
+  return o;
+}
+
 std::string range_text(DevicePtr ptr, uint64_t bytes) {
   char buf[64];
   std::snprintf(buf, sizeof(buf), "[0x%llx, +%llu)", static_cast<unsigned long long>(ptr.addr),
@@ -70,24 +78,15 @@ std::string range_text(DevicePtr ptr, uint64_t bytes) {
   return buf;
 }
 
-// One worker thread running tasks in order. Tasks check the device's fault flag themselves so
-// that events and callbacks still complete after a fault (no waiter hangs). With a compute
-// dilation, everything but a kernel or an event wait first waits out the modelled end of the
-// kernels before it (settle), so that nothing observes a kernel's results before its device time.
+// One serial WorkQueue running tasks in order (post(): a stream is bounded by its producer, which
+// CUDA runs in launch order; its thread sets OpenMP's thread count first). Tasks check the device's
+// fault flag themselves so that events and callbacks still complete after a fault (no waiter
+// hangs). With a compute dilation, everything but a kernel or an event wait first waits out the
+// modelled end of the kernels before it (settle), so that nothing observes a kernel's results
+// before its device time. Destruction runs what is queued, then joins.
 class SimStream final : public Stream {
  public:
-  explicit SimStream(SimDevice& device) : device_(device) {
-    worker_ = std::thread([this] { loop(); });
-  }
-
-  ~SimStream() override {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    worker_.join();
-  }
+  explicit SimStream(SimDevice& device) : device_(device), tasks_(queue_options(device)) {}
 
   void copy_to_device(DevicePtr dst, const void* src, uint64_t bytes) override {
     enqueue([this, dst, src, bytes] {
@@ -153,28 +152,7 @@ class SimStream final : public Stream {
   }
 
  private:
-  void enqueue(std::function<void()> task) {
-    {
-      std::lock_guard lock(mu_);
-      queue_.push_back(std::move(task));
-    }
-    cv_.notify_one();
-  }
-
-  void loop() {
-    omp_set_num_threads(static_cast<int>(device_.compute_threads()));
-    for (;;) {
-      std::function<void()> task;
-      {
-        std::unique_lock lock(mu_);
-        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
-        if (queue_.empty()) return;
-        task = std::move(queue_.front());
-        queue_.pop_front();
-      }
-      task();
-    }
-  }
+  void enqueue(std::function<void()> task) { tasks_.post(std::move(task)); }
 
   // Host copies hold their direction's copy engine for the whole transfer and are paced at the
   // device's own rate for this host memory (pinned or pageable) and through the switch uplink.
@@ -261,12 +239,8 @@ class SimStream final : public Stream {
   }
 
   SimDevice& device_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;  // guarded by mu_
-  bool stop_ = false;                        // guarded by mu_
   ComputeClock::Clock::time_point kernels_end_{};  // worker thread only: modelled end of its kernels
-  std::thread worker_;
+  WorkQueue tasks_;  // last: destroyed (drained and joined) before the members its tasks use
 };
 
 }  // namespace

@@ -1,10 +1,10 @@
 // The Stream and Event of a SimDevice (contract: device.hpp; behaviour: sim_device.hpp). Internal
 // to SimDevice: SimDevice::create_stream and create_event call these.
 //
-// A SimStream is one worker thread running its queue in order; enqueue calls never block on the
-// work. Tasks check the device's fault flag themselves, so after a fault copies and kernels are
-// skipped while events and callbacks still complete (no waiter hangs). Destroying a stream runs
-// what is queued and joins the thread.
+// A SimStream is one serial WorkQueue (base/work_queue.hpp) running its operations in order;
+// enqueue calls never block on the work. Tasks check the device's fault flag themselves, so after
+// a fault copies and kernels are skipped while events and callbacks still complete (no waiter
+// hangs). Destroying a stream runs what is queued and joins the thread.
 #pragma once
 
 #include <memory>

@@ -31,7 +31,7 @@ Result<std::unique_ptr<ExecutorEngine>> ExecutorEngine::create(std::unique_ptr<g
                                                                EngineOptions options) {
   std::unique_ptr<ExecutorEngine> e(new ExecutorEngine(std::move(device), options));
   EMBER_RETURN_IF_ERROR(e->reserve());
-  e->worker_ = std::thread([p = e.get()] { p->loop(); });
+  e->jobs_ = std::make_unique<WorkQueue>(WorkQueueOptions{.threads = 1, .capacity = options.max_queue});
   return e;
 }
 
@@ -71,14 +71,7 @@ Status ExecutorEngine::reserve() {
 }
 
 ExecutorEngine::~ExecutorEngine() {
-  if (worker_.joinable()) {
-    {
-      std::lock_guard lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    worker_.join();
-  }
+  jobs_.reset();    // the jobs still queued run (each answers), then the worker is joined
   models_.clear();  // before the pool region and the device go
   for (const auto& [ptr, model] : pinned_) device_->unregister_host(ptr);
   region_.reset();
@@ -87,46 +80,6 @@ ExecutorEngine::~ExecutorEngine() {
 EngineMemory ExecutorEngine::engine_memory() const {
   std::lock_guard lock(mu_);
   return {pool_ ? pool_->capacity() : 0, pool_free_, workspace_};
-}
-
-void ExecutorEngine::post(Job job) {
-  {
-    std::lock_guard lock(mu_);
-    if (job.counts) ++queued_inference_;
-    jobs_.push_back(std::move(job));
-  }
-  cv_.notify_one();
-}
-
-bool ExecutorEngine::post_inference(std::function<void()> run) {
-  {
-    std::lock_guard lock(mu_);
-    if (queued_inference_ >= options_.max_queue || stop_) return false;
-  }
-  post({std::move(run), true});
-  return true;
-}
-
-void ExecutorEngine::loop() {
-  for (;;) {
-    Job job;
-    {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stop_ || !jobs_.empty(); });
-      if (stop_) break;
-      job = std::move(jobs_.front());
-      jobs_.pop_front();
-      if (job.counts) --queued_inference_;
-    }
-    job.run();
-  }
-  // Shutting down: the remaining jobs still get an answer (their callbacks see the stop).
-  std::deque<Job> rest;
-  {
-    std::lock_guard lock(mu_);
-    rest.swap(jobs_);
-  }
-  for (auto& job : rest) job.run();
 }
 
 gpu::WeightPlacer ExecutorEngine::placer(const model_key& key) {
@@ -163,27 +116,25 @@ void ExecutorEngine::publish(const model_key& key, const gpu::LayerExecutor* ex)
 
 void ExecutorEngine::bind(const model_key& key, std::shared_ptr<const gpu::Model> model,
                           std::function<void(Status)> done) {
-  post({[this, key, model = std::move(model), done = std::move(done)] {
-          if (models_.count(key)) return done(Status::OK());
-          auto ex = gpu::LayerExecutor::create(*device_, model, {0, model->num_layers()}, placer(key));
-          if (!ex.ok()) {
-            pool_->free_model(key.to_string());
-            publish(key, nullptr);
-            return done(ex.error());
-          }
-          publish(key, ex->get());
-          models_[key] = Resident{model, std::move(*ex)};
-          done(Status::OK());
-        },
-        false});
+  jobs_->post([this, key, model = std::move(model), done = std::move(done)] {
+    if (models_.count(key)) return done(Status::OK());
+    auto ex = gpu::LayerExecutor::create(*device_, model, {0, model->num_layers()}, placer(key));
+    if (!ex.ok()) {
+      pool_->free_model(key.to_string());
+      publish(key, nullptr);
+      return done(ex.error());
+    }
+    publish(key, ex->get());
+    models_[key] = Resident{model, std::move(*ex)};
+    done(Status::OK());
+  });
 }
 
 void ExecutorEngine::unbind(const model_key& key, std::function<void()> done) {
-  post({[this, key, done = std::move(done)] {
-          evict(key);
-          done();
-        },
-        false});
+  jobs_->post([this, key, done = std::move(done)] {
+    evict(key);
+    done();
+  });
 }
 
 Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_checked(gpu::LayerExecutor& ex,
@@ -209,7 +160,7 @@ Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_checked(gpu::LayerExecu
 bool ExecutorEngine::infer(const model_key& key, std::vector<gpu::HostTensor> inputs,
                            std::function<void(InferResult)> done) {
   const auto enqueued = Clock::now();
-  return post_inference([this, key, enqueued, inputs = std::move(inputs), done = std::move(done)] {
+  return jobs_->try_post([this, key, enqueued, inputs = std::move(inputs), done = std::move(done)] {
     InferResult r;
     const auto start = Clock::now();
     r.queue_us = us_between(enqueued, start);
@@ -226,7 +177,7 @@ bool ExecutorEngine::infer(const model_key& key, std::vector<gpu::HostTensor> in
 
 bool ExecutorEngine::swap_run(SwapRun run, std::function<void(SwapRunResult)> done) {
   const auto enqueued = Clock::now();
-  return post_inference([this, enqueued, run = std::move(run), done = std::move(done)]() mutable {
+  return jobs_->try_post([this, enqueued, run = std::move(run), done = std::move(done)]() mutable {
     SwapRunResult r;
     const auto start = Clock::now();
     r.run.queue_us = us_between(enqueued, start);
@@ -298,10 +249,7 @@ std::optional<gpu::PeerWeights> ExecutorEngine::weights_of(const model_key& key)
   return gpu::PeerWeights{device_.get(), it->second};
 }
 
-size_t ExecutorEngine::queued() const {
-  std::lock_guard lock(mu_);
-  return queued_inference_;
-}
+size_t ExecutorEngine::queued() const { return jobs_->queued(); }
 
 std::vector<model_key> ExecutorEngine::bound() const {
   std::lock_guard lock(mu_);

@@ -1,7 +1,7 @@
 // ExecutorEngine: the blocking half of a gpu_executor. It owns one device, the device memory it
 // reserved at start (a DeviceMemoryPool for model weights, the rest left for activations), the
-// models resident on it (one gpu::LayerExecutor each) and one worker thread that runs jobs in
-// order: bind, unbind, infer, swap_run.
+// models resident on it (one gpu::LayerExecutor each) and one serial WorkQueue (base/work_queue.hpp,
+// one worker thread) that runs jobs in order: bind, unbind, infer, swap_run.
 //
 // Late binding (Torpor §4.3-4.4): swap_run makes a model resident if it is not (evicting what the
 // router said, from the pool), copies its weights in groups sized at the copy elbow measured at
@@ -11,30 +11,34 @@
 // Models are addressed through pool handles: a model swapped out and in again may land elsewhere.
 //
 // The gpu_executor actor posts jobs and never waits: each job's completion callback runs on the
-// worker thread and must not block (the actor's callback just sends itself a message). The queue
-// is bounded (`max_queue` inference jobs); a full queue rejects new work at once (overflow policy:
-// reject newest, counted by the caller). Bind and unbind jobs are never rejected. A device fault,
-// or a job that throws, fails the running job and every later one (the engine is broken and says
-// so in `fault`); the engine keeps answering, so callers always get a reply. The actor replaces a
-// broken engine with a fresh one over a reopened device (restart).
+// worker thread and must not block (the actor's callback, made by continue_on in
+// actors/offload.hpp, just sends the actor a message). The queue is bounded (`max_queue` inference
+// jobs, WorkQueue::try_post); a full queue rejects new work at once (overflow policy: reject newest,
+// counted by the caller). Bind and unbind jobs (WorkQueue::post) are never rejected: the router
+// posts at most one per model it places. A device fault, or a job that throws, fails the running
+// job and every later one (the engine is broken and says so in `fault`); the engine keeps
+// answering, so callers always get a reply. The actor replaces a broken engine with a fresh one
+// over a reopened device (restart).
+//
+// Destruction runs the jobs still queued (each answers), then joins the worker; it blocks for as
+// long as they take, so it never runs on an actor's thread nor on the engine's own worker (which
+// cannot join itself): the executor hands its engine to the node's maintenance queue to destroy.
 //
 // Thread safety: every public member may be called from any thread.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "actors/messages.hpp"
 #include "base/status.hpp"
+#include "base/work_queue.hpp"
 #include "gpu/device.hpp"
 #include "gpu/device_memory_pool.hpp"
 #include "gpu/executor.hpp"
@@ -42,7 +46,7 @@
 namespace ember {
 
 struct EngineOptions {
-  /// Inference jobs queued at most.
+  /// Inference jobs waiting at most (node.max_queue); beyond it infer and swap_run refuse.
   size_t max_queue = 1024;
   /// Device memory left out of the model pool for activations and scratch. 0 = an eighth of the
   /// device, at least 256 MiB, at most half the device.
@@ -97,7 +101,8 @@ class ExecutorEngine {
 
   /// Takes the device, reserves its model pool and measures the copy elbow (blocking, ~0.1 s).
   static Result<std::unique_ptr<ExecutorEngine>> create(std::unique_ptr<gpu::Device> device, EngineOptions options);
-  /// Runs the jobs already queued (each still answers), then joins the worker.
+  /// Runs the jobs already queued (each still answers), then joins the worker. Blocks: never call it
+  /// on an actor's thread or on this engine's worker (see the header).
   ~ExecutorEngine();
   ExecutorEngine(const ExecutorEngine&) = delete;
   ExecutorEngine& operator=(const ExecutorEngine&) = delete;
@@ -123,25 +128,17 @@ class ExecutorEngine {
   /// nullopt when not resident. Valid while the model stays resident (the router's lock).
   std::optional<gpu::PeerWeights> weights_of(const model_key& key) const;
 
+  /// Inference jobs waiting (not the one running).
   size_t queued() const;
-  /// True on the engine's worker thread (where completion callbacks run).
-  bool on_worker_thread() const { return std::this_thread::get_id() == worker_.get_id(); }
   std::vector<model_key> bound() const;
 
  private:
-  struct Job {
-    std::function<void()> run;
-    bool counts = false;  // an inference job, subject to max_queue
-  };
   struct Resident {
     std::shared_ptr<const gpu::Model> model;
     std::unique_ptr<gpu::LayerExecutor> ex;
   };
   ExecutorEngine(std::unique_ptr<gpu::Device> device, EngineOptions options);
   Status reserve();
-  void post(Job job);
-  bool post_inference(std::function<void()> run);
-  void loop();
   // Worker thread only:
   gpu::WeightPlacer placer(const model_key& key);
   Status pin_host(const std::shared_ptr<const gpu::Model>& model);
@@ -159,16 +156,14 @@ class ExecutorEngine {
   uint64_t workspace_ = 0;
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Job> jobs_;           // guarded by mu_
-  size_t queued_inference_ = 0;    // guarded by mu_
-  bool stop_ = false;              // guarded by mu_
   std::string broken_;             // guarded by mu_: why the engine refuses work ("" = fine)
   uint64_t pool_free_ = 0;         // guarded by mu_: a copy for other threads
   std::map<model_key, std::vector<gpu::WeightSegment>> published_;  // guarded by mu_
   std::map<model_key, Resident> models_;                            // worker thread only
   std::map<const void*, std::shared_ptr<const gpu::Model>> pinned_;  // worker thread only
-  std::thread worker_;
+  /// The worker: bind/unbind through post(), inference through try_post() (bounded by max_queue).
+  /// Reset first in the destructor, so every job has run before the models and the device go.
+  std::unique_ptr<WorkQueue> jobs_;
 };
 
 }  // namespace ember

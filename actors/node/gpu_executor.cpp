@@ -1,58 +1,61 @@
-// gpu_executor: a thin actor over an ExecutorEngine (see gpu_executor_interface.hpp).
+// gpu_executor: a thin actor over an ExecutorEngine (see gpu_executor_interface.hpp). Every engine
+// job's callback comes from continue_on (actors/offload.hpp): it runs on the engine's worker and
+// only sends the continuation back here.
+#include "actors/node/gpu_executor.hpp"
+
 #include <algorithm>
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <functional>
-#include <map>
-#include <thread>
+#include <memory>
 
-#include "actors/node/gpu_executor.hpp"
 #include "actors/errors.hpp"
-#include "actors/node/executor_engine.hpp"
 #include "actors/gpu_executor_interface.hpp"
+#include "actors/node/executor_engine.hpp"
+#include "actors/offload.hpp"
 #include "actors/tensor_codec.hpp"
-#include "actors/worker_pool.hpp"
 
 namespace ember {
 
 namespace {
 
+/// How an executor holds an engine: whoever drops the last reference (the actor's state, possibly
+/// destroyed on the engine's own worker: see actors/offload.hpp; a continuation dropped with the
+/// actor's mailbox), the engine is destroyed on the node's maintenance queue, inline when that is
+/// where it is dropped. Destroying an engine joins its worker, which blocks and cannot happen on
+/// that worker itself.
+using EngineHandle = std::shared_ptr<ExecutorEngine>;
+
+EngineHandle adopt(WorkQueue& maintenance, std::unique_ptr<ExecutorEngine> engine) {
+  auto on_maintenance = [queue = &maintenance](ExecutorEngine* e) {
+    if (queue->on_worker_thread()) return delete e;
+    // Owned by the job, so that a job the queue no longer admits (it is being destroyed, which
+    // the node process does only after its actors are gone) still frees it.
+    auto doomed = std::make_shared<std::unique_ptr<ExecutorEngine>>(e);
+    queue->post([doomed] { doomed->reset(); });
+  };
+  return EngineHandle(engine.release(), std::move(on_maintenance));
+}
+
 struct executor_state {
   static inline const char* name = "ember.gpu_executor";
 
-  /// Shared only to cross spawn() and a restart's thread; this actor is its sole owner. Null while a
-  /// restart runs (the old engine is gone, the new one not built yet) or after a restart failed.
-  std::shared_ptr<ExecutorEngine> engine;
+  /// Shared only to cross spawn() and into the maintenance queue (see EngineHandle); this actor is
+  /// its sole owner. Null while a restart runs (the old engine is gone, the new one not built yet)
+  /// or after a restart failed.
+  EngineHandle engine;
+  /// The node's queue for restarts and for destroying engines (outlives the actor).
+  WorkQueue* maintenance = nullptr;
   std::string device;  // the device's name, kept for answers while there is no engine
   bool restarting = false;
   std::string node;
   NodeInstruments* instruments = nullptr;
   engine_factory reopen;
-  /// Jobs posted to the engine whose answer has not come back, by job id.
-  std::map<uint64_t, std::function<void(std::shared_ptr<void>)>> pending;
-  uint64_t next_job = 1;
-
-  ~executor_state() { release_off_own_thread(engine); }
 };
 
 using executor_pointer = gpu_executor_actor::stateful_pointer<executor_state>;
-
-// Registers `then` for a new job and returns the callback the engine calls with the job's result
-// (of type T) on another thread (the engine's worker, or a restart's): it only sends a message to
-// this actor.
-template <class T>
-std::function<void(T)> on_engine_done(executor_pointer self, std::function<void(T&)> then) {
-  const uint64_t id = self->state.next_job++;
-  self->state.pending[id] = [then = std::move(then)](std::shared_ptr<void> result) {
-    then(*static_cast<T*>(result.get()));
-  };
-  auto handle = caf::actor_cast<gpu_executor_actor>(self);
-  return [handle, id](T result) {
-    caf::anon_send(handle, executor_job_done{id, std::make_shared<T>(std::move(result))});
-  };
-}
 
 device_report report_device(const ExecutorEngine& engine) {
   const auto mem = engine.memory();
@@ -107,17 +110,18 @@ caf::result<infer_reply> infer(executor_pointer self, infer_request& req) {
   auto inputs = decode_tensors(req.inputs);
   if (!inputs.ok()) return to_caf(inputs.error());
   auto rp = self->make_response_promise<infer_reply>();
-  auto done = on_engine_done<ExecutorEngine::InferResult>(
+  auto done = continue_on<ExecutorEngine::InferResult>(
       self, [self, rp, skeleton = skeleton_of(self, req),
              wanted = std::move(req.outputs)](ExecutorEngine::InferResult& r) mutable {
         if (self->state.instruments) self->state.instruments->observe_run(skeleton.model, r.queue_us, r.compute_us);
         auto reply = build_reply(std::move(skeleton), wanted, r);
-        if (reply.ok()) rp.deliver(std::move(*reply));
-        else rp.deliver(to_caf(reply.error()));
+        if (reply.ok())
+          rp.deliver(std::move(*reply));
+        else
+          rp.deliver(to_caf(reply.error()));
       });
   if (!self->state.engine->infer(req.model, std::move(*inputs), std::move(done))) {
     // A promise exists already, so the answer goes through it (a returned error would be dropped).
-    self->state.pending.erase(self->state.next_job - 1);
     if (self->state.instruments) self->state.instruments->count_rejected(req.model);
     rp.deliver(to_caf(unavailable("the queue of " + self->state.engine->device_info().name + " on node " +
                                   self->state.node + " is full")));
@@ -138,7 +142,7 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
     return bad;
   }
   auto rp = self->make_response_promise<swap_reply>();
-  auto done = on_engine_done<ExecutorEngine::SwapRunResult>(
+  auto done = continue_on<ExecutorEngine::SwapRunResult>(
       self, [self, rp, skeleton = skeleton_of(self, request),
              wanted = request.outputs](ExecutorEngine::SwapRunResult& r) mutable {
         if (self->state.instruments) {
@@ -147,8 +151,10 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
         report_memory(self);
         swap_reply out;
         auto reply = build_reply(std::move(skeleton), wanted, r.run);
-        if (reply.ok()) out.reply = std::move(*reply);
-        else out.error = reply.error();
+        if (reply.ok())
+          out.reply = std::move(*reply);
+        else
+          out.error = reply.error();
         out.swapped = r.swapped;
         out.evicted = std::move(r.evicted);
         out.footprint = r.footprint;
@@ -161,7 +167,6 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
   SwapRun run{request.model, std::move(req.model), std::move(*inputs), std::move(req.peer),
               std::move(req.evict), std::move(req.fallback), req.profile};
   if (!self->state.engine->swap_run(std::move(run), std::move(done))) {
-    self->state.pending.erase(self->state.next_job - 1);
     if (self->state.instruments) self->state.instruments->count_rejected(request.model);
     bad.error = unavailable("the queue of " + self->state.engine->device_info().name + " on node " +
                             self->state.node + " is full");
@@ -173,37 +178,43 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
 // A restart first destroys the broken engine, then opens the device again: the old engine's device
 // memory (its whole reservation) must be free before the new one reserves, as one physical device
 // backs both. Both steps block (joining the old engine's worker, whose queued jobs answer with the
-// fault through `pending`; opening a device and measuring its copy elbow), so they run on a thread
-// of their own and the new engine arrives as a job completion. Meanwhile the executor answers every
-// job as unavailable; the router sends it none, having marked the device down.
+// fault through their continuations; opening a device and measuring its copy elbow), so they run
+// on the node's maintenance queue and the new engine comes back as a continuation. Meanwhile the
+// executor answers every job as unavailable; the router sends it none, having marked the device
+// down.
 caf::result<device_report> restart(executor_pointer self) {
   auto& st = self->state;
   if (!st.reopen) return to_caf(unsupported("this executor cannot be restarted (no device factory)"));
   if (st.restarting) return to_caf(unavailable("executor " + st.device + " is already restarting"));
   st.restarting = true;
-  using Fresh = Result<std::unique_ptr<ExecutorEngine>>;
+  using Fresh = Result<EngineHandle>;
   auto rp = self->make_response_promise<device_report>();
-  auto done = on_engine_done<Fresh>(self, [self, rp](Fresh& fresh) mutable {
+  auto done = continue_on<Fresh>(self, [self, rp](Fresh& fresh) mutable {
     self->state.restarting = false;
     if (!fresh.ok()) {
       rp.deliver(to_caf(fresh.error().with_context("restarting " + self->state.device)));
       return;
     }
-    self->state.engine = std::shared_ptr<ExecutorEngine>(std::move(*fresh));
+    self->state.engine = std::move(*fresh);
     report_memory(self);
     rp.deliver(report_device(*self->state.engine));
   });
-  std::thread([old = std::move(st.engine), reopen = st.reopen, done = std::move(done)]() mutable {
-    old.reset();
-    done(reopen());
-  }).detach();
+  // post, not try_post: restarts bound themselves (one per executor at a time).
+  st.maintenance->post(
+      [old = std::move(st.engine), reopen = st.reopen, queue = st.maintenance, done = std::move(done)]() mutable {
+        old.reset();  // on this queue's thread: destroyed here and now, before the device reopens
+        auto fresh = reopen();
+        if (!fresh.ok()) return done(fresh.error());
+        done(adopt(*queue, std::move(*fresh)));
+      });
   return rp;
 }
 
-gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, std::shared_ptr<ExecutorEngine> engine,
-                                                    std::string node, NodeInstruments* instruments,
+gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, EngineHandle engine, std::string node,
+                                                    NodeInstruments* instruments, WorkQueue* maintenance,
                                                     engine_factory reopen) {
   self->state.engine = std::move(engine);
+  self->state.maintenance = maintenance;
   self->state.device = self->state.engine->device_info().name;
   self->state.reopen = std::move(reopen);
   self->state.node = std::move(node);
@@ -213,7 +224,7 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, std::
       [self](bind_model& b) -> caf::result<std::string> {
         if (!self->state.engine) return to_caf(no_engine(self));
         auto rp = self->make_response_promise<std::string>();
-        auto done = on_engine_done<Status>(self, [self, rp](Status& st) mutable {
+        auto done = continue_on<Status>(self, [self, rp](Status& st) mutable {
           report_memory(self);
           if (!st.ok()) {
             rp.deliver(to_caf(st.error()));
@@ -227,7 +238,7 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, std::
       [self](unload_atom, const model_key& key) -> caf::result<bool> {
         if (!self->state.engine) return true;  // no engine, nothing on the device
         auto rp = self->make_response_promise<bool>();
-        auto done = on_engine_done<bool>(self, [self, rp](bool&) mutable {
+        auto done = continue_on<bool>(self, [self, rp](bool&) mutable {
           report_memory(self);
           rp.deliver(true);
         });
@@ -248,22 +259,16 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, std::
         const auto mem = e.engine_memory();
         return {report_device(e), e.bound(), e.queued(), mem.pool_capacity, mem.pool_free, e.group_bytes()};
       },
-      // -- engine completions --------------------------------------------------------------------
-      [self](executor_job_done& done) {
-        auto it = self->state.pending.find(done.job);
-        if (it == self->state.pending.end()) return;  // cannot happen: ids are never reused
-        auto then = std::move(it->second);
-        self->state.pending.erase(it);
-        then(std::move(done.result));
-      },
+      // -- engine and maintenance completions -----------------------------------------------------
+      resume_offloaded(),
   };
 }
 
 }  // namespace
 
 gpu_executor_actor spawn_gpu_executor(caf::actor_system& sys, std::unique_ptr<ExecutorEngine> engine, std::string node,
-                                      NodeInstruments* instruments, engine_factory reopen) {
-  return sys.spawn(executor_behavior, std::shared_ptr<ExecutorEngine>(std::move(engine)), std::move(node), instruments,
+                                      NodeInstruments* instruments, WorkQueue& maintenance, engine_factory reopen) {
+  return sys.spawn(executor_behavior, adopt(maintenance, std::move(engine)), std::move(node), instruments, &maintenance,
                    std::move(reopen));
 }
 

@@ -9,6 +9,7 @@
 #include "actors/gpu_executor_interface.hpp"
 #include "actors/node/node_instruments.hpp"
 #include "base/status.hpp"
+#include "base/work_queue.hpp"
 
 namespace ember {
 
@@ -17,8 +18,11 @@ using engine_factory = std::function<Result<std::unique_ptr<ExecutorEngine>>()>;
 
 /// Spawns an executor over `engine`, which it owns from then on. `node` names the node in replies;
 /// `instruments` (outliving the actor) receives queue and compute durations per model.
-/// `reopen` (may be empty: restart then fails) builds the replacement engine after a fault.
+/// `maintenance` (the node's; it must outlive the actor, i.e. be destroyed only after the actor's
+/// state is) runs restarts and destroys every engine the executor lets go, its last one included,
+/// so an engine is never joined on an actor's thread or on its own worker. `reopen` (may be empty:
+/// restart then fails) builds the replacement engine after a fault, on `maintenance`.
 gpu_executor_actor spawn_gpu_executor(caf::actor_system& sys, std::unique_ptr<ExecutorEngine> engine, std::string node,
-                                      NodeInstruments* instruments, engine_factory reopen = {});
+                                      NodeInstruments* instruments, WorkQueue& maintenance, engine_factory reopen = {});
 
 }  // namespace ember

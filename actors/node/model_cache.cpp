@@ -1,5 +1,7 @@
 // model_cache: host-memory copies of model bytes with LRU eviction under a byte cap, and
 // de-duplicated fetches (see model_cache_interface.hpp).
+#include "actors/node/model_cache.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <caf/actor_system.hpp>
@@ -8,14 +10,14 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <chrono>
 #include <map>
+#include <optional>
 
-#include "actors/node/model_cache.hpp"
-#include "actors/node/blob_store.hpp"
 #include "actors/errors.hpp"
 #include "actors/model_cache_interface.hpp"
 #include "actors/model_repository.hpp"
+#include "actors/node/blob_store.hpp"
+#include "actors/offload.hpp"
 #include "actors/transfer/transfer_peer.hpp"
-#include "actors/worker_pool.hpp"
 #include "base/units.hpp"
 #include "gpu/model.hpp"
 #include "transport/data_plane.hpp"
@@ -39,7 +41,8 @@ class BufferSink final : public transport::BlobSink {
   std::shared_ptr<gpu::HostBuffer> buffer;
 };
 
-// Runs on a worker thread: the node's own repository directory first, then each source in order.
+// Runs on the node's fetch queue: the node's own repository directory first, then each source in
+// order. Measures real elapsed time (not the actor clock): it is on a thread of its own.
 Result<blob_ref> fetch_from_sources(const ModelCacheConfig& config, const fetch_blob& req) {
   const auto start = Clock::now();
   auto elapsed_us = [&] {
@@ -94,13 +97,18 @@ struct cache_state {
   ModelCacheConfig config;
   std::shared_ptr<BlobStore> store;
   NodeInstruments* instruments = nullptr;
-  std::shared_ptr<WorkerPool> workers;
+  /// The node's queues (they outlive the actor): fetches from sources, and multicast hops.
+  WorkQueue* fetches = nullptr;
+  WorkQueue* hops = nullptr;
   std::map<std::string, Resident> resident;
   std::map<std::string, Inflight> inflight;
   uint64_t reserved = 0;  // bytes promised to fetches in flight
   uint64_t clock = 0;     // logical time for LRU
-
-  ~cache_state() { release_off_own_thread(workers); }
+  /// The multicast hops this cache spawned and that still live (monitored). The cache outlives
+  /// them: asked to exit, it stops them and quits once the last is down, so that whoever waits
+  /// for the cache (the node process) may then destroy the hop queue they use.
+  std::map<caf::actor_addr, caf::actor> hops_alive;
+  std::optional<caf::error> exiting;  // set once asked to exit while hops live
 
   void publish() {
     if (instruments) instruments->set_cache(store->used_bytes(), resident.size(), config.capacity_bytes);
@@ -133,6 +141,8 @@ struct cache_state {
 
 using cache_pointer = model_cache_actor::stateful_pointer<cache_state>;
 
+void fetched(cache_pointer self, const std::string& blob_key, Result<blob_ref>& result);
+
 caf::result<blob_ref> fetch(cache_pointer self, fetch_blob& req) {
   auto& st = self->state;
   if (auto it = st.resident.find(req.blob_key); it != st.resident.end()) {
@@ -159,32 +169,38 @@ caf::result<blob_ref> fetch(cache_pointer self, fetch_blob& req) {
     // A hop of a multicast chain: the transfer_peer pulls, forwards and reports cache_fetch_done.
     TransferPeerConfig peer = st.config.transfer;
     peer.instruments = st.instruments ? &st.instruments->transfers() : nullptr;
-    spawn_transfer_peer(self->system(), std::move(peer), std::move(req), st.store, handle);
+    auto hop = spawn_transfer_peer(self->system(), std::move(peer), std::move(req), st.store, handle, *st.hops);
+    self->monitor(hop);
+    st.hops_alive.emplace(hop.address(), caf::actor_cast<caf::actor>(hop));
     return rp;
   }
-  st.workers->submit([handle, config = st.config, req = std::move(req)] {
-    auto result = std::make_shared<Result<blob_ref>>(fetch_from_sources(config, req));
-    caf::anon_send(handle, cache_fetch_done{req.blob_key, std::move(result)});
-  });
+  const std::string key = req.blob_key;
+  const bool taken = offload(
+      self, *st.fetches, [config = st.config, req = std::move(req)] { return fetch_from_sources(config, req); },
+      [self, key](Result<blob_ref>& result) { fetched(self, key, result); });
+  if (!taken) {
+    // The queue is full (cannot happen below its 1024 fetches: one per blob) or the node stops.
+    Result<blob_ref> refused = unavailable("the fetch queue of the model cache is full");
+    fetched(self, key, refused);
+  }
   return rp;
 }
 
-void fetched(cache_pointer self, cache_fetch_done& done) {
+void fetched(cache_pointer self, const std::string& blob_key, Result<blob_ref>& result) {
   auto& st = self->state;
-  auto it = st.inflight.find(done.blob_key);
+  auto it = st.inflight.find(blob_key);
   if (it == st.inflight.end()) return;
   cache_state::Inflight entry = std::move(it->second);
   st.inflight.erase(it);
   st.reserved -= entry.bytes;
-  auto& result = *static_cast<Result<blob_ref>*>(done.result.get());
   if (!result.ok()) {
     spdlog::warn("model cache: {} could not be fetched: {}", entry.model.to_string(), result.error().message());
     for (auto& w : entry.waiters) w.deliver(to_caf(result.error()));
     return;
   }
   const uint64_t bytes = result->bytes->size();
-  st.store->put(done.blob_key, entry.model, result->bytes, result->digest);
-  st.resident[done.blob_key] = {entry.model, bytes, ++st.clock, 0};
+  st.store->put(blob_key, entry.model, result->bytes, result->digest);
+  st.resident[blob_key] = {entry.model, bytes, ++st.clock, 0};
   if (st.instruments) {
     st.instruments->add_fetched(result->source, result->bytes_fetched);
   }
@@ -194,16 +210,37 @@ void fetched(cache_pointer self, cache_fetch_done& done) {
   for (auto& w : entry.waiters) w.deliver(*result);
 }
 
+/// Exit with the hops: see cache_state::hops_alive.
+void supervise_hops(cache_pointer self) {
+  self->set_down_handler([self](caf::down_msg& down) {
+    auto& st = self->state;
+    st.hops_alive.erase(down.source);
+    if (st.exiting && st.hops_alive.empty()) self->quit(*st.exiting);
+  });
+  self->set_exit_handler([self](caf::exit_msg& exit) {
+    if (!exit.reason) return;  // a normal exit of a linked actor: ignored, as CAF's default does
+    auto& st = self->state;
+    if (st.hops_alive.empty()) return self->quit(exit.reason);
+    if (st.exiting) return;
+    st.exiting = exit.reason;
+    for (const auto& [addr, hop] : st.hops_alive) self->send_exit(hop, exit.reason);
+  });
+}
+
 model_cache_actor::behavior_type cache_behavior(cache_pointer self, ModelCacheConfig config,
-                                                std::shared_ptr<BlobStore> store, NodeInstruments* instruments) {
-  self->state.workers = std::make_shared<WorkerPool>(config.fetch_threads);
+                                                std::shared_ptr<BlobStore> store, NodeInstruments* instruments,
+                                                WorkQueue* fetches, WorkQueue* hops) {
+  self->state.fetches = fetches;
+  self->state.hops = hops;
   self->state.config = std::move(config);
   self->state.store = std::move(store);
   self->state.instruments = instruments;
   self->state.publish();
+  supervise_hops(self);
   return {
       [self](fetch_blob& req) -> caf::result<blob_ref> { return fetch(self, req); },
-      [self](cache_fetch_done& done) { fetched(self, done); },
+      [self](cache_fetch_done& done) { fetched(self, done.blob_key, done.result); },
+      resume_offloaded(),
       [self](pin_atom, const std::string& key) {
         if (auto it = self->state.resident.find(key); it != self->state.resident.end()) ++it->second.pins;
       },
@@ -232,8 +269,8 @@ model_cache_actor::behavior_type cache_behavior(cache_pointer self, ModelCacheCo
 }  // namespace
 
 model_cache_actor spawn_model_cache(caf::actor_system& sys, ModelCacheConfig config, std::shared_ptr<BlobStore> store,
-                                    NodeInstruments* instruments) {
-  return sys.spawn(cache_behavior, std::move(config), std::move(store), instruments);
+                                    NodeInstruments* instruments, WorkQueue& fetches, WorkQueue& hops) {
+  return sys.spawn(cache_behavior, std::move(config), std::move(store), instruments, &fetches, &hops);
 }
 
 }  // namespace ember

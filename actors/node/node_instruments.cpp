@@ -8,7 +8,9 @@ NodeInstruments::NodeInstruments()
       compute_(
           registry_.histogram("ember_compute_duration_seconds", "Time requests ran on a device", {"model", "version"})),
       rejected_(registry_.counter("ember_rejected_requests_total",
-                                  "Requests refused because an executor's queue was full", {"model", "version"})),
+                                  "Requests refused because a queue was full (an executor's: node.max_queue; the "
+                                  "late-binding router's: node.max_queued_per_model, node.max_queued_total)",
+                                  {"model", "version"})),
       fetched_(registry_.counter("ember_model_bytes_fetched_total",
                                  "Model bytes obtained by the model cache, by source (cache = already resident)",
                                  {"source"})),

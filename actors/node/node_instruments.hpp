@@ -23,7 +23,8 @@ class NodeInstruments {
 
   /// One request ran on an executor: time in its queue, time computing.
   void observe_run(const model_key& model, uint64_t queue_us, uint64_t compute_us);
-  /// A request was turned away because the executor's queue was full.
+  /// A request was turned away because a queue was full: the executor's (node.max_queue) or, with
+  /// late binding, the router's (node.max_queued_per_model, node.max_queued_total).
   void count_rejected(const model_key& model);
   /// Model bytes obtained by the cache, by source tier (cache: already resident; local_disk: the
   /// node's own repository; peer; repository).

@@ -18,8 +18,6 @@ namespace ember {
 
 namespace {
 
-using Clock = RouterClock;
-
 /// How long a fetch may take before the router gives up on it (a 1 GiB model over a slow link).
 constexpr auto kFetchTimeout = std::chrono::minutes(10);
 /// How long binding (uploading weights to a device) may take.
@@ -32,7 +30,7 @@ void finish_load(router_pointer self, const model_key& key, const caf::error& er
   auto it = st.replicas.find(key);
   if (it == st.replicas.end()) return;
   auto& r = it->second;
-  const double seconds = std::chrono::duration<double>(Clock::now() - r.started).count();
+  const double seconds = std::chrono::duration<double>(self->clock().now() - r.started).count();
   auto waiters = std::move(r.waiters);
   if (err) {
     const Error e = from_caf(err);
@@ -99,12 +97,13 @@ void bind_somewhere(router_pointer self, model_key key, std::shared_ptr<const gp
 /// Fetches the bytes into the cache only (distribution ahead of demand, benchmarks): no device.
 caf::result<replica_info> prefetch(router_pointer self, load_replica& req) {
   auto rp = self->make_response_promise<replica_info>();
-  const auto started = Clock::now();
+  const auto started = self->clock().now();
   self->request(self->state.cache, kFetchTimeout,
                 fetch_blob{req.model, req.blob_key, req.blob_bytes, req.sources, req.transfer_id, req.controller})
       .then(
           [self, rp, model = req.model, started](blob_ref& blob) mutable {
-            const auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - started).count();
+            const auto us =
+                std::chrono::duration_cast<std::chrono::microseconds>(self->clock().now() - started).count();
             rp.deliver(replica_info{model, self->state.config.name, "", blob.source, blob.source_peer, blob.bytes_fetched,
                                     static_cast<uint64_t>(us)});
           },
@@ -125,7 +124,7 @@ caf::result<replica_info> load(router_pointer self, load_replica& req) {
   }
   auto rp = self->make_response_promise<replica_info>();
   r.waiters.push_back(rp);
-  r.started = Clock::now();
+  r.started = self->clock().now();
   r.blob_key = req.blob_key;
   r.weights_bytes = req.blob_bytes;
   r.info.model = req.model;
@@ -209,6 +208,7 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
                                                  std::vector<device_report> devices, model_cache_actor cache,
                                                  NodeInstruments* instruments) {
   auto& st = self->state;
+  st.epoch = self->clock().now();
   st.config = std::move(config);
   for (size_t i = 0; i < executors.size(); ++i) {
     st.devices.push_back({executors[i], devices[i].name, devices[i].memory_bytes, 0});

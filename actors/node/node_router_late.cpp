@@ -106,7 +106,7 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
   auto& st = self->state;
   auto h = st.held.find(d.request);
   if (h == st.held.end()) return;  // cannot happen: only answers remove held requests
-  const int64_t now = st.now_us();
+  const int64_t now = now_us(self);
   SwapOutcome o;
   o.fault = r.fault;
   o.answered = !r.fault;
@@ -177,7 +177,7 @@ void launch(router_pointer self, SwapDispatch d, std::optional<gpu::PeerWeights>
 
 void pump(router_pointer self) {
   auto& st = self->state;
-  for (auto& d : st.swap->dispatch(st.now_us())) {
+  for (auto& d : st.swap->dispatch(now_us(self))) {
     spdlog::debug("node {}: request {} of {} -> {}: {}", st.config.name, d.request, d.model, d.device, d.reason);
     if (st.instruments) {
       st.instruments->count_dispatch(d.action == placement::SwapAction::run              ? "run"
@@ -209,7 +209,7 @@ void late_start(router_pointer self) {
 void late_tick(router_pointer self) {
   auto& st = self->state;
   if (!st.swap) return;
-  const int64_t now = st.now_us();
+  const int64_t now = now_us(self);
   const int64_t next = st.swap->tick(now);
   if (st.instruments) st.instruments->set_slo_state(st.swap->queue().alpha(), st.swap->queue().queued());
   pump(self);  // a repartition may have changed the order
@@ -234,7 +234,7 @@ void late_register(router_pointer self, const model_key& key, std::shared_ptr<co
   profile->inputs = encode_tensors(*inputs);
   router_state::Held held{std::move(profile), {}, true};
   const uint64_t id = st.next_request++;
-  if (Status s = st.swap->submit(id, name, st.now_us()); !s.ok()) return finish_load(self, key, to_caf(s.error()));
+  if (Status s = st.swap->submit(id, name, now_us(self)); !s.ok()) return finish_load(self, key, to_caf(s.error()));
   st.held.emplace(id, std::move(held));
   pump(self);
 }
@@ -246,7 +246,7 @@ caf::result<infer_reply> late_infer(router_pointer self, infer_request& req) {
     return to_caf(unavailable("node " + st.config.name + " has no ready replica of " + req.model.to_string()));
   }
   const uint64_t id = st.next_request++;
-  if (Status s = st.swap->submit(id, req.model.to_string(), st.now_us()); !s.ok()) {
+  if (Status s = st.swap->submit(id, req.model.to_string(), now_us(self)); !s.ok()) {
     if (st.instruments) st.instruments->count_rejected(req.model);
     return to_caf(s.error().with_context("node " + st.config.name));
   }

@@ -1,7 +1,12 @@
 // The node_router's state, shared by its two translation units: node_router.cpp (replicas, the
 // pinned binding, reports) and node_router_late.cpp (late binding). Internal to the router.
+//
+// Time: the router reads it only from its actor clock (`self->clock().now()`, through now_us() or
+// directly), never from a system clock, so that CAF's deterministic test coordinator drives load
+// durations, SLO latencies, the RRC queue's periods and the restart backoff.
 #pragma once
 
+#include <caf/actor_clock.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
@@ -12,12 +17,10 @@
 #include <vector>
 
 #include "actors/node/node_router.hpp"
-#include "actors/node_router_interface.hpp"
 #include "actors/node/swap_controller.hpp"
+#include "actors/node_router_interface.hpp"
 
 namespace ember {
-
-using RouterClock = std::chrono::steady_clock;
 
 struct router_state {
   static inline const char* name = "ember.node_router";
@@ -36,7 +39,7 @@ struct router_state {
     uint64_t weights_bytes = 0;
     std::string blob_key;
     replica_info info;
-    RouterClock::time_point started;
+    caf::actor_clock::time_point started;  // the actor clock's, when the load began
     std::vector<caf::typed_response_promise<replica_info>> waiters;
     /// Late binding: the host copy every swap reads.
     std::shared_ptr<const gpu::Model> model;
@@ -60,11 +63,9 @@ struct router_state {
   std::map<uint64_t, Held> held;
   std::map<std::string, model_key> keys;  // SwapController's model names
   uint64_t next_request = 1;
-  RouterClock::time_point epoch = RouterClock::now();
+  /// The actor clock's time when the router started: now_us() counts from it.
+  caf::actor_clock::time_point epoch;
 
-  int64_t now_us() const {
-    return std::chrono::duration_cast<std::chrono::microseconds>(RouterClock::now() - epoch).count();
-  }
   size_t ready_count() const {
     size_t n = 0;
     for (const auto& [k, r] : replicas) n += r.ready;
@@ -73,6 +74,12 @@ struct router_state {
 };
 
 using router_pointer = node_router_actor::stateful_pointer<router_state>;
+
+/// Microseconds on the actor clock since the router started: the `now_us` of the SwapController
+/// and its RRC queue (request arrivals, latencies, periods).
+inline int64_t now_us(router_pointer self) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(self->clock().now() - self->state.epoch).count();
+}
 
 /// Ends a load: answers its waiters; on error forgets the replica.
 void finish_load(router_pointer self, const model_key& key, const caf::error& err);

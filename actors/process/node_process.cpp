@@ -23,6 +23,14 @@ namespace ember {
 
 namespace {
 
+/// Concurrent fetches of the model cache (local repository reads and fetches from sources; one per
+/// blob at most, so more threads only help when several models load at once).
+constexpr size_t kFetchThreads = 2;
+/// Multicast hops a node receives at once. A hop's attempt holds a thread for the whole transfer
+/// (it forwards while receiving); hops beyond these wait for one to end. Each idle thread costs a
+/// stack's virtual memory only.
+constexpr size_t kHopThreads = 16;
+
 /// The node's topology for the swap scheduler, from `devices:` (bandwidths in GB/s).
 Result<placement::NodeTopology> node_topology(const DevicesConfig& devices, uint32_t count) {
   std::vector<uint32_t> switches = devices.pcie_switch;
@@ -41,7 +49,7 @@ Result<placement::NodeTopology> node_topology(const DevicesConfig& devices, uint
   return placement::NodeTopology::create(switches, links, std::vector<double>(count, pcie));
 }
 
-Result<LateBinding> late_binding(const BindingConfig& binding, const DevicesConfig& devices,
+Result<LateBinding> late_binding(const NodeConfig& node, const BindingConfig& binding, const DevicesConfig& devices,
                                  std::vector<uint64_t> pool_bytes) {
   EMBER_ASSIGN_OR_RETURN(auto topology, node_topology(devices, static_cast<uint32_t>(pool_bytes.size())));
   SwapControllerOptions options;
@@ -50,6 +58,8 @@ Result<LateBinding> late_binding(const BindingConfig& binding, const DevicesConf
   options.queue.window_us = static_cast<int64_t>(binding.window_us);
   options.queue.repartition_period_us = static_cast<int64_t>(binding.repartition_us);
   options.queue.alpha_period_us = static_cast<int64_t>(binding.alpha_period_us);
+  options.queue.max_queued_per_model = node.max_queued_per_model;
+  options.queue.max_queued_total = node.max_queued_total;
   options.seed = binding.seed;
   LateBinding late{options, std::move(topology), std::move(pool_bytes)};
   late.heavy_factor = binding.heavy_factor;
@@ -61,7 +71,11 @@ Result<LateBinding> late_binding(const BindingConfig& binding, const DevicesConf
 
 }  // namespace
 
-NodeProcess::NodeProcess(caf::actor_system& sys) : sys_(sys) {}
+NodeProcess::NodeProcess(caf::actor_system& sys)
+    : sys_(sys),
+      fetches_(WorkQueueOptions{.threads = kFetchThreads}),
+      hops_(WorkQueueOptions{.threads = kHopThreads}),
+      maintenance_(WorkQueueOptions{.threads = 1}) {}
 
 Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, const NodeConfig& node,
                                                         const DevicesConfig& devices, const TransferConfig& transfer,
@@ -90,8 +104,8 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
         return ExecutorEngine::create(std::move(fresh), engine_options);
       };
     }
-    p->executors_.push_back(
-        spawn_gpu_executor(sys, std::move(engine), p->name_, p->instruments_.get(), std::move(reopen)));
+    p->executors_.push_back(spawn_gpu_executor(sys, std::move(engine), p->name_, p->instruments_.get(), p->maintenance_,
+                                               std::move(reopen)));
   }
   p->store_ = std::make_shared<BlobStore>();
   transport::BlobServerOptions server = data_server_options(transfer);
@@ -111,10 +125,10 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   cache.transfer.max_attempts = transfer.max_attempts;
   cache.transfer.socket_buffer_bytes = static_cast<int>(transfer.socket_buffer_bytes);
   cache.transfer.throttle_bytes_per_s = transfer.fault_receive_bytes_per_s;
-  p->cache_ = spawn_model_cache(sys, cache, p->store_, p->instruments_.get());
+  p->cache_ = spawn_model_cache(sys, cache, p->store_, p->instruments_.get(), p->fetches_, p->hops_);
   NodeRouterConfig router{p->name_, {node.data_listen.host, p->blob_server_->port()}, transfer.rack, std::nullopt};
   if (binding.mode == BindingMode::late) {
-    EMBER_ASSIGN_OR_RETURN(auto late, late_binding(binding, devices, pools));
+    EMBER_ASSIGN_OR_RETURN(auto late, late_binding(node, binding, devices, pools));
     router.late = std::move(late);
   }
   p->router_ = spawn_node_router(sys, router, p->executors_, reports, p->cache_, p->instruments_.get());
@@ -135,8 +149,9 @@ NodeProcess::~NodeProcess() {
     self->wait_for(actor);
   };
   stop(router_);
-  stop(cache_);
+  stop(cache_);  // waits for the hops it spawned too
   for (auto& e : executors_) stop(e);
+  // The members go now: the queues run what is left (the executors' engines among it) and join.
 }
 
 namespace {

@@ -1,8 +1,19 @@
 // The node process: its executors (one per device), model cache, blob server and router, built
 // and wired; `ember node` and `ember serve` run one. Construction does the blocking work of startup
 // (opening devices, binding the data port) on the caller's thread, before any actor depends on it.
-// Destruction stops the blob server, then the actors, then joins the threads the node owns. The
-// actor system must outlive it. Not thread-safe.
+//
+// It owns every thread the node's actors run blocking work on, as WorkQueues it passes to them
+// by reference (no actor owns a queue its own work runs on, and no thread is ever detached):
+//   fetches      the model cache's reads of the local repository and fetches from sources
+//                (kFetchThreads concurrent fetches);
+//   hops         the multicast hops' fetch attempts (kHopThreads hops receive at once; more wait);
+//   maintenance  executor restarts and the destruction of executors' engines (serial), so an
+//                engine is never joined on an actor's thread or on its own worker.
+// Each executor engine owns its own serial job queue, and each SimDevice stream its own.
+//
+// Destruction stops the blob server, then the actors (the router, the cache with the hops it
+// spawned, the executors), and only then the queues: each runs what is queued and joins. The actor
+// system must outlive it. Not thread-safe.
 #pragma once
 
 #include <atomic>
@@ -15,6 +26,7 @@
 #include "actors/model_cache_interface.hpp"
 #include "actors/node_router_interface.hpp"
 #include "base/status.hpp"
+#include "base/work_queue.hpp"
 #include "config/cluster_config.hpp"
 
 namespace caf {
@@ -49,6 +61,10 @@ class NodeProcess {
   explicit NodeProcess(caf::actor_system& sys);
   caf::actor_system& sys_;
   std::string name_;
+  // Before the actors' handles: destroyed after the destructor stopped the actors (see the header).
+  WorkQueue fetches_;
+  WorkQueue hops_;
+  WorkQueue maintenance_;
   std::unique_ptr<NodeInstruments> instruments_;
   std::shared_ptr<BlobStore> store_;
   std::unique_ptr<transport::DataServer> blob_server_;

@@ -4,24 +4,25 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
-#include <thread>
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
+#include <thread>
 
 #include "actors/errors.hpp"
+#include "actors/offload.hpp"
 #include "actors/transfer/transfer_instruments.hpp"
-#include "actors/worker_pool.hpp"
 #include "base/units.hpp"
 #include "gpu/host_buffer.hpp"
-#include "transport/growing_blob.hpp"
 #include "transport/data_plane.hpp"
+#include "transport/growing_blob.hpp"
 
 namespace ember {
 
 namespace {
 
+/// Real time, for the fetch thread's throttle only; the actor reads the actor clock.
 using Clock = std::chrono::steady_clock;
 /// How long the hop waits for the controller to name a new upstream.
 constexpr auto kControllerTimeout = std::chrono::seconds(10);
@@ -29,12 +30,14 @@ constexpr auto kControllerTimeout = std::chrono::seconds(10);
 /// controller for another one (a flaky link, not a lying peer, is the likely cause).
 constexpr uint32_t kCorruptRetries = 2;
 /// An upstream hop that does not hold the blob yet (its own transfer_peer is still starting) is
-/// asked again after kNotYetDelay, up to kNotYetRetries times, before the controller is asked.
+/// asked again after kNotYetDelay (on the actor clock), up to kNotYetRetries times, before the
+/// controller is asked.
 constexpr auto kNotYetDelay = std::chrono::milliseconds(50);
 constexpr uint32_t kNotYetRetries = 100;
 
-/// What the fetch thread and the actor share: the buffer, its GrowingBlob in the node's store, and
-/// the verified offset. The buffer is written only by the fetch thread, one attempt at a time.
+/// What the fetch (on the node's hop queue) and the actor share: the buffer, its GrowingBlob in the
+/// node's store, and the verified offset. The buffer is written only by the fetch, one attempt at a
+/// time.
 struct HopBuffer final : transport::BlobSink {
   std::string key;
   std::shared_ptr<GrowingBlobShelf> store;
@@ -72,7 +75,9 @@ struct peer_state {
   model_cache_actor cache;
   chain_controller_actor controller;
   std::shared_ptr<HopBuffer> hop;
-  std::shared_ptr<WorkerPool> fetcher;  // one thread: one attempt at a time
+  /// The node's hop queue (outlives the actor). One attempt of this hop at a time runs there:
+  /// `running` is true from start_attempt until its result is back.
+  WorkQueue* hops = nullptr;
   blob_source upstream;
   std::optional<blob_source> next_upstream;  // a splice that arrived while an attempt runs
   std::shared_ptr<transport::FetchCancel> cancel;
@@ -83,9 +88,13 @@ struct peer_state {
   uint32_t not_found_retries = 0;
   uint64_t quarters_logged = 0;  // progress lines logged: one per quarter of the blob
   uint64_t bytes_received = 0;
-  Clock::time_point started = Clock::now();
+  caf::actor_clock::time_point started;  // the actor clock's, at spawn
 
-  ~peer_state() { release_off_own_thread(fetcher); }
+  /// A hop stopped early (its cache exits) lets go of its upstream at once: the fetch still on the
+  /// hop queue returns, and its continuation finds no actor.
+  ~peer_state() {
+    if (cancel) cancel->cancel();
+  }
 };
 
 using peer_pointer = transfer_peer_actor::stateful_pointer<peer_state>;
@@ -100,6 +109,30 @@ chain_progress progress_of(peer_pointer self, placement::HopState state, const s
           state,
           error,
           caf::actor_cast<caf::actor>(self)};
+}
+
+void attempt_done(peer_pointer self, uint64_t attempt, Result<transport::FetchResult>& result);
+void fail(peer_pointer self, const Error& e);
+
+/// Fails the hop from its next message rather than from the caller (which may be the actor's
+/// initialisation, where it cannot quit yet).
+void fail_soon(peer_pointer self, Error e) {
+  self->send(self, offload_done{[self, e = std::move(e)] {
+               if (!self->state.finished) fail(self, e);
+             }});
+}
+
+/// Puts attempt `attempt` on the hop queue, unless a later one has started or the hop ended.
+void launch(peer_pointer self, uint64_t attempt, transport::FetchOptions options) {
+  auto& st = self->state;
+  if (st.finished || attempt != st.attempt) return;
+  const bool taken = offload(
+      self, *st.hops,
+      [hop = st.hop, from = transport::Endpoint{st.upstream.endpoint.host, st.upstream.endpoint.port},
+       key = st.req.blob_key, options,
+       kind = st.config.transport] { return transport::fetch_blob(kind, from, key, options, *hop); },
+      [self, attempt](Result<transport::FetchResult>& result) { attempt_done(self, attempt, result); });
+  if (!taken) fail_soon(self, unavailable("the hop queue of node " + st.config.node + " is full"));
 }
 
 void start_attempt(peer_pointer self, std::chrono::milliseconds delay = std::chrono::milliseconds(0)) {
@@ -118,14 +151,10 @@ void start_attempt(peer_pointer self, std::chrono::milliseconds delay = std::chr
     spdlog::info("transfer {}: node {} resumes {} from {} at offset {} (attempt {})", st.req.transfer_id,
                  st.config.node, st.req.model.to_string(), st.upstream.name, options.resume_offset, attempt);
   }
-  auto handle = caf::actor_cast<transfer_peer_actor>(self);
-  st.fetcher->submit([handle, attempt, hop = st.hop, from = transport::Endpoint{st.upstream.endpoint.host, st.upstream.endpoint.port},
-                      key = st.req.blob_key, options, delay, kind = st.config.transport] {
-    if (delay.count() > 0) std::this_thread::sleep_for(delay);  // on the fetch thread, never the actor's
-    auto result =
-        std::make_shared<Result<transport::FetchResult>>(transport::fetch_blob(kind, from, key, options, *hop));
-    caf::anon_send(handle, hop_attempt_done{attempt, std::move(result)});
-  });
+  if (delay.count() == 0) return launch(self, attempt, std::move(options));
+  // Waits on the actor clock, still `running`: a splice meanwhile cancels this attempt's fetch,
+  // which then returns at once and resumes from the new upstream.
+  self->delayed_send(self, delay, offload_done{[self, attempt, options] { launch(self, attempt, options); }});
 }
 
 void finish(peer_pointer self, Result<blob_ref> result) {
@@ -145,7 +174,7 @@ void finish(peer_pointer self, Result<blob_ref> result) {
   } else {
     self->send(st.controller, progress_of(self, placement::HopState::failed, result.error().message()));
   }
-  self->send(st.cache, cache_fetch_done{st.req.blob_key, std::make_shared<Result<blob_ref>>(std::move(result))});
+  self->send(st.cache, cache_fetch_done{st.req.blob_key, std::move(result)});
   self->quit();
 }
 
@@ -180,15 +209,14 @@ void ask_for_upstream(peer_pointer self, const Error& why) {
           });
 }
 
-void attempt_done(peer_pointer self, hop_attempt_done& done) {
+void attempt_done(peer_pointer self, uint64_t attempt, Result<transport::FetchResult>& result) {
   auto& st = self->state;
-  if (done.attempt != st.attempt || st.finished) return;
+  if (attempt != st.attempt || st.finished) return;
   st.running = false;
-  auto& result = *static_cast<Result<transport::FetchResult>*>(done.result.get());
   if (result.ok()) {
     st.bytes_received += result->bytes_received;
     st.hop->growing->complete(result->digest);
-    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - st.started).count();
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(self->clock().now() - st.started).count();
     spdlog::info("transfer {}: node {} holds {} ({} verified, {:.2f} s, {} attempt(s), last upstream {})",
                  st.req.transfer_id, st.config.node, st.req.model.to_string(), format_bytes(result->blob_bytes),
                  static_cast<double>(us) / 1e6, st.attempt, st.upstream.name);
@@ -238,8 +266,11 @@ void spliced(peer_pointer self, chain_splice& splice) {
 }
 
 transfer_peer_actor::behavior_type peer_behavior(peer_pointer self, TransferPeerConfig config, fetch_blob req,
-                                                 std::shared_ptr<GrowingBlobShelf> store, model_cache_actor cache) {
+                                                 std::shared_ptr<GrowingBlobShelf> store, model_cache_actor cache,
+                                                 WorkQueue* hops) {
   auto& st = self->state;
+  st.started = self->clock().now();
+  st.hops = hops;
   st.config = std::move(config);
   st.cache = std::move(cache);
   st.controller = caf::actor_cast<chain_controller_actor>(req.controller);
@@ -249,10 +280,10 @@ transfer_peer_actor::behavior_type peer_behavior(peer_pointer self, TransferPeer
   st.hop->store = std::move(store);
   st.hop->throttle_bytes_per_s = st.config.throttle_bytes_per_s;
   st.req = std::move(req);
-  st.fetcher = std::make_shared<WorkerPool>(1);
   // Allocate now when the size is known, so the next hop can connect before the first byte.
   if (st.req.blob_bytes > 0 && st.hop->allocate(st.req.blob_bytes) == nullptr) {
-    self->send(self, hop_attempt_done{0, nullptr});  // handled below: fails the hop
+    fail_soon(self,
+              out_of_memory("cannot allocate " + format_bytes(st.req.blob_bytes) + " for " + st.req.model.to_string()));
   }
   if (st.config.instruments) {
     st.config.instruments->add_active_hop(1);
@@ -264,13 +295,7 @@ transfer_peer_actor::behavior_type peer_behavior(peer_pointer self, TransferPeer
   self->delayed_send(self, st.config.progress_interval, tick_atom_v);
   return {
       [self](chain_splice& splice) { spliced(self, splice); },
-      [self](hop_attempt_done& done) {
-        if (done.attempt == 0) {
-          return fail(self, out_of_memory("cannot allocate " + format_bytes(self->state.req.blob_bytes) +
-                                          " for " + self->state.req.model.to_string()));
-        }
-        attempt_done(self, done);
-      },
+      resume_offloaded(),
       [self](tick_atom) {
         auto& s = self->state;
         if (s.finished) return;
@@ -291,8 +316,9 @@ transfer_peer_actor::behavior_type peer_behavior(peer_pointer self, TransferPeer
 }  // namespace
 
 transfer_peer_actor spawn_transfer_peer(caf::actor_system& sys, TransferPeerConfig config, fetch_blob req,
-                                        std::shared_ptr<GrowingBlobShelf> store, model_cache_actor cache) {
-  return sys.spawn(peer_behavior, std::move(config), std::move(req), std::move(store), std::move(cache));
+                                        std::shared_ptr<GrowingBlobShelf> store, model_cache_actor cache,
+                                        WorkQueue& hops) {
+  return sys.spawn(peer_behavior, std::move(config), std::move(req), std::move(store), std::move(cache), &hops);
 }
 
 }  // namespace ember

@@ -10,6 +10,7 @@
 
 #include "actors/model_cache_interface.hpp"
 #include "actors/transfer_peer_interface.hpp"
+#include "base/work_queue.hpp"
 #include "transport/data_plane.hpp"
 #include "transport/growing_blob.hpp"
 
@@ -48,10 +49,11 @@ struct TransferPeerConfig {
   transport::TransportKind transport = transport::TransportKind::tcp;
 };
 
-
 /// `req.sources[0]` is the first upstream; `req.controller` the chain controller; `shelf` shows the
-/// verified prefix to the node's blob server.
+/// verified prefix to the node's blob server. The hop's fetch attempts (blocking, one at a time)
+/// run on `hops`, the node's hop queue, which must outlive the actor.
 transfer_peer_actor spawn_transfer_peer(caf::actor_system& sys, TransferPeerConfig config, fetch_blob req,
-                                        std::shared_ptr<GrowingBlobShelf> shelf, model_cache_actor cache);
+                                        std::shared_ptr<GrowingBlobShelf> shelf, model_cache_actor cache,
+                                        WorkQueue& hops);
 
 }  // namespace ember

@@ -33,6 +33,8 @@ void expect_defaults(const ClusterConfig& c) {
   EXPECT_EQ(c.node.repository, "");
   EXPECT_EQ(c.node.rejoin_interval_us, 1'000'000u);
   EXPECT_EQ(c.node.max_queue, 1024u);
+  EXPECT_EQ(c.node.max_queued_per_model, 256u);
+  EXPECT_EQ(c.node.max_queued_total, 4096u);
 
   EXPECT_EQ(c.devices.kind, DeviceKind::automatic);
   EXPECT_EQ(c.devices.count, 1u);
@@ -131,6 +133,8 @@ node:
   repository: /mnt/local-models
   rejoin_interval: 250ms
   max_queue: 64
+  max_queued_per_model: 32
+  max_queued_total: 512
 devices:
   kind: sim
   count: 2
@@ -163,6 +167,8 @@ devices:
   EXPECT_EQ(c->node.repository, "/mnt/local-models");
   EXPECT_EQ(c->node.rejoin_interval_us, 250'000u);
   EXPECT_EQ(c->node.max_queue, 64u);
+  EXPECT_EQ(c->node.max_queued_per_model, 32u);
+  EXPECT_EQ(c->node.max_queued_total, 512u);
 
   EXPECT_EQ(c->devices.kind, DeviceKind::sim);
   EXPECT_EQ(c->devices.count, 2u);
@@ -277,6 +283,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"node:\n  rejoin_interval: often\n", "node.rejoin_interval: cannot read 'often'"},
         BadCase{"node:\n  max_queue: 0\n", "node.max_queue: 0 is outside 1..1000000"},
         BadCase{"node:\n  max_queue: 1000001\n", "node.max_queue: '1000001' is not an integer"},
+        BadCase{"node:\n  max_queued_per_model: 0\n", "node.max_queued_per_model: 0 is outside 1..1000000"},
+        BadCase{"node:\n  max_queued_per_model: many\n", "node.max_queued_per_model: 'many' is not an integer"},
+        BadCase{"node:\n  max_queued_total: 0\n", "node.max_queued_total: 0 is outside 1..1000000"},
+        BadCase{"node:\n  max_queued_total: 1000001\n", "node.max_queued_total: '1000001' is not an integer"},
+        BadCase{"node:\n  max_queued_per_model: 100\n  max_queued_total: 50\n",
+                "node.max_queued_per_model (100) exceeds node.max_queued_total (50)"},
         // devices, through the cluster parser
         BadCase{"devices:\n  kind: tpu\n", "devices.kind"},
         BadCase{"devices:\n  count: 0\n", "devices.count"},

@@ -128,6 +128,10 @@ TEST(ExecutorEngineSwap, CopiesFromAPeerDeviceAndTwoNeighboursSwapAtOnce) {
 // -- the router ---------------------------------------------------------------------------------
 
 struct LateNode {
+  // The node's queues (NodeProcess owns them): before the actor system, so they outlive the actors.
+  WorkQueue fetches{{.threads = 2}};
+  WorkQueue hops{{.threads = 1}};
+  WorkQueue maintenance{{.threads = 1}};
   std::unique_ptr<caf::actor_system> sys = testing::make_system();
   gpu::testing::TempDir repo;
   std::vector<std::shared_ptr<const gpu::Model>> models;
@@ -159,11 +163,11 @@ struct LateNode {
         }
         return engine(gpu::testing::sim_device(16 * MiB, d, dilation));
       };
-      execs.push_back(spawn_gpu_executor(*sys, std::move(e), "n1", nullptr, reopen));
+      execs.push_back(spawn_gpu_executor(*sys, std::move(e), "n1", nullptr, maintenance, reopen));
     }
     ModelCacheConfig c;
     c.repository = repo.path();
-    cache = spawn_model_cache(*sys, c, store, nullptr);
+    cache = spawn_model_cache(*sys, c, store, nullptr, fetches, hops);
     std::vector<uint32_t> switches;
     for (uint32_t d = 0; d < devices; ++d) switches.push_back(d / 2);
     auto topology = placement::NodeTopology::create(
@@ -310,6 +314,7 @@ TEST(LateBindingRouter, AFailedRestartIsTriedAgainUntilTheDeviceServes) {
 // memory). While it runs, and after it failed, the executor answers jobs as unavailable; a failed
 // restart can be tried again.
 TEST(LateBindingExecutor, ARestartClosesTheOldDeviceFirstAndAFailedOneCanBeRetried) {
+  WorkQueue maintenance;
   auto sys = testing::make_system();
   std::promise<void> gate;
   std::shared_future<void> opened = gate.get_future().share();
@@ -321,7 +326,8 @@ TEST(LateBindingExecutor, ARestartClosesTheOldDeviceFirstAndAFailedOneCanBeRetri
     if (calls++ == 0) return unavailable("the device did not come back");
     return engine(gpu::testing::sim_device(16 * MiB, 5));
   };
-  auto exec = spawn_gpu_executor(*sys, engine(gpu::testing::sim_device(16 * MiB, 5)), "n1", nullptr, reopen);
+  auto exec =
+      spawn_gpu_executor(*sys, engine(gpu::testing::sim_device(16 * MiB, 5)), "n1", nullptr, maintenance, reopen);
   auto is_unavailable = [](const auto& r, const std::string& says) {
     return !r.ok() && r.error().code() == ErrorCode::unavailable &&
            r.error().message().find(says) != std::string::npos;

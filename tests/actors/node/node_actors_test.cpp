@@ -23,6 +23,14 @@ namespace {
 using namespace std::chrono_literals;
 using testing::ask;
 
+// The queues a node process owns, declared before the actor system in every test so that they
+// outlive the actors that use them (as in NodeProcess).
+struct NodeQueues {
+  WorkQueue fetches{{.threads = 2}};
+  WorkQueue hops{{.threads = 2}};
+  WorkQueue maintenance{{.threads = 1}};
+};
+
 std::unique_ptr<ExecutorEngine> engine(uint64_t memory = 64 << 20) {
   auto e = ExecutorEngine::create(gpu::testing::sim_device(memory), EngineOptions{16, 0, 2 << 20});
   EXPECT_TRUE(e.ok()) << e.error().message();
@@ -47,11 +55,12 @@ std::vector<gpu::HostTensor> direct(const std::shared_ptr<const gpu::Model>& m, 
 }
 
 TEST(GpuExecutor, BindRunUnbind) {
+  NodeQueues queues;
   auto sys = testing::make_system();
   NodeInstruments instruments;
   testing::Repository repo;
   auto model = *gpu::Model::load(repo.dir / "bert/1");
-  auto exec = spawn_gpu_executor(*sys, engine(), "n1", &instruments);
+  auto exec = spawn_gpu_executor(*sys, engine(), "n1", &instruments, queues.maintenance);
   const model_key key{"bert", 1};
 
   auto device = ask<std::string>(*sys, exec, 10s, bind_model{key, model});
@@ -92,10 +101,11 @@ TEST(GpuExecutor, BindRunUnbind) {
 }
 
 TEST(GpuExecutor, BadInputsAndOutOfMemoryAreErrorsNotCrashes) {
+  NodeQueues queues;
   auto sys = testing::make_system();
   testing::Repository repo;
   auto resnet = *gpu::Model::load(repo.dir / "resnet");  // 13.5 MiB of weights
-  auto exec = spawn_gpu_executor(*sys, engine(8 << 20), "n1", nullptr);
+  auto exec = spawn_gpu_executor(*sys, engine(8 << 20), "n1", nullptr, queues.maintenance);
   auto bound = ask<std::string>(*sys, exec, 10s, bind_model{{"resnet", 1}, resnet});
   ASSERT_FALSE(bound.ok());
   EXPECT_EQ(bound.error().code(), ErrorCode::out_of_memory);
@@ -116,6 +126,7 @@ TEST(GpuExecutor, BadInputsAndOutOfMemoryAreErrorsNotCrashes) {
 // -- model cache ------------------------------------------------------------------------------
 
 struct CacheFixture {
+  NodeQueues queues;
   std::unique_ptr<caf::actor_system> sys = testing::make_system();
   testing::Repository repo;
   NodeInstruments instruments;
@@ -125,7 +136,7 @@ struct CacheFixture {
     ModelCacheConfig c;
     c.capacity_bytes = capacity;
     if (local_repository) c.repository = repo.path();
-    return spawn_model_cache(*sys, c, store, &instruments);
+    return spawn_model_cache(*sys, c, store, &instruments, queues.fetches, queues.hops);
   }
   fetch_blob request(const std::string& name, uint32_t version, std::vector<blob_source> sources = {}) {
     auto entries = scan_repository_model(repo.path(), name);
@@ -206,6 +217,7 @@ TEST(ModelCache, FetchesFromPeersThenTheRepositoryAndReportsEveryFailure) {
 // -- node router ------------------------------------------------------------------------------
 
 struct NodeFixture {
+  NodeQueues queues;
   std::unique_ptr<caf::actor_system> sys = testing::make_system();
   testing::Repository repo;
   NodeInstruments instruments;
@@ -215,10 +227,10 @@ struct NodeFixture {
   node_router_actor router;
 
   explicit NodeFixture(uint64_t device_memory = 64 << 20) {
-    exec = spawn_gpu_executor(*sys, engine(device_memory), "n1", &instruments);
+    exec = spawn_gpu_executor(*sys, engine(device_memory), "n1", &instruments, queues.maintenance);
     ModelCacheConfig c;
     c.repository = repo.path();
-    cache = spawn_model_cache(*sys, c, store, &instruments);
+    cache = spawn_model_cache(*sys, c, store, &instruments, queues.fetches, queues.hops);
     router = spawn_node_router(*sys, {"n1", "127.0.0.1", 0}, {exec}, {{"sim:0", device_memory, 0}}, cache,
                                &instruments);
   }

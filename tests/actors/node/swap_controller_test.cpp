@@ -67,13 +67,19 @@ TEST(SwapController, BusyHolderMeansACopyOverTheFastestLinkAndTheSourceIsLocked)
   EXPECT_EQ(copy[0].action, SwapAction::swap_from_peer);
   EXPECT_EQ(copy[0].source, holder);
   EXPECT_EQ(copy[0].device, holder ^ 1u);  // its NVLink partner
-  // The locked source is never a victim, even when its device needs room for something else.
+  // The locked source is never a victim, even when its device needs room for something else: of
+  // four requests for a model that fills a pool, the two idle empty devices take one each, the
+  // holder (idle, but its only copy of a is locked) and the copy's target (busy) none.
   c.finish(busy[0], done(busy[0], 40 * MiB, 60 * MiB), 40, 40);
   ASSERT_TRUE(c.add_model(model("big", 90 * MiB)).ok());
   for (uint64_t id = 10; id < 14; ++id) ASSERT_TRUE(c.submit(id, "big", 50).ok());
-  for (const auto& d : c.dispatch(50)) {
-    if (d.device == holder) ADD_FAILURE() << "the locked holder's device took a swap that evicts its source";
+  const auto big = c.dispatch(50);
+  ASSERT_EQ(big.size(), 2u) << "premise: the two idle devices without a copy of a take big";
+  for (const auto& d : big) {
+    EXPECT_NE(d.device, holder) << "the locked holder's device took a swap that evicts its source";
+    EXPECT_NE(d.device, copy[0].device) << "a busy device took a second request";
   }
+  EXPECT_EQ(c.queue().queued(), 2u);
 }
 
 // A running swap may drop its fallback victims (fragmentation); none of them may become the source

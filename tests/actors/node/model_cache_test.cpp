@@ -1,0 +1,131 @@
+// The model_cache on the deterministic coordinator, its fetch and hop queues inline (threads = 0):
+// which source tier its metrics count bytes under, and that it outlives the multicast hops it
+// spawned (the node process destroys the hop queue once the cache is gone). Fetch concurrency and
+// LRU under real threads: node_actors_test.
+#include "actors/node/model_cache.hpp"
+
+#include <gtest/gtest.h>
+
+#include <caf/event_based_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "actors/model_repository.hpp"
+#include "actors/node/blob_store.hpp"
+#include "actors/node/node_instruments.hpp"
+#include "tests/actors/actor_test_util.hpp"
+#include "tests/actors/deterministic.hpp"
+
+namespace ember {
+namespace {
+
+/// The bytes the cache's metrics count per source tier (ember_model_bytes_fetched_total).
+std::map<std::string, double> fetched_by_source(NodeInstruments& instruments) {
+  std::map<std::string, double> out;
+  for (const auto& family : instruments.registry().snapshot().families) {
+    if (family.name != "ember_model_bytes_fetched_total") continue;
+    for (const auto& series : family.series) out[series.label_values.at(0)] = series.value;
+  }
+  return out;
+}
+
+fetch_blob request_for(const testing::Repository& repo, const std::string& name, uint32_t version) {
+  for (const auto& e : scan_repository_model(repo.path(), name)) {
+    if (e.key.version == version) return {e.key, blob_key_of(e.key), e.weights_bytes, {}};
+  }
+  ADD_FAILURE() << "no " << name << "/" << version;
+  return {};
+}
+
+struct Cache {
+  NodeInstruments instruments;  // outlives the actors, which write to it
+  testing::Repository repo;
+  WorkQueue inline_queue{{.threads = 0}};
+  testing::Deterministic d;
+  std::shared_ptr<BlobStore> store = std::make_shared<BlobStore>();
+  model_cache_actor cache;
+
+  Cache() {
+    ModelCacheConfig c;
+    c.repository = repo.path();
+    cache = spawn_model_cache(d.sys(), c, store, &instruments, inline_queue, inline_queue);
+    d.run();
+  }
+  ~Cache() {
+    caf::anon_send_exit(cache, caf::exit_reason::user_shutdown);
+    d.run();
+  }
+};
+
+TEST(ModelCache, BytesReadFromTheNodesOwnRepositoryAreCountedAsLocalDiskThenAsCache) {
+  Cache f;
+  const fetch_blob req = request_for(f.repo, "mlp", 1);
+  ASSERT_GT(req.blob_bytes, 0u);
+  auto first = f.d.request<blob_ref>(f.cache, req);
+  f.d.run();
+  ASSERT_TRUE(first->ok()) << (first->done() ? first->error().message() : "no answer");
+  EXPECT_EQ(first->value().source, SourceTier::local_disk);
+  auto counted = fetched_by_source(f.instruments);
+  EXPECT_EQ(counted["local_disk"], static_cast<double>(req.blob_bytes));
+  EXPECT_EQ(counted.count("repository"), 0u) << "the node's own repository was counted as the cluster's";
+
+  auto again = f.d.request<blob_ref>(f.cache, req);
+  f.d.run();
+  ASSERT_TRUE(again->ok());
+  EXPECT_EQ(again->value().source, SourceTier::cache);
+  counted = fetched_by_source(f.instruments);
+  EXPECT_EQ(counted["cache"], static_cast<double>(req.blob_bytes));
+  EXPECT_EQ(counted["local_disk"], static_cast<double>(req.blob_bytes));
+}
+
+/// A chain controller that never names a new upstream; it remembers which hops asked.
+chain_controller_actor::behavior_type silent_controller(chain_controller_actor::pointer self,
+                                                        std::vector<caf::actor>* asked) {
+  return {
+      [](chain_progress&) {},
+      [self, asked](const chain_upstream_request&) -> caf::result<blob_source> {
+        asked->push_back(caf::actor_cast<caf::actor>(self->current_sender()));
+        return self->make_response_promise<blob_source>();  // never delivered
+      },
+  };
+}
+
+/// Monitors the actors it is sent and records the order in which they went down.
+caf::behavior down_order(caf::event_based_actor* self, std::vector<caf::actor_addr>* gone) {
+  self->set_down_handler([gone](caf::down_msg& down) { gone->push_back(down.source); });
+  return {[self](const caf::actor& whom) { self->monitor(whom); }};
+}
+
+TEST(ModelCache, AnExitingCacheStopsItsMulticastHopsAndQuitsOnlyAfterTheLast) {
+  Cache f;
+  std::vector<caf::actor> asked;
+  auto controller = f.d.sys().spawn(silent_controller, &asked);
+  fetch_blob req = request_for(f.repo, "mlp", 1);
+  // A hop whose upstream refuses connections: it asks the controller for another, which never
+  // answers, so the hop stays alive.
+  req.sources = {blob_source{SourceTier::peer, "gone", {"127.0.0.1", 1}}};
+  req.transfer_id = 7;
+  req.controller = caf::actor_cast<caf::actor>(controller);
+  auto fetch = f.d.request<blob_ref>(f.cache, req);
+  f.d.run();
+  ASSERT_EQ(asked.size(), 1u) << "premise: the hop is alive, waiting for the controller";
+  std::vector<caf::actor_addr> gone;
+  auto observer = f.d.sys().spawn(down_order, &gone);
+  caf::anon_send(observer, asked[0]);
+  caf::anon_send(observer, caf::actor_cast<caf::actor>(f.cache));
+  f.d.run();
+  ASSERT_TRUE(gone.empty());
+
+  caf::anon_send_exit(f.cache, caf::exit_reason::user_shutdown);
+  f.d.run();
+  ASSERT_EQ(gone.size(), 2u) << "the cache or its hop is still alive";
+  EXPECT_EQ(gone[0], asked[0].address()) << "the cache quit before its hop";
+  EXPECT_EQ(gone[1], f.cache.address());
+  caf::anon_send_exit(controller, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(observer, caf::exit_reason::user_shutdown);
+}
+
+}  // namespace
+}  // namespace ember
