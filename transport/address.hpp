@@ -17,10 +17,6 @@
 
 namespace ember::transport {
 
-/// The name transport's callers used before HostPort was the one address type; kept so that
-/// `transport::Endpoint{host, port}` outside transport/ still compiles. New code says HostPort.
-using Endpoint = HostPort;
-
 /// One resolved socket address (IPv4 or IPv6), held by value.
 struct SockAddr {
   sockaddr_storage storage{};

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <string>
 
+#include "base/host_port.hpp"
 #include "base/status.hpp"
 #include "transport/blob.hpp"
 
@@ -35,10 +36,9 @@ namespace ember::transport {
 
 struct BlobServerOptions {
   /// Address to listen on. Loopback by default: the data plane has no authentication, so serving
-  /// beyond the host is a decision the caller makes ("0.0.0.0" or an interface address).
-  std::string host = "127.0.0.1";
-  /// Port; 0 = an ephemeral port, read back with DataServer::port().
-  uint16_t port = 0;
+  /// beyond the host is a decision the caller makes ("0.0.0.0" or an interface address). Port 0 =
+  /// an ephemeral port, read back with DataServer::port().
+  HostPort listen{"127.0.0.1", 0};
   /// Payload bytes per data frame, 4 KiB .. kMaxChunkBytes. Default 1 MiB, chosen by measurement
   /// (above). Smaller costs a syscall and a header per chunk; larger delays the first forwarded
   /// chunk of a multicast chain and the granularity of resume.

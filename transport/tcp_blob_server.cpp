@@ -56,7 +56,7 @@ struct BlobServer::Lingering {
 
 Result<std::unique_ptr<BlobServer>> BlobServer::start(BlobServerOptions options, BlobLookup lookup) {
   EMBER_RETURN_IF_ERROR(check_server_options(options, lookup));
-  EMBER_ASSIGN_OR_RETURN(Socket listener, listen_tcp({options.host, options.port}, 128));
+  EMBER_ASSIGN_OR_RETURN(Socket listener, listen_tcp(options.listen, 128));
   // Accepted sockets inherit the listener's buffer sizes, which must be set before the handshake.
   tune_socket(listener.fd(), options.socket_buffer_bytes);
   int pipe_fds[2];

@@ -61,10 +61,10 @@ class BlobServer final : public DataServer {
   BlobServer(const BlobServer&) = delete;
   BlobServer& operator=(const BlobServer&) = delete;
 
-  /// The port actually bound (the ephemeral one when options.port was 0).
+  /// The port actually bound (the ephemeral one when options.listen.port was 0).
   uint16_t port() const override { return port_; }
   /// host:port to hand to receivers (the listen host, so "0.0.0.0" is not useful to a peer).
-  HostPort endpoint() const override { return {options_.host, port_}; }
+  HostPort endpoint() const override { return {options_.listen.host, port_}; }
 
   /// Stops accepting, cuts every transfer off, joins every thread. Idempotent; any thread except
   /// the server's own (never from inside a BlobLookup).

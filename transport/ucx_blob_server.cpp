@@ -115,7 +115,7 @@ void on_rejected_error(void* arg, ucp_ep_h, ucs_status_t) { static_cast<Impl::Re
 // ---------------------------------------------------------------- acceptor
 
 Status Impl::open_acceptor(uint16_t listen_port) {
-  const HostPort at{options.host, listen_port};
+  const HostPort at{options.listen.host, listen_port};
   const std::string where = at.to_string();
   EMBER_ASSIGN_OR_RETURN(context, ucx::Context::create());
   EMBER_ASSIGN_OR_RETURN(acceptor_worker, ucx::Worker::create(context, "blob server on " + where));
@@ -307,7 +307,7 @@ Result<std::unique_ptr<UcxBlobServer>> UcxBlobServer::start(BlobServerOptions op
   if (s.stop_fd < 0 || s.reap_fd < 0) {
     return io_error(std::string("blob server cannot create its event fds: ") + std::strerror(errno));
   }
-  EMBER_RETURN_IF_ERROR(s.open_acceptor(s.options.port));
+  EMBER_RETURN_IF_ERROR(s.open_acceptor(s.options.listen.port));
   try {
     s.acceptor = std::thread([&s] { s.accept_loop(); });
   } catch (const std::system_error& e) {
@@ -339,7 +339,7 @@ void UcxBlobServer::stop() {
 }
 
 uint16_t UcxBlobServer::port() const { return impl_->port.load(); }
-HostPort UcxBlobServer::endpoint() const { return {impl_->options.host, impl_->port.load()}; }
+HostPort UcxBlobServer::endpoint() const { return {impl_->options.listen.host, impl_->port.load()}; }
 const ServerCounters& UcxBlobServer::counters() const { return impl_->counters; }
 
 }  // namespace ember::transport

@@ -68,7 +68,7 @@ Result<blob_ref> fetch_from_sources(const ModelCacheConfig& config, const fetch_
     BufferSink sink;
     transport::FetchOptions options;
     options.expected_bytes = req.blob_bytes;
-    auto got = transport::fetch_blob(config.transport, {src.endpoint.host, src.endpoint.port}, req.blob_key, options, sink);
+    auto got = transport::fetch_blob(config.transport, src.endpoint, req.blob_key, options, sink);
     if (got.ok()) {
       return blob_ref{std::move(sink.buffer), src.kind, src.name, got->bytes_received, elapsed_us(), got->digest};
     }

@@ -32,8 +32,7 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
   p->index_ = std::make_shared<RepositoryIndex>();
   p->index_->replace(entries);
   transport::BlobServerOptions server = data_server_options(transfer);
-  server.host = config.data_listen.host;
-  server.port = config.data_listen.port;
+  server.listen = config.data_listen;
   const TransportKind kind = transfer.transport;
   EMBER_ASSIGN_OR_RETURN(p->blob_server_, transport::start_data_server(kind, server, p->index_->lookup()));
   ClusterManagerConfig mc;

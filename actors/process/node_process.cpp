@@ -109,8 +109,7 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   }
   p->store_ = std::make_shared<BlobStore>();
   transport::BlobServerOptions server = data_server_options(transfer);
-  server.host = node.data_listen.host;
-  server.port = node.data_listen.port;
+  server.listen = node.data_listen;
   server.corrupt_frame = transfer.fault_corrupt_frame;
   const TransportKind kind = transfer.transport;
   EMBER_ASSIGN_OR_RETURN(p->blob_server_, transport::start_data_server(kind, server, p->store_->lookup()));

@@ -128,7 +128,7 @@ void launch(peer_pointer self, uint64_t attempt, transport::FetchOptions options
   if (st.finished || attempt != st.attempt) return;
   const bool taken = offload(
       self, *st.hops,
-      [hop = st.hop, from = transport::Endpoint{st.upstream.endpoint.host, st.upstream.endpoint.port},
+      [hop = st.hop, from = st.upstream.endpoint,
        key = st.req.blob_key, options,
        kind = st.config.transport] { return transport::fetch_blob(kind, from, key, options, *hop); },
       [self, attempt](Result<transport::FetchResult>& result) { attempt_done(self, attempt, result); });

@@ -1,5 +1,5 @@
 // The data plane's addresses: HostPort as transport writes it (the IPv6 brackets that
-// transport::Endpoint used to add) and the one resolve() that TCP and UCX share.
+// the former transport::Endpoint added) and the one resolve() that TCP and UCX share.
 #include "transport/address.hpp"
 
 #include <arpa/inet.h>
