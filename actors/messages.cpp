@@ -2,6 +2,8 @@
 
 namespace ember {
 
+std::string blob_key_of(const model_key& key) { return key.name + "/" + std::to_string(key.version); }
+
 std::string_view to_string(SourceTier tier) {
   switch (tier) {
     case SourceTier::cache:

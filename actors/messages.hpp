@@ -63,6 +63,9 @@ typename Inspector::result_type inspect(Inspector& f, model_key& x) {
   return f(caf::meta::type_name("model_key"), x.name, x.version);
 }
 
+/// The data-plane key of a version's weights: "<name>/<version>".
+std::string blob_key_of(const model_key& key);
+
 /// A tensor in a request or an answer: dtype is gpu::DType's value, data is dense row-major bytes.
 struct tensor_msg {
   std::string name;

@@ -42,7 +42,7 @@
 #include "actors/atoms.hpp"
 #include "actors/metrics_messages.hpp"
 #include "actors/errors.hpp"
-#include "actors/model_repository.hpp"
+#include "actors/cluster/model_repository.hpp"
 #include "actors/process/node_process.hpp"
 #include "actors/tensor_codec.hpp"
 #include "bench/density_models.hpp"

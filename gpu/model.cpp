@@ -1,6 +1,7 @@
 #include "gpu/model.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <map>
 
@@ -150,6 +151,15 @@ Result<std::vector<std::optional<TensorDesc>>> Model::check_inputs(const std::ve
   Status st = infer_range(manifest_, graph_, {0, num_layers()}, values);
   if (!st.ok()) return st.error();
   return values;
+}
+
+std::string repository_version_dir(const std::string& root, const std::string& model, uint32_t version) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path folder = fs::path(root) / model;
+  if (version == 1 && fs::exists(folder / kManifestFile, ec)) return folder.string();
+  const fs::path dir = folder / std::to_string(version);
+  return fs::exists(dir / kManifestFile, ec) ? dir.string() : std::string();
 }
 
 }  // namespace ember::gpu

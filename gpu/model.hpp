@@ -29,6 +29,12 @@ namespace ember::gpu {
 
 inline constexpr const char* kManifestFile = "model.json";
 inline constexpr const char* kWeightsFile = "weights.safetensors";
+/// A model repository (Triton's layout): ROOT/<model>/<version>/{model.json,weights.safetensors},
+/// version = 1, 2, ... (digits only), or ROOT/<model>/model.json for a model folder that is itself
+/// version 1. The folder of one version under `root`, or "" when the repository has no such
+/// version. Reads only directory entries; anyone, any thread.
+std::string repository_version_dir(const std::string& root, const std::string& model, uint32_t version);
+
 /// model.json larger than this is refused.
 inline constexpr uint64_t kMaxManifestBytes = 64ull << 20;
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "actors/cluster_manager_interface.hpp"
-#include "actors/model_repository.hpp"
+#include "actors/cluster/model_repository.hpp"
 #include "placement/chain_plan.hpp"
 
 namespace ember {

@@ -27,7 +27,7 @@
 
 #include "actors/cluster/model_readiness.hpp"
 #include "actors/messages.hpp"
-#include "actors/model_repository.hpp"
+#include "actors/cluster/model_repository.hpp"
 #include "base/status.hpp"
 
 namespace ember {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/model_repository.hpp"
+#include "actors/cluster/model_repository.hpp"
 #include "transport/blob.hpp"
 
 namespace ember {

@@ -14,7 +14,6 @@
 
 #include "actors/errors.hpp"
 #include "actors/model_cache_interface.hpp"
-#include "actors/model_repository.hpp"
 #include "actors/node/blob_store.hpp"
 #include "actors/offload.hpp"
 #include "actors/transfer/transfer_peer.hpp"
@@ -50,7 +49,7 @@ Result<blob_ref> fetch_from_sources(const ModelCacheConfig& config, const fetch_
   };
   std::string failures;
   if (!config.repository.empty()) {
-    const std::string dir = version_dir(config.repository, req.model);
+    const std::string dir = gpu::repository_version_dir(config.repository, req.model.name, req.model.version);
     if (!dir.empty()) {
       auto bytes = gpu::HostBuffer::read_file(dir + "/" + gpu::kWeightsFile, UINT64_MAX);
       if (bytes.ok() && (req.blob_bytes == 0 || (*bytes)->size() == req.blob_bytes)) {

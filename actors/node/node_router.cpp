@@ -9,7 +9,6 @@
 #include <map>
 
 #include "actors/errors.hpp"
-#include "actors/model_repository.hpp"
 #include "actors/node_router_interface.hpp"
 #include "actors/node/node_router_state.hpp"
 #include "base/units.hpp"

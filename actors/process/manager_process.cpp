@@ -8,7 +8,7 @@
 
 #include "actors/cluster/cluster_manager.hpp"
 #include "actors/cluster/repository_index.hpp"
-#include "actors/model_repository.hpp"
+#include "actors/cluster/model_repository.hpp"
 #include "actors/process/data_server_options.hpp"
 #include "base/work_queue.hpp"
 #include "transport/data_plane.hpp"

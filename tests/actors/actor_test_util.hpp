@@ -14,11 +14,14 @@
 
 #include <chrono>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 #include "actors/actor_system.hpp"
 #include "actors/errors.hpp"
+#include "actors/messages.hpp"
 #include "base/status.hpp"
+#include "gpu/model.hpp"
 #include "tests/gpu/test_util.hpp"
 #include "tests/must.hpp"
 
@@ -43,6 +46,23 @@ Result<T> ask(caf::actor_system& sys, const Handle& dest, std::chrono::milliseco
   self->request(dest, timeout, std::forward<Ts>(msg)...)
       .receive([&](T& x) { out = std::move(x); }, [&](caf::error& e) { out = from_caf(e); });
   return out;
+}
+
+/// One version of a test repository, as the manager describes it to a node (its model.json and the
+/// size of its weights file); the premise that it exists and is valid is must()'d.
+struct RepositoryVersion {
+  model_key key;
+  std::string manifest_json;
+  uint64_t weights_bytes = 0;
+};
+
+inline RepositoryVersion repository_version(const std::string& root, const std::string& name, uint32_t version) {
+  const std::string where = name + "/" + std::to_string(version) + " in " + root;
+  const std::string dir = gpu::repository_version_dir(root, name, version);
+  if (dir.empty()) throw std::runtime_error("the test repository has no " + where);
+  RepositoryVersion v{{name, version}, gpu::testing::read_file(dir + "/" + gpu::kManifestFile), 0};
+  v.weights_bytes = must(gpu::Model::check_dir(dir), where);
+  return v;
 }
 
 /// A repository with tiny models: mlp (version 1 and 2), bert (1) and resnet as a version folder.

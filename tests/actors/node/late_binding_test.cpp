@@ -13,7 +13,6 @@
 #include "actors/node/model_cache.hpp"
 #include "actors/node/node_router.hpp"
 #include "actors/model_cache_interface.hpp"
-#include "actors/model_repository.hpp"
 #include "actors/node_router_interface.hpp"
 #include "actors/tensor_codec.hpp"
 #include "actors/node/blob_store.hpp"
@@ -187,7 +186,7 @@ struct LateNode {
     }
   }
   Result<replica_info> load(int i) {
-    auto e = scan_repository_model(repo.path(), "m" + std::to_string(i)).front();
+    auto e = testing::repository_version(repo.path(), "m" + std::to_string(i), 1);
     return testing::ask<replica_info>(*sys, router, 30s, load_replica{e.key, e.manifest_json, blob_key_of(e.key),
                                                                       e.weights_bytes, {}});
   }

@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "actors/model_repository.hpp"
 #include "actors/node/blob_store.hpp"
 #include "actors/node/node_instruments.hpp"
 #include "tests/actors/actor_test_util.hpp"
@@ -32,11 +31,8 @@ std::map<std::string, double> fetched_by_source(NodeInstruments& instruments) {
 }
 
 fetch_blob request_for(const testing::Repository& repo, const std::string& name, uint32_t version) {
-  for (const auto& e : scan_repository_model(repo.path(), name)) {
-    if (e.key.version == version) return {e.key, blob_key_of(e.key), e.weights_bytes, {}};
-  }
-  ADD_FAILURE() << "no " << name << "/" << version;
-  return {};
+  const auto e = testing::repository_version(repo.path(), name, version);
+  return {e.key, blob_key_of(e.key), e.weights_bytes, {}};
 }
 
 struct Cache {

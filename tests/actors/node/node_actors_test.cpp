@@ -10,7 +10,6 @@
 #include "actors/node/node_router.hpp"
 #include "actors/gpu_executor_interface.hpp"
 #include "actors/model_cache_interface.hpp"
-#include "actors/model_repository.hpp"
 #include "actors/node/node_instruments.hpp"
 #include "actors/node_router_interface.hpp"
 #include "actors/tensor_codec.hpp"
@@ -139,11 +138,8 @@ struct CacheFixture {
     return spawn_model_cache(*sys, c, store, &instruments, queues.fetches, queues.hops);
   }
   fetch_blob request(const std::string& name, uint32_t version, std::vector<blob_source> sources = {}) {
-    auto entries = scan_repository_model(repo.path(), name);
-    for (const auto& e : entries)
-      if (e.key.version == version) return {e.key, blob_key_of(e.key), e.weights_bytes, std::move(sources)};
-    ADD_FAILURE() << "no " << name << "/" << version;
-    return {};
+    const auto e = testing::repository_version(repo.path(), name, version);
+    return {e.key, blob_key_of(e.key), e.weights_bytes, std::move(sources)};
   }
 };
 
@@ -244,11 +240,8 @@ struct NodeFixture {
     }
   }
   load_replica load(const std::string& name, uint32_t version) {
-    for (auto& e : scan_repository_model(repo.path(), name)) {
-      if (e.key.version == version) return {e.key, e.manifest_json, blob_key_of(e.key), e.weights_bytes, {}};
-    }
-    ADD_FAILURE() << "no " << name;
-    return {};
+    const auto e = testing::repository_version(repo.path(), name, version);
+    return {e.key, e.manifest_json, blob_key_of(e.key), e.weights_bytes, {}};
   }
 };
 

@@ -16,7 +16,6 @@
 #include <string>
 #include <vector>
 
-#include "actors/model_repository.hpp"
 #include "actors/node/node_instruments.hpp"
 #include "gpu/host_buffer.hpp"
 #include "tests/actors/deterministic.hpp"

@@ -1,4 +1,4 @@
-#include "actors/model_repository.hpp"
+#include "actors/cluster/model_repository.hpp"
 
 #include <algorithm>
 #include <filesystem>
@@ -70,16 +70,6 @@ std::vector<RepositoryEntry> scan_repository(const std::string& root) {
   }
   return out;
 }
-
-std::string version_dir(const std::string& root, const model_key& key) {
-  std::error_code ec;
-  const fs::path folder = fs::path(root) / key.name;
-  if (key.version == 1 && fs::exists(folder / gpu::kManifestFile, ec)) return folder.string();
-  const fs::path dir = folder / std::to_string(key.version);
-  return fs::exists(dir / gpu::kManifestFile, ec) ? dir.string() : std::string();
-}
-
-std::string blob_key_of(const model_key& key) { return key.name + "/" + std::to_string(key.version); }
 
 }  // namespace ember
 

@@ -1,4 +1,5 @@
-// The model repository on disk, as the cluster manager scans it and a node reads its own local one: one folder per model holding
+// The model repository on disk, as the cluster manager scans it (gpu/model.hpp's repository_version_dir
+// is the layout, which a node also uses to read its own local repository): one folder per model holding
 // numbered version folders, as Triton's repositories do:
 //
 //   ROOT/<model>/<version>/model.json            version = 1, 2, ... (digits only)
@@ -9,7 +10,7 @@
 // (manifest, weights header, byte layout) without reading the weights, and a version that fails
 // stays listed with its error so that `load` can report it.
 //
-// Pure file reading; anyone, any thread; blocking (actors call it through offload, never inline).
+// Pure file reading; anyone, any thread; blocking (the manager calls it through offload, never inline).
 #pragma once
 
 #include <cstdint>
@@ -35,12 +36,6 @@ std::vector<RepositoryEntry> scan_repository(const std::string& root);
 
 /// The versions of one model (empty when the folder does not exist).
 std::vector<RepositoryEntry> scan_repository_model(const std::string& root, const std::string& name);
-
-/// The folder of one version under `root` ("" when the repository has no such version).
-std::string version_dir(const std::string& root, const model_key& key);
-
-/// The data-plane key of a version's weights ("<name>/<version>") and back.
-std::string blob_key_of(const model_key& key);
 
 }  // namespace ember
 
