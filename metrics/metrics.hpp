@@ -176,6 +176,8 @@ MergedMetrics merge_snapshots(const std::vector<NodeMetrics>& nodes, std::string
 
 bool is_valid_metric_name(std::string_view name);
 bool is_valid_label_name(std::string_view name);
+/// Histogram bucket bounds: finite and strictly increasing.
+bool valid_bucket_bounds(const std::vector<double>& bounds);
 
 /// Label value escaping of the text format: \ -> \\, " -> \", newline -> \n; invalid UTF-8 -> U+FFFD.
 std::string escape_label_value(std::string_view value);
