@@ -148,7 +148,7 @@ struct TransferConfig {
   /// says why), so ucx uses neither shared memory nor RDMA today. Every node and the manager of a
   /// cluster must use the same transport.
   TransportKind transport = TransportKind::tcp;
-  /// Payload bytes per data frame. Default 1 MiB (measured: transport/tcp_blob_server.hpp);
+  /// Payload bytes per data frame. Default 1 MiB (measured: transport/server_options.hpp);
   /// 64 KiB..64 MiB. Larger delays the first forwarded chunk of each hop and coarsens resume.
   uint64_t chunk_bytes = 1ull << 20;
   /// SO_SNDBUF/SO_RCVBUF of data-plane sockets: the in-flight window of one hop. Default 4 MiB;
