@@ -1,4 +1,4 @@
-// The metrics snapshot a node ships to gateways (see actors/metrics.hpp for the type and its
+// The metrics snapshot a node ships to gateways (see metrics/metrics.hpp for the type and its
 // inspect overloads).
 #pragma once
 

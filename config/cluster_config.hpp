@@ -23,7 +23,7 @@
 //
 // Units: durations are written "250ms", "2s", "100us" (a bare number is microseconds) and held in
 // microseconds (`_us`); sizes are written "16GiB", "64MiB" and held in bytes; endpoints are written
-// "host:port" (config/host_port.hpp). Every duration must lie in 1ms..24h, so that converting it to
+// "host:port" (base/host_port.hpp). Every duration must lie in 1ms..24h, so that converting it to
 // nanoseconds or adding it to a clock never overflows.
 #pragma once
 

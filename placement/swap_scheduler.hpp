@@ -63,7 +63,7 @@ namespace ember::placement {
 using DeviceIndex = uint32_t;
 
 /// One node's devices and their interconnect. Bandwidths in GB/s (1e9 bytes per second, as in
-/// config/units.hpp); only their order matters to the scheduler. Immutable once created.
+/// base/units.hpp); only their order matters to the scheduler. Immutable once created.
 class NodeTopology {
  public:
   /// Validates and builds a topology of pcie_switch.size() devices (at least one).

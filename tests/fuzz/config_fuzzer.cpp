@@ -1,6 +1,6 @@
 // libFuzzer target for config/: parse_cluster_config (the whole file: manager, gateway, node,
 // devices, transfer and binding sections, through yaml-cpp), parse_devices_config (the `devices:`
-// section alone) and the unit parsers of config/units.cpp, all on the same text.
+// section alone) and the unit parsers of base/units.cpp, all on the same text.
 //
 // Input: the text of an ember.yaml; the unit parsers also read it whole, as they would read one
 // YAML scalar or command-line value. Nothing may throw out of them. On success a ClusterConfig or

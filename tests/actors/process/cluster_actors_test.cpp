@@ -1,5 +1,5 @@
 // The cluster's actors together in one process: a manager, a gateway and nodes built exactly as
-// `ember serve` builds them (actors/processes.hpp), driven through the gateway's interface.
+// `ember serve` builds them (actors/process/), driven through the gateway's interface.
 #include <gtest/gtest.h>
 
 #include <fstream>
