@@ -16,7 +16,7 @@
 #include "tests/actors/deterministic.hpp"
 
 namespace ember {
-namespace {
+namespace offload_test {
 
 // Doubles a number off the actor and answers with the actor's thread id when the result arrives.
 caf::behavior doubler(caf::event_based_actor* self, WorkQueue* queue, std::thread::id* worker_thread,
@@ -112,5 +112,5 @@ TEST(Offload, TheDeterministicClockMovesOnlyWhenTheTestAdvancesIt) {
   EXPECT_EQ(fired_at[0], std::chrono::seconds(2));
 }
 
-}  // namespace
+}  // namespace offload_test
 }  // namespace ember

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace ember {
-namespace {
+namespace host_port_test {
 
 TEST(ParseHostPort, Ipv4AndHostnames) {
   EXPECT_EQ(*parse_host_port("127.0.0.1:7070"), (HostPort{"127.0.0.1", 7070}));
@@ -49,5 +49,5 @@ TEST(ParseHostPort, RejectsWithTheTextQuoted) {
   EXPECT_NE(parse_host_port("[::1]:80").error().message().find("IPv6"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace host_port_test
 }  // namespace ember

@@ -5,7 +5,7 @@
 #include <memory>
 
 namespace ember {
-namespace {
+namespace status_test {
 
 Result<int> half(int x) {
   if (x % 2) return invalid_argument(std::to_string(x) + " is odd");
@@ -59,5 +59,5 @@ TEST(Error, ContextAndNames) {
   EXPECT_EQ(to_string(ErrorCode::out_of_memory), "out_of_memory");
 }
 
-}  // namespace
+}  // namespace status_test
 }  // namespace ember

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace ember {
-namespace {
+namespace units_test {
 
 TEST(ParseBytes, BinaryAndDecimalSuffixes) {
   EXPECT_EQ(*parse_bytes("8GiB"), 8ull << 30);
@@ -48,5 +48,5 @@ TEST(FormatBytes, Readable) {
   EXPECT_EQ(format_bytes(100ull << 20), "100 MiB");
 }
 
-}  // namespace
+}  // namespace units_test
 }  // namespace ember

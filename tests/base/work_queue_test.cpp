@@ -9,7 +9,7 @@
 #include <vector>
 
 namespace ember {
-namespace {
+namespace work_queue_test {
 
 TEST(WorkQueue, ASerialQueueRunsJobsInSubmissionOrderOnOneThread) {
   std::vector<int> order;
@@ -100,5 +100,5 @@ TEST(WorkQueue, OnThreadStartRunsOnEachThreadBeforeAnyJob) {
   EXPECT_TRUE(ordered.load());
 }
 
-}  // namespace
+}  // namespace work_queue_test
 }  // namespace ember

@@ -7,9 +7,10 @@
 #include <string>
 
 #include "config/cluster_config.hpp"
+#include "tests/config/bad_case.hpp"
 
 namespace ember {
-namespace {
+namespace binding_config_test {
 
 void expect_binding_defaults(const BindingConfig& b) {
   EXPECT_EQ(b.mode, BindingMode::late);
@@ -115,22 +116,11 @@ TEST(BindingConfig, BoundariesThatPass) {
   EXPECT_EQ(big->seed, std::numeric_limits<uint64_t>::max());
 }
 
-struct BadCase {
-  const char* yaml;
-  const char* key_in_message;
-};
-
-void PrintTo(const BadCase& c, std::ostream* os) { *os << '"' << c.yaml << '"'; }
+using testing::BadCase;
 
 class BindingConfigErrors : public ::testing::TestWithParam<BadCase> {};
 
-TEST_P(BindingConfigErrors, NameTheFileAndKey) {
-  auto c = parse_cluster_config(GetParam().yaml, "ember.yaml");
-  ASSERT_FALSE(c.ok()) << GetParam().yaml;
-  EXPECT_EQ(c.error().code(), ErrorCode::invalid_argument);
-  EXPECT_TRUE(c.error().message().starts_with("ember.yaml: ")) << c.error().message();
-  EXPECT_NE(c.error().message().find(GetParam().key_in_message), std::string::npos) << c.error().message();
-}
+TEST_P(BindingConfigErrors, NameTheFileAndKey) { testing::expect_refused_naming_file_and_key(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(
     BadValues, BindingConfigErrors,
@@ -221,5 +211,5 @@ TEST(BindingConfig, ValidateChecksStructsBuiltInCode) {
   EXPECT_EQ(message(BindingConfig{}), "ok");
 }
 
-}  // namespace
+}  // namespace binding_config_test
 }  // namespace ember

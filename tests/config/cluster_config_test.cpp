@@ -1,4 +1,5 @@
 #include "config/cluster_config.hpp"
+#include "tests/config/bad_case.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,7 +9,7 @@
 #include <fstream>
 
 namespace ember {
-namespace {
+namespace cluster_config_test {
 
 void expect_defaults(const ClusterConfig& c) {
   EXPECT_EQ(c.manager.listen, (HostPort{"127.0.0.1", 7070}));
@@ -217,22 +218,11 @@ TEST(ClusterConfig, StandaloneDevicesParserStillReadsTheSameFile) {
   EXPECT_EQ(cluster->devices.kind, devices->kind);
 }
 
-struct BadCase {
-  const char* yaml;
-  const char* key_in_message;
-};
-
-void PrintTo(const BadCase& c, std::ostream* os) { *os << '"' << c.yaml << '"'; }
+using testing::BadCase;
 
 class ClusterConfigErrors : public ::testing::TestWithParam<BadCase> {};
 
-TEST_P(ClusterConfigErrors, NameTheFileAndKey) {
-  auto c = parse_cluster_config(GetParam().yaml, "ember.yaml");
-  ASSERT_FALSE(c.ok()) << GetParam().yaml;
-  EXPECT_EQ(c.error().code(), ErrorCode::invalid_argument);
-  EXPECT_TRUE(c.error().message().starts_with("ember.yaml: ")) << c.error().message();
-  EXPECT_NE(c.error().message().find(GetParam().key_in_message), std::string::npos) << c.error().message();
-}
+TEST_P(ClusterConfigErrors, NameTheFileAndKey) { testing::expect_refused_naming_file_and_key(GetParam()); }
 
 INSTANTIATE_TEST_SUITE_P(
     BadValues, ClusterConfigErrors,
@@ -469,5 +459,5 @@ TEST(DefaultNodeName, IsHostnameColonPid) {
   EXPECT_TRUE(validate(c, "code").ok()) << name;
 }
 
-}  // namespace
+}  // namespace cluster_config_test
 }  // namespace ember

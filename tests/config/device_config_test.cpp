@@ -1,11 +1,12 @@
 #include "config/device_config.hpp"
+#include "tests/config/bad_case.hpp"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
 namespace ember {
-namespace {
+namespace device_config_test {
 
 TEST(DevicesConfig, DefaultsWhenSilent) {
   auto c = parse_devices_config("", "node.yaml");
@@ -79,10 +80,7 @@ TEST(DevicesConfig, ValidateChecksProgrammaticTopology) {
   EXPECT_FALSE(validate(c, "x").ok());
 }
 
-struct BadCase {
-  const char* yaml;
-  const char* key_in_message;
-};
+using testing::BadCase;
 
 class DevicesConfigErrors : public ::testing::TestWithParam<BadCase> {};
 
@@ -133,5 +131,5 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"devices: [\n", "YAML"},
                       BadCase{"- a\n- b\n", "mapping"}));
 
-}  // namespace
+}  // namespace device_config_test
 }  // namespace ember

@@ -25,7 +25,7 @@
 #include "gpu/sim_device.hpp"
 
 namespace ember::gpu {
-namespace {
+namespace cuda_plugin_test {
 
 // CTest runs test cases as parallel processes: keep each process's CUDA reservation small instead
 // of the default 90% of free memory (an explicit setting in the environment wins).
@@ -525,5 +525,5 @@ TEST_F(CudaDeviceTest, EveryOpMatchesSimDevice) {
   EXPECT_TRUE(cuda_->status().ok());
 }
 
-}  // namespace
+}  // namespace cuda_plugin_test
 }  // namespace ember::gpu

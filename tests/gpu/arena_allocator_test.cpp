@@ -6,7 +6,7 @@
 #include <vector>
 
 namespace ember::gpu {
-namespace {
+namespace arena_allocator_test {
 
 TEST(ArenaAllocator, AlignsAndFillsInOrder) {
   ArenaAllocator a(4096, 256);
@@ -82,5 +82,5 @@ TEST(ArenaAllocator, RandomWorkloadKeepsTheTiling) {
   EXPECT_EQ(a.largest_free_block(), capacity);
 }
 
-}  // namespace
+}  // namespace arena_allocator_test
 }  // namespace ember::gpu

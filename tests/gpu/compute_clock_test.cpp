@@ -12,7 +12,7 @@
 #include "gpu/sim_device.hpp"
 
 namespace ember::gpu {
-namespace {
+namespace compute_clock_test {
 
 using Clock = ComputeClock::Clock;
 using std::chrono::milliseconds;
@@ -101,5 +101,5 @@ TEST(ComputeClock, DilatedSimDeviceShowsResultsOnlyAfterTheirDeviceTime) {
   EXPECT_EQ(host.back(), 0.f);
 }
 
-}  // namespace
+}  // namespace compute_clock_test
 }  // namespace ember::gpu

@@ -12,7 +12,7 @@
 #include <vector>
 
 namespace ember::gpu {
-namespace {
+namespace device_memory_pool_churn_test {
 
 
 using namespace pool_testing;
@@ -163,5 +163,5 @@ TEST(DeviceMemoryPool, ReferenceModelChurnStaysConsistentAndUnfragmented) {
   EXPECT_LT(f.internal_waste, 0.01);
 }
 
-}  // namespace
+}  // namespace device_memory_pool_churn_test
 }  // namespace ember::gpu

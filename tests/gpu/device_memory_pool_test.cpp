@@ -12,7 +12,7 @@
 #include <vector>
 
 namespace ember::gpu {
-namespace {
+namespace device_memory_pool_test {
 
 
 using namespace pool_testing;
@@ -330,5 +330,5 @@ TEST(DeviceMemoryPool, HandlesStayValidUntilTheirModelIsFreed) {
   EXPECT_CONSISTENT(pool);
 }
 
-}  // namespace
+}  // namespace device_memory_pool_test
 }  // namespace ember::gpu

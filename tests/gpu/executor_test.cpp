@@ -7,7 +7,7 @@
 #include "tests/gpu/test_util.hpp"
 
 namespace ember::gpu {
-namespace {
+namespace executor_test {
 
 using testing::TempDir;
 
@@ -279,5 +279,5 @@ TEST(Executor, PlansAreReusedAndActivationMemoryIsShared) {
   EXPECT_EQ(d->memory().used_bytes, used_after_first);
 }
 
-}  // namespace
+}  // namespace executor_test
 }  // namespace ember::gpu

@@ -7,7 +7,7 @@
 #include "tests/gpu/test_util.hpp"
 
 namespace ember::gpu {
-namespace {
+namespace host_tensor_test {
 
 using nlohmann::json;
 
@@ -70,5 +70,5 @@ TEST(TensorFile, RoundTripsManyDtypes) {
   }
 }
 
-}  // namespace
+}  // namespace host_tensor_test
 }  // namespace ember::gpu

@@ -8,7 +8,7 @@
 #include <vector>
 
 namespace ember::gpu {
-namespace {
+namespace link_pacer_test {
 
 using Clock = LinkPacer::Clock;
 using std::chrono::duration;
@@ -61,5 +61,5 @@ TEST(LinkPacer, TwoSendersShareOneLink) {
   EXPECT_TRUE(da == a && db == b);
 }
 
-}  // namespace
+}  // namespace link_pacer_test
 }  // namespace ember::gpu

@@ -8,7 +8,7 @@
 #include "gpu/architectures.hpp"
 
 namespace ember::gpu {
-namespace {
+namespace manifest_test {
 
 using nlohmann::json;
 
@@ -149,5 +149,5 @@ TEST(Manifest, InferRangeChecksRealShapes) {
   EXPECT_EQ(values[g->outputs[0]]->shape, (Shape{3, 32, 100}));
 }
 
-}  // namespace
+}  // namespace manifest_test
 }  // namespace ember::gpu

@@ -8,7 +8,7 @@
 #include "tests/gpu/test_util.hpp"
 
 namespace ember::gpu {
-namespace {
+namespace model_test {
 
 using nlohmann::json;
 using testing::TempDir;
@@ -195,5 +195,5 @@ TEST(Model, CheckInputsNamesTheInput) {
   EXPECT_FALSE(m->check_inputs({{DType::i64, Shape{2, 8}}}).ok());
 }
 
-}  // namespace
+}  // namespace model_test
 }  // namespace ember::gpu

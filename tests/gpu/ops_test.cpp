@@ -11,7 +11,7 @@
 #include "tests/gpu/test_util.hpp"
 
 namespace ember::gpu {
-namespace {
+namespace ops_test {
 
 using testing::TempDir;
 
@@ -412,5 +412,5 @@ TEST(Ops, EveryOpHasAConformanceCase) {
   EXPECT_EQ(std::size(covered), static_cast<size_t>(OpKind::count));
 }
 
-}  // namespace
+}  // namespace ops_test
 }  // namespace ember::gpu

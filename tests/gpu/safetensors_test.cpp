@@ -7,7 +7,7 @@
 #include "tests/gpu/test_util.hpp"
 
 namespace ember::gpu {
-namespace {
+namespace safetensors_test {
 
 // A file: 8-byte length, `header`, then `data_bytes` bytes of data.
 std::string file_with(const std::string& header, size_t data_bytes) {
@@ -102,5 +102,5 @@ TEST(Safetensors, HeaderLengthIsCheckedBeforeAnythingElse) {
   EXPECT_NE(r.error().message().find("truncated"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace safetensors_test
 }  // namespace ember::gpu

@@ -14,7 +14,7 @@
 #include "tests/gpu/test_util.hpp"
 
 namespace ember::gpu {
-namespace {
+namespace sim_device_link_test {
 
 using testing::sim_device;
 constexpr uint64_t kMiB = 1ull << 20;
@@ -316,5 +316,5 @@ TEST(SimDeviceLinks, ReopenRebuildsTheSameDevice) {
   EXPECT_EQ(beyond.error().code(), ErrorCode::invalid_argument);
 }
 
-}  // namespace
+}  // namespace sim_device_link_test
 }  // namespace ember::gpu

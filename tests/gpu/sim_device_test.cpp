@@ -11,7 +11,7 @@
 #include "tests/gpu/test_util.hpp"
 
 namespace ember::gpu {
-namespace {
+namespace sim_device_test {
 
 using testing::sim_device;
 
@@ -178,5 +178,5 @@ TEST(DeviceRegistry, RejectsBadConfig) {
   EXPECT_EQ(opened.error().code(), ErrorCode::invalid_argument);
 }
 
-}  // namespace
+}  // namespace sim_device_test
 }  // namespace ember::gpu

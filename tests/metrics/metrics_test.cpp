@@ -8,7 +8,7 @@
 #include <vector>
 
 namespace ember::metrics {
-namespace {
+namespace metrics_test {
 
 // "m<i>". (Built by appending: GCC 12 warns falsely on "m" + std::string, PR 105329.)
 std::string label_m(int i) {
@@ -387,5 +387,5 @@ TEST(Metrics, ConcurrentUpdatesAreExact) {
   EXPECT_EQ(depth.with({}).value(), 0.0);
 }
 
-}  // namespace
+}  // namespace metrics_test
 }  // namespace ember::metrics

@@ -6,7 +6,7 @@
 #include <set>
 
 namespace ember::placement {
-namespace {
+namespace chain_builder_test {
 
 std::vector<ChainReceiver> receivers(int n, const std::string& rack = "") {
   std::vector<ChainReceiver> out;
@@ -174,5 +174,5 @@ TEST(ChainBuilder, MaxChainLengthSplitsEvenlyFromTheSameSource) {
   EXPECT_EQ(two[3], (Chain{"b", {"r6"}}));
 }
 
-}  // namespace
+}  // namespace chain_builder_test
 }  // namespace ember::placement

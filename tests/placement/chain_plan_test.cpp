@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace ember::placement {
-namespace {
+namespace chain_plan_test {
 
 constexpr uint64_t MiB = 1ull << 20;
 constexpr uint64_t kBlob = 1024 * MiB;
@@ -220,5 +220,5 @@ TEST(ChainPlan, SamplesStayBounded) {
   EXPECT_GT(p.samples_dropped(), 0u);
 }
 
-}  // namespace
+}  // namespace chain_plan_test
 }  // namespace ember::placement

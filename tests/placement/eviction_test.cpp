@@ -5,7 +5,7 @@
 #include <algorithm>
 
 namespace ember::placement {
-namespace {
+namespace eviction_test {
 
 constexpr uint64_t GiB = 1ull << 30;
 constexpr uint64_t kCapacity = 16 * GiB;
@@ -188,5 +188,5 @@ TEST(Eviction, RuleNamesRoundTrip) {
   EXPECT_EQ(to_string(VictimKind::duplicate), "duplicate");
 }
 
-}  // namespace
+}  // namespace eviction_test
 }  // namespace ember::placement

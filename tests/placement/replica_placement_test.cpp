@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace ember::placement {
-namespace {
+namespace replica_placement_test {
 
 NodeView node(uint64_t id, uint64_t free_gib, uint32_t replicas = 0, bool cached = false, bool has = false) {
   NodeView n;
@@ -46,5 +46,5 @@ TEST(ChooseSources, PeersWithTheBytesThenTheRepository) {
   EXPECT_EQ(only_repo[0].endpoint.host, "10.0.0.1");
 }
 
-}  // namespace
+}  // namespace replica_placement_test
 }  // namespace ember::placement

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 namespace ember::placement {
-namespace {
+namespace rrc_queue_test {
 
 constexpr int64_t kSec = 1'000'000;
 constexpr uint64_t kDeadline = 1000;
@@ -295,5 +295,5 @@ TEST(RrcQueue, RemoveAndReRegister) {
   EXPECT_TRUE(q.remove_model("b").empty());
 }
 
-}  // namespace
+}  // namespace rrc_queue_test
 }  // namespace ember::placement

@@ -7,7 +7,7 @@
 #include <cmath>
 
 namespace ember::placement {
-namespace {
+namespace swap_scheduler_test {
 
 constexpr uint64_t GiB = 1ull << 30;
 const std::string kModel = "bert-qa";
@@ -288,5 +288,5 @@ TEST(Classify, RejectsBadMeasurements) {
   EXPECT_TRUE(classify(0, 10, 1.0).ok());
 }
 
-}  // namespace
+}  // namespace swap_scheduler_test
 }  // namespace ember::placement

@@ -7,7 +7,7 @@
 #include <netinet/in.h>
 
 namespace ember::transport {
-namespace {
+namespace address_test {
 
 TEST(Address, AHostPortWritesAnIpv6HostInBrackets) {
   EXPECT_EQ((HostPort{"node-3.cluster", 7401}.to_string()), "node-3.cluster:7401");
@@ -45,5 +45,5 @@ TEST(Address, AHostThatDoesNotResolveIsAnIoErrorNamingIt) {
       << bad.error().message();
 }
 
-}  // namespace
+}  // namespace address_test
 }  // namespace ember::transport

@@ -10,7 +10,7 @@
 #include "tests/transport/transfer_test_util.hpp"
 
 namespace ember::transport {
-namespace {
+namespace blob_test {
 
 std::string temp_path(const char* name) {
   return (std::filesystem::temp_directory_path() / (std::string("ember_") + name + "_" + std::to_string(::getpid())))
@@ -111,5 +111,5 @@ TEST(FileBlob, MissingFileIsNotFound) {
   EXPECT_EQ(FileBlob::open("/tmp").error().code(), ErrorCode::io_error);  // a directory
 }
 
-}  // namespace
+}  // namespace blob_test
 }  // namespace ember::transport

@@ -16,7 +16,7 @@
 #include "transport/growing_blob.hpp"
 
 namespace ember::transport {
-namespace {
+namespace data_plane_test {
 
 using namespace std::chrono_literals;
 using testing::eventually;
@@ -606,5 +606,5 @@ TEST(TransportKind, ParsesAndNames) {
   EXPECT_FALSE(parse_transport_kind("UCX").ok());
 }
 
-}  // namespace
+}  // namespace data_plane_test
 }  // namespace ember::transport

@@ -5,7 +5,7 @@
 #include <random>
 
 namespace ember::transport {
-namespace {
+namespace fetch_request_test {
 
 TEST(FetchRequest, RoundTrip) {
   FetchRequest r{77, "gpt2/3/weights.safetensors", 12345678901ull};
@@ -86,5 +86,5 @@ TEST(FetchRequest, BadLengthsAndRandomCorruptionAreCorruptNeverACrash) {
   EXPECT_GT(refused, 1000);
 }
 
-}  // namespace
+}  // namespace fetch_request_test
 }  // namespace ember::transport

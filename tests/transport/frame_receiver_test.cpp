@@ -12,7 +12,7 @@
 #include "transport/fetch_request.hpp"
 
 namespace ember::transport {
-namespace {
+namespace frame_receiver_test {
 
 using testing::VectorSink;
 
@@ -329,5 +329,5 @@ TEST(FrameReceiver, WordsWhereTheStreamStoodTheSameForEitherTransport) {
             "not complete within the total timeout of 400 ms, at offset 4096");
 }
 
-}  // namespace
+}  // namespace frame_receiver_test
 }  // namespace ember::transport

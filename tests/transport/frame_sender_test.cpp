@@ -13,7 +13,7 @@
 #include "transport/growing_blob.hpp"
 
 namespace ember::transport {
-namespace {
+namespace frame_sender_test {
 
 using namespace std::chrono_literals;
 using Clock = FrameSender::Clock;
@@ -357,5 +357,5 @@ TEST(FrameSender, ItsFramesFedToAFrameReceiverDeliverTheBlobOrTheFailure) {
   EXPECT_EQ(none.error().message(), "the server aborted the transfer: no blob 'x'");
 }
 
-}  // namespace
+}  // namespace frame_sender_test
 }  // namespace ember::transport

@@ -7,7 +7,7 @@
 #include <vector>
 
 namespace ember::transport {
-namespace {
+namespace frame_test {
 
 TEST(Checksum, KnownVectors) {
   // RFC 3720 (iSCSI) check value of CRC-32C.
@@ -173,5 +173,5 @@ TEST(Frame, RandomCorruptionNeverCrashesTheDecoder) {
   EXPECT_GT(rejected, 0);
 }
 
-}  // namespace
+}  // namespace frame_test
 }  // namespace ember::transport

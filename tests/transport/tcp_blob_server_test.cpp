@@ -16,7 +16,7 @@
 #include "transport/tcp_fetch.hpp"
 
 namespace ember::transport {
-namespace {
+namespace tcp_blob_server_test {
 
 using namespace std::chrono_literals;
 using testing::eventually;
@@ -377,5 +377,5 @@ TEST(BlobServer, BadOptionsAreRejected) {
   EXPECT_EQ(BlobServer::start(options, nullptr).error().code(), ErrorCode::invalid_argument);
 }
 
-}  // namespace
+}  // namespace tcp_blob_server_test
 }  // namespace ember::transport

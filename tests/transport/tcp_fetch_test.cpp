@@ -12,7 +12,7 @@
 #include "tests/transport/transfer_test_util.hpp"
 
 namespace ember::transport {
-namespace {
+namespace tcp_fetch_test {
 
 using namespace std::chrono_literals;
 using testing::ScriptedServer;
@@ -266,5 +266,5 @@ TEST(TcpFetch, BadKeysAreRejectedBeforeConnecting) {
   EXPECT_EQ(result.error().code(), ErrorCode::invalid_argument);
 }
 
-}  // namespace
+}  // namespace tcp_fetch_test
 }  // namespace ember::transport

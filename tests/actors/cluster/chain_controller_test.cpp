@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace ember {
-namespace {
+namespace chain_controller_test {
 
 constexpr uint64_t MiB = 1ull << 20;
 
@@ -89,5 +89,5 @@ TEST(ChainController, StalledHopsAreSplicedOutAndSnapshotShowsThem) {
   EXPECT_EQ(snap[2].upstream, "a");
 }
 
-}  // namespace
+}  // namespace chain_controller_test
 }  // namespace ember

@@ -9,7 +9,7 @@
 #include "tests/actors/deterministic.hpp"
 
 namespace ember {
-namespace {
+namespace chain_relay_test {
 
 constexpr uint64_t MiB = 1ull << 20;
 
@@ -96,5 +96,5 @@ TEST(ChainRelay, ALostNodeIsSplicedAroundAndItsTransfersGoOnWithoutIt) {
   EXPECT_TRUE(f.relay.active());  // b still receives
 }
 
-}  // namespace
+}  // namespace chain_relay_test
 }  // namespace ember

@@ -15,7 +15,7 @@
 #include "tests/actors/deterministic.hpp"
 
 namespace ember {
-namespace {
+namespace cluster_manager_test {
 
 using namespace std::chrono_literals;
 constexpr uint64_t MiB = 1ull << 20;
@@ -259,5 +259,5 @@ TEST(ClusterManager, TheNodesAnswerListsTheReplicasTheManagerKnowsOnEachNode) {
   EXPECT_EQ(nodes->value()[0].cached, (std::vector<model_key>{kModel}));
 }
 
-}  // namespace
+}  // namespace cluster_manager_test
 }  // namespace ember

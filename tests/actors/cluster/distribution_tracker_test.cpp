@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace ember {
-namespace {
+namespace distribution_tracker_test {
 
 using namespace std::chrono_literals;
 using time_point = DistributionTracker::time_point;
@@ -70,5 +70,5 @@ TEST(DistributionTracker, CallsWaitingOnANodeAreListedUntilItSettles) {
   EXPECT_EQ(t.in_progress(), 2u);
 }
 
-}  // namespace
+}  // namespace distribution_tracker_test
 }  // namespace ember

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace ember {
-namespace {
+namespace load_planner_test {
 
 constexpr uint64_t MiB = 1ull << 20;
 
@@ -142,5 +142,5 @@ TEST(LoadPlanner, SourcesAreNamedNodesOrTheRepository) {
   EXPECT_FALSE(f.planner.source_named("gone").has_value());
 }
 
-}  // namespace
+}  // namespace load_planner_test
 }  // namespace ember

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace ember {
-namespace {
+namespace membership_test {
 
 constexpr uint64_t MiB = 1ull << 20;
 
@@ -93,5 +93,5 @@ TEST(Membership, TheMemberListAndTheJoinLineNameEveryNode) {
             "replica(s) adopted)");
 }
 
-}  // namespace
+}  // namespace membership_test
 }  // namespace ember

@@ -6,7 +6,7 @@
 #include <gtest/gtest.h>
 
 namespace ember {
-namespace {
+namespace model_registry_test {
 
 /// A node's answer: a replica on `device`.
 replica_info on(const std::string& device) { return {{}, "n", device, SourceTier::repository, "", 0, 0}; }
@@ -283,5 +283,5 @@ TEST(ModelRegistry, AfterAJoinIdleModelsWithWaitersOrTooFewReplicasAreOfferedAga
   f.check();
 }
 
-}  // namespace
+}  // namespace model_registry_test
 }  // namespace ember

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 namespace ember {
-namespace {
+namespace routing_publisher_test {
 
 /// A node's answer: a replica on `device`.
 replica_info on(const std::string& device) { return {{}, "n", device, SourceTier::repository, "", 0, 0}; }
@@ -77,5 +77,5 @@ TEST(RoutingPublisher, UnsubscribingAnUnknownAddressChangesNothing) {
   EXPECT_FALSE(f.publisher.unsubscribe(caf::actor_addr{}));
 }
 
-}  // namespace
+}  // namespace routing_publisher_test
 }  // namespace ember

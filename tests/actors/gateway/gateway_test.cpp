@@ -17,7 +17,7 @@
 #include "tests/actors/deterministic.hpp"
 
 namespace ember {
-namespace {
+namespace gateway_test {
 
 using namespace std::chrono_literals;
 
@@ -265,5 +265,5 @@ TEST_F(GatewayTest, AScrapeMergesTheGatewayWithEveryNodeThatAnswersInTime) {
   EXPECT_EQ(text->value().find("r2"), std::string::npos);
 }
 
-}  // namespace
+}  // namespace gateway_test
 }  // namespace ember

@@ -9,7 +9,7 @@
 #include "gpu/architectures.hpp"
 
 namespace ember {
-namespace {
+namespace model_catalog_test {
 
 using nlohmann::json;
 
@@ -72,5 +72,5 @@ TEST(ModelCatalog, AManifestThatDoesNotParseStillHasMetadataWithNoTensors) {
   EXPECT_FALSE(c.metadata({"unknown", 1}));
 }
 
-}  // namespace
+}  // namespace model_catalog_test
 }  // namespace ember

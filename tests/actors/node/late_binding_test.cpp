@@ -20,7 +20,7 @@
 #include "tests/actors/actor_test_util.hpp"
 
 namespace ember {
-namespace {
+namespace late_binding_test {
 
 using namespace std::chrono_literals;
 constexpr uint64_t MiB = 1ull << 20;
@@ -365,5 +365,5 @@ TEST(LateBindingExecutor, ARestartClosesTheOldDeviceFirstAndAFailedOneCanBeRetri
   self->wait_for(exec);
 }
 
-}  // namespace
+}  // namespace late_binding_test
 }  // namespace ember

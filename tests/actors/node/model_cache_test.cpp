@@ -18,7 +18,7 @@
 #include "tests/actors/deterministic.hpp"
 
 namespace ember {
-namespace {
+namespace model_cache_test {
 
 /// The bytes the cache's metrics count per source tier (ember_model_bytes_fetched_total).
 std::map<std::string, double> fetched_by_source(NodeInstruments& instruments) {
@@ -123,5 +123,5 @@ TEST(ModelCache, AnExitingCacheStopsItsMulticastHopsAndQuitsOnlyAfterTheLast) {
   caf::anon_send_exit(observer, caf::exit_reason::user_shutdown);
 }
 
-}  // namespace
+}  // namespace model_cache_test
 }  // namespace ember

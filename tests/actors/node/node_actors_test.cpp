@@ -17,7 +17,7 @@
 #include "transport/tcp_blob_server.hpp"
 
 namespace ember {
-namespace {
+namespace node_actors_test {
 
 using namespace std::chrono_literals;
 using testing::ask;
@@ -287,5 +287,5 @@ TEST(NodeRouter, CorruptBytesAndOversizedModelsFailTheLoadCleanly) {
   EXPECT_TRUE(ask<replica_info>(*f.sys, f.router, 20s, f.load("mlp", 1)).ok());
 }
 
-}  // namespace
+}  // namespace node_actors_test
 }  // namespace ember

@@ -22,7 +22,7 @@
 #include "tests/gpu/test_util.hpp"
 
 namespace ember {
-namespace {
+namespace node_router_test {
 
 using namespace std::chrono_literals;
 using Time = caf::actor_clock::time_point;
@@ -276,5 +276,5 @@ TEST(NodeRouterClock, AlphaMovesOnlyAtTheAlphaPeriod) {
   EXPECT_EQ(r.alpha(), 1.0);
 }
 
-}  // namespace
+}  // namespace node_router_test
 }  // namespace ember

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 namespace ember {
-namespace {
+namespace swap_controller_test {
 
 using placement::SwapAction;
 constexpr uint64_t MiB = 1ull << 20;
@@ -240,5 +240,5 @@ TEST(SwapController, RemovingAModelReturnsItsQueuedRequestsAndHolders) {
   for (uint32_t dev = 0; dev < 4; ++dev) EXPECT_TRUE(c.resident(dev).empty()) << dev;
 }
 
-}  // namespace
+}  // namespace swap_controller_test
 }  // namespace ember

@@ -12,7 +12,7 @@
 #include "tests/actors/actor_test_util.hpp"
 
 namespace ember {
-namespace {
+namespace cluster_actors_test {
 
 using namespace std::chrono_literals;
 using testing::ask;
@@ -173,5 +173,5 @@ TEST(Cluster, RequestsForAModelNoNodeCanTakeFailAfterTheColdStartTimeout) {
   EXPECT_EQ(ok->node, "late");
 }
 
-}  // namespace
+}  // namespace cluster_actors_test
 }  // namespace ember

@@ -20,7 +20,7 @@
 #include "tests/actors/actor_test_util.hpp"
 
 namespace ember {
-namespace {
+namespace http_frontend_test {
 
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
@@ -355,5 +355,5 @@ TEST_F(HttpFrontendTest, AConnectionPastTheQueueIsAnswered503WithRetryAfterAtOnc
   EXPECT_EQ(rejected_in_metrics(), 1u);
 }
 
-}  // namespace
+}  // namespace http_frontend_test
 }  // namespace ember

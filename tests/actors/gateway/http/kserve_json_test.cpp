@@ -11,7 +11,7 @@
 #include "gpu/tensor.hpp"
 
 namespace ember {
-namespace {
+namespace kserve_json_test {
 
 using nlohmann::json;
 
@@ -186,5 +186,5 @@ TEST(KserveJson, ServerMetadataAndErrorsAreJson) {
   EXPECT_EQ(json::parse(render_error("a \"quoted\"\nline")), json::parse(R"({"error": "a \"quoted\"\nline"})"));
 }
 
-}  // namespace
+}  // namespace kserve_json_test
 }  // namespace ember

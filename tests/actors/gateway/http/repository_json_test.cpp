@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 namespace ember {
-namespace {
+namespace repository_json_test {
 
 using nlohmann::json;
 
@@ -142,5 +142,5 @@ TEST(RepositoryJson, ADistributionSaysWhereEachNodeGotItsBytesAndAnEvictionSaysE
   EXPECT_EQ(evicted["nodes"][0]["source"], "evicted");
 }
 
-}  // namespace
+}  // namespace repository_json_test
 }  // namespace ember
