@@ -8,7 +8,6 @@
 namespace ember::gpu {
 namespace {
 
-constexpr uint64_t kAlignment = 256;
 constexpr uint64_t kMaxUnitsPerPartition = 1u << 20;  // bounds the buddy index (1 byte per unit)
 
 bool is_pow2(uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }

@@ -124,6 +124,9 @@ struct DeviceMemoryPoolStats {
 
 class DeviceMemoryPool {
  public:
+  /// Every block's offset is a multiple of this (and min_block_bytes must be one).
+  static constexpr uint64_t kAlignment = 256;
+
   /// A pool over [0, capacity_bytes). invalid_argument when the config breaks a rule above or the
   /// capacity holds no whole partition.
   static Result<DeviceMemoryPool> create(uint64_t capacity_bytes, DeviceMemoryPoolConfig config = {});

@@ -8,10 +8,6 @@
 
 namespace ember::gpu {
 
-namespace {
-constexpr uint64_t kAlignment = 256;  // as device_memory_pool.cpp: every block is aligned to it
-}  // namespace
-
 std::optional<uint64_t> DeviceMemoryPool::offset_of(BlockHandle handle) const {
   const auto it = blocks_.find(handle.id);
   return it == blocks_.end() ? std::nullopt : std::optional<uint64_t>(it->second.offset);

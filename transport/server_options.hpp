@@ -25,6 +25,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -61,6 +62,13 @@ struct BlobServerOptions {
   /// sends (1-based, over its life) after its CRC-32C was computed. 0 = never.
   uint64_t corrupt_frame = 0;
 };
+
+/// A connection turned away ("busy": max_transfers in progress) gets an abort frame and is kept open
+/// this long, or until its receiver hangs up, so that closing it does not reset the connection before
+/// the receiver has read the abort. Beyond kMaxLingering such connections at once, more are closed
+/// without a word. Both transports.
+inline constexpr std::chrono::milliseconds kRejectLinger{1000};
+inline constexpr size_t kMaxLingering = 64;
 
 /// What both servers' start() check first: invalid_argument for a chunk size outside
 /// 4096..kMaxChunkBytes, max_transfers 0, or no lookup.

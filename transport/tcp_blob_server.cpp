@@ -20,11 +20,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// A rejected connection is kept this long after its abort frame, draining what the receiver sent,
-/// so that closing it does not reset the connection before the receiver has read the abort.
-constexpr auto kRejectLinger = std::chrono::milliseconds(1000);
-constexpr size_t kMaxLingering = 64;  // beyond it a rejected socket is closed at once
-
 /// An abort frame for a connection whose request was never read (transfer id 0), sent without
 /// blocking. Best effort: the receiver may already be gone, and there is nothing more to tell it then.
 void send_turn_away(int fd, const Error& error) {

@@ -28,8 +28,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-/// Beyond this many turned-away connections lingering at once, more are rejected without a word.
-constexpr size_t kMaxLingering = 64;
 /// How long the acceptor sleeps when nothing is due (a stop() or a finished transfer wakes it).
 constexpr milliseconds kAcceptorNap{1000};
 
@@ -291,7 +289,7 @@ void Impl::reject(ucp_conn_request_h request) {
   r.header = encode_frame_header(abort_frame(0, busy));
   const ucp_request_param_t param = ucx::host_param();
   r.send = ucx::Request(ucp_am_send_nbx(r.ep, ucx::kFrameAm, r.header.data(), r.header.size(), nullptr, 0, &param));
-  r.deadline = Clock::now() + UcxBlobServer::kRejectLinger;
+  r.deadline = Clock::now() + kRejectLinger;
 }
 
 // ---------------------------------------------------------------- lifecycle

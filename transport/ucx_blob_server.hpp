@@ -18,7 +18,7 @@
 //      sockets, so a server closing first could overtake its own last frame.
 // Beyond max_transfers, a connection is accepted on the acceptor's worker and answered with an
 // abort frame "busy" (transfer id 0: its request is never read), then closed after the receiver
-// hung up or kRejectLinger.
+// hung up or kRejectLinger (server_options.hpp).
 //
 // Zero copies beyond the transport's: a data frame is sent from the blob's memory (Blob::data())
 // when it has any, else read() into one of kSendWindow staging chunks; payloads travel by UCX
@@ -84,8 +84,6 @@ class UcxBlobServer final : public DataServer {
   /// has pulled the payload): one on the wire while the next is announced. More would cost staging
   /// memory for read() blobs and cannot beat the receiver's hash (figures above).
   static constexpr size_t kSendWindow = 2;
-  /// How long a turned-away ("busy") connection is kept so that its receiver reads the abort.
-  static constexpr std::chrono::milliseconds kRejectLinger{1000};
   /// Slice of the waits for a growing blob's bytes (stop() is noticed between slices).
   static constexpr std::chrono::milliseconds kUpstreamPoll{100};
 
