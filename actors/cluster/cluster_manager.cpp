@@ -218,8 +218,11 @@ void on_down(manager_pointer self, const caf::down_msg& msg) {
   for (uint64_t call : st.distributions.waiting_on(*id))
     settle(self, call, *id, unavailable("node " + name + " was lost during the transfer"));
   const auto changed = st.registry.node_lost(*id);
-  spdlog::warn("manager: node {} (#{}) lost ({}); {} model(s) affected", name, *id, caf::to_string(msg.reason),
-               changed.size());
+  // A node that shut down in order (its process is stopping) is news, not trouble.
+  const bool orderly = msg.reason == caf::exit_reason::user_shutdown || msg.reason == caf::exit_reason::normal;
+  const auto level = orderly ? spdlog::level::info : spdlog::level::warn;
+  spdlog::log(level, "manager: node {} (#{}) lost ({}); {} model(s) affected", name, *id, caf::to_string(msg.reason),
+              changed.size());
   publish(self, changed);
   if (!st.config.replace_on_failure) return;
   for (const auto& key : st.registry.want_replacements(changed)) place(self, key);  // on a survivor
