@@ -57,6 +57,20 @@ class UnhashableBlob final : public Blob {
   std::vector<uint8_t> bytes_;
 };
 
+/// A growing blob "g" of `size` random bytes, none of them arrived yet (the writer publishes them
+/// with blob->advance()), and a sender opened on it.
+struct GrowingSend {
+  GrowingSend(size_t size, uint64_t seed) : bytes(testing::random_bytes(size, seed)) {
+    auto buffer = std::make_shared<std::vector<uint8_t>>(bytes);
+    blob = std::make_shared<GrowingBlob>(buffer, buffer->data(), bytes.size());
+    sender.open(FetchRequest{kId, "g", 0}, lookup_of({{"g", blob}}));
+  }
+  std::vector<uint8_t> bytes;
+  std::shared_ptr<GrowingBlob> blob;
+  std::atomic<uint64_t> sent{0};
+  FrameSender sender{options_with(), sent};
+};
+
 /// Opens a sender on `request` and asks for frames until it is done, failing on a wait.
 std::vector<Frame> transcript(FrameSender& s, Result<FetchRequest> request, const BlobLookup& lookup) {
   s.open(std::move(request), lookup);
@@ -198,13 +212,9 @@ TEST(FrameSender, ADigestThatCannotBeHadAbortsAfterTheData) {
 }
 
 TEST(FrameSender, AGrowingBlobIsSentAsItsBytesArriveWithWaitsBetween) {
-  const auto bytes = testing::random_bytes(2 * kChunk + 100, 7);
-  auto buffer = std::make_shared<std::vector<uint8_t>>(bytes);  // the writer's bytes, published by advance()
-  auto g = std::make_shared<GrowingBlob>(buffer, buffer->data(), bytes.size());
+  GrowingSend send(2 * kChunk + 100, 7);
+  auto& [bytes, g, sent, s] = send;
   g->advance(kChunk);
-  std::atomic<uint64_t> sent{0};
-  FrameSender s(options_with(), sent);
-  s.open(FetchRequest{kId, "g", 0}, lookup_of({{"g", g}}));
   const auto t0 = Clock::now();
   Frame f;
   ASSERT_EQ(s.next(t0, f), Step::send);
@@ -229,12 +239,8 @@ TEST(FrameSender, AGrowingBlobIsSentAsItsBytesArriveWithWaitsBetween) {
 }
 
 TEST(FrameSender, AnUpstreamSilentForUpstreamWaitIsAbortedAsUnavailable) {
-  const auto bytes = testing::random_bytes(2 * kChunk, 8);
-  auto buffer = std::make_shared<std::vector<uint8_t>>(bytes);
-  auto g = std::make_shared<GrowingBlob>(buffer, buffer->data(), bytes.size());
-  std::atomic<uint64_t> sent{0};
-  FrameSender s(options_with(), sent);
-  s.open(FetchRequest{kId, "g", 0}, lookup_of({{"g", g}}));
+  GrowingSend send(2 * kChunk, 8);
+  FrameSender& s = send.sender;
   const auto t0 = Clock::now();
   Frame f;
   ASSERT_EQ(s.next(t0, f), Step::wait);
@@ -248,16 +254,12 @@ TEST(FrameSender, AnUpstreamSilentForUpstreamWaitIsAbortedAsUnavailable) {
 }
 
 TEST(FrameSender, AGrowingBlobWhoseWriterFailsIsAbortedWithTheWritersError) {
-  const auto bytes = testing::random_bytes(2 * kChunk, 9);
-  auto buffer = std::make_shared<std::vector<uint8_t>>(bytes);
-  auto g = std::make_shared<GrowingBlob>(buffer, buffer->data(), bytes.size());
-  std::atomic<uint64_t> sent{0};
-  FrameSender s(options_with(), sent);
-  s.open(FetchRequest{kId, "g", 0}, lookup_of({{"g", g}}));
+  GrowingSend send(2 * kChunk, 9);
+  FrameSender& s = send.sender;
   const auto t0 = Clock::now();
   Frame f;
   ASSERT_EQ(s.next(t0, f), Step::wait);
-  g->fail(unavailable("transfer 7 gave up after 3 upstreams"));
+  send.blob->fail(unavailable("transfer 7 gave up after 3 upstreams"));
   EXPECT_EQ(s.wait(0ms).error().code(), ErrorCode::unavailable);
   ASSERT_EQ(s.next(t0, f), Step::send) << "at once, not after upstream_wait";
   EXPECT_EQ(f.header,
@@ -266,19 +268,15 @@ TEST(FrameSender, AGrowingBlobWhoseWriterFailsIsAbortedWithTheWritersError) {
 }
 
 TEST(FrameSender, ATransportThatGivesUpGetsTheAbortFrameInTheContextOfTheWait) {
-  const auto bytes = testing::random_bytes(2 * kChunk, 10);
-  auto buffer = std::make_shared<std::vector<uint8_t>>(bytes);
-  auto g = std::make_shared<GrowingBlob>(buffer, buffer->data(), bytes.size());
-  std::atomic<uint64_t> sent{0};
-  FrameSender waiting(options_with(), sent);
-  waiting.open(FetchRequest{kId, "g", 0}, lookup_of({{"g", g}}));
+  GrowingSend send(2 * kChunk, 10);
+  FrameSender& waiting = send.sender;
   Frame f;
   ASSERT_EQ(waiting.next(Clock::now(), f), Step::wait);
   Frame stop = waiting.abort(io_error("blob server stopping"));
   EXPECT_EQ(stop.header, encode_frame_header(abort_frame(kId, io_error("forwarding blob 'g': blob server stopping"))));
   EXPECT_EQ(waiting.next(Clock::now(), f), Step::done);
 
-  FrameSender unopened(options_with(), sent);  // no request yet: transfer 0, as a turned-away connection
+  FrameSender unopened(options_with(), send.sent);  // no request yet: transfer 0, as a turned-away connection
   EXPECT_EQ(unopened.abort(io_error("blob server stopping")).header,
             encode_frame_header(abort_frame(0, io_error("blob server stopping"))));
 }
