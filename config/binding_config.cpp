@@ -22,22 +22,6 @@ using config_yaml::YamlSection;
 constexpr uint64_t kMinGroupBytes = 64ull << 10;
 constexpr uint64_t kMaxGroupBytes = 1ull << 30;
 
-// The shortest text that reads back as `v` ("1.3", not "1.300000").
-std::string show_number(double v) {
-  char buf[32];
-  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
-  return std::string(buf, r.ptr);
-}
-
-// `!(lo <= v && v <= hi)` rather than `v < lo || v > hi`, so that a NaN set in code is refused too.
-Status check_number(const std::string& at, const char* key, double v, double lo, double hi) {
-  if (!(lo <= v && v <= hi)) {
-    return invalid_argument(at + ": " + key + ": " + show_number(v) + " is outside " + show_number(lo) + ".." +
-                            show_number(hi));
-  }
-  return Status::OK();
-}
-
 // "auto" or a byte size ("auto" and 0 both mean: measure the elbow at executor start).
 Result<uint64_t> parse_group(std::string_view text) {
   if (text == "auto") return uint64_t{0};
@@ -61,6 +45,21 @@ Result<uint64_t> parse_seed(std::string_view text) {
 }
 
 }  // namespace
+
+std::string show_number(double v) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+  return std::string(buf, r.ptr);
+}
+
+// `!(lo <= v && v <= hi)` rather than `v < lo || v > hi`, so that a NaN set in code is refused too.
+Status check_number(const std::string& at, const std::string& key, double v, double lo, double hi) {
+  if (!(lo <= v && v <= hi)) {
+    return invalid_argument(at + ": " + key + ": " + show_number(v) + " is outside " + show_number(lo) + ".." +
+                            show_number(hi));
+  }
+  return Status::OK();
+}
 
 Status parse_binding(const YamlSection& s, BindingConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());

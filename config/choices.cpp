@@ -1,31 +1,41 @@
 #include "config/choices.hpp"
 
+#include <array>
 #include <string>
 
 namespace ember {
 
 namespace {
 
-// The two words of a choice, in enum order.
-template <class E>
+// The words of a choice, in enum order.
+template <class E, size_t N>
 struct Words {
-  std::string_view first, second;
-  std::string_view of(E e) const { return static_cast<int>(e) == 0 ? first : second; }
+  std::array<std::string_view, N> words;
+  std::string_view of(E e) const {
+    const auto i = static_cast<size_t>(e);
+    return i < N ? words[i] : "?";
+  }
   Result<E> parse(std::string_view word) const {
-    if (word == first) return static_cast<E>(0);
-    if (word == second) return static_cast<E>(1);
-    return invalid_argument("'" + std::string(word) + "' is neither " + std::string(first) + " nor " +
-                            std::string(second));
+    for (size_t i = 0; i < N; ++i)
+      if (word == words[i]) return static_cast<E>(i);
+    std::string message = "'" + std::string(word) + "' is ";
+    if (N == 2) return invalid_argument(message + "neither " + std::string(words[0]) + " nor " + std::string(words[1]));
+    message += "not one of ";
+    for (size_t i = 0; i < N; ++i) message += (i ? ", " : "") + std::string(words[i]);
+    return invalid_argument(message);
   }
 };
 
-constexpr Words<BindingMode> kBindingModes{"late", "pinned"};
-constexpr Words<SwapScheduler> kSchedulers{"torpor", "random"};
-constexpr Words<EvictionRule> kEvictionRules{"torpor", "lru"};
-constexpr Words<TransportKind> kTransports{"tcp", "ucx"};
+constexpr Words<BindingMode, 2> kBindingModes{{"late", "pinned"}};
+constexpr Words<SwapScheduler, 2> kSchedulers{{"torpor", "random"}};
+constexpr Words<EvictionRule, 2> kEvictionRules{{"torpor", "lru"}};
+constexpr Words<TransportKind, 2> kTransports{{"tcp", "ucx"}};
+constexpr Words<ScalingPolicy, 4> kScalingPolicies{
+    {"ongoing_requests", "arrival_rate", "queue_latency", "requests_per_minute"}};
 
 static_assert(static_cast<int>(BindingMode::pinned) == 1 && static_cast<int>(SwapScheduler::random) == 1 &&
-              static_cast<int>(EvictionRule::lru) == 1 && static_cast<int>(TransportKind::ucx) == 1);
+              static_cast<int>(EvictionRule::lru) == 1 && static_cast<int>(TransportKind::ucx) == 1 &&
+              static_cast<int>(ScalingPolicy::requests_per_minute) == 3);
 
 }  // namespace
 
@@ -33,10 +43,12 @@ std::string_view to_string(BindingMode mode) { return kBindingModes.of(mode); }
 std::string_view to_string(SwapScheduler scheduler) { return kSchedulers.of(scheduler); }
 std::string_view to_string(EvictionRule rule) { return kEvictionRules.of(rule); }
 std::string_view to_string(TransportKind kind) { return kTransports.of(kind); }
+std::string_view to_string(ScalingPolicy policy) { return kScalingPolicies.of(policy); }
 
 Result<BindingMode> parse_binding_mode(std::string_view word) { return kBindingModes.parse(word); }
 Result<SwapScheduler> parse_swap_scheduler(std::string_view word) { return kSchedulers.parse(word); }
 Result<EvictionRule> parse_eviction_rule(std::string_view word) { return kEvictionRules.parse(word); }
 Result<TransportKind> parse_transport_kind(std::string_view word) { return kTransports.parse(word); }
+Result<ScalingPolicy> parse_scaling_policy(std::string_view word) { return kScalingPolicies.parse(word); }
 
 }  // namespace ember

@@ -1,10 +1,11 @@
 // The enumerated choices of the config file, held as enums everywhere and spelled as words only
-// at the edges (YAML, logs, the HTTP API): binding.mode, binding.scheduler, binding.eviction and
-// transfer.transport. Lower layers use these types directly (placement::EvictionRule and
+// at the edges (YAML, model.json, logs, the HTTP API): binding.mode, binding.scheduler,
+// binding.eviction, transfer.transport and autoscale.policy. Lower layers use these types directly (placement::EvictionRule and
 // transport::TransportKind are these), so a choice is parsed once, where the file is read.
 //
 // Pure; anyone, any thread; never throws. A word that is not a choice is an invalid_argument Error
-// "'<word>' is neither <a> nor <b>" (the config parser adds the file and key in front).
+// "'<word>' is neither <a> nor <b>" (or "is not one of <a>, <b>, ..."; the config parser adds the file
+// and key in front).
 #pragma once
 
 #include <cstdint>
@@ -22,15 +23,23 @@ enum class SwapScheduler : uint8_t { torpor, random };
 enum class EvictionRule : uint8_t { torpor, lru };
 /// transfer.transport: "tcp" or "ucx" (the data plane).
 enum class TransportKind : uint8_t { tcp, ucx };
+/// autoscale.policy: which signal sets a model's replica need (placement/autoscaler.hpp has the
+/// formulas): "ongoing_requests" (requests in flight and queued per replica, Ray Serve's
+/// target_ongoing_requests and Knative's concurrency; the default), "arrival_rate" (rate times
+/// execution time with headroom, Flashpoint's ATL), "queue_latency" (the expected queueing delay
+/// against a target, TSK) or "requests_per_minute" (per replica, SageMaker's).
+enum class ScalingPolicy : uint8_t { ongoing_requests, arrival_rate, queue_latency, requests_per_minute };
 
 std::string_view to_string(BindingMode mode);
 std::string_view to_string(SwapScheduler scheduler);
 std::string_view to_string(EvictionRule rule);
 std::string_view to_string(TransportKind kind);
+std::string_view to_string(ScalingPolicy policy);
 
 Result<BindingMode> parse_binding_mode(std::string_view word);
 Result<SwapScheduler> parse_swap_scheduler(std::string_view word);
 Result<EvictionRule> parse_eviction_rule(std::string_view word);
 Result<TransportKind> parse_transport_kind(std::string_view word);
+Result<ScalingPolicy> parse_scaling_policy(std::string_view word);
 
 }  // namespace ember

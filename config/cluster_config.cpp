@@ -166,6 +166,7 @@ Status validate(const ClusterConfig& c, std::string_view source) {
   const std::string at(source);
   EMBER_RETURN_IF_ERROR(validate_transfer(c.transfer, at));
   EMBER_RETURN_IF_ERROR(config_detail::validate_binding(c.binding, at));
+  EMBER_RETURN_IF_ERROR(check_autoscale_config(c.autoscale, at, "autoscale"));
 
   const ManagerConfig& m = c.manager;
   EMBER_RETURN_IF_ERROR(check_duration(at, "manager.node_timeout", m.node_timeout_us));
@@ -275,7 +276,8 @@ Result<ClusterConfig> parse_cluster_config(std::string_view yaml, std::string_vi
   const YamlSection top = YamlSection::root(root, source);
   EMBER_RETURN_IF_ERROR(top.check_unique_keys());
   EMBER_RETURN_IF_ERROR(
-      top.check_keys({"manager", "gateway", "node", "devices", "binding", "transfer"}, config_yaml::Values::anything));
+      top.check_keys({"manager", "gateway", "node", "devices", "binding", "transfer", "autoscale"},
+                     config_yaml::Values::anything));
   config.has_manager = top.has("manager");
   config.has_gateway = top.has("gateway");
   config.has_node = top.has("node");
@@ -290,6 +292,8 @@ Result<ClusterConfig> parse_cluster_config(std::string_view yaml, std::string_vi
   EMBER_RETURN_IF_ERROR(parse_transfer(transfer, config.transfer));
   EMBER_ASSIGN_OR_RETURN(auto binding, YamlSection::open(root, "binding", source));
   EMBER_RETURN_IF_ERROR(config_detail::parse_binding(binding, config.binding));
+  EMBER_ASSIGN_OR_RETURN(auto autoscale, YamlSection::open(root, "autoscale", source));
+  EMBER_RETURN_IF_ERROR(config_detail::parse_autoscale(autoscale, config.autoscale));
   // The devices parser of `ember run` does not reject repeated keys; this one does, like the others.
   EMBER_ASSIGN_OR_RETURN(auto devices, YamlSection::open(root, "devices", source));
   EMBER_RETURN_IF_ERROR(devices.check_unique_keys());

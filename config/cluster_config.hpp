@@ -1,7 +1,7 @@
 // The YAML config file of an Ember process. One file type serves every process kind: a manager
-// reads `manager:`, a gateway `gateway:`, a node `node:`, `devices:`, `binding:` and `transfer:`; a
-// process that plays several roles (a one-host cluster) reads several. deploy/ember.yaml shows
-// every key with its default.
+// reads `manager:` and `autoscale:`, a gateway `gateway:`, a node `node:`, `devices:`, `binding:` and
+// `transfer:`; a process that plays several roles (a one-host cluster) reads several.
+// deploy/ember.yaml shows every key with its default.
 //
 //   manager:   listen, data_listen, repository, node_timeout, heartbeat, replace_on_failure
 //   gateway:   http, http_threads, max_body, request_timeout, cold_start_timeout, max_pending
@@ -11,6 +11,10 @@
 //              switch_bandwidth, links   (config/device_config.hpp)
 //   binding:   mode, scheduler, eviction, group, heavy_factor, slo_factor, slo_deadline,
 //              slo_percentile, workspace, window, repartition, alpha_period, seed
+//   autoscale: policy, min_replicas, max_replicas, target_ongoing_requests, headroom,
+//              target_queue_latency, target_requests_per_minute, upscale_delay, downscale_delay,
+//              idle_timeout, host_keep_alive, downscale_tolerance   (config/autoscale_config.hpp;
+//              the defaults of every model, which its model.json may override)
 //   transfer:  transport, chunk, socket_buffer, progress_interval, idle_timeout, stall_timeout,
 //              slow_fraction, min_rate, lag, max_attempts, rack
 //
@@ -32,6 +36,7 @@
 #include <string>
 #include <string_view>
 
+#include "config/autoscale_config.hpp"
 #include "config/choices.hpp"
 #include "config/device_config.hpp"
 #include "base/host_port.hpp"
@@ -234,6 +239,7 @@ struct ClusterConfig {
   NodeConfig node;
   TransferConfig transfer;
   BindingConfig binding;
+  AutoscaleConfig autoscale;
   /// Top-level `devices:`, as parse_devices_config reads it; used by node processes.
   DevicesConfig devices;
   /// Whether the file had a `manager:`, `gateway:`, `node:` key (even with nothing under it): that

@@ -1,4 +1,4 @@
-// Internal to config/: what cluster_config.cpp and binding_config.cpp share. Not for other folders:
+// Internal to config/: what cluster_config.cpp, binding_config.cpp and autoscale_config.cpp share. Not for other folders:
 // everyone else reaches the config through parse_cluster_config and validate(const ClusterConfig&).
 #pragma once
 
@@ -19,8 +19,16 @@ std::string show_duration(uint64_t us);
 /// invalid_argument "<at>: <key>: ... is outside 1ms..24h" unless us is in range.
 Status check_duration(const std::string& at, const char* key, uint64_t us);
 
+/// The shortest text that reads back as `v` ("1.3", not "1.300000").
+std::string show_number(double v);
+/// invalid_argument "<at>: <key>: <v> is outside <lo>..<hi>" unless lo <= v <= hi (a NaN is outside).
+Status check_number(const std::string& at, const std::string& key, double v, double lo, double hi);
+
 /// The `binding:` section (binding_config.cpp).
 Status parse_binding(const config_yaml::YamlSection& s, BindingConfig& c);
 Status validate_binding(const BindingConfig& b, const std::string& at);
+
+/// The `autoscale:` section (autoscale_config.cpp); check_autoscale_config validates it.
+Status parse_autoscale(const config_yaml::YamlSection& s, AutoscaleConfig& c);
 
 }  // namespace ember::config_detail

@@ -109,6 +109,39 @@ TEST(ClusterConfig, EmptyDocumentsGiveDefaults) {
   EXPECT_TRUE(validate(ClusterConfig{}, "defaults").ok());
 }
 
+TEST(ClusterConfig, ReadsTheAutoscaleDefaults) {
+  auto c = parse_cluster_config(R"(
+autoscale:
+  policy: queue_latency
+  min_replicas: 1
+  max_replicas: 32
+  target_ongoing_requests: 1.5
+  headroom: 2
+  target_queue_latency: 250ms
+  target_requests_per_minute: 600
+  upscale_delay: 0
+  downscale_delay: 2min
+  idle_timeout: 5min
+  host_keep_alive: 1h
+  downscale_tolerance: 0.2
+)",
+                                "ember.yaml");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  const AutoscaleConfig& a = c->autoscale;
+  EXPECT_EQ(a.policy, ScalingPolicy::queue_latency);
+  EXPECT_EQ(a.min_replicas, 1u);
+  EXPECT_EQ(a.max_replicas, 32u);
+  EXPECT_DOUBLE_EQ(a.target_ongoing_requests, 1.5);
+  EXPECT_DOUBLE_EQ(a.headroom, 2);
+  EXPECT_EQ(a.target_queue_latency_us, 250'000u);
+  EXPECT_DOUBLE_EQ(a.target_requests_per_minute, 600);
+  EXPECT_EQ(a.upscale_delay_us, 0u);
+  EXPECT_EQ(a.downscale_delay_us, 120'000'000u);
+  EXPECT_EQ(a.idle_timeout_us, 300'000'000u);
+  EXPECT_EQ(a.host_keep_alive_us, 3'600'000'000u);
+  EXPECT_DOUBLE_EQ(a.downscale_tolerance, 0.2);
+}
+
 TEST(ClusterConfig, ReadsEveryKey) {
   auto c = parse_cluster_config(R"(
 manager:
@@ -227,6 +260,24 @@ TEST_P(ClusterConfigErrors, NameTheFileAndKey) { testing::expect_refused_naming_
 INSTANTIATE_TEST_SUITE_P(
     BadValues, ClusterConfigErrors,
     ::testing::Values(
+        // autoscale
+        BadCase{"autoscale:\n  policy: fast\n",
+                "autoscale.policy: 'fast' is not one of ongoing_requests, arrival_rate, queue_latency, "
+                "requests_per_minute"},
+        BadCase{"autoscale:\n  max_replicas: 0\n", "ember.yaml: autoscale.max_replicas: 0 is outside 1..4096"},
+        BadCase{"autoscale:\n  max_replicas: 5000\n", "autoscale.max_replicas: '5000' is not an integer in 0..4096"},
+        BadCase{"autoscale:\n  min_replicas: 3\n  max_replicas: 2\n",
+                "autoscale.max_replicas: 2 is below autoscale.min_replicas (3)"},
+        BadCase{"autoscale:\n  target_ongoing_requests: 0\n",
+                "autoscale.target_ongoing_requests: 0 is outside (0, 10000]"},
+        BadCase{"autoscale:\n  headroom: 0.5\n", "autoscale.headroom: 0.5 is outside 1..10"},
+        BadCase{"autoscale:\n  target_requests_per_minute: -1\n", "autoscale.target_requests_per_minute: -1"},
+        BadCase{"autoscale:\n  downscale_tolerance: 2\n", "autoscale.downscale_tolerance: 2 is outside 0..1"},
+        BadCase{"autoscale:\n  target_queue_latency: 0\n", "autoscale.target_queue_latency: 0us is outside 1ms..1h"},
+        BadCase{"autoscale:\n  upscale_delay: 2h\n", "autoscale.upscale_delay: 2h is outside 0..1h"},
+        BadCase{"autoscale:\n  idle_timeout: 10ms\n", "autoscale.idle_timeout: 10ms is outside 1s..24h"},
+        BadCase{"autoscale:\n  host_keep_alive: soon\n", "autoscale.host_keep_alive: cannot read 'soon'"},
+        BadCase{"autoscale:\n  scale: 2\n", "autoscale.scale: unknown key"},
         // manager
         BadCase{"manager:\n  listen: nowhere\n", "manager.listen: 'nowhere'"},
         BadCase{"manager:\n  listen: host:99999\n", "manager.listen: 'host:99999'"},
@@ -288,7 +339,8 @@ INSTANTIATE_TEST_SUITE_P(
     UnknownKeysAndShapes, ClusterConfigErrors,
     ::testing::Values(
         BadCase{"managr:\n  listen: a:1\n",
-                "ember.yaml: managr: unknown key (known: manager, gateway, node, devices, binding, transfer)"},
+                "ember.yaml: managr: unknown key (known: manager, gateway, node, devices, binding, transfer, "
+                "autoscale)"},
         BadCase{"transport: tcp\n", "ember.yaml: transport: unknown key"},
         BadCase{"manager:\n  heartbeats: 1s\n", "manager.heartbeats: unknown key (known: listen, data_listen,"},
         BadCase{"gateway:\n  threads: 4\n", "gateway.threads: unknown key"},

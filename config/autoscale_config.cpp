@@ -1,0 +1,71 @@
+// check_autoscale_config, and the `autoscale:` section of the config file (parse_autoscale,
+// config/config_detail.hpp). AutoscaleConfig and the meaning of each key are in autoscale_config.hpp.
+#include "config/autoscale_config.hpp"
+
+#include "base/units.hpp"
+#include "config/config_detail.hpp"
+#include "config/yaml_section.hpp"
+
+namespace ember {
+namespace {
+
+constexpr uint64_t kMs = 1000, kHour = 3'600'000'000, kDay = 24 * kHour;
+
+Status check_span(const std::string& at, const std::string& key, uint64_t us, uint64_t lo_us, uint64_t hi_us) {
+  using config_detail::show_duration;
+  if (lo_us <= us && us <= hi_us) return Status::OK();
+  return invalid_argument(at + ": " + key + ": " + show_duration(us) + " is outside " +
+                          (lo_us == 0 ? std::string("0") : show_duration(lo_us)) + ".." + show_duration(hi_us));
+}
+
+}  // namespace
+
+Status check_autoscale_config(const AutoscaleConfig& c, const std::string& at, const std::string& section) {
+  using config_detail::check_number;
+  const std::string k = section + ".";
+  if (c.max_replicas < 1 || c.max_replicas > AutoscaleConfig::kMaxReplicas)
+    return invalid_argument(at + ": " + k + "max_replicas: " + std::to_string(c.max_replicas) + " is outside 1.." +
+                            std::to_string(AutoscaleConfig::kMaxReplicas));
+  if (c.min_replicas > c.max_replicas)
+    return invalid_argument(at + ": " + k + "max_replicas: " + std::to_string(c.max_replicas) + " is below " + k +
+                            "min_replicas (" + std::to_string(c.min_replicas) + ")");
+  if (!(c.target_ongoing_requests > 0 && c.target_ongoing_requests <= 10000))
+    return invalid_argument(at + ": " + k + "target_ongoing_requests: " +
+                            config_detail::show_number(c.target_ongoing_requests) + " is outside (0, 10000]");
+  if (!(c.target_requests_per_minute > 0 && c.target_requests_per_minute <= 1e9))
+    return invalid_argument(at + ": " + k + "target_requests_per_minute: " +
+                            config_detail::show_number(c.target_requests_per_minute) + " is outside (0, 1e9]");
+  EMBER_RETURN_IF_ERROR(check_number(at, k + "headroom", c.headroom, 1, 10));
+  EMBER_RETURN_IF_ERROR(check_number(at, k + "downscale_tolerance", c.downscale_tolerance, 0, 1));
+  EMBER_RETURN_IF_ERROR(check_span(at, k + "target_queue_latency", c.target_queue_latency_us, kMs, kHour));
+  EMBER_RETURN_IF_ERROR(check_span(at, k + "upscale_delay", c.upscale_delay_us, 0, kHour));
+  EMBER_RETURN_IF_ERROR(check_span(at, k + "downscale_delay", c.downscale_delay_us, 0, kDay));
+  EMBER_RETURN_IF_ERROR(check_span(at, k + "idle_timeout", c.idle_timeout_us, 1000 * kMs, kDay));
+  EMBER_RETURN_IF_ERROR(check_span(at, k + "host_keep_alive", c.host_keep_alive_us, 0, 7 * kDay));
+  return Status::OK();
+}
+
+namespace config_detail {
+
+Status parse_autoscale(const config_yaml::YamlSection& s, AutoscaleConfig& c) {
+  EMBER_RETURN_IF_ERROR(s.check_unique_keys());
+  EMBER_RETURN_IF_ERROR(s.check_keys({"policy", "min_replicas", "max_replicas", "target_ongoing_requests", "headroom",
+                                      "target_queue_latency", "target_requests_per_minute", "upscale_delay",
+                                      "downscale_delay", "idle_timeout", "host_keep_alive", "downscale_tolerance"}));
+  EMBER_RETURN_IF_ERROR(s.read_word("policy", c.policy, parse_scaling_policy));
+  EMBER_RETURN_IF_ERROR(s.read_uint_as("min_replicas", AutoscaleConfig::kMaxReplicas, c.min_replicas));
+  EMBER_RETURN_IF_ERROR(s.read_uint_as("max_replicas", AutoscaleConfig::kMaxReplicas, c.max_replicas));
+  EMBER_RETURN_IF_ERROR(s.read("target_ongoing_requests", c.target_ongoing_requests, parse_number));
+  EMBER_RETURN_IF_ERROR(s.read("headroom", c.headroom, parse_number));
+  EMBER_RETURN_IF_ERROR(s.read("target_queue_latency", c.target_queue_latency_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read("target_requests_per_minute", c.target_requests_per_minute, parse_number));
+  EMBER_RETURN_IF_ERROR(s.read("upscale_delay", c.upscale_delay_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read("downscale_delay", c.downscale_delay_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read("idle_timeout", c.idle_timeout_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read("host_keep_alive", c.host_keep_alive_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read("downscale_tolerance", c.downscale_tolerance, parse_number));
+  return Status::OK();
+}
+
+}  // namespace config_detail
+}  // namespace ember
