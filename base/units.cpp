@@ -116,4 +116,12 @@ std::string format_bytes(uint64_t bytes) {
   return buf;
 }
 
+std::string format_duration(uint64_t us) {
+  if (us != 0 && us % 3'600'000'000 == 0) return std::to_string(us / 3'600'000'000) + "h";
+  if (us != 0 && us % 60'000'000 == 0) return std::to_string(us / 60'000'000) + "min";
+  if (us != 0 && us % 1'000'000 == 0) return std::to_string(us / 1'000'000) + "s";
+  if (us != 0 && us % 1'000 == 0) return std::to_string(us / 1'000) + "ms";
+  return std::to_string(us) + "us";
+}
+
 }  // namespace ember

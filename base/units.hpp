@@ -23,6 +23,10 @@ Result<double> parse_bandwidth(std::string_view text);
 /// "250ms" -> 250000, "2s" -> 2000000, "100us" -> 100. A bare number is microseconds.
 Result<uint64_t> parse_duration_us(std::string_view text);
 
+/// 250000 -> "250ms", 90000000 -> "90s", 1500 -> "1500us": the largest unit (h, min, s, ms, us)
+/// that shows it exactly, so parse_duration_us reads it back.
+std::string format_duration(uint64_t us);
+
 /// A finite decimal number: "1.3", "2", "1e2". Ranges are the caller's to check.
 Result<double> parse_number(std::string_view text);
 

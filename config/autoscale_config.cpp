@@ -12,10 +12,9 @@ namespace {
 constexpr uint64_t kMs = 1000, kHour = 3'600'000'000, kDay = 24 * kHour;
 
 Status check_span(const std::string& at, const std::string& key, uint64_t us, uint64_t lo_us, uint64_t hi_us) {
-  using config_detail::show_duration;
   if (lo_us <= us && us <= hi_us) return Status::OK();
-  return invalid_argument(at + ": " + key + ": " + show_duration(us) + " is outside " +
-                          (lo_us == 0 ? std::string("0") : show_duration(lo_us)) + ".." + show_duration(hi_us));
+  return invalid_argument(at + ": " + key + ": " + format_duration(us) + " is outside " +
+                          (lo_us == 0 ? std::string("0") : format_duration(lo_us)) + ".." + format_duration(hi_us));
 }
 
 }  // namespace
@@ -43,6 +42,28 @@ Status check_autoscale_config(const AutoscaleConfig& c, const std::string& at, c
   EMBER_RETURN_IF_ERROR(check_span(at, k + "idle_timeout", c.idle_timeout_us, 1000 * kMs, kDay));
   EMBER_RETURN_IF_ERROR(check_span(at, k + "host_keep_alive", c.host_keep_alive_us, 0, 7 * kDay));
   return Status::OK();
+}
+
+Result<AutoscaleConfig> with_overrides(const AutoscaleConfig& defaults, const AutoscaleOverrides& o,
+                                       const std::string& at, const std::string& section) {
+  AutoscaleConfig c = defaults;
+  const auto put = [](auto& field, const auto& value) {
+    if (value) field = *value;
+  };
+  put(c.policy, o.policy);
+  put(c.min_replicas, o.min_replicas);
+  put(c.max_replicas, o.max_replicas);
+  put(c.target_ongoing_requests, o.target_ongoing_requests);
+  put(c.headroom, o.headroom);
+  put(c.target_requests_per_minute, o.target_requests_per_minute);
+  put(c.downscale_tolerance, o.downscale_tolerance);
+  put(c.target_queue_latency_us, o.target_queue_latency_us);
+  put(c.upscale_delay_us, o.upscale_delay_us);
+  put(c.downscale_delay_us, o.downscale_delay_us);
+  put(c.idle_timeout_us, o.idle_timeout_us);
+  put(c.host_keep_alive_us, o.host_keep_alive_us);
+  EMBER_RETURN_IF_ERROR(check_autoscale_config(c, at, section));
+  return c;
 }
 
 namespace config_detail {

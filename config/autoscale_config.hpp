@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "base/status.hpp"
@@ -55,6 +56,23 @@ struct AutoscaleConfig {
 
   static constexpr uint32_t kMaxReplicas = 4096;
 };
+
+/// A model's own autoscaling keys (model.json's serving.autoscale): each one set replaces the
+/// cluster's default for that model. Same names, units and ranges as AutoscaleConfig.
+struct AutoscaleOverrides {
+  std::optional<ScalingPolicy> policy;
+  std::optional<uint32_t> min_replicas, max_replicas;
+  std::optional<double> target_ongoing_requests, headroom, target_requests_per_minute, downscale_tolerance;
+  std::optional<uint64_t> target_queue_latency_us, upscale_delay_us, downscale_delay_us, idle_timeout_us,
+      host_keep_alive_us;
+
+  bool operator==(const AutoscaleOverrides&) const = default;
+};
+
+/// `defaults` with every key set in `overrides` in its place, then checked as a whole
+/// (check_autoscale_config: a model's min_replicas above the cluster's max_replicas is refused here).
+Result<AutoscaleConfig> with_overrides(const AutoscaleConfig& defaults, const AutoscaleOverrides& overrides,
+                                       const std::string& at, const std::string& section);
 
 /// invalid_argument "<at>: <section>.<key>: ..." for a value out of its range or a broken cross-key
 /// rule, e.g. "ember.yaml: autoscale.max_replicas: 1 is below autoscale.min_replicas (2)"; `at` is

@@ -100,8 +100,8 @@ Status validate_binding(const BindingConfig& b, const std::string& at) {
   EMBER_RETURN_IF_ERROR(check_duration(at, "binding.repartition", b.repartition_us));
   EMBER_RETURN_IF_ERROR(check_duration(at, "binding.alpha_period", b.alpha_period_us));
   if (b.repartition_us > b.window_us) {
-    return invalid_argument(at + ": binding.repartition (" + show_duration(b.repartition_us) +
-                            ") must not exceed binding.window (" + show_duration(b.window_us) + ")");
+    return invalid_argument(at + ": binding.repartition (" + format_duration(b.repartition_us) +
+                            ") must not exceed binding.window (" + format_duration(b.window_us) + ")");
   }
   return Status::OK();
 }

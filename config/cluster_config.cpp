@@ -16,17 +16,9 @@
 namespace ember {
 namespace config_detail {
 
-std::string show_duration(uint64_t us) {
-  if (us != 0 && us % 3'600'000'000 == 0) return std::to_string(us / 3'600'000'000) + "h";
-  if (us != 0 && us % 60'000'000 == 0) return std::to_string(us / 60'000'000) + "min";
-  if (us != 0 && us % 1'000'000 == 0) return std::to_string(us / 1'000'000) + "s";
-  if (us != 0 && us % 1'000 == 0) return std::to_string(us / 1'000) + "ms";
-  return std::to_string(us) + "us";
-}
-
 Status check_duration(const std::string& at, const char* key, uint64_t us) {
   if (us < kMinDurationUs || us > kMaxDurationUs) {
-    return invalid_argument(at + ": " + key + ": " + show_duration(us) + " is outside 1ms..24h");
+    return invalid_argument(at + ": " + key + ": " + format_duration(us) + " is outside 1ms..24h");
   }
   return Status::OK();
 }
@@ -36,7 +28,7 @@ Status check_duration(const std::string& at, const char* key, uint64_t us) {
 namespace {
 
 using config_detail::check_duration;
-using config_detail::show_duration;
+
 using config_yaml::YamlSection;
 
 constexpr uint64_t kMaxConfigFileBytes = 1u << 20;
@@ -172,8 +164,8 @@ Status validate(const ClusterConfig& c, std::string_view source) {
   EMBER_RETURN_IF_ERROR(check_duration(at, "manager.node_timeout", m.node_timeout_us));
   EMBER_RETURN_IF_ERROR(check_duration(at, "manager.heartbeat", m.heartbeat_us));
   if (m.heartbeat_us >= m.node_timeout_us) {
-    return invalid_argument(at + ": manager.heartbeat (" + show_duration(m.heartbeat_us) +
-                            ") must be shorter than manager.node_timeout (" + show_duration(m.node_timeout_us) +
+    return invalid_argument(at + ": manager.heartbeat (" + format_duration(m.heartbeat_us) +
+                            ") must be shorter than manager.node_timeout (" + format_duration(m.node_timeout_us) +
                             ")");
   }
 
@@ -187,8 +179,8 @@ Status validate(const ClusterConfig& c, std::string_view source) {
   EMBER_RETURN_IF_ERROR(check_duration(at, "gateway.request_timeout", g.request_timeout_us));
   EMBER_RETURN_IF_ERROR(check_duration(at, "gateway.cold_start_timeout", g.cold_start_timeout_us));
   if (g.cold_start_timeout_us > g.request_timeout_us) {
-    return invalid_argument(at + ": gateway.cold_start_timeout (" + show_duration(g.cold_start_timeout_us) +
-                            ") must not exceed gateway.request_timeout (" + show_duration(g.request_timeout_us) +
+    return invalid_argument(at + ": gateway.cold_start_timeout (" + format_duration(g.cold_start_timeout_us) +
+                            ") must not exceed gateway.request_timeout (" + format_duration(g.request_timeout_us) +
                             "): a held request would time out before its cold start does");
   }
   EMBER_RETURN_IF_ERROR(check_range(at, "gateway.max_pending", g.max_pending, 1, 1'000'000));

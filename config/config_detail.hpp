@@ -14,8 +14,6 @@ namespace ember::config_detail {
 inline constexpr uint64_t kMinDurationUs = 1'000;
 inline constexpr uint64_t kMaxDurationUs = 24ull * 3'600'000'000;
 
-/// "250ms", "2s", "25h", "1500us": exact, for messages.
-std::string show_duration(uint64_t us);
 /// invalid_argument "<at>: <key>: ... is outside 1ms..24h" unless us is in range.
 Status check_duration(const std::string& at, const char* key, uint64_t us);
 

@@ -1,6 +1,7 @@
 #include "gpu/manifest.hpp"
 
 #include "base/json_text.hpp"
+#include "base/units.hpp"
 
 #include <cmath>
 #include <map>
@@ -139,13 +140,87 @@ Result<LayerSpec> parse_layer(const json& j, size_t i, const std::string& at) {
   return l;
 }
 
+Result<AutoscaleOverrides> parse_autoscale(const json& j, const std::string& at) {
+  const std::string where = at + ": serving.autoscale";
+  if (!j.is_object()) return invalid_argument(where + ": must be an object");
+  EMBER_RETURN_IF_ERROR(check_keys(j,
+                                   {"policy", "min_replicas", "max_replicas", "target_ongoing_requests", "headroom",
+                                    "target_queue_latency", "target_requests_per_minute", "upscale_delay",
+                                    "downscale_delay", "idle_timeout", "host_keep_alive", "downscale_tolerance"},
+                                   where));
+  AutoscaleOverrides o;
+  const auto count = [&](const char* key, std::optional<uint32_t>& out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end()) return Status::OK();
+    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > AutoscaleConfig::kMaxReplicas)
+      return invalid_argument(where + "." + key + ": must be an integer in 0.." +
+                              std::to_string(AutoscaleConfig::kMaxReplicas));
+    out = static_cast<uint32_t>(it->get<int64_t>());
+    return Status::OK();
+  };
+  const auto number = [&](const char* key, std::optional<double>& out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end()) return Status::OK();
+    if (!it->is_number()) return invalid_argument(where + "." + key + ": must be a number");
+    out = it->get<double>();
+    return Status::OK();
+  };
+  const auto duration = [&](const char* key, std::optional<uint64_t>& out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end()) return Status::OK();
+    if (!it->is_string()) return invalid_argument(where + "." + key + ": must be a duration such as \"30s\"");
+    auto us = parse_duration_us(it->get<std::string>());
+    if (!us.ok()) return us.error().with_context(where + "." + key);
+    out = *us;
+    return Status::OK();
+  };
+  if (auto it = j.find("policy"); it != j.end()) {
+    auto policy = it->is_string() ? parse_scaling_policy(it->get<std::string>())
+                                  : Result<ScalingPolicy>(invalid_argument("must be a word"));
+    if (!policy.ok()) return policy.error().with_context(where + ".policy");
+    o.policy = *policy;
+  }
+  EMBER_RETURN_IF_ERROR(count("min_replicas", o.min_replicas));
+  EMBER_RETURN_IF_ERROR(count("max_replicas", o.max_replicas));
+  EMBER_RETURN_IF_ERROR(number("target_ongoing_requests", o.target_ongoing_requests));
+  EMBER_RETURN_IF_ERROR(number("headroom", o.headroom));
+  EMBER_RETURN_IF_ERROR(number("target_requests_per_minute", o.target_requests_per_minute));
+  EMBER_RETURN_IF_ERROR(number("downscale_tolerance", o.downscale_tolerance));
+  EMBER_RETURN_IF_ERROR(duration("target_queue_latency", o.target_queue_latency_us));
+  EMBER_RETURN_IF_ERROR(duration("upscale_delay", o.upscale_delay_us));
+  EMBER_RETURN_IF_ERROR(duration("downscale_delay", o.downscale_delay_us));
+  EMBER_RETURN_IF_ERROR(duration("idle_timeout", o.idle_timeout_us));
+  EMBER_RETURN_IF_ERROR(duration("host_keep_alive", o.host_keep_alive_us));
+  // Each value in its range, and min/max against each other when both are given; against the
+  // cluster's defaults only where the manager applies them (with_overrides).
+  AutoscaleConfig widest;
+  widest.max_replicas = AutoscaleConfig::kMaxReplicas;
+  if (auto checked = with_overrides(widest, o, at, "serving.autoscale"); !checked.ok()) return checked.error();
+  return o;
+}
+
+void autoscale_to_json(const AutoscaleOverrides& o, nlohmann::ordered_json& out) {
+  if (o.policy) out["policy"] = std::string(to_string(*o.policy));
+  if (o.min_replicas) out["min_replicas"] = *o.min_replicas;
+  if (o.max_replicas) out["max_replicas"] = *o.max_replicas;
+  if (o.target_ongoing_requests) out["target_ongoing_requests"] = *o.target_ongoing_requests;
+  if (o.headroom) out["headroom"] = *o.headroom;
+  if (o.target_queue_latency_us) out["target_queue_latency"] = format_duration(*o.target_queue_latency_us);
+  if (o.target_requests_per_minute) out["target_requests_per_minute"] = *o.target_requests_per_minute;
+  if (o.upscale_delay_us) out["upscale_delay"] = format_duration(*o.upscale_delay_us);
+  if (o.downscale_delay_us) out["downscale_delay"] = format_duration(*o.downscale_delay_us);
+  if (o.idle_timeout_us) out["idle_timeout"] = format_duration(*o.idle_timeout_us);
+  if (o.host_keep_alive_us) out["host_keep_alive"] = format_duration(*o.host_keep_alive_us);
+  if (o.downscale_tolerance) out["downscale_tolerance"] = *o.downscale_tolerance;
+}
+
 Result<ServingConfig> parse_serving(const json& root, const std::string& at) {
   ServingConfig s;
   auto it = root.find("serving");
   if (it == root.end()) return s;
   const std::string where = at + ": serving";
   if (!it->is_object()) return invalid_argument(where + ": must be an object");
-  EMBER_RETURN_IF_ERROR(check_keys(*it, {"slo_deadline_ms", "slo_percentile", "max_batch"}, where));
+  EMBER_RETURN_IF_ERROR(check_keys(*it, {"slo_deadline_ms", "slo_percentile", "max_batch", "autoscale"}, where));
   if (auto d = it->find("slo_deadline_ms"); d != it->end()) {
     if (!d->is_number() || d->get<double>() < 0 || d->get<double>() > 3.6e6) {
       return invalid_argument(where + ".slo_deadline_ms: must be a number of milliseconds in [0, 3600000]");
@@ -165,6 +240,9 @@ Result<ServingConfig> parse_serving(const json& root, const std::string& at) {
       return invalid_argument(where + ".max_batch: must be an integer in 1..4096");
     }
     s.max_batch = static_cast<uint32_t>(b->get<int64_t>());
+  }
+  if (auto a = it->find("autoscale"); a != it->end()) {
+    EMBER_ASSIGN_OR_RETURN(s.autoscale, parse_autoscale(*a, at));
   }
   return s;
 }
@@ -351,6 +429,11 @@ std::string manifest_to_json(const Manifest& m) {
   if (m.serving.slo_deadline_us) serving["slo_deadline_ms"] = static_cast<double>(m.serving.slo_deadline_us) / 1000.0;
   serving["slo_percentile"] = m.serving.slo_percentile;
   serving["max_batch"] = m.serving.max_batch;
+  if (m.serving.autoscale != AutoscaleOverrides{}) {
+    nlohmann::ordered_json autoscale;
+    autoscale_to_json(m.serving.autoscale, autoscale);
+    serving["autoscale"] = autoscale;
+  }
   root["serving"] = serving;
   root["layers"] = nlohmann::ordered_json::array();
   for (const auto& l : m.layers) {

@@ -9,7 +9,11 @@
 //      in execution order. A layer's output value is named after the layer. Every input must be a
 //      model input or an earlier layer. `weights` maps each role the op takes (see ops.hpp) to a
 //      tensor of weights.safetensors.
-//   6. "serving": {"slo_deadline_ms", "slo_percentile", "max_batch"}   all optional
+//   6. "serving": {"slo_deadline_ms", "slo_percentile", "max_batch", "autoscale"}   all optional;
+//      "autoscale" holds this model's own autoscaling keys (config/autoscale_config.hpp, the YAML
+//      section's names): "policy" a word, "min_replicas"/"max_replicas" integers, the targets,
+//      headroom and tolerance numbers, the delays, idle_timeout and host_keep_alive duration
+//      strings ("30s", "250ms"). Each replaces the cluster's default for this model.
 //
 // Pure parsing; anyone, any thread; never throws. Validation covers everything that can be
 // checked without the weights file: names, references, attributes, roles and shapes, by running
@@ -24,6 +28,7 @@
 #include <vector>
 
 #include "base/status.hpp"
+#include "config/autoscale_config.hpp"
 #include "gpu/ops.hpp"
 #include "gpu/tensor.hpp"
 
@@ -61,6 +66,8 @@ struct ServingConfig {
   double slo_percentile = 0.98;
   /// Largest batch the serving layer may form. Default 8.
   uint32_t max_batch = 8;
+  /// This model's autoscaling keys over the cluster's defaults (none by default).
+  AutoscaleOverrides autoscale;
 };
 
 struct Manifest {

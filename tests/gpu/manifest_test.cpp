@@ -31,6 +31,38 @@ TEST(Manifest, EveryArchitectureRoundTrips) {
   }
 }
 
+TEST(Manifest, AModelsAutoscaleKeysRoundTripAndOverrideTheClusterDefaults) {
+  json j = tiny("mlp");
+  j["serving"]["autoscale"] = {{"policy", "arrival_rate"}, {"max_replicas", 16}, {"headroom", 1.5},
+                               {"idle_timeout", "5min"}, {"upscale_delay", "250ms"}};
+  auto m = parse_manifest(j.dump(), "model.json");
+  ASSERT_TRUE(m.ok()) << m.error().message();
+  const AutoscaleOverrides& o = m->serving.autoscale;
+  EXPECT_EQ(o.policy, ScalingPolicy::arrival_rate);
+  EXPECT_EQ(o.max_replicas, 16u);
+  EXPECT_EQ(o.idle_timeout_us, 300'000'000u);
+  EXPECT_FALSE(o.min_replicas.has_value());
+  auto again = parse_manifest(manifest_to_json(*m), "model.json");
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  EXPECT_EQ(again->serving.autoscale, o);
+
+  AutoscaleConfig cluster;
+  cluster.min_replicas = 2;
+  cluster.downscale_delay_us = 5'000'000;
+  auto merged = with_overrides(cluster, o, "model.json", "serving.autoscale");
+  ASSERT_TRUE(merged.ok()) << merged.error().message();
+  EXPECT_EQ(merged->policy, ScalingPolicy::arrival_rate);
+  EXPECT_EQ(merged->max_replicas, 16u);
+  EXPECT_EQ(merged->min_replicas, 2u) << "the cluster's, where the model says nothing";
+  EXPECT_EQ(merged->downscale_delay_us, 5'000'000u);
+  EXPECT_EQ(merged->upscale_delay_us, 250'000u);
+  cluster.min_replicas = 20;
+  auto clash = with_overrides(cluster, o, "model.json", "serving.autoscale");
+  ASSERT_FALSE(clash.ok());
+  EXPECT_EQ(clash.error().message(),
+            "model.json: serving.autoscale.max_replicas: 16 is below serving.autoscale.min_replicas (20)");
+}
+
 TEST(Manifest, GraphRangesFollowTheDataflow) {
   auto m = parse_manifest(tiny("resnet50").dump(), "model.json");
   ASSERT_TRUE(m.ok());
@@ -92,6 +124,27 @@ INSTANTIATE_TEST_SUITE_P(
         Mutation{"output shape", [](json& j) { j["outputs"][0]["shape"] = {-1, 5}; }, "outputs[0] 'fc3': declared"},
         Mutation{"serving pct", [](json& j) { j["serving"]["slo_percentile"] = 98; }, "serving.slo_percentile"},
         Mutation{"serving batch", [](json& j) { j["serving"]["max_batch"] = 0; }, "serving.max_batch"},
+        Mutation{"autoscale shape", [](json& j) { j["serving"]["autoscale"] = 3; },
+                 "serving.autoscale: must be an object"},
+        Mutation{"autoscale key", [](json& j) { j["serving"]["autoscale"]["replicas"] = 3; }, "serving.autoscale"},
+        Mutation{"autoscale policy", [](json& j) { j["serving"]["autoscale"]["policy"] = "fast"; },
+                 "serving.autoscale.policy: 'fast' is not one of"},
+        Mutation{"autoscale count", [](json& j) { j["serving"]["autoscale"]["max_replicas"] = -1; },
+                 "serving.autoscale.max_replicas: must be an integer in 0..4096"},
+        Mutation{"autoscale min over max",
+                 [](json& j) {
+                   j["serving"]["autoscale"]["min_replicas"] = 4;
+                   j["serving"]["autoscale"]["max_replicas"] = 2;
+                 },
+                 "model.json: serving.autoscale.max_replicas: 2 is below serving.autoscale.min_replicas (4)"},
+        Mutation{"autoscale number", [](json& j) { j["serving"]["autoscale"]["headroom"] = "lots"; },
+                 "serving.autoscale.headroom: must be a number"},
+        Mutation{"autoscale range", [](json& j) { j["serving"]["autoscale"]["headroom"] = 0.5; },
+                 "serving.autoscale.headroom: 0.5 is outside 1..10"},
+        Mutation{"autoscale duration", [](json& j) { j["serving"]["autoscale"]["idle_timeout"] = 60; },
+                 "serving.autoscale.idle_timeout: must be a duration"},
+        Mutation{"autoscale duration text", [](json& j) { j["serving"]["autoscale"]["upscale_delay"] = "soon"; },
+                 "serving.autoscale.upscale_delay"},
         Mutation{"not object", [](json& j) { j = json::array(); }, "must be a JSON object"}),
     [](const ::testing::TestParamInfo<Mutation>& info) {
       std::string n = info.param.name;
