@@ -114,6 +114,7 @@ void place(manager_pointer self, const model_key& key);
 void on_load_answer(manager_pointer self, const model_key& key, uint64_t node, uint64_t attempt,
                     const Result<replica_info>& r) {
   auto& st = self->state;
+  st.members.unreserve(node, attempt);  // bound below on success; free again otherwise
   if (r.ok()) {
     ModelVersion* v = st.registry.replica_ready(key, node, attempt, *r);
     if (!v) return;  // stale
@@ -138,6 +139,7 @@ void place(manager_pointer self, const model_key& key) {
   if (!plans.ok()) return st.registry.placement_failed(*v, plans.error());
   for (const auto& plan : plans->loads) {
     const uint64_t attempt = st.registry.load_started(*v, plan.node);
+    st.members.reserve(plan.node, attempt, v->entry.weights_bytes);
     request_load(self, *v, plan, [self, key, node = plan.node, attempt](const Result<replica_info>& r) {
       on_load_answer(self, key, node, attempt, r);
     });

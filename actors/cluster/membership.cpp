@@ -111,6 +111,22 @@ std::vector<replica_ref> Membership::members() const {
   return out;
 }
 
+void Membership::reserve(uint64_t node, uint64_t attempt, uint64_t bytes) {
+  if (ClusterNode* n = find_mutable(node)) n->reservations[attempt] = bytes;
+}
+
+void Membership::unreserve(uint64_t node, uint64_t attempt) {
+  if (ClusterNode* n = find_mutable(node)) n->reservations.erase(attempt);
+}
+
+uint64_t Membership::reserved(uint64_t node) const {
+  const ClusterNode* n = find(node);
+  uint64_t bytes = 0;
+  if (n)
+    for (const auto& [attempt, b] : n->reservations) bytes += b;
+  return bytes;
+}
+
 std::vector<placement::NodeView> Membership::views(const model_key& key,
                                                    const std::map<uint64_t, uint32_t>& replicas_per_node,
                                                    const std::set<uint64_t>& holders) const {
@@ -126,6 +142,7 @@ std::vector<placement::NodeView> Membership::views(const model_key& key,
       view.max_free_device_bytes =
           std::max(view.max_free_device_bytes, d.memory_bytes - std::min(d.memory_bytes, bound));
     }
+    view.max_free_device_bytes -= std::min(view.max_free_device_bytes, reserved(id));
     auto r = replicas_per_node.find(id);
     view.replicas = r == replicas_per_node.end() ? 0 : r->second;
     view.has_replica = holders.count(id) > 0;

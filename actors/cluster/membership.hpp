@@ -33,6 +33,7 @@ struct ClusterNode {
   node_report report;
   node_router_actor router;
   std::map<std::string, uint64_t> device_weights;  // device -> bytes of weights bound there by the manager
+  std::map<uint64_t, uint64_t> reservations;        // load attempt -> bytes held for it (not yet bound)
 };
 
 class Membership {
@@ -57,6 +58,15 @@ class Membership {
   /// Weights of `bytes` were bound on / released from a device of `node` (unknown nodes ignored).
   void bind(uint64_t node, const std::string& device, uint64_t bytes);
   void unbind(uint64_t node, const std::string& device, uint64_t bytes);
+  /// Device memory held on `node` for load `attempt` (a replica chosen for it, not yet bound): the
+  /// placement views count it as used on the node's emptiest device, so placements in flight at
+  /// once never count the same free bytes. unreserve() when the load answers, whatever the answer
+  /// (a success binds the weights instead); a node's reservations leave with it. Unknown nodes and
+  /// attempts are ignored.
+  void reserve(uint64_t node, uint64_t attempt, uint64_t bytes);
+  void unreserve(uint64_t node, uint64_t attempt);
+  /// Bytes held on `node` by loads in flight.
+  uint64_t reserved(uint64_t node) const;
   /// Unbinds `bytes` for each replica (node -> device) of an unloaded version; returns the routers
   /// of the nodes still present, to be told.
   std::vector<node_router_actor> release(const std::map<uint64_t, std::string>& replicas, uint64_t bytes);
@@ -71,7 +81,7 @@ class Membership {
   /// Every node, for the routing table's member list.
   std::vector<replica_ref> members() const;
   /// Each node as the placement policies see it for `key`: free device memory after the weights
-  /// bound there, `replicas_per_node` (over every model), and whether it serves or loads `key`
+  /// bound there and the reservations, `replicas_per_node` (over every model), and whether it serves or loads `key`
   /// (`holders`) or caches its bytes.
   std::vector<placement::NodeView> views(const model_key& key, const std::map<uint64_t, uint32_t>& replicas_per_node,
                                          const std::set<uint64_t>& holders) const;

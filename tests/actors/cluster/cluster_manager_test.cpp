@@ -82,11 +82,13 @@ struct Cluster {
   cluster_manager_actor manager;
   std::vector<caf::actor> others;
 
-  explicit Cluster(ClusterManagerConfig config = {}, uint64_t weights_bytes = 100 * MiB) {
+  explicit Cluster(ClusterManagerConfig config = {}, uint64_t weights_bytes = 100 * MiB,
+                   const std::vector<model_key>& models = {kModel}) {
     if (config.repository.empty()) config.repository = "/nonexistent/ember-repository";
     config.data = {"127.0.0.1", 9000};
-    manager = spawn_cluster_manager(d.sys(), config, {RepositoryEntry{kModel, "", "{}", weights_bytes, ""}},
-                                    std::make_shared<RepositoryIndex>(), scan_queue);
+    std::vector<RepositoryEntry> entries;
+    for (const auto& m : models) entries.push_back(RepositoryEntry{m, "", "{}", weights_bytes, ""});
+    manager = spawn_cluster_manager(d.sys(), config, entries, std::make_shared<RepositoryIndex>(), scan_queue);
     auto gateway = d.sys().spawn([this] { return caf::behavior{[this](const routing_update& u) { table.apply(u); }}; });
     others.push_back(gateway);
     auto first = d.request<routing_update>(manager, subscribe_atom_v, caf::actor_cast<gateway_actor>(gateway));
@@ -163,6 +165,45 @@ TEST(ClusterManager, ALoadThatFailsOnOneNodeIsTriedOnAnother) {
   EXPECT_EQ(ready->value().state, ModelReadiness::ready);
   EXPECT_EQ(ready->value().replicas, 1u);
   EXPECT_EQ(c.table.replicas(kModel), (std::vector<std::string>{"other"}));
+}
+
+TEST(ClusterManager, TwoPlacementsInFlightNeverCountTheSameFreeMemory) {
+  const model_key other{"n", 1};
+  Cluster c({}, 100 * MiB, {kModel, other});  // a replica needs 125 MiB with its headroom
+  auto& a = c.join("a", 150);                 // the emptiest: room for one
+  auto& b = c.join("b", 140);
+  a.hold = b.hold = true;
+  auto first = c.d.request<model_state>(c.manager, ensure_atom_v, kModel);
+  c.d.run();
+  ASSERT_EQ(a.loads.size(), 1u);  // premise: the emptiest node got the first load, still in flight
+  auto second = c.d.request<model_state>(c.manager, ensure_atom_v, other);
+  c.d.run();
+  ASSERT_EQ(b.loads.size(), 1u) << "a's memory is held for the load in flight";
+  EXPECT_EQ(b.loads[0].model, other);
+  EXPECT_EQ(a.loads.size(), 1u);
+  caf::anon_send(a.actor, tick_atom_v);
+  caf::anon_send(b.actor, tick_atom_v);
+  c.d.run();
+  ASSERT_TRUE(first->ok() && second->ok());
+  EXPECT_EQ(c.table.replicas(kModel), (std::vector<std::string>{"a"}));
+  EXPECT_EQ(c.table.replicas(other), (std::vector<std::string>{"b"}));
+}
+
+TEST(ClusterManager, AFailedLoadReleasesTheMemoryItHeld) {
+  const model_key other{"n", 1};
+  Cluster c({}, 100 * MiB, {kModel, other});
+  auto& a = c.join("a", 150);
+  a.fail_with = out_of_memory("sim0: no room after all");
+  auto first = c.d.request<model_state>(c.manager, ensure_atom_v, kModel);
+  c.d.run();
+  ASSERT_TRUE(first->done());
+  ASSERT_FALSE(first->ok());  // premise: the only node failed the load
+  a.fail_with.reset();
+  auto second = c.d.request<model_state>(c.manager, ensure_atom_v, other);
+  c.d.run();
+  ASSERT_TRUE(second->ok()) << second->error().message();
+  EXPECT_EQ(a.loads.size(), 2u) << "the failed load's reservation is gone, so a has room again";
+  EXPECT_EQ(c.table.replicas(other), (std::vector<std::string>{"a"}));
 }
 
 TEST(ClusterManager, ALoadThatFailsEverywhereFailsTheRequestSayingWhy) {

@@ -80,6 +80,39 @@ TEST(Membership, ViewsShowFreeMemoryAfterBoundWeightsAndWhatTheNodeHolds) {
   EXPECT_TRUE(views[1].caches_model);  // serving it implies holding the bytes
 }
 
+TEST(Membership, LoadsInFlightHoldTheirMemorySoTwoPlacementsNeverCountItTwice) {
+  Membership m;
+  const model_key x{"x", 1}, y{"y", 1};
+  const uint64_t a = m.join(report("a", {100}), {});
+  const uint64_t b = m.join(report("b", {60}), {});
+  auto free_on = [&](uint64_t node) {
+    for (const auto& v : m.views(x, {}, {}))
+      if (v.id == node) return v.max_free_device_bytes;
+    return uint64_t{~0ull};
+  };
+  // Placement 1 chooses a for x (70 MiB); while it loads, placement 2 must not see a as empty.
+  ASSERT_EQ(placement::choose_node(m.views(x, {}, {}), 70 * MiB), a);
+  m.reserve(a, /*attempt=*/1, 70 * MiB);
+  EXPECT_EQ(free_on(a), 30 * MiB);
+  EXPECT_EQ(m.reserved(a), 70 * MiB);
+  EXPECT_EQ(placement::choose_node(m.views(y, {}, {}), 40 * MiB), b) << "a has 30 MiB left, not 100";
+  m.reserve(b, 2, 40 * MiB);
+  EXPECT_EQ(placement::choose_node(m.views(y, {}, {}), 40 * MiB, {b}), std::nullopt) << "nowhere left";
+  // The load on a failed: its memory is free again. The one on b succeeded: bound instead.
+  m.unreserve(a, 1);
+  EXPECT_EQ(free_on(a), 100 * MiB);
+  m.unreserve(b, 2);
+  m.bind(b, "sim0", 40 * MiB);
+  EXPECT_EQ(free_on(b), 20 * MiB);
+  m.unreserve(a, 1);  // twice, or an unknown attempt or node: nothing happens
+  m.reserve(99, 3, MiB);
+  EXPECT_EQ(m.reserved(99), 0u);
+  m.reserve(a, 4, 500 * MiB);
+  EXPECT_EQ(free_on(a), 0u) << "never below zero";
+  m.leave(a);
+  EXPECT_EQ(m.reserved(a), 0u) << "a node's reservations leave with it";
+}
+
 TEST(Membership, TheMemberListAndTheJoinLineNameEveryNode) {
   Membership m;
   m.join(report("a", {512}), {});
