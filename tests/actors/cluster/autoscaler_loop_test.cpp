@@ -1,0 +1,87 @@
+// AutoscalerLoop: knobs per model (defaults with the model's own keys, a bad merge named), reports
+// summed over reporters within a tick, cold starts averaged per tier and used by the policy, and
+// the changes of a tick with their log lines.
+#include "actors/cluster/autoscaler_loop.hpp"
+
+#include <gtest/gtest.h>
+
+namespace ember {
+namespace autoscaler_loop_test {
+
+constexpr int64_t kSecond = 1'000'000;
+const model_key kModel{"m", 1};
+
+AutoscaleConfig defaults() {
+  AutoscaleConfig c;
+  c.upscale_delay_us = 0;
+  c.max_replicas = 8;
+  return c;
+}
+
+placement::LoadReport ongoing(uint32_t n) {
+  placement::LoadReport r;
+  r.arrivals = n;
+  r.ongoing = n;
+  return r;
+}
+
+TEST(AutoscalerLoop, AModelsOwnKeysOverrideTheDefaultsAndABadMergeIsNamed) {
+  AutoscalerLoop loop(defaults(), kSecond, 10 * kSecond);
+  AutoscaleOverrides own;
+  own.max_replicas = 3;
+  EXPECT_TRUE(loop.configure(kModel, own).ok());
+  EXPECT_EQ(loop.config(kModel)->max_replicas, 3u);
+  EXPECT_EQ(loop.config(kModel)->upscale_delay_us, 0u) << "the cluster's, where the model says nothing";
+  AutoscaleOverrides clash;
+  clash.min_replicas = 9;
+  const Status bad = loop.configure(kModel, clash);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().message(),
+            "m/1/model.json: serving.autoscale.max_replicas: 8 is below serving.autoscale.min_replicas (9)");
+  EXPECT_EQ(loop.config(kModel)->max_replicas, 8u) << "the defaults, then";
+  loop.forget(kModel);
+  EXPECT_EQ(loop.config(kModel), nullptr);
+}
+
+TEST(AutoscalerLoop, ReportsOfOneTickAreSummedAcrossReportersAndDecideTogether) {
+  AutoscalerLoop loop(defaults(), kSecond, 10 * kSecond);
+  ASSERT_TRUE(loop.configure(kModel, {}).ok());
+  loop.report(kModel, ongoing(3));  // a gateway
+  loop.report(kModel, ongoing(4));  // a node
+  loop.report({"unknown", 1}, ongoing(100));
+  const auto changes = loop.tick(kSecond, [](const model_key&) { return AutoscalerLoop::Supply{1, 0}; });
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].key, kModel);
+  EXPECT_EQ(changes[0].decision.action, placement::ScaleAction::up);
+  EXPECT_EQ(changes[0].decision.desired, 4u) << "7 ongoing over a target of 2";
+  EXPECT_EQ(changes[0].line, "m/1: up by 3 to 4 (load): ongoing_requests need 3.50 with 1 ready, 0 pending");
+  const auto quiet = loop.tick(2 * kSecond, [](const model_key&) { return AutoscalerLoop::Supply{4, 0}; });
+  EXPECT_TRUE(quiet.empty()) << "the next tick starts from zero counts; a scale-down waits 30 s";
+}
+
+TEST(AutoscalerLoop, TheColdStartOfTheBestTierFeedsTheQueueLatencyPolicy) {
+  AutoscaleConfig c = defaults();
+  c.policy = ScalingPolicy::queue_latency;
+  AutoscalerLoop loop(c, kSecond, 10 * kSecond);
+  ASSERT_TRUE(loop.configure(kModel, {}).ok());
+  loop.cold_start_measured(SourceTier::repository, 2 * kSecond);
+  loop.cold_start_measured(SourceTier::repository, 7 * kSecond);
+  EXPECT_EQ(loop.cold_start_us(SourceTier::repository), 3 * kSecond) << "(4 * 2 s + 7 s) / 5";
+  loop.cold_start_measured(SourceTier::cache, 100'000);
+  placement::LoadReport r;
+  r.arrivals = 30;  // 30 per second against 2 replicas serving 10 per second each
+  r.completions = 10;
+  r.busy_us = 1'000'000;
+  auto need = [&](SourceTier tier, int64_t at) {
+    AutoscalerLoop copy = loop;
+    copy.report(kModel, r);
+    auto changes = copy.tick(at, [&](const model_key&) { return AutoscalerLoop::Supply{2, 0, tier}; });
+    return changes.empty() ? 0.0 : changes[0].decision.need;
+  };
+  // need = s * (λ + (λ - μ) * C / target) = 0.1 * (30 + 10 * C / 0.1)
+  EXPECT_NEAR(need(SourceTier::cache, kSecond), 0.1 * (30 + 10 * 0.1 / 0.1), 1e-6);
+  EXPECT_NEAR(need(SourceTier::repository, kSecond), 0.1 * (30 + 10 * 3.0 / 0.1), 1e-6);
+}
+
+}  // namespace autoscaler_loop_test
+}  // namespace ember
