@@ -11,15 +11,10 @@ namespace {
 
 constexpr uint64_t kMs = 1000, kHour = 3'600'000'000, kDay = 24 * kHour;
 
-Status check_span(const std::string& at, const std::string& key, uint64_t us, uint64_t lo_us, uint64_t hi_us) {
-  if (lo_us <= us && us <= hi_us) return Status::OK();
-  return invalid_argument(at + ": " + key + ": " + format_duration(us) + " is outside " +
-                          (lo_us == 0 ? std::string("0") : format_duration(lo_us)) + ".." + format_duration(hi_us));
-}
-
 }  // namespace
 
 Status check_autoscale_config(const AutoscaleConfig& c, const std::string& at, const std::string& section) {
+  using config_detail::check_duration;
   using config_detail::check_number;
   const std::string k = section + ".";
   if (c.max_replicas < 1 || c.max_replicas > AutoscaleConfig::kMaxReplicas)
@@ -28,19 +23,15 @@ Status check_autoscale_config(const AutoscaleConfig& c, const std::string& at, c
   if (c.min_replicas > c.max_replicas)
     return invalid_argument(at + ": " + k + "max_replicas: " + std::to_string(c.max_replicas) + " is below " + k +
                             "min_replicas (" + std::to_string(c.min_replicas) + ")");
-  if (!(c.target_ongoing_requests > 0 && c.target_ongoing_requests <= 10000))
-    return invalid_argument(at + ": " + k + "target_ongoing_requests: " +
-                            config_detail::show_number(c.target_ongoing_requests) + " is outside (0, 10000]");
-  if (!(c.target_requests_per_minute > 0 && c.target_requests_per_minute <= 1e9))
-    return invalid_argument(at + ": " + k + "target_requests_per_minute: " +
-                            config_detail::show_number(c.target_requests_per_minute) + " is outside (0, 1e9]");
+  EMBER_RETURN_IF_ERROR(check_number(at, k + "target_ongoing_requests", c.target_ongoing_requests, 0, 10000, true));
+  EMBER_RETURN_IF_ERROR(check_number(at, k + "target_requests_per_minute", c.target_requests_per_minute, 0, 1e9, true));
   EMBER_RETURN_IF_ERROR(check_number(at, k + "headroom", c.headroom, 1, 10));
   EMBER_RETURN_IF_ERROR(check_number(at, k + "downscale_tolerance", c.downscale_tolerance, 0, 1));
-  EMBER_RETURN_IF_ERROR(check_span(at, k + "target_queue_latency", c.target_queue_latency_us, kMs, kHour));
-  EMBER_RETURN_IF_ERROR(check_span(at, k + "upscale_delay", c.upscale_delay_us, 0, kHour));
-  EMBER_RETURN_IF_ERROR(check_span(at, k + "downscale_delay", c.downscale_delay_us, 0, kDay));
-  EMBER_RETURN_IF_ERROR(check_span(at, k + "idle_timeout", c.idle_timeout_us, 1000 * kMs, kDay));
-  EMBER_RETURN_IF_ERROR(check_span(at, k + "host_keep_alive", c.host_keep_alive_us, 0, 7 * kDay));
+  EMBER_RETURN_IF_ERROR(check_duration(at, k + "target_queue_latency", c.target_queue_latency_us, kMs, kHour));
+  EMBER_RETURN_IF_ERROR(check_duration(at, k + "upscale_delay", c.upscale_delay_us, 0, kHour));
+  EMBER_RETURN_IF_ERROR(check_duration(at, k + "downscale_delay", c.downscale_delay_us, 0, kDay));
+  EMBER_RETURN_IF_ERROR(check_duration(at, k + "idle_timeout", c.idle_timeout_us, 1000 * kMs, kDay));
+  EMBER_RETURN_IF_ERROR(check_duration(at, k + "host_keep_alive", c.host_keep_alive_us, 0, 7 * kDay));
   return Status::OK();
 }
 

@@ -53,12 +53,11 @@ std::string show_number(double v) {
 }
 
 // `!(lo <= v && v <= hi)` rather than `v < lo || v > hi`, so that a NaN set in code is refused too.
-Status check_number(const std::string& at, const std::string& key, double v, double lo, double hi) {
-  if (!(lo <= v && v <= hi)) {
-    return invalid_argument(at + ": " + key + ": " + show_number(v) + " is outside " + show_number(lo) + ".." +
-                            show_number(hi));
-  }
-  return Status::OK();
+Status check_number(const std::string& at, const std::string& key, double v, double lo, double hi, bool above_lo) {
+  if (above_lo ? (lo < v && v <= hi) : (lo <= v && v <= hi)) return Status::OK();
+  const std::string range = above_lo ? "(" + show_number(lo) + ", " + show_number(hi) + "]"
+                                     : show_number(lo) + ".." + show_number(hi);
+  return invalid_argument(at + ": " + key + ": " + show_number(v) + " is outside " + range);
 }
 
 Status parse_binding(const YamlSection& s, BindingConfig& c) {

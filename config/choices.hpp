@@ -1,7 +1,8 @@
 // The enumerated choices of the config file, held as enums everywhere and spelled as words only
 // at the edges (YAML, model.json, logs, the HTTP API): binding.mode, binding.scheduler,
-// binding.eviction, transfer.transport and autoscale.policy. Lower layers use these types directly (placement::EvictionRule and
-// transport::TransportKind are these), so a choice is parsed once, where the file is read.
+// binding.eviction, transfer.transport and autoscale.policy. Lower layers use these types directly
+// (placement::EvictionRule and transport::TransportKind are these), so a choice is parsed once,
+// where the file is read.
 //
 // Pure; anyone, any thread; never throws. A word that is not a choice is an invalid_argument Error
 // "'<word>' is neither <a> nor <b>" (or "is not one of <a>, <b>, ..."; the config parser adds the file

@@ -16,11 +16,10 @@
 namespace ember {
 namespace config_detail {
 
-Status check_duration(const std::string& at, const char* key, uint64_t us) {
-  if (us < kMinDurationUs || us > kMaxDurationUs) {
-    return invalid_argument(at + ": " + key + ": " + format_duration(us) + " is outside 1ms..24h");
-  }
-  return Status::OK();
+Status check_duration(const std::string& at, const std::string& key, uint64_t us, uint64_t lo_us, uint64_t hi_us) {
+  if (lo_us <= us && us <= hi_us) return Status::OK();
+  return invalid_argument(at + ": " + key + ": " + format_duration(us) + " is outside " +
+                          (lo_us == 0 ? std::string("0") : format_duration(lo_us)) + ".." + format_duration(hi_us));
 }
 
 }  // namespace config_detail
