@@ -43,5 +43,7 @@ using restart_atom = caf::atom_constant<caf::atom("restart")>;  // rebuild a fau
 inline constexpr restart_atom restart_atom_v{};
 using weights_atom = caf::atom_constant<caf::atom("weights")>;  // where a model's device copy lives
 inline constexpr weights_atom weights_atom_v{};
+using scale_atom = caf::atom_constant<caf::atom("scale")>;  // the autoscaler's tick; a gateway's report tick
+inline constexpr scale_atom scale_atom_v{};
 
 }  // namespace ember

@@ -21,6 +21,7 @@
 #include "actors/atoms.hpp"
 #include "actors/gateway_interface.hpp"
 #include "actors/messages.hpp"
+#include "actors/metrics_messages.hpp"
 #include "actors/node_router_interface.hpp"
 #include "actors/offload.hpp"
 #include "actors/routing.hpp"
@@ -50,8 +51,12 @@ using cluster_manager_actor = caf::typed_actor<
     caf::replies_to<evict_atom, distribute_request>::with<distribute_result>,
     /// The chain controller (see transfer_peer_interface.hpp): hops report and ask here.
     caf::reacts_to<chain_progress>, caf::replies_to<chain_upstream_request>::with<blob_source>,
-    /// Internal: the chain controller's stall check.
-    caf::reacts_to<tick_atom>,
+    /// A gateway's per-model counters, every autoscale.interval (actors/routing.hpp).
+    caf::reacts_to<load_report>,
+    /// The manager's own metrics (autoscaling), merged by gateways into /metrics.
+    caf::replies_to<metrics_atom>::with<metrics_snapshot>,
+    /// Internal: the chain controller's stall check; the autoscaler's tick.
+    caf::reacts_to<tick_atom>, caf::reacts_to<scale_atom>,
     /// Internal: a repository scan's continuation, back from the scan queue (actors/offload.hpp).
     caf::reacts_to<offload_done>>;
 

@@ -34,8 +34,9 @@ using gateway_actor = caf::typed_actor<
     caf::replies_to<index_atom>::with<std::vector<model_state>>,
     caf::replies_to<distribute_atom, distribute_request>::with<distribute_result>,
     caf::replies_to<evict_atom, distribute_request>::with<distribute_result>,
-    /// Internal timers: expire a held request; ask the manager again for a replica.
-    caf::reacts_to<expire_atom, uint64_t>, caf::reacts_to<ensure_atom, model_key>,
+    /// Internal timers: expire a held request; ask the manager again for a replica; send the
+    /// manager this interval's load_report.
+    caf::reacts_to<expire_atom, uint64_t>, caf::reacts_to<ensure_atom, model_key>, caf::reacts_to<scale_atom>,
     /// Internal: a merged metrics text comes back from the metrics queue (actors/offload.hpp).
     caf::reacts_to<offload_done>>;
 

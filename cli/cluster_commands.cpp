@@ -143,7 +143,8 @@ int run_serve(const ClusterOptions& o) {
   caf::actor_system sys{cfg};
   {
     // Remote nodes may join too when --listen is given.
-    auto manager = ManagerProcess::start(sys, config->manager, config->transfer, !o.listen.empty());
+    auto manager = ManagerProcess::start(sys, config->manager, config->transfer, config->autoscale, config->autoscaler,
+                                         !o.listen.empty());
     if (!manager.ok()) return report(manager.error());
     NodeConfig node = config->node;
     if (node.repository.empty()) node.repository = config->manager.repository;  // read bytes from disk directly
@@ -170,7 +171,7 @@ int run_manager(const ClusterOptions& o) {
   configure_actor_system(cfg, system_options(*config));
   caf::actor_system sys{cfg};
   {
-    auto manager = ManagerProcess::start(sys, config->manager, config->transfer, true);
+    auto manager = ManagerProcess::start(sys, config->manager, config->transfer, config->autoscale, config->autoscaler, true);
     if (!manager.ok()) return report(manager.error());
     std::unique_ptr<GatewayProcess> gateway;
     if (!o.http.empty()) {

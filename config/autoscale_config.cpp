@@ -35,6 +35,15 @@ Status check_autoscale_config(const AutoscaleConfig& c, const std::string& at, c
   return Status::OK();
 }
 
+Status check_autoscaler_settings(const AutoscalerSettings& s, const std::string& at, const std::string& section) {
+  using config_detail::check_duration;
+  const std::string k = section + ".";
+  EMBER_RETURN_IF_ERROR(check_duration(at, k + "interval", s.interval_us, 10 * kMs, 60'000 * kMs));
+  EMBER_RETURN_IF_ERROR(check_duration(at, k + "look_back", s.look_back_us, s.interval_us, kHour));
+  EMBER_RETURN_IF_ERROR(check_duration(at, k + "drain_timeout", s.drain_timeout_us, 100 * kMs, kHour));
+  return Status::OK();
+}
+
 Result<AutoscaleConfig> with_overrides(const AutoscaleConfig& defaults, const AutoscaleOverrides& o,
                                        const std::string& at, const std::string& section) {
   AutoscaleConfig c = defaults;
@@ -59,11 +68,15 @@ Result<AutoscaleConfig> with_overrides(const AutoscaleConfig& defaults, const Au
 
 namespace config_detail {
 
-Status parse_autoscale(const config_yaml::YamlSection& s, AutoscaleConfig& c) {
+Status parse_autoscale(const config_yaml::YamlSection& s, AutoscaleConfig& c, AutoscalerSettings& loop) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
-  EMBER_RETURN_IF_ERROR(s.check_keys({"policy", "min_replicas", "max_replicas", "target_ongoing_requests", "headroom",
+  EMBER_RETURN_IF_ERROR(s.check_keys({"enabled", "interval", "look_back", "drain_timeout", "policy", "min_replicas", "max_replicas", "target_ongoing_requests", "headroom",
                                       "target_queue_latency", "target_requests_per_minute", "upscale_delay",
                                       "downscale_delay", "idle_timeout", "host_keep_alive", "downscale_tolerance"}));
+  EMBER_RETURN_IF_ERROR(s.read_bool("enabled", loop.enabled));
+  EMBER_RETURN_IF_ERROR(s.read("interval", loop.interval_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read("look_back", loop.look_back_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read("drain_timeout", loop.drain_timeout_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read_word("policy", c.policy, parse_scaling_policy));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("min_replicas", AutoscaleConfig::kMaxReplicas, c.min_replicas));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("max_replicas", AutoscaleConfig::kMaxReplicas, c.max_replicas));

@@ -59,6 +59,27 @@ struct AutoscaleConfig {
 
 /// A model's own autoscaling keys (model.json's serving.autoscale): each one set replaces the
 /// cluster's default for that model. Same names, units and ranges as AutoscaleConfig.
+/// The autoscaler loop's own settings: cluster-wide, in the `autoscale:` section beside the model
+/// defaults (a model.json cannot set them).
+struct AutoscalerSettings {
+  /// Whether the manager scales replicas with the load. false keeps the behaviour before issue 13:
+  /// replicas come from `load`, scale from zero and re-placement only, and none is ever dropped.
+  /// Default true.
+  bool enabled = true;
+  /// How often gateways report each model's counters and the manager decides (every model, each
+  /// tick). Default 1s; 10ms..1min. Shorter reacts sooner, at one small message per gateway and a
+  /// pass over every model per tick (about 35 ms per second for 10,000 models at 10ms).
+  uint64_t interval_us = 1'000'000;
+  /// The window the arrival rate and execution time are averaged over (Ray Serve's
+  /// look_back_period). Default 10s; interval..1h. Longer is steadier and slower to follow a burst.
+  uint64_t look_back_us = 10'000'000;
+  /// A replica being scaled down leaves the routing table at once, then serves what was already
+  /// sent to it; it is unbound when the gateways report none in flight, or after this. Default
+  /// 30s; 100ms..1h (requests still there at the end are answered by the executor's queue before
+  /// the unbind, or retried on another replica by the gateway).
+  uint64_t drain_timeout_us = 30'000'000;
+};
+
 struct AutoscaleOverrides {
   std::optional<ScalingPolicy> policy;
   std::optional<uint32_t> min_replicas, max_replicas;
@@ -78,5 +99,7 @@ Result<AutoscaleConfig> with_overrides(const AutoscaleConfig& defaults, const Au
 /// rule, e.g. "ember.yaml: autoscale.max_replicas: 1 is below autoscale.min_replicas (2)"; `at` is
 /// the file, `section` where the knobs are in it ("autoscale", "serving.autoscale").
 Status check_autoscale_config(const AutoscaleConfig& config, const std::string& at, const std::string& section);
+/// The ranges of AutoscalerSettings, naming `section`.key in errors.
+Status check_autoscaler_settings(const AutoscalerSettings& settings, const std::string& at, const std::string& section);
 
 }  // namespace ember

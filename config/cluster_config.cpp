@@ -158,6 +158,7 @@ Status validate(const ClusterConfig& c, std::string_view source) {
   EMBER_RETURN_IF_ERROR(validate_transfer(c.transfer, at));
   EMBER_RETURN_IF_ERROR(config_detail::validate_binding(c.binding, at));
   EMBER_RETURN_IF_ERROR(check_autoscale_config(c.autoscale, at, "autoscale"));
+  EMBER_RETURN_IF_ERROR(check_autoscaler_settings(c.autoscaler, at, "autoscale"));
 
   const ManagerConfig& m = c.manager;
   EMBER_RETURN_IF_ERROR(check_duration(at, "manager.node_timeout", m.node_timeout_us));
@@ -284,7 +285,7 @@ Result<ClusterConfig> parse_cluster_config(std::string_view yaml, std::string_vi
   EMBER_ASSIGN_OR_RETURN(auto binding, YamlSection::open(root, "binding", source));
   EMBER_RETURN_IF_ERROR(config_detail::parse_binding(binding, config.binding));
   EMBER_ASSIGN_OR_RETURN(auto autoscale, YamlSection::open(root, "autoscale", source));
-  EMBER_RETURN_IF_ERROR(config_detail::parse_autoscale(autoscale, config.autoscale));
+  EMBER_RETURN_IF_ERROR(config_detail::parse_autoscale(autoscale, config.autoscale, config.autoscaler));
   // The devices parser of `ember run` does not reject repeated keys; this one does, like the others.
   EMBER_ASSIGN_OR_RETURN(auto devices, YamlSection::open(root, "devices", source));
   EMBER_RETURN_IF_ERROR(devices.check_unique_keys());

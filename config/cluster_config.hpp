@@ -11,7 +11,7 @@
 //              switch_bandwidth, links   (config/device_config.hpp)
 //   binding:   mode, scheduler, eviction, group, heavy_factor, slo_factor, slo_deadline,
 //              slo_percentile, workspace, window, repartition, alpha_period, seed
-//   autoscale: policy, min_replicas, max_replicas, target_ongoing_requests, headroom,
+//   autoscale: enabled, interval, look_back, drain_timeout (the loop's), policy, min_replicas, max_replicas, target_ongoing_requests, headroom,
 //              target_queue_latency, target_requests_per_minute, upscale_delay, downscale_delay,
 //              idle_timeout, host_keep_alive, downscale_tolerance   (config/autoscale_config.hpp;
 //              the defaults of every model, which its model.json may override)
@@ -240,6 +240,9 @@ struct ClusterConfig {
   TransferConfig transfer;
   BindingConfig binding;
   AutoscaleConfig autoscale;
+  /// The loop's settings, from the same `autoscale:` section (enabled, interval, look_back,
+  /// drain_timeout).
+  AutoscalerSettings autoscaler;
   /// Top-level `devices:`, as parse_devices_config reads it; used by node processes.
   DevicesConfig devices;
   /// Whether the file had a `manager:`, `gateway:`, `node:` key (even with nothing under it): that

@@ -31,6 +31,6 @@ Status parse_binding(const config_yaml::YamlSection& s, BindingConfig& c);
 Status validate_binding(const BindingConfig& b, const std::string& at);
 
 /// The `autoscale:` section (autoscale_config.cpp); check_autoscale_config validates it.
-Status parse_autoscale(const config_yaml::YamlSection& s, AutoscaleConfig& c);
+Status parse_autoscale(const config_yaml::YamlSection& s, AutoscaleConfig& c, AutoscalerSettings& loop);
 
 }  // namespace ember::config_detail

@@ -1,5 +1,6 @@
 #include "actors/cluster/autoscaler_loop.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace ember {
@@ -9,11 +10,27 @@ AutoscalerLoop::AutoscalerLoop(AutoscaleConfig defaults, uint64_t tick_us, uint6
 
 Status AutoscalerLoop::configure(const model_key& key, const AutoscaleOverrides& overrides) {
   auto it = models_.find(key);
-  if (it == models_.end())
-    it = models_.emplace(key, Model{defaults_, placement::LoadWindow(tick_us_, look_back_us_), {}, {}}).first;
-  auto merged = with_overrides(defaults_, overrides, key.to_string() + "/model.json", "serving.autoscale");
-  it->second.config = merged.ok() ? *merged : defaults_;
+  if (it == models_.end()) {
+    Model m{defaults_, {}, 0, placement::LoadWindow(tick_us_, look_back_us_), {}, {}, {}, false, 0};
+    it = models_.emplace(key, std::move(m)).first;
+  }
+  it->second.own = overrides;
+  return apply(key, it->second);
+}
+
+Status AutoscalerLoop::apply(const model_key& key, Model& m) {
+  auto merged = with_overrides(defaults_, m.own, key.to_string() + "/model.json", "serving.autoscale");
+  m.config = merged.ok() ? *merged : defaults_;
+  m.config.min_replicas = std::min(std::max(m.config.min_replicas, m.floor), AutoscaleConfig::kMaxReplicas);
+  m.config.max_replicas = std::max(m.config.max_replicas, m.config.min_replicas);
   return merged.ok() ? Status::OK() : merged.error();
+}
+
+void AutoscalerLoop::set_floor(const model_key& key, uint32_t replicas) {
+  auto it = models_.find(key);
+  if (it == models_.end()) return;
+  it->second.floor = replicas;
+  (void)apply(key, it->second);  // a bad merge was reported when the model was configured
 }
 
 void AutoscalerLoop::forget(const model_key& key) { models_.erase(key); }
@@ -23,15 +40,26 @@ const AutoscaleConfig* AutoscalerLoop::config(const model_key& key) const {
   return it == models_.end() ? nullptr : &it->second.config;
 }
 
-void AutoscalerLoop::report(const model_key& key, const placement::LoadReport& r) {
+void AutoscalerLoop::report(const std::string& reporter, const model_key& key, const placement::LoadReport& r,
+                            const std::map<uint64_t, uint32_t>& in_flight, int64_t now_us) {
   auto it = models_.find(key);
   if (it == models_.end()) return;
-  placement::LoadReport& sum = it->second.pending;
+  placement::LoadReport& sum = it->second.counters;
   sum.arrivals += r.arrivals;
   sum.completions += r.completions;
   sum.busy_us += r.busy_us;
-  sum.ongoing += r.ongoing;
-  sum.queued += r.queued;
+  it->second.gauges[reporter] = Gauges{r.ongoing, r.queued, in_flight, now_us};
+}
+
+uint32_t AutoscalerLoop::in_flight(const model_key& key, uint64_t node) const {
+  auto it = models_.find(key);
+  if (it == models_.end()) return 0;
+  uint32_t n = 0;
+  for (const auto& [reporter, g] : it->second.gauges) {
+    auto f = g.in_flight.find(node);
+    if (f != g.in_flight.end()) n += f->second;
+  }
+  return n;
 }
 
 void AutoscalerLoop::cold_start_measured(SourceTier tier, uint64_t us) {
@@ -42,9 +70,20 @@ void AutoscalerLoop::cold_start_measured(SourceTier tier, uint64_t us) {
 std::vector<AutoscalerLoop::Change> AutoscalerLoop::tick(int64_t now_us,
                                                          const std::function<Supply(const model_key&)>& supply) {
   std::vector<Change> changes;
+  const int64_t stale_before = now_us - 3 * static_cast<int64_t>(tick_us_);
   for (auto& [key, m] : models_) {
-    m.window.add(now_us, m.pending);
-    m.pending = {};
+    placement::LoadReport sum = m.counters;
+    m.counters = {};
+    for (auto g = m.gauges.begin(); g != m.gauges.end();) {
+      if (g->second.at_us < stale_before) {
+        g = m.gauges.erase(g);  // the reporter went away
+        continue;
+      }
+      sum.ongoing += g->second.ongoing;
+      sum.queued += g->second.queued;
+      ++g;
+    }
+    m.window.add(now_us, sum);
     const Supply s = supply(key);
     placement::ModelLoad load;
     m.window.fill(now_us, load);
@@ -52,10 +91,31 @@ std::vector<AutoscalerLoop::Change> AutoscalerLoop::tick(int64_t now_us,
     load.pending = s.pending;
     load.cold_start_us = cold_start_us(s.best_tier);
     const placement::ScaleDecision d = placement::decide(m.config, load, m.state, now_us);
+    m.desired = d.desired;
     if (d.action == placement::ScaleAction::keep) continue;
     changes.push_back({key, d, key.to_string() + ": " + placement::describe(d, m.config, load)});
   }
   return changes;
+}
+
+uint32_t AutoscalerLoop::desired(const model_key& key) const {
+  auto it = models_.find(key);
+  return it == models_.end() ? 0 : it->second.desired;
+}
+
+std::vector<model_key> AutoscalerLoop::embers_expired(int64_t now_us) {
+  std::vector<model_key> out;
+  for (auto& [key, m] : models_) {
+    if (!m.state.idle_since_us) {
+      m.ember_expired = false;  // busy again: a new idle spell may expire later
+      continue;
+    }
+    if (m.ember_expired || now_us - *m.state.idle_since_us < static_cast<int64_t>(m.config.host_keep_alive_us))
+      continue;
+    m.ember_expired = true;
+    out.push_back(key);
+  }
+  return out;
 }
 
 }  // namespace ember

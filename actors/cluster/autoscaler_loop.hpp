@@ -5,12 +5,17 @@
 // cold-start time per source tier. tick() sums the reports of the tick, asks placement::decide for
 // every model, and returns the changes to make with their log lines.
 //
+// Reports carry two kinds of numbers. Counters (arrivals, completions, busy time) count what
+// happened since the reporter's previous report: they are summed over reporters and go into the
+// window at the next tick. Gauges (ongoing, queued, requests in flight per node) are the
+// reporter's latest values: each reporter's stand until it reports again, or for three ticks when
+// it stops (a gateway that died), and the model's are the sum over its reporters. So a report that
+// lands just after a tick does not make a busy model look idle for one tick.
+//
 // Plain C++: owned and called by the cluster_manager actor only (not thread-safe); time is the
 // actor clock's, passed in. Never blocks; memory is one window per configured model.
 //
-// Not yet wired: the manager does not create one, and nodes and gateways do not send load reports
-// yet (issue 13). What the manager will do with a decision (place k replicas, drain and unbind k)
-// is the manager's.
+// What the manager does with a decision (place k replicas, drain and unbind k) is the manager's.
 #pragma once
 
 #include <array>
@@ -41,9 +46,15 @@ class AutoscalerLoop {
   void forget(const model_key& key);
   const AutoscaleConfig* config(const model_key& key) const;
 
-  /// One reporter's counters for `key` since its previous report; summed with the others' until
-  /// the next tick. Reports for models not configured are dropped.
-  void report(const model_key& key, const placement::LoadReport& counters);
+  /// A floor under min_replicas (an explicit `load` of N replicas keeps N while it stands); 0 lifts it.
+  void set_floor(const model_key& key, uint32_t replicas);
+
+  /// One reporter's numbers for `key` at now_us: counters since its previous report, its gauges
+  /// now, and its requests in flight per node id. Reports for models not configured are dropped.
+  void report(const std::string& reporter, const model_key& key, const placement::LoadReport& report,
+              const std::map<uint64_t, uint32_t>& in_flight, int64_t now_us);
+  /// Requests in flight on `node` for `key`, over the reporters' latest reports.
+  uint32_t in_flight(const model_key& key, uint64_t node) const;
   /// A cold start from `tier` took `us` (load request to ready replica): a moving average per tier.
   void cold_start_measured(SourceTier tier, uint64_t us);
   /// The moving average of `tier`'s cold starts; 0 before any.
@@ -62,14 +73,38 @@ class AutoscalerLoop {
   };
   /// One tick at now_us: every configured model's decision; the changes (up or down) returned.
   std::vector<Change> tick(int64_t now_us, const std::function<Supply(const model_key&)>& supply);
+  /// The models idle for their host_keep_alive at now_us (no request, none in flight), each once
+  /// per idle spell: their bytes may leave the nodes' host caches.
+  std::vector<model_key> embers_expired(int64_t now_us);
+  /// The models configured.
+  size_t size() const { return models_.size(); }
+  /// The replica count the last tick's decision wanted for `key` (0 before any tick).
+  uint32_t desired(const model_key& key) const;
+  /// Calls f(key) for every configured model.
+  template <class F>
+  void for_each(F&& f) const {
+    for (const auto& [key, m] : models_) f(key);
+  }
 
  private:
+  /// One reporter's latest gauges for a model.
+  struct Gauges {
+    uint32_t ongoing = 0, queued = 0;
+    std::map<uint64_t, uint32_t> in_flight;
+    int64_t at_us = 0;
+  };
   struct Model {
-    AutoscaleConfig config;
+    AutoscaleConfig config;  // with the floor applied
+    AutoscaleOverrides own;
+    uint32_t floor = 0;
     placement::LoadWindow window;
     placement::ScalerState state;
-    placement::LoadReport pending;  // this tick's reports, summed
+    placement::LoadReport counters;  // this tick's counters, summed
+    std::map<std::string, Gauges> gauges;
+    bool ember_expired = false;  // embers_expired() named it in this idle spell
+    uint32_t desired = 0;        // the last decision's
   };
+  Status apply(const model_key& key, Model& m);
 
   AutoscaleConfig defaults_;
   uint64_t tick_us_, look_back_us_;

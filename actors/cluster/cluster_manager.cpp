@@ -2,9 +2,18 @@
 // plain classes that hold the manager's state and make its decisions: ModelRegistry (versions,
 // readiness, waiters), Membership (nodes), LoadPlanner (placement and sourcing), ChainController
 // and ChainRelay (multicast transfers), DistributionTracker (distribute/evict calls) and
-// RoutingPublisher (gateways). A handler asks them and sends what they return; a new concern (an
-// autoscaler, partition plans) is one more class beside them and a few lines here. Time comes from
-// the actor clock; repository rescans run on the manager process's scan queue (actors/offload.hpp).
+// RoutingPublisher (gateways), AutoscalerLoop (replicas that follow the load). A handler asks them
+// and sends what they return; a new concern (partition plans) is one more class beside them and a
+// few lines here. Time comes from the actor clock; repository rescans run on the manager process's
+// scan queue (actors/offload.hpp).
+//
+// Autoscaling: gateways send a load_report every autoscale.interval; each scale tick the loop
+// decides for every model. Up: the version wants more replicas, replicas still draining come back
+// first, then place() starts the rest (chained when several nodes lack the bytes). Down: the least
+// busy replicas leave the routing table at once (ModelRegistry::retire), drain while the gateways
+// report requests in flight on them (at least two report intervals, at most drain_timeout), and are
+// then unbound on their node, which keeps the bytes in its host cache; a model idle for its
+// host_keep_alive has its bytes evicted from the caches too.
 #include "actors/cluster/cluster_manager.hpp"
 
 #include <spdlog/spdlog.h>
@@ -14,7 +23,9 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/cluster/autoscaler_loop.hpp"
 #include "actors/cluster/chain_relay.hpp"  // and the chain controller, load planner, registry, membership
+#include "actors/cluster/manager_instruments.hpp"
 #include "actors/cluster/repository_index.hpp"
 #include "actors/cluster/routing_publisher.hpp"
 #include "actors/errors.hpp"
@@ -39,6 +50,20 @@ struct manager_state {
   DistributionTracker distributions;
   RoutingPublisher routing;
   bool chain_timer = false;
+  // -- autoscaling --
+  std::unique_ptr<AutoscalerLoop> autoscaler;  // null when autoscale.enabled is false
+  ManagerInstruments instruments;
+  /// A retired replica between leaving the routing table and being unbound on its node.
+  struct Drain {
+    model_key key;
+    uint64_t node = 0;
+    std::string device;
+    uint64_t bytes = 0;
+    caf::actor_clock::time_point started;
+    bool unbinding = false;  // the unload was sent: it can no longer come back
+  };
+  std::map<uint64_t, Drain> drains;
+  uint64_t next_drain = 1;
 };
 
 using manager_pointer = cluster_manager_actor::stateful_pointer<manager_state>;
@@ -48,6 +73,14 @@ int64_t now_ms(manager_pointer self) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(self->clock().now().time_since_epoch()).count();
 }
 
+int64_t now_us(manager_pointer self) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(self->clock().now().time_since_epoch()).count();
+}
+
+double seconds_since(manager_pointer self, caf::actor_clock::time_point t) {
+  return std::chrono::duration<double>(self->clock().now() - t).count();
+}
+
 template <class T>
 std::function<void(const Result<T>&)> answer_to(caf::typed_response_promise<T> rp) {
   return [rp](const Result<T>& r) mutable { r.ok() ? void(rp.deliver(*r)) : void(rp.deliver(to_caf(r.error()))); };
@@ -55,13 +88,25 @@ std::function<void(const Result<T>&)> answer_to(caf::typed_response_promise<T> r
 
 void publish(manager_pointer self, const std::set<model_key>& changed, const std::vector<model_key>& removed = {}) {
   auto update = self->state.routing.delta(self->state.registry, self->state.members, changed, removed);
+  update.report_interval_us = self->state.autoscaler ? self->state.config.autoscaler.interval_us : 0;
   for (const auto& g : self->state.routing.subscribers()) self->send(g, update);
 }
 
 void apply_scan(manager_pointer self, const std::string& model, std::vector<RepositoryEntry> entries) {
   auto& st = self->state;
   auto changes = st.registry.apply_scan(model, std::move(entries));
-  st.index->replace(st.registry.entries(model), model);
+  const auto now = st.registry.entries(model);
+  st.index->replace(now, model);
+  if (st.autoscaler) {
+    for (const auto& key : changes.removed) st.autoscaler->forget(key);
+    for (const auto& e : now) {
+      if (!e.error.empty()) continue;
+      if (!st.autoscaler->config(e.key) || changes.changed.count(e.key)) {
+        auto configured = st.autoscaler->configure(e.key, e.autoscale);
+        if (!configured.ok()) spdlog::warn("manager: {}; it scales with the cluster's defaults", configured.error().message());
+      }
+    }
+  }
   publish(self, changes.changed, changes.removed);
 }
 
@@ -111,6 +156,29 @@ void request_load(manager_pointer self, const ModelVersion& v, const LoadPlan& p
 
 void place(manager_pointer self, const model_key& key);
 
+/// Drains of `key` not yet unbinding come back into the table while the version wants more
+/// replicas than it has: a replica still bound is the cheapest there is.
+void revive_drains(manager_pointer self, const model_key& key) {
+  auto& st = self->state;
+  const ModelVersion* v = st.registry.find(key);
+  bool revived = false;
+  for (auto it = st.drains.begin(); it != st.drains.end() && v;) {
+    const uint32_t want = std::max<uint32_t>(1, v->wanted);
+    if (v->replicas.size() + v->loading_on.size() >= want) break;
+    auto& d = it->second;
+    if (d.key != v->key() || d.unbinding || !st.registry.reinstate(d.key, d.node, d.device)) {
+      ++it;
+      continue;
+    }
+    const auto* node = st.members.find(d.node);
+    spdlog::info("manager: {} on node {} serves again (it was draining)", key.to_string(),
+                 node ? node->report.name : std::to_string(d.node));
+    it = st.drains.erase(it);  // its memory stays bound
+    revived = true;
+  }
+  if (revived) publish(self, {key});
+}
+
 void on_load_answer(manager_pointer self, const model_key& key, uint64_t node, uint64_t attempt,
                     const Result<replica_info>& r) {
   auto& st = self->state;
@@ -121,7 +189,11 @@ void on_load_answer(manager_pointer self, const model_key& key, uint64_t node, u
     st.members.bind(node, r->device, v->entry.weights_bytes);
     st.members.note_cached(node, key, true);
     st.registry.answer_waiters(*v);
-    return publish(self, {key});
+    st.instruments.count_cold_start(r->source, static_cast<double>(r->load_us) / 1e6);
+    if (st.autoscaler) st.autoscaler->cold_start_measured(r->source, r->load_us);
+    publish(self, {key});
+    if (v->loading_on.empty() && v->replicas.size() < v->wanted) place(self, key);  // wanted more meanwhile
+    return;
   }
   const auto* n = st.members.find(node);
   const auto outcome = st.registry.load_failed(key, node, attempt, r.error(), n ? n->report.name : "");
@@ -133,6 +205,7 @@ void on_load_answer(manager_pointer self, const model_key& key, uint64_t node, u
 /// Starts the replicas `key` lacks (at least one) unless loads are in flight.
 void place(manager_pointer self, const model_key& key) {
   auto& st = self->state;
+  revive_drains(self, key);
   ModelVersion* v = st.registry.to_place(key);
   if (!v) return;
   auto plans = st.planner.place(*v, now_ms(self));
@@ -195,6 +268,143 @@ caf::result<distribute_result> evict(manager_pointer self, const distribute_requ
   return rp;
 }
 
+// -- autoscaling -----------------------------------------------------------------------------
+
+void on_load_report(manager_pointer self, const load_report& report) {
+  auto& st = self->state;
+  if (!st.autoscaler) return;
+  const int64_t now = now_us(self);
+  for (const auto& m : report.models) {
+    std::map<uint64_t, uint32_t> in_flight;
+    for (const auto& n : m.in_flight) in_flight[n.node_id] += n.count;
+    st.autoscaler->report(report.reporter, m.model, {m.arrivals, m.completions, m.busy_us, m.ongoing, m.queued},
+                          in_flight, now);
+  }
+}
+
+/// The best tier a new replica of `v` would load from: a node's own cache (one that caches the
+/// bytes without serving them), else a peer's, else the repository.
+SourceTier best_tier(const manager_state& st, const ModelVersion& v) {
+  SourceTier best = SourceTier::repository;
+  for (const auto& [id, node] : st.members.nodes()) {
+    if (!st.members.caches(id, v.key())) continue;
+    if (!v.replicas.count(id)) return SourceTier::cache;
+    best = SourceTier::peer;
+  }
+  return best;
+}
+
+/// Takes `count` replicas of `key` out of the routing table, the least busy first (requests in
+/// flight there, then the node with the most replicas), and starts their drains.
+void scale_down(manager_pointer self, const model_key& key, uint32_t count) {
+  auto& st = self->state;
+  const ModelVersion* v = st.registry.find(key);
+  if (!v) return;
+  const auto per_node = st.registry.replicas_per_node();
+  std::vector<std::tuple<uint32_t, int64_t, uint64_t>> order;  // in flight, -replicas on the node, node
+  for (const auto& [node, device] : v->replicas) {
+    auto n = per_node.find(node);
+    order.emplace_back(st.autoscaler->in_flight(key, node), -static_cast<int64_t>(n == per_node.end() ? 0 : n->second),
+                       node);
+  }
+  std::sort(order.begin(), order.end());
+  const uint64_t bytes = v->entry.weights_bytes;
+  for (size_t i = 0; i < order.size() && i < count; ++i) {
+    const uint64_t node = std::get<2>(order[i]);
+    auto device = st.registry.retire(key, node);
+    if (!device) continue;
+    st.drains[st.next_drain++] = {key, node, *device, bytes, self->clock().now(), false};
+  }
+  publish(self, {key});
+}
+
+/// A drain is over: the node unbinds the replica (its executor answers what was queued first; the
+/// bytes stay in its host cache) and the memory is free again.
+void unbind(manager_pointer self, uint64_t id) {
+  auto& st = self->state;
+  auto& d = st.drains.at(id);
+  d.unbinding = true;
+  const auto* node = st.members.find(d.node);
+  auto done = [self, id](bool ok) {
+    auto& st = self->state;
+    auto it = st.drains.find(id);
+    if (it == st.drains.end()) return;
+    const auto& d = it->second;
+    const double seconds = seconds_since(self, d.started);
+    st.members.unbind(d.node, d.device, d.bytes);
+    st.instruments.observe_drain(seconds);
+    const auto* node = st.members.find(d.node);
+    spdlog::info("manager: {} on node {} {} after draining {:.0f} ms", d.key.to_string(),
+                 node ? node->report.name : std::to_string(d.node), ok ? "unbound" : "not unbound (node error)",
+                 seconds * 1e3);
+    st.drains.erase(it);
+  };
+  if (!node) return done(false);  // its node left: nothing bound there any more
+  self->request(node->router, kEvictTimeout, unload_atom_v, d.key)
+      .then([done](bool) { done(true); }, [done](caf::error&) { done(false); });
+}
+
+/// Drains that are over: no request in flight on them in any gateway's report made after they
+/// left the table (two report intervals), or drain_timeout passed.
+void check_drains(manager_pointer self) {
+  auto& st = self->state;
+  const auto settle = std::chrono::microseconds(2 * st.config.autoscaler.interval_us);
+  const auto timeout = std::chrono::microseconds(st.config.autoscaler.drain_timeout_us);
+  std::vector<uint64_t> over;
+  for (const auto& [id, d] : st.drains) {
+    if (d.unbinding) continue;
+    const auto age = self->clock().now() - d.started;
+    if ((age >= settle && st.autoscaler->in_flight(d.key, d.node) == 0) || age >= timeout) over.push_back(id);
+  }
+  for (uint64_t id : over) unbind(self, id);
+}
+
+/// Models idle for their host_keep_alive, with no replica left: their bytes leave the host caches.
+void expire_embers(manager_pointer self) {
+  auto& st = self->state;
+  for (const auto& key : st.autoscaler->embers_expired(now_us(self))) {
+    const ModelVersion* v = st.registry.find(key);
+    if (!v || !v->idle()) continue;
+    for (const auto& [id, node] : st.members.nodes()) {
+      if (!st.members.caches(id, key)) continue;
+      spdlog::info("manager: {} idle for its host_keep_alive: evicted from node {}'s cache", key.to_string(),
+                   node.report.name);
+      st.members.note_cached(id, key, false);
+      caf::anon_send(node.router, evict_atom_v, key);  // no answer wanted
+    }
+  }
+}
+
+void scale_tick(manager_pointer self) {
+  auto& st = self->state;
+  self->delayed_send(self, std::chrono::microseconds(st.config.autoscaler.interval_us), scale_atom_v);
+  auto supply = [&st](const model_key& key) {
+    const ModelVersion* v = st.registry.find(key);
+    if (!v || !v->valid() || v->state.explicitly_unloaded) return AutoscalerLoop::Supply{};
+    return AutoscalerLoop::Supply{static_cast<uint32_t>(v->replicas.size()),
+                                  static_cast<uint32_t>(v->loading_on.size()), best_tier(st, *v)};
+  };
+  for (const auto& change : st.autoscaler->tick(now_us(self), supply)) {
+    const ModelVersion* v = st.registry.find(change.key);
+    if (!v || !v->valid() || v->state.explicitly_unloaded) continue;  // an unload is the user's word
+    const auto& d = change.decision;
+    spdlog::info("manager: autoscale {}", change.line);
+    st.instruments.count_action(change.key, placement::to_string(d.action), placement::to_string(d.reason));
+    if (d.action == placement::ScaleAction::up) {
+      st.registry.set_wanted(change.key, d.desired);
+      place(self, change.key);
+    } else {
+      scale_down(self, change.key, d.count);
+    }
+  }
+  st.autoscaler->for_each([&st](const model_key& key) {
+    const ModelVersion* v = st.registry.find(key);
+    st.instruments.set_replicas(key, st.autoscaler->desired(key), v ? static_cast<uint32_t>(v->replicas.size()) : 0);
+  });
+  check_drains(self);
+  expire_embers(self);
+}
+
 // -- membership ------------------------------------------------------------------------------
 
 uint64_t join(manager_pointer self, node_report& report, node_router_actor& router) {
@@ -215,6 +425,7 @@ void on_down(manager_pointer self, const caf::down_msg& msg) {
   auto id = st.members.id_of(msg.source);
   if (!id) return void(st.routing.unsubscribe(msg.source));
   const std::string name = st.members.leave(*id)->report.name;
+  std::erase_if(st.drains, [&](const auto& d) { return d.second.node == *id; });
   send_all(self, st.relay.node_lost(name));
   // Its answers to distributions will never come (CAF does not fail requests to a lost node).
   for (uint64_t call : st.distributions.waiting_on(*id))
@@ -240,6 +451,7 @@ model_state unload(manager_pointer self, const model_key& which) {
     for (const auto& router : st.members.release(u.replicas, u.weights_bytes))
       caf::anon_send(router, unload_atom_v, u.state.model);  // fire and forget: no answer wanted
     changed.insert(u.state.model);
+    if (st.autoscaler) st.autoscaler->set_floor(u.state.model, 0);
     last = u.state;
     spdlog::info("manager: {} unloaded", u.state.model.to_string());
   }
@@ -256,6 +468,11 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
   st.scan_queue = scan_queue;
   st.chains = ChainController(st.config.stall);
   st.planner.set_repository(st.config.data);
+  if (st.config.autoscaler.enabled) {
+    st.autoscaler = std::make_unique<AutoscalerLoop>(st.config.autoscale, st.config.autoscaler.interval_us,
+                                                     st.config.autoscaler.look_back_us);
+    self->delayed_send(self, std::chrono::microseconds(st.config.autoscaler.interval_us), scale_atom_v);
+  }
   apply_scan(self, "", std::move(initial));
   spdlog::info("manager: repository {} holds {} model version(s)", st.config.repository, st.registry.versions().size());
   self->set_down_handler([self](caf::down_msg& msg) { on_down(self, msg); });
@@ -263,8 +480,11 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
       [self](join_atom, node_report& report, node_router_actor& router) { return join(self, report, router); },
       [self](subscribe_atom, gateway_actor& gateway) {
         self->monitor(gateway);
-        self->state.routing.subscribe(gateway);
-        return self->state.routing.full(self->state.registry, self->state.members);
+        auto& st = self->state;
+        st.routing.subscribe(gateway);
+        auto table = st.routing.full(st.registry, st.members);
+        table.report_interval_us = st.autoscaler ? st.config.autoscaler.interval_us : 0;
+        return table;
       },
       [self](ensure_atom, const model_key& key) -> caf::result<model_state> {
         auto rp = self->make_response_promise<model_state>();
@@ -273,8 +493,12 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
       },
       [self](load_atom, const model_command& cmd) -> caf::result<model_state> {
         return after_rescan<model_state>(self, cmd.model.name, [self, cmd](auto rp) {
-          if (auto wanted = self->state.registry.want(cmd.model, cmd.replicas, true, answer_to(rp)))
-            place(self, *wanted);
+          auto& st = self->state;
+          auto wanted = st.registry.want(cmd.model, cmd.replicas, true, answer_to(rp));
+          // An explicit count is a floor the autoscaler keeps until the next load or unload.
+          if (const ModelVersion* v = st.registry.find(cmd.model); v && st.autoscaler)
+            st.autoscaler->set_floor(v->key(), cmd.replicas);
+          if (wanted) place(self, *wanted);
         });
       },
       [self](unload_atom, const model_command& cmd) -> caf::result<model_state> {
@@ -294,6 +518,11 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
         auto upstream = self->state.relay.upstream_after_failure(r, orders);
         send_all(self, orders);
         return upstream.ok() ? caf::result<blob_source>(*upstream) : to_caf(upstream.error());
+      },
+      [self](const load_report& r) { on_load_report(self, r); },
+      [self](metrics_atom) { return self->state.instruments.registry().snapshot(); },
+      [self](scale_atom) {
+        if (self->state.autoscaler) scale_tick(self);
       },
       [self](tick_atom) {
         self->state.chain_timer = false;

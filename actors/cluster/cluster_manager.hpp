@@ -12,6 +12,7 @@
 
 #include "actors/cluster_manager_interface.hpp"
 #include "actors/cluster/model_repository.hpp"
+#include "config/autoscale_config.hpp"
 #include "placement/chain_plan.hpp"
 
 namespace ember {
@@ -31,6 +32,10 @@ struct ClusterManagerConfig {
   /// When a hop counts as stalled or slow (placement/chain_plan.hpp): transfer.stall_timeout,
   /// slow_fraction, lag and min_rate.
   placement::StallOptions stall;
+  /// Autoscaling: every model's defaults (a model.json's serving.autoscale overrides them) and the
+  /// loop's settings (off: replicas change only on load, scale from zero and node loss).
+  AutoscaleConfig autoscale;
+  AutoscalerSettings autoscaler;
 };
 
 /// Spawns the manager over an initial scan of the repository. `index` (shared with the manager's

@@ -16,6 +16,8 @@ std::string_view to_string(ReadinessEvent event) {
       return "found_invalid";
     case ReadinessEvent::last_replica_lost:
       return "last_replica_lost";
+    case ReadinessEvent::scaled_to_zero:
+      return "scaled_to_zero";
     case ReadinessEvent::unload_requested:
       return "unload_requested";
     case ReadinessEvent::repaired:
@@ -41,6 +43,7 @@ Result<ModelReadiness> next_readiness(ModelReadiness from, ReadinessEvent event)
       if (from == R::loading) return R::unloaded;
       break;
     case E::last_replica_lost:
+    case E::scaled_to_zero:
       if (from == R::ready) return R::unloaded;
       break;
     case E::repaired:

@@ -12,7 +12,7 @@
 //   unloaded ──────────────────▶ loading ──────────────▶ ready ⟲ load_started, replica_ready
 //     ▲   ▲        load_failed      │                      │     (more replicas)
 //     │   └─────────────────────────┘                      │
-//     └────────────────── last_replica_lost ───────────────┘
+//     └──────────── last_replica_lost, scaled_to_zero ─────┘
 //
 //   every state ──found_invalid──▶ failed      every state ──unload_requested──▶ unloaded
 //   failed ──load_started──▶ loading           (bytes a node found bad: try again)
@@ -29,6 +29,8 @@
 //                      the model's bytes are bad (corrupt, invalid, unsupported) and none serves
 //   last_replica_lost  the node of the last replica left (a load still in flight elsewhere then
 //                      fires load_started: ready -> unloaded -> loading)
+//   scaled_to_zero     the autoscaler retired the last replica (an idle model; not an unload: the
+//                      next request places one again)
 //   unload_requested   unloaded on request (every replica and load dropped)
 //   repaired           a rescan found valid files for a version whose files were invalid
 //
@@ -49,6 +51,7 @@ enum class ReadinessEvent : uint8_t {
   load_failed,
   found_invalid,
   last_replica_lost,
+  scaled_to_zero,
   unload_requested,
   repaired,
 };

@@ -229,6 +229,33 @@ std::set<model_key> ModelRegistry::node_lost(uint64_t node) {
   return changed;
 }
 
+std::optional<std::string> ModelRegistry::retire(const model_key& key, uint64_t node) {
+  auto it = versions_.find(key);
+  if (it == versions_.end()) return std::nullopt;
+  ModelVersion& v = it->second;
+  auto r = v.replicas.find(node);
+  if (r == v.replicas.end()) return std::nullopt;
+  std::string device = r->second;
+  v.replicas.erase(r);
+  v.state.replicas = static_cast<uint32_t>(v.replicas.size());
+  v.wanted = std::min<uint32_t>(v.wanted, static_cast<uint32_t>(v.replicas.size() + v.loading_on.size()));
+  if (v.valid() && v.replicas.empty() && v.state.state == ModelReadiness::ready) {
+    move(v, ReadinessEvent::scaled_to_zero);
+    if (!v.loading_on.empty()) move(v, ReadinessEvent::load_started);  // a load elsewhere goes on
+  }
+  return device;
+}
+
+bool ModelRegistry::reinstate(const model_key& key, uint64_t node, const std::string& device) {
+  if (!adopt(key, node)) return false;
+  versions_[key].replicas[node] = device;
+  return true;
+}
+
+void ModelRegistry::set_wanted(const model_key& key, uint32_t replicas) {
+  if (auto* v = find(key)) v->wanted = replicas;
+}
+
 std::vector<model_key> ModelRegistry::want_replacements(const std::set<model_key>& changed) {
   std::vector<model_key> out;
   for (const auto& key : changed) {

@@ -114,6 +114,16 @@ class ModelRegistry {
   /// After a node joined: every valid version without a load gets a fresh placement round
   /// (failed_on cleared); returns those with waiters or fewer replicas than wanted.
   std::vector<model_key> wanting_placement();
+  /// The autoscaler retires the replica of `key` on `node` (it leaves the routing table; the caller
+  /// drains and unbinds it): the version keeps wanting at most the replicas left. The last one
+  /// fires scaled_to_zero (ready -> unloaded, not on purpose: the next request places one again).
+  /// The retired replica's device, or nullopt when `node` holds none.
+  std::optional<std::string> retire(const model_key& key, uint64_t node);
+  /// A retired replica still draining on `node` serves again (a scale-up or a request came before
+  /// it was unbound): back in the table, on `device`. False for an unknown version.
+  bool reinstate(const model_key& key, uint64_t node, const std::string& device);
+  /// The autoscaler's target for `key`: it wants `replicas` (a scale-up then places the rest).
+  void set_wanted(const model_key& key, uint32_t replicas);
   /// Unloads `which` (version 0: every version of the name): replicas and loads dropped, waiters
   /// failed with invalid_argument, unload_requested fired. Empty when no version matches.
   std::vector<UnloadedVersion> unload(const model_key& which);

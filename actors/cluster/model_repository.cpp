@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "gpu/manifest.hpp"
 #include "gpu/model.hpp"
 
 namespace ember {
@@ -26,10 +27,13 @@ RepositoryEntry read_version(const std::string& name, uint32_t version, const fs
   ss << f.rdbuf();
   e.manifest_json = ss.str();
   auto checked = gpu::Model::check_dir(e.dir);
-  if (checked.ok())
+  if (checked.ok()) {
     e.weights_bytes = *checked;
-  else
+    if (auto manifest = gpu::parse_manifest(e.manifest_json, e.dir); manifest.ok())
+      e.autoscale = manifest->serving.autoscale;
+  } else {
     e.error = checked.error().message();
+  }
   return e;
 }
 

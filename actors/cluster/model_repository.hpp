@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "actors/messages.hpp"
+#include "config/autoscale_config.hpp"
 
 namespace ember {
 
@@ -29,6 +30,8 @@ struct RepositoryEntry {
   uint64_t weights_bytes = 0;
   /// Empty when the version is valid; otherwise why not (names the file and field).
   std::string error;
+  /// model.json's serving.autoscale (valid versions only): the model's own autoscaling keys.
+  AutoscaleOverrides autoscale;
 };
 
 /// Every version of every model under `root`, sorted by name then version.

@@ -66,6 +66,11 @@ void apply_update(gateway_pointer self, routing_update& u) {
   }
   st.members = std::move(u.members);
   for (const auto& m : st.members) watch(self, m.router);
+  st.report_interval_us = u.report_interval_us;
+  if (st.report_interval_us > 0 && !st.report_timer) {
+    st.report_timer = true;
+    self->delayed_send(self, std::chrono::microseconds(st.report_interval_us), scale_atom_v);
+  }
   st.epoch = u.epoch;
   publish_view(self);
   if (!st.subscribed) {
@@ -99,7 +104,7 @@ void apply_update(gateway_pointer self, routing_update& u) {
 
 // -- metrics ----------------------------------------------------------------------------------
 
-/// Collects every node's snapshot on the actor (one request each; the answers are moved, never
+/// Collects every node's snapshot and the manager's on the actor (one request each; the answers are moved, never
 /// read), then merges and renders them with the gateway's own on the metrics queue: the actor's
 /// work per scrape is proportional to the number of nodes, not to the size of their metrics.
 caf::result<std::string> scrape(gateway_pointer self) {
@@ -111,7 +116,7 @@ caf::result<std::string> scrape(gateway_pointer self) {
   };
   auto c = std::make_shared<Collector>();
   c->promise = self->make_response_promise<std::string>();
-  c->waiting = st.members.size() + 1;
+  c->waiting = st.members.size() + 2;  // the nodes, the manager and this gateway
   auto arrived = [self, c] {
     if (--c->waiting > 0) return;
     auto* instruments = self->state.instruments;
@@ -136,9 +141,30 @@ caf::result<std::string> scrape(gateway_pointer self) {
             },
             [arrived](caf::error&) { arrived(); });  // a node that does not answer is left out of this scrape
   }
+  self->request(st.manager, kScrapeTimeout, metrics_atom_v)
+      .then(
+          [c, arrived](metrics_snapshot& snap) {
+            c->nodes.push_back({"manager", std::move(snap)});
+            arrived();
+          },
+          [arrived](caf::error&) { arrived(); });
   auto rp = c->promise;
   arrived();
   return rp;
+}
+
+/// Every report interval: the counters to the manager (nothing when nothing happened).
+void report_load(gateway_pointer self) {
+  auto& st = self->state;
+  st.report_timer = false;
+  if (st.report_interval_us == 0) {
+    st.load.clear();  // the manager wants no reports: the counters would only grow
+    return;
+  }
+  auto report = make_load_report(st);
+  if (!report.models.empty()) self->send(st.manager, std::move(report));
+  st.report_timer = true;
+  self->delayed_send(self, std::chrono::microseconds(st.report_interval_us), scale_atom_v);
 }
 
 gateway_actor::behavior_type gateway_behavior(gateway_pointer self, GatewayConfig config, caf::actor manager,
@@ -150,6 +176,7 @@ gateway_actor::behavior_type gateway_behavior(gateway_pointer self, GatewayConfi
   st.view = std::move(view);
   st.instruments = instruments;
   st.metrics_queue = metrics_queue;
+  st.reporter = "gateway@" + caf::to_string(self->node()) + "#" + std::to_string(self->id());
   self->set_down_handler([self](caf::down_msg& msg) { node_down(self, msg.source); });
   self->request(st.manager, std::chrono::seconds(30), subscribe_atom_v, caf::actor_cast<gateway_actor>(self))
       .then(
@@ -178,6 +205,7 @@ gateway_actor::behavior_type gateway_behavior(gateway_pointer self, GatewayConfi
         return self->delegate(self->state.manager, index_atom_v);
       },
       [self](expire_atom, uint64_t id) { expire(self, id); },
+      [self](scale_atom) { report_load(self); },
       [self](ensure_atom, const model_key& key) {
         if (self->state.held.count(key)) ensure(self, key);
       },

@@ -154,6 +154,9 @@ void dispatch(gateway_pointer self, std::shared_ptr<Pending> p) {
             auto routed = std::move(it->second);
             st.routed.erase(it);
             --st.outstanding[routed.node_id];
+            auto& counters = st.load[routed.pending->key];
+            ++counters.completions;
+            counters.busy_us += reply.compute_us;
             finish(self, *routed.pending, "success");
             reply.model = routed.pending->key;
             routed.pending->promise.deliver(std::move(reply));
@@ -250,7 +253,45 @@ void route(gateway_pointer self, std::shared_ptr<Pending> p) {
     return fail(self, *p, invalid_argument("model " + key.to_string() + " cannot load: " + state.reason));
   }
   p->request.model = key;
+  ++st.load[key].arrivals;
   dispatch(self, std::move(p));
+}
+
+load_report make_load_report(gateway_state& st) {
+  std::map<model_key, model_load> models;
+  auto entry = [&models](const model_key& key) -> model_load& {
+    auto [it, fresh] = models.try_emplace(key);
+    if (fresh) it->second.model = key;
+    return it->second;
+  };
+  for (const auto& [key, c] : st.load) {
+    auto& m = entry(key);
+    m.arrivals = c.arrivals;
+    m.completions = c.completions;
+    m.busy_us = c.busy_us;
+  }
+  st.load.clear();
+  std::map<std::pair<model_key, uint64_t>, uint32_t> on_node;
+  for (const auto& [id, r] : st.routed) ++on_node[{r.pending->key, r.node_id}];
+  for (const auto& [at, n] : on_node) {
+    auto& m = entry(at.first);
+    m.ongoing += n;
+    m.in_flight.push_back({at.second, n});
+  }
+  for (const auto& [key, queue] : st.held) {
+    auto& m = entry(key);
+    m.ongoing += static_cast<uint32_t>(queue.size());
+    m.queued += static_cast<uint32_t>(queue.size());
+  }
+  for (const auto& key : st.reported_busy) entry(key);  // went quiet: reported once with zeros
+  load_report out;
+  out.reporter = st.reporter;
+  st.reported_busy.clear();
+  for (auto& [key, m] : models) {
+    if (m.ongoing > 0) st.reported_busy.insert(key);
+    out.models.push_back(std::move(m));
+  }
+  return out;
 }
 
 caf::result<infer_reply> infer(gateway_pointer self, infer_request& req) {

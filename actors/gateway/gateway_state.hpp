@@ -86,6 +86,17 @@ struct gateway_state {
   bool subscribed = false;
   uint64_t next_id = 1;
 
+  // -- load reports (the manager's autoscaler) --
+  /// What happened to a model since the last report.
+  struct LoadCounters {
+    uint64_t arrivals = 0, completions = 0, busy_us = 0;
+  };
+  std::map<model_key, LoadCounters> load;
+  std::set<model_key> reported_busy;  // models reported with requests in flight or held last time
+  uint64_t report_interval_us = 0;    // the manager's; 0 = it wants no reports
+  bool report_timer = false;
+  std::string reporter;  // this gateway's name in reports
+
   size_t held_count() const {
     size_t n = 0;
     for (const auto& [k, q] : held) n += q.size();
@@ -116,6 +127,8 @@ void ensure(gateway_pointer self, const model_key& key);
 void expire(gateway_pointer self, uint64_t id);
 /// A node (router) died: its replicas leave the table, its requests are re-sent.
 void node_down(gateway_pointer self, const caf::actor_addr& addr);
+/// The load_report of this interval: counters since the last one, and what is in flight now.
+load_report make_load_report(gateway_state& st);
 
 }  // namespace gateway_impl
 }  // namespace ember

@@ -23,7 +23,9 @@ constexpr size_t kScanQueueCapacity = 64;
 ManagerProcess::ManagerProcess(caf::actor_system& sys) : sys_(sys) {}
 
 Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system& sys, const ManagerConfig& config,
-                                                              const TransferConfig& transfer, bool publish) {
+                                                              const TransferConfig& transfer,
+                                                              const AutoscaleConfig& autoscale,
+                                                              const AutoscalerSettings& autoscaler, bool publish) {
   std::unique_ptr<ManagerProcess> p(new ManagerProcess(sys));
   auto entries = scan_repository(config.repository);
   for (const auto& e : entries) {
@@ -44,6 +46,8 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
   mc.stall.slow_fraction = transfer.slow_fraction;
   mc.stall.lag_bytes = transfer.lag_bytes;
   mc.stall.min_bytes_per_s = transfer.min_rate_bytes_per_s;
+  mc.autoscale = autoscale;
+  mc.autoscaler = autoscaler;
   p->scan_queue_ = std::make_unique<WorkQueue>(WorkQueueOptions{.threads = 1, .capacity = kScanQueueCapacity});
   p->manager_ = spawn_cluster_manager(sys, mc, std::move(entries), p->index_, *p->scan_queue_);
   if (publish) {

@@ -26,9 +26,11 @@ class WorkQueue;
 class ManagerProcess {
  public:
   /// Scans the repository, starts the blob server that serves it and spawns the manager. With
-  /// `publish`, also makes the manager reachable for remote nodes at config.listen.
+  /// `publish`, also makes the manager reachable for remote nodes at config.listen. `autoscale` and
+  /// `autoscaler` are the `autoscale:` section (the models' defaults, the loop's settings).
   static Result<std::unique_ptr<ManagerProcess>> start(caf::actor_system& sys, const ManagerConfig& config,
-                                                       const TransferConfig& transfer, bool publish);
+                                                       const TransferConfig& transfer, const AutoscaleConfig& autoscale,
+                                                       const AutoscalerSettings& autoscaler, bool publish);
   ~ManagerProcess();
 
   const cluster_manager_actor& manager() const { return manager_; }

@@ -112,6 +112,10 @@ TEST(ClusterConfig, EmptyDocumentsGiveDefaults) {
 TEST(ClusterConfig, ReadsTheAutoscaleDefaults) {
   auto c = parse_cluster_config(R"(
 autoscale:
+  enabled: false
+  interval: 500ms
+  look_back: 20s
+  drain_timeout: 5s
   policy: queue_latency
   min_replicas: 1
   max_replicas: 32
@@ -140,6 +144,10 @@ autoscale:
   EXPECT_EQ(a.idle_timeout_us, 300'000'000u);
   EXPECT_EQ(a.host_keep_alive_us, 3'600'000'000u);
   EXPECT_DOUBLE_EQ(a.downscale_tolerance, 0.2);
+  EXPECT_FALSE(c->autoscaler.enabled);
+  EXPECT_EQ(c->autoscaler.interval_us, 500'000u);
+  EXPECT_EQ(c->autoscaler.look_back_us, 20'000'000u);
+  EXPECT_EQ(c->autoscaler.drain_timeout_us, 5'000'000u);
 }
 
 TEST(ClusterConfig, ReadsEveryKey) {
@@ -278,6 +286,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"autoscale:\n  idle_timeout: 10ms\n", "autoscale.idle_timeout: 10ms is outside 1s..24h"},
         BadCase{"autoscale:\n  host_keep_alive: soon\n", "autoscale.host_keep_alive: cannot read 'soon'"},
         BadCase{"autoscale:\n  scale: 2\n", "autoscale.scale: unknown key"},
+        BadCase{"autoscale:\n  enabled: maybe\n", "autoscale.enabled"},
+        BadCase{"autoscale:\n  interval: 1ms\n", "autoscale.interval: 1ms is outside 10ms..1min"},
+        BadCase{"autoscale:\n  interval: 2s\n  look_back: 1s\n", "autoscale.look_back: 1s is outside 2s..1h"},
+        BadCase{"autoscale:\n  drain_timeout: 2h\n", "autoscale.drain_timeout: 2h is outside 100ms..1h"},
         // manager
         BadCase{"manager:\n  listen: nowhere\n", "manager.listen: 'nowhere'"},
         BadCase{"manager:\n  listen: host:99999\n", "manager.listen: 'host:99999'"},

@@ -46,9 +46,12 @@ TEST(AutoscalerLoop, AModelsOwnKeysOverrideTheDefaultsAndABadMergeIsNamed) {
 TEST(AutoscalerLoop, ReportsOfOneTickAreSummedAcrossReportersAndDecideTogether) {
   AutoscalerLoop loop(defaults(), kSecond, 10 * kSecond);
   ASSERT_TRUE(loop.configure(kModel, {}).ok());
-  loop.report(kModel, ongoing(3));  // a gateway
-  loop.report(kModel, ongoing(4));  // a node
-  loop.report({"unknown", 1}, ongoing(100));
+  loop.report("g1", kModel, ongoing(3), {{1, 3}}, 0);
+  loop.report("g2", kModel, ongoing(4), {{1, 2}, {2, 2}}, 0);
+  loop.report("g1", {"unknown", 1}, ongoing(100), {}, 0);
+  EXPECT_EQ(loop.in_flight(kModel, 1), 5u);
+  EXPECT_EQ(loop.in_flight(kModel, 2), 2u);
+  EXPECT_EQ(loop.in_flight(kModel, 3), 0u);
   const auto changes = loop.tick(kSecond, [](const model_key&) { return AutoscalerLoop::Supply{1, 0}; });
   ASSERT_EQ(changes.size(), 1u);
   EXPECT_EQ(changes[0].key, kModel);
@@ -56,7 +59,61 @@ TEST(AutoscalerLoop, ReportsOfOneTickAreSummedAcrossReportersAndDecideTogether) 
   EXPECT_EQ(changes[0].decision.desired, 4u) << "7 ongoing over a target of 2";
   EXPECT_EQ(changes[0].line, "m/1: up by 3 to 4 (load): ongoing_requests need 3.50 with 1 ready, 0 pending");
   const auto quiet = loop.tick(2 * kSecond, [](const model_key&) { return AutoscalerLoop::Supply{4, 0}; });
-  EXPECT_TRUE(quiet.empty()) << "the next tick starts from zero counts; a scale-down waits 30 s";
+  EXPECT_TRUE(quiet.empty()) << "the next tick counts no new arrivals; a scale-down waits 30 s";
+}
+
+TEST(AutoscalerLoop, AReportersGaugesStandUntilItReportsAgainOrGoesSilentForThreeTicks) {
+  AutoscalerLoop loop(defaults(), kSecond, 10 * kSecond);
+  ASSERT_TRUE(loop.configure(kModel, {}).ok());
+  const auto supply = [](const model_key&) { return AutoscalerLoop::Supply{1, 0}; };
+  loop.report("g", kModel, ongoing(6), {{1, 6}}, 0);
+  auto first = loop.tick(kSecond, supply);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].decision.desired, 3u);
+  // No report in this tick (it lands just after): the gateway's 6 in flight still count.
+  auto second = loop.tick(2 * kSecond, supply);
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].decision.desired, 3u);
+  EXPECT_EQ(loop.in_flight(kModel, 1), 6u);
+  loop.tick(4 * kSecond, supply);  // three ticks without a report: the gateway is gone
+  EXPECT_EQ(loop.in_flight(kModel, 1), 0u);
+}
+
+TEST(AutoscalerLoop, AFloorRaisesMinReplicasUntilLifted) {
+  AutoscalerLoop loop(defaults(), kSecond, 10 * kSecond);
+  ASSERT_TRUE(loop.configure(kModel, {}).ok());
+  loop.set_floor(kModel, 3);
+  EXPECT_EQ(loop.config(kModel)->min_replicas, 3u);
+  auto changes = loop.tick(kSecond, [](const model_key&) { return AutoscalerLoop::Supply{1, 0}; });
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].decision.reason, placement::ScaleReason::min_replicas);
+  EXPECT_EQ(changes[0].decision.desired, 3u);
+  loop.set_floor(kModel, 12);
+  EXPECT_EQ(loop.config(kModel)->max_replicas, 12u) << "a floor above max_replicas lifts it";
+  loop.set_floor(kModel, 0);
+  EXPECT_EQ(loop.config(kModel)->min_replicas, 0u);
+  EXPECT_EQ(loop.config(kModel)->max_replicas, 8u);
+}
+
+TEST(AutoscalerLoop, AnIdleModelsEmberExpiresOncePerIdleSpellAfterHostKeepAlive) {
+  AutoscaleConfig c = defaults();
+  c.idle_timeout_us = 5 * kSecond;
+  c.host_keep_alive_us = 20 * kSecond;
+  AutoscalerLoop loop(c, kSecond, 2 * kSecond);
+  ASSERT_TRUE(loop.configure(kModel, {}).ok());
+  const auto none = [](const model_key&) { return AutoscalerLoop::Supply{0, 0}; };
+  loop.tick(kSecond, none);  // idle from here
+  loop.tick(20 * kSecond, none);
+  EXPECT_TRUE(loop.embers_expired(20 * kSecond).empty());
+  loop.tick(21 * kSecond, none);
+  EXPECT_EQ(loop.embers_expired(21 * kSecond), (std::vector<model_key>{kModel}));
+  EXPECT_TRUE(loop.embers_expired(22 * kSecond).empty()) << "once per idle spell";
+  loop.report("g", kModel, ongoing(1), {}, 23 * kSecond);
+  loop.tick(23 * kSecond, none);
+  EXPECT_TRUE(loop.embers_expired(23 * kSecond).empty());
+  loop.report("g", kModel, {}, {}, 24 * kSecond);
+  for (int64_t t = 24; t <= 50; ++t) loop.tick(t * kSecond, none);
+  EXPECT_EQ(loop.embers_expired(50 * kSecond), (std::vector<model_key>{kModel})) << "a new spell expires again";
 }
 
 TEST(AutoscalerLoop, TheColdStartOfTheBestTierFeedsTheQueueLatencyPolicy) {
@@ -74,7 +131,7 @@ TEST(AutoscalerLoop, TheColdStartOfTheBestTierFeedsTheQueueLatencyPolicy) {
   r.busy_us = 1'000'000;
   auto need = [&](SourceTier tier, int64_t at) {
     AutoscalerLoop copy = loop;
-    copy.report(kModel, r);
+    copy.report("g", kModel, r, {}, at);
     auto changes = copy.tick(at, [&](const model_key&) { return AutoscalerLoop::Supply{2, 0, tier}; });
     return changes.empty() ? 0.0 : changes[0].decision.need;
   };

@@ -16,7 +16,7 @@ using E = ReadinessEvent;
 
 constexpr R kStates[] = {R::unloaded, R::loading, R::ready, R::failed};
 constexpr E kEvents[] = {E::load_started,      E::replica_ready,    E::load_failed, E::found_invalid,
-                         E::last_replica_lost, E::unload_requested, E::repaired};
+                         E::last_replica_lost, E::scaled_to_zero, E::unload_requested, E::repaired};
 
 TEST(ModelReadiness, EveryMoveDrawnInTheHeaderIsLegalAndEveryOtherIsRejectedByName) {
   // (from, event) -> to, exactly the header's diagram.
@@ -30,7 +30,7 @@ TEST(ModelReadiness, EveryMoveDrawnInTheHeaderIsLegalAndEveryOtherIsRejectedByNa
       {{R::loading, E::found_invalid}, R::failed},      {{R::ready, E::found_invalid}, R::failed},
       {{R::failed, E::found_invalid}, R::failed},       {{R::unloaded, E::unload_requested}, R::unloaded},
       {{R::loading, E::unload_requested}, R::unloaded}, {{R::ready, E::unload_requested}, R::unloaded},
-      {{R::failed, E::unload_requested}, R::unloaded},
+      {{R::failed, E::unload_requested}, R::unloaded},  {{R::ready, E::scaled_to_zero}, R::unloaded},
   };
   size_t illegal = 0;
   for (R from : kStates) {
@@ -49,8 +49,8 @@ TEST(ModelReadiness, EveryMoveDrawnInTheHeaderIsLegalAndEveryOtherIsRejectedByNa
       }
     }
   }
-  EXPECT_EQ(illegal, 4 * 7 - legal.size());
-  EXPECT_EQ(illegal, 9u);
+  EXPECT_EQ(illegal, 4 * 8 - legal.size());
+  EXPECT_EQ(illegal, 12u);
 }
 
 RepositoryEntry entry(const std::string& name, uint32_t version, const std::string& error = {}) {
@@ -102,6 +102,28 @@ TEST(ModelRegistry, AColdStartGoesLoadingThenReadyAndAnswersItsWaiters) {
   EXPECT_EQ(f.r.replicas_per_node().at(7), 1u);
   f.r.answer_waiters(v);
   EXPECT_EQ(f.answers, (std::vector<std::string>{"ready"}));
+  f.check();
+}
+
+TEST(ModelRegistry, RetiringTheLastReplicaScalesToZeroNotOnPurposeAndAReinstatedOneServesAgain) {
+  Fixture f;
+  auto& v = f.v(1);
+  ASSERT_TRUE(f.r.want({"m", 1}, 2, true, f.waiter()));
+  const uint64_t a = f.r.load_started(v, 1), b = f.r.load_started(v, 2);
+  ASSERT_TRUE(f.r.replica_ready({"m", 1}, 1, a, on("gpu0")));
+  ASSERT_TRUE(f.r.replica_ready({"m", 1}, 2, b, on("gpu1")));
+  EXPECT_EQ(f.r.retire({"m", 1}, 3), std::nullopt) << "no replica on node 3";
+  EXPECT_EQ(f.r.retire({"m", 1}, 1), "gpu0");
+  EXPECT_EQ(v.state.state, R::ready);
+  EXPECT_EQ(v.wanted, 1u) << "a retired replica is not wanted back";
+  EXPECT_EQ(f.r.retire({"m", 1}, 2), "gpu1");
+  EXPECT_EQ(v.state.state, R::unloaded);
+  EXPECT_FALSE(v.state.explicitly_unloaded) << "the next request places one again";
+  EXPECT_EQ(v.wanted, 0u);
+  f.check();
+  ASSERT_TRUE(f.r.reinstate({"m", 1}, 2, "gpu1"));
+  EXPECT_EQ(v.state.state, R::ready);
+  EXPECT_EQ(v.replicas, (std::map<uint64_t, std::string>{{2, "gpu1"}}));
   f.check();
 }
 
