@@ -11,7 +11,7 @@ AutoscalerLoop::AutoscalerLoop(AutoscaleConfig defaults, uint64_t tick_us, uint6
 Status AutoscalerLoop::configure(const model_key& key, const AutoscaleOverrides& overrides) {
   auto it = models_.find(key);
   if (it == models_.end()) {
-    Model m{defaults_, {}, 0, placement::LoadWindow(tick_us_, look_back_us_), {}, {}, {}, false, 0};
+    Model m{defaults_, {}, 0, placement::LoadWindow(tick_us_, look_back_us_), {}, {}, {}, false, 0, false};
     it = models_.emplace(key, std::move(m)).first;
   }
   it->second.own = overrides;
@@ -90,8 +90,21 @@ std::vector<AutoscalerLoop::Change> AutoscalerLoop::tick(int64_t now_us,
     load.ready = s.ready;
     load.pending = s.pending;
     load.cold_start_us = cold_start_us(s.best_tier);
-    const placement::ScaleDecision d = placement::decide(m.config, load, m.state, now_us);
+    placement::ScaleDecision d = placement::decide(m.config, load, m.state, now_us);
     m.desired = d.desired;
+    if (d.action == placement::ScaleAction::up && d.count > s.room) {
+      if (s.room == 0) {
+        if (!m.blocked) {
+          const std::string why = placement::describe(d, m.config, load) + "; no node has room for another replica";
+          changes.push_back({key, placement::ScaleDecision{placement::ScaleAction::keep, 0, d.desired, d.need, d.reason},
+                             key.to_string() + ": " + why});
+        }
+        m.blocked = true;
+        continue;
+      }
+      d.count = s.room;
+    }
+    m.blocked = false;
     if (d.action == placement::ScaleAction::keep) continue;
     changes.push_back({key, d, key.to_string() + ": " + placement::describe(d, m.config, load)});
   }

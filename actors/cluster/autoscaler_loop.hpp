@@ -65,13 +65,17 @@ class AutoscalerLoop {
     uint32_t ready = 0;
     uint32_t pending = 0;
     SourceTier best_tier = SourceTier::repository;
+    /// How many more replicas the nodes have room for: a scale-up adds at most this many. With
+    /// none, the model keeps wanting more (the desired count shows it) and the loop says so once.
+    uint32_t room = UINT32_MAX;
   };
   struct Change {
     model_key key;
-    placement::ScaleDecision decision;
+    placement::ScaleDecision decision;  // up or down; keep when the line only says an up is blocked
     std::string line;  // for the log: "m/1: up by 2 to 3 (load): ongoing_requests need 2.50 with ..."
   };
-  /// One tick at now_us: every configured model's decision; the changes (up or down) returned.
+  /// One tick at now_us: every configured model's decision; the changes (up or down) returned, an
+  /// up cut to the room there is, and (as a keep) the first tick of an up blocked for want of room.
   std::vector<Change> tick(int64_t now_us, const std::function<Supply(const model_key&)>& supply);
   /// The models idle for their host_keep_alive at now_us (no request, none in flight), each once
   /// per idle spell: their bytes may leave the nodes' host caches.
@@ -103,6 +107,7 @@ class AutoscalerLoop {
     std::map<std::string, Gauges> gauges;
     bool ember_expired = false;  // embers_expired() named it in this idle spell
     uint32_t desired = 0;        // the last decision's
+    bool blocked = false;        // an up is wanted and no node has room (said once)
   };
   Status apply(const model_key& key, Model& m);
 

@@ -382,13 +382,14 @@ void scale_tick(manager_pointer self) {
     const ModelVersion* v = st.registry.find(key);
     if (!v || !v->valid() || v->state.explicitly_unloaded) return AutoscalerLoop::Supply{};
     return AutoscalerLoop::Supply{static_cast<uint32_t>(v->replicas.size()),
-                                  static_cast<uint32_t>(v->loading_on.size()), best_tier(st, *v)};
+                                  static_cast<uint32_t>(v->loading_on.size()), best_tier(st, *v), st.planner.room(*v)};
   };
   for (const auto& change : st.autoscaler->tick(now_us(self), supply)) {
     const ModelVersion* v = st.registry.find(change.key);
     if (!v || !v->valid() || v->state.explicitly_unloaded) continue;  // an unload is the user's word
     const auto& d = change.decision;
     spdlog::info("manager: autoscale {}", change.line);
+    if (d.action == placement::ScaleAction::keep) continue;  // blocked: said, nothing to do
     st.instruments.count_action(change.key, placement::to_string(d.action), placement::to_string(d.reason));
     if (d.action == placement::ScaleAction::up) {
       st.registry.set_wanted(change.key, d.desired);

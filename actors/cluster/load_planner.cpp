@@ -80,6 +80,13 @@ Result<LoadPlans> LoadPlanner::place(const ModelVersion& v, int64_t now_ms) {
   return out;
 }
 
+uint32_t LoadPlanner::room(const ModelVersion& v) const {
+  const auto node_views = views(v);
+  std::set<uint64_t> excluded;
+  while (auto target = placement::choose_node(node_views, v.entry.weights_bytes, excluded)) excluded.insert(*target);
+  return static_cast<uint32_t>(excluded.size());
+}
+
 Result<Distribution> LoadPlanner::distribute(const distribute_request& req, int64_t now_ms) {
   const ModelVersion* v = registry_.find(req.model);
   if (!v) return not_found("unknown model '" + req.model.name + "'");

@@ -67,6 +67,8 @@ class LoadPlanner {
   /// v.failed_on; several nodes that lack the bytes get them along chains. unavailable, saying why,
   /// when no node can take one.
   Result<LoadPlans> place(const ModelVersion& v, int64_t now_ms);
+  /// How many more replicas of `v` the nodes have room for now (one per node without one).
+  uint32_t room(const ModelVersion& v) const;
   /// The loads that fill the caches of `receivers` with v's bytes: chains from the holders (or the
   /// repository) when `chain`, else each from the holders directly.
   Result<LoadPlans> fill(const ModelVersion& v, const std::vector<uint64_t>& receivers, bool chain, int64_t now_ms);

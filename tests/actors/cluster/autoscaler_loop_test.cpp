@@ -140,5 +140,25 @@ TEST(AutoscalerLoop, TheColdStartOfTheBestTierFeedsTheQueueLatencyPolicy) {
   EXPECT_NEAR(need(SourceTier::repository, kSecond), 0.1 * (30 + 10 * 3.0 / 0.1), 1e-6);
 }
 
+TEST(AutoscalerLoop, AnUpIsCutToTheRoomThereIsAndABlockedOneIsSaidOnce) {
+  AutoscalerLoop loop(defaults(), kSecond, 10 * kSecond);
+  ASSERT_TRUE(loop.configure(kModel, {}).ok());
+  auto tick = [&](int64_t at, uint32_t room) {
+    loop.report("g", kModel, ongoing(8), {}, at);
+    return loop.tick(at, [room](const model_key&) { return AutoscalerLoop::Supply{1, 0, SourceTier::peer, room}; });
+  };
+  auto cut = tick(kSecond, 2);
+  ASSERT_EQ(cut.size(), 1u);
+  EXPECT_EQ(cut[0].decision.count, 2u) << "room for two of the three wanted";
+  EXPECT_EQ(cut[0].decision.desired, 4u);
+  auto blocked = tick(2 * kSecond, 0);
+  ASSERT_EQ(blocked.size(), 1u);
+  EXPECT_EQ(blocked[0].decision.action, placement::ScaleAction::keep);
+  EXPECT_NE(blocked[0].line.find("no node has room"), std::string::npos) << blocked[0].line;
+  EXPECT_TRUE(tick(3 * kSecond, 0).empty()) << "said once";
+  EXPECT_EQ(loop.desired(kModel), 4u) << "still wanted";
+  EXPECT_EQ(tick(4 * kSecond, 5).size(), 1u) << "room again: the up is made";
+}
+
 }  // namespace autoscaler_loop_test
 }  // namespace ember
