@@ -78,6 +78,15 @@ struct AutoscalerSettings {
   /// 30s; 100ms..1h (requests still there at the end are answered by the executor's queue before
   /// the unbind, or retried on another replica by the gateway).
   uint64_t drain_timeout_us = 30'000'000;
+  /// A scale-up that needs the bytes on two or more nodes sends them along one chained multicast
+  /// from a node that holds them (or the repository). false: each node fetches on its own (a
+  /// baseline). Default true.
+  bool chain_scale_up = true;
+  /// New replicas may fetch the bytes from peers' host caches (false: always from the repository,
+  /// as a registry pull; a baseline). Default true.
+  bool peer_sources = true;
+  /// Where new replicas go (config/choices.hpp): locality (default) or random.
+  PlacementPolicy placement = PlacementPolicy::locality;
 };
 
 struct AutoscaleOverrides {

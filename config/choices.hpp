@@ -30,17 +30,23 @@ enum class TransportKind : uint8_t { tcp, ucx };
 /// execution time with headroom, Flashpoint's ATL), "queue_latency" (the expected queueing delay
 /// against a target, TSK) or "requests_per_minute" (per replica, SageMaker's).
 enum class ScalingPolicy : uint8_t { ongoing_requests, arrival_rate, queue_latency, requests_per_minute };
+/// Where new replicas go (autoscale.placement): "locality" (nodes whose host cache holds the bytes,
+/// then the most free device memory, then the fewest replicas; the default) or "random" (any node
+/// with room, uniformly: Knative's scheduler, a baseline).
+enum class PlacementPolicy : uint8_t { locality, random };
 
 std::string_view to_string(BindingMode mode);
 std::string_view to_string(SwapScheduler scheduler);
 std::string_view to_string(EvictionRule rule);
 std::string_view to_string(TransportKind kind);
 std::string_view to_string(ScalingPolicy policy);
+std::string_view to_string(PlacementPolicy policy);
 
 Result<BindingMode> parse_binding_mode(std::string_view word);
 Result<SwapScheduler> parse_swap_scheduler(std::string_view word);
 Result<EvictionRule> parse_eviction_rule(std::string_view word);
 Result<TransportKind> parse_transport_kind(std::string_view word);
 Result<ScalingPolicy> parse_scaling_policy(std::string_view word);
+Result<PlacementPolicy> parse_placement_policy(std::string_view word);
 
 }  // namespace ember

@@ -11,7 +11,8 @@
 //              switch_bandwidth, links   (config/device_config.hpp)
 //   binding:   mode, scheduler, eviction, group, heavy_factor, slo_factor, slo_deadline,
 //              slo_percentile, workspace, window, repartition, alpha_period, seed
-//   autoscale: enabled, interval, look_back, drain_timeout (the loop's), policy, min_replicas, max_replicas, target_ongoing_requests, headroom,
+//   autoscale: enabled, interval, look_back, drain_timeout, chain_scale_up, peer_sources, placement
+//              (the loop's and placement's), policy, min_replicas, max_replicas, target_ongoing_requests, headroom,
 //              target_queue_latency, target_requests_per_minute, upscale_delay, downscale_delay,
 //              idle_timeout, host_keep_alive, downscale_tolerance   (config/autoscale_config.hpp;
 //              the defaults of every model, which its model.json may override)

@@ -23,6 +23,17 @@ std::optional<uint64_t> choose_node(const std::vector<NodeView>& nodes, uint64_t
   return best->id;
 }
 
+std::optional<uint64_t> choose_any_node(const std::vector<NodeView>& nodes, uint64_t weights_bytes,
+                                        const std::set<uint64_t>& excluded, uint64_t draw) {
+  const double need = static_cast<double>(weights_bytes) * (1.0 + kActivationHeadroom);
+  std::vector<uint64_t> fit;
+  for (const NodeView& n : nodes)
+    if (!n.has_replica && !excluded.count(n.id) && static_cast<double>(n.max_free_device_bytes) >= need)
+      fit.push_back(n.id);
+  if (fit.empty()) return std::nullopt;
+  return fit[draw % fit.size()];
+}
+
 std::vector<Source> choose_sources(const std::vector<NodeView>& nodes, uint64_t target, const Source& repository) {
   std::vector<const NodeView*> peers;
   for (const NodeView& n : nodes) {

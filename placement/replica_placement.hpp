@@ -48,6 +48,11 @@ inline constexpr double kActivationHeadroom = 0.25;
 std::optional<uint64_t> choose_node(const std::vector<NodeView>& nodes, uint64_t weights_bytes,
                                     const std::set<uint64_t>& excluded = {});
 
+/// Any node with room for the replica, picked by `draw` (a random number) uniformly among them:
+/// Knative's placement, a baseline. nullopt when none fits.
+std::optional<uint64_t> choose_any_node(const std::vector<NodeView>& nodes, uint64_t weights_bytes,
+                                        const std::set<uint64_t>& excluded, uint64_t draw);
+
 enum class SourceKind : uint8_t { peer, repository };
 
 struct Source {

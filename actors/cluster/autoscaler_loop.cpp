@@ -116,14 +116,16 @@ uint32_t AutoscalerLoop::desired(const model_key& key) const {
   return it == models_.end() ? 0 : it->second.desired;
 }
 
-std::vector<model_key> AutoscalerLoop::embers_expired(int64_t now_us) {
+std::vector<model_key> AutoscalerLoop::embers_expired(int64_t now_us,
+                                                     const std::function<bool(const model_key&)>& ready) {
   std::vector<model_key> out;
   for (auto& [key, m] : models_) {
     if (!m.state.idle_since_us) {
       m.ember_expired = false;  // busy again: a new idle spell may expire later
       continue;
     }
-    if (m.ember_expired || now_us - *m.state.idle_since_us < static_cast<int64_t>(m.config.host_keep_alive_us))
+    if (m.ember_expired || now_us - *m.state.idle_since_us < static_cast<int64_t>(m.config.host_keep_alive_us) ||
+        !ready(key))
       continue;
     m.ember_expired = true;
     out.push_back(key);

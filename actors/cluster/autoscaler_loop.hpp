@@ -77,9 +77,10 @@ class AutoscalerLoop {
   /// One tick at now_us: every configured model's decision; the changes (up or down) returned, an
   /// up cut to the room there is, and (as a keep) the first tick of an up blocked for want of room.
   std::vector<Change> tick(int64_t now_us, const std::function<Supply(const model_key&)>& supply);
-  /// The models idle for their host_keep_alive at now_us (no request, none in flight), each once
-  /// per idle spell: their bytes may leave the nodes' host caches.
-  std::vector<model_key> embers_expired(int64_t now_us);
+  /// The models idle for their host_keep_alive at now_us (no request, none in flight) for which
+  /// `ready(key)` holds (say, no replica left), each once per idle spell: their bytes may leave the
+  /// nodes' host caches.
+  std::vector<model_key> embers_expired(int64_t now_us, const std::function<bool(const model_key&)>& ready);
   /// The models configured.
   size_t size() const { return models_.size(); }
   /// The replica count the last tick's decision wanted for `key` (0 before any tick).

@@ -334,6 +334,11 @@ void unbind(manager_pointer self, uint64_t id) {
     st.members.unbind(d.node, d.device, d.bytes);
     st.instruments.observe_drain(seconds);
     const auto* node = st.members.find(d.node);
+    const AutoscaleConfig* config = st.autoscaler->config(d.key);
+    if (ok && node && config && config->host_keep_alive_us == 0) {  // no host-cache tier: the bytes go too
+      st.members.note_cached(d.node, d.key, false);
+      caf::anon_send(node->router, evict_atom_v, d.key);
+    }
     spdlog::info("manager: {} on node {} {} after draining {:.0f} ms", d.key.to_string(),
                  node ? node->report.name : std::to_string(d.node), ok ? "unbound" : "not unbound (node error)",
                  seconds * 1e3);
@@ -362,9 +367,12 @@ void check_drains(manager_pointer self) {
 /// Models idle for their host_keep_alive, with no replica left: their bytes leave the host caches.
 void expire_embers(manager_pointer self) {
   auto& st = self->state;
-  for (const auto& key : st.autoscaler->embers_expired(now_us(self))) {
+  auto gone = [&st](const model_key& key) {  // no replica, no load, no drain left
     const ModelVersion* v = st.registry.find(key);
-    if (!v || !v->idle()) continue;
+    return v && v->idle() &&
+           std::none_of(st.drains.begin(), st.drains.end(), [&](const auto& d) { return d.second.key == key; });
+  };
+  for (const auto& key : st.autoscaler->embers_expired(now_us(self), gone)) {
     for (const auto& [id, node] : st.members.nodes()) {
       if (!st.members.caches(id, key)) continue;
       spdlog::info("manager: {} idle for its host_keep_alive: evicted from node {}'s cache", key.to_string(),
@@ -469,6 +477,8 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
   st.scan_queue = scan_queue;
   st.chains = ChainController(st.config.stall);
   st.planner.set_repository(st.config.data);
+  st.planner.set_options({st.config.autoscaler.chain_scale_up, st.config.autoscaler.peer_sources,
+                          st.config.autoscaler.placement == PlacementPolicy::random, 1});
   if (st.config.autoscaler.enabled) {
     st.autoscaler = std::make_unique<AutoscalerLoop>(st.config.autoscale, st.config.autoscaler.interval_us,
                                                      st.config.autoscaler.look_back_us);

@@ -42,7 +42,8 @@ Result<LoadPlans> LoadPlanner::place(const ModelVersion& v, int64_t now_ms) {
   std::vector<uint64_t> targets;
   std::set<uint64_t> excluded = v.failed_on;
   while (targets.size() + v.replicas.size() < want) {
-    auto target = placement::choose_node(node_views, v.entry.weights_bytes, excluded);
+    auto target = options_.random ? placement::choose_any_node(node_views, v.entry.weights_bytes, excluded, random_())
+                                  : placement::choose_node(node_views, v.entry.weights_bytes, excluded);
     if (!target) break;
     targets.push_back(*target);
     excluded.insert(*target);
@@ -59,8 +60,8 @@ Result<LoadPlans> LoadPlanner::place(const ModelVersion& v, int64_t now_ms) {
   for (uint64_t t : targets)
     if (members_.caches(t, v.key())) direct.push_back(t);
   LoadPlans out;
-  if (needing.size() >= 2) {
-    auto chained = fill(v, needing, true, now_ms);
+  if (needing.size() >= 2 && options_.chain) {
+    auto chained = fill(v, needing, true, now_ms, options_.peers);
     if (chained.ok()) {
       out = std::move(*chained);
       needing.clear();
@@ -70,7 +71,7 @@ Result<LoadPlans> LoadPlanner::place(const ModelVersion& v, int64_t now_ms) {
   }
   direct.insert(direct.end(), needing.begin(), needing.end());
   if (!direct.empty()) {
-    EMBER_ASSIGN_OR_RETURN(auto unicast, fill(v, direct, false, now_ms));
+    EMBER_ASSIGN_OR_RETURN(auto unicast, fill(v, direct, false, now_ms, options_.peers));
     for (auto& p : unicast.loads) out.loads.push_back(std::move(p));
   }
   for (const auto& p : out.loads) {
@@ -123,14 +124,14 @@ Result<Distribution> LoadPlanner::evict(const distribute_request& req) const {
 }
 
 Result<LoadPlans> LoadPlanner::fill(const ModelVersion& v, const std::vector<uint64_t>& receivers, bool chain,
-                                    int64_t now_ms) {
+                                    int64_t now_ms, bool peers) {
   LoadPlans out;
   const placement::Source repo{placement::SourceKind::repository, kRepositoryName, repository_data_};
   if (!chain) {
     const auto node_views = views(v);
     for (uint64_t r : receivers) {
       LoadPlan p{r, {}, 0};
-      for (const auto& s : placement::choose_sources(node_views, r, repo)) {
+      for (const auto& s : peers ? placement::choose_sources(node_views, r, repo) : std::vector{repo}) {
         p.sources.push_back(
             {s.kind == placement::SourceKind::peer ? SourceTier::peer : SourceTier::repository, s.name, s.endpoint});
       }
@@ -141,7 +142,7 @@ Result<LoadPlans> LoadPlanner::fill(const ModelVersion& v, const std::vector<uin
   const std::set<uint64_t> receiving(receivers.begin(), receivers.end());
   std::vector<placement::ChainSource> sources;
   for (const auto& [id, n] : members_.nodes())
-    if (holds(v, id) && !receiving.count(id)) sources.push_back({n.report.name, n.report.rack, false});
+    if (peers && holds(v, id) && !receiving.count(id)) sources.push_back({n.report.name, n.report.rack, false});
   sources.push_back({kRepositoryName, "", true});  // used only when no node holds the bytes
   std::vector<placement::ChainReceiver> chain_receivers;
   std::map<std::string, uint64_t> id_of;

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -56,12 +57,24 @@ struct Distribution {
   std::vector<LoadPlan> loads;
 };
 
+/// How place() chooses nodes and sources (autoscale.chain_scale_up, peer_sources, placement).
+struct PlacementOptions {
+  bool chain = true;
+  bool peers = true;
+  bool random = false;
+  uint64_t seed = 1;  // of the random placement
+};
+
 class LoadPlanner {
  public:
   LoadPlanner(const ModelRegistry& registry, const Membership& members, ChainController& chains)
       : registry_(registry), members_(members), chains_(chains) {}
   /// Where the manager's blob server serves the repository (set once, before any plan).
   void set_repository(HostPort data) { repository_data_ = std::move(data); }
+  void set_options(const PlacementOptions& options) {
+    options_ = options;
+    random_.seed(options.seed);
+  }
 
   /// The loads that bring `v` to the replicas it wants (at least one), on the best nodes outside
   /// v.failed_on; several nodes that lack the bytes get them along chains. unavailable, saying why,
@@ -71,7 +84,9 @@ class LoadPlanner {
   uint32_t room(const ModelVersion& v) const;
   /// The loads that fill the caches of `receivers` with v's bytes: chains from the holders (or the
   /// repository) when `chain`, else each from the holders directly.
-  Result<LoadPlans> fill(const ModelVersion& v, const std::vector<uint64_t>& receivers, bool chain, int64_t now_ms);
+  /// `peers` false: from the repository only.
+  Result<LoadPlans> fill(const ModelVersion& v, const std::vector<uint64_t>& receivers, bool chain, int64_t now_ms,
+                         bool peers = true);
 
   /// The distribute API: fills the caches of the named nodes (all when none is named) that lack
   /// the model's bytes, in req.mode (automatic: chain for two or more receivers, else unicast).
@@ -94,6 +109,8 @@ class LoadPlanner {
   const Membership& members_;
   ChainController& chains_;
   HostPort repository_data_;
+  PlacementOptions options_;
+  std::mt19937_64 random_{1};
 };
 
 /// The load_replica of one plan. A chain hop's `controller` is left for the actor to fill in.

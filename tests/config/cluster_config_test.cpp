@@ -116,6 +116,9 @@ autoscale:
   interval: 500ms
   look_back: 20s
   drain_timeout: 5s
+  chain_scale_up: false
+  peer_sources: false
+  placement: random
   policy: queue_latency
   min_replicas: 1
   max_replicas: 32
@@ -148,6 +151,9 @@ autoscale:
   EXPECT_EQ(c->autoscaler.interval_us, 500'000u);
   EXPECT_EQ(c->autoscaler.look_back_us, 20'000'000u);
   EXPECT_EQ(c->autoscaler.drain_timeout_us, 5'000'000u);
+  EXPECT_FALSE(c->autoscaler.chain_scale_up);
+  EXPECT_FALSE(c->autoscaler.peer_sources);
+  EXPECT_EQ(c->autoscaler.placement, PlacementPolicy::random);
 }
 
 TEST(ClusterConfig, ReadsEveryKey) {
@@ -289,6 +295,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"autoscale:\n  enabled: maybe\n", "autoscale.enabled"},
         BadCase{"autoscale:\n  interval: 1ms\n", "autoscale.interval: 1ms is outside 10ms..1min"},
         BadCase{"autoscale:\n  interval: 2s\n  look_back: 1s\n", "autoscale.look_back: 1s is outside 2s..1h"},
+        BadCase{"autoscale:\n  placement: packed\n", "autoscale.placement: 'packed' is neither locality nor random"},
         BadCase{"autoscale:\n  drain_timeout: 2h\n", "autoscale.drain_timeout: 2h is outside 100ms..1h"},
         // manager
         BadCase{"manager:\n  listen: nowhere\n", "manager.listen: 'nowhere'"},

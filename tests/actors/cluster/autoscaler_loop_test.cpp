@@ -102,18 +102,21 @@ TEST(AutoscalerLoop, AnIdleModelsEmberExpiresOncePerIdleSpellAfterHostKeepAlive)
   AutoscalerLoop loop(c, kSecond, 2 * kSecond);
   ASSERT_TRUE(loop.configure(kModel, {}).ok());
   const auto none = [](const model_key&) { return AutoscalerLoop::Supply{0, 0}; };
+  const auto any = [](const model_key&) { return true; };
   loop.tick(kSecond, none);  // idle from here
   loop.tick(20 * kSecond, none);
-  EXPECT_TRUE(loop.embers_expired(20 * kSecond).empty());
+  EXPECT_TRUE(loop.embers_expired(20 * kSecond, any).empty());
   loop.tick(21 * kSecond, none);
-  EXPECT_EQ(loop.embers_expired(21 * kSecond), (std::vector<model_key>{kModel}));
-  EXPECT_TRUE(loop.embers_expired(22 * kSecond).empty()) << "once per idle spell";
+  EXPECT_TRUE(loop.embers_expired(21 * kSecond, [](const model_key&) { return false; }).empty())
+      << "not while the caller says no (a replica still drains)";
+  EXPECT_EQ(loop.embers_expired(21 * kSecond, any), (std::vector<model_key>{kModel}));
+  EXPECT_TRUE(loop.embers_expired(22 * kSecond, any).empty()) << "once per idle spell";
   loop.report("g", kModel, ongoing(1), {}, 23 * kSecond);
   loop.tick(23 * kSecond, none);
-  EXPECT_TRUE(loop.embers_expired(23 * kSecond).empty());
+  EXPECT_TRUE(loop.embers_expired(23 * kSecond, any).empty());
   loop.report("g", kModel, {}, {}, 24 * kSecond);
   for (int64_t t = 24; t <= 50; ++t) loop.tick(t * kSecond, none);
-  EXPECT_EQ(loop.embers_expired(50 * kSecond), (std::vector<model_key>{kModel})) << "a new spell expires again";
+  EXPECT_EQ(loop.embers_expired(50 * kSecond, any), (std::vector<model_key>{kModel})) << "a new spell expires again";
 }
 
 TEST(AutoscalerLoop, TheColdStartOfTheBestTierFeedsTheQueueLatencyPolicy) {

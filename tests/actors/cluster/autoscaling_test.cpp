@@ -230,6 +230,23 @@ TEST(Autoscaling, AnIdleModelsBytesLeaveTheHostCachesAfterHostKeepAlive) {
   EXPECT_EQ(a.evicts, (std::vector<model_key>{kModel}));
 }
 
+TEST(Autoscaling, WithoutAHostCacheTierTheBytesLeaveWithTheReplica) {
+  ClusterManagerConfig config = scaling_config();
+  config.autoscale.host_keep_alive_us = 0;
+  Cluster c(config);
+  auto& a = c.join("a");
+  c.send(1);
+  c.wait(12);
+  ASSERT_TRUE(c.replicas().empty());
+  ASSERT_EQ(a.unloads.size(), 1u);
+  EXPECT_EQ(a.evicts, (std::vector<model_key>{kModel})) << "evicted once unbound";
+  const size_t loads = a.loads.size();
+  c.send(1);
+  ASSERT_TRUE(c.answers.back()->ok());
+  ASSERT_EQ(a.loads.size(), loads + 1);
+  EXPECT_EQ(a.loads.back().sources.at(0).kind, SourceTier::repository);
+}
+
 TEST(Autoscaling, AScaledDownReplicaLeavesTheTableAtOnceAndIsUnboundOnlyWhenItsRequestsAreAnswered) {
   ClusterManagerConfig config = scaling_config();
   config.autoscale.downscale_delay_us = 0;

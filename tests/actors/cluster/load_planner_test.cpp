@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 namespace ember {
 namespace load_planner_test {
 
@@ -42,6 +44,39 @@ TEST(LoadPlanner, AReplicaGoesToTheNodeWithRoomAndPullsFromTheRepositoryWhenNoPe
   EXPECT_EQ(plans->loads[0].sources[0].kind, SourceTier::repository);
   EXPECT_EQ(plans->loads[0].sources[0].name, kRepositoryName);
   EXPECT_EQ(plans->loads[0].sources[0].endpoint.port, 9000);
+}
+
+TEST(LoadPlanner, TheBaselinesOptionsTurnOffChainsAndPeersAndPlaceAtRandom) {
+  Fixture f;
+  f.node("a", 1024);
+  f.node("b", 1024);
+  f.node("c", 1024, true);
+  f.v().wanted = 3;
+  f.planner.set_options({.chain = false, .peers = false, .random = false, .seed = 1});
+  auto plans = f.planner.place(f.v(), 0);
+  ASSERT_TRUE(plans.ok()) << plans.error().message();
+  ASSERT_EQ(plans->loads.size(), 3u);
+  EXPECT_TRUE(plans->chains.empty()) << "no chain";
+  for (const auto& p : plans->loads) {
+    EXPECT_EQ(p.transfer_id, 0u);
+    ASSERT_EQ(p.sources.size(), 1u) << "no peer, though c caches the bytes";
+    EXPECT_EQ(p.sources[0].kind, SourceTier::repository);
+  }
+  // Random placement: over seeds, the one replica lands on every node with room, the cached one too.
+  f.v().wanted = 1;
+  std::set<uint64_t> chosen;
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    f.planner.set_options({.chain = true, .peers = true, .random = true, .seed = seed});
+    auto one = f.planner.place(f.v(), 0);
+    ASSERT_TRUE(one.ok());
+    ASSERT_EQ(one->loads.size(), 1u);
+    chosen.insert(one->loads[0].node);
+  }
+  EXPECT_EQ(chosen.size(), 3u);
+  f.planner.set_options({});
+  auto local = f.planner.place(f.v(), 0);
+  ASSERT_TRUE(local.ok());
+  EXPECT_EQ(f.members.find(local->loads[0].node)->report.name, "c") << "locality: the node that caches the bytes";
 }
 
 TEST(LoadPlanner, NoRoomAnywhereIsUnavailableAndSaysWhy) {
