@@ -62,7 +62,7 @@ struct AutoscaleConfig {
 /// The autoscaler loop's own settings: cluster-wide, in the `autoscale:` section beside the model
 /// defaults (a model.json cannot set them).
 struct AutoscalerSettings {
-  /// Whether the manager scales replicas with the load. false keeps the behaviour before issue 13:
+  /// Whether the manager scales replicas with the load. false: the behaviour without an autoscaler:
   /// replicas come from `load`, scale from zero and re-placement only, and none is ever dropped.
   /// Default true.
   bool enabled = true;
