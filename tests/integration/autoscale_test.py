@@ -16,7 +16,6 @@ import http.client
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -27,7 +26,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 import ember_torch  # noqa: E402
-from cluster_test import KSERVE, Failure, check_answer, free_port, node_replicas, request, wait_for  # noqa: E402
+from cluster_test import (KSERVE, Failure, check_answer, free_port, node_replicas, print_log_tails,  # noqa: E402
+                          request, stop_all, wait_for)
 
 CONFIG = """
 autoscale:
@@ -196,19 +196,10 @@ def run(ember, clients, burst_seconds):
         return 0
     except Failure as e:
         print(f"FAIL: {e}")
-        for name, f in logs.items():
-            f.flush()
-            with open(os.path.join(work, name + ".log")) as log:
-                tail = log.read().splitlines()[-20:]
-            print(f"--- {name}.log (last lines)\n" + "\n".join(tail))
+        print_log_tails(work, logs, 20)
         return 1
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-        for p in procs.values():
-            p.wait()
-        shutil.rmtree(work, ignore_errors=True)
+        stop_all(procs, work)
 
 
 def main():

@@ -116,6 +116,25 @@ def node_replicas(port):
     return out
 
 
+def print_log_tails(work, logs, lines):
+    """The last `lines` lines of each process's log (`logs`: name -> open file in `work`)."""
+    for name, f in logs.items():
+        f.flush()
+        with open(os.path.join(work, name + ".log")) as log:
+            tail = log.read().splitlines()[-lines:]
+        print(f"--- {name}.log (last lines)\n" + "\n".join(tail))
+
+
+def stop_all(procs, work):
+    """Kills the processes still running, reaps them all and removes the work folder."""
+    for p in procs.values():
+        if p.poll() is None:
+            p.kill()
+    for p in procs.values():
+        p.wait()
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def run(ember, clients, total):
     work = tempfile.mkdtemp(prefix="ember-cluster-")
     procs = {}
@@ -220,19 +239,10 @@ def run(ember, clients, total):
         return 0
     except Failure as e:
         print(f"FAIL: {e}")
-        for name, f in logs.items():
-            f.flush()
-            with open(os.path.join(work, name + ".log")) as log:
-                tail = log.read().splitlines()[-15:]
-            print(f"--- {name}.log (last lines)\n" + "\n".join(tail))
+        print_log_tails(work, logs, 15)
         return 1
     finally:
-        for p in procs.values():
-            if p.poll() is None:
-                p.kill()
-        for p in procs.values():
-            p.wait()
-        shutil.rmtree(work, ignore_errors=True)
+        stop_all(procs, work)
 
 
 def main():
