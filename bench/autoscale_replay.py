@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Autoscaling replay benchmark (not a timed test): replays a slice of the Azure Functions 2019 trace
-(the 100-function sample under /work/shared/traces/azure-functions-2019) against an emulated 4-node
+(the 100-function sample under ../shared/traces/azure-functions-2019, --traces) against an emulated 4-node
 cluster (deploy/netns-cluster.sh: the manager with the HTTP gateway in ember-h0, nodes h1..h4, every
 host link 1 Gbit/s, the model repository behind the manager's own link) and compares autoscaling
 configurations ("arms") on the same replay. Each arm gets a fresh cluster with its own config file;
@@ -97,7 +97,7 @@ import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NETNS = os.path.join(ROOT, "deploy", "netns-cluster.sh")
-TRACE = "/work/shared/traces/azure-functions-2019"
+TRACES = os.path.join(os.path.dirname(ROOT), "shared", "traces", "azure-functions-2019")
 HTTP = ("10.231.0.1", 8000)
 NODES = 4
 SIZES = (2048, 4096, 5792)
@@ -123,14 +123,14 @@ ARMS = {  # name -> autoscale: keys (None: autoscaling off)
 # ---------------------------------------------------------------------------------------------
 # Trace: functions, window, schedule.
 
-def read_trace():
+def read_trace(folder):
     inv, run_ms = {}, {}
-    with open(os.path.join(TRACE, "100_inv.csv")) as f:
+    with open(os.path.join(folder, "100_inv.csv")) as f:
         r = csv.reader(f)
         next(r)
         for row in r:
             inv[row[0]] = np.array([int(x) for x in row[3:]], dtype=np.int64)
-    with open(os.path.join(TRACE, "100_run.csv")) as f:
+    with open(os.path.join(folder, "100_run.csv")) as f:
         r = csv.DictReader(f)
         for row in r:
             run_ms[row["HashFunction"]] = float(row["Average"])
@@ -537,12 +537,13 @@ def plot(path, rows, model, events, duration, slo_ms):
 # ---------------------------------------------------------------------------------------------
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ember", default=os.path.join(ROOT, "build", "bin", "ember"))
+    ap.add_argument("--traces", default=TRACES, help="the Azure Functions 2019 sample folder")
     ap.add_argument("--functions", type=int, default=12)
     ap.add_argument("--minutes", type=int, default=40)
-    ap.add_argument("--start-minute", type=int, default=None, help="0-based trace minute (default: see above)")
+    ap.add_argument("--start-minute", type=int, default=None, help="0-based trace minute (default: chosen as described above)")
     ap.add_argument("--seconds-per-minute", type=float, default=3.0)
     ap.add_argument("--target-rps", type=float, default=12.0)
     ap.add_argument("--rate-scale", type=float, default=None, help="default: solved from --target-rps")
@@ -568,7 +569,7 @@ def main():
         sys.exit("an emulated cluster (ember-h* namespaces) is already up: not touching it; "
                  "take it down with deploy/netns-cluster.sh down first")
 
-    inv, run_ms = read_trace()
+    inv, run_ms = read_trace(args.traces)
     chosen, size = choose_functions(inv, run_ms, args.functions)
     A = np.array([inv[h] for h in chosen])
     if args.minutes < 1 or args.minutes > A.shape[1]:

@@ -20,6 +20,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   # the reference we check against and benchmark beside (run with /usr/bin/python3)
   python3 python3-torch python3-torchvision python3-numpy
+  # benchmark plots (bench/autoscale_replay.py)
+  python3-matplotlib
   # network-namespace test clusters
   iproute2 curl
 )
