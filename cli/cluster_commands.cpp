@@ -171,7 +171,8 @@ int run_manager(const ClusterOptions& o) {
   configure_actor_system(cfg, system_options(*config));
   caf::actor_system sys{cfg};
   {
-    auto manager = ManagerProcess::start(sys, config->manager, config->transfer, config->autoscale, config->autoscaler, true);
+    auto manager =
+        ManagerProcess::start(sys, config->manager, config->transfer, config->autoscale, config->autoscaler, true);
     if (!manager.ok()) return report(manager.error());
     std::unique_ptr<GatewayProcess> gateway;
     if (!o.http.empty()) {

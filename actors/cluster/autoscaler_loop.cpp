@@ -96,7 +96,8 @@ std::vector<AutoscalerLoop::Change> AutoscalerLoop::tick(int64_t now_us,
       if (s.room == 0) {
         if (!m.blocked) {
           const std::string why = placement::describe(d, m.config, load) + "; no node has room for another replica";
-          changes.push_back({key, placement::ScaleDecision{placement::ScaleAction::keep, 0, d.desired, d.need, d.reason},
+          changes.push_back({key,
+                             placement::ScaleDecision{placement::ScaleAction::keep, 0, d.desired, d.need, d.reason},
                              key.to_string() + ": " + why});
         }
         m.blocked = true;
@@ -117,7 +118,7 @@ uint32_t AutoscalerLoop::desired(const model_key& key) const {
 }
 
 std::vector<model_key> AutoscalerLoop::embers_expired(int64_t now_us,
-                                                     const std::function<bool(const model_key&)>& ready) {
+                                                      const std::function<bool(const model_key&)>& ready) {
   std::vector<model_key> out;
   for (auto& [key, m] : models_) {
     if (!m.state.idle_since_us) {

@@ -103,7 +103,8 @@ void apply_scan(manager_pointer self, const std::string& model, std::vector<Repo
       if (!e.error.empty()) continue;
       if (!st.autoscaler->config(e.key) || changes.changed.count(e.key)) {
         auto configured = st.autoscaler->configure(e.key, e.autoscale);
-        if (!configured.ok()) spdlog::warn("manager: {}; it scales with the cluster's defaults", configured.error().message());
+        if (!configured.ok())
+          spdlog::warn("manager: {}; it scales with the cluster's defaults", configured.error().message());
       }
     }
   }

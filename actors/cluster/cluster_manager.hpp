@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/cluster_manager_interface.hpp"
 #include "actors/cluster/model_repository.hpp"
+#include "actors/cluster_manager_interface.hpp"
 #include "config/autoscale_config.hpp"
 #include "placement/chain_plan.hpp"
 

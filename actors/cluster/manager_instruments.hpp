@@ -8,8 +8,8 @@
 
 #include <map>
 #include <string>
-#include <utility>
 #include <string_view>
+#include <utility>
 
 #include "actors/messages.hpp"
 #include "metrics/metrics.hpp"

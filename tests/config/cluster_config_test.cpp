@@ -350,8 +350,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"node:\n  max_queued_per_model: 100\n  max_queued_total: 50\n",
                 "node.max_queued_per_model (100) exceeds node.max_queued_total (50)"},
         // devices, through the cluster parser
-        BadCase{"devices:\n  kind: tpu\n", "devices.kind"},
-        BadCase{"devices:\n  count: 0\n", "devices.count"},
+        BadCase{"devices:\n  kind: tpu\n", "devices.kind"}, BadCase{"devices:\n  count: 0\n", "devices.count"},
         BadCase{"devices:\n  memory: 1KiB\n", "devices.memory"}));
 
 INSTANTIATE_TEST_SUITE_P(

@@ -15,7 +15,7 @@ using R = ModelReadiness;
 using E = ReadinessEvent;
 
 constexpr R kStates[] = {R::unloaded, R::loading, R::ready, R::failed};
-constexpr E kEvents[] = {E::load_started,      E::replica_ready,    E::load_failed, E::found_invalid,
+constexpr E kEvents[] = {E::load_started,      E::replica_ready,  E::load_failed,      E::found_invalid,
                          E::last_replica_lost, E::scaled_to_zero, E::unload_requested, E::repaired};
 
 TEST(ModelReadiness, EveryMoveDrawnInTheHeaderIsLegalAndEveryOtherIsRejectedByName) {

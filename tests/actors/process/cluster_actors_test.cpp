@@ -27,7 +27,8 @@ struct Cluster {
   explicit Cluster(int node_count, uint64_t cold_start_timeout_us = 20'000'000) {
     ManagerConfig mc;
     mc.repository = repo.path();
-    manager = std::move(*ManagerProcess::start(*sys, mc, TransferConfig{}, AutoscaleConfig{}, AutoscalerSettings{}, false));
+    manager =
+        std::move(*ManagerProcess::start(*sys, mc, TransferConfig{}, AutoscaleConfig{}, AutoscalerSettings{}, false));
     for (int i = 0; i < node_count; ++i) add_node("n" + std::to_string(i + 1));
     GatewayConfig gc;
     gc.http.port = 0;
