@@ -7,8 +7,8 @@
 // few lines here. Time comes from the actor clock; repository rescans run on the manager process's
 // scan queue (actors/offload.hpp).
 //
-// Autoscaling: gateways send a load_report every autoscale.interval; each scale tick the loop
-// decides for every model. Up: the version wants more replicas, replicas still draining come back
+// Autoscaling: gateways send a load_report every autoscale.interval, and each scale tick asks every
+// node for the requests queued there; each tick the loop decides for every model. Up: the version wants more replicas, replicas still draining come back
 // first, then place() starts the rest (chained when several nodes lack the bytes). Down: the least
 // busy replicas leave the routing table at once (ModelRegistry::retire), drain while the gateways
 // report requests in flight on them (at least two report intervals, at most drain_timeout), and are
@@ -386,7 +386,13 @@ void expire_embers(manager_pointer self) {
 
 void scale_tick(manager_pointer self) {
   auto& st = self->state;
-  self->delayed_send(self, std::chrono::microseconds(st.config.autoscaler.interval_us), scale_atom_v);
+  const auto interval = std::chrono::microseconds(st.config.autoscaler.interval_us);
+  self->delayed_send(self, interval, scale_atom_v);
+  // The nodes' queues, for the next tick (a node's answer stands until its next one).
+  for (const auto& [id, node] : st.members.nodes()) {
+    self->request(node.router, interval, scale_atom_v)
+        .then([self](load_report& r) { on_load_report(self, r); }, [](caf::error&) {});  // a busy node: next tick
+  }
   auto supply = [&st](const model_key& key) {
     const ModelVersion* v = st.registry.find(key);
     if (!v || !v->valid() || v->state.explicitly_unloaded) return AutoscalerLoop::Supply{};

@@ -239,6 +239,19 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
       [self](metrics_atom) -> metrics_snapshot {
         return self->state.instruments ? self->state.instruments->registry().snapshot() : metrics_snapshot{};
       },
+      [self](scale_atom) {
+        const auto& st = self->state;
+        load_report r;
+        r.reporter = "node:" + st.config.name;
+        for (const auto& [key, replica] : st.replicas) {
+          if (!replica.ready) continue;
+          model_load m;
+          m.model = key;
+          m.queued = st.swap ? static_cast<uint32_t>(st.swap->queue().queued(key.to_string())) : 0;
+          r.models.push_back(std::move(m));
+        }
+        return r;
+      },
       [self](tick_atom) { late_tick(self); },
       [self](restart_atom, uint32_t device) {
         if (self->state.swap && device < self->state.devices.size()) restart_device(self, device);

@@ -3,6 +3,8 @@
 // that faults mid-request.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include <atomic>
 #include <future>
 #include <set>
@@ -238,6 +240,42 @@ TEST(LateBindingRouter, ServesMoreModelsThanTheDevicesHoldWithRightAnswers) {
   auto r = testing::ask<infer_reply>(*node.sys, node.router, 30s, std::move(bad));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::invalid_argument);
+}
+
+// The autoscaler asks each node for what waits in its queue: one model's burst shows there, the
+// other model's replica reports zero, and every request is answered.
+TEST(LateBindingRouter, TellsTheAutoscalerHowManyRequestsWaitPerModel) {
+  LateNode node(1, 2, -1, 3);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(node.load(i).ok()) << i;
+  caf::scoped_actor self{*node.sys};
+  const auto in = gpu::testing::arch_inputs(*node.models[0], 2, 1, 5);
+  constexpr int kBurst = 40;  // five batches of max_batch 8: most still wait when the report is made
+  for (int i = 0; i < kBurst; ++i) {
+    infer_request req;
+    req.model = {"m0", 1};
+    req.inputs = encode_tensors(in);
+    self->send(node.router, std::move(req));
+  }
+  auto report = testing::ask<load_report>(*node.sys, node.router, 30s, scale_atom_v);
+  ASSERT_TRUE(report.ok()) << report.error().message();
+  EXPECT_EQ(report->reporter, "node:n1");
+  ASSERT_EQ(report->models.size(), 2u);
+  std::map<model_key, model_load> by_model;
+  for (const auto& m : report->models) by_model[m.model] = m;
+  const model_load& busy = by_model[model_key{"m0", 1}];
+  EXPECT_GE(busy.queued, 1u) << "a burst on one device waits in its queue";
+  EXPECT_LE(busy.queued, static_cast<uint32_t>(kBurst));
+  EXPECT_EQ(busy.ongoing, 0u) << "in flight is the gateways' count";
+  const model_load& quiet = by_model[model_key{"m1", 1}];
+  EXPECT_EQ(quiet.queued, 0u);
+  int answers = 0;
+  for (int i = 0; i < kBurst; ++i) {
+    self->receive([&](infer_reply&) { ++answers; }, [&](caf::error& e) { ADD_FAILURE() << from_caf(e).message(); });
+  }
+  EXPECT_EQ(answers, kBurst);
+  auto after = testing::ask<load_report>(*node.sys, node.router, 30s, scale_atom_v);
+  ASSERT_TRUE(after.ok());
+  for (const auto& m : after->models) EXPECT_EQ(m.queued, 0u) << m.model.to_string();
 }
 
 // The density benchmark's devices: compute on a dilated clock (devices.compute_dilation), swaps
