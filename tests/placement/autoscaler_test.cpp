@@ -112,8 +112,9 @@ TEST(Autoscaler, AConstantNeedNeverTurnsBackAfterAChange) {
       const ScaleDecision second = decide(c, ongoing(requests, after), s, 1);
       // An up goes all the way; a down halves the surplus, so it may go on down, never back up.
       const ScaleAction allowed = first.action == ScaleAction::down ? ScaleAction::down : ScaleAction::keep;
-      if (second.action != ScaleAction::keep)
+      if (second.action != ScaleAction::keep) {
         EXPECT_EQ(second.action, allowed) << requests << " requests from " << supply << " replicas";
+      }
     }
   }
 }
