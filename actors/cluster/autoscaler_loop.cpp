@@ -68,7 +68,8 @@ void AutoscalerLoop::cold_start_measured(SourceTier tier, uint64_t us) {
 }
 
 std::vector<AutoscalerLoop::Change> AutoscalerLoop::tick(int64_t now_us,
-                                                         const std::function<Supply(const model_key&)>& supply) {
+                                                         const std::function<Supply(const model_key&)>& supply,
+                                                         const Room& room) {
   std::vector<Change> changes;
   const int64_t stale_before = now_us - 3 * static_cast<int64_t>(tick_us_);
   for (auto& [key, m] : models_) {
@@ -92,8 +93,9 @@ std::vector<AutoscalerLoop::Change> AutoscalerLoop::tick(int64_t now_us,
     load.cold_start_us = cold_start_us(s.best_tier);
     placement::ScaleDecision d = placement::decide(m.config, load, m.state, now_us);
     m.desired = d.desired;
-    if (d.action == placement::ScaleAction::up && d.count > s.room) {
-      if (s.room == 0) {
+    const uint32_t fits = d.action == placement::ScaleAction::up && room ? room(key) : UINT32_MAX;
+    if (d.count > fits) {
+      if (fits == 0) {
         if (!m.blocked) {
           const std::string why = placement::describe(d, m.config, load) + "; no node has room for another replica";
           changes.push_back({key,
@@ -103,7 +105,7 @@ std::vector<AutoscalerLoop::Change> AutoscalerLoop::tick(int64_t now_us,
         m.blocked = true;
         continue;
       }
-      d.count = s.room;
+      d.count = fits;
     }
     m.blocked = false;
     if (d.action == placement::ScaleAction::keep) continue;

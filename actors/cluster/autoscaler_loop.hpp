@@ -65,10 +65,11 @@ class AutoscalerLoop {
     uint32_t ready = 0;
     uint32_t pending = 0;
     SourceTier best_tier = SourceTier::repository;
-    /// How many more replicas the nodes have room for: a scale-up adds at most this many. With
-    /// none, the model keeps wanting more (the desired count shows it) and the loop says so once.
-    uint32_t room = UINT32_MAX;
   };
+  /// How many more replicas of a model the nodes have room for: a scale-up adds at most this many.
+  /// With none, the model keeps wanting more (the desired count shows it) and the loop says so once.
+  /// Asked only for the models that scale up (it looks at every node); empty: no limit.
+  using Room = std::function<uint32_t(const model_key&)>;
   struct Change {
     model_key key;
     placement::ScaleDecision decision;  // up or down; keep when the line only says an up is blocked
@@ -76,7 +77,8 @@ class AutoscalerLoop {
   };
   /// One tick at now_us: every configured model's decision; the changes (up or down) returned, an
   /// up cut to the room there is, and (as a keep) the first tick of an up blocked for want of room.
-  std::vector<Change> tick(int64_t now_us, const std::function<Supply(const model_key&)>& supply);
+  std::vector<Change> tick(int64_t now_us, const std::function<Supply(const model_key&)>& supply,
+                           const Room& room = {});
   /// The models idle for their host_keep_alive at now_us (no request, none in flight) for which
   /// `ready(key)` holds (say, no replica left), each once per idle spell: their bytes may leave the
   /// nodes' host caches.

@@ -397,9 +397,13 @@ void scale_tick(manager_pointer self) {
     const ModelVersion* v = st.registry.find(key);
     if (!v || !v->valid() || v->state.explicitly_unloaded) return AutoscalerLoop::Supply{};
     return AutoscalerLoop::Supply{static_cast<uint32_t>(v->replicas.size()),
-                                  static_cast<uint32_t>(v->loading_on.size()), best_tier(st, *v), st.planner.room(*v)};
+                                  static_cast<uint32_t>(v->loading_on.size()), best_tier(st, *v)};
   };
-  for (const auto& change : st.autoscaler->tick(now_us(self), supply)) {
+  auto room = [&st](const model_key& key) {  // only for the models that scale up: it views every node
+    const ModelVersion* v = st.registry.find(key);
+    return v ? st.planner.room(*v) : 0u;
+  };
+  for (const auto& change : st.autoscaler->tick(now_us(self), supply, room)) {
     const ModelVersion* v = st.registry.find(change.key);
     if (!v || !v->valid() || v->state.explicitly_unloaded) continue;  // an unload is the user's word
     const auto& d = change.decision;

@@ -158,7 +158,7 @@ void report_load(gateway_pointer self) {
   auto& st = self->state;
   st.report_timer = false;
   if (st.report_interval_us == 0) {
-    st.load.clear();  // the manager wants no reports: the counters would only grow
+    st.load.clear();  // the manager stopped wanting reports: drop what was counted for them
     return;
   }
   auto report = make_load_report(st);

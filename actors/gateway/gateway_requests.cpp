@@ -154,9 +154,11 @@ void dispatch(gateway_pointer self, std::shared_ptr<Pending> p) {
             auto routed = std::move(it->second);
             st.routed.erase(it);
             --st.outstanding[routed.node_id];
-            auto& counters = st.load[routed.pending->key];
-            ++counters.completions;
-            counters.busy_us += reply.compute_us;
+            if (st.report_interval_us > 0) {  // the manager wants load reports
+              auto& counters = st.load[routed.pending->key];
+              ++counters.completions;
+              counters.busy_us += reply.compute_us;
+            }
             finish(self, *routed.pending, "success");
             reply.model = routed.pending->key;
             routed.pending->promise.deliver(std::move(reply));
@@ -253,7 +255,7 @@ void route(gateway_pointer self, std::shared_ptr<Pending> p) {
     return fail(self, *p, invalid_argument("model " + key.to_string() + " cannot load: " + state.reason));
   }
   p->request.model = key;
-  ++st.load[key].arrivals;
+  if (st.report_interval_us > 0) ++st.load[key].arrivals;
   dispatch(self, std::move(p));
 }
 

@@ -148,7 +148,9 @@ TEST(AutoscalerLoop, AnUpIsCutToTheRoomThereIsAndABlockedOneIsSaidOnce) {
   ASSERT_TRUE(loop.configure(kModel, {}).ok());
   auto tick = [&](int64_t at, uint32_t room) {
     loop.report("g", kModel, ongoing(8), {}, at);
-    return loop.tick(at, [room](const model_key&) { return AutoscalerLoop::Supply{1, 0, SourceTier::peer, room}; });
+    return loop.tick(
+        at, [](const model_key&) { return AutoscalerLoop::Supply{1, 0, SourceTier::peer}; },
+        [room](const model_key&) { return room; });
   };
   auto cut = tick(kSecond, 2);
   ASSERT_EQ(cut.size(), 1u);
