@@ -67,8 +67,19 @@ struct FetchOptions {
   /// The whole fetch, connect included, must finish within this; 0 = no limit beyond the idle
   /// timeout. Cuts off a server that trickles bytes just often enough to stay under idle_timeout.
   std::chrono::milliseconds total_timeout{0};
-  /// First byte wanted; the sink's buffer already holds [0, resume_offset).
+  /// First byte wanted; the sink's buffer already holds [0, resume_offset) (for a range:
+  /// [range_offset, resume_offset), when resume_offset is inside the range).
   uint64_t resume_offset = 0;
+  /// A range fetch (one stage's layer range): only bytes [range_offset, range_offset +
+  /// range_length) are fetched; range_length 0 fetches the whole blob (range_offset is then
+  /// ignored). The sink still allocates the whole blob's size and the range lands at its blob
+  /// offsets; on_chunk reports from the range's start (or resume_offset) on; the end frame's digest,
+  /// checked before success, is the SHA-256 of exactly the bytes this call received, taken by the
+  /// server as it read them: it covers the way from the server's memory or disk to the sink, not
+  /// the source itself (the caller checks the range against the model's per-layer digests, as a
+  /// whole blob's digest would). A range past the blob is invalid_argument.
+  uint64_t range_offset = 0;
+  uint64_t range_length = 0;
   /// Echoed in every frame; lets logs and a multicast chain tell transfers apart.
   uint64_t transfer_id = 0;
   /// The blob's size when known (from a manifest); 0 = unknown. A different size is `corrupt`.
@@ -91,9 +102,9 @@ struct FetchOptions {
 
 struct FetchResult {
   uint64_t blob_bytes = 0;      // size of the whole blob
-  uint64_t bytes_received = 0;  // payload bytes this call received (blob_bytes - resume_offset)
+  uint64_t bytes_received = 0;  // payload bytes this call received (blob_bytes - resume_offset; a range's end - start)
   double seconds = 0;           // from connect to verified digest
-  Digest digest{};              // SHA-256 of the whole blob, verified
+  Digest digest{};              // SHA-256 of the whole blob, verified (a range: of the bytes received)
 };
 
 }  // namespace ember::transport

@@ -31,6 +31,7 @@ Result<std::vector<uint8_t>> encode_fetch_request(const FetchRequest& request) {
   r.setTransferId(request.transfer_id);
   r.setKey(capnp::Text::Reader(request.key.data(), request.key.size()));
   r.setOffset(request.offset);
+  r.setLength(request.length);
   kj::Array<capnp::word> flat = capnp::messageToFlatArray(message);
   const auto bytes = flat.asBytes();
   std::vector<uint8_t> out(4 + bytes.size());
@@ -66,6 +67,7 @@ Result<FetchRequest> decode_fetch_request(const uint8_t* data, size_t available,
     EMBER_RETURN_IF_ERROR(check_key(key.size()));
     request.key.assign(key.begin(), key.size());
     request.offset = r.getOffset();
+    request.length = r.getLength();
   } catch (const kj::Exception& e) {
     return corrupt(std::string("fetch request does not parse: ") + e.getDescription().cStr());
   }

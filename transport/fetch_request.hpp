@@ -4,10 +4,14 @@
 //   1. 4 bytes   R, little-endian: length of the message that follows (a multiple of 8, at most
 //                kMaxFetchRequestBytes)
 //   2. R bytes   one single-segment Cap'n Proto message of struct FetchRequest (frame.capnp):
-//                transfer id, key (1..kMaxFetchKeyBytes bytes), offset of the first byte wanted
+//                transfer id, key (1..kMaxFetchKeyBytes bytes), offset of the first byte wanted,
+//                length (0: to the end of the blob)
 //
 // The server answers on the same connection with frames of that transfer id: data frames from
-// `offset` on and an end frame carrying the SHA-256 of the whole blob, or one abort frame. There is
+// `offset` on and an end frame carrying the SHA-256 of the whole blob, or one abort frame. A range
+// request (length > 0: one stage's layer range, or the rest of a broken one) gets data frames of
+// [offset, offset + length) only and an end frame at offset + length carrying the SHA-256 of exactly
+// those bytes (the receiver checks what it holds against the model's per-layer digests too). There is
 // no other message: a later multicast hop is a server that is also a receiver.
 //
 // Pure encoding and decoding; anyone, any thread; never throws. A request that does not parse or
@@ -32,6 +36,7 @@ struct FetchRequest {
   uint64_t transfer_id = 0;
   std::string key;
   uint64_t offset = 0;  // bytes; 0 = the whole blob
+  uint64_t length = 0;  // bytes from offset; 0 = up to the end of the blob
 };
 
 /// Prefix plus Cap'n Proto message. invalid_argument when the key is empty or too long.

@@ -24,9 +24,11 @@ struct Frame {
 }
 
 # The first and only message a receiver sends on a fetch connection (client -> server). The server
-# answers with frames of `transferId`: data frames from `offset` on, then one end frame, or an abort.
+# answers with frames of `transferId`: data frames from `offset` on (up to `offset + length` for a
+# range), then one end frame, or an abort.
 struct FetchRequest {
   transferId @0 :UInt64;   # echoed in every frame of the reply
   key @1 :Text;            # which blob: the server's lookup decides what keys mean (1..1024 bytes)
   offset @2 :UInt64;       # first byte wanted; 0 for a whole blob, more to resume a broken transfer
+  length @3 :UInt64;       # bytes wanted from `offset` (a layer range); 0 = up to the end of the blob
 }

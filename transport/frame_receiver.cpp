@@ -1,5 +1,6 @@
 #include "transport/frame_receiver.hpp"
 
+#include <algorithm>
 #include <system_error>
 
 #include "transport/fetch_request.hpp"
@@ -10,12 +11,20 @@ FrameReceiver::FrameReceiver(const FetchOptions& options, BlobSink& sink)
     : transfer_id_(options.transfer_id),
       resume_offset_(options.resume_offset),
       expected_bytes_(options.expected_bytes),
+      ranged_(options.range_length > 0),
+      first_byte_(ranged_ ? std::max(options.range_offset, options.resume_offset) : options.resume_offset),
+      range_end_(options.range_offset + options.range_length),
       sink_(sink),
-      accepted_(options.resume_offset),
-      verified_(options.resume_offset) {}
+      accepted_(first_byte_),
+      verified_(first_byte_) {}
 
 Result<std::vector<uint8_t>> FrameReceiver::request(const std::string& key) const {
-  return encode_fetch_request(FetchRequest{transfer_id_, key, resume_offset_});
+  if (ranged_ && range_end_ < first_byte_) {
+    return invalid_argument("the range ends at " + std::to_string(range_end_) + ", before the resume offset " +
+                            std::to_string(first_byte_));
+  }
+  if (ranged_ && range_end_ == first_byte_) return invalid_argument("the range has no bytes left to fetch");
+  return encode_fetch_request(FetchRequest{transfer_id_, key, first_byte_, ranged_ ? range_end_ - first_byte_ : 0});
 }
 
 Error FrameReceiver::fail(Error e) {
@@ -33,15 +42,20 @@ Status FrameReceiver::start(uint64_t blob_bytes) {
     return invalid_argument("resume offset " + std::to_string(resume_offset_) + " is beyond the blob's " +
                             std::to_string(blob_bytes) + " bytes");
   }
+  if (ranged_ && (range_end_ < first_byte_ || range_end_ > blob_bytes)) {
+    return invalid_argument("range [" + std::to_string(first_byte_) + ", " + std::to_string(range_end_) +
+                            ") runs past the blob's " + std::to_string(blob_bytes) + " bytes");
+  }
   buffer_ = sink_.allocate(blob_bytes);
   if (buffer_ == nullptr && blob_bytes > 0) {
     return out_of_memory("the sink refused " + std::to_string(blob_bytes) + " bytes");
   }
   blob_bytes_ = blob_bytes;
+  end_at_ = ranged_ ? range_end_ : blob_bytes;
   sized_ = true;
-  if (resume_offset_ == 0 && blob_bytes > 0) {
+  if ((ranged_ || resume_offset_ == 0) && end_at_ > first_byte_) {
     try {
-      hasher_ = std::make_unique<TrailingHasher>(buffer_);
+      hasher_ = std::make_unique<TrailingHasher>(buffer_ + first_byte_);
     } catch (const std::system_error&) {
       // No thread to spare: hash the whole buffer at the end instead, as for a resumed transfer.
     }
@@ -69,14 +83,18 @@ Result<FrameReceiver::Landing> FrameReceiver::accept(const FrameHeader& h) {
                         " was due"));
   }
   if (h.kind == FrameKind::end) {
-    if (accepted_ != blob_bytes_) {
-      return fail(
-          corrupt("end frame after " + std::to_string(accepted_) + " of " + std::to_string(blob_bytes_) + " bytes"));
+    if (accepted_ != end_at_) {
+      return fail(corrupt("end frame after " + std::to_string(accepted_) + " of " + std::to_string(end_at_) +
+                          " bytes" + (ranged_ ? " of the range" : "")));
     }
     end_ = h.digest;
     return Landing{};
   }
   if (h.length == 0) return fail(corrupt("empty data frame at offset " + std::to_string(h.offset)));
+  if (h.length > end_at_ - accepted_) {
+    return fail(corrupt("data frame at offset " + std::to_string(h.offset) + " runs past the range's end at " +
+                        std::to_string(end_at_)));
+  }
   // decode_frame_header guarantees offset + length <= blob_bytes, so the landing is in the buffer.
   unverified_.push_back(h);
   accepted_ += h.length;
@@ -90,7 +108,7 @@ Status FrameReceiver::verify() {
   unverified_.pop_front();
   if (Status st = verify_payload(h, buffer_ + h.offset, h.length); !st.ok()) return fail(st.error());
   verified_ += h.length;
-  if (hasher_) hasher_->advance(verified_);
+  if (hasher_) hasher_->advance(verified_ - first_byte_);
   sink_.on_chunk(h.offset, h.length);
   return Status::OK();
 }
@@ -104,17 +122,20 @@ Result<FetchResult> FrameReceiver::finish() {
     got = hasher_->finish();
     hasher_.reset();
   } else {
+    // A resumed whole blob is hashed whole (the end frame carries the whole blob's digest).
+    const uint64_t from = ranged_ ? first_byte_ : 0;
     Sha256 sha;
-    if (blob_bytes_ > 0) sha.update(buffer_, blob_bytes_);
+    if (end_at_ > from) sha.update(buffer_ + from, end_at_ - from);
     got = sha.finish();
   }
   if (got != *end_) {
-    return fail(corrupt("SHA-256 mismatch over " + std::to_string(blob_bytes_) + " bytes: received " + to_hex(got) +
+    const uint64_t hashed = ranged_ ? end_at_ - first_byte_ : blob_bytes_;
+    return fail(corrupt("SHA-256 mismatch over " + std::to_string(hashed) + " bytes: received " + to_hex(got) +
                         ", the server says " + to_hex(*end_)));
   }
   FetchResult result;
   result.blob_bytes = blob_bytes_;
-  result.bytes_received = blob_bytes_ - resume_offset_;
+  result.bytes_received = end_at_ - first_byte_;
   result.digest = got;
   return result;
 }

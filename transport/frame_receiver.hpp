@@ -18,7 +18,7 @@
 //   complete ──finish(): digest compared──▶ finished
 //   any ──abort frame, wrong transfer, bad size/offset/CRC/digest, refused buffer──▶ failed
 //
-// Invariants: resume_offset <= verified() <= accepted() <= blob_bytes(); the sink hears of
+// Invariants: first byte asked <= verified() <= accepted() <= end due <= blob_bytes(); the sink hears of
 // [offset, offset + length) through on_chunk only after that payload passed its CRC-32C, in
 // increasing contiguous order; the hasher is advanced only over verified bytes. Error messages lack
 // the fetch's context (the key, the server): the transport adds it.
@@ -41,7 +41,8 @@ namespace ember::transport {
 
 class FrameReceiver {
  public:
-  /// Reads options.transfer_id, resume_offset and expected_bytes; `sink` must outlive the receiver.
+  /// Reads options.transfer_id, resume_offset, the range and expected_bytes; `sink` must outlive
+  /// the receiver.
   FrameReceiver(const FetchOptions& options, BlobSink& sink);
   FrameReceiver(const FrameReceiver&) = delete;
   FrameReceiver& operator=(const FrameReceiver&) = delete;
@@ -100,6 +101,10 @@ class FrameReceiver {
   const uint64_t transfer_id_;
   const uint64_t resume_offset_;
   const uint64_t expected_bytes_;
+  const bool ranged_;          // a range fetch (FetchOptions::range_length > 0)
+  const uint64_t first_byte_;  // what the request asks for first: resume_offset, or the range's start
+  const uint64_t range_end_;   // a range: its end (checked against the blob once sized)
+  uint64_t end_at_ = 0;        // where the end frame is due: blob_bytes_, or range_end_
   BlobSink& sink_;
 
   std::optional<Error> failed_;
@@ -111,8 +116,8 @@ class FrameReceiver {
   std::deque<FrameHeader> unverified_;  // bounded by what the transport has in flight
   std::optional<Digest> end_;           // the end frame's digest, once accepted
   bool finished_ = false;
-  /// Null for a resumed fetch, an empty blob, or when no thread could be started: the whole buffer
-  /// is then hashed once at the end.
+  /// Over [first_byte_, end_at_). Null for a resumed whole-blob fetch, nothing to fetch, or when no
+  /// thread could be started: the bytes are then hashed once at the end.
   std::unique_ptr<TrailingHasher> hasher_;
 };
 

@@ -32,15 +32,25 @@ void FrameSender::open(Result<FetchRequest> request, const BlobLookup& lookup) {
     return fail(invalid_argument("offset " + std::to_string(at_) + " is beyond blob '" + key_ + "' of " +
                                  std::to_string(size_) + " bytes"));
   }
-  if (blob_->data() == nullptr && at_ < size_) {
+  end_ = size_;
+  if (request->length > 0) {
+    if (request->length > size_ - at_) {
+      return fail(invalid_argument("range of " + std::to_string(request->length) + " bytes at offset " +
+                                   std::to_string(at_) + " runs past blob '" + key_ + "' of " + std::to_string(size_) +
+                                   " bytes"));
+    }
+    end_ = at_ + request->length;
+    range_sha_ = std::make_unique<Sha256>();
+  }
+  if (blob_->data() == nullptr && at_ < end_) {
     // Only for blobs that must be read(): one chunk per data frame the transport keeps in flight.
     staging_.resize(staging_chunks_);
-    for (auto& s : staging_) s.resize(static_cast<size_t>(std::min<uint64_t>(chunk_bytes_, size_ - at_)));
+    for (auto& s : staging_) s.resize(static_cast<size_t>(std::min<uint64_t>(chunk_bytes_, end_ - at_)));
   }
   state_ = State::streaming;
 }
 
-bool FrameSender::data_done() const { return (state_ == State::streaming || state_ == State::waiting) && at_ >= size_; }
+bool FrameSender::data_done() const { return (state_ == State::streaming || state_ == State::waiting) && at_ >= end_; }
 
 FrameSender::Frame FrameSender::abort_frame_for(const Error& error) {
   Frame f;
@@ -58,7 +68,7 @@ FrameSender::Frame FrameSender::abort(const Error& error) {
 
 Status FrameSender::wait(std::chrono::milliseconds slice) {
   if (state_ != State::waiting) return Status::OK();
-  const uint64_t end = at_ + std::min<uint64_t>(chunk_bytes_, size_ - at_);
+  const uint64_t end = at_ + std::min<uint64_t>(chunk_bytes_, end_ - at_);
   Status st = blob_->wait_readable(end, slice);
   // deadline_exceeded: the slice ran out, ask again; any other error is the writer's own.
   if (!st.ok() && st.error().code() != ErrorCode::deadline_exceeded) writer_failed_ = st.error();
@@ -80,8 +90,8 @@ FrameSender::Step FrameSender::next(Clock::time_point now, Frame& out) {
       break;
   }
 
-  if (at_ < size_) {
-    const auto n = static_cast<uint32_t>(std::min<uint64_t>(chunk_bytes_, size_ - at_));
+  if (at_ < end_) {
+    const auto n = static_cast<uint32_t>(std::min<uint64_t>(chunk_bytes_, end_ - at_));
     if (blob_->readable() < at_ + n) {
       // A blob still arriving (a multicast hop forwarding cut-through): wait for the chunk.
       if (state_ == State::streaming) {
@@ -118,6 +128,7 @@ FrameSender::Step FrameSender::next(Clock::time_point now, Frame& out) {
     out.payload = payload;
     out.payload_bytes = n;
     out.corrupted.clear();
+    if (range_sha_) range_sha_->update(payload, n);  // the good bytes, before the fault seam
     if (corrupt_frame_ != 0 && data_frames_sent_.fetch_add(1) + 1 == corrupt_frame_) {
       out.corrupted.assign(payload, payload + n);  // the fault seam: the checksum is of the good bytes
       out.corrupted[n / 2] ^= 0x10;
@@ -128,8 +139,9 @@ FrameSender::Step FrameSender::next(Clock::time_point now, Frame& out) {
     return Step::send;
   }
 
-  // The digest of the whole blob, whatever the offset: memoized after the first transfer.
-  Result<Digest> digest = blob_->digest();
+  // A range: the digest of the bytes sent. A blob: the digest of the whole blob, whatever the
+  // offset (memoized after the first transfer).
+  Result<Digest> digest = range_sha_ ? Result<Digest>(range_sha_->finish()) : blob_->digest();
   if (!digest.ok()) {
     out = abort_frame_for(digest.error().with_context(in_context("hashing")));
     return Step::send;
@@ -137,7 +149,7 @@ FrameSender::Step FrameSender::next(Clock::time_point now, Frame& out) {
   FrameHeader end;
   end.transfer_id = transfer_id_;
   end.kind = FrameKind::end;
-  end.offset = size_;
+  end.offset = end_;
   end.blob_bytes = size_;
   end.digest = *digest;
   out = Frame{};

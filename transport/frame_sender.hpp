@@ -2,9 +2,11 @@
 // object: it turns one decoded FetchRequest and the server's BlobLookup into the frames of the
 // answer (data frames of at most chunk_bytes from the requested offset, in order and contiguous,
 // then one end frame carrying the SHA-256 of the WHOLE blob, so a resumed transfer still verifies
-// end to end) or into one abort frame for every failure: a request that does not decode (transfer
-// id 0: it was never read), a lookup error or a lookup without a blob, an offset beyond the blob, a
-// growing blob whose writer fails or stalls, a read that fails, a digest that cannot be had.
+// end to end; for a range request, data frames up to offset + length and an end frame there carrying
+// the SHA-256 of the bytes sent, hashed as they are handed out) or into one abort frame for every
+// failure: a request that does not decode (transfer id 0: it was never read), a lookup error or a
+// lookup without a blob, an offset or a range beyond the blob, a growing blob whose writer fails or
+// stalls, a read that fails, a digest that cannot be had.
 // Both servers drive one per transfer: tcp_blob_server.cpp writes each frame with sendmsg, and
 // ucx_sender.cpp posts each as an active message inside its send window. Sockets, workers,
 // windows, send timeouts and stop() stay in the transports; this object does no network I/O and
@@ -125,6 +127,8 @@ class FrameSender {
   std::shared_ptr<const Blob> blob_;
   uint64_t size_ = 0;
   uint64_t at_ = 0;      // the next data frame's offset
+  uint64_t end_ = 0;     // the end of what was asked: size_, or offset + length for a range
+  std::unique_ptr<Sha256> range_sha_;  // a range: the digest of the bytes handed out
   uint64_t chunks_ = 0;  // data frames handed out (selects the staging chunk)
   std::vector<std::vector<uint8_t>> staging_;
   Clock::time_point wait_deadline_{};

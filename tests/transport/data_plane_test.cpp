@@ -171,6 +171,118 @@ TEST_P(DataPlane, ResumesFromAnOffsetAndVerifiesTheWholeBlob) {
   EXPECT_EQ(result.error().code(), ErrorCode::invalid_argument) << result.error().to_string();
 }
 
+/// The bytes [from, to) of `bytes`.
+std::vector<uint8_t> slice(const std::vector<uint8_t>& bytes, uint64_t from, uint64_t to) {
+  return {bytes.begin() + static_cast<ptrdiff_t>(from), bytes.begin() + static_cast<ptrdiff_t>(to)};
+}
+
+TEST_P(DataPlane, FetchesALayerRangeFromMemoryAndFromAFile) {
+  // One stage's bytes: a range that starts and ends off chunk boundaries, from a blob in memory and
+  // from one that must be read (staging chunks).
+  auto bytes = testing::random_bytes(12 * kMiB + 9, 41);
+  BlobServerOptions server_options;
+  server_options.chunk_bytes = 1u << 20;
+  auto server = start(lookup_of({{"m", MemoryBlob::of(bytes)}, {"f", std::make_shared<const testing::ReadBlob>(bytes)}}),
+                      server_options);
+  ASSERT_TRUE(server);
+  const uint64_t first = 3 * kMiB + 11;
+  const uint64_t length = 5 * kMiB + 3;
+  for (const char* key : {"m", "f"}) {
+    SCOPED_TRACE(key);
+    VectorSink sink;
+    FetchOptions options;
+    options.range_offset = first;
+    options.range_length = length;
+    options.expected_bytes = bytes.size();
+    auto result = fetch(*server, key, sink, options);
+    ASSERT_TRUE(result.ok()) << result.error().to_string();
+    EXPECT_EQ(sink.bytes.size(), bytes.size());  // the whole blob's buffer, the range at its offsets
+    EXPECT_EQ(slice(sink.bytes, first, first + length), slice(bytes, first, first + length));
+    EXPECT_EQ(result->blob_bytes, bytes.size());
+    EXPECT_EQ(result->bytes_received, length);
+    EXPECT_EQ(result->digest, Sha256::of(bytes.data() + first, length));
+    ASSERT_FALSE(sink.chunks.empty());
+    EXPECT_EQ(sink.chunks.front().first, first);
+    EXPECT_EQ(sink.chunks.back().first + sink.chunks.back().second, first + length);
+  }
+  EXPECT_TRUE(eventually([&] { return server->transfers_served() == 2 && server->transfers_active() == 0; }));
+  EXPECT_EQ(server->bytes_sent(), 2 * length);
+}
+
+TEST_P(DataPlane, ResumesInsideARange) {
+  auto bytes = testing::random_bytes(9 * kMiB, 42);
+  auto server = start(lookup_of({{"m", MemoryBlob::of(bytes)}}));
+  ASSERT_TRUE(server);
+  const uint64_t first = 2 * kMiB + 5;
+  const uint64_t end = 7 * kMiB + 1;
+  const uint64_t resume = 4 * kMiB + 77;  // the bytes before it arrived on a broken earlier call
+  VectorSink sink;
+  sink.bytes.assign(bytes.size(), 0);
+  std::copy(bytes.begin() + static_cast<ptrdiff_t>(first), bytes.begin() + static_cast<ptrdiff_t>(resume),
+            sink.bytes.begin() + static_cast<ptrdiff_t>(first));
+  FetchOptions options;
+  options.range_offset = first;
+  options.range_length = end - first;
+  options.resume_offset = resume;
+  auto result = fetch(*server, "m", sink, options);
+  ASSERT_TRUE(result.ok()) << result.error().to_string();
+  EXPECT_EQ(slice(sink.bytes, first, end), slice(bytes, first, end));
+  EXPECT_EQ(result->bytes_received, end - resume);
+  EXPECT_EQ(result->digest, Sha256::of(bytes.data() + resume, end - resume));
+  ASSERT_FALSE(sink.chunks.empty());
+  EXPECT_EQ(sink.chunks.front().first, resume);
+
+  // A resume at the range's end leaves nothing to fetch: refused before connecting.
+  options.resume_offset = end;
+  VectorSink nothing;
+  result = fetch(*server, "m", nothing, options);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.error().code(), ErrorCode::invalid_argument) << result.error().to_string();
+}
+
+TEST_P(DataPlane, ACorruptChunkInsideARangeIsCaughtAndTheRangeResumesPastTheGoodPrefix) {
+  auto bytes = testing::random_bytes(10 * kMiB, 43);
+  BlobServerOptions server_options;
+  server_options.chunk_bytes = 1u << 20;
+  server_options.corrupt_frame = 3;  // the range's third data frame
+  auto server = start(lookup_of({{"m", MemoryBlob::of(bytes)}}), server_options);
+  ASSERT_TRUE(server);
+  const uint64_t first = kMiB + 100;
+  const uint64_t length = 6 * kMiB;
+  VectorSink sink;
+  FetchOptions options;
+  options.range_offset = first;
+  options.range_length = length;
+  auto result = fetch(*server, "m", sink, options);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.error().code(), ErrorCode::corrupt);
+  EXPECT_NE(result.error().message().find("CRC-32C"), std::string::npos) << result.error().message();
+  EXPECT_NE(result.error().message().find("offset " + std::to_string(first + 2 * kMiB)), std::string::npos)
+      << result.error().message();
+  ASSERT_EQ(sink.chunks.size(), 2u);  // the bad chunk was never reported
+  // The retry resumes at the end of what was verified and completes the range.
+  options.resume_offset = sink.chunks.back().first + sink.chunks.back().second;
+  result = fetch(*server, "m", sink, options);
+  ASSERT_TRUE(result.ok()) << result.error().to_string();
+  EXPECT_EQ(slice(sink.bytes, first, first + length), slice(bytes, first, first + length));
+}
+
+TEST_P(DataPlane, ARangeBeyondTheBlobIsRefused) {
+  // (A source that reads wrong bytes is not caught here: the server hashes a range as it reads it.
+  // The receiver's caller checks a range against the model's per-layer digests: model_cache_test.)
+  auto bytes = testing::random_bytes(4 * kMiB, 44);
+  auto server = start(lookup_of({{"f", std::make_shared<const testing::ReadBlob>(bytes)}}));
+  ASSERT_TRUE(server);
+  FetchOptions options;
+  VectorSink beyond;
+  options.range_offset = 3 * kMiB;
+  options.range_length = 2 * kMiB;
+  auto result = fetch(*server, "f", beyond, options);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.error().code(), ErrorCode::invalid_argument) << result.error().to_string();
+  EXPECT_NE(result.error().message().find("runs past"), std::string::npos) << result.error().message();
+}
+
 TEST_P(DataPlane, UnknownKeyIsNotFound) {
   auto server = start(lookup_of({}));
   ASSERT_TRUE(server);

@@ -8,7 +8,7 @@ namespace ember::transport {
 namespace fetch_request_test {
 
 TEST(FetchRequest, RoundTrip) {
-  FetchRequest r{77, "gpt2/3/weights.safetensors", 12345678901ull};
+  FetchRequest r{77, "gpt2/3/weights.safetensors", 12345678901ull, 987654321ull};
   auto wire = encode_fetch_request(r);
   ASSERT_TRUE(wire.ok());
   EXPECT_EQ((wire->size() - 4) % 8, 0u);
@@ -19,6 +19,7 @@ TEST(FetchRequest, RoundTrip) {
   EXPECT_EQ(back->transfer_id, 77u);
   EXPECT_EQ(back->key, r.key);
   EXPECT_EQ(back->offset, r.offset);
+  EXPECT_EQ(back->length, r.length);  // a layer range
 }
 
 TEST(FetchRequest, PartialInputAsksForMore) {
