@@ -1,13 +1,17 @@
-// `ember model new` and `ember model inspect`.
+// `ember model new`, `ember model inspect` and `ember model profile`.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
 #include "cli/commands.hpp"
 #include "base/units.hpp"
 #include "gpu/architectures.hpp"
+#include "gpu/device_registry.hpp"
 #include "gpu/model.hpp"
+#include "gpu/model_profile.hpp"
+#include "transport/checksum.hpp"
 
 namespace ember::cli {
 
@@ -100,6 +104,44 @@ int run_inspect(const std::string& dir, bool as_json) {
   return 0;
 }
 
+struct ProfileOptions {
+  std::string dir;
+  std::vector<uint32_t> batches;
+  int64_t seq_len = 16;
+  std::string device_memory = "16GiB";
+};
+
+int run_profile(const ProfileOptions& o) {
+  auto model = gpu::Model::load(o.dir);
+  if (!model.ok()) return report(model.error());
+  std::vector<uint32_t> batches = o.batches;
+  if (batches.empty()) {
+    batches = {1};
+    if ((*model)->manifest().serving.max_batch > 1) batches.push_back((*model)->manifest().serving.max_batch);
+  }
+  std::sort(batches.begin(), batches.end());
+  batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
+  DevicesConfig devices;
+  auto memory = parse_bytes(o.device_memory);
+  if (!memory.ok()) return report(memory.error().with_context("--device-memory"));
+  devices.sim.memory_bytes = *memory;
+  auto opened = gpu::open_devices(devices);
+  if (!opened.ok()) return report(opened.error());
+  auto hash = [](const uint8_t* data, uint64_t bytes) { return transport::to_hex(transport::Sha256::of(data, bytes)); };
+  auto profile = gpu::measure_profile(*model, *opened->devices[0], batches, o.seq_len, hash);
+  if (!profile.ok()) return report(profile.error());
+  Status st = gpu::write_profile(o.dir, *profile);
+  if (!st.ok()) return report(st.error());
+  double total = 0;
+  for (const auto& l : profile->layers) total += l.exec_us.back();
+  std::printf("wrote %s/%s: %zu layers on %s, batches", o.dir.c_str(), gpu::kProfileFile, profile->layers.size(),
+              profile->device.c_str());
+  for (uint32_t b : batches) std::printf(" %u", b);
+  std::printf(" (seq len %lld); %.1f ms per run at batch %u\n", static_cast<long long>(o.seq_len), total / 1000.0,
+              batches.back());
+  return 0;
+}
+
 }  // namespace
 
 void add_model_commands(CLI::App& app, Runner& runner) {
@@ -123,6 +165,19 @@ void add_model_commands(CLI::App& app, Runner& runner) {
   inspect->add_option("dir", *dir, "Model version directory")->required();
   inspect->add_flag("--json", *as_json, "Machine-readable output");
   inspect->callback([dir, as_json, &runner] { runner = [dir, as_json] { return run_inspect(*dir, *as_json); }; });
+
+  auto p = std::make_shared<ProfileOptions>();
+  auto* profile = model->add_subcommand(
+      "profile", "Measure every layer (bytes, SHA-256, time, activation bytes) and write DIR/profile.json, "
+                 "which the partition planner and the nodes read");
+  profile->add_option("dir", p->dir, "Model version directory")->required();
+  profile->add_option("--batches", p->batches, "Batch sizes to time (default: 1 and serving.max_batch)")
+      ->delimiter(',');
+  profile->add_option("--seq-len", p->seq_len, "Length of free non-batch input dims")->default_val(16)
+      ->check(CLI::Range(1, 1 << 16));
+  profile->add_option("--device-memory", p->device_memory, "Memory of the simulated device (without a GPU)")
+      ->default_val("16GiB");
+  profile->callback([p, &runner] { runner = [p] { return run_profile(*p); }; });
 }
 
 }  // namespace ember::cli
