@@ -4,6 +4,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
+
+#include "gpu/sample_inputs.hpp"
 
 namespace ember::gpu {
 
@@ -160,6 +163,61 @@ std::string repository_version_dir(const std::string& root, const std::string& m
   if (version == 1 && fs::exists(folder / kManifestFile, ec)) return folder.string();
   const fs::path dir = folder / std::to_string(version);
   return fs::exists(dir / kManifestFile, ec) ? dir.string() : std::string();
+}
+
+namespace {
+std::string stage_name(const std::string& model, LayerRange range) {
+  return model + "#" + std::to_string(range.first) + "-" + std::to_string(range.last);
+}
+}  // namespace
+
+Result<std::shared_ptr<const Model>> Model::stage(const std::shared_ptr<const Model>& whole, LayerRange range) {
+  if (range.empty() || range.last > whole->num_layers()) {
+    return invalid_argument("stage [" + std::to_string(range.first) + ", " + std::to_string(range.last) +
+                            ") of model '" + whole->manifest().name + "' with " + std::to_string(whole->num_layers()) +
+                            " layers");
+  }
+  const Graph& g = whole->graph();
+  // Value shapes at two sizes of the free dims: a dim that differs is free (-1) in the stage.
+  auto shapes_at = [&](int64_t batch, int64_t seq) { return whole->check_inputs(concrete_inputs(*whole, batch, seq)); };
+  EMBER_ASSIGN_OR_RETURN(auto a, shapes_at(2, 3));
+  EMBER_ASSIGN_OR_RETURN(auto b, shapes_at(5, 7));
+  auto spec_of = [&](uint32_t v) {
+    TensorSpec t{g.value_names[v], a[v]->dtype, a[v]->shape};
+    for (int i = 0; i < t.shape.rank; ++i)
+      if (a[v]->shape[i] != b[v]->shape[i]) t.shape[i] = -1;
+    return t;
+  };
+  Manifest m;
+  m.name = stage_name(whole->manifest().name, range);
+  m.description = "layers [" + std::to_string(range.first) + ", " + std::to_string(range.last) + ") of " +
+                  whole->manifest().name;
+  m.serving = whole->manifest().serving;
+  for (uint32_t v : g.range_inputs(range)) m.inputs.push_back(spec_of(v));
+  for (uint32_t v : g.range_outputs(range)) m.outputs.push_back(spec_of(v));
+  m.layers.assign(whole->manifest().layers.begin() + range.first, whole->manifest().layers.begin() + range.last);
+
+  const ByteRange bytes = whole->range_bytes(range);
+  SafetensorsIndex index;
+  index.header_bytes = whole->weights_index().header_bytes;
+  index.data_offset = whole->data_offset() + bytes.offset;
+  index.data_bytes = bytes.length;
+  for (const TensorInfo& t : whole->weights_index().tensors) {
+    if (t.data.offset < bytes.offset || t.data.end() > bytes.end() || (t.data.length == 0 && t.data.offset == bytes.end())) {
+      continue;
+    }
+    TensorInfo s = t;
+    s.data.offset -= bytes.offset;
+    index.tensors.push_back(std::move(s));
+  }
+  // Keep only the tensors the stage's layers name (a zero-length tensor at a boundary belongs to one side).
+  std::set<std::string, std::less<>> named;
+  for (const LayerSpec& l : m.layers)
+    for (const WeightBinding& w : l.weights) named.insert(w.tensor);
+  std::erase_if(index.tensors, [&](const TensorInfo& t) { return !named.count(t.name); });
+  auto built = assemble(std::move(m), std::move(index), whole->file(), whole->source());
+  if (!built.ok()) return built.error().with_context("cutting stage " + stage_name(whole->manifest().name, range));
+  return built;
 }
 
 }  // namespace ember::gpu

@@ -49,6 +49,16 @@ class Model {
                                                           std::shared_ptr<const HostBuffer> weights_file,
                                                           std::string_view source);
 
+  /// Stage `range` of `whole` as a model of its own (Flashpoint's pipeline stages): its layers are
+  /// the range's, its inputs the values the range reads from before it (model inputs or earlier
+  /// layers' outputs, under their names, free dims -1), its outputs the values it hands on, and its
+  /// weights the range's bytes of `whole`'s buffer (shared, not copied: only that range and the
+  /// header need to be there, so a node that fetched one layer range can serve it). Named
+  /// "<name>#<first>-<last>" (no model name contains '#'). Stages of consecutive ranges, each fed
+  /// the previous ones' outputs, compute exactly what `whole` does. invalid_argument for an empty
+  /// range or one past the model.
+  static Result<std::shared_ptr<const Model>> stage(const std::shared_ptr<const Model>& whole, LayerRange range);
+
   /// Validates a model directory as load() would, reading model.json and only the header of
   /// weights.safetensors (a registry can check thousands of models without reading their bytes).
   /// Returns the size of weights.safetensors.

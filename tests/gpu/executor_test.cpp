@@ -88,6 +88,72 @@ TEST_P(EveryArchitecture, SplitAcrossDevicesThroughTheHost) {
   for (const auto& t : whole) EXPECT_TRUE(testing::bitwise_equal(by_name(*out, t.name), t)) << GetParam();
 }
 
+// Flashpoint's pipeline: three stages cut as models of their own (Model::stage), each from a
+// buffer that holds only the header and its own layer range (the rest is garbage, as on a node that
+// fetched one range), on three devices; the tensors travel through the host from stage to stage,
+// each stage taking what it reads and handing on what later stages read. Bit-identical to the
+// whole model on one device.
+TEST_P(EveryArchitecture, ThreeStagesCutAsModelsEqualTheWholeModel) {
+  TempDir dir;
+  auto m = testing::tiny_model(GetParam(), dir.path());
+  const std::string manifest = testing::read_file(dir / kManifestFile);
+  const auto inputs = testing::arch_inputs(*m, 2, 4, 21);
+  auto d0 = testing::sim_device(256 << 20, 0);
+  const auto whole = run_all(*d0, m, inputs);
+  const uint32_t n = m->num_layers();
+  const std::vector<LayerRange> ranges = {{0, n / 3}, {n / 3, 2 * n / 3}, {2 * n / 3, n}};
+  const Graph& g = m->graph();
+
+  std::vector<HostTensor> carried = inputs;  // what travels to the next stage
+  for (size_t k = 0; k < ranges.size(); ++k) {
+    SCOPED_TRACE("stage " + std::to_string(k));
+    // This stage's buffer: the header and its range only.
+    auto buffer = testing::must(HostBuffer::allocate(m->file_bytes()), "buffer");
+    std::memset(buffer->data(), 0xA5, m->file_bytes());
+    std::memcpy(buffer->data(), m->file()->data(), m->data_offset());
+    const ByteRange r = m->range_bytes(ranges[k]);
+    std::memcpy(buffer->data() + m->data_offset() + r.offset, m->data() + r.offset, r.length);
+    auto partial = Model::from_memory(manifest, buffer, "partial");
+    ASSERT_TRUE(partial.ok()) << partial.error().to_string();
+    auto stage = Model::stage(*partial, ranges[k]);
+    ASSERT_TRUE(stage.ok()) << stage.error().to_string();
+    EXPECT_EQ((*stage)->num_layers(), ranges[k].size());
+    EXPECT_EQ((*stage)->data_bytes(), r.length);
+
+    auto device = testing::sim_device(256 << 20, static_cast<uint32_t>(k));
+    auto ex = LayerExecutor::create(*device, *stage, {0, (*stage)->num_layers()});
+    ASSERT_TRUE(ex.ok()) << ex.error().to_string();
+    std::vector<HostTensor> in;
+    for (const TensorSpec& spec : (*stage)->manifest().inputs) in.push_back(by_name(carried, spec.name));
+    auto out = (*ex)->run_host(in);
+    ASSERT_TRUE(out.ok()) << out.error().to_string();
+    // Hand on what later layers read, or the model answers.
+    std::vector<HostTensor> next;
+    for (const std::vector<HostTensor>* set : {&carried, &*out}) {
+      for (const HostTensor& t : *set) {
+        const uint32_t v = *g.find(t.name);
+        if (g.last_use[v] >= static_cast<int64_t>(ranges[k].last)) next.push_back(t);
+      }
+    }
+    carried = std::move(next);
+  }
+  for (const auto& t : whole) EXPECT_TRUE(testing::bitwise_equal(by_name(carried, t.name), t)) << GetParam() << " " << t.name;
+}
+
+TEST(ModelStage, BadRangesAreRefusedAndTheNameMarksTheStage) {
+  TempDir dir;
+  auto m = testing::tiny_model("mlp", dir.path());
+  EXPECT_EQ(Model::stage(m, {2, 2}).error().code(), ErrorCode::invalid_argument);
+  EXPECT_EQ(Model::stage(m, {0, m->num_layers() + 1}).error().code(), ErrorCode::invalid_argument);
+  auto s = Model::stage(m, {1, m->num_layers()});
+  ASSERT_TRUE(s.ok()) << s.error().to_string();
+  EXPECT_EQ((*s)->manifest().name, m->manifest().name + "#1-" + std::to_string(m->num_layers()));
+  // The stage's input is the first layer's output, its batch dim free.
+  ASSERT_EQ((*s)->manifest().inputs.size(), 1u);
+  EXPECT_EQ((*s)->manifest().inputs[0].name, m->layer(0).name);
+  EXPECT_EQ((*s)->manifest().inputs[0].shape[0], -1);
+}
+
 // Each row of a batch computes what it computes alone (up to GEMM blocking differences).
 TEST_P(EveryArchitecture, BatchRowsMatchSingleRuns) {
   TempDir dir;
