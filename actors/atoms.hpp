@@ -45,5 +45,7 @@ using weights_atom = caf::atom_constant<caf::atom("weights")>;  // where a model
 inline constexpr weights_atom weights_atom_v{};
 using scale_atom = caf::atom_constant<caf::atom("scale")>;  // the autoscaler's tick; a gateway's report tick
 inline constexpr scale_atom scale_atom_v{};
+using credit_atom = caf::atom_constant<caf::atom("credit")>;  // a pipeline stage took a request
+inline constexpr credit_atom credit_atom_v{};
 
 }  // namespace ember

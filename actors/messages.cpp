@@ -4,6 +4,10 @@ namespace ember {
 
 std::string blob_key_of(const model_key& key) { return key.name + "/" + std::to_string(key.version); }
 
+model_key stage_key_of(const model_key& model, uint32_t first, uint32_t last) {
+  return {model.name + "#" + std::to_string(first) + "-" + std::to_string(last), model.version};
+}
+
 std::string_view to_string(SourceTier tier) {
   switch (tier) {
     case SourceTier::cache:

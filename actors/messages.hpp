@@ -169,6 +169,79 @@ typename Inspector::result_type inspect(Inspector& f, replica_info& x) {
            x.load_us);
 }
 
+/// One pipeline stage's share of a weights file (Flashpoint's partitioned cold start): the
+/// safetensors header and the bytes of layers [first_layer, last_layer), one contiguous range of
+/// the file, with the digests from the model's profile (gpu/model_profile.hpp) each piece is
+/// checked against, so a stage verifies exactly what it holds.
+struct blob_part {
+  uint32_t first_layer = 0;
+  uint32_t last_layer = 0;
+  uint64_t header_bytes = 0;  // [0, header_bytes) of the file
+  std::string header_sha256;  // hex
+  uint64_t offset = 0;        // file offset of the first layer's bytes
+  std::vector<uint64_t> layer_bytes;      // per layer of the range, in order
+  std::vector<std::string> layer_sha256;  // hex, per layer of the range
+
+  uint64_t length() const {
+    uint64_t n = 0;
+    for (uint64_t b : layer_bytes) n += b;
+    return n;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, blob_part& x) {
+  return f(caf::meta::type_name("blob_part"), x.first_layer, x.last_layer, x.header_bytes, x.header_sha256, x.offset,
+           x.layer_bytes, x.layer_sha256);
+}
+
+/// The model_key a node serves stage [first, last) of `model` under: "<name>#<first>-<last>"
+/// (model names never hold '#'), as gpu::Model::stage names it.
+model_key stage_key_of(const model_key& model, uint32_t first, uint32_t last);
+
+/// Manager -> node_router: make pipeline stage `part` of `load.model` on this node. Only the
+/// header and the stage's layers are fetched (load.sources, in order: each stage gets its own first
+/// source where the cluster has several). Answered with a replica_info whose model is the stage key.
+struct load_stage {
+  load_replica load;
+  blob_part part;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, load_stage& x) {
+  return f(caf::meta::type_name("load_stage"), x.load, x.part);
+}
+
+/// One stage of a pipeline: the node router holding it (a node_router_actor) and the stage's key.
+struct pipeline_hop {
+  caf::actor router;
+  model_key stage;
+  std::string node;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pipeline_hop& x) {
+  return f(caf::meta::type_name("pipeline_hop"), x.router, x.stage, x.node);
+}
+
+/// A request travelling a pipeline: gateway -> first stage's router -> ... -> last stage's router,
+/// each answering its upstream with the last stage's infer_reply. `request.model` is the whole
+/// model; `request.inputs` are the tensors carried: the client's inputs, then every value a later
+/// stage reads, under their value names. `seq` numbers the requests one upstream sends, so the
+/// downstream's credit_atom names which request it took.
+struct stage_request {
+  infer_request request;
+  std::vector<pipeline_hop> hops;
+  uint32_t at = 0;
+  caf::actor upstream;  // the router that sent it (null from the gateway): it gets the credit
+  uint64_t seq = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stage_request& x) {
+  return f(caf::meta::type_name("stage_request"), x.request, x.hops, x.at, x.upstream, x.seq);
+}
+
 /// One device of a node, as the manager sees it.
 struct device_report {
   std::string name;

@@ -42,7 +42,16 @@ struct fetch_blob {
   /// a transfer_peer pulls from it under the direction of `controller` (a chain_controller_actor).
   uint64_t transfer_id = 0;
   caf::actor controller;
+  /// Only this share of the blob: a pipeline stage's header and layer range, each layer checked
+  /// against its digest (a mismatch is corrupt and the next source is tried). The buffer has the
+  /// whole blob's size with the part at its file offsets (the pages of the rest are never touched);
+  /// the cache holds it under part_key_of(blob_key, part), apart from the whole blob, and counts
+  /// the part's bytes against its cap. Never a multicast hop.
+  std::optional<blob_part> part;
 };
+
+/// The cache key of a stage's share of blob `blob_key`: "<blob_key>#<first>-<last>".
+std::string part_key_of(const std::string& blob_key, const blob_part& part);
 
 /// A resident blob (local only: shares the cache's buffer, which stays valid while held).
 struct blob_ref {

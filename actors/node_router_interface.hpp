@@ -36,6 +36,18 @@ using node_router_actor = caf::typed_actor<
     /// Errors: as model_cache fetch_blob, plus invalid_argument/corrupt (the bytes are not a valid
     /// model) and out_of_memory (no device can hold it).
     caf::replies_to<load_replica>::with<replica_info>, caf::replies_to<unload_atom, model_key>::with<bool>,
+    /// A pipeline stage (Flashpoint): fetches the header and the stage's layers only, each checked
+    /// against its digest, and binds stage_key_of(model, first, last) like any model. Errors as
+    /// load_replica.
+    caf::replies_to<load_stage>::with<replica_info>,
+    /// A request through a pipeline: runs this node's stage, then hands the carried tensors to the
+    /// next stage and answers with the last stage's reply. A stage runs one request at a time and
+    /// starts the next only once it holds a credit of its downstream (the downstream's credit_atom
+    /// says it took one), so a slow stage never hoards requests. Errors: unavailable (no such stage
+    /// here, or a stage further down failed or died: retryable), the errors of infer_request.
+    caf::replies_to<stage_request>::with<infer_reply>,
+    /// From a downstream stage: it took request `seq` of this node's stage `stage`.
+    caf::reacts_to<credit_atom, model_key, uint64_t>,
     /// Drops the model's bytes from the host cache unless a replica here uses them.
     caf::replies_to<evict_atom, model_key>::with<bool>,
     caf::replies_to<report_atom>::with<node_report>, caf::replies_to<metrics_atom>::with<metrics_snapshot>,

@@ -12,13 +12,22 @@ void BlobStore::put(const std::string& key, const model_key& model, std::shared_
                     std::optional<transport::Digest> digest) {
   std::lock_guard lock(mu_);
   auto& e = blobs_[key];
-  if (e.bytes) used_ -= e.bytes->size();
+  if (e.bytes) used_ -= e.held;
   used_ += bytes->size();
   const uint8_t* data = bytes->data();
   const uint64_t size = bytes->size();
   auto blob = std::make_shared<transport::MemoryBlob>(bytes, data, size, digest);
-  e = {model, std::move(bytes), std::move(blob)};
+  e = {model, std::move(bytes), std::move(blob), size};
   growing_.erase(key);
+}
+
+void BlobStore::put_part(const std::string& key, const model_key& model, std::shared_ptr<const gpu::HostBuffer> bytes,
+                         uint64_t held) {
+  std::lock_guard lock(mu_);
+  auto& e = blobs_[key];
+  if (e.bytes) used_ -= e.held;
+  used_ += held;
+  e = {model, std::move(bytes), nullptr, held};
 }
 
 void BlobStore::put_growing(const std::string& key, std::shared_ptr<const transport::GrowingBlob> blob) {
@@ -36,7 +45,7 @@ void BlobStore::erase(const std::string& key) {
   std::lock_guard lock(mu_);
   auto it = blobs_.find(key);
   if (it == blobs_.end()) return;
-  used_ -= it->second.bytes->size();
+  used_ -= it->second.held;
   blobs_.erase(it);
 }
 
@@ -48,14 +57,17 @@ uint64_t BlobStore::used_bytes() const {
 std::vector<model_key> BlobStore::models() const {
   std::lock_guard lock(mu_);
   std::vector<model_key> out;
-  for (const auto& [key, e] : blobs_) out.push_back(e.model);
+  for (const auto& [key, e] : blobs_)
+    if (e.blob) out.push_back(e.model);
   return out;
 }
 
 transport::BlobLookup BlobStore::lookup() const {
   return [this](const std::string& key) -> Result<std::shared_ptr<const transport::Blob>> {
     std::lock_guard lock(mu_);
-    if (auto it = blobs_.find(key); it != blobs_.end()) return std::shared_ptr<const transport::Blob>(it->second.blob);
+    if (auto it = blobs_.find(key); it != blobs_.end() && it->second.blob) {
+      return std::shared_ptr<const transport::Blob>(it->second.blob);
+    }
     if (auto it = growing_.find(key); it != growing_.end()) return std::shared_ptr<const transport::Blob>(it->second);
     return not_found("this node's cache does not hold '" + key + "'");
   };

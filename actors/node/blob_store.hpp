@@ -29,6 +29,11 @@ class BlobStore final : public GrowingBlobShelf {
   /// blob never hashes it again.
   void put(const std::string& key, const model_key& model, std::shared_ptr<const gpu::HostBuffer> bytes,
            std::optional<transport::Digest> digest = std::nullopt);
+  /// A pipeline stage's share of a blob (model_cache_interface.hpp, fetch_blob::part): counted as
+  /// `held` bytes (its buffer has the whole blob's size, mostly untouched), not listed by models()
+  /// (the node does not hold the model) and not served to peers.
+  void put_part(const std::string& key, const model_key& model, std::shared_ptr<const gpu::HostBuffer> bytes,
+                uint64_t held);
   void erase(const std::string& key);
   /// A blob this node is still receiving as a multicast hop: served (cut-through) to the next hop
   /// while no resident copy exists; not resident (find() and models() do not see it). put() of the
@@ -48,7 +53,8 @@ class BlobStore final : public GrowingBlobShelf {
     std::shared_ptr<const gpu::HostBuffer> bytes;
     /// What the blob server sends. One per resident blob, so its SHA-256 (sent with every
     /// transfer) is computed once, not once per transfer.
-    std::shared_ptr<const transport::Blob> blob;
+    std::shared_ptr<const transport::Blob> blob;  // null for a stage's share (never served)
+    uint64_t held = 0;                             // bytes counted in used_bytes()
   };
   mutable std::mutex mu_;
   std::map<std::string, Entry> blobs_;  // guarded by mu_

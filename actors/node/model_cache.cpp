@@ -19,6 +19,7 @@
 #include "actors/transfer/transfer_peer.hpp"
 #include "base/units.hpp"
 #include "gpu/model.hpp"
+#include "transport/blob.hpp"
 #include "transport/data_plane.hpp"
 
 namespace ember {
@@ -78,6 +79,109 @@ Result<blob_ref> fetch_from_sources(const ModelCacheConfig& config, const fetch_
   return unavailable("cannot fetch model " + req.model.to_string() + ":" + failures);
 }
 
+// Receives the ranges of a stage's share into one whole-blob buffer, remembering where the
+// verified bytes of the current range end (a retry from another source resumes there).
+class PartSink final : public transport::BlobSink {
+ public:
+  explicit PartSink(std::shared_ptr<gpu::HostBuffer> buffer) : buffer_(std::move(buffer)) {}
+  uint8_t* allocate(uint64_t blob_bytes) override { return blob_bytes == buffer_->size() ? buffer_->data() : nullptr; }
+  void on_chunk(uint64_t offset, uint64_t length) override { verified_end = offset + length; }
+  uint64_t verified_end = 0;
+
+ private:
+  std::shared_ptr<gpu::HostBuffer> buffer_;
+};
+
+std::string hex_of(const uint8_t* data, uint64_t bytes) { return transport::to_hex(transport::Sha256::of(data, bytes)); }
+
+// The header and every layer of `part` in `buffer` against their digests: corrupt naming the
+// first that differs.
+Status check_part(const gpu::HostBuffer& buffer, const blob_part& part) {
+  if (hex_of(buffer.data(), part.header_bytes) != part.header_sha256) {
+    return corrupt("the header (" + std::to_string(part.header_bytes) + " bytes) does not match its digest");
+  }
+  uint64_t at = part.offset;
+  for (size_t i = 0; i < part.layer_bytes.size(); ++i) {
+    if (hex_of(buffer.data() + at, part.layer_bytes[i]) != part.layer_sha256[i]) {
+      return corrupt("layer " + std::to_string(part.first_layer + i) + " (" + std::to_string(part.layer_bytes[i]) +
+                     " bytes at file offset " + std::to_string(at) + ") does not match its digest");
+    }
+    at += part.layer_bytes[i];
+  }
+  return Status::OK();
+}
+
+// Fetches [from, to) of the blob from one source into `sink`'s buffer.
+Status fetch_range(const ModelCacheConfig& config, const blob_source& src, const fetch_blob& req, PartSink& sink,
+                   uint64_t from, uint64_t to, uint64_t& received) {
+  if (to <= from) return Status::OK();
+  transport::FetchOptions options;
+  options.expected_bytes = req.blob_bytes;
+  options.range_offset = from;
+  options.range_length = to - from;
+  sink.verified_end = from;
+  auto got = transport::fetch_blob(config.transport, src.endpoint, req.blob_key, options, sink);
+  if (got.ok()) {
+    received += got->bytes_received;
+    return Status::OK();
+  }
+  // One resume from the verified prefix on the same source (a dropped connection mid-range).
+  if (got.error().code() == ErrorCode::io_error && sink.verified_end > from && sink.verified_end < to) {
+    options.resume_offset = sink.verified_end;
+    received += sink.verified_end - from;
+    got = transport::fetch_blob(config.transport, src.endpoint, req.blob_key, options, sink);
+    if (got.ok()) {
+      received += got->bytes_received;
+      return Status::OK();
+    }
+  }
+  return got.error();
+}
+
+// A stage's share: the node's own repository first, then each source in order; every piece
+// verified against the part's digests.
+Result<blob_ref> fetch_part_from_sources(const ModelCacheConfig& config, const fetch_blob& req) {
+  const auto start = Clock::now();
+  auto elapsed_us = [&] {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
+  };
+  const blob_part& part = *req.part;
+  if (part.layer_bytes.size() != part.layer_sha256.size() || part.offset < part.header_bytes ||
+      part.offset + part.length() > req.blob_bytes) {
+    return invalid_argument("the stage's share of " + req.blob_key + " does not fit its " +
+                            std::to_string(req.blob_bytes) + " bytes");
+  }
+  EMBER_ASSIGN_OR_RETURN(std::shared_ptr<gpu::HostBuffer> buffer, gpu::HostBuffer::allocate(req.blob_bytes));
+  std::string failures;
+  if (!config.repository.empty()) {
+    const std::string dir = gpu::repository_version_dir(config.repository, req.model.name, req.model.version);
+    if (!dir.empty()) {
+      auto file = transport::FileBlob::open(dir + "/" + gpu::kWeightsFile);
+      Status st = file.ok() ? Status::OK() : Status(file.error());
+      if (st.ok() && (*file)->size() != req.blob_bytes) st = corrupt("the file has " + std::to_string((*file)->size()) + " bytes");
+      if (st.ok()) st = (*file)->read(0, buffer->data(), part.header_bytes);
+      if (st.ok()) st = (*file)->read(part.offset, buffer->data() + part.offset, part.length());
+      if (st.ok()) st = check_part(*buffer, part);
+      if (st.ok()) return blob_ref{buffer, SourceTier::local_disk, "", part.header_bytes + part.length(), elapsed_us()};
+      failures += " local repository: " + st.error().message() + ";";
+    }
+  }
+  for (const blob_source& src : req.sources) {
+    PartSink sink(buffer);
+    uint64_t received = 0;
+    Status st = fetch_range(config, src, req, sink, 0, part.header_bytes, received);
+    if (st.ok()) st = fetch_range(config, src, req, sink, part.offset, part.offset + part.length(), received);
+    if (st.ok()) st = check_part(*buffer, part);
+    if (st.ok()) return blob_ref{buffer, src.kind, src.name, received, elapsed_us()};
+    spdlog::warn("fetch of layers [{}, {}) of {} from {} {} failed: {}", part.first_layer, part.last_layer, req.blob_key,
+                 to_string(src.kind), src.name, st.error().message());
+    failures += " " + std::string(to_string(src.kind)) + " " + src.name + ": " + st.error().message() + ";";
+  }
+  if (failures.empty()) failures = " no source was given and the node's repository does not have it";
+  return unavailable("cannot fetch layers [" + std::to_string(part.first_layer) + ", " + std::to_string(part.last_layer) +
+                     ") of model " + req.model.to_string() + ":" + failures);
+}
+
 struct cache_state {
   static inline const char* name = "ember.model_cache";
 
@@ -91,6 +195,7 @@ struct cache_state {
     model_key model;
     uint64_t bytes = 0;
     std::vector<caf::typed_response_promise<blob_ref>> waiters;
+    bool part = false;  // a stage's share (fetch_blob::part)
   };
 
   ModelCacheConfig config;
@@ -144,6 +249,12 @@ void fetched(cache_pointer self, const std::string& blob_key, Result<blob_ref>& 
 
 caf::result<blob_ref> fetch(cache_pointer self, fetch_blob& req) {
   auto& st = self->state;
+  if (req.part) {
+    // A stage's share lives under its own key and counts only the bytes it holds.
+    req.blob_key = part_key_of(req.blob_key, *req.part);
+    req.transfer_id = 0;
+  }
+  const uint64_t held = req.part ? req.part->header_bytes + req.part->length() : req.blob_bytes;
   if (auto it = st.resident.find(req.blob_key); it != st.resident.end()) {
     it->second.last_use = ++st.clock;
     if (st.instruments) st.instruments->add_fetched(SourceTier::cache, it->second.bytes);
@@ -154,15 +265,15 @@ caf::result<blob_ref> fetch(cache_pointer self, fetch_blob& req) {
     it->second.waiters.push_back(rp);
     return rp;
   }
-  if (!st.make_room(req.blob_bytes)) {
+  if (!st.make_room(held)) {
     return to_caf(out_of_memory("the model cache (" + format_bytes(st.config.capacity_bytes) + ", " +
                                 format_bytes(st.store->used_bytes()) + " used by pinned models, " +
                                 format_bytes(st.reserved) + " being fetched) cannot hold " + req.model.to_string() +
-                                " (" + format_bytes(req.blob_bytes) + ")"));
+                                " (" + format_bytes(held) + ")"));
   }
   auto rp = self->make_response_promise<blob_ref>();
-  st.reserved += req.blob_bytes;
-  st.inflight[req.blob_key] = {req.model, req.blob_bytes, {rp}};
+  st.reserved += held;
+  st.inflight[req.blob_key] = {req.model, held, {rp}, req.part.has_value()};
   auto handle = caf::actor_cast<model_cache_actor>(self);
   if (req.transfer_id != 0 && !req.sources.empty() && req.controller) {
     // A hop of a multicast chain: the transfer_peer pulls, forwards and reports cache_fetch_done.
@@ -175,7 +286,14 @@ caf::result<blob_ref> fetch(cache_pointer self, fetch_blob& req) {
   }
   const std::string key = req.blob_key;
   const bool taken = offload(
-      self, *st.fetches, [config = st.config, req = std::move(req)] { return fetch_from_sources(config, req); },
+      self, *st.fetches,
+      [config = st.config, req = std::move(req)] {
+        // The original blob key for the sources; the cache's key for the part.
+        if (!req.part) return fetch_from_sources(config, req);
+        fetch_blob whole = req;
+        whole.blob_key = req.blob_key.substr(0, req.blob_key.rfind('#'));
+        return fetch_part_from_sources(config, whole);
+      },
       [self, key](Result<blob_ref>& result) { fetched(self, key, result); });
   if (!taken) {
     // The queue is full (cannot happen below its 1024 fetches: one per blob) or the node stops.
@@ -197,8 +315,12 @@ void fetched(cache_pointer self, const std::string& blob_key, Result<blob_ref>& 
     for (auto& w : entry.waiters) w.deliver(to_caf(result.error()));
     return;
   }
-  const uint64_t bytes = result->bytes->size();
-  st.store->put(blob_key, entry.model, result->bytes, result->digest);
+  const uint64_t bytes = entry.bytes;  // a stage's share: what it holds, not its buffer's size
+  if (entry.part) {
+    st.store->put_part(blob_key, entry.model, result->bytes, bytes);
+  } else {
+    st.store->put(blob_key, entry.model, result->bytes, result->digest);
+  }
   st.resident[blob_key] = {entry.model, bytes, ++st.clock, 0};
   if (st.instruments) {
     st.instruments->add_fetched(result->source, result->bytes_fetched);
@@ -266,6 +388,10 @@ model_cache_actor::behavior_type cache_behavior(cache_pointer self, ModelCacheCo
 }
 
 }  // namespace
+
+std::string part_key_of(const std::string& blob_key, const blob_part& part) {
+  return blob_key + "#" + std::to_string(part.first_layer) + "-" + std::to_string(part.last_layer);
+}
 
 model_cache_actor spawn_model_cache(caf::actor_system& sys, ModelCacheConfig config, std::shared_ptr<BlobStore> store,
                                     NodeInstruments* instruments, WorkQueue& fetches, WorkQueue& hops) {

@@ -7,6 +7,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <chrono>
 #include <map>
+#include <optional>
 
 #include "actors/errors.hpp"
 #include "actors/node_router_interface.hpp"
@@ -37,6 +38,7 @@ void finish_load(router_pointer self, const model_key& key, const caf::error& er
     if (st.instruments) st.instruments->count_load(std::string(to_string(e.code())), seconds);
     if (r.pinned) self->send(st.cache, unpin_atom_v, r.blob_key);
     if (st.swap) late_unload(self, key);
+    stage_drop(self, key);
     st.replicas.erase(it);
     for (auto& w : waiters) w.deliver(err);
     return;
@@ -110,10 +112,17 @@ caf::result<replica_info> prefetch(router_pointer self, load_replica& req) {
   return rp;
 }
 
-caf::result<replica_info> load(router_pointer self, load_replica& req) {
+/// A replica of the whole model, or (with `part`) pipeline stage [first, last) of it under its
+/// stage key: only the header and the stage's layers are fetched, the stage cut from them.
+caf::result<replica_info> load(router_pointer self, load_replica& req, std::optional<blob_part> part = {}) {
   auto& st = self->state;
-  if (req.cache_only) return prefetch(self, req);
-  auto [it, fresh] = st.replicas.try_emplace(req.model);
+  if (req.cache_only && !part) return prefetch(self, req);
+  if (part && (part->last_layer <= part->first_layer || req.cache_only)) {
+    return to_caf(invalid_argument("stage [" + std::to_string(part->first_layer) + ", " +
+                                   std::to_string(part->last_layer) + ") of " + req.model.to_string()));
+  }
+  const model_key key = part ? stage_key_of(req.model, part->first_layer, part->last_layer) : req.model;
+  auto [it, fresh] = st.replicas.try_emplace(key);
   auto& r = it->second;
   if (!fresh) {
     if (r.ready) return r.info;
@@ -124,16 +133,17 @@ caf::result<replica_info> load(router_pointer self, load_replica& req) {
   auto rp = self->make_response_promise<replica_info>();
   r.waiters.push_back(rp);
   r.started = self->clock().now();
-  r.blob_key = req.blob_key;
-  r.weights_bytes = req.blob_bytes;
-  r.info.model = req.model;
+  r.blob_key = part ? part_key_of(req.blob_key, *part) : req.blob_key;
+  r.weights_bytes = part ? part->length() : req.blob_bytes;
+  r.info.model = key;
   r.info.node = st.config.name;
-  spdlog::info("node {}: loading replica {} ({})", st.config.name, req.model.to_string(), format_bytes(req.blob_bytes));
-  const model_key key = req.model;
-  self->request(st.cache, kFetchTimeout,
-                fetch_blob{key, req.blob_key, req.blob_bytes, req.sources, req.transfer_id, req.controller})
+  spdlog::info("node {}: loading {} {} ({})", st.config.name, part ? "pipeline stage" : "replica", key.to_string(),
+               format_bytes(r.weights_bytes));
+  fetch_blob fetch{req.model, req.blob_key, req.blob_bytes, req.sources, part ? 0 : req.transfer_id, req.controller};
+  fetch.part = part;
+  self->request(st.cache, kFetchTimeout, std::move(fetch))
       .then(
-          [self, key, manifest = std::move(req.manifest_json)](blob_ref& blob) {
+          [self, key, part, manifest = std::move(req.manifest_json)](blob_ref& blob) {
             auto it = self->state.replicas.find(key);
             if (it == self->state.replicas.end()) return;
             it->second.info.source = blob.source;
@@ -144,6 +154,17 @@ caf::result<replica_info> load(router_pointer self, load_replica& req) {
             // Validates everything again: bytes from the network are input like any other.
             auto model = gpu::Model::from_memory(manifest, blob.bytes, "model " + key.to_string());
             if (!model.ok()) return finish_load(self, key, to_caf(model.error()));
+            if (part) {
+              const gpu::LayerRange range{part->first_layer, part->last_layer};
+              auto stage = gpu::Model::stage(*model, range);
+              if (!stage.ok()) return finish_load(self, key, to_caf(stage.error()));
+              router_state::Stage s;
+              s.whole = std::move(*model);
+              s.range = range;
+              for (const auto& in : (*stage)->manifest().inputs) s.inputs.push_back(in.name);
+              self->state.stages[key] = std::move(s);
+              model = std::move(stage);
+            }
             if (self->state.swap) return late_register(self, key, std::move(*model));
             bind_somewhere(self, key, std::move(*model), {});
           },
@@ -155,6 +176,7 @@ caf::result<bool> unload(router_pointer self, const model_key& key) {
   auto& st = self->state;
   auto it = st.replicas.find(key);
   if (it == st.replicas.end()) return true;
+  stage_drop(self, key);
   if (!it->second.ready) {
     // A load in flight: its waiters learn it was cancelled; the bytes stay cached.
     finish_load(self, key, to_caf(unavailable("replica " + key.to_string() + " was unloaded while loading")));
@@ -194,8 +216,9 @@ caf::result<node_report> report(router_pointer self) {
             r.cache_capacity = cache.capacity;
             r.cache_used = cache.used;
             r.cached = std::move(cache.models);
+            // Pipeline stages are the manager's to track (it placed them), not replicas of a model.
             for (const auto& [key, replica] : st.replicas)
-              if (replica.ready) r.replicas.push_back(key);
+              if (replica.ready && !st.stages.count(key)) r.replicas.push_back(key);
             rp.deliver(std::move(r));
           },
           [rp](caf::error& err) mutable { rp.deliver(err); });
@@ -216,6 +239,7 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
   st.instruments = instruments;
   if (st.instruments) st.instruments->set_replicas(0);
   late_start(self);
+  self->set_down_handler([self](caf::down_msg& down) { stage_downstream_down(self, down.source); });
   return {
       // -- warm path -----------------------------------------------------------------------------
       [self](infer_request& req) -> caf::result<infer_reply> {
@@ -229,6 +253,9 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
       },
       // -- replicas ------------------------------------------------------------------------------
       [self](load_replica& req) -> caf::result<replica_info> { return load(self, req); },
+      [self](load_stage& req) -> caf::result<replica_info> { return load(self, req.load, std::move(req.part)); },
+      [self](stage_request& req) -> caf::result<infer_reply> { return stage_take(self, req); },
+      [self](credit_atom, const model_key& stage, uint64_t seq) { stage_credit(self, stage, seq); },
       [self](evict_atom, const model_key& key) -> caf::result<bool> {
         if (self->state.replicas.count(key)) return false;
         return self->delegate(self->state.cache, evict_atom_v, blob_key_of(key));
@@ -244,7 +271,7 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
         load_report r;
         r.reporter = "node:" + st.config.name;
         for (const auto& [key, replica] : st.replicas) {
-          if (!replica.ready) continue;
+          if (!replica.ready || st.stages.count(key)) continue;
           model_load m;
           m.model = key;
           m.queued = st.swap ? static_cast<uint32_t>(st.swap->queue().queued(key.to_string())) : 0;

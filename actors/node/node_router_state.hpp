@@ -11,7 +11,9 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <caf/typed_response_promise.hpp>
 #include <chrono>
+#include <deque>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,7 +54,43 @@ struct router_state {
     bool profile = false;  // the registration profile of a model (no client)
   };
 
+  /// A pipeline stage held here (its replica is under the stage key in `replicas`).
+  struct Stage {
+    struct Pending {
+      stage_request request;
+      caf::typed_response_promise<infer_reply> promise;
+    };
+    /// The whole model as this node holds it (header and this range only): its graph says which
+    /// carried values later stages still read.
+    std::shared_ptr<const gpu::Model> whole;
+    gpu::LayerRange range;
+    /// The stage model's inputs, by name: what the stage takes of the carried tensors.
+    std::vector<std::string> inputs;
+    bool busy = false;
+    std::deque<Pending> pending;
+    /// Requests the downstream stage may still take; sent ones it has not taken yet, by seq.
+    uint32_t credits = 1;
+    std::set<uint64_t> outstanding;
+    uint64_t next_seq = 1;
+  };
+
+  /// A request a stage here handed to the next stage and whose answer it awaits: answered by
+  /// that answer, or as retryable when the downstream router goes down first (its promises die
+  /// with it, unanswered). Keyed by a router-wide id.
+  struct HopWait {
+    caf::actor_addr downstream;
+    model_key stage;  // the stage here that sent it
+    uint64_t seq = 0;
+    std::string node;
+    std::shared_ptr<Stage::Pending> pending;
+    uint64_t own_us = 0;
+  };
+
   NodeRouterConfig config;
+  std::map<model_key, Stage> stages;
+  std::map<uint64_t, HopWait> hop_waits;
+  uint64_t next_hop = 1;
+  std::set<caf::actor_addr> monitored;  // downstream routers
   std::vector<Device> devices;
   model_cache_actor cache;
   NodeInstruments* instruments = nullptr;
@@ -83,6 +121,16 @@ inline int64_t now_us(router_pointer self) {
 
 /// Ends a load: answers its waiters; on error forgets the replica.
 void finish_load(router_pointer self, const model_key& key, const caf::error& err);
+
+// node_router_pipeline.cpp
+/// Takes a request for a stage held here: queued, run when the stage is free and holds a credit.
+caf::result<infer_reply> stage_take(router_pointer self, stage_request& req);
+/// The downstream took request `seq` of `stage`: one more credit.
+void stage_credit(router_pointer self, const model_key& stage, uint64_t seq);
+/// A stage leaves the node: its queued requests fail as unavailable (retryable).
+void stage_drop(router_pointer self, const model_key& stage);
+/// A monitored downstream router went down: what it held fails as retryable.
+void stage_downstream_down(router_pointer self, const caf::actor_addr& downstream);
 
 // node_router_late.cpp
 /// Starts the late-binding controller (and its tick) when config.late is set.
