@@ -28,11 +28,15 @@ struct routing_entry {
   /// model.json of this version (gateways answer metadata requests from it).
   std::string manifest_json;
   std::vector<replica_ref> replicas;
+  /// A partitioned cold start (Flashpoint): the stages of a pipeline serving the model while no
+  /// full replica is ready; gateways send a stage_request to the first hop. Empty otherwise. When
+  /// the members complete into full replicas, one update moves them into `replicas` and empties this.
+  std::vector<pipeline_hop> pipeline;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, routing_entry& x) {
-  return f(caf::meta::type_name("routing_entry"), x.state, x.manifest_json, x.replicas);
+  return f(caf::meta::type_name("routing_entry"), x.state, x.manifest_json, x.replicas, x.pipeline);
 }
 
 /// A change of the table. `full`: the entries are the whole table (replace everything); otherwise

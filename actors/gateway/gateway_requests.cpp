@@ -33,7 +33,10 @@ void release_held(gateway_pointer self, const model_key& key) {
   auto& st = self->state;
   auto it = st.held.find(key);
   auto entry = st.table.find(key);
-  if (it == st.held.end() || entry == st.table.end() || entry->second.replicas.empty()) return;
+  if (it == st.held.end() || entry == st.table.end() ||
+      (entry->second.replicas.empty() && entry->second.pipeline.empty())) {
+    return;
+  }
   auto queue = std::move(it->second);
   st.held.erase(it);
   if (st.instruments) st.instruments->set_held(st.held_count());
@@ -134,36 +137,62 @@ const replica_ref* choose_replica(const gateway_state& st, const routing_entry& 
 }
 
 void on_routed_failure(gateway_pointer self, uint64_t id, const caf::error& err);
+void on_routed_reply(gateway_pointer self, uint64_t id, infer_reply reply);
+void dispatch_pipeline(gateway_pointer self, std::shared_ptr<Pending> p, const std::vector<pipeline_hop>& hops);
+/// The node id that stands for pipelines in `outstanding` (real node ids start at 1).
+constexpr uint64_t kPipelineNode = 0;
 
 void dispatch(gateway_pointer self, std::shared_ptr<Pending> p) {
   auto& st = self->state;
   auto entry = st.table.find(p->key);
   if (entry == st.table.end()) return fail(self, *p, not_found("unknown model " + p->key.to_string()));
   const replica_ref* replica = choose_replica(st, entry->second);
+  if (!replica && !entry->second.pipeline.empty()) return dispatch_pipeline(self, std::move(p), entry->second.pipeline);
   if (!replica) return hold(self, std::move(p));
   ++p->attempts;
   const uint64_t id = p->id;
   st.routed[id] = {p, replica->router.address(), replica->node_id};
   ++st.outstanding[replica->node_id];
   self->request(replica->router, std::chrono::microseconds(st.config.request_timeout_us), p->request)
-      .then(
-          [self, id](infer_reply& reply) {
-            auto& st = self->state;
-            auto it = st.routed.find(id);
-            if (it == st.routed.end()) return;  // re-sent elsewhere after its node was lost
-            auto routed = std::move(it->second);
-            st.routed.erase(it);
-            --st.outstanding[routed.node_id];
-            if (st.report_interval_us > 0) {  // the manager wants load reports
-              auto& counters = st.load[routed.pending->key];
-              ++counters.completions;
-              counters.busy_us += reply.compute_us;
-            }
-            finish(self, *routed.pending, "success");
-            reply.model = routed.pending->key;
-            routed.pending->promise.deliver(std::move(reply));
-          },
-          [self, id](caf::error& err) { on_routed_failure(self, id, err); });
+      .then([self, id](infer_reply& reply) { on_routed_reply(self, id, std::move(reply)); },
+            [self, id](caf::error& err) { on_routed_failure(self, id, err); });
+}
+
+/// No full replica yet, a pipeline of stages serves (a partitioned cold start): the request goes to
+/// the first stage, whose node answers with the last stage's reply. The first stage's node stands
+/// for the pipeline in the bookkeeping (a node that goes down re-sends what was sent there; a
+/// later stage that dies answers retryable through the first).
+void dispatch_pipeline(gateway_pointer self, std::shared_ptr<Pending> p, const std::vector<pipeline_hop>& hops) {
+  auto& st = self->state;
+  ++p->attempts;
+  const uint64_t id = p->id;
+  auto first = caf::actor_cast<node_router_actor>(hops.front().router);
+  st.routed[id] = {p, first.address(), kPipelineNode};
+  ++st.outstanding[kPipelineNode];
+  stage_request req;
+  req.request = p->request;
+  req.request.model = p->key;
+  req.hops = hops;
+  self->request(first, std::chrono::microseconds(st.config.request_timeout_us), std::move(req))
+      .then([self, id](infer_reply& reply) { on_routed_reply(self, id, std::move(reply)); },
+            [self, id](caf::error& err) { on_routed_failure(self, id, err); });
+}
+
+void on_routed_reply(gateway_pointer self, uint64_t id, infer_reply reply) {
+  auto& st = self->state;
+  auto it = st.routed.find(id);
+  if (it == st.routed.end()) return;  // re-sent elsewhere after its node was lost
+  auto routed = std::move(it->second);
+  st.routed.erase(it);
+  --st.outstanding[routed.node_id];
+  if (st.report_interval_us > 0) {  // the manager wants load reports
+    auto& counters = st.load[routed.pending->key];
+    ++counters.completions;
+    counters.busy_us += reply.compute_us;
+  }
+  finish(self, *routed.pending, "success");
+  reply.model = routed.pending->key;
+  routed.pending->promise.deliver(std::move(reply));
 }
 
 void on_routed_failure(gateway_pointer self, uint64_t id, const caf::error& err) {
@@ -197,6 +226,11 @@ void node_down(gateway_pointer self, const caf::actor_addr& addr) {
                                     [&](const replica_ref& r) { return r.router.address() == addr; }),
                      e.replicas.end());
     if (e.replicas.size() != before) touched.insert(key);
+    if (std::any_of(e.pipeline.begin(), e.pipeline.end(),
+                    [&](const pipeline_hop& h) { return h.router.address() == addr; })) {
+      e.pipeline.clear();  // a stage is gone: the manager rebuilds or completes; requests wait for it
+      touched.insert(key);
+    }
   }
   st.members.erase(std::remove_if(st.members.begin(), st.members.end(),
                                   [&](const replica_ref& r) { return r.router.address() == addr; }),

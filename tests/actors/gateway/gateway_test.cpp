@@ -53,6 +53,8 @@ struct RouterScript {
   bool answer_infer = true;
   bool answer_metrics = true;
   int infers = 0;
+  /// Pipeline requests taken as the first stage: their hops' node names, and the model asked for.
+  std::vector<std::vector<std::string>> stage_hops;
 };
 
 caf::behavior fake_router(caf::event_based_actor* self, std::shared_ptr<RouterScript> script) {
@@ -68,6 +70,20 @@ caf::behavior fake_router(caf::event_based_actor* self, std::shared_ptr<RouterSc
         r.model = req.model;
         r.id = req.id;
         r.node = script->node;
+        return r;
+      },
+      [self, script, held](stage_request& req) -> caf::result<infer_reply> {
+        std::vector<std::string> nodes;
+        for (const auto& h : req.hops) nodes.push_back(h.node);
+        script->stage_hops.push_back(nodes);
+        if (!script->answer_infer) {
+          held->push_back(self->make_response_promise());
+          return held->back();
+        }
+        infer_reply r;
+        r.model = req.request.model;
+        r.id = req.request.id;
+        r.node = "pipeline via " + script->node;
         return r;
       },
       [self, script, held](metrics_atom) -> caf::result<metrics_snapshot> {
@@ -189,6 +205,71 @@ TEST_F(GatewayTest, HeldRequestsAreReleasedWhenTheReplicasRoutingUpdateArrivesWi
   EXPECT_EQ(routers_[1]->infers, 2);
   EXPECT_TRUE(view_->snapshot()->find("m", 1)->ready);
   EXPECT_NE(metrics_text().find("ember_cold_starts_total{model=\"m\",version=\"1\"} 2"), std::string::npos);
+}
+
+TEST_F(GatewayTest, APipelineServesWhileNoReplicaIsReadyAndFullReplicasTakeOverInOneUpdate) {
+  manager_script_->table.entries = {entry(kModel, {})};
+  start();
+  auto held = infer("held");
+  d_.run();
+  ASSERT_FALSE(held->done());
+  // The manager publishes a pipeline of two stages (a partitioned cold start): the held request
+  // goes to the first stage, carrying the hops.
+  const replica_ref a = router(1), b = router(2);
+  routing_update staged;
+  staged.epoch = 2;
+  staged.entries = {entry(kModel, {})};
+  staged.entries[0].pipeline = {{caf::actor_cast<caf::actor>(a.router), stage_key_of(kModel, 0, 3), "r1"},
+                                {caf::actor_cast<caf::actor>(b.router), stage_key_of(kModel, 3, 6), "r2"}};
+  caf::anon_send(gateway_, staged);
+  d_.run();
+  ASSERT_TRUE(held->ok()) << held->error().to_string();
+  EXPECT_EQ(held->value().node, "pipeline via r1");
+  EXPECT_EQ(held->value().model, kModel);
+  ASSERT_EQ(routers_[1]->stage_hops.size(), 1u);
+  EXPECT_EQ(routers_[1]->stage_hops[0], (std::vector<std::string>{"r1", "r2"}));
+  EXPECT_EQ(routers_[1]->infers, 0);
+  // The members complete: one update moves them into the replicas and drops the pipeline; the
+  // next requests go to full replicas only.
+  routing_update complete;
+  complete.epoch = 3;
+  complete.entries = {entry(kModel, {a, b})};
+  caf::anon_send(gateway_, complete);
+  d_.run();
+  for (const char* id : {"w1", "w2"}) {
+    auto warm = infer(id);
+    d_.run();
+    ASSERT_TRUE(warm->ok());
+    EXPECT_EQ(warm->value().node.rfind("pipeline", 0), std::string::npos) << warm->value().node;
+  }
+  EXPECT_EQ(routers_[1]->stage_hops.size(), 1u);
+  EXPECT_EQ(routers_[1]->infers + routers_[2]->infers, 2);
+}
+
+TEST_F(GatewayTest, APipelineWhoseFirstStageDiesHoldsItsRequestsForTheManagersNextMove) {
+  const replica_ref a = router(1, /*answer_infer=*/false), b = router(2);
+  manager_script_->table.entries = {entry(kModel, {})};
+  manager_script_->table.entries[0].pipeline = {
+      {caf::actor_cast<caf::actor>(a.router), stage_key_of(kModel, 0, 3), "r1"},
+      {caf::actor_cast<caf::actor>(b.router), stage_key_of(kModel, 3, 6), "r2"}};
+  manager_script_->table.members = {a, b};
+  start();
+  auto req = infer("x");
+  d_.run();
+  ASSERT_EQ(routers_[1]->stage_hops.size(), 1u);
+  ASSERT_FALSE(req->done());
+  // The first stage's node dies with the request: the pipeline leaves the gateway's table at once
+  // and the request is held (a replica or a rebuilt pipeline will come), not lost.
+  caf::anon_send_exit(actors_[1], caf::exit_reason::kill);
+  d_.run();
+  ASSERT_FALSE(req->done());
+  routing_update warm;
+  warm.epoch = 2;
+  warm.entries = {entry(kModel, {b})};
+  caf::anon_send(gateway_, warm);
+  d_.run();
+  ASSERT_TRUE(req->ok()) << req->error().to_string();
+  EXPECT_EQ(req->value().node, "r2");
 }
 
 TEST_F(GatewayTest, ARequestWhoseNodeIsLostIsRetriedOnceOnAnotherReplica) {
