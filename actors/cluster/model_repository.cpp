@@ -18,6 +18,24 @@ bool all_digits(const std::string& s) {
   return !s.empty() && s.size() < 10 && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+/// The version's profile.json, when there is one that describes this version.
+void read_profile(RepositoryEntry& e, const gpu::Manifest& manifest) {
+  auto profile = gpu::read_profile(e.dir);
+  if (!profile.ok()) {
+    if (profile.error().code() != ErrorCode::not_found) e.profile_error = profile.error().message();
+    return;
+  }
+  bool same = profile->model == manifest.name && profile->weights_bytes == e.weights_bytes &&
+              profile->layers.size() == manifest.layers.size();
+  for (size_t i = 0; same && i < manifest.layers.size(); ++i) same = profile->layers[i].name == manifest.layers[i].name;
+  if (!same) {
+    e.profile_error = e.dir + "/" + gpu::kProfileFile + " is stale: it describes another weights file or other layers; "
+                      "run `ember model profile " + e.dir + "` again";
+    return;
+  }
+  e.profile = std::make_shared<const gpu::ModelProfile>(std::move(*profile));
+}
+
 RepositoryEntry read_version(const std::string& name, uint32_t version, const fs::path& dir) {
   RepositoryEntry e;
   e.key = {name, version};
@@ -29,8 +47,10 @@ RepositoryEntry read_version(const std::string& name, uint32_t version, const fs
   auto checked = gpu::Model::check_dir(e.dir);
   if (checked.ok()) {
     e.weights_bytes = *checked;
-    if (auto manifest = gpu::parse_manifest(e.manifest_json, e.dir); manifest.ok())
+    if (auto manifest = gpu::parse_manifest(e.manifest_json, e.dir); manifest.ok()) {
       e.autoscale = manifest->serving.autoscale;
+      read_profile(e, *manifest);
+    }
   } else {
     e.error = checked.error().message();
   }

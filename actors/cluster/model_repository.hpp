@@ -8,17 +8,20 @@
 //
 // The folder name is the model's name on the API. Every version is validated as Model::load would
 // (manifest, weights header, byte layout) without reading the weights, and a version that fails
-// stays listed with its error so that `load` can report it.
+// stays listed with its error so that `load` can report it. A version's profile.json is read when
+// present and kept only when it matches the version (its model, file size and layers).
 //
 // Pure file reading; anyone, any thread; blocking (the manager calls it through offload, never inline).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "actors/messages.hpp"
 #include "config/autoscale_config.hpp"
+#include "gpu/model_profile.hpp"
 
 namespace ember {
 
@@ -32,6 +35,11 @@ struct RepositoryEntry {
   std::string error;
   /// model.json's serving.autoscale (valid versions only): the model's own autoscaling keys.
   AutoscaleOverrides autoscale;
+  /// profile.json beside the version (`ember model profile`): per-layer bytes, digests, times and
+  /// activation sizes, what a partitioned cold start is planned from. Null when absent, stale (its
+  /// sizes or layers differ from the version's) or unreadable; then `profile_error` says why.
+  std::shared_ptr<const gpu::ModelProfile> profile;
+  std::string profile_error;
 };
 
 /// Every version of every model under `root`, sorted by name then version.

@@ -5,6 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include "actors/cluster/model_repository.hpp"
+#include "gpu/model_profile.hpp"
+#include "tests/gpu/test_util.hpp"
+#include "transport/checksum.hpp"
+
 namespace ember {
 namespace model_registry_test {
 
@@ -306,4 +311,37 @@ TEST(ModelRegistry, AfterAJoinIdleModelsWithWaitersOrTooFewReplicasAreOfferedAga
 }
 
 }  // namespace model_registry_test
+}  // namespace ember
+
+namespace ember {
+namespace model_repository_test {
+
+std::string sha_hex(const uint8_t* data, uint64_t bytes) {
+  return transport::to_hex(transport::Sha256::of(data, bytes));
+}
+
+TEST(ModelRepository, ReadsAVersionsProfileAndRefusesAStaleOne) {
+  gpu::testing::TempDir root;
+  auto gpt = gpu::testing::tiny_model("gpt2", root / "gpt2/1");
+  gpu::testing::tiny_model("mlp", root / "mlp/1");
+  auto device = gpu::testing::sim_device();
+  auto profile = gpu::measure_profile(gpt, *device, {1}, 8, sha_hex);
+  ASSERT_TRUE(profile.ok()) << profile.error().to_string();
+  ASSERT_TRUE(gpu::write_profile(root / "gpt2/1", *profile).ok());
+  ASSERT_TRUE(gpu::write_profile(root / "mlp/1", *profile).ok());  // another model's profile
+
+  auto entries = scan_repository(root.path());
+  ASSERT_EQ(entries.size(), 2u);
+  const RepositoryEntry& g = entries[0];
+  ASSERT_EQ(g.key, (model_key{"gpt2", 1}));
+  ASSERT_TRUE(g.profile) << g.profile_error;
+  EXPECT_EQ(g.profile->layers.size(), gpt->num_layers());
+  EXPECT_EQ(g.profile->layers[2].sha256, profile->layers[2].sha256);
+  const RepositoryEntry& m = entries[1];
+  EXPECT_TRUE(m.error.empty()) << "a stale profile does not make the model invalid";
+  EXPECT_FALSE(m.profile);
+  EXPECT_NE(m.profile_error.find("stale"), std::string::npos) << m.profile_error;
+}
+
+}  // namespace model_repository_test
 }  // namespace ember
