@@ -176,9 +176,9 @@ typename Inspector::result_type inspect(Inspector& f, replica_info& x) {
 struct blob_part {
   uint32_t first_layer = 0;
   uint32_t last_layer = 0;
-  uint64_t header_bytes = 0;  // [0, header_bytes) of the file
-  std::string header_sha256;  // hex
-  uint64_t offset = 0;        // file offset of the first layer's bytes
+  uint64_t header_bytes = 0;              // [0, header_bytes) of the file
+  std::string header_sha256;              // hex
+  uint64_t offset = 0;                    // file offset of the first layer's bytes
   std::vector<uint64_t> layer_bytes;      // per layer of the range, in order
   std::vector<std::string> layer_sha256;  // hex, per layer of the range
 

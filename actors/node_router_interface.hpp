@@ -49,8 +49,8 @@ using node_router_actor = caf::typed_actor<
     /// From a downstream stage: it took request `seq` of this node's stage `stage`.
     caf::reacts_to<credit_atom, model_key, uint64_t>,
     /// Drops the model's bytes from the host cache unless a replica here uses them.
-    caf::replies_to<evict_atom, model_key>::with<bool>,
-    caf::replies_to<report_atom>::with<node_report>, caf::replies_to<metrics_atom>::with<metrics_snapshot>,
+    caf::replies_to<evict_atom, model_key>::with<bool>, caf::replies_to<report_atom>::with<node_report>,
+    caf::replies_to<metrics_atom>::with<metrics_snapshot>,
     /// The autoscaler's tick (the manager asks every node): per ready replica, the requests queued
     /// here and not executing yet (late binding's queue; 0 with pinned binding, whose executor
     /// queues are per device). Only `queued` is set: the gateways count what is in flight.

@@ -1,12 +1,11 @@
 // `ember model new`, `ember model inspect` and `ember model profile`.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
-#include "cli/commands.hpp"
 #include "base/units.hpp"
+#include "cli/commands.hpp"
 #include "gpu/architectures.hpp"
 #include "gpu/device_registry.hpp"
 #include "gpu/model.hpp"
@@ -167,13 +166,15 @@ void add_model_commands(CLI::App& app, Runner& runner) {
   inspect->callback([dir, as_json, &runner] { runner = [dir, as_json] { return run_inspect(*dir, *as_json); }; });
 
   auto p = std::make_shared<ProfileOptions>();
-  auto* profile = model->add_subcommand(
-      "profile", "Measure every layer (bytes, SHA-256, time, activation bytes) and write DIR/profile.json, "
-                 "which the partition planner and the nodes read");
+  auto* profile =
+      model->add_subcommand("profile",
+                            "Measure every layer (bytes, SHA-256, time, activation bytes) and write DIR/profile.json, "
+                            "which the partition planner and the nodes read");
   profile->add_option("dir", p->dir, "Model version directory")->required();
   profile->add_option("--batches", p->batches, "Batch sizes to time (default: 1 and serving.max_batch)")
       ->delimiter(',');
-  profile->add_option("--seq-len", p->seq_len, "Length of free non-batch input dims")->default_val(16)
+  profile->add_option("--seq-len", p->seq_len, "Length of free non-batch input dims")
+      ->default_val(16)
       ->check(CLI::Range(1, 1 << 16));
   profile->add_option("--device-memory", p->device_memory, "Memory of the simulated device (without a GPU)")
       ->default_val("16GiB");

@@ -190,8 +190,8 @@ Result<std::shared_ptr<const Model>> Model::stage(const std::shared_ptr<const Mo
   };
   Manifest m;
   m.name = stage_name(whole->manifest().name, range);
-  m.description = "layers [" + std::to_string(range.first) + ", " + std::to_string(range.last) + ") of " +
-                  whole->manifest().name;
+  m.description =
+      "layers [" + std::to_string(range.first) + ", " + std::to_string(range.last) + ") of " + whole->manifest().name;
   m.serving = whole->manifest().serving;
   for (uint32_t v : g.range_inputs(range)) m.inputs.push_back(spec_of(v));
   for (uint32_t v : g.range_outputs(range)) m.outputs.push_back(spec_of(v));
@@ -203,7 +203,8 @@ Result<std::shared_ptr<const Model>> Model::stage(const std::shared_ptr<const Mo
   index.data_offset = whole->data_offset() + bytes.offset;
   index.data_bytes = bytes.length;
   for (const TensorInfo& t : whole->weights_index().tensors) {
-    if (t.data.offset < bytes.offset || t.data.end() > bytes.end() || (t.data.length == 0 && t.data.offset == bytes.end())) {
+    if (t.data.offset < bytes.offset || t.data.end() > bytes.end() ||
+        (t.data.length == 0 && t.data.offset == bytes.end())) {
       continue;
     }
     TensorInfo s = t;

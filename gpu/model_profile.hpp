@@ -39,8 +39,8 @@ inline constexpr int kProfileFormatVersion = 1;
 struct LayerCost {
   std::string name;
   uint64_t bytes = 0;
-  std::string sha256;              // hex
-  std::vector<double> exec_us;     // per ModelProfile::batches entry
+  std::string sha256;               // hex
+  std::vector<double> exec_us;      // per ModelProfile::batches entry
   std::vector<uint64_t> out_bytes;  // per ModelProfile::batches entry
 };
 

@@ -84,8 +84,8 @@ Result<FrameReceiver::Landing> FrameReceiver::accept(const FrameHeader& h) {
   }
   if (h.kind == FrameKind::end) {
     if (accepted_ != end_at_) {
-      return fail(corrupt("end frame after " + std::to_string(accepted_) + " of " + std::to_string(end_at_) +
-                          " bytes" + (ranged_ ? " of the range" : "")));
+      return fail(corrupt("end frame after " + std::to_string(accepted_) + " of " + std::to_string(end_at_) + " bytes" +
+                          (ranged_ ? " of the range" : "")));
     }
     end_ = h.digest;
     return Landing{};

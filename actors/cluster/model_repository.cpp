@@ -29,8 +29,10 @@ void read_profile(RepositoryEntry& e, const gpu::Manifest& manifest) {
               profile->layers.size() == manifest.layers.size();
   for (size_t i = 0; same && i < manifest.layers.size(); ++i) same = profile->layers[i].name == manifest.layers[i].name;
   if (!same) {
-    e.profile_error = e.dir + "/" + gpu::kProfileFile + " is stale: it describes another weights file or other layers; "
-                      "run `ember model profile " + e.dir + "` again";
+    e.profile_error = e.dir + "/" + gpu::kProfileFile +
+                      " is stale: it describes another weights file or other layers; "
+                      "run `ember model profile " +
+                      e.dir + "` again";
     return;
   }
   e.profile = std::make_shared<const gpu::ModelProfile>(std::move(*profile));

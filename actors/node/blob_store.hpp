@@ -54,7 +54,7 @@ class BlobStore final : public GrowingBlobShelf {
     /// What the blob server sends. One per resident blob, so its SHA-256 (sent with every
     /// transfer) is computed once, not once per transfer.
     std::shared_ptr<const transport::Blob> blob;  // null for a stage's share (never served)
-    uint64_t held = 0;                             // bytes counted in used_bytes()
+    uint64_t held = 0;                            // bytes counted in used_bytes()
   };
   mutable std::mutex mu_;
   std::map<std::string, Entry> blobs_;  // guarded by mu_

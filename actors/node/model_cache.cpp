@@ -92,7 +92,9 @@ class PartSink final : public transport::BlobSink {
   std::shared_ptr<gpu::HostBuffer> buffer_;
 };
 
-std::string hex_of(const uint8_t* data, uint64_t bytes) { return transport::to_hex(transport::Sha256::of(data, bytes)); }
+std::string hex_of(const uint8_t* data, uint64_t bytes) {
+  return transport::to_hex(transport::Sha256::of(data, bytes));
+}
 
 // The header and every layer of `part` in `buffer` against their digests: corrupt naming the
 // first that differs.
@@ -158,7 +160,8 @@ Result<blob_ref> fetch_part_from_sources(const ModelCacheConfig& config, const f
     if (!dir.empty()) {
       auto file = transport::FileBlob::open(dir + "/" + gpu::kWeightsFile);
       Status st = file.ok() ? Status::OK() : Status(file.error());
-      if (st.ok() && (*file)->size() != req.blob_bytes) st = corrupt("the file has " + std::to_string((*file)->size()) + " bytes");
+      if (st.ok() && (*file)->size() != req.blob_bytes)
+        st = corrupt("the file has " + std::to_string((*file)->size()) + " bytes");
       if (st.ok()) st = (*file)->read(0, buffer->data(), part.header_bytes);
       if (st.ok()) st = (*file)->read(part.offset, buffer->data() + part.offset, part.length());
       if (st.ok()) st = check_part(*buffer, part);
@@ -173,13 +176,13 @@ Result<blob_ref> fetch_part_from_sources(const ModelCacheConfig& config, const f
     if (st.ok()) st = fetch_range(config, src, req, sink, part.offset, part.offset + part.length(), received);
     if (st.ok()) st = check_part(*buffer, part);
     if (st.ok()) return blob_ref{buffer, src.kind, src.name, received, elapsed_us()};
-    spdlog::warn("fetch of layers [{}, {}) of {} from {} {} failed: {}", part.first_layer, part.last_layer, req.blob_key,
-                 to_string(src.kind), src.name, st.error().message());
+    spdlog::warn("fetch of layers [{}, {}) of {} from {} {} failed: {}", part.first_layer, part.last_layer,
+                 req.blob_key, to_string(src.kind), src.name, st.error().message());
     failures += " " + std::string(to_string(src.kind)) + " " + src.name + ": " + st.error().message() + ";";
   }
   if (failures.empty()) failures = " no source was given and the node's repository does not have it";
-  return unavailable("cannot fetch layers [" + std::to_string(part.first_layer) + ", " + std::to_string(part.last_layer) +
-                     ") of model " + req.model.to_string() + ":" + failures);
+  return unavailable("cannot fetch layers [" + std::to_string(part.first_layer) + ", " +
+                     std::to_string(part.last_layer) + ") of model " + req.model.to_string() + ":" + failures);
 }
 
 struct cache_state {

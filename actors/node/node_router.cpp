@@ -10,8 +10,8 @@
 #include <optional>
 
 #include "actors/errors.hpp"
-#include "actors/node_router_interface.hpp"
 #include "actors/node/node_router_state.hpp"
+#include "actors/node_router_interface.hpp"
 #include "base/units.hpp"
 
 namespace ember {

@@ -140,8 +140,8 @@ void stage_run(router_pointer self, const model_key& key, std::shared_ptr<Pendin
     auto it = std::find_if(p->request.request.inputs.begin(), p->request.request.inputs.end(),
                            [&](const tensor_msg& t) { return t.name == name; });
     if (it == p->request.request.inputs.end()) {
-      p->promise.deliver(to_caf(invalid_argument("stage " + key.to_string() + " needs '" + name +
-                                                 "', which the request does not carry")));
+      p->promise.deliver(to_caf(
+          invalid_argument("stage " + key.to_string() + " needs '" + name + "', which the request does not carry")));
       return stage_finish(self, key);
     }
     local.inputs.push_back(*it);
@@ -218,8 +218,8 @@ void stage_drop(router_pointer self, const model_key& stage) {
   auto pending = std::move(it->second.pending);
   self->state.stages.erase(it);
   for (auto& p : pending) {
-    p.promise.deliver(to_caf(unavailable("pipeline stage " + stage.to_string() + " left node " +
-                                         self->state.config.name)));
+    p.promise.deliver(
+        to_caf(unavailable("pipeline stage " + stage.to_string() + " left node " + self->state.config.name)));
   }
 }
 

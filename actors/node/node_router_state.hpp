@@ -13,8 +13,8 @@
 #include <chrono>
 #include <deque>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 

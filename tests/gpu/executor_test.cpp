@@ -137,7 +137,8 @@ TEST_P(EveryArchitecture, ThreeStagesCutAsModelsEqualTheWholeModel) {
     }
     carried = std::move(next);
   }
-  for (const auto& t : whole) EXPECT_TRUE(testing::bitwise_equal(by_name(carried, t.name), t)) << GetParam() << " " << t.name;
+  for (const auto& t : whole)
+    EXPECT_TRUE(testing::bitwise_equal(by_name(carried, t.name), t)) << GetParam() << " " << t.name;
 }
 
 TEST(ModelStage, BadRangesAreRefusedAndTheNameMarksTheStage) {

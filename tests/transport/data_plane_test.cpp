@@ -182,8 +182,9 @@ TEST_P(DataPlane, FetchesALayerRangeFromMemoryAndFromAFile) {
   auto bytes = testing::random_bytes(12 * kMiB + 9, 41);
   BlobServerOptions server_options;
   server_options.chunk_bytes = 1u << 20;
-  auto server = start(lookup_of({{"m", MemoryBlob::of(bytes)}, {"f", std::make_shared<const testing::ReadBlob>(bytes)}}),
-                      server_options);
+  auto server =
+      start(lookup_of({{"m", MemoryBlob::of(bytes)}, {"f", std::make_shared<const testing::ReadBlob>(bytes)}}),
+            server_options);
   ASSERT_TRUE(server);
   const uint64_t first = 3 * kMiB + 11;
   const uint64_t length = 5 * kMiB + 3;

@@ -37,7 +37,8 @@ std::string sha_hex(const uint8_t* data, uint64_t bytes) {
 /// digest the server sends is of what it read, so only the per-layer digests catch it.
 class FlippingBlob final : public transport::Blob {
  public:
-  FlippingBlob(std::shared_ptr<const gpu::HostBuffer> bytes, uint64_t flip_at) : bytes_(std::move(bytes)), flip_at_(flip_at) {}
+  FlippingBlob(std::shared_ptr<const gpu::HostBuffer> bytes, uint64_t flip_at)
+      : bytes_(std::move(bytes)), flip_at_(flip_at) {}
   uint64_t size() const override { return bytes_->size(); }
   Status read(uint64_t offset, void* dst, uint64_t n) const override {
     std::memcpy(dst, bytes_->data() + offset, n);
@@ -80,17 +81,19 @@ struct Pipeline {
     auto device = gpu::testing::sim_device();
     profile = testing::must(gpu::measure_profile(model, *device, {1}, 8, sha_hex), "profiling");
     auto file = testing::must(transport::FileBlob::open(dir / gpu::kWeightsFile), "weights");
-    server = testing::must(transport::BlobServer::start({}, [file](const std::string&) {
-                             return Result<std::shared_ptr<const transport::Blob>>(file);
-                           }), "blob server");
+    server = testing::must(
+        transport::BlobServer::start(
+            {}, [file](const std::string&) { return Result<std::shared_ptr<const transport::Blob>>(file); }),
+        "blob server");
     // The flipped byte lies in the middle stage's layers.
     const uint32_t n = model->num_layers();
     ranges = {{0, n / 3}, {n / 3, 2 * n / 3}, {2 * n / 3, n}};
     const uint64_t flip = model->data_offset() + model->range_bytes(ranges[1]).offset + 7;
     auto flipping = std::make_shared<FlippingBlob>(model->file(), flip);
-    bad = testing::must(transport::BlobServer::start({}, [flipping](const std::string&) {
-                          return Result<std::shared_ptr<const transport::Blob>>(flipping);
-                        }), "bad server");
+    bad = testing::must(
+        transport::BlobServer::start(
+            {}, [flipping](const std::string&) { return Result<std::shared_ptr<const transport::Blob>>(flipping); }),
+        "bad server");
     for (int i = 0; i < kStages; ++i) {
       const std::string name = "n" + std::to_string(i);
       auto engine = testing::must(
@@ -182,13 +185,15 @@ TEST(Pipeline, ThreeStagesFetchOnlyTheirLayersAndAnswerAsTheWholeModel) {
   // The middle stage's first source flips a byte of its layers: caught by the layer digest, the
   // repository is tried next.
   for (int i = 0; i < Pipeline::kStages; ++i) {
-    auto sources = i == 1 ? std::vector<blob_source>{f.bad_peer(), f.repository()} : std::vector<blob_source>{f.repository()};
+    auto sources =
+        i == 1 ? std::vector<blob_source>{f.bad_peer(), f.repository()} : std::vector<blob_source>{f.repository()};
     auto info = ask<replica_info>(*f.sys, f.routers[i], 30s, f.stage_load(i, sources));
     ASSERT_TRUE(info.ok()) << info.error().to_string();
     EXPECT_EQ(info->model, stage_key_of(f.key, f.ranges[i].first, f.ranges[i].last));
     EXPECT_EQ(info->source, SourceTier::repository);
     const blob_part part = f.part_of(f.ranges[i]);
-    EXPECT_EQ(info->bytes_fetched, part.header_bytes + part.length()) << "stage " << i << " fetched more than its share";
+    EXPECT_EQ(info->bytes_fetched, part.header_bytes + part.length())
+        << "stage " << i << " fetched more than its share";
     // The stage's share is not a cached model: the node does not offer it to peers.
     EXPECT_TRUE(f.stores[i]->models().empty());
     EXPECT_EQ(f.stores[i]->used_bytes(), part.header_bytes + part.length());
