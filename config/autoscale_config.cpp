@@ -2,6 +2,8 @@
 // config/config_detail.hpp). AutoscaleConfig and the meaning of each key are in autoscale_config.hpp.
 #include "config/autoscale_config.hpp"
 
+#include <cmath>
+
 #include "base/units.hpp"
 #include "config/config_detail.hpp"
 #include "config/yaml_section.hpp"
@@ -41,6 +43,13 @@ Status check_autoscaler_settings(const AutoscalerSettings& s, const std::string&
   EMBER_RETURN_IF_ERROR(check_duration(at, k + "interval", s.interval_us, 10 * kMs, 60'000 * kMs));
   EMBER_RETURN_IF_ERROR(check_duration(at, k + "look_back", s.look_back_us, s.interval_us, kHour));
   EMBER_RETURN_IF_ERROR(check_duration(at, k + "drain_timeout", s.drain_timeout_us, 100 * kMs, kHour));
+  if (s.partition_stages < 1 || s.partition_stages > 64) {
+    return invalid_argument(at + ": " + k + "partition_stages: " + std::to_string(s.partition_stages) +
+                            " is outside 1..64");
+  }
+  if (!(s.partition_bandwidth > 0) || !std::isfinite(s.partition_bandwidth)) {
+    return invalid_argument(at + ": " + k + "partition_bandwidth: must be a positive bandwidth such as 1Gbit/s");
+  }
   return Status::OK();
 }
 
@@ -72,7 +81,7 @@ Status parse_autoscale(const config_yaml::YamlSection& s, AutoscaleConfig& c, Au
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
   EMBER_RETURN_IF_ERROR(
       s.check_keys({"enabled", "interval", "look_back", "drain_timeout", "chain_scale_up", "peer_sources", "placement",
-                    "policy", "min_replicas", "max_replicas", "target_ongoing_requests", "headroom",
+                    "partition_stages", "partition_bandwidth", "policy", "min_replicas", "max_replicas", "target_ongoing_requests", "headroom",
                     "target_queue_latency", "target_requests_per_minute", "upscale_delay", "downscale_delay",
                     "idle_timeout", "host_keep_alive", "downscale_tolerance"}));
   EMBER_RETURN_IF_ERROR(s.read_bool("enabled", loop.enabled));
@@ -82,6 +91,8 @@ Status parse_autoscale(const config_yaml::YamlSection& s, AutoscaleConfig& c, Au
   EMBER_RETURN_IF_ERROR(s.read_bool("chain_scale_up", loop.chain_scale_up));
   EMBER_RETURN_IF_ERROR(s.read_bool("peer_sources", loop.peer_sources));
   EMBER_RETURN_IF_ERROR(s.read_word("placement", loop.placement, parse_placement_policy));
+  EMBER_RETURN_IF_ERROR(s.read_uint_as("partition_stages", 64, loop.partition_stages));
+  EMBER_RETURN_IF_ERROR(s.read("partition_bandwidth", loop.partition_bandwidth, parse_bandwidth));
   EMBER_RETURN_IF_ERROR(s.read_word("policy", c.policy, parse_scaling_policy));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("min_replicas", AutoscaleConfig::kMaxReplicas, c.min_replicas));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("max_replicas", AutoscaleConfig::kMaxReplicas, c.max_replicas));

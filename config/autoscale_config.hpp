@@ -87,6 +87,14 @@ struct AutoscalerSettings {
   bool peer_sources = true;
   /// Where new replicas go (config/choices.hpp): locality (default) or random.
   PlacementPolicy placement = PlacementPolicy::locality;
+  /// Partitioned cold starts (Flashpoint): a scale-up to several replicas of a model no node holds
+  /// (and that has a profile.json) may cut it into at most this many pipeline stages loaded in
+  /// parallel on as many nodes, serving through the pipeline until each node completes into a full
+  /// replica. 1 = never. Default 4; 1..64. The plan decides the stage count (often fewer).
+  uint32_t partition_stages = 4;
+  /// The bandwidth a stage's bytes and the activations between stages are planned with (the
+  /// nodes' links). Default 1Gbit/s.
+  double partition_bandwidth = 125e6;
 };
 
 struct AutoscaleOverrides {

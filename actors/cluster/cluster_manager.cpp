@@ -26,6 +26,7 @@
 #include "actors/cluster/autoscaler_loop.hpp"
 #include "actors/cluster/chain_relay.hpp"  // and the chain controller, load planner, registry, membership
 #include "actors/cluster/manager_instruments.hpp"
+#include "actors/cluster/partition_controller.hpp"
 #include "actors/cluster/repository_index.hpp"
 #include "actors/cluster/routing_publisher.hpp"
 #include "actors/errors.hpp"
@@ -64,6 +65,8 @@ struct manager_state {
   };
   std::map<uint64_t, Drain> drains;
   uint64_t next_drain = 1;
+  // -- partitioned cold starts --
+  PartitionController partitions;
 };
 
 using manager_pointer = cluster_manager_actor::stateful_pointer<manager_state>;
@@ -180,8 +183,10 @@ void revive_drains(manager_pointer self, const model_key& key) {
   if (revived) publish(self, {key});
 }
 
+/// `announce` false: the caller publishes and places afterwards (a pipeline's members completing
+/// into replicas together, in one routing update).
 void on_load_answer(manager_pointer self, const model_key& key, uint64_t node, uint64_t attempt,
-                    const Result<replica_info>& r) {
+                    const Result<replica_info>& r, bool announce = true) {
   auto& st = self->state;
   st.members.unreserve(node, attempt);  // bound below on success; free again otherwise
   if (r.ok()) {
@@ -189,26 +194,233 @@ void on_load_answer(manager_pointer self, const model_key& key, uint64_t node, u
     if (!v) return;  // stale
     st.members.bind(node, r->device, v->entry.weights_bytes);
     st.members.note_cached(node, key, true);
+    st.partitions.allow(key);
     st.registry.answer_waiters(*v);
     st.instruments.count_cold_start(r->source, static_cast<double>(r->load_us) / 1e6);
     if (st.autoscaler) st.autoscaler->cold_start_measured(r->source, r->load_us);
+    if (!announce) return;
     publish(self, {key});
     if (v->loading_on.empty() && v->replicas.size() < v->wanted) place(self, key);  // wanted more meanwhile
     return;
   }
   const auto* n = st.members.find(node);
   const auto outcome = st.registry.load_failed(key, node, attempt, r.error(), n ? n->report.name : "");
-  if (outcome == ModelRegistry::LoadFailure::stale) return;
+  if (outcome == ModelRegistry::LoadFailure::stale || !announce) return;
   publish(self, {key});
   if (outcome == ModelRegistry::LoadFailure::retry_elsewhere) place(self, key);  // another node, if any is left
+}
+
+// -- partitioned cold starts ------------------------------------------------------------------
+
+/// Stages leave their nodes this long after the pipeline left the routing table: what was sent
+/// through it is answered first (a request still queued then fails as retryable and is re-sent).
+constexpr auto kPipelineGrace = std::chrono::seconds(5);
+
+void unload_stage(manager_pointer self, uint64_t node, const model_key& stage) {
+  if (const auto* n = self->state.members.find(node)) caf::anon_send(n->router, unload_atom_v, stage);
+}
+
+/// A build that cannot serve (a stage failed, or a member was lost before every stage was bound):
+/// the stages bound so far leave their nodes, the members' loads are called off (the failed one
+/// counts against its node) and the version is placed as usual.
+void give_up_pipeline(manager_pointer self, const model_key& key, uint64_t failed_node, uint64_t failed_attempt,
+                      const Error& why) {
+  auto& st = self->state;
+  PipelineBuild* b = st.partitions.find(key);
+  if (!b) return;
+  spdlog::warn("manager: partitioned cold start of {} given up: {}; placing it whole", key.to_string(), why.message());
+  for (const StageSpot& s : b->stages) {
+    st.members.unreserve(s.node, s.attempt);
+    if (s.node == failed_node && s.attempt == failed_attempt) {
+      const auto* n = st.members.find(s.node);
+      st.registry.load_failed(key, s.node, s.attempt, why, n ? n->report.name : "");
+      continue;
+    }
+    if (s.stage_ready) unload_stage(self, s.node, s.stage);
+    st.registry.load_cancelled(key, s.node, s.attempt);
+  }
+  st.partitions.erase(key);
+  st.partitions.forbid(key);
+  if (ModelVersion* v = st.registry.find(key); v && v->key() == key) v->pipeline.clear();
+  publish(self, {key});
+  place(self, key);
+}
+
+void member_completed(manager_pointer self, const model_key& key, uint64_t node, uint64_t attempt,
+                      const Result<replica_info>& r);
+
+/// A member fetches the rest of the model and binds it whole, beside its stage.
+void complete_member(manager_pointer self, const model_key& key, StageSpot& s) {
+  auto& st = self->state;
+  const ModelVersion* v = st.registry.find(key);
+  if (!v || s.completing) return;
+  s.completing = true;
+  LoadPlan plan;
+  plan.node = s.node;
+  plan.sources = {*st.planner.source_named(kRepositoryName)};
+  const auto* n = st.members.find(s.node);
+  if (!n) return;
+  self->request(n->router, kLoadTimeout, load_request(*v, plan))
+      .then([self, key, node = s.node, attempt = s.attempt](
+                replica_info& info) { member_completed(self, key, node, attempt, std::move(info)); },
+            [self, key, node = s.node, attempt = s.attempt](caf::error& err) {
+              member_completed(self, key, node, attempt, from_caf(err));
+            });
+}
+
+void member_completed(manager_pointer self, const model_key& key, uint64_t node, uint64_t attempt,
+                      const Result<replica_info>& r) {
+  auto& st = self->state;
+  PipelineBuild* b = st.partitions.find(key);
+  StageSpot* s = b ? PartitionController::spot(*b, node, attempt) : nullptr;
+  if (!s || b->dissolved) {
+    // On its own: a dissolved pipeline's member (or a build already gone) is a replica like any.
+    if (s) {
+      unload_stage(self, node, s->stage);
+      std::erase_if(b->stages, [&](const StageSpot& x) { return x.node == node && x.attempt == attempt; });
+      if (b->stages.empty()) st.partitions.erase(key);
+    }
+    return on_load_answer(self, key, node, attempt, r);
+  }
+  s->completed = r;
+  if (!std::all_of(b->stages.begin(), b->stages.end(), [](const StageSpot& x) { return x.completed.has_value(); })) {
+    return;
+  }
+  // Every member answered: the pipeline leaves and the replicas arrive in one routing update.
+  const PipelineBuild done = std::move(*b);
+  st.partitions.erase(key);
+  uint32_t ready = 0;
+  for (const StageSpot& x : done.stages) {
+    ready += x.completed->ok();
+    on_load_answer(self, key, x.node, x.attempt, *x.completed, /*announce=*/false);
+  }
+  ModelVersion* v = st.registry.find(key);
+  if (v && v->key() == key) v->pipeline.clear();
+  spdlog::info("manager: {} completed into {} full replica(s); its pipeline of {} stages leaves", key.to_string(), ready,
+               done.stages.size());
+  publish(self, {key});
+  std::vector<std::pair<uint64_t, model_key>> stages;
+  for (const StageSpot& x : done.stages) stages.emplace_back(x.node, x.stage);
+  self->delayed_send(self, kPipelineGrace, offload_done{[self, stages] {
+                       for (const auto& [n, stage] : stages) unload_stage(self, n, stage);
+                     }});
+  if (v && v->loading_on.empty() && v->replicas.size() < std::max<uint32_t>(1, v->wanted)) place(self, key);
+}
+
+void stage_loaded(manager_pointer self, const model_key& key, uint64_t node, uint64_t attempt,
+                  const Result<replica_info>& r) {
+  auto& st = self->state;
+  PipelineBuild* b = st.partitions.find(key);
+  StageSpot* s = b ? PartitionController::spot(*b, node, attempt) : nullptr;
+  if (!s) {
+    if (r.ok()) unload_stage(self, node, r->model);  // a build given up meanwhile
+    return;
+  }
+  if (!r.ok()) return give_up_pipeline(self, key, node, attempt, r.error());
+  s->stage_ready = true;
+  if (b->dissolved) return complete_member(self, key, *s);
+  if (!std::all_of(b->stages.begin(), b->stages.end(), [](const StageSpot& x) { return x.stage_ready; })) return;
+  ModelVersion* v = st.registry.find(key);
+  if (!v || v->key() != key) return give_up_pipeline(self, key, 0, 0, unavailable("the version went away"));
+  v->pipeline.clear();
+  std::string route;
+  for (const StageSpot& x : b->stages) {
+    const auto* n = st.members.find(x.node);
+    v->pipeline.push_back({caf::actor_cast<caf::actor>(n->router), x.stage, n->report.name});
+    route += (route.empty() ? "" : " -> ") + n->report.name + " [" + std::to_string(x.part.first_layer) + ", " +
+             std::to_string(x.part.last_layer) + ")";
+  }
+  b->published = true;
+  spdlog::info("manager: {} serves through a pipeline: {}", key.to_string(), route);
+  st.registry.answer_waiters(*v);
+  publish(self, {key});
+  for (StageSpot& x : b->stages) complete_member(self, key, x);
+}
+
+/// A scale-up of a version no node holds, on two or more nodes: a pipeline of stages when its
+/// profile says one pays (true: started). Otherwise the caller places whole replicas.
+bool start_pipeline(manager_pointer self, ModelVersion& v) {
+  auto& st = self->state;
+  const uint32_t want = std::max<uint32_t>(1, v.wanted);
+  if (st.partitions.max_stages() < 2 || want < 2 || !v.replicas.empty() || !v.loading_on.empty() ||
+      !v.entry.profile || st.partitions.forbidden(v.key())) {
+    return false;
+  }
+  for (const auto& [id, node] : st.members.nodes())
+    if (st.members.caches(id, v.key())) return false;  // a node holds the bytes: a plain start is as quick
+  const auto nodes = st.planner.candidates(v, std::min(want, st.partitions.max_stages()));
+  auto build = st.partitions.plan(v, nodes, want, want, 0);
+  if (!build.ok()) {
+    spdlog::debug("manager: {}", build.error().message());
+    return false;
+  }
+  const model_key key = v.key();
+  for (StageSpot& s : build->stages) {
+    s.attempt = st.registry.load_started(v, s.node);
+    // The whole model's memory: the member completes into a full replica.
+    st.members.reserve(s.node, s.attempt, v.entry.weights_bytes);
+  }
+  spdlog::info("manager: cold start of {} as {} pipeline stages (planned cold start {:.0f} ms, bottleneck {:.1f} ms)",
+               key.to_string(), build->stages.size(), static_cast<double>(build->plan.cold_start_us) / 1e3,
+               static_cast<double>(build->plan.bottleneck_us) / 1e3);
+  for (const StageSpot& s : build->stages) {
+    load_stage msg;
+    LoadPlan plan;
+    plan.node = s.node;
+    plan.sources = {*st.planner.source_named(kRepositoryName)};
+    msg.load = load_request(v, plan);
+    msg.part = s.part;
+    const auto* n = st.members.find(s.node);
+    self->request(n->router, kLoadTimeout, std::move(msg))
+        .then([self, key, node = s.node,
+               attempt = s.attempt](replica_info& info) { stage_loaded(self, key, node, attempt, std::move(info)); },
+              [self, key, node = s.node, attempt = s.attempt](caf::error& err) {
+                stage_loaded(self, key, node, attempt, from_caf(err));
+              });
+  }
+  st.partitions.add(std::move(*build));
+  publish(self, {key});
+  return true;
+}
+
+/// A node was lost: a build not serving yet is given up; a serving one dissolves (its pipeline
+/// leaves routing, the other members complete on their own). Before the registry forgets the node.
+void pipelines_lost_node(manager_pointer self, uint64_t node) {
+  auto& st = self->state;
+  for (const model_key& key : st.partitions.on_node(node)) {
+    PipelineBuild* b = st.partitions.find(key);
+    auto lost = std::find_if(b->stages.begin(), b->stages.end(), [&](const StageSpot& s) { return s.node == node; });
+    if (!b->published) {
+      give_up_pipeline(self, key, lost->node, lost->attempt, unavailable("a member node was lost"));
+      continue;
+    }
+    spdlog::warn("manager: a member of {}'s pipeline was lost; the others complete on their own", key.to_string());
+    st.members.unreserve(lost->node, lost->attempt);
+    b->stages.erase(lost);
+    b->dissolved = true;
+    if (ModelVersion* v = st.registry.find(key); v && v->key() == key) v->pipeline.clear();
+    publish(self, {key});
+    // Members that completed already become replicas now; the others as they answer.
+    std::vector<StageSpot> finished;
+    for (const StageSpot& s : b->stages)
+      if (s.completed) finished.push_back(s);
+    std::erase_if(b->stages, [](const StageSpot& s) { return s.completed.has_value(); });
+    if (b->stages.empty()) st.partitions.erase(key);
+    for (const StageSpot& s : finished) {
+      unload_stage(self, s.node, s.stage);
+      on_load_answer(self, key, s.node, s.attempt, *s.completed);
+    }
+  }
 }
 
 /// Starts the replicas `key` lacks (at least one) unless loads are in flight.
 void place(manager_pointer self, const model_key& key) {
   auto& st = self->state;
+  if (const ModelVersion* f = st.registry.find(key); f && st.partitions.find(f->key())) return;  // a pipeline build
   revive_drains(self, key);
   ModelVersion* v = st.registry.to_place(key);
   if (!v) return;
+  if (start_pipeline(self, *v)) return;
   auto plans = st.planner.place(*v, now_ms(self));
   if (!plans.ok()) return st.registry.placement_failed(*v, plans.error());
   for (const auto& plan : plans->loads) {
@@ -446,6 +658,7 @@ void on_down(manager_pointer self, const caf::down_msg& msg) {
   if (!id) return void(st.routing.unsubscribe(msg.source));
   const std::string name = st.members.leave(*id)->report.name;
   std::erase_if(st.drains, [&](const auto& d) { return d.second.node == *id; });
+  pipelines_lost_node(self, *id);
   send_all(self, st.relay.node_lost(name));
   // Its answers to distributions will never come (CAF does not fail requests to a lost node).
   for (uint64_t call : st.distributions.waiting_on(*id))
@@ -468,6 +681,14 @@ model_state unload(manager_pointer self, const model_key& which) {
   std::set<model_key> changed;
   model_state last;
   for (const auto& u : st.registry.unload(which)) {
+    if (PipelineBuild* b = st.partitions.find(u.state.model)) {
+      for (const StageSpot& s : b->stages) {
+        st.members.unreserve(s.node, s.attempt);
+        if (s.stage_ready) unload_stage(self, s.node, s.stage);
+      }
+      st.partitions.erase(u.state.model);
+    }
+    st.partitions.allow(u.state.model);
     for (const auto& router : st.members.release(u.replicas, u.weights_bytes))
       caf::anon_send(router, unload_atom_v, u.state.model);  // fire and forget: no answer wanted
     changed.insert(u.state.model);
@@ -490,6 +711,7 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
   st.planner.set_repository(st.config.data);
   st.planner.set_options({st.config.autoscaler.chain_scale_up, st.config.autoscaler.peer_sources,
                           st.config.autoscaler.placement == PlacementPolicy::random, 1});
+  st.partitions.configure(st.config.autoscaler.partition_stages, st.config.autoscaler.partition_bandwidth);
   if (st.config.autoscaler.enabled) {
     st.autoscaler = std::make_unique<AutoscalerLoop>(st.config.autoscale, st.config.autoscaler.interval_us,
                                                      st.config.autoscaler.look_back_us);

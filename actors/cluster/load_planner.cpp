@@ -88,6 +88,19 @@ uint32_t LoadPlanner::room(const ModelVersion& v) const {
   return static_cast<uint32_t>(excluded.size());
 }
 
+std::vector<uint64_t> LoadPlanner::candidates(const ModelVersion& v, uint32_t max) const {
+  const auto node_views = views(v);
+  std::set<uint64_t> excluded = v.failed_on;
+  std::vector<uint64_t> out;
+  while (out.size() < max) {
+    auto target = placement::choose_node(node_views, v.entry.weights_bytes, excluded);
+    if (!target) break;
+    out.push_back(*target);
+    excluded.insert(*target);
+  }
+  return out;
+}
+
 Result<Distribution> LoadPlanner::distribute(const distribute_request& req, int64_t now_ms) {
   const ModelVersion* v = registry_.find(req.model);
   if (!v) return not_found("unknown model '" + req.model.name + "'");

@@ -82,6 +82,9 @@ class LoadPlanner {
   Result<LoadPlans> place(const ModelVersion& v, int64_t now_ms);
   /// How many more replicas of `v` the nodes have room for now (one per node without one).
   uint32_t room(const ModelVersion& v) const;
+  /// At most `max` nodes that could take a whole replica of `v` now, best first (placement's order,
+  /// outside v.failed_on): a partitioned cold start's members, each of which completes into one.
+  std::vector<uint64_t> candidates(const ModelVersion& v, uint32_t max) const;
   /// The loads that fill the caches of `receivers` with v's bytes: chains from the holders (or the
   /// repository) when `chain`, else each from the holders directly.
   /// `peers` false: from the repository only.

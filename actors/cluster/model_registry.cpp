@@ -144,6 +144,18 @@ void ModelRegistry::placement_failed(ModelVersion& v, const Error& why) {
   fail_waiters(v, why);
 }
 
+bool ModelRegistry::load_cancelled(const model_key& key, uint64_t node, uint64_t attempt) {
+  auto it = versions_.find(key);
+  if (it == versions_.end()) return false;
+  auto l = it->second.loading_on.find(node);
+  if (l == it->second.loading_on.end() || l->second != attempt) return false;
+  it->second.loading_on.erase(l);
+  if (it->second.valid() && it->second.idle()) {
+    move(it->second, ReadinessEvent::load_failed, "the partitioned cold start was called off");
+  }
+  return true;
+}
+
 uint64_t ModelRegistry::load_started(ModelVersion& v, uint64_t node) {
   const uint64_t attempt = next_attempt_++;
   v.loading_on[node] = attempt;

@@ -44,6 +44,9 @@ struct ModelVersion {
   std::set<uint64_t> failed_on;              // nodes whose load failed this placement round
   uint32_t wanted = 0;                       // replicas to keep (raised by load and re-placement)
   std::vector<ModelWaiter> waiters;
+  /// A partitioned cold start's stages while they serve (the routing entry's pipeline); the
+  /// member nodes' loads stay in loading_on until they complete into replicas.
+  std::vector<pipeline_hop> pipeline;
 
   const model_key& key() const { return state.model; }
   bool valid() const { return entry.error.empty(); }
@@ -96,6 +99,9 @@ class ModelRegistry {
   /// The load `attempt` answered with a replica on info.device: the version, or nullptr when stale
   /// (the load was dropped: its node was lost, the model unloaded or removed). Fires replica_ready.
   ModelVersion* replica_ready(const model_key& key, uint64_t node, uint64_t attempt, const replica_info& info);
+  /// The load `attempt` on `node` is called off by the manager (a partitioned cold start given up
+  /// for a plain placement): forgotten without counting against the node. False when stale.
+  bool load_cancelled(const model_key& key, uint64_t node, uint64_t attempt);
   enum class LoadFailure { stale, retry_elsewhere, model_is_bad };
   /// The load `attempt` failed with `e`. Bytes that are bad (corrupt, invalid_argument, unsupported)
   /// fail the waiters; otherwise the node joins failed_on and the caller places again. Fires

@@ -19,6 +19,7 @@ routing_entry RoutingPublisher::entry_of(const ModelVersion& v, const Membership
   for (const auto& [id, device] : v.replicas) {
     if (const auto* n = members.find(id)) e.replicas.push_back({id, n->report.name, n->router});
   }
+  e.pipeline = v.pipeline;
   return e;
 }
 

@@ -11,8 +11,11 @@
 #include <memory>
 
 #include "actors/cluster/load_planner.hpp"
+#include "actors/cluster/model_repository.hpp"
 #include "actors/cluster/repository_index.hpp"
 #include "tests/actors/deterministic.hpp"
+#include "tests/gpu/test_util.hpp"
+#include "transport/checksum.hpp"
 
 namespace ember {
 namespace cluster_manager_test {
@@ -29,6 +32,9 @@ struct FakeNode {
   bool hold = false;                                                 // keep load requests unanswered
   std::vector<load_replica> loads;                                   // every load_replica received
   std::vector<std::pair<caf::response_promise, load_replica>> held;  // held loads (a tick answers them)
+  std::vector<load_stage> stage_loads;                               // pipeline stages asked for
+  std::optional<Error> fail_stage;
+  std::vector<model_key> unloads;
   caf::actor actor;
 
   replica_info replica(const load_replica& req) const {
@@ -49,7 +55,16 @@ caf::behavior fake_router(caf::event_based_actor* self, FakeNode* node) {
         for (auto& [rp, req] : node->held) rp.deliver(node->replica(req));
         node->held.clear();
       },
-      [](unload_atom, const model_key&) { return true; },
+      [=](load_stage& req) -> caf::result<replica_info> {
+        node->stage_loads.push_back(req);
+        if (node->fail_stage) return to_caf(*node->fail_stage);
+        return replica_info{stage_key_of(req.load.model, req.part.first_layer, req.part.last_layer), node->name, "sim0",
+                            SourceTier::repository, "", req.part.length(), 1000};
+      },
+      [=](unload_atom, const model_key& key) {
+        node->unloads.push_back(key);
+        return true;
+      },
       [](evict_atom, const model_key&) { return true; },
   };
 }
@@ -88,6 +103,7 @@ struct Cluster {
     config.data = {"127.0.0.1", 9000};
     std::vector<RepositoryEntry> entries;
     for (const auto& m : models) entries.push_back(RepositoryEntry{m, "", "{}", weights_bytes, ""});
+    if (!models.empty() && models[0].name != kModel.name) entries = scan_repository(config.repository);
     manager = spawn_cluster_manager(d.sys(), config, entries, std::make_shared<RepositoryIndex>(), scan_queue);
     auto gateway = d.sys().spawn([this] { return caf::behavior{[this](const routing_update& u) { table.apply(u); }}; });
     others.push_back(gateway);
@@ -298,6 +314,154 @@ TEST(ClusterManager, TheNodesAnswerListsTheReplicasTheManagerKnowsOnEachNode) {
   ASSERT_EQ(nodes->value().size(), 1u);
   EXPECT_EQ(nodes->value()[0].replicas, (std::vector<model_key>{kModel}));
   EXPECT_EQ(nodes->value()[0].cached, (std::vector<model_key>{kModel}));
+}
+
+// -- partitioned cold starts ------------------------------------------------------------------
+
+const model_key kGpt{"gpt2", 1};
+
+/// A repository holding a tiny GPT-2 with its profile.json, and a manager whose plan assumes slow
+/// links (1 MB/s), so that cutting the model pays.
+struct Partitioned {
+  gpu::testing::TempDir repo;
+  std::unique_ptr<Cluster> c;
+  Partitioned() {
+    auto model = gpu::testing::tiny_model("gpt2", repo / "gpt2/1");
+    auto device = gpu::testing::sim_device();
+    auto hash = [](const uint8_t* data, uint64_t bytes) { return transport::to_hex(transport::Sha256::of(data, bytes)); };
+    auto profile = gpu::measure_profile(model, *device, {1}, 8, hash);
+    EXPECT_TRUE(profile.ok());
+    EXPECT_TRUE(gpu::write_profile(repo / "gpt2/1", *profile).ok());
+    ClusterManagerConfig config;
+    config.repository = repo.path();
+    config.autoscaler.enabled = false;  // the replica count comes from the load command
+    config.autoscaler.partition_bandwidth = 1e6;
+    c = std::make_unique<Cluster>(config, 0, std::vector<model_key>{kGpt});
+  }
+  std::shared_ptr<testing::Answer<model_state>> load(uint32_t replicas) {
+    model_command cmd;
+    cmd.model = kGpt;
+    cmd.replicas = replicas;
+    return c->d.request<model_state>(c->manager, load_atom_v, cmd);
+  }
+  const routing_entry& entry() { return c->table.entries.at(kGpt); }
+  std::vector<std::string> pipeline_nodes() {
+    std::vector<std::string> out;
+    for (const auto& h : entry().pipeline) out.push_back(h.node);
+    return out;
+  }
+};
+
+TEST(PartitionedColdStart, AScaleUpOfAModelNoNodeHoldsServesThroughStagesThenBecomesReplicasInOneUpdate) {
+  Partitioned p;
+  auto& c = *p.c;
+  for (const char* n : {"a", "b", "c"}) c.join(n).hold = true;  // completions wait for a tick
+  auto answer = p.load(3);
+  c.d.run();
+  // Three stages, one per node, cutting the model into consecutive ranges that cover it.
+  std::vector<std::pair<uint32_t, uint32_t>> ranges;
+  for (const char* n : {"a", "b", "c"}) {
+    ASSERT_EQ(c.nodes[n]->stage_loads.size(), 1u) << n;
+    const blob_part& part = c.nodes[n]->stage_loads[0].part;
+    ranges.emplace_back(part.first_layer, part.last_layer);
+    EXPECT_EQ(part.layer_bytes.size(), part.last_layer - part.first_layer);
+    EXPECT_EQ(c.nodes[n]->stage_loads[0].load.sources.at(0).kind, SourceTier::repository);
+  }
+  std::sort(ranges.begin(), ranges.end());
+  EXPECT_EQ(ranges.front().first, 0u);
+  for (size_t i = 1; i < ranges.size(); ++i) EXPECT_EQ(ranges[i].first, ranges[i - 1].second);
+  // Served through the pipeline as soon as every stage is bound: the load answers, the table
+  // routes to the stages, and each member fetches the whole model in the background.
+  ASSERT_TRUE(answer->ok()) << answer->error().to_string();
+  EXPECT_EQ(p.entry().pipeline.size(), 3u);
+  EXPECT_TRUE(p.entry().replicas.empty());
+  for (const char* n : {"a", "b", "c"}) ASSERT_EQ(c.nodes[n]->held.size(), 1u) << n << ": no completion load";
+
+  // Two members complete: nothing changes for the gateways yet.
+  const size_t updates = c.table.updates.size();
+  for (const char* n : {"a", "b"}) caf::anon_send(c.nodes[n]->actor, tick_atom_v);
+  c.d.run();
+  EXPECT_EQ(p.entry().pipeline.size(), 3u);
+  EXPECT_TRUE(p.entry().replicas.empty());
+  // The last completes: one update moves the members into the replicas and drops the pipeline.
+  caf::anon_send(c.nodes["c"]->actor, tick_atom_v);
+  c.d.run();
+  EXPECT_EQ(p.entry().replicas.size(), 3u);
+  EXPECT_TRUE(p.entry().pipeline.empty());
+  EXPECT_EQ(p.entry().state.state, ModelReadiness::ready);
+  size_t with_replicas = 0;
+  for (size_t i = updates; i < c.table.updates.size(); ++i)
+    for (const auto& e : c.table.updates[i].entries) with_replicas += e.state.model == kGpt && !e.replicas.empty();
+  EXPECT_EQ(with_replicas, 1u) << "the switch-over took more than one routing update";
+  // The stages leave their nodes after the grace period, not before.
+  for (const char* n : {"a", "b", "c"}) EXPECT_TRUE(c.nodes[n]->unloads.empty()) << n;
+  c.d.advance(5s);
+  for (const char* n : {"a", "b", "c"}) {
+    const blob_part& part = c.nodes[n]->stage_loads[0].part;
+    EXPECT_EQ(c.nodes[n]->unloads, (std::vector<model_key>{stage_key_of(kGpt, part.first_layer, part.last_layer)})) << n;
+  }
+}
+
+TEST(PartitionedColdStart, AStageThatFailsGivesThePipelineUpForWholeReplicas) {
+  Partitioned p;
+  auto& c = *p.c;
+  for (const char* n : {"a", "b", "c"}) c.join(n);
+  c.nodes["b"]->fail_stage = unavailable("b: no room after all");
+  auto answer = p.load(3);
+  c.d.run();
+  ASSERT_TRUE(answer->ok()) << answer->error().to_string();
+  // No pipeline; whole replicas instead (b's stage failure counted against b for one round only:
+  // once a replica is ready the third is tried there again); every bound stage unloaded.
+  EXPECT_TRUE(p.entry().pipeline.empty());
+  auto replicas = c.table.replicas(kGpt);
+  std::sort(replicas.begin(), replicas.end());
+  EXPECT_EQ(replicas, (std::vector<std::string>{"a", "b", "c"}));
+  for (const char* n : {"a", "c"}) {
+    ASSERT_EQ(c.nodes[n]->stage_loads.size(), 1u);
+    const blob_part& part = c.nodes[n]->stage_loads[0].part;
+    EXPECT_EQ(c.nodes[n]->unloads, (std::vector<model_key>{stage_key_of(kGpt, part.first_layer, part.last_layer)})) << n;
+    EXPECT_EQ(c.nodes[n]->loads.size(), 1u) << n;  // then a whole replica
+  }
+  EXPECT_TRUE(c.nodes["b"]->unloads.empty()) << "b bound no stage";
+}
+
+TEST(PartitionedColdStart, AMemberLostWhileThePipelineServesDissolvesItAndTheOthersCompleteOnTheirOwn) {
+  Partitioned p;
+  auto& c = *p.c;
+  for (const char* n : {"a", "b", "c"}) c.join(n).hold = true;
+  auto answer = p.load(3);
+  c.d.run();
+  ASSERT_TRUE(answer->ok());
+  ASSERT_EQ(p.entry().pipeline.size(), 3u);
+  caf::anon_send(c.nodes["a"]->actor, tick_atom_v);  // a completes before b is lost
+  c.d.run();
+  caf::anon_send_exit(c.nodes["b"]->actor, caf::exit_reason::kill);
+  c.d.run();
+  // The pipeline left the table at once; a is a replica now; c becomes one when it completes.
+  EXPECT_TRUE(p.entry().pipeline.empty());
+  EXPECT_EQ(c.table.replicas(kGpt), (std::vector<std::string>{"a"}));
+  caf::anon_send(c.nodes["c"]->actor, tick_atom_v);
+  c.d.run();
+  auto replicas = c.table.replicas(kGpt);
+  std::sort(replicas.begin(), replicas.end());
+  EXPECT_EQ(replicas, (std::vector<std::string>{"a", "c"}));
+  for (const char* n : {"a", "c"}) EXPECT_EQ(c.nodes[n]->unloads.size(), 1u) << n << ": its stage stayed bound";
+}
+
+TEST(PartitionedColdStart, AModelWithoutAProfileOrOneReplicaLoadsWhole) {
+  Partitioned p;
+  auto& c = *p.c;
+  for (const char* n : {"a", "b"}) c.join(n);
+  auto one = p.load(1);  // one replica: nothing to partition over
+  c.d.run();
+  ASSERT_TRUE(one->ok());
+  EXPECT_TRUE(c.nodes["a"]->stage_loads.empty() && c.nodes["b"]->stage_loads.empty());
+  // Two replicas, but a node holds the bytes now: a plain scale-up is as quick.
+  auto two = p.load(2);
+  c.d.run();
+  ASSERT_TRUE(two->ok());
+  EXPECT_TRUE(c.nodes["a"]->stage_loads.empty() && c.nodes["b"]->stage_loads.empty());
+  EXPECT_EQ(c.table.replicas(kGpt).size(), 2u);
 }
 
 }  // namespace cluster_manager_test

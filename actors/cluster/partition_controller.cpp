@@ -1,0 +1,89 @@
+#include "actors/cluster/partition_controller.hpp"
+
+#include <algorithm>
+
+namespace ember {
+
+namespace {
+
+/// A cut's fixed cost (a message between nodes); the bandwidth adds the rest.
+constexpr uint64_t kCutFixedUs = 500;
+
+}  // namespace
+
+Result<PipelineBuild> PartitionController::plan(const ModelVersion& v, const std::vector<uint64_t>& nodes,
+                                                 uint32_t max_parts, uint64_t x, uint64_t stage_memory) const {
+  const std::string what = "no partitioned cold start for " + v.key().to_string() + ": ";
+  const auto& profile = v.entry.profile;
+  if (!profile) return unsupported(what + "it has no profile.json");
+  if (profile->weights_bytes != v.entry.weights_bytes) return unsupported(what + "its profile is stale");
+  max_parts = std::min<uint32_t>({max_parts, max_stages_, static_cast<uint32_t>(nodes.size()),
+                                  static_cast<uint32_t>(profile->layers.size())});
+  if (max_parts < 2) return unsupported(what + "fewer than two stages are possible");
+  const size_t b = profile->batch_index(1);
+  std::vector<placement::LayerProfile> layers;
+  for (const auto& l : profile->layers) {
+    placement::LayerProfile lp;
+    lp.bytes = l.bytes;
+    lp.load_us = static_cast<uint64_t>(static_cast<double>(l.bytes) / bandwidth_ * 1e6);
+    lp.exec_us = static_cast<uint64_t>(l.exec_us[b]);
+    lp.out_bytes = l.out_bytes[b];
+    layers.push_back(lp);
+  }
+  placement::PartitionCosts costs;
+  costs.transfer_fixed_us = kCutFixedUs;
+  costs.transfer_us_per_byte = 1e6 / bandwidth_;
+  costs.stage_memory_bytes = stage_memory;
+  EMBER_ASSIGN_OR_RETURN(auto chosen, placement::choose_plan(layers, costs, max_parts, std::max<uint64_t>(1, x)));
+  if (chosen.parts < 2) return unsupported(what + "one part is the best plan");
+
+  PipelineBuild build;
+  build.key = v.key();
+  build.plan = chosen;
+  uint32_t first = 0;
+  std::vector<uint32_t> ends;
+  for (uint32_t cut : chosen.cuts) ends.push_back(cut + 1);
+  ends.push_back(static_cast<uint32_t>(layers.size()));
+  uint64_t offset = profile->header_bytes;
+  for (size_t i = 0; i < ends.size(); ++i) {
+    StageSpot s;
+    s.node = nodes[i];
+    s.part.first_layer = first;
+    s.part.last_layer = ends[i];
+    s.part.header_bytes = profile->header_bytes;
+    s.part.header_sha256 = profile->header_sha256;
+    s.part.offset = offset;
+    for (uint32_t l = first; l < ends[i]; ++l) {
+      s.part.layer_bytes.push_back(profile->layers[l].bytes);
+      s.part.layer_sha256.push_back(profile->layers[l].sha256);
+      offset += profile->layers[l].bytes;
+    }
+    s.stage = stage_key_of(v.key(), first, ends[i]);
+    build.stages.push_back(std::move(s));
+    first = ends[i];
+  }
+  return build;
+}
+
+PipelineBuild* PartitionController::find(const model_key& key) {
+  auto it = builds_.find(key);
+  return it == builds_.end() ? nullptr : &it->second;
+}
+
+StageSpot* PartitionController::spot(PipelineBuild& build, uint64_t node, uint64_t attempt) {
+  for (auto& s : build.stages)
+    if (s.node == node && s.attempt == attempt) return &s;
+  return nullptr;
+}
+
+std::vector<model_key> PartitionController::on_node(uint64_t node) const {
+  std::vector<model_key> out;
+  for (const auto& [key, b] : builds_) {
+    if (std::any_of(b.stages.begin(), b.stages.end(), [&](const StageSpot& s) { return s.node == node; })) {
+      out.push_back(key);
+    }
+  }
+  return out;
+}
+
+}  // namespace ember

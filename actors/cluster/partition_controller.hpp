@@ -1,0 +1,87 @@
+// PartitionController: the cluster manager's partitioned cold starts (Flashpoint ch. 4, issue 14),
+// as data. When a version no node holds must come up on several nodes, the manager may load it as a
+// pipeline of p stages (consecutive layer ranges, placement/partition_planner.hpp chooses p and the
+// cuts from the version's profile.json) on p nodes, serve through the pipeline as soon as every
+// stage is bound, and meanwhile complete each member into a full replica; when all have completed,
+// one routing update replaces the pipeline by p replicas.
+//
+// A build's life:  planned ──every stage bound──▶ serving (routing entry's pipeline; completion
+// loads sent) ──every member completed──▶ done (replicas published in one update, stages unloaded)
+//   planned ──a stage failed or its node was lost──▶ given up (bound stages unloaded, the version
+//                                                     placed as usual, not partitioned again this round)
+//   serving ──a member's node was lost──▶ dissolved (the pipeline leaves routing at once; each
+//                                                     surviving member completes on its own)
+//
+// Plain C++, no CAF: owned and called by the cluster_manager actor only (not thread-safe).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "actors/cluster/model_registry.hpp"
+#include "actors/messages.hpp"
+#include "base/status.hpp"
+#include "placement/partition_planner.hpp"
+
+namespace ember {
+
+struct StageSpot {
+  uint64_t node = 0;
+  /// The registry's load attempt on the node: the stage's, then its completion's.
+  uint64_t attempt = 0;
+  blob_part part;
+  model_key stage;  // the stage's key on its node
+  bool stage_ready = false;
+  bool completing = false;  // the full load was sent
+  std::optional<Result<replica_info>> completed;
+};
+
+struct PipelineBuild {
+  model_key key;
+  placement::PartitionPlan plan;
+  std::vector<StageSpot> stages;
+  bool published = false;
+  bool dissolved = false;
+};
+
+class PartitionController {
+ public:
+  /// autoscale.partition_stages (1 = never) and partition_bandwidth (bytes per second).
+  void configure(uint32_t max_stages, double link_bytes_per_s) {
+    max_stages_ = max_stages;
+    bandwidth_ = link_bytes_per_s;
+  }
+  uint32_t max_stages() const { return max_stages_; }
+
+  /// The stages of a partitioned cold start of `v` over `nodes` (in placement order; the first
+  /// `p` are used), with at most `max_parts` stages, planned for an expected queue of `x` and at
+  /// most `stage_memory` weight bytes per stage (0 = no limit). unsupported saying why not:
+  /// no profile, a stale one, or a plan of one part being best.
+  Result<PipelineBuild> plan(const ModelVersion& v, const std::vector<uint64_t>& nodes, uint32_t max_parts, uint64_t x,
+                             uint64_t stage_memory) const;
+
+  PipelineBuild* find(const model_key& key);
+  void add(PipelineBuild build) { builds_[build.key] = std::move(build); }
+  void erase(const model_key& key) { builds_.erase(key); }
+  /// The build's spot on `node` with `attempt`, or nullptr (stale).
+  static StageSpot* spot(PipelineBuild& build, uint64_t node, uint64_t attempt);
+  /// Builds with a member on `node`.
+  std::vector<model_key> on_node(uint64_t node) const;
+
+  /// A version whose partitioned start was given up is placed as usual until it has a replica.
+  void forbid(const model_key& key) { forbidden_.insert(key); }
+  void allow(const model_key& key) { forbidden_.erase(key); }
+  bool forbidden(const model_key& key) const { return forbidden_.count(key) > 0; }
+
+ private:
+  uint32_t max_stages_ = 4;
+  double bandwidth_ = 125e6;
+  std::map<model_key, PipelineBuild> builds_;
+  std::set<model_key> forbidden_;
+};
+
+}  // namespace ember
