@@ -143,12 +143,15 @@ struct load_replica {
   caf::actor controller;
   /// Fetch the bytes into the node's cache only; bind no device (prefetch, distribution).
   bool cache_only = false;
+  /// Fetch no faster than this many bytes per second (0: as fast as the link): a pipeline member
+  /// completing into a full replica in the background (autoscale.completion_rate), below cold starts.
+  uint64_t max_bytes_per_s = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, load_replica& x) {
   return f(caf::meta::type_name("load_replica"), x.model, x.manifest_json, x.blob_key, x.blob_bytes, x.sources,
-           x.transfer_id, x.controller, x.cache_only);
+           x.transfer_id, x.controller, x.cache_only, x.max_bytes_per_s);
 }
 
 /// A node_router's answer to load_replica.

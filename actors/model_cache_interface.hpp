@@ -48,6 +48,9 @@ struct fetch_blob {
   /// the cache holds it under part_key_of(blob_key, part), apart from the whole blob, and counts
   /// the part's bytes against its cap. Never a multicast hop.
   std::optional<blob_part> part;
+  /// Receive no faster than this (bytes per second; 0 = no limit), paced per chunk: a pipeline
+  /// member's background completion. Not for the node's own repository (local disk).
+  uint64_t max_bytes_per_s = 0;
 };
 
 /// The cache key of a stage's share of blob `blob_key`: "<blob_key>#<first>-<last>".

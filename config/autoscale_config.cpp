@@ -50,6 +50,9 @@ Status check_autoscaler_settings(const AutoscalerSettings& s, const std::string&
   if (!(s.partition_bandwidth > 0) || !std::isfinite(s.partition_bandwidth)) {
     return invalid_argument(at + ": " + k + "partition_bandwidth: must be a positive bandwidth such as 1Gbit/s");
   }
+  if (!(s.completion_rate >= 0) || !std::isfinite(s.completion_rate)) {
+    return invalid_argument(at + ": " + k + "completion_rate: must be a bandwidth such as 100MB/s, or 0");
+  }
   return Status::OK();
 }
 
@@ -81,7 +84,7 @@ Status parse_autoscale(const config_yaml::YamlSection& s, AutoscaleConfig& c, Au
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
   EMBER_RETURN_IF_ERROR(
       s.check_keys({"enabled", "interval", "look_back", "drain_timeout", "chain_scale_up", "peer_sources", "placement",
-                    "partition_stages", "partition_bandwidth", "policy", "min_replicas", "max_replicas", "target_ongoing_requests", "headroom",
+                    "partition_stages", "partition_bandwidth", "completion_rate", "policy", "min_replicas", "max_replicas", "target_ongoing_requests", "headroom",
                     "target_queue_latency", "target_requests_per_minute", "upscale_delay", "downscale_delay",
                     "idle_timeout", "host_keep_alive", "downscale_tolerance"}));
   EMBER_RETURN_IF_ERROR(s.read_bool("enabled", loop.enabled));
@@ -93,6 +96,7 @@ Status parse_autoscale(const config_yaml::YamlSection& s, AutoscaleConfig& c, Au
   EMBER_RETURN_IF_ERROR(s.read_word("placement", loop.placement, parse_placement_policy));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("partition_stages", 64, loop.partition_stages));
   EMBER_RETURN_IF_ERROR(s.read("partition_bandwidth", loop.partition_bandwidth, parse_bandwidth));
+  EMBER_RETURN_IF_ERROR(s.read("completion_rate", loop.completion_rate, parse_bandwidth));
   EMBER_RETURN_IF_ERROR(s.read_word("policy", c.policy, parse_scaling_policy));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("min_replicas", AutoscaleConfig::kMaxReplicas, c.min_replicas));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("max_replicas", AutoscaleConfig::kMaxReplicas, c.max_replicas));

@@ -95,6 +95,9 @@ struct AutoscalerSettings {
   /// The bandwidth a stage's bytes and the activations between stages are planned with (the
   /// nodes' links). Default 1Gbit/s.
   double partition_bandwidth = 125e6;
+  /// How fast a pipeline's members fetch the rest of the model in the background (bytes per second;
+  /// 0 = as fast as the link), so that completions leave the links to cold starts. Default 0.
+  double completion_rate = 0;
 };
 
 struct AutoscaleOverrides {

@@ -260,7 +260,9 @@ void complete_member(manager_pointer self, const model_key& key, StageSpot& s) {
   plan.sources = {*st.planner.source_named(kRepositoryName)};
   const auto* n = st.members.find(s.node);
   if (!n) return;
-  self->request(n->router, kLoadTimeout, load_request(*v, plan))
+  load_replica msg = load_request(*v, plan);
+  msg.max_bytes_per_s = static_cast<uint64_t>(st.config.autoscaler.completion_rate);
+  self->request(n->router, kLoadTimeout, std::move(msg))
       .then([self, key, node = s.node, attempt = s.attempt](
                 replica_info& info) { member_completed(self, key, node, attempt, std::move(info)); },
             [self, key, node = s.node, attempt = s.attempt](caf::error& err) {

@@ -14,6 +14,10 @@ GatewayInstruments::GatewayInstruments()
       retries_(registry_.counter("ember_request_retries_total",
                                  "Requests re-sent to another replica after their node was lost or refused",
                                  {"model", "version"})),
+      pipelined_(registry_.counter("ember_pipeline_requests_total",
+                                   "Requests sent through a pipeline of stages while no full replica was ready "
+                                   "(a partitioned cold start)",
+                                   {"model", "version"})),
       held_(registry_.gauge("ember_held_requests", "Requests waiting for a replica to become ready")
                 .with(std::vector<std::string>{})),
       http_rejected_(registry_
@@ -34,6 +38,10 @@ void GatewayInstruments::count_cold_start(const model_key& model) {
 
 void GatewayInstruments::count_retry(const model_key& model) {
   retries_.with({model.name, std::to_string(model.version)}).inc();
+}
+
+void GatewayInstruments::count_pipeline(const model_key& model) {
+  pipelined_.with({model.name, std::to_string(model.version)}).inc();
 }
 
 void GatewayInstruments::set_held(uint64_t held) { held_.set(static_cast<double>(held)); }

@@ -21,6 +21,8 @@ class GatewayInstruments {
   void count_request(const model_key& model, const std::string& outcome, double seconds);
   void count_cold_start(const model_key& model);
   void count_retry(const model_key& model);
+  /// A request sent through a pipeline of stages (a partitioned cold start) instead of a replica.
+  void count_pipeline(const model_key& model);
   void set_held(uint64_t held);
   /// A connection was refused with 503: every HTTP thread was busy and gateway.http_queue full.
   void count_http_rejected();
@@ -31,6 +33,7 @@ class GatewayInstruments {
   metrics::HistogramFamily& duration_;
   metrics::CounterFamily& cold_starts_;
   metrics::CounterFamily& retries_;
+  metrics::CounterFamily& pipelined_;
   metrics::Gauge& held_;
   metrics::Counter& http_rejected_;
 };

@@ -169,6 +169,7 @@ void dispatch_pipeline(gateway_pointer self, std::shared_ptr<Pending> p, const s
   auto first = caf::actor_cast<node_router_actor>(hops.front().router);
   st.routed[id] = {p, first.address(), kPipelineNode};
   ++st.outstanding[kPipelineNode];
+  if (st.instruments) st.instruments->count_pipeline(p->key);
   stage_request req;
   req.request = p->request;
   req.request.model = p->key;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <thread>
 
 #include "actors/errors.hpp"
 #include "actors/model_cache_interface.hpp"
@@ -28,17 +29,31 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Receives a fetched blob straight into a new host buffer.
+// Receives a fetched blob straight into a new host buffer, no faster than `max_bytes_per_s` when
+// set (it sleeps after a chunk that arrived early: the data plane's flow control slows the sender).
 class BufferSink final : public transport::BlobSink {
  public:
+  explicit BufferSink(uint64_t max_bytes_per_s = 0) : rate_(max_bytes_per_s) {}
   uint8_t* allocate(uint64_t blob_bytes) override {
     auto b = gpu::HostBuffer::allocate(blob_bytes);
     if (!b.ok()) return nullptr;
     buffer = std::move(*b);
+    start_ = Clock::now();
     return buffer->data();
   }
-  void on_chunk(uint64_t, uint64_t) override {}
+  void on_chunk(uint64_t offset, uint64_t length) override {
+    if (rate_ == 0) return;
+    received_ += length;
+    (void)offset;
+    const auto due = start_ + std::chrono::microseconds(received_ * 1'000'000 / rate_);
+    std::this_thread::sleep_until(due);
+  }
   std::shared_ptr<gpu::HostBuffer> buffer;
+
+ private:
+  uint64_t rate_;
+  uint64_t received_ = 0;
+  Clock::time_point start_;
 };
 
 // Runs on the node's fetch queue: the node's own repository directory first, then each source in
@@ -65,7 +80,7 @@ Result<blob_ref> fetch_from_sources(const ModelCacheConfig& config, const fetch_
     }
   }
   for (const blob_source& src : req.sources) {
-    BufferSink sink;
+    BufferSink sink(req.max_bytes_per_s);
     transport::FetchOptions options;
     options.expected_bytes = req.blob_bytes;
     auto got = transport::fetch_blob(config.transport, src.endpoint, req.blob_key, options, sink);

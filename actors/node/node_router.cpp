@@ -141,6 +141,7 @@ caf::result<replica_info> load(router_pointer self, load_replica& req, std::opti
                format_bytes(r.weights_bytes));
   fetch_blob fetch{req.model, req.blob_key, req.blob_bytes, req.sources, part ? 0 : req.transfer_id, req.controller};
   fetch.part = part;
+  fetch.max_bytes_per_s = req.max_bytes_per_s;
   self->request(st.cache, kFetchTimeout, std::move(fetch))
       .then(
           [self, key, part, manifest = std::move(req.manifest_json)](blob_ref& blob) {
