@@ -167,7 +167,9 @@ void dispatch_pipeline(gateway_pointer self, std::shared_ptr<Pending> p, const s
   ++p->attempts;
   const uint64_t id = p->id;
   auto first = caf::actor_cast<node_router_actor>(hops.front().router);
-  st.routed[id] = {p, first.address(), kPipelineNode};
+  std::vector<caf::actor_addr> via;
+  for (size_t i = 1; i < hops.size(); ++i) via.push_back(hops[i].router.address());
+  st.routed[id] = {p, first.address(), kPipelineNode, std::move(via)};
   ++st.outstanding[kPipelineNode];
   if (st.instruments) st.instruments->count_pipeline(p->key);
   stage_request req;
@@ -205,6 +207,19 @@ void on_routed_failure(gateway_pointer self, uint64_t id, const caf::error& err)
   --st.outstanding[routed.node_id];
   const Error e = from_caf(err);
   auto& p = *routed.pending;
+  if (routed.node_id == kPipelineNode && e.code() == ErrorCode::unavailable) {
+    // A stage died or refused: this gateway stops using the pipeline (the manager dissolves or
+    // rebuilds it) and the request waits for a full replica or the next pipeline, as a cold one.
+    auto entry = st.table.find(p.key);
+    if (entry != st.table.end() && !entry->second.pipeline.empty() &&
+        entry->second.pipeline.front().router.address() == routed.router) {
+      spdlog::warn("gateway: the pipeline of {} failed ({}); requests wait for its replicas", p.key.to_string(),
+                   e.message());
+      entry->second.pipeline.clear();
+    }
+    if (st.instruments) st.instruments->count_retry(p.key);
+    return dispatch(self, routed.pending);
+  }
   if (e.code() == ErrorCode::unavailable && p.attempts < kMaxAttempts) {
     // The node refused (its queue is full, or its replica is gone): try another replica.
     if (st.instruments) st.instruments->count_retry(p.key);
@@ -238,7 +253,9 @@ void node_down(gateway_pointer self, const caf::actor_addr& addr) {
                    st.members.end());
   std::vector<std::shared_ptr<Pending>> resend;
   for (auto it = st.routed.begin(); it != st.routed.end();) {
-    if (it->second.router == addr) {
+    const auto& via = it->second.via;
+    if (it->second.router == addr || std::find(via.begin(), via.end(), addr) != via.end()) {
+      --st.outstanding[it->second.node_id];
       resend.push_back(it->second.pending);
       it = st.routed.erase(it);
     } else {

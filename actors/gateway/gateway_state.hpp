@@ -74,6 +74,9 @@ struct gateway_state {
     std::shared_ptr<Pending> pending;
     caf::actor_addr router;
     uint64_t node_id = 0;
+    /// Through a pipeline: the later stages' routers (the request is lost when any of them dies,
+    /// and their upstream may not hear of it).
+    std::vector<caf::actor_addr> via;
   };
   std::map<uint64_t, Routed> routed;
   std::map<uint64_t, uint32_t> outstanding;  // node id -> requests in flight there

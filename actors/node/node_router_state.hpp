@@ -106,7 +106,7 @@ struct router_state {
 
   size_t ready_count() const {
     size_t n = 0;
-    for (const auto& [k, r] : replicas) n += r.ready;
+    for (const auto& [k, r] : replicas) n += r.ready && !stages.count(k);  // a stage is not a replica
     return n;
   }
 };

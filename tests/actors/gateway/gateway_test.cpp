@@ -55,6 +55,8 @@ struct RouterScript {
   int infers = 0;
   /// Pipeline requests taken as the first stage: their hops' node names, and the model asked for.
   std::vector<std::vector<std::string>> stage_hops;
+  /// Pipeline requests fail with this (a stage further down died).
+  std::optional<Error> stage_error;
 };
 
 caf::behavior fake_router(caf::event_based_actor* self, std::shared_ptr<RouterScript> script) {
@@ -76,6 +78,7 @@ caf::behavior fake_router(caf::event_based_actor* self, std::shared_ptr<RouterSc
         std::vector<std::string> nodes;
         for (const auto& h : req.hops) nodes.push_back(h.node);
         script->stage_hops.push_back(nodes);
+        if (script->stage_error) return to_caf(*script->stage_error);
         if (!script->answer_infer) {
           held->push_back(self->make_response_promise());
           return held->back();
@@ -270,6 +273,32 @@ TEST_F(GatewayTest, APipelineWhoseFirstStageDiesHoldsItsRequestsForTheManagersNe
   d_.run();
   ASSERT_TRUE(req->ok()) << req->error().to_string();
   EXPECT_EQ(req->value().node, "r2");
+}
+
+TEST_F(GatewayTest, ARequestWhosePipelineFailsWaitsForTheReplicasInsteadOfFailing) {
+  const replica_ref a = router(1), b = router(2);
+  routers_[1]->stage_error = unavailable("pipeline stage on node r2 went down");
+  manager_script_->table.entries = {entry(kModel, {})};
+  manager_script_->table.entries[0].pipeline = {
+      {caf::actor_cast<caf::actor>(a.router), stage_key_of(kModel, 0, 3), "r1"},
+      {caf::actor_cast<caf::actor>(b.router), stage_key_of(kModel, 3, 6), "r2"}};
+  start();
+  auto req = infer("x");
+  d_.run();
+  // Sent once through the pipeline, which failed: the gateway stops using it and holds the request.
+  ASSERT_EQ(routers_[1]->stage_hops.size(), 1u);
+  ASSERT_FALSE(req->done());
+  auto again = infer("y");
+  d_.run();
+  EXPECT_EQ(routers_[1]->stage_hops.size(), 1u) << "a failed pipeline was used again";
+  routing_update warm;
+  warm.epoch = 2;
+  warm.entries = {entry(kModel, {a})};
+  caf::anon_send(gateway_, warm);
+  d_.run();
+  ASSERT_TRUE(req->ok()) << req->error().to_string();
+  ASSERT_TRUE(again->ok()) << again->error().to_string();
+  EXPECT_EQ(req->value().node, "r1");
 }
 
 TEST_F(GatewayTest, ARequestWhoseNodeIsLostIsRetriedOnceOnAnotherReplica) {
