@@ -2,7 +2,7 @@
 # An emulated multi-host cluster on one machine (needs root): K+1 network namespaces ember-h0..ember-hK
 # on a bridge, the manager (with the HTTP gateway) in ember-h0 and one `ember node` in each other one.
 #
-#   deploy/netns-cluster.sh up K [--rate 1gbit] [--delay 0ms] [--mtu 1500] [--config FILE]
+#   deploy/netns-cluster.sh up K [--rate 1gbit] [--repository-rate R] [--delay 0ms] [--mtu 1500] [--config FILE]
 #                                [--host-args I "ARGS"]... [--repository DIR] [--dir STATE_DIR] [-- node args...]
 #   deploy/netns-cluster.sh status [--dir STATE_DIR]
 #   deploy/netns-cluster.sh pids [--dir STATE_DIR]     "name pid" lines: manager, h1 .. hK
@@ -11,9 +11,10 @@
 #
 # Network: bridge ember-br0 10.231.0.254/24 in the root namespace; host I has eth0 10.231.0.(I+1)/24.
 # Manager 10.231.0.1:7070, HTTP http://10.231.0.1:8000 (reachable from the root namespace too).
-# --rate limits every host link in both directions (tc tbf); --delay adds that much one-way delay to
-# each direction of each host link (tc netem, which not every kernel has), so host to host it is twice
-# that. --mtu sets every link's MTU (9000: jumbo frames, as data-center networks carry bulk data).
+# --rate limits every host link in both directions (tc tbf); --repository-rate gives the manager's
+# host (the model repository) another rate, e.g. a storage service's aggregate bandwidth; --delay
+# adds that much one-way delay to each direction of each host link (tc netem, which not every kernel
+# has), so host to host it is twice that. --mtu sets every link's MTU (9000: jumbo frames, as data-center networks carry bulk data).
 # --config FILE goes to the manager and every node (e.g. transfer.transport: ucx); --host-args adds
 # ARGS (split on spaces) to host I's node only (fault seams in tests). Logs and pid
 # files go under STATE_DIR (default ./netns-cluster, or $EMBER_NETNS_DIR). $EMBER is the binary
@@ -26,7 +27,7 @@ DIR=${EMBER_NETNS_DIR:-$ROOT/netns-cluster}
 EMBER=${EMBER:-$ROOT/build/bin/ember}
 NET=10.231.0 BRIDGE=ember-br0 MANAGER=10.231.0.1:7070 HTTP=10.231.0.1:8000
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 die() { echo "netns-cluster: $*" >&2; exit 1; }
 need_root() { [ "$(id -u)" -eq 0 ] || die "needs root (network namespaces, veth, bridge, tc): run with sudo"; }
 namespaces() { ip netns list 2>/dev/null | awk '$1 ~ /^ember-h[0-9]+$/ {print $1}' | sort -V; }
@@ -77,11 +78,12 @@ up_exit() {  # the EXIT trap while `up` runs: undo everything when it fails
 up() {
   local k=${1:-}; shift || true
   [[ "$k" =~ ^[0-9]+$ ]] && [ "$k" -ge 1 ] && [ "$k" -le 200 ] || usage
-  local rate="" delay="" mtu=1500 repo=$ROOT/models node_args=() defaults=() common=() f extra
+  local rate="" repo_rate="" delay="" mtu=1500 repo=$ROOT/models node_args=() defaults=() common=() f extra
   local -A host_args=()
   while [ $# -gt 0 ]; do
     case "$1" in
       --rate) rate=${2:?}; shift 2 ;;
+      --repository-rate) repo_rate=${2:?}; shift 2 ;;
       --delay) delay=${2:?}; shift 2 ;;
       --mtu) mtu=${2:?}; shift 2 ;;
       --config) common=(--config "$(readlink -f "${2:?}")"); shift 2 ;;
@@ -95,6 +97,7 @@ up() {
   need_root
   for f in ip tc curl; do command -v "$f" >/dev/null || die "needs $f (apt install iproute2 curl)"; done
   [ -z "$rate" ] || rate_bits "$rate" >/dev/null || die "--rate $rate: expected e.g. 1gbit, 100mbit (at least 100kbit)"
+  [ -z "$repo_rate" ] || rate_bits "$repo_rate" >/dev/null || die "--repository-rate $repo_rate: expected e.g. 10gbit"
   [[ -z "$delay" || "$delay" =~ ^[0-9]+(\.[0-9]+)?(us|ms|s)$ ]] || die "--delay $delay: expected e.g. 5ms"
   [[ "$delay" =~ ^0+(\.0+)?(us|ms|s)$ ]] && delay=""
   [[ "$mtu" =~ ^[0-9]+$ ]] && [ "$mtu" -ge 576 ] && [ "$mtu" -le 65535 ] || die "--mtu $mtu: expected 576..65535"
@@ -123,8 +126,10 @@ up() {
     ip -n "$ns" addr add "$NET.$((i + 1))/24" dev eth0
     ip -n "$ns" link set lo up
     ip -n "$ns" link set eth0 up
-    shape "$ns" eth0 "$rate" "$delay"
-    shape "" "ember-v$i" "$rate" "$delay"
+    local link=$rate
+    [ "$i" -ne 0 ] || [ -z "$repo_rate" ] || link=$repo_rate
+    shape "$ns" eth0 "$link" "$delay"
+    shape "" "ember-v$i" "$link" "$delay"
   done
   ip link set "$BRIDGE" mtu "$mtu"  # a bridge takes its ports' smallest MTU; say it explicitly
 
@@ -153,7 +158,7 @@ up() {
   for f in "$DIR"/*.pid; do is_ember "$(cat "$f")" || die "pid $(cat "$f") in $f is not $EMBER"; done
   trap - EXIT INT TERM
   echo "netns-cluster: bridge $BRIDGE $NET.254/24; hosts ember-h0..ember-h$k = $NET.1..$NET.$((k + 1))"
-  echo "netns-cluster: links ${rate:-unlimited}, delay ${delay:-none} per direction, MTU $mtu"
+  echo "netns-cluster: links ${rate:-unlimited}${repo_rate:+ (manager: $repo_rate)}, delay ${delay:-none} per direction, MTU $mtu"
   echo "netns-cluster: manager $MANAGER, HTTP http://$HTTP, $k node(s) joined; logs and pids in $DIR/"
 }
 

@@ -118,7 +118,7 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
   if (st.instruments) {
     st.instruments->count_evictions(r.evicted.size());
     auto m = st.swap->model(d.model);
-    if (!r.fault && !h->second.profile && m) st.instruments->count_slo(m->deadline_us == 0 || latency <= m->deadline_us);
+    if (!r.fault && !h->second.profile && !h->second.warmup && m) st.instruments->count_slo(m->deadline_us == 0 || latency <= m->deadline_us);
   }
   st.swap->finish(d, o, latency, now);
   if (r.fault) {
@@ -137,7 +137,9 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
     self->request(st.devices[d.device].actor, std::chrono::minutes(1), unload_atom_v, held.request->model)
         .then([](bool) {}, [](caf::error&) {});
   }
-  if (held.profile) {
+  if (held.warmup) {
+    // Its device copy is what it was for; a failure shows again on the first real request.
+  } else if (held.profile) {
     profiled(self, held.request->model, r);
   } else if (r.reply) {
     held.promise.deliver(std::move(*r.reply));
@@ -225,6 +227,39 @@ void late_register(router_pointer self, const model_key& key, std::shared_ptr<co
   SwapModel m{name, model->data_bytes(), placement::Heaviness::light, 0, st.config.late->slo_percentile};
   if (Status s = st.swap->add_model(m); !s.ok()) return finish_load(self, key, to_caf(s.error()));
   st.keys[name] = key;
+  const bool member = std::any_of(st.stages.begin(), st.stages.end(), [&](const auto& s) {
+    return s.first == key || (s.first.version == key.version && s.first.name.rfind(key.name + "#", 0) == 0);
+  });
+  if (member) {
+    // A pipeline stage serves a cold start, and a member completing into a full replica serves
+    // the pipeline's requests meanwhile: ready at once, no profile runs first (two runs of the
+    // model, which would stall the pipeline on this device). Heavy (swapped in early) and the SLO
+    // declared for the model, else the node's, else 1 s (it only orders the queue between models).
+    const auto& late = *st.config.late;
+    const auto& serving = model->manifest().serving;
+    m.heaviness = placement::Heaviness::heavy;
+    m.deadline_us = serving.slo_deadline_us ? serving.slo_deadline_us
+                    : late.slo_deadline_us  ? late.slo_deadline_us
+                                            : 1'000'000;
+    m.percentile = serving.slo_deadline_us ? serving.slo_percentile : late.slo_percentile;
+    if (Status s = st.swap->add_model(m); !s.ok()) return finish_load(self, key, to_caf(s.error()));
+    it->second.info.device = "late";
+    finish_load(self, key, caf::error{});
+    // One tiny run swaps it in now, on every member at once, rather than stage after stage on the
+    // pipeline's first request; requests that come meanwhile queue behind it.
+    auto warm = gpu::sample_model_inputs(*model, 1, 1, 1);
+    if (!warm.ok()) return;
+    auto request = std::make_shared<infer_request>();
+    request->model = key;
+    request->id = "warmup";
+    request->inputs = encode_tensors(*warm);
+    const uint64_t id = st.next_request++;
+    if (!st.swap->submit(id, name, now_us(self)).ok()) return;
+    router_state::Held held{std::move(request), {}, false};
+    held.warmup = true;
+    st.held.emplace(id, std::move(held));
+    return pump(self);
+  }
   // The profile: one cold request (swapped in from host), then a warm one, on sample inputs.
   auto inputs = gpu::sample_model_inputs(*model, 1, profile_seq_len(*model), 1);
   if (!inputs.ok()) return finish_load(self, key, to_caf(inputs.error()));

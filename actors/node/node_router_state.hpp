@@ -52,6 +52,7 @@ struct router_state {
     std::shared_ptr<const infer_request> request;
     caf::typed_response_promise<infer_reply> promise;
     bool profile = false;  // the registration profile of a model (no client)
+    bool warmup = false;   // a pipeline member's first run, to swap it in (no client, no answer)
   };
 
   /// A pipeline stage held here (its replica is under the stage key in `replicas`).
