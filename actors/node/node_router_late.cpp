@@ -139,6 +139,7 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
   }
   if (held.warmup) {
     // Its device copy is what it was for; a failure shows again on the first real request.
+    if (held.ready_after) finish_load(self, held.request->model, caf::error{});
   } else if (held.profile) {
     profiled(self, held.request->model, r);
   } else if (r.reply) {
@@ -244,19 +245,23 @@ void late_register(router_pointer self, const model_key& key, std::shared_ptr<co
     m.percentile = serving.slo_deadline_us ? serving.slo_percentile : late.slo_percentile;
     if (Status s = st.swap->add_model(m); !s.ok()) return finish_load(self, key, to_caf(s.error()));
     it->second.info.device = "late";
-    finish_load(self, key, caf::error{});
-    // One tiny run swaps it in now, on every member at once, rather than stage after stage on the
-    // pipeline's first request; requests that come meanwhile queue behind it.
+    // One tiny run swaps it in now: a stage on every member at once (it is ready already, so the
+    // pipeline's first request queues behind it, rather than swapping stage after stage); a
+    // member's full model before it is ready, so that the switch-over finds every replica warm
+    // while the pipeline still serves.
+    const bool stage = st.stages.count(key) > 0;
+    if (stage) finish_load(self, key, caf::error{});
     auto warm = gpu::sample_model_inputs(*model, 1, 1, 1);
-    if (!warm.ok()) return;
+    if (!warm.ok()) return stage ? void() : finish_load(self, key, caf::error{});
     auto request = std::make_shared<infer_request>();
     request->model = key;
     request->id = "warmup";
     request->inputs = encode_tensors(*warm);
     const uint64_t id = st.next_request++;
-    if (!st.swap->submit(id, name, now_us(self)).ok()) return;
+    if (!st.swap->submit(id, name, now_us(self)).ok()) return stage ? void() : finish_load(self, key, caf::error{});
     router_state::Held held{std::move(request), {}, false};
     held.warmup = true;
+    held.ready_after = !stage;
     st.held.emplace(id, std::move(held));
     return pump(self);
   }

@@ -53,6 +53,7 @@ struct router_state {
     caf::typed_response_promise<infer_reply> promise;
     bool profile = false;  // the registration profile of a model (no client)
     bool warmup = false;   // a pipeline member's first run, to swap it in (no client, no answer)
+    bool ready_after = false;  // warmup: the replica is ready once it ran (a member's full model)
   };
 
   /// A pipeline stage held here (its replica is under the stage key in `replicas`).
