@@ -82,11 +82,28 @@ namespace config_detail {
 
 Status parse_autoscale(const config_yaml::YamlSection& s, AutoscaleConfig& c, AutoscalerSettings& loop) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
-  EMBER_RETURN_IF_ERROR(
-      s.check_keys({"enabled", "interval", "look_back", "drain_timeout", "chain_scale_up", "peer_sources", "placement",
-                    "partition_stages", "partition_bandwidth", "completion_rate", "policy", "min_replicas", "max_replicas", "target_ongoing_requests", "headroom",
-                    "target_queue_latency", "target_requests_per_minute", "upscale_delay", "downscale_delay",
-                    "idle_timeout", "host_keep_alive", "downscale_tolerance"}));
+  EMBER_RETURN_IF_ERROR(s.check_keys({"enabled",
+                                      "interval",
+                                      "look_back",
+                                      "drain_timeout",
+                                      "chain_scale_up",
+                                      "peer_sources",
+                                      "placement",
+                                      "partition_stages",
+                                      "partition_bandwidth",
+                                      "completion_rate",
+                                      "policy",
+                                      "min_replicas",
+                                      "max_replicas",
+                                      "target_ongoing_requests",
+                                      "headroom",
+                                      "target_queue_latency",
+                                      "target_requests_per_minute",
+                                      "upscale_delay",
+                                      "downscale_delay",
+                                      "idle_timeout",
+                                      "host_keep_alive",
+                                      "downscale_tolerance"}));
   EMBER_RETURN_IF_ERROR(s.read_bool("enabled", loop.enabled));
   EMBER_RETURN_IF_ERROR(s.read("interval", loop.interval_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read("look_back", loop.look_back_us, parse_duration_us));

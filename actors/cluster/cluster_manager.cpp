@@ -263,8 +263,8 @@ void complete_member(manager_pointer self, const model_key& key, StageSpot& s) {
   load_replica msg = load_request(*v, plan);
   msg.max_bytes_per_s = static_cast<uint64_t>(st.config.autoscaler.completion_rate);
   self->request(n->router, kLoadTimeout, std::move(msg))
-      .then([self, key, node = s.node, attempt = s.attempt](
-                replica_info& info) { member_completed(self, key, node, attempt, std::move(info)); },
+      .then([self, key, node = s.node,
+             attempt = s.attempt](replica_info& info) { member_completed(self, key, node, attempt, std::move(info)); },
             [self, key, node = s.node, attempt = s.attempt](caf::error& err) {
               member_completed(self, key, node, attempt, from_caf(err));
             });
@@ -298,8 +298,8 @@ void member_completed(manager_pointer self, const model_key& key, uint64_t node,
   }
   ModelVersion* v = st.registry.find(key);
   if (v && v->key() == key) v->pipeline.clear();
-  spdlog::info("manager: {} completed into {} full replica(s); its pipeline of {} stages leaves", key.to_string(), ready,
-               done.stages.size());
+  spdlog::info("manager: {} completed into {} full replica(s); its pipeline of {} stages leaves", key.to_string(),
+               ready, done.stages.size());
   publish(self, {key});
   std::vector<std::pair<uint64_t, model_key>> stages;
   for (const StageSpot& x : done.stages) stages.emplace_back(x.node, x.stage);
@@ -344,8 +344,8 @@ void stage_loaded(manager_pointer self, const model_key& key, uint64_t node, uin
 bool start_pipeline(manager_pointer self, ModelVersion& v) {
   auto& st = self->state;
   const uint32_t want = std::max<uint32_t>(1, v.wanted);
-  if (st.partitions.max_stages() < 2 || want < 2 || !v.replicas.empty() || !v.loading_on.empty() ||
-      !v.entry.profile || st.partitions.forbidden(v.key())) {
+  if (st.partitions.max_stages() < 2 || want < 2 || !v.replicas.empty() || !v.loading_on.empty() || !v.entry.profile ||
+      st.partitions.forbidden(v.key())) {
     return false;
   }
   for (const auto& [id, node] : st.members.nodes())

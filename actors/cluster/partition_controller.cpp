@@ -12,13 +12,13 @@ constexpr uint64_t kCutFixedUs = 500;
 }  // namespace
 
 Result<PipelineBuild> PartitionController::plan(const ModelVersion& v, const std::vector<uint64_t>& nodes,
-                                                 uint32_t max_parts, uint64_t x, uint64_t stage_memory) const {
+                                                uint32_t max_parts, uint64_t x, uint64_t stage_memory) const {
   const std::string what = "no partitioned cold start for " + v.key().to_string() + ": ";
   const auto& profile = v.entry.profile;
   if (!profile) return unsupported(what + "it has no profile.json");
   if (profile->weights_bytes != v.entry.weights_bytes) return unsupported(what + "its profile is stale");
-  max_parts = std::min<uint32_t>({max_parts, max_stages_, static_cast<uint32_t>(nodes.size()),
-                                  static_cast<uint32_t>(profile->layers.size())});
+  max_parts = std::min<uint32_t>(
+      {max_parts, max_stages_, static_cast<uint32_t>(nodes.size()), static_cast<uint32_t>(profile->layers.size())});
   if (max_parts < 2) return unsupported(what + "fewer than two stages are possible");
   const size_t b = profile->batch_index(1);
   std::vector<placement::LayerProfile> layers;

@@ -118,7 +118,8 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
   if (st.instruments) {
     st.instruments->count_evictions(r.evicted.size());
     auto m = st.swap->model(d.model);
-    if (!r.fault && !h->second.profile && !h->second.warmup && m) st.instruments->count_slo(m->deadline_us == 0 || latency <= m->deadline_us);
+    if (!r.fault && !h->second.profile && !h->second.warmup && m)
+      st.instruments->count_slo(m->deadline_us == 0 || latency <= m->deadline_us);
   }
   st.swap->finish(d, o, latency, now);
   if (r.fault) {

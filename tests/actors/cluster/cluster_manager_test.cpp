@@ -58,8 +58,13 @@ caf::behavior fake_router(caf::event_based_actor* self, FakeNode* node) {
       [=](load_stage& req) -> caf::result<replica_info> {
         node->stage_loads.push_back(req);
         if (node->fail_stage) return to_caf(*node->fail_stage);
-        return replica_info{stage_key_of(req.load.model, req.part.first_layer, req.part.last_layer), node->name, "sim0",
-                            SourceTier::repository, "", req.part.length(), 1000};
+        return replica_info{stage_key_of(req.load.model, req.part.first_layer, req.part.last_layer),
+                            node->name,
+                            "sim0",
+                            SourceTier::repository,
+                            "",
+                            req.part.length(),
+                            1000};
       },
       [=](unload_atom, const model_key& key) {
         node->unloads.push_back(key);
@@ -328,7 +333,9 @@ struct Partitioned {
   Partitioned() {
     auto model = gpu::testing::tiny_model("gpt2", repo / "gpt2/1");
     auto device = gpu::testing::sim_device();
-    auto hash = [](const uint8_t* data, uint64_t bytes) { return transport::to_hex(transport::Sha256::of(data, bytes)); };
+    auto hash = [](const uint8_t* data, uint64_t bytes) {
+      return transport::to_hex(transport::Sha256::of(data, bytes));
+    };
     auto profile = gpu::measure_profile(model, *device, {1}, 8, hash);
     EXPECT_TRUE(profile.ok());
     EXPECT_TRUE(gpu::write_profile(repo / "gpt2/1", *profile).ok());
@@ -398,7 +405,8 @@ TEST(PartitionedColdStart, AScaleUpOfAModelNoNodeHoldsServesThroughStagesThenBec
   c.d.advance(5s);
   for (const char* n : {"a", "b", "c"}) {
     const blob_part& part = c.nodes[n]->stage_loads[0].part;
-    EXPECT_EQ(c.nodes[n]->unloads, (std::vector<model_key>{stage_key_of(kGpt, part.first_layer, part.last_layer)})) << n;
+    EXPECT_EQ(c.nodes[n]->unloads, (std::vector<model_key>{stage_key_of(kGpt, part.first_layer, part.last_layer)}))
+        << n;
   }
 }
 
@@ -419,7 +427,8 @@ TEST(PartitionedColdStart, AStageThatFailsGivesThePipelineUpForWholeReplicas) {
   for (const char* n : {"a", "c"}) {
     ASSERT_EQ(c.nodes[n]->stage_loads.size(), 1u);
     const blob_part& part = c.nodes[n]->stage_loads[0].part;
-    EXPECT_EQ(c.nodes[n]->unloads, (std::vector<model_key>{stage_key_of(kGpt, part.first_layer, part.last_layer)})) << n;
+    EXPECT_EQ(c.nodes[n]->unloads, (std::vector<model_key>{stage_key_of(kGpt, part.first_layer, part.last_layer)}))
+        << n;
     EXPECT_EQ(c.nodes[n]->loads.size(), 1u) << n;  // then a whole replica
   }
   EXPECT_TRUE(c.nodes["b"]->unloads.empty()) << "b bound no stage";
