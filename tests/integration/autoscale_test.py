@@ -26,8 +26,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 import ember_torch  # noqa: E402
-from cluster_test import (KSERVE, Failure, check_answer, free_port, node_replicas, print_log_tails,  # noqa: E402
-                          request, stop_all, wait_for)
+from cluster_test import (KSERVE, Failure, check_answer, free_port, metric, node_replicas,  # noqa: E402
+                          print_log_tails, request, stop_all, wait_for)
 
 CONFIG = """
 autoscale:
@@ -55,17 +55,6 @@ def make_case(ember, work):
     body = {"inputs": [{"name": n, "datatype": KSERVE[a.dtype], "shape": list(a.shape),
                         "data": a.reshape(-1).tolist()} for n, a in inputs.items()]}
     return os.path.join(work, "repo"), body, ember_torch.read_safetensors(fout)
-
-
-def metric(port, name, **labels):
-    """The sum of a metric's series whose labels include `labels`."""
-    status, text = request(port, "GET", "/metrics")
-    total = 0.0
-    for m in re.finditer(r"^" + name + r"\{([^}]*)\} (\S+)$", text, re.M):
-        have = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
-        if all(have.get(k) == v for k, v in labels.items()):
-            total += float(m.group(2))
-    return total
 
 
 def replicas(port):

@@ -116,6 +116,17 @@ def node_replicas(port):
     return out
 
 
+def metric(port, name, **labels):
+    """The sum of a metric's series whose labels include `labels`."""
+    status, text = request(port, "GET", "/metrics")
+    total = 0.0
+    for m in re.finditer(r"^" + name + r"\{([^}]*)\} (\S+)$", text, re.M):
+        have = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        if all(have.get(k) == v for k, v in labels.items()):
+            total += float(m.group(2))
+    return total
+
+
 def print_log_tails(work, logs, lines):
     """The last `lines` lines of each process's log (`logs`: name -> open file in `work`)."""
     for name, f in logs.items():
