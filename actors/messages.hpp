@@ -126,52 +126,6 @@ typename Inspector::result_type inspect(Inspector& f, blob_source& x) {
   return f(caf::meta::type_name("blob_source"), x.kind, x.name, x.endpoint);
 }
 
-/// Manager -> node_router: make a replica of `model` on this node (fetch its bytes unless the
-/// cache holds them, then bind them to a device).
-struct load_replica {
-  model_key model;
-  /// model.json, as read from the repository.
-  std::string manifest_json;
-  /// Data-plane key and size of weights.safetensors.
-  std::string blob_key;
-  uint64_t blob_bytes = 0;
-  /// Tried in order: peers that hold the bytes in memory first, then the repository.
-  std::vector<blob_source> sources;
-  /// Non-zero: the node is a hop of multicast chain `transfer_id` run by `controller` (the
-  /// manager), and sources[0] is its upstream (see actors/transfer_peer_interface.hpp).
-  uint64_t transfer_id = 0;
-  caf::actor controller;
-  /// Fetch the bytes into the node's cache only; bind no device (prefetch, distribution).
-  bool cache_only = false;
-  /// Fetch no faster than this many bytes per second (0: as fast as the link): a pipeline member
-  /// completing into a full replica in the background (autoscale.completion_rate), below cold starts.
-  uint64_t max_bytes_per_s = 0;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, load_replica& x) {
-  return f(caf::meta::type_name("load_replica"), x.model, x.manifest_json, x.blob_key, x.blob_bytes, x.sources,
-           x.transfer_id, x.controller, x.cache_only, x.max_bytes_per_s);
-}
-
-/// A node_router's answer to load_replica.
-struct replica_info {
-  model_key model;
-  std::string node;
-  std::string device;
-  /// Where the bytes came from (cache: already in host memory), and the peer's name for a peer.
-  SourceTier source = SourceTier::cache;
-  std::string source_peer;
-  uint64_t bytes_fetched = 0;
-  uint64_t load_us = 0;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, replica_info& x) {
-  return f(caf::meta::type_name("replica_info"), x.model, x.node, x.device, x.source, x.source_peer, x.bytes_fetched,
-           x.load_us);
-}
-
 /// One pipeline stage's share of a weights file (Flashpoint's partitioned cold start): the
 /// safetensors header and the bytes of layers [first_layer, last_layer), one contiguous range of
 /// the file, with the digests from the model's profile (gpu/model_profile.hpp) each piece is
@@ -196,6 +150,57 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, blob_part& x) {
   return f(caf::meta::type_name("blob_part"), x.first_layer, x.last_layer, x.header_bytes, x.header_sha256, x.offset,
            x.layer_bytes, x.layer_sha256);
+}
+
+/// Manager -> node_router: make a replica of `model` on this node (fetch its bytes unless the
+/// cache holds them, then bind them to a device).
+struct load_replica {
+  model_key model;
+  /// model.json, as read from the repository.
+  std::string manifest_json;
+  /// Data-plane key and size of weights.safetensors.
+  std::string blob_key;
+  uint64_t blob_bytes = 0;
+  /// Tried in order: peers that hold the bytes in memory first, then the repository.
+  std::vector<blob_source> sources;
+  /// Non-zero: the node is a hop of multicast chain `transfer_id` run by `controller` (the
+  /// manager), and sources[0] is its upstream (see actors/transfer_peer_interface.hpp).
+  uint64_t transfer_id = 0;
+  caf::actor controller;
+  /// Fetch the bytes into the node's cache only; bind no device (prefetch, distribution).
+  bool cache_only = false;
+  /// Fetch no faster than this many bytes per second (0: as fast as the link): a pipeline member
+  /// completing into a full replica in the background (autoscale.completion_rate), below cold starts.
+  uint64_t max_bytes_per_s = 0;
+  /// A pipeline member completing: `reuse` is its stage's share (last_layer 0: none), already in
+  /// its cache, and `layers` every layer of the file with its digest (the profile's), so that only
+  /// the bytes outside the share are fetched and the whole file is checked layer by layer.
+  blob_part reuse;
+  blob_part layers;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, load_replica& x) {
+  return f(caf::meta::type_name("load_replica"), x.model, x.manifest_json, x.blob_key, x.blob_bytes, x.sources,
+           x.transfer_id, x.controller, x.cache_only, x.max_bytes_per_s, x.reuse, x.layers);
+}
+
+/// A node_router's answer to load_replica.
+struct replica_info {
+  model_key model;
+  std::string node;
+  std::string device;
+  /// Where the bytes came from (cache: already in host memory), and the peer's name for a peer.
+  SourceTier source = SourceTier::cache;
+  std::string source_peer;
+  uint64_t bytes_fetched = 0;
+  uint64_t load_us = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, replica_info& x) {
+  return f(caf::meta::type_name("replica_info"), x.model, x.node, x.device, x.source, x.source_peer, x.bytes_fetched,
+           x.load_us);
 }
 
 /// The model_key a node serves stage [first, last) of `model` under: "<name>#<first>-<last>"

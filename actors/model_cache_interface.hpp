@@ -51,6 +51,11 @@ struct fetch_blob {
   /// Receive no faster than this (bytes per second; 0 = no limit), paced per chunk: a pipeline
   /// member's background completion. Not for the node's own repository (local disk).
   uint64_t max_bytes_per_s = 0;
+  /// A whole blob of which the share `reuse` (a stage's, under part_key_of) is resident: its bytes
+  /// are copied, only the rest is fetched, and every layer of `layers` is checked (see
+  /// load_replica). When the share is not resident, the whole blob is fetched as usual.
+  std::optional<blob_part> reuse;
+  std::optional<blob_part> layers;
 };
 
 /// The cache key of a stage's share of blob `blob_key`: "<blob_key>#<first>-<last>".

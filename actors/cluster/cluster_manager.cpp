@@ -262,6 +262,9 @@ void complete_member(manager_pointer self, const model_key& key, StageSpot& s) {
   if (!n) return;
   load_replica msg = load_request(*v, plan);
   msg.max_bytes_per_s = static_cast<uint64_t>(st.config.autoscaler.completion_rate);
+  // Only the layers outside its stage cross the network; all are checked against the profile.
+  msg.reuse = s.part;
+  msg.layers = st.partitions.all_layers(*v);
   self->request(n->router, kLoadTimeout, std::move(msg))
       .then([self, key, node = s.node,
              attempt = s.attempt](replica_info& info) { member_completed(self, key, node, attempt, std::move(info)); },

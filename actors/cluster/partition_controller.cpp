@@ -65,6 +65,22 @@ Result<PipelineBuild> PartitionController::plan(const ModelVersion& v, const std
   return build;
 }
 
+blob_part PartitionController::all_layers(const ModelVersion& v) {
+  blob_part all;
+  const auto& profile = v.entry.profile;
+  if (!profile) return all;
+  all.first_layer = 0;
+  all.last_layer = static_cast<uint32_t>(profile->layers.size());
+  all.header_bytes = profile->header_bytes;
+  all.header_sha256 = profile->header_sha256;
+  all.offset = profile->header_bytes;
+  for (const auto& l : profile->layers) {
+    all.layer_bytes.push_back(l.bytes);
+    all.layer_sha256.push_back(l.sha256);
+  }
+  return all;
+}
+
 PipelineBuild* PartitionController::find(const model_key& key) {
   auto it = builds_.find(key);
   return it == builds_.end() ? nullptr : &it->second;

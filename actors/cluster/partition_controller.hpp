@@ -64,6 +64,10 @@ class PartitionController {
   Result<PipelineBuild> plan(const ModelVersion& v, const std::vector<uint64_t>& nodes, uint32_t max_parts, uint64_t x,
                              uint64_t stage_memory) const;
 
+  /// Every layer of `v`'s file with the profile's digests (what a completing member checks); empty
+  /// without a profile.
+  static blob_part all_layers(const ModelVersion& v);
+
   PipelineBuild* find(const model_key& key);
   void add(PipelineBuild build) { builds_[build.key] = std::move(build); }
   void erase(const model_key& key) { builds_.erase(key); }

@@ -9,6 +9,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <chrono>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <thread>
@@ -94,17 +95,26 @@ Result<blob_ref> fetch_from_sources(const ModelCacheConfig& config, const fetch_
   return unavailable("cannot fetch model " + req.model.to_string() + ":" + failures);
 }
 
-// Receives the ranges of a stage's share into one whole-blob buffer, remembering where the
-// verified bytes of the current range end (a retry from another source resumes there).
+// Receives ranges of a blob into one whole-blob buffer, remembering where the verified bytes of the
+// current range end (a retry from another source resumes there); paced like BufferSink.
 class PartSink final : public transport::BlobSink {
  public:
-  explicit PartSink(std::shared_ptr<gpu::HostBuffer> buffer) : buffer_(std::move(buffer)) {}
+  explicit PartSink(std::shared_ptr<gpu::HostBuffer> buffer, uint64_t max_bytes_per_s = 0)
+      : buffer_(std::move(buffer)), rate_(max_bytes_per_s), start_(Clock::now()) {}
   uint8_t* allocate(uint64_t blob_bytes) override { return blob_bytes == buffer_->size() ? buffer_->data() : nullptr; }
-  void on_chunk(uint64_t offset, uint64_t length) override { verified_end = offset + length; }
+  void on_chunk(uint64_t offset, uint64_t length) override {
+    verified_end = offset + length;
+    if (rate_ == 0) return;
+    received_ += length;
+    std::this_thread::sleep_until(start_ + std::chrono::microseconds(received_ * 1'000'000 / rate_));
+  }
   uint64_t verified_end = 0;
 
  private:
   std::shared_ptr<gpu::HostBuffer> buffer_;
+  uint64_t rate_;
+  uint64_t received_ = 0;
+  Clock::time_point start_;
 };
 
 std::string hex_of(const uint8_t* data, uint64_t bytes) {
@@ -198,6 +208,39 @@ Result<blob_ref> fetch_part_from_sources(const ModelCacheConfig& config, const f
   if (failures.empty()) failures = " no source was given and the node's repository does not have it";
   return unavailable("cannot fetch layers [" + std::to_string(part.first_layer) + ", " +
                      std::to_string(part.last_layer) + ") of model " + req.model.to_string() + ":" + failures);
+}
+
+// A whole blob of which a stage's share is at hand: the share's bytes copied, the rest fetched
+// (from each source in order, paced as asked), every layer checked against its digest.
+Result<blob_ref> fetch_rest_from_sources(const ModelCacheConfig& config, const fetch_blob& req,
+                                         std::shared_ptr<const gpu::HostBuffer> share) {
+  const auto start = Clock::now();
+  const blob_part& have = *req.reuse;
+  const blob_part& all = *req.layers;
+  const uint64_t have_end = have.offset + have.length();
+  if (share->size() != req.blob_bytes || have_end > req.blob_bytes || have.header_bytes != all.header_bytes) {
+    return invalid_argument("the stage's share does not fit " + req.blob_key);
+  }
+  EMBER_ASSIGN_OR_RETURN(std::shared_ptr<gpu::HostBuffer> buffer, gpu::HostBuffer::allocate(req.blob_bytes));
+  std::memcpy(buffer->data(), share->data(), have.header_bytes);
+  std::memcpy(buffer->data() + have.offset, share->data() + have.offset, have.length());
+  std::string failures;
+  for (const blob_source& src : req.sources) {
+    PartSink sink(buffer, req.max_bytes_per_s);
+    uint64_t received = 0;
+    Status st = fetch_range(config, src, req, sink, have.header_bytes, have.offset, received);
+    if (st.ok()) st = fetch_range(config, src, req, sink, have_end, req.blob_bytes, received);
+    if (st.ok()) st = check_part(*buffer, all);
+    if (st.ok()) {
+      const auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
+      return blob_ref{buffer, src.kind, src.name, received, static_cast<uint64_t>(us)};
+    }
+    spdlog::warn("fetch of the rest of {} from {} {} failed: {}", req.blob_key, to_string(src.kind), src.name,
+                 st.error().message());
+    failures += " " + std::string(to_string(src.kind)) + " " + src.name + ": " + st.error().message() + ";";
+  }
+  if (failures.empty()) failures = " no source was given";
+  return unavailable("cannot fetch the rest of model " + req.model.to_string() + ":" + failures);
 }
 
 struct cache_state {
@@ -303,9 +346,12 @@ caf::result<blob_ref> fetch(cache_pointer self, fetch_blob& req) {
     return rp;
   }
   const std::string key = req.blob_key;
+  std::shared_ptr<const gpu::HostBuffer> share;
+  if (!req.part && req.reuse && req.layers) share = st.store->find(part_key_of(req.blob_key, *req.reuse));
   const bool taken = offload(
       self, *st.fetches,
-      [config = st.config, req = std::move(req)] {
+      [config = st.config, req = std::move(req), share = std::move(share)] {
+        if (share) return fetch_rest_from_sources(config, req, share);
         // The original blob key for the sources; the cache's key for the part.
         if (!req.part) return fetch_from_sources(config, req);
         fetch_blob whole = req;

@@ -142,6 +142,10 @@ caf::result<replica_info> load(router_pointer self, load_replica& req, std::opti
   fetch_blob fetch{req.model, req.blob_key, req.blob_bytes, req.sources, part ? 0 : req.transfer_id, req.controller};
   fetch.part = part;
   fetch.max_bytes_per_s = req.max_bytes_per_s;
+  if (!part && req.reuse.last_layer > 0 && !req.layers.layer_bytes.empty()) {
+    fetch.reuse = req.reuse;
+    fetch.layers = req.layers;
+  }
   self->request(st.cache, kFetchTimeout, std::move(fetch))
       .then(
           [self, key, part, manifest = std::move(req.manifest_json)](blob_ref& blob) {

@@ -223,6 +223,25 @@ TEST(Pipeline, ThreeStagesFetchOnlyTheirLayersAndAnswerAsTheWholeModel) {
   }
 }
 
+TEST(Pipeline, AMemberCompletesByFetchingOnlyTheLayersOutsideItsStage) {
+  Pipeline f;
+  f.load_all();
+  const int i = 1;
+  load_replica whole{f.key, f.manifest, blob_key_of(f.key), f.model->file_bytes(), {f.repository()}};
+  whole.reuse = f.part_of(f.ranges[i]);
+  whole.layers = f.part_of({0, f.model->num_layers()});
+  auto info = ask<replica_info>(*f.sys, f.routers[i], 30s, whole);
+  ASSERT_TRUE(info.ok()) << info.error().to_string();
+  EXPECT_EQ(info->model, f.key);
+  EXPECT_EQ(info->bytes_fetched, f.model->file_bytes() - whole.reuse.header_bytes - whole.reuse.length());
+  // The full replica answers as the whole model, beside the stage, which still serves.
+  infer_request req = f.request(40).request;
+  auto reply = ask<infer_reply>(*f.sys, f.routers[i], 30s, req);
+  ASSERT_TRUE(reply.ok()) << reply.error().to_string();
+  expect_same(f.direct(f.request(40)), *reply);
+  EXPECT_TRUE(ask<infer_reply>(*f.sys, f.routers[0], 30s, f.request(41)).ok());
+}
+
 TEST(Pipeline, BadRequestsAndMissingStagesAreClearErrors) {
   Pipeline f;
   f.load_all();
