@@ -30,31 +30,38 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Receives a fetched blob straight into a new host buffer, no faster than `max_bytes_per_s` when
-// set (it sleeps after a chunk that arrived early: the data plane's flow control slows the sender).
+// Keeps a receiver at no more than `max_bytes_per_s` (0: no limit): after a chunk that arrived
+// early it sleeps (on the fetch queue's thread), and the data plane's flow control slows the sender.
+class Pacer {
+ public:
+  explicit Pacer(uint64_t max_bytes_per_s) : rate_(max_bytes_per_s) {}
+  void received(uint64_t bytes) {
+    if (rate_ == 0) return;
+    total_ += bytes;
+    std::this_thread::sleep_until(start_ + std::chrono::microseconds(total_ * 1'000'000 / rate_));
+  }
+
+ private:
+  uint64_t rate_;
+  uint64_t total_ = 0;
+  Clock::time_point start_ = Clock::now();
+};
+
+// Receives a fetched blob straight into a new host buffer, paced.
 class BufferSink final : public transport::BlobSink {
  public:
-  explicit BufferSink(uint64_t max_bytes_per_s = 0) : rate_(max_bytes_per_s) {}
+  explicit BufferSink(uint64_t max_bytes_per_s = 0) : pacer_(max_bytes_per_s) {}
   uint8_t* allocate(uint64_t blob_bytes) override {
     auto b = gpu::HostBuffer::allocate(blob_bytes);
     if (!b.ok()) return nullptr;
     buffer = std::move(*b);
-    start_ = Clock::now();
     return buffer->data();
   }
-  void on_chunk(uint64_t offset, uint64_t length) override {
-    if (rate_ == 0) return;
-    received_ += length;
-    (void)offset;
-    const auto due = start_ + std::chrono::microseconds(received_ * 1'000'000 / rate_);
-    std::this_thread::sleep_until(due);
-  }
+  void on_chunk(uint64_t, uint64_t length) override { pacer_.received(length); }
   std::shared_ptr<gpu::HostBuffer> buffer;
 
  private:
-  uint64_t rate_;
-  uint64_t received_ = 0;
-  Clock::time_point start_;
+  Pacer pacer_;
 };
 
 // Runs on the node's fetch queue: the node's own repository directory first, then each source in
@@ -96,29 +103,36 @@ Result<blob_ref> fetch_from_sources(const ModelCacheConfig& config, const fetch_
 }
 
 // Receives ranges of a blob into one whole-blob buffer, remembering where the verified bytes of the
-// current range end (a retry from another source resumes there); paced like BufferSink.
+// current range end (a retry from another source resumes there); paced.
 class PartSink final : public transport::BlobSink {
  public:
   explicit PartSink(std::shared_ptr<gpu::HostBuffer> buffer, uint64_t max_bytes_per_s = 0)
-      : buffer_(std::move(buffer)), rate_(max_bytes_per_s), start_(Clock::now()) {}
+      : buffer_(std::move(buffer)), pacer_(max_bytes_per_s) {}
   uint8_t* allocate(uint64_t blob_bytes) override { return blob_bytes == buffer_->size() ? buffer_->data() : nullptr; }
   void on_chunk(uint64_t offset, uint64_t length) override {
     verified_end = offset + length;
-    if (rate_ == 0) return;
-    received_ += length;
-    std::this_thread::sleep_until(start_ + std::chrono::microseconds(received_ * 1'000'000 / rate_));
+    pacer_.received(length);
   }
   uint64_t verified_end = 0;
 
  private:
   std::shared_ptr<gpu::HostBuffer> buffer_;
-  uint64_t rate_;
-  uint64_t received_ = 0;
-  Clock::time_point start_;
+  Pacer pacer_;
 };
 
 std::string hex_of(const uint8_t* data, uint64_t bytes) {
   return transport::to_hex(transport::Sha256::of(data, bytes));
+}
+
+// A part (from a message: input) that describes a share of a `blob_bytes` blob: one digest per
+// layer, its layers after the header and inside the blob. invalid_argument otherwise.
+Status check_part_fits(const blob_part& part, uint64_t blob_bytes, const std::string& blob_key) {
+  if (part.layer_bytes.size() != part.layer_sha256.size() || part.offset < part.header_bytes ||
+      part.header_bytes > blob_bytes || part.offset + part.length() > blob_bytes) {
+    return invalid_argument("layers [" + std::to_string(part.first_layer) + ", " + std::to_string(part.last_layer) +
+                            ") as described do not fit the " + std::to_string(blob_bytes) + " bytes of " + blob_key);
+  }
+  return Status::OK();
 }
 
 // The header and every layer of `part` in `buffer` against their digests: corrupt naming the
@@ -173,11 +187,7 @@ Result<blob_ref> fetch_part_from_sources(const ModelCacheConfig& config, const f
     return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
   };
   const blob_part& part = *req.part;
-  if (part.layer_bytes.size() != part.layer_sha256.size() || part.offset < part.header_bytes ||
-      part.offset + part.length() > req.blob_bytes) {
-    return invalid_argument("the stage's share of " + req.blob_key + " does not fit its " +
-                            std::to_string(req.blob_bytes) + " bytes");
-  }
+  EMBER_RETURN_IF_ERROR(check_part_fits(part, req.blob_bytes, req.blob_key));
   EMBER_ASSIGN_OR_RETURN(std::shared_ptr<gpu::HostBuffer> buffer, gpu::HostBuffer::allocate(req.blob_bytes));
   std::string failures;
   if (!config.repository.empty()) {
@@ -218,7 +228,9 @@ Result<blob_ref> fetch_rest_from_sources(const ModelCacheConfig& config, const f
   const blob_part& have = *req.reuse;
   const blob_part& all = *req.layers;
   const uint64_t have_end = have.offset + have.length();
-  if (share->size() != req.blob_bytes || have_end > req.blob_bytes || have.header_bytes != all.header_bytes) {
+  EMBER_RETURN_IF_ERROR(check_part_fits(have, req.blob_bytes, req.blob_key));
+  EMBER_RETURN_IF_ERROR(check_part_fits(all, req.blob_bytes, req.blob_key));
+  if (share->size() != req.blob_bytes || have.header_bytes != all.header_bytes) {
     return invalid_argument("the stage's share does not fit " + req.blob_key);
   }
   EMBER_ASSIGN_OR_RETURN(std::shared_ptr<gpu::HostBuffer> buffer, gpu::HostBuffer::allocate(req.blob_bytes));

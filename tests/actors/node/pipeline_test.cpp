@@ -244,6 +244,15 @@ TEST(Pipeline, AMemberCompletesByFetchingOnlyTheLayersOutsideItsStage) {
 
 TEST(Pipeline, BadRequestsAndMissingStagesAreClearErrors) {
   Pipeline f;
+  // A stage described with a digest missing, or past the file: refused before any fetch.
+  load_stage short_digests = f.stage_load(0, {f.repository()});
+  short_digests.part.layer_sha256.pop_back();
+  auto refused = ask<replica_info>(*f.sys, f.routers[0], 10s, short_digests);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.error().message().find("do not fit"), std::string::npos) << refused.error().to_string();
+  load_stage past_end = f.stage_load(0, {f.repository()});
+  past_end.part.offset = f.model->file_bytes();
+  EXPECT_FALSE(ask<replica_info>(*f.sys, f.routers[0], 10s, past_end).ok());
   f.load_all();
   // A stage this node does not hold: unavailable (the gateway's table is stale, retry).
   stage_request r = f.request(2);
