@@ -232,6 +232,22 @@ typename Inspector::result_type inspect(Inspector& f, pipeline_hop& x) {
   return f(caf::meta::type_name("pipeline_hop"), x.router, x.stage, x.node);
 }
 
+/// Carried tensors handed to the next stage over the data plane: the upstream node's blob server
+/// holds their bytes, concatenated in order, as blob `key` (`sizes` bytes each, SHA-256 `sha256` in
+/// hex) until the downstream took them; the request's inputs then carry names, dtypes and shapes
+/// only. An empty key: the tensors ride in the message itself.
+struct tensor_handoff {
+  HostPort from;
+  std::string key;
+  std::vector<uint64_t> sizes;
+  std::string sha256;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tensor_handoff& x) {
+  return f(caf::meta::type_name("tensor_handoff"), x.from, x.key, x.sizes, x.sha256);
+}
+
 /// A request travelling a pipeline: gateway -> first stage's router -> ... -> last stage's router,
 /// each answering its upstream with the last stage's infer_reply. `request.model` is the whole
 /// model; `request.inputs` are the tensors carried: the client's inputs, then every value a later
@@ -243,11 +259,12 @@ struct stage_request {
   uint32_t at = 0;
   caf::actor upstream;  // the router that sent it (null from the gateway): it gets the credit
   uint64_t seq = 0;
+  tensor_handoff handoff;  // between stages: where the carried tensors' bytes wait
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stage_request& x) {
-  return f(caf::meta::type_name("stage_request"), x.request, x.hops, x.at, x.upstream, x.seq);
+  return f(caf::meta::type_name("stage_request"), x.request, x.hops, x.at, x.upstream, x.seq, x.handoff);
 }
 
 /// One device of a node, as the manager sees it.

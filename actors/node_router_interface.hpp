@@ -26,6 +26,7 @@
 #include "actors/messages.hpp"
 #include "actors/metrics_messages.hpp"
 #include "actors/model_cache_interface.hpp"
+#include "actors/offload.hpp"
 
 namespace ember {
 
@@ -58,6 +59,8 @@ using node_router_actor = caf::typed_actor<
     /// Late binding: the RRC queue's periods (self-sent).
     caf::reacts_to<tick_atom>,
     /// Late binding: another try at restarting a faulted executor, by device index (self-sent).
-    caf::reacts_to<restart_atom, uint32_t>>;
+    caf::reacts_to<restart_atom, uint32_t>,
+    /// Offloaded work's continuation (actors/offload.hpp): a stage's fetch of handed-off tensors.
+    caf::reacts_to<offload_done>>;
 
 }  // namespace ember

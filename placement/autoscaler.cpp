@@ -43,16 +43,21 @@ double replica_need(const AutoscaleConfig& c, const ModelLoad& load) {
       return std::max(busy, load.ongoing / c.target_ongoing_requests);
     case ScalingPolicy::arrival_rate:
       return busy * c.headroom;
-    case ScalingPolicy::queue_latency: {
-      const double served = (load.ready + load.pending) / s;  // by the time a new replica serves
-      const double cold_start = static_cast<double>(load.cold_start_us) / 1e6;
-      const double backlog = load.queued + std::max(0.0, rate - served) * cold_start;
-      return busy + s * backlog / (static_cast<double>(c.target_queue_latency_us) / 1e6);
-    }
+    case ScalingPolicy::queue_latency:
+      return busy + s * expected_backlog(load) / (static_cast<double>(c.target_queue_latency_us) / 1e6);
     case ScalingPolicy::requests_per_minute:
       return std::max(busy, rate * 60 / c.target_requests_per_minute);
   }
   return 0;
+}
+
+double expected_backlog(const ModelLoad& load) {
+  const uint32_t supply = load.ready + load.pending;
+  const double s = static_cast<double>(load.service_time_us) / 1e6;
+  if (supply > 0 && s <= 0) return load.queued;
+  const double served = supply == 0 ? 0.0 : supply / s;  // by the time a new replica serves
+  const double cold_start = static_cast<double>(load.cold_start_us) / 1e6;
+  return load.queued + std::max(0.0, std::max(0.0, load.arrival_rate) - served) * cold_start;
 }
 
 ScaleDecision decide(const AutoscaleConfig& c, const ModelLoad& load, ScalerState& state, int64_t now_us) {

@@ -96,6 +96,11 @@ struct ScalerState {
 /// The policy's need (point 1 above).
 double replica_need(const AutoscaleConfig& config, const ModelLoad& load);
 
+/// E = q + max(0, λ − μ) · C: the requests waiting when a new replica is ready (point 1; Flashpoint's
+/// E(x), the queue a partitioned cold start is planned for). μ = (ready + pending) / s; with no
+/// replica μ is 0, with replicas but no measured s it is taken as keeping up.
+double expected_backlog(const ModelLoad& load);
+
 /// One tick for one model: the decision, and `state` updated. A now_us earlier than a timer's start
 /// counts as no time passed.
 ScaleDecision decide(const AutoscaleConfig& config, const ModelLoad& load, ScalerState& state, int64_t now_us);

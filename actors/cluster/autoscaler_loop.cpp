@@ -91,6 +91,7 @@ std::vector<AutoscalerLoop::Change> AutoscalerLoop::tick(int64_t now_us,
     load.ready = s.ready;
     load.pending = s.pending;
     load.cold_start_us = cold_start_us(s.best_tier);
+    m.load = load;
     placement::ScaleDecision d = placement::decide(m.config, load, m.state, now_us);
     m.desired = d.desired;
     const uint32_t fits = d.action == placement::ScaleAction::up && room ? room(key) : UINT32_MAX;
@@ -117,6 +118,14 @@ std::vector<AutoscalerLoop::Change> AutoscalerLoop::tick(int64_t now_us,
 uint32_t AutoscalerLoop::desired(const model_key& key) const {
   auto it = models_.find(key);
   return it == models_.end() ? 0 : it->second.desired;
+}
+
+double AutoscalerLoop::expected_queue(const model_key& key, uint64_t cold_start_us) const {
+  auto it = models_.find(key);
+  if (it == models_.end()) return 0;
+  placement::ModelLoad load = it->second.load;
+  if (cold_start_us > 0) load.cold_start_us = cold_start_us;
+  return placement::expected_backlog(load);
 }
 
 std::vector<model_key> AutoscalerLoop::embers_expired(int64_t now_us,

@@ -87,6 +87,10 @@ class AutoscalerLoop {
   size_t size() const { return models_.size(); }
   /// The replica count the last tick's decision wanted for `key` (0 before any tick).
   uint32_t desired(const model_key& key) const;
+  /// E(x) at the last tick (placement::expected_backlog): the requests of `key` waiting when a new
+  /// replica is ready, for a cold start of `cold_start_us` (0: the measured one of the best tier the
+  /// tick saw). 0 before any tick.
+  double expected_queue(const model_key& key, uint64_t cold_start_us = 0) const;
   /// Calls f(key) for every configured model.
   template <class F>
   void for_each(F&& f) const {
@@ -110,6 +114,7 @@ class AutoscalerLoop {
     std::map<std::string, Gauges> gauges;
     bool ember_expired = false;  // embers_expired() named it in this idle spell
     uint32_t desired = 0;        // the last decision's
+    placement::ModelLoad load;   // the last tick's view
     bool blocked = false;        // an up is wanted and no node has room (said once)
   };
   Status apply(const model_key& key, Model& m);

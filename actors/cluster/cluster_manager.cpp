@@ -100,6 +100,8 @@ void apply_scan(manager_pointer self, const std::string& model, std::vector<Repo
   auto changes = st.registry.apply_scan(model, std::move(entries));
   const auto now = st.registry.entries(model);
   st.index->replace(now, model);
+  for (const auto& key : changes.removed) st.partitions.forget(key);
+  for (const auto& key : changes.changed) st.partitions.forget(key);
   if (st.autoscaler) {
     for (const auto& key : changes.removed) st.autoscaler->forget(key);
     for (const auto& e : now) {
@@ -185,8 +187,10 @@ void revive_drains(manager_pointer self, const model_key& key) {
 
 /// `announce` false: the caller publishes and places afterwards (a pipeline's members completing
 /// into replicas together, in one routing update).
+/// `completion`: a pipeline member's load of the rest of the model (paced on purpose): not a cold
+/// start, so neither counted nor fed to the autoscaler's cold-start estimate.
 void on_load_answer(manager_pointer self, const model_key& key, uint64_t node, uint64_t attempt,
-                    const Result<replica_info>& r, bool announce = true) {
+                    const Result<replica_info>& r, bool announce = true, bool completion = false) {
   auto& st = self->state;
   st.members.unreserve(node, attempt);  // bound below on success; free again otherwise
   if (r.ok()) {
@@ -196,8 +200,10 @@ void on_load_answer(manager_pointer self, const model_key& key, uint64_t node, u
     st.members.note_cached(node, key, true);
     st.partitions.allow(key);
     st.registry.answer_waiters(*v);
-    st.instruments.count_cold_start(r->source, static_cast<double>(r->load_us) / 1e6);
-    if (st.autoscaler) st.autoscaler->cold_start_measured(r->source, r->load_us);
+    if (!completion) {
+      st.instruments.count_cold_start(r->source, static_cast<double>(r->load_us) / 1e6);
+      if (st.autoscaler) st.autoscaler->cold_start_measured(r->source, r->load_us);
+    }
     if (!announce) return;
     publish(self, {key});
     if (v->loading_on.empty() && v->replicas.size() < v->wanted) place(self, key);  // wanted more meanwhile
@@ -249,6 +255,12 @@ void give_up_pipeline(manager_pointer self, const model_key& key, uint64_t faile
 void member_completed(manager_pointer self, const model_key& key, uint64_t node, uint64_t attempt,
                       const Result<replica_info>& r);
 
+/// A member's full replica (when it became one): among the first a scale-down removes.
+void mark_partitioned(manager_pointer self, const model_key& key, uint64_t node) {
+  ModelVersion* v = self->state.registry.find(key);
+  if (v && v->key() == key && v->replicas.count(node)) v->partitioned.insert(node);
+}
+
 /// A member fetches the rest of the model and binds it whole, beside its stage.
 void complete_member(manager_pointer self, const model_key& key, StageSpot& s) {
   auto& st = self->state;
@@ -280,12 +292,15 @@ void member_completed(manager_pointer self, const model_key& key, uint64_t node,
   StageSpot* s = b ? PartitionController::spot(*b, node, attempt) : nullptr;
   if (!s || b->dissolved) {
     // On its own: a dissolved pipeline's member (or a build already gone) is a replica like any.
-    if (s) {
+    const bool member = s != nullptr;
+    if (member) {
       unload_stage(self, node, s->stage);
       std::erase_if(b->stages, [&](const StageSpot& x) { return x.node == node && x.attempt == attempt; });
       if (b->stages.empty()) st.partitions.erase(key);
     }
-    return on_load_answer(self, key, node, attempt, r);
+    on_load_answer(self, key, node, attempt, r, true, member);
+    if (member) mark_partitioned(self, key, node);
+    return;
   }
   s->completed = r;
   if (!std::all_of(b->stages.begin(), b->stages.end(), [](const StageSpot& x) { return x.completed.has_value(); })) {
@@ -297,7 +312,8 @@ void member_completed(manager_pointer self, const model_key& key, uint64_t node,
   uint32_t ready = 0;
   for (const StageSpot& x : done.stages) {
     ready += x.completed->ok();
-    on_load_answer(self, key, x.node, x.attempt, *x.completed, /*announce=*/false);
+    on_load_answer(self, key, x.node, x.attempt, *x.completed, /*announce=*/false, /*completion=*/true);
+    mark_partitioned(self, key, x.node);
   }
   ModelVersion* v = st.registry.find(key);
   if (v && v->key() == key) v->pipeline.clear();
@@ -354,7 +370,16 @@ bool start_pipeline(manager_pointer self, ModelVersion& v) {
   for (const auto& [id, node] : st.members.nodes())
     if (st.members.caches(id, v.key())) return false;  // a node holds the bytes: a plain start is as quick
   const auto nodes = st.planner.candidates(v, std::min(want, st.partitions.max_stages()));
-  auto build = st.partitions.plan(v, nodes, want, want, 0);
+  // Planned for the queue expected when the stages serve (E(x) with the measured repository cold
+  // start, else the profile's at the configured bandwidth); without an autoscaler, the request
+  // that asked.
+  double x = 1;
+  if (st.autoscaler) {
+    uint64_t c1 = st.autoscaler->cold_start_us(SourceTier::repository);
+    if (c1 == 0) c1 = st.partitions.whole_cold_start_us(v);
+    x = std::max(1.0, st.autoscaler->expected_queue(v.key(), c1));
+  }
+  auto build = st.partitions.plan(v, nodes, want, x, 0);
   if (!build.ok()) {
     spdlog::debug("manager: {}", build.error().message());
     return false;
@@ -365,9 +390,11 @@ bool start_pipeline(manager_pointer self, ModelVersion& v) {
     // The whole model's memory: the member completes into a full replica.
     st.members.reserve(s.node, s.attempt, v.entry.weights_bytes);
   }
-  spdlog::info("manager: cold start of {} as {} pipeline stages (planned cold start {:.0f} ms, bottleneck {:.1f} ms)",
-               key.to_string(), build->stages.size(), static_cast<double>(build->plan.cold_start_us) / 1e3,
-               static_cast<double>(build->plan.bottleneck_us) / 1e3);
+  spdlog::info(
+      "manager: cold start of {} as {} pipeline stages for an expected queue of {:.1f} (planned cold start {:.0f} ms, "
+      "bottleneck {:.1f} ms)",
+      key.to_string(), build->stages.size(), x, static_cast<double>(build->plan.cold_start_us) / 1e3,
+      static_cast<double>(build->plan.bottleneck_us) / 1e3);
   for (const StageSpot& s : build->stages) {
     load_stage msg;
     LoadPlan plan;
@@ -512,23 +539,25 @@ SourceTier best_tier(const manager_state& st, const ModelVersion& v) {
   return best;
 }
 
-/// Takes `count` replicas of `key` out of the routing table, the least busy first (requests in
-/// flight there, then the node with the most replicas), and starts their drains.
+/// Takes `count` replicas of `key` out of the routing table, those a pipeline completed into first
+/// (ModelVersion::partitioned), then the least busy (requests in flight there, then the node with
+/// the most replicas), and starts their drains.
 void scale_down(manager_pointer self, const model_key& key, uint32_t count) {
   auto& st = self->state;
   const ModelVersion* v = st.registry.find(key);
   if (!v) return;
   const auto per_node = st.registry.replicas_per_node();
-  std::vector<std::tuple<uint32_t, int64_t, uint64_t>> order;  // in flight, -replicas on the node, node
+  // Not partitioned, in flight, -replicas on the node, node.
+  std::vector<std::tuple<bool, uint32_t, int64_t, uint64_t>> order;
   for (const auto& [node, device] : v->replicas) {
     auto n = per_node.find(node);
-    order.emplace_back(st.autoscaler->in_flight(key, node), -static_cast<int64_t>(n == per_node.end() ? 0 : n->second),
-                       node);
+    order.emplace_back(!v->partitioned.count(node), st.autoscaler->in_flight(key, node),
+                       -static_cast<int64_t>(n == per_node.end() ? 0 : n->second), node);
   }
   std::sort(order.begin(), order.end());
   const uint64_t bytes = v->entry.weights_bytes;
   for (size_t i = 0; i < order.size() && i < count; ++i) {
-    const uint64_t node = std::get<2>(order[i]);
+    const uint64_t node = std::get<3>(order[i]);
     auto device = st.registry.retire(key, node);
     if (!device) continue;
     st.drains[st.next_drain++] = {key, node, *device, bytes, self->clock().now(), false};

@@ -226,6 +226,7 @@ std::set<model_key> ModelRegistry::node_lost(uint64_t node) {
   std::set<model_key> changed;
   for (auto& [key, v] : versions_) {
     const bool had_replica = v.replicas.erase(node) > 0;
+    v.partitioned.erase(node);
     const bool had_load = v.loading_on.erase(node) > 0;
     if (!had_replica && !had_load) continue;
     changed.insert(key);
@@ -249,6 +250,7 @@ std::optional<std::string> ModelRegistry::retire(const model_key& key, uint64_t 
   if (r == v.replicas.end()) return std::nullopt;
   std::string device = r->second;
   v.replicas.erase(r);
+  v.partitioned.erase(node);
   v.state.replicas = static_cast<uint32_t>(v.replicas.size());
   v.wanted = std::min<uint32_t>(v.wanted, static_cast<uint32_t>(v.replicas.size() + v.loading_on.size()));
   if (v.valid() && v.replicas.empty() && v.state.state == ModelReadiness::ready) {
@@ -296,6 +298,7 @@ std::vector<UnloadedVersion> ModelRegistry::unload(const model_key& which) {
     if (key.name != which.name || (which.version != 0 && key.version != which.version)) continue;
     UnloadedVersion u{{}, std::move(v.replicas), v.entry.weights_bytes};
     v.replicas.clear();
+    v.partitioned.clear();
     v.loading_on.clear();
     v.wanted = 0;
     v.state.replicas = 0;

@@ -47,6 +47,9 @@ struct ModelVersion {
   /// A partitioned cold start's stages while they serve (the routing entry's pipeline); the
   /// member nodes' loads stay in loading_on until they complete into replicas.
   std::vector<pipeline_hop> pipeline;
+  /// Nodes whose replica a pipeline member completed into: placed in haste (wherever a stage had
+  /// room), they are the first a scale-down removes.
+  std::set<uint64_t> partitioned;
 
   const model_key& key() const { return state.model; }
   bool valid() const { return entry.error.empty(); }

@@ -8,11 +8,19 @@ namespace {
 
 /// A cut's fixed cost (a message between nodes); the bandwidth adds the rest.
 constexpr uint64_t kCutFixedUs = 500;
+/// Queues beyond this are planned as this one: the best plan no longer changes by then (the
+/// table's last range covers the rest).
+constexpr uint64_t kMaxPlannedQueue = 4096;
 
 }  // namespace
 
+uint64_t PartitionController::whole_cold_start_us(const ModelVersion& v) const {
+  if (!v.entry.profile) return 0;
+  return static_cast<uint64_t>(static_cast<double>(v.entry.profile->weights_bytes) / bandwidth_ * 1e6);
+}
+
 Result<PipelineBuild> PartitionController::plan(const ModelVersion& v, const std::vector<uint64_t>& nodes,
-                                                uint32_t max_parts, uint64_t x, uint64_t stage_memory) const {
+                                                uint32_t max_parts, double x, uint64_t stage_memory) {
   const std::string what = "no partitioned cold start for " + v.key().to_string() + ": ";
   const auto& profile = v.entry.profile;
   if (!profile) return unsupported(what + "it has no profile.json");
@@ -34,7 +42,13 @@ Result<PipelineBuild> PartitionController::plan(const ModelVersion& v, const std
   costs.transfer_fixed_us = kCutFixedUs;
   costs.transfer_us_per_byte = 1e6 / bandwidth_;
   costs.stage_memory_bytes = stage_memory;
-  EMBER_ASSIGN_OR_RETURN(auto chosen, placement::choose_plan(layers, costs, max_parts, std::max<uint64_t>(1, x)));
+  const auto table_key = std::make_tuple(v.key(), max_parts, stage_memory);
+  auto table = tables_.find(table_key);
+  if (table == tables_.end()) {
+    EMBER_ASSIGN_OR_RETURN(auto built, placement::PlanTable::build(layers, costs, max_parts, kMaxPlannedQueue));
+    table = tables_.emplace(table_key, std::move(built)).first;
+  }
+  const placement::PartitionPlan& chosen = table->second.lookup(x);
   if (chosen.parts < 2) return unsupported(what + "one part is the best plan");
 
   PipelineBuild build;

@@ -20,6 +20,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "actors/cluster/model_registry.hpp"
@@ -58,11 +59,20 @@ class PartitionController {
   uint32_t max_stages() const { return max_stages_; }
 
   /// The stages of a partitioned cold start of `v` over `nodes` (in placement order; the first
-  /// `p` are used), with at most `max_parts` stages, planned for an expected queue of `x` and at
-  /// most `stage_memory` weight bytes per stage (0 = no limit). unsupported saying why not:
-  /// no profile, a stale one, or a plan of one part being best.
-  Result<PipelineBuild> plan(const ModelVersion& v, const std::vector<uint64_t>& nodes, uint32_t max_parts, uint64_t x,
-                             uint64_t stage_memory) const;
+  /// `p` are used), with at most `max_parts` stages, planned for an expected queue of `x` requests
+  /// (the autoscaler's E(x)) and at most `stage_memory` weight bytes per stage (0 = no limit). The
+  /// plan comes from the version's PlanTable for that many parts, built once (thesis §4.2.2).
+  /// unsupported saying why not: no profile, a stale one, or a plan of one part being best.
+  Result<PipelineBuild> plan(const ModelVersion& v, const std::vector<uint64_t>& nodes, uint32_t max_parts, double x,
+                             uint64_t stage_memory);
+  /// A whole cold start of `v` from the profile at the configured bandwidth (C(1)); 0 without one.
+  uint64_t whole_cold_start_us(const ModelVersion& v) const;
+  /// Plan tables built so far (one per version, part limit and memory limit).
+  size_t tables() const { return tables_.size(); }
+  /// The version's files changed or left the repository: its plan tables go.
+  void forget(const model_key& key) {
+    std::erase_if(tables_, [&](const auto& t) { return std::get<0>(t.first) == key; });
+  }
 
   /// Every layer of `v`'s file with the profile's digests (what a completing member checks); empty
   /// without a profile.
@@ -85,6 +95,7 @@ class PartitionController {
   uint32_t max_stages_ = 4;
   double bandwidth_ = 125e6;
   std::map<model_key, PipelineBuild> builds_;
+  std::map<std::tuple<model_key, uint32_t, uint64_t>, placement::PlanTable> tables_;
   std::set<model_key> forbidden_;
 };
 

@@ -49,6 +49,21 @@ void BlobStore::erase(const std::string& key) {
   blobs_.erase(it);
 }
 
+void BlobStore::put_handoff(const std::string& key, std::shared_ptr<const transport::Blob> blob) {
+  std::lock_guard lock(mu_);
+  handoffs_[key] = std::move(blob);
+}
+
+void BlobStore::erase_handoff(const std::string& key) {
+  std::lock_guard lock(mu_);
+  handoffs_.erase(key);
+}
+
+size_t BlobStore::handoffs() const {
+  std::lock_guard lock(mu_);
+  return handoffs_.size();
+}
+
 uint64_t BlobStore::used_bytes() const {
   std::lock_guard lock(mu_);
   return used_;
@@ -69,6 +84,7 @@ transport::BlobLookup BlobStore::lookup() const {
       return std::shared_ptr<const transport::Blob>(it->second.blob);
     }
     if (auto it = growing_.find(key); it != growing_.end()) return std::shared_ptr<const transport::Blob>(it->second);
+    if (auto it = handoffs_.find(key); it != handoffs_.end()) return it->second;
     return not_found("this node's cache does not hold '" + key + "'");
   };
 }

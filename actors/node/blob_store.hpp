@@ -35,6 +35,12 @@ class BlobStore final : public GrowingBlobShelf {
   void put_part(const std::string& key, const model_key& model, std::shared_ptr<const gpu::HostBuffer> bytes,
                 uint64_t held);
   void erase(const std::string& key);
+  /// A pipeline stage's activations waiting for the next stage to fetch them (stage_request's
+  /// tensor_handoff): served, but neither a model nor counted in used_bytes() (a stage holds one
+  /// or two at a time; they leave once taken).
+  void put_handoff(const std::string& key, std::shared_ptr<const transport::Blob> blob);
+  void erase_handoff(const std::string& key);
+  size_t handoffs() const;
   /// A blob this node is still receiving as a multicast hop: served (cut-through) to the next hop
   /// while no resident copy exists; not resident (find() and models() do not see it). put() of the
   /// same key supersedes it; erase_growing() removes it if it is still `blob`.
@@ -59,6 +65,7 @@ class BlobStore final : public GrowingBlobShelf {
   mutable std::mutex mu_;
   std::map<std::string, Entry> blobs_;  // guarded by mu_
   std::map<std::string, std::shared_ptr<const transport::GrowingBlob>> growing_;  // guarded by mu_
+  std::map<std::string, std::shared_ptr<const transport::Blob>> handoffs_;        // guarded by mu_
   uint64_t used_ = 0;                   // guarded by mu_
 };
 

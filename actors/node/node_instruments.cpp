@@ -42,6 +42,10 @@ NodeInstruments::NodeInstruments()
                   .with(std::vector<std::string>{})),
       restarts_(registry_.counter("ember_executor_restarts_total", "Executors restarted after a fault")
                     .with(std::vector<std::string>{})),
+      handoff_bytes_(registry_.counter("ember_pipeline_handoff_bytes_total",
+                                       "Bytes of carried tensors this node's pipeline stages fetched from the stage "
+                                       "before them, over the data plane",
+                                       {"transport"})),
       transfers_(registry_) {}
 
 void NodeInstruments::count_dispatch(const std::string& kind) { dispatches_.with({kind}).inc(); }
@@ -52,6 +56,9 @@ void NodeInstruments::set_slo_state(double alpha, uint64_t queued) {
   queued_.set(static_cast<double>(queued));
 }
 void NodeInstruments::count_restart() { restarts_.inc(); }
+void NodeInstruments::add_handoff(std::string_view transport, uint64_t bytes) {
+  handoff_bytes_.with({std::string(transport)}).inc(static_cast<double>(bytes));
+}
 
 void NodeInstruments::observe_run(const model_key& model, uint64_t queue_us, uint64_t compute_us) {
   const std::string version = std::to_string(model.version);

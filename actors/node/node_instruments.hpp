@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "actors/messages.hpp"
 #include "actors/transfer/transfer_instruments.hpp"
@@ -42,6 +43,8 @@ class NodeInstruments {
   void count_slo(bool on_time);
   void set_slo_state(double alpha, uint64_t queued);
   void count_restart();
+  /// A pipeline stage here fetched the tensors its upstream handed over, over `transport`.
+  void add_handoff(std::string_view transport, uint64_t bytes);
 
  private:
   metrics::Registry registry_;
@@ -63,6 +66,7 @@ class NodeInstruments {
   metrics::Gauge& alpha_;
   metrics::Gauge& queued_;
   metrics::Counter& restarts_;
+  metrics::CounterFamily& handoff_bytes_;
   TransferInstruments transfers_;  // after registry_: registers into it
 };
 

@@ -288,6 +288,7 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
       [self](restart_atom, uint32_t device) {
         if (self->state.swap && device < self->state.devices.size()) restart_device(self, device);
       },
+      resume_offloaded(),
   };
 }
 

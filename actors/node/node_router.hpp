@@ -3,6 +3,7 @@
 #pragma once
 
 #include <caf/fwd.hpp>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -10,9 +11,22 @@
 #include "actors/node/node_instruments.hpp"
 #include "actors/node/swap_controller.hpp"
 #include "actors/node_router_interface.hpp"
+#include "config/choices.hpp"
 #include "placement/swap_scheduler.hpp"
 
 namespace ember {
+
+class BlobStore;
+class WorkQueue;
+
+/// Pipeline stages hand the tensors they carry to the next stage over the data plane: this node's
+/// blob server serves them out of `store`, and `fetches` runs the fetches of those sent here
+/// (blocking, `transport`'s fetch). Without it they ride in the actor message (tests).
+struct StageHandoff {
+  std::shared_ptr<BlobStore> store;
+  TransportKind transport = TransportKind::tcp;
+  WorkQueue* fetches = nullptr;
+};
 
 /// Late binding (Torpor): models live in host memory and are swapped onto a device per request.
 struct LateBinding {
@@ -37,6 +51,7 @@ struct NodeRouterConfig {
   std::string rack;
   /// Set: late binding (binding.mode late). Unset: each replica is bound to one device at load.
   std::optional<LateBinding> late;
+  std::optional<StageHandoff> handoff;
 };
 
 /// `devices[i]` describes the device of `executors[i]`.

@@ -2,6 +2,12 @@
 // bound under its stage key like any other (late binding applies); what is here is the flow between
 // stages: one request at a time per stage, a credit from downstream before the next, the carried
 // tensors trimmed to what later stages read, and every request answered exactly once.
+//
+// Between stages the carried tensors travel over the data plane (TCP, or UCX when configured): the
+// upstream packs them into one buffer, hashes it and lets its blob server hold it under a handoff
+// key; the stage_request names the key, the sizes and the digest; the downstream fetches it (on the
+// node's handoff queue, off the actor), checks the digest, and only then sends its credit, at which
+// the upstream drops the buffer. The answer returns hop by hop as the actors' replies.
 #include <spdlog/spdlog.h>
 
 #include <caf/typed_event_based_actor.hpp>
@@ -9,7 +15,11 @@
 #include <memory>
 
 #include "actors/errors.hpp"
+#include "actors/node/blob_store.hpp"
 #include "actors/node/node_router_state.hpp"
+#include "actors/offload.hpp"
+#include "gpu/host_buffer.hpp"
+#include "transport/data_plane.hpp"
 
 namespace ember {
 
@@ -21,7 +31,12 @@ constexpr auto kHopTimeout = std::chrono::minutes(5);
 
 using Pending = router_state::Stage::Pending;
 
+/// Handed-off tensors beyond this are refused: a forged size must not allocate the node away.
+constexpr uint64_t kMaxHandoffBytes = uint64_t{4} << 30;
+
 void stage_pump(router_pointer self, const model_key& key);
+void take_credit(router_pointer self, const Pending& p);
+void stage_receive(router_pointer self, const model_key& key, std::shared_ptr<Pending> p);
 
 /// The carried tensors a later stage (or the answer) still needs after `stage`: values read after
 /// its last layer, and the model's outputs.
@@ -58,6 +73,75 @@ Result<std::vector<tensor_msg>> answer_of(const router_state::Stage& stage, std:
   return out;
 }
 
+/// The downstream took request `seq` of `stage` (or answered it first): true once per request; its
+/// handed-off tensors leave the blob store.
+bool take_outstanding(router_pointer self, router_state::Stage& stage, uint64_t seq) {
+  auto it = stage.outstanding.find(seq);
+  if (it == stage.outstanding.end()) return false;
+  if (!it->second.empty() && self->state.config.handoff) self->state.config.handoff->store->erase_handoff(it->second);
+  stage.outstanding.erase(it);
+  ++stage.credits;
+  return true;
+}
+
+/// Packs `tensors`' bytes into one buffer the node's blob server holds under a key of hop `hop`,
+/// leaving their names, dtypes and shapes: the handoff the downstream fetches.
+Result<tensor_handoff> hand_off(router_pointer self, uint64_t hop, std::vector<tensor_msg>& tensors) {
+  const auto& st = self->state;
+  uint64_t total = 0;
+  for (const tensor_msg& t : tensors) total += t.data.size();
+  EMBER_ASSIGN_OR_RETURN(auto buffer, gpu::HostBuffer::allocate(std::max<uint64_t>(total, 1)));
+  tensor_handoff h;
+  uint64_t at = 0;
+  for (tensor_msg& t : tensors) {
+    if (!t.data.empty()) std::memcpy(buffer->data() + at, t.data.data(), t.data.size());
+    at += t.data.size();
+    h.sizes.push_back(t.data.size());
+    std::vector<uint8_t>().swap(t.data);
+  }
+  const transport::Digest digest = transport::Sha256::of(buffer->data(), total);
+  h.from = st.config.data;
+  h.key = "handoff:" + st.config.name + ":" + std::to_string(self->id()) + ":" + std::to_string(hop);
+  h.sha256 = transport::to_hex(digest);
+  const uint8_t* data = buffer->data();
+  st.config.handoff->store->put_handoff(
+      h.key, std::make_shared<transport::MemoryBlob>(std::move(buffer), data, total, digest));
+  return h;
+}
+
+/// Receives a handoff into one buffer of the size announced.
+class HandoffSink final : public transport::BlobSink {
+ public:
+  explicit HandoffSink(uint64_t bytes) : bytes_(bytes) {}
+  uint8_t* allocate(uint64_t blob_bytes) override {
+    if (blob_bytes != bytes_) return nullptr;
+    auto b = gpu::HostBuffer::allocate(std::max<uint64_t>(blob_bytes, 1));
+    if (!b.ok()) return nullptr;
+    buffer = std::move(*b);
+    return buffer->data();
+  }
+  void on_chunk(uint64_t, uint64_t) override {}
+  std::shared_ptr<gpu::HostBuffer> buffer;
+
+ private:
+  uint64_t bytes_;
+};
+
+/// Runs on the node's handoff queue: the upstream's tensors, checked against their digest.
+Result<std::shared_ptr<gpu::HostBuffer>> fetch_handoff(TransportKind transport, const tensor_handoff& h,
+                                                       uint64_t total) {
+  transport::FetchOptions options;
+  options.expected_bytes = total;
+  options.total_timeout = std::chrono::seconds(60);
+  HandoffSink sink(total);
+  EMBER_ASSIGN_OR_RETURN(auto got, transport::fetch_blob(transport, h.from, h.key, options, sink));
+  if (transport::to_hex(got.digest) != h.sha256) {
+    return corrupt("the tensors handed over as " + h.key + " do not match their digest");
+  }
+  if (!sink.buffer) return gpu::HostBuffer::allocate(1);  // nothing was carried
+  return sink.buffer;
+}
+
 /// The request went downstream, or failed: either way the stage is free for the next.
 void stage_finish(router_pointer self, const model_key& key) {
   auto it = self->state.stages.find(key);
@@ -75,8 +159,8 @@ void hop_answered(router_pointer self, uint64_t hop, Result<infer_reply> answer)
   st.hop_waits.erase(it);
   // Answered before (or instead of) taking it: the credit comes back here.
   auto s = st.stages.find(w.stage);
-  const bool credit = s != st.stages.end() && s->second.outstanding.erase(w.seq) > 0;
-  if (credit) ++s->second.credits;
+  const bool credit = s != st.stages.end() && take_outstanding(self, s->second, w.seq);
+  if (!w.handoff.empty() && st.config.handoff) st.config.handoff->store->erase_handoff(w.handoff);
   if (answer.ok()) {
     answer->compute_us += w.own_us;  // the whole pipeline's compute
     w.pending->promise.deliver(std::move(*answer));
@@ -92,8 +176,15 @@ void hop_answered(router_pointer self, uint64_t hop, Result<infer_reply> answer)
   if (credit) stage_pump(self, w.stage);
 }
 
+/// The stage left the node (unloaded) while a request of it was under way: retryable.
+void stage_gone(router_pointer self, const model_key& key, caf::typed_response_promise<infer_reply>& promise) {
+  promise.deliver(to_caf(unavailable("pipeline stage " + key.to_string() + " left node " + self->state.config.name)));
+}
+
 void stage_forward(router_pointer self, const model_key& key, std::shared_ptr<Pending> p, infer_reply own) {
-  auto& stage = self->state.stages.at(key);
+  auto found = self->state.stages.find(key);
+  if (found == self->state.stages.end()) return stage_gone(self, key, p->promise);
+  auto& stage = found->second;
   const stage_request& in = p->request;
   const bool last = in.at + 1 == in.hops.size();
   std::vector<tensor_msg> carried = still_needed(stage, in.request.inputs, std::move(own.outputs));
@@ -118,13 +209,21 @@ void stage_forward(router_pointer self, const model_key& key, std::shared_ptr<Pe
   next.at = in.at + 1;
   next.upstream = caf::actor_cast<caf::actor>(self);
   next.seq = stage.next_seq++;
-  --stage.credits;
-  stage.outstanding.insert(next.seq);
   auto& st = self->state;
   const uint64_t hop = st.next_hop++;
+  if (st.config.handoff) {
+    auto h = hand_off(self, hop, next.request.inputs);
+    if (!h.ok()) {
+      p->promise.deliver(to_caf(h.error()));
+      return stage_finish(self, key);
+    }
+    next.handoff = std::move(*h);
+  }
+  --stage.credits;
+  stage.outstanding[next.seq] = next.handoff.key;
   auto downstream = caf::actor_cast<node_router_actor>(in.hops[next.at].router);
   if (st.monitored.insert(downstream.address()).second) self->monitor(downstream);
-  st.hop_waits[hop] = {downstream.address(), key, next.seq, in.hops[next.at].node, p, own.compute_us};
+  st.hop_waits[hop] = {downstream.address(), key, next.seq, in.hops[next.at].node, p, own.compute_us, next.handoff.key};
   self->request(downstream, kHopTimeout, std::move(next))
       .then([self, hop](infer_reply& reply) { hop_answered(self, hop, std::move(reply)); },
             [self, hop](caf::error& err) { hop_answered(self, hop, from_caf(err)); });
@@ -132,7 +231,9 @@ void stage_forward(router_pointer self, const model_key& key, std::shared_ptr<Pe
 }
 
 void stage_run(router_pointer self, const model_key& key, std::shared_ptr<Pending> p) {
-  auto& stage = self->state.stages.at(key);
+  auto found = self->state.stages.find(key);
+  if (found == self->state.stages.end()) return stage_gone(self, key, p->promise);
+  auto& stage = found->second;
   infer_request local;
   local.model = key;
   local.id = p->request.request.id;
@@ -165,11 +266,66 @@ void stage_pump(router_pointer self, const model_key& key) {
     auto p = std::make_shared<Pending>(std::move(stage.pending.front()));
     stage.pending.pop_front();
     stage.busy = true;
-    if (p->request.upstream) {
-      self->send(caf::actor_cast<node_router_actor>(p->request.upstream), credit_atom_v,
-                 p->request.hops[p->request.at - 1].stage, p->request.seq);
+    if (p->request.handoff.key.empty()) {
+      take_credit(self, *p);
+      stage_run(self, key, std::move(p));
+    } else {
+      stage_receive(self, key, std::move(p));
     }
-    stage_run(self, key, std::move(p));
+  }
+}
+
+/// Tells the upstream this stage took the request (and its handed-off tensors): one more credit there.
+void take_credit(router_pointer self, const Pending& p) {
+  if (!p.request.upstream) return;
+  self->send(caf::actor_cast<node_router_actor>(p.request.upstream), credit_atom_v,
+             p.request.hops[p.request.at - 1].stage, p.request.seq);
+}
+
+/// Fetches the tensors the upstream handed over, then runs the stage (or fails the request as
+/// retryable: the upstream's data plane is the pipeline's, a lost handoff a lost stage).
+void stage_receive(router_pointer self, const model_key& key, std::shared_ptr<Pending> p) {
+  const auto& st = self->state;
+  const tensor_handoff& h = p->request.handoff;
+  const std::string upstream = p->request.hops[p->request.at - 1].node;
+  uint64_t total = 0;
+  bool inline_bytes = false;
+  for (uint64_t n : h.sizes) total += n;
+  for (const tensor_msg& t : p->request.request.inputs) inline_bytes |= !t.data.empty();
+  if (h.sizes.size() != p->request.request.inputs.size() || inline_bytes || total > kMaxHandoffBytes) {
+    p->promise.deliver(to_caf(invalid_argument("a pipeline request whose handoff " + h.key + " describes " +
+                                               std::to_string(h.sizes.size()) + " tensors (" + std::to_string(total) +
+                                               " bytes) for " + std::to_string(p->request.request.inputs.size()))));
+    return stage_finish(self, key);
+  }
+  if (!st.config.handoff) {
+    p->promise.deliver(to_caf(unavailable("node " + st.config.name + " takes no tensors over the data plane")));
+    return stage_finish(self, key);
+  }
+  const bool taken = offload(
+      self, *st.config.handoff->fetches,
+      [transport = st.config.handoff->transport, h, total] { return fetch_handoff(transport, h, total); },
+      [self, key, p, upstream](Result<std::shared_ptr<gpu::HostBuffer>>& got) {
+        if (!got.ok()) {
+          p->promise.deliver(to_caf(
+              unavailable("the tensors node " + upstream + " handed over did not arrive: " + got.error().message())));
+          return stage_finish(self, key);
+        }
+        uint64_t at = 0;
+        const auto& sizes = p->request.handoff.sizes;
+        auto& inputs = p->request.request.inputs;
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          inputs[i].data.assign((*got)->data() + at, (*got)->data() + at + sizes[i]);
+          at += sizes[i];
+        }
+        auto& st = self->state;
+        if (st.instruments) st.instruments->add_handoff(to_string(st.config.handoff->transport), at);
+        take_credit(self, *p);
+        stage_run(self, key, p);
+      });
+  if (!taken) {
+    p->promise.deliver(to_caf(unavailable("node " + st.config.name + " is stopping")));
+    stage_finish(self, key);
   }
 }
 
@@ -195,8 +351,7 @@ caf::result<infer_reply> stage_take(router_pointer self, stage_request& req) {
 
 void stage_credit(router_pointer self, const model_key& stage, uint64_t seq) {
   auto it = self->state.stages.find(stage);
-  if (it == self->state.stages.end() || it->second.outstanding.erase(seq) == 0) return;
-  ++it->second.credits;
+  if (it == self->state.stages.end() || !take_outstanding(self, it->second, seq)) return;
   stage_pump(self, stage);
 }
 
@@ -217,10 +372,7 @@ void stage_drop(router_pointer self, const model_key& stage) {
   if (it == self->state.stages.end()) return;
   auto pending = std::move(it->second.pending);
   self->state.stages.erase(it);
-  for (auto& p : pending) {
-    p.promise.deliver(
-        to_caf(unavailable("pipeline stage " + stage.to_string() + " left node " + self->state.config.name)));
-  }
+  for (auto& p : pending) stage_gone(self, stage, p.promise);
 }
 
 }  // namespace ember

@@ -70,9 +70,10 @@ struct router_state {
     std::vector<std::string> inputs;
     bool busy = false;
     std::deque<Pending> pending;
-    /// Requests the downstream stage may still take; sent ones it has not taken yet, by seq.
+    /// Requests the downstream stage may still take; sent ones it has not taken yet, by seq, with
+    /// the key their handed-off tensors wait under in the blob store (empty: carried inline).
     uint32_t credits = 1;
-    std::set<uint64_t> outstanding;
+    std::map<uint64_t, std::string> outstanding;
     uint64_t next_seq = 1;
   };
 
@@ -86,6 +87,7 @@ struct router_state {
     std::string node;
     std::shared_ptr<Stage::Pending> pending;
     uint64_t own_us = 0;
+    std::string handoff;  // the blob store key of the tensors handed over (empty: inline)
   };
 
   NodeRouterConfig config;

@@ -30,6 +30,9 @@ constexpr size_t kFetchThreads = 2;
 /// (it forwards while receiving); hops beyond these wait for one to end. Each idle thread costs a
 /// stack's virtual memory only.
 constexpr size_t kHopThreads = 16;
+/// Fetches of the tensors an upstream pipeline stage handed over: one per stage at a time (a stage
+/// takes the next request once the current one ran), so a few cover the stages a node holds.
+constexpr size_t kHandoffThreads = 4;
 
 /// The node's topology for the swap scheduler, from `devices:` (bandwidths in GB/s).
 Result<placement::NodeTopology> node_topology(const DevicesConfig& devices, uint32_t count) {
@@ -75,6 +78,7 @@ NodeProcess::NodeProcess(caf::actor_system& sys)
     : sys_(sys),
       fetches_(WorkQueueOptions{.threads = kFetchThreads}),
       hops_(WorkQueueOptions{.threads = kHopThreads}),
+      handoffs_(WorkQueueOptions{.threads = kHandoffThreads}),
       maintenance_(WorkQueueOptions{.threads = 1}) {}
 
 Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, const NodeConfig& node,
@@ -126,6 +130,7 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   cache.transfer.throttle_bytes_per_s = transfer.fault_receive_bytes_per_s;
   p->cache_ = spawn_model_cache(sys, cache, p->store_, p->instruments_.get(), p->fetches_, p->hops_);
   NodeRouterConfig router{p->name_, {node.data_listen.host, p->blob_server_->port()}, transfer.rack, std::nullopt};
+  router.handoff = StageHandoff{p->store_, kind, &p->handoffs_};
   if (binding.mode == BindingMode::late) {
     EMBER_ASSIGN_OR_RETURN(auto late, late_binding(node, binding, devices, pools));
     router.late = std::move(late);

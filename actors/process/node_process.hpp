@@ -64,6 +64,7 @@ class NodeProcess {
   // Before the actors' handles: destroyed after the destructor stopped the actors (see the header).
   WorkQueue fetches_;
   WorkQueue hops_;
+  WorkQueue handoffs_;  // tensors handed between pipeline stages
   WorkQueue maintenance_;
   std::unique_ptr<NodeInstruments> instruments_;
   std::shared_ptr<BlobStore> store_;

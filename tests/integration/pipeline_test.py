@@ -140,13 +140,18 @@ def run(ember, kill):
                     raise Failure("a client is still waiting after 120 s: a request hangs")
 
         through_pipeline = metric(hport, "ember_pipeline_requests_total", model="gpt2")
+        handed_over = metric(hport, "ember_pipeline_handoff_bytes_total", transport="tcp")
         print(f"load answered after {loaded:.2f} s (the pipeline serves), first answer after "
               f"{first[0] if first else float('nan'):.2f} s, full replicas after {switched:.2f} s; "
-              f"{len(answers)} correct answers, {through_pipeline:.0f} through the pipeline, {len(failures)} failures")
+              f"{len(answers)} correct answers, {through_pipeline:.0f} through the pipeline "
+              f"({handed_over / 1e6:.1f} MB of activations handed between stages over the data plane), "
+              f"{len(failures)} failures")
         if failures:
             raise Failure(f"{len(failures)} requests lost, refused or wrong, e.g.: " + "; ".join(failures[:5]))
         if through_pipeline < 1:
             raise Failure("no request went through the pipeline")
+        if handed_over <= 0:
+            raise Failure("the stages handed no tensors over the data plane")
         if through_pipeline >= len(answers):
             raise Failure("no request went to a full replica after the switch-over")
         log = log_of("manager")

@@ -79,6 +79,21 @@ TEST(Autoscaler, QueueLatencyCountsTheBacklogThatBuildsDuringTheColdStart) {
   EXPECT_NEAR(replica_need(c, l) - warm, 0.1 * 20 / 0.1, 1e-9) << "20 more requests to drain within 100 ms";
 }
 
+TEST(Autoscaler, TheExpectedBacklogIsTheQueueAndWhatPilesUpDuringTheColdStart) {
+  ModelLoad l;
+  l.queued = 3;
+  l.arrival_rate = 30;
+  l.service_time_us = 100'000;
+  l.cold_start_us = 2 * kSecond;
+  EXPECT_DOUBLE_EQ(expected_backlog(l), 3 + 30 * 2.0) << "no replica: every arrival waits";
+  l.ready = 2;
+  EXPECT_DOUBLE_EQ(expected_backlog(l), 3 + 10 * 2.0) << "two replicas serve 20 of the 30 per second";
+  l.pending = 2;
+  EXPECT_DOUBLE_EQ(expected_backlog(l), 3) << "four keep up";
+  l.service_time_us = 0;
+  EXPECT_DOUBLE_EQ(expected_backlog(l), 3) << "replicas not measured yet are taken as keeping up";
+}
+
 // Eq. 4.12 as corrected: up when ceil(need) > supply, down when ceil(need * 1.1) < supply.
 TEST(Autoscaler, TheCorrectedEquationKeepsUpAndDownApartAtTheirEdges) {
   AutoscaleConfig c = no_delays();

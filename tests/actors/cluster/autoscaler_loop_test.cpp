@@ -143,6 +143,21 @@ TEST(AutoscalerLoop, TheColdStartOfTheBestTierFeedsTheQueueLatencyPolicy) {
   EXPECT_NEAR(need(SourceTier::repository, kSecond), 0.1 * (30 + 10 * 3.0 / 0.1), 1e-6);
 }
 
+TEST(AutoscalerLoop, TheExpectedQueueIsTheLastTicksBacklogForTheColdStartAsked) {
+  AutoscalerLoop loop(defaults(), kSecond, 10 * kSecond);
+  ASSERT_TRUE(loop.configure(kModel, {}).ok());
+  EXPECT_EQ(loop.expected_queue(kModel), 0.0) << "before any tick";
+  loop.cold_start_measured(SourceTier::repository, 2 * kSecond);
+  placement::LoadReport r;
+  r.arrivals = 20;  // in the tick's second: 20 per second
+  r.queued = 5;
+  loop.report("g", kModel, r, {}, kSecond);
+  loop.tick(kSecond, [](const model_key&) { return AutoscalerLoop::Supply{0, 0, SourceTier::repository}; });
+  EXPECT_NEAR(loop.expected_queue(kModel), 5 + 20 * 2.0, 1e-9) << "the measured repository cold start";
+  EXPECT_NEAR(loop.expected_queue(kModel, 10 * kSecond), 5 + 20 * 10.0, 1e-9) << "the one asked for";
+  EXPECT_EQ(loop.expected_queue({"other", 1}), 0.0);
+}
+
 TEST(AutoscalerLoop, AnUpIsCutToTheRoomThereIsAndABlockedOneIsSaidOnce) {
   AutoscalerLoop loop(defaults(), kSecond, 10 * kSecond);
   ASSERT_TRUE(loop.configure(kModel, {}).ok());

@@ -330,7 +330,8 @@ const model_key kGpt{"gpt2", 1};
 struct Partitioned {
   gpu::testing::TempDir repo;
   std::unique_ptr<Cluster> c;
-  Partitioned() {
+  /// `autoscale`: the autoscaler runs (a tick a second, scale-downs at once) above the load's floor.
+  explicit Partitioned(bool autoscale = false) {
     auto model = gpu::testing::tiny_model("gpt2", repo / "gpt2/1");
     auto device = gpu::testing::sim_device();
     auto hash = [](const uint8_t* data, uint64_t bytes) {
@@ -341,7 +342,9 @@ struct Partitioned {
     EXPECT_TRUE(gpu::write_profile(repo / "gpt2/1", *profile).ok());
     ClusterManagerConfig config;
     config.repository = repo.path();
-    config.autoscaler.enabled = false;  // the replica count comes from the load command
+    config.autoscaler.enabled = autoscale;  // else the replica count comes from the load command
+    config.autoscaler.interval_us = 1'000'000;
+    config.autoscale.downscale_delay_us = 0;
     config.autoscaler.partition_bandwidth = 1e6;
     c = std::make_unique<Cluster>(config, 0, std::vector<model_key>{kGpt});
   }
@@ -455,6 +458,36 @@ TEST(PartitionedColdStart, AMemberLostWhileThePipelineServesDissolvesItAndTheOth
   std::sort(replicas.begin(), replicas.end());
   EXPECT_EQ(replicas, (std::vector<std::string>{"a", "c"}));
   for (const char* n : {"a", "c"}) EXPECT_EQ(c.nodes[n]->unloads.size(), 1u) << n << ": its stage stayed bound";
+}
+
+TEST(PartitionedColdStart, AScaleDownRemovesTheReplicasAPipelineCompletedIntoFirst) {
+  Partitioned p(/*autoscale=*/true);
+  auto& c = *p.c;
+  // a's device is the smallest: the pipeline goes to b and c, the later whole replica to a, which
+  // the usual order (least busy, most replicas on the node, then the first node) would retire.
+  c.join("a", 512);
+  for (const char* n : {"b", "c"}) c.join(n).hold = true;
+  auto two = p.load(2);
+  c.d.run();
+  ASSERT_TRUE(two->ok()) << two->error().to_string();
+  auto members = p.pipeline_nodes();
+  std::sort(members.begin(), members.end());
+  ASSERT_EQ(members, (std::vector<std::string>{"b", "c"}));
+  for (const char* n : {"b", "c"}) caf::anon_send(c.nodes[n]->actor, tick_atom_v);  // both complete
+  c.d.run();
+  auto three = p.load(3);  // the bytes are cached now: a whole replica on a
+  c.d.run();
+  ASSERT_TRUE(three->ok()) << three->error().to_string();
+  auto replicas = c.table.replicas(kGpt);
+  std::sort(replicas.begin(), replicas.end());
+  ASSERT_EQ(replicas, (std::vector<std::string>{"a", "b", "c"}));
+  ASSERT_TRUE(c.nodes["a"]->stage_loads.empty());
+  // The floor falls to one: the two partitioned replicas go, the whole one stays.
+  auto one = p.load(1);
+  c.d.run();
+  ASSERT_TRUE(one->ok());
+  for (int s = 0; s < 4; ++s) c.d.advance(1s);
+  EXPECT_EQ(c.table.replicas(kGpt), (std::vector<std::string>{"a"}));
 }
 
 TEST(PartitionedColdStart, AModelWithoutAProfileOrOneReplicaLoadsWhole) {

@@ -21,6 +21,7 @@
 #include "gpu/model_profile.hpp"
 #include "tests/actors/actor_test_util.hpp"
 #include "transport/checksum.hpp"
+#include "transport/data_plane.hpp"
 #include "transport/tcp_blob_server.hpp"
 
 namespace ember {
@@ -51,9 +52,13 @@ class FlippingBlob final : public transport::Blob {
   uint64_t flip_at_;
 };
 
+/// How the stages hand their tensors over: in the actor message, or over the data plane.
+enum class Handoff { inline_message, tcp, ucx };
+
 struct Pipeline {
   static constexpr int kStages = 3;
   WorkQueue fetches{{.threads = 2}};
+  WorkQueue handoffs{{.threads = 2}};
   WorkQueue hops{{.threads = 1}};
   WorkQueue maintenance{{.threads = 1}};
   std::unique_ptr<caf::actor_system> sys = testing::make_system();
@@ -65,6 +70,7 @@ struct Pipeline {
   std::unique_ptr<transport::BlobServer> bad;     // a source whose disk flips a byte
   NodeInstruments instruments[kStages];
   std::shared_ptr<BlobStore> stores[kStages];
+  std::unique_ptr<transport::DataServer> data[kStages];  // each node's data plane
   gpu_executor_actor execs[kStages];
   model_cache_actor caches[kStages];
   node_router_actor routers[kStages];
@@ -73,7 +79,7 @@ struct Pipeline {
 
   /// `last_dilation`: the last stage's device runs kernels this many times slower (requests queue up
   /// in front of it).
-  explicit Pipeline(double last_dilation = 0) {
+  explicit Pipeline(double last_dilation = 0, Handoff handoff = Handoff::tcp) {
     auto b = testing::must(gpu::build_architecture("gpt2", {true, 5, {}}), "gpt2");
     testing::must(b.write(dir.path()), "writing gpt2");
     model = testing::must(gpu::Model::load(dir.path()), "loading gpt2");
@@ -103,8 +109,14 @@ struct Pipeline {
       execs[i] = spawn_gpu_executor(*sys, std::move(engine), name, &instruments[i], maintenance);
       stores[i] = std::make_shared<BlobStore>();
       caches[i] = spawn_model_cache(*sys, ModelCacheConfig{}, stores[i], &instruments[i], fetches, hops);
-      routers[i] = spawn_node_router(*sys, {name, {"127.0.0.1", 0}, ""}, {execs[i]}, {{"sim:0", 64 << 20, 0}},
-                                     caches[i], &instruments[i]);
+      NodeRouterConfig config{name, {"127.0.0.1", 0}, "", std::nullopt};
+      if (handoff != Handoff::inline_message) {
+        const TransportKind kind = handoff == Handoff::ucx ? TransportKind::ucx : TransportKind::tcp;
+        data[i] = testing::must(transport::start_data_server(kind, {}, stores[i]->lookup()), "data plane");
+        config.data.port = data[i]->port();
+        config.handoff = StageHandoff{stores[i], kind, &handoffs};
+      }
+      routers[i] = spawn_node_router(*sys, config, {execs[i]}, {{"sim:0", 64 << 20, 0}}, caches[i], &instruments[i]);
     }
   }
   ~Pipeline() {
@@ -118,6 +130,13 @@ struct Pipeline {
     }
     server->stop();
     bad->stop();
+    for (auto& d : data)
+      if (d) d->stop();
+  }
+  size_t handoffs_held() const {
+    size_t n = 0;
+    for (const auto& s : stores) n += s->handoffs();
+    return n;
   }
 
   blob_part part_of(gpu::LayerRange r) const {
@@ -221,6 +240,72 @@ TEST(Pipeline, ThreeStagesFetchOnlyTheirLayersAndAnswerAsTheWholeModel) {
     const stage_request r = f.request(s);
     expect_same(f.direct(r), answers.at(r.request.id));
   }
+  // The tensors went between the stages over the data plane, each buffer dropped once taken.
+  EXPECT_EQ(f.handoffs_held(), 0u);
+}
+
+TEST(Pipeline, TensorsTravelOverUcxOrInTheMessageAlike) {
+  for (Handoff h : {Handoff::ucx, Handoff::inline_message}) {
+    Pipeline f(0, h);
+    f.load_all();
+    for (uint64_t s = 20; s < 23; ++s) {
+      const stage_request r = f.request(s);
+      auto reply = ask<infer_reply>(*f.sys, f.routers[0], 30s, r);
+      ASSERT_TRUE(reply.ok()) << reply.error().to_string();
+      expect_same(f.direct(r), *reply);
+    }
+    EXPECT_EQ(f.handoffs_held(), 0u);
+  }
+}
+
+TEST(Pipeline, AForgedOrLostHandoffIsAClearErrorAndTheStageServesOn) {
+  Pipeline f;
+  f.load_all();
+  // What stage 0 would send stage 1, with the tensors' bytes waiting on node n0's data plane.
+  auto handed = [&](uint64_t seed, const std::string& key) {
+    stage_request r = f.request(seed);
+    r.at = 1;
+    r.upstream = caf::actor_cast<caf::actor>(f.routers[0]);
+    std::vector<uint8_t> bytes;
+    for (tensor_msg& t : r.request.inputs) {
+      r.handoff.sizes.push_back(t.data.size());
+      bytes.insert(bytes.end(), t.data.begin(), t.data.end());
+      t.data.clear();
+    }
+    r.handoff.from = {"127.0.0.1", f.data[0]->port()};
+    r.handoff.key = key;
+    r.handoff.sha256 = sha_hex(bytes.data(), bytes.size());
+    f.stores[0]->put_handoff(key, transport::MemoryBlob::of(std::move(bytes)));
+    return r;
+  };
+  // Gone from the upstream (it died, or dropped it): retryable.
+  stage_request lost = handed(50, "lost");
+  f.stores[0]->erase_handoff("lost");
+  auto got = ask<infer_reply>(*f.sys, f.routers[1], 10s, lost);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.error().code(), ErrorCode::unavailable) << got.error().to_string();
+  EXPECT_NE(got.error().message().find("did not arrive"), std::string::npos) << got.error().to_string();
+  // Bytes that are not what the digest says: caught, retryable.
+  stage_request swapped = handed(51, "swapped");
+  swapped.handoff.sha256 = handed(52, "other").handoff.sha256;
+  got = ask<infer_reply>(*f.sys, f.routers[1], 10s, swapped);
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.error().message().find("digest"), std::string::npos) << got.error().to_string();
+  // Sizes that do not describe the tensors, or bytes both inline and handed over: invalid_argument.
+  stage_request miscounted = handed(53, "miscounted");
+  miscounted.handoff.sizes.push_back(1);
+  got = ask<infer_reply>(*f.sys, f.routers[1], 10s, miscounted);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.error().code(), ErrorCode::invalid_argument) << got.error().to_string();
+  stage_request both = handed(54, "both");
+  both.request.inputs[0].data = {1, 2, 3};
+  got = ask<infer_reply>(*f.sys, f.routers[1], 10s, both);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.error().code(), ErrorCode::invalid_argument) << got.error().to_string();
+  // The pipeline serves on.
+  auto reply = ask<infer_reply>(*f.sys, f.routers[0], 30s, f.request(56));
+  ASSERT_TRUE(reply.ok()) << reply.error().to_string();
+  expect_same(f.direct(f.request(56)), *reply);
 }
 
 TEST(Pipeline, AMemberCompletesByFetchingOnlyTheLayersOutsideItsStage) {
@@ -276,6 +361,27 @@ TEST(Pipeline, BadRequestsAndMissingStagesAreClearErrors) {
   EXPECT_TRUE(ask<infer_reply>(*f.sys, f.routers[0], 10s, f.request(5)).ok());
 }
 
+TEST(Pipeline, AStageUnloadedWhileItRunsARequestFailsItAsRetryableAndTheNodeServesOn) {
+  Pipeline f(200);  // the last stage runs long enough to be unloaded under it
+  f.load_all();
+  caf::scoped_actor self{*f.sys};
+  self->send(f.routers[0], f.request(60));
+  std::this_thread::sleep_for(100ms);
+  const model_key last = stage_key_of(f.key, f.ranges[2].first, f.ranges[2].last);
+  auto unloaded = ask<bool>(*f.sys, f.routers[2], 10s, unload_atom_v, last);
+  ASSERT_TRUE(unloaded.ok()) << unloaded.error().to_string();
+  bool answered = false;
+  self->receive([&](infer_reply&) { answered = true; },
+                [&](caf::error& err) {
+                  answered = true;
+                  EXPECT_EQ(from_caf(err).code(), ErrorCode::unavailable) << caf::to_string(err);
+                },
+                caf::after(30s) >> [] {});
+  EXPECT_TRUE(answered) << "the request hangs";
+  EXPECT_TRUE(ask<node_report>(*f.sys, f.routers[2], 10s, report_atom_v).ok()) << "the node's router died";
+  EXPECT_EQ(f.handoffs_held(), 0u);
+}
+
 TEST(Pipeline, AStageKilledUnderLoadAnswersEveryRequestRightOrRetryable) {
   Pipeline f(200);  // the last stage is slow: requests wait in front of it
   f.load_all();
@@ -302,6 +408,7 @@ TEST(Pipeline, AStageKilledUnderLoadAnswersEveryRequestRightOrRetryable) {
   EXPECT_EQ(right + retryable, kRequests) << right << " right, " << retryable << " retryable, " << other << " other";
   EXPECT_GT(retryable, 0);
   std::printf("after the kill: %d answered right, %d retryable\n", right, retryable);
+  EXPECT_EQ(f.stores[1]->handoffs(), 0u) << "a handoff to the dead stage stayed behind";
   // The first two stages stay up and free: with the third gone, a request fails fast as retryable.
   auto after = ask<infer_reply>(*f.sys, f.routers[0], 10s, f.request(7));
   ASSERT_FALSE(after.ok());
