@@ -47,5 +47,7 @@ using scale_atom = caf::atom_constant<caf::atom("scale")>;  // the autoscaler's 
 inline constexpr scale_atom scale_atom_v{};
 using credit_atom = caf::atom_constant<caf::atom("credit")>;  // a pipeline stage took a request
 inline constexpr credit_atom credit_atom_v{};
+using manager_atom = caf::atom_constant<caf::atom("manager")>;  // a standalone gateway reached its manager
+inline constexpr manager_atom manager_atom_v{};
 
 }  // namespace ember

@@ -34,6 +34,10 @@ using cluster_manager_actor = caf::typed_actor<
     caf::replies_to<join_atom, node_report, node_router_actor>::with<uint64_t>,
     /// A gateway subscribes; answers the full routing table, then pushes routing_update messages.
     caf::replies_to<subscribe_atom, gateway_actor>::with<routing_update>,
+    /// A gateway that still holds a routing table (of `epoch`, from a manager that went away)
+    /// subscribes again: answered as above, but not before manager.recovery_window has passed since
+    /// this manager started, so that the nodes' rejoins rebuild the table first.
+    caf::replies_to<subscribe_atom, gateway_actor, uint64_t>::with<routing_update>,
     /// Scale from zero: answers once the model (version 0: the latest) has a ready replica.
     /// Errors: not_found, invalid_argument (unloaded on purpose), corrupt (the model cannot load),
     /// unavailable (no node can take it).

@@ -37,6 +37,10 @@ using gateway_actor = caf::typed_actor<
     /// Internal timers: expire a held request; ask the manager again for a replica; send the
     /// manager this interval's load_report.
     caf::reacts_to<expire_atom, uint64_t>, caf::reacts_to<ensure_atom, model_key>, caf::reacts_to<scale_atom>,
+    /// A standalone gateway's link (gateway_process.hpp) reached the manager (a cluster_manager_actor):
+    /// the gateway monitors it and subscribes through it (again, after losing the previous one:
+    /// meanwhile it serves warm requests from its last table).
+    caf::reacts_to<manager_atom, caf::actor>,
     /// Internal: a merged metrics text comes back from the metrics queue (actors/offload.hpp).
     caf::reacts_to<offload_done>>;
 

@@ -292,12 +292,15 @@ struct node_report {
   std::vector<model_key> replicas;
   /// The node's rack ("" = unknown): multicast chains visit a rack's nodes together.
   std::string rack;
+  /// Where the node's router is published (node.listen) for direct connections: gateways dial it
+  /// so that their requests do not ride through the manager's process. Port 0: not published.
+  HostPort control;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_report& x) {
   return f(caf::meta::type_name("node_report"), x.name, x.data, x.devices, x.cache_capacity, x.cache_used, x.cached,
-           x.replicas, x.rack);
+           x.replicas, x.rack, x.control);
 }
 
 /// State of a model version in the cluster, as the repository index and the gateways see it.

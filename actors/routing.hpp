@@ -16,11 +16,12 @@ struct replica_ref {
   uint64_t node_id = 0;
   std::string node;
   node_router_actor router;
+  HostPort control;  // the node's node_report::control (set in routing_update::members)
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, replica_ref& x) {
-  return f(caf::meta::type_name("replica_ref"), x.node_id, x.node, x.router);
+  return f(caf::meta::type_name("replica_ref"), x.node_id, x.node, x.router, x.control);
 }
 
 struct routing_entry {

@@ -1,4 +1,4 @@
-// `ember serve`, `ember manager` and `ember node`: the processes of a cluster.
+// `ember serve`, `ember manager`, `ember gateway` and `ember node`: the processes of a cluster.
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -79,7 +79,8 @@ Result<ClusterConfig> cluster_config(const ClusterOptions& o, ProcessRole role) 
   if (!o.config.empty()) {
     EMBER_ASSIGN_OR_RETURN(c, load_cluster_config(o.config));
   }
-  EMBER_RETURN_IF_ERROR(override_with(o.listen, "--listen", c.manager.listen, parse_host_port));
+  EMBER_RETURN_IF_ERROR(override_with(o.listen, "--listen",
+                                      role == ProcessRole::node ? c.node.listen : c.manager.listen, parse_host_port));
   if (role == ProcessRole::node) {
     EMBER_RETURN_IF_ERROR(override_with(o.data_listen, "--data-listen", c.node.data_listen, parse_host_port));
     if (!o.repository.empty()) c.node.repository = o.repository;
@@ -91,7 +92,7 @@ Result<ClusterConfig> cluster_config(const ClusterOptions& o, ProcessRole role) 
   if (!o.manager.empty()) {
     auto hp = parse_host_port(o.manager);
     if (!hp.ok()) return hp.error().with_context("--manager");
-    c.node.manager = *hp;
+    (role == ProcessRole::gateway ? c.gateway.manager : c.node.manager) = *hp;
   }
   if (!o.name.empty()) c.node.name = o.name;
   EMBER_RETURN_IF_ERROR(override_with(o.cache, "--cache", c.node.cache_bytes, parse_bytes));
@@ -114,6 +115,7 @@ Result<ClusterConfig> cluster_config(const ClusterOptions& o, ProcessRole role) 
   EMBER_RETURN_IF_ERROR(validate(c, source));
   if (role == ProcessRole::manager) EMBER_RETURN_IF_ERROR(check_role(c, ProcessRole::manager, source));
   if (role == ProcessRole::node) EMBER_RETURN_IF_ERROR(check_role(c, ProcessRole::node, source));
+  if (role == ProcessRole::gateway) EMBER_RETURN_IF_ERROR(check_role(c, ProcessRole::gateway, source));
   return c;
 }
 
@@ -183,6 +185,23 @@ int run_manager(const ClusterOptions& o) {
     std::thread loader([&] { preload(sys, (*manager)->manager(), o.load); });
     wait_for_signal();
     loader.join();
+  }
+  return 0;
+}
+
+int run_gateway(const ClusterOptions& o) {
+  auto config = cluster_config(o, ProcessRole::gateway);
+  if (!config.ok()) return report(config.error());
+  install_signal_handlers();
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg, system_options(*config));
+  caf::actor_system sys{cfg};
+  {
+    auto gateway = GatewayProcess::start(sys, config->gateway, cluster_manager_actor{});
+    if (!gateway.ok()) return report(gateway.error());
+    spdlog::info("ember gateway: ready on http://{}:{} (manager {})", config->gateway.http.host,
+                 (*gateway)->http_port(), config->gateway.manager->to_string());
+    (*gateway)->serve_remote(config->gateway, g_stop);
   }
   return 0;
 }
@@ -264,11 +283,25 @@ void add_cluster_commands(CLI::App& app, Runner& runner) {
   add_transfer_flags(m, *manager);
   m->callback([manager, &runner] { runner = [manager] { return run_manager(*manager); }; });
 
+  auto gateway = std::make_shared<ClusterOptions>();
+  auto* g = app.add_subcommand("gateway",
+                               "A standalone HTTP gateway of a cluster: serves warm requests from its routing table "
+                               "even while the manager is away");
+  add_common(g, *gateway);
+  g->add_option("--manager", gateway->manager, "The manager to subscribe to, HOST:PORT (gateway.manager)");
+  g->add_option("--http", gateway->http, "HTTP address of the KServe v2 API (gateway.http, default 127.0.0.1:8000)");
+  g->add_option("--http-threads", gateway->http_threads, "HTTP server threads (gateway.http_threads)");
+  g->add_option("--cold-start-timeout", gateway->cold_start_timeout,
+                "How long requests for a cold model are held, e.g. 30s (gateway.cold_start_timeout)");
+  g->add_option("--node-timeout", gateway->node_timeout, "Drop a silent manager or node after this long, e.g. 2s");
+  g->callback([gateway, &runner] { runner = [gateway] { return run_gateway(*gateway); }; });
+
   auto node = std::make_shared<ClusterOptions>();
   auto* n = app.add_subcommand("node", "A node: one executor per device, a model cache, a router");
   add_common(n, *node);
   n->add_option("--manager", node->manager, "The manager to join, HOST:PORT (node.manager)");
   n->add_option("--name", node->name, "This node's name (default hostname:pid)");
+  n->add_option("--listen", node->listen, "Where gateways connect to this node directly (node.listen)");
   n->add_option("--data-listen", node->data_listen, "Address of this node's blob server (node.data_listen)");
   n->add_option("--repository", node->repository, "A local model repository read before the network");
   n->add_option("--node-timeout", node->node_timeout, "Give up on a silent manager after this long");

@@ -46,21 +46,22 @@ bool same_host(const HostPort& a, const HostPort& b) {
 
 Status parse_manager(const YamlSection& s, ManagerConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
-  EMBER_RETURN_IF_ERROR(
-      s.check_keys({"listen", "data_listen", "repository", "node_timeout", "heartbeat", "replace_on_failure"}));
+  EMBER_RETURN_IF_ERROR(s.check_keys(
+      {"listen", "data_listen", "repository", "node_timeout", "heartbeat", "replace_on_failure", "recovery_window"}));
   EMBER_RETURN_IF_ERROR(s.read("listen", c.listen, parse_host_port));
   EMBER_RETURN_IF_ERROR(s.read("data_listen", c.data_listen, parse_host_port));
   EMBER_RETURN_IF_ERROR(s.read_string("repository", c.repository));
   EMBER_RETURN_IF_ERROR(s.read("node_timeout", c.node_timeout_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read("heartbeat", c.heartbeat_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read_bool("replace_on_failure", c.replace_on_failure));
+  EMBER_RETURN_IF_ERROR(s.read("recovery_window", c.recovery_window_us, parse_duration_us));
   return Status::OK();
 }
 
 Status parse_gateway(const YamlSection& s, GatewayConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
-  EMBER_RETURN_IF_ERROR(s.check_keys(
-      {"http", "http_threads", "http_queue", "max_body", "request_timeout", "cold_start_timeout", "max_pending"}));
+  EMBER_RETURN_IF_ERROR(s.check_keys({"http", "http_threads", "http_queue", "max_body", "request_timeout",
+                                      "cold_start_timeout", "max_pending", "manager", "reconnect_interval"}));
   EMBER_RETURN_IF_ERROR(s.read("http", c.http, parse_host_port));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("http_threads", 1024, c.http_threads));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("http_queue", 65536, c.http_queue));
@@ -68,18 +69,25 @@ Status parse_gateway(const YamlSection& s, GatewayConfig& c) {
   EMBER_RETURN_IF_ERROR(s.read("request_timeout", c.request_timeout_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read("cold_start_timeout", c.cold_start_timeout_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("max_pending", 1'000'000, c.max_pending));
+  if (s.has("manager")) {
+    HostPort manager;
+    EMBER_RETURN_IF_ERROR(s.read("manager", manager, parse_host_port));
+    c.manager = manager;
+  }
+  EMBER_RETURN_IF_ERROR(s.read("reconnect_interval", c.reconnect_interval_us, parse_duration_us));
   return Status::OK();
 }
 
 Status parse_node(const YamlSection& s, NodeConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
-  EMBER_RETURN_IF_ERROR(s.check_keys({"manager", "data_listen", "name", "cache", "repository", "rejoin_interval",
-                                      "max_queue", "max_queued_per_model", "max_queued_total"}));
+  EMBER_RETURN_IF_ERROR(s.check_keys({"manager", "listen", "data_listen", "name", "cache", "repository",
+                                      "rejoin_interval", "max_queue", "max_queued_per_model", "max_queued_total"}));
   if (s.has("manager")) {
     HostPort manager;
     EMBER_RETURN_IF_ERROR(s.read("manager", manager, parse_host_port));
     c.manager = std::move(manager);
   }
+  EMBER_RETURN_IF_ERROR(s.read("listen", c.listen, parse_host_port));
   EMBER_RETURN_IF_ERROR(s.read("data_listen", c.data_listen, parse_host_port));
   EMBER_RETURN_IF_ERROR(s.read_string("name", c.name));
   EMBER_RETURN_IF_ERROR(s.read("cache", c.cache_bytes, parse_bytes));
@@ -163,6 +171,7 @@ Status validate(const ClusterConfig& c, std::string_view source) {
   const ManagerConfig& m = c.manager;
   EMBER_RETURN_IF_ERROR(check_duration(at, "manager.node_timeout", m.node_timeout_us));
   EMBER_RETURN_IF_ERROR(check_duration(at, "manager.heartbeat", m.heartbeat_us));
+  EMBER_RETURN_IF_ERROR(check_duration(at, "manager.recovery_window", m.recovery_window_us, 0, 60'000'000));
   if (m.heartbeat_us >= m.node_timeout_us) {
     return invalid_argument(at + ": manager.heartbeat (" + format_duration(m.heartbeat_us) +
                             ") must be shorter than manager.node_timeout (" + format_duration(m.node_timeout_us) +
@@ -184,6 +193,7 @@ Status validate(const ClusterConfig& c, std::string_view source) {
                             "): a held request would time out before its cold start does");
   }
   EMBER_RETURN_IF_ERROR(check_range(at, "gateway.max_pending", g.max_pending, 1, 1'000'000));
+  EMBER_RETURN_IF_ERROR(check_duration(at, "gateway.reconnect_interval", g.reconnect_interval_us, 10'000, 60'000'000));
 
   const NodeConfig& n = c.node;
   if (n.manager) {
@@ -227,6 +237,7 @@ Status validate(const ClusterConfig& c, std::string_view source) {
   const Listener listeners[] = {{"manager.listen", &m.listen, c.has_manager},
                                 {"manager.data_listen", &m.data_listen, c.has_manager},
                                 {"gateway.http", &g.http, c.has_gateway},
+                                {"node.listen", &n.listen, c.has_node},
                                 {"node.data_listen", &n.data_listen, c.has_node}};
   for (size_t i = 0; i < std::size(listeners); ++i) {
     for (size_t j = i + 1; j < std::size(listeners); ++j) {
@@ -257,6 +268,9 @@ Status check_role(const ClusterConfig& c, ProcessRole role, std::string_view sou
       }
       break;
     case ProcessRole::gateway:
+      if (!c.gateway.manager) {
+        return invalid_argument(at + ": gateway.manager: required for a standalone gateway (host:port of the manager)");
+      }
       break;
   }
   return Status::OK();

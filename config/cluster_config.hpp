@@ -71,6 +71,12 @@ struct ManagerConfig {
   /// false, the lost capacity stays lost until the autoscaler asks for more (requests for a model
   /// whose last replica died wait for a cold start).
   bool replace_on_failure = true;
+  /// After the manager (re)starts, how long a gateway that still holds a routing table (from the
+  /// manager's previous life) waits for its first table from this one. The nodes rejoin meanwhile
+  /// (every node.rejoin_interval) and report their replicas, so the gateway keeps serving from its
+  /// own table instead of taking an empty one. A gateway without a table is answered at once.
+  /// Microseconds; default 3s; 0..60s. Set it above the nodes' rejoin_interval.
+  uint64_t recovery_window_us = 3'000'000;
 };
 
 /// `gateway:` — the HTTP (KServe v2) front end.
@@ -102,12 +108,23 @@ struct GatewayConfig {
   /// Bound on requests held per model while waiting for a cold start; beyond it requests get 503 at
   /// once (overflow policy: reject newest, counted in metrics). Default 1024; 1..1000000.
   uint32_t max_pending = 1024;
+  /// The manager a standalone gateway (`ember gateway`) subscribes to (its manager.listen). Required
+  /// there; a gateway inside `ember manager` or `ember serve` uses its own process's manager.
+  std::optional<HostPort> manager;
+  /// A standalone gateway that lost its manager tries to reach it again this often, serving warm
+  /// requests from its last routing table meanwhile. Microseconds; default 1s; 10ms..60s.
+  uint64_t reconnect_interval_us = 1'000'000;
 };
 
 /// `node:` — one host's node router, executors and model cache. Its devices are `devices:`.
 struct NodeConfig {
   /// The manager to join (its `manager.listen`). No default: required for a node (check_role).
   std::optional<HostPort> manager;
+  /// Where this node's router accepts direct CAF connections: standalone gateways dial it, so that
+  /// their requests reach the node without passing through the manager's process (and go on while
+  /// the manager is away). Default 127.0.0.1:0 (ephemeral, announced to the manager when joining).
+  /// Multi-host clusters set an address the gateways can reach.
+  HostPort listen{"127.0.0.1", 0};
   /// Where this node's blob server listens; peers pull model bytes from it (chains, peer sourcing).
   /// Default 127.0.0.1:0 (ephemeral, announced to the manager when joining). Multi-host clusters
   /// set an address other hosts can reach.

@@ -143,8 +143,8 @@ up() {
     "${common[@]}"
   for i in $(seq 1 "$k"); do
     read -r -a extra <<<"${host_args[$i]:-}"
-    start "h$i" "ember-h$i" node --manager "$MANAGER" --name "h$i" --data-listen "$NET.$((i + 1)):0" \
-      "${defaults[@]}" "${common[@]}" "${node_args[@]}" "${extra[@]}"
+    start "h$i" "ember-h$i" node --manager "$MANAGER" --name "h$i" --listen "$NET.$((i + 1)):0" \
+      --data-listen "$NET.$((i + 1)):0" "${defaults[@]}" "${common[@]}" "${node_args[@]}" "${extra[@]}"
   done
 
   local deadline=$((SECONDS + 30))

@@ -32,6 +32,7 @@ struct LayerProfile {
   uint64_t load_us = 0;    // its share of a cold start: fetch, host copy, upload
   uint64_t exec_us = 0;    // its execution time at the batch size served
   uint64_t out_bytes = 0;  // its output activation: what a cut after it sends per request
+  bool operator==(const LayerProfile&) const = default;
 };
 
 struct PartitionCosts {
@@ -41,6 +42,7 @@ struct PartitionCosts {
   double transfer_us_per_byte = 0;
   /// The most weight bytes one stage may hold (its device's free memory); 0 = no limit.
   uint64_t stage_memory_bytes = 0;
+  bool operator==(const PartitionCosts&) const = default;
 };
 
 struct PartitionPlan {

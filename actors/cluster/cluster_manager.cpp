@@ -67,6 +67,11 @@ struct manager_state {
   uint64_t next_drain = 1;
   // -- partitioned cold starts --
   PartitionController partitions;
+  // -- recovery --
+  caf::actor_clock::time_point started;  // the actor clock's, at spawn
+  bool planning = false;                 // a plan table is being built (prepare_plans)
+  /// Gateways that hold a table from the manager's previous life, answered at the window's end.
+  std::vector<std::pair<gateway_actor, caf::typed_response_promise<routing_update>>> resubscribing;
 };
 
 using manager_pointer = cluster_manager_actor::stateful_pointer<manager_state>;
@@ -95,13 +100,53 @@ void publish(manager_pointer self, const std::set<model_key>& changed, const std
   for (const auto& g : self->state.routing.subscribers()) self->send(g, update);
 }
 
+/// Builds the plan tables that versions with a profile lack, one version at a time on the plan
+/// queue (thesis §4.2.2: precomputed, so a scale-up only looks its plan up). Until a table is
+/// there, a partitioned start plans for its queue alone.
+void prepare_plans(manager_pointer self) {
+  auto& st = self->state;
+  if (!st.config.plan_queue || st.planning) return;
+  for (const auto& [k, v] : st.registry.versions()) {
+    if (!v.valid()) continue;
+    auto parts = st.partitions.tables_missing(v);
+    if (parts.empty()) continue;
+    auto in = st.partitions.inputs(v);
+    const model_key key = v.key();
+    using Built = std::vector<std::pair<uint32_t, Result<placement::PlanTable>>>;
+    st.planning = offload(
+        self, *st.config.plan_queue,
+        [in = *in, parts] {
+          Built out;
+          for (uint32_t p : parts) out.emplace_back(p, PartitionController::build_table(in, p));
+          return out;
+        },
+        [self, key, in = *in](Built& built) {
+          auto& st = self->state;
+          st.planning = false;
+          size_t ranges = 0;
+          for (auto& [p, table] : built) {
+            if (!table.ok()) {
+              spdlog::warn("manager: no plan table of {} for {} stages: {}", key.to_string(), p,
+                           table.error().message());
+              continue;
+            }
+            ranges += table->ranges().size();
+            st.partitions.put_table(key, p, in, std::move(*table));
+          }
+          spdlog::debug("manager: plan tables of {} ready ({} ranges)", key.to_string(), ranges);
+          prepare_plans(self);  // the next version lacking one
+        });
+    return;
+  }
+}
+
 void apply_scan(manager_pointer self, const std::string& model, std::vector<RepositoryEntry> entries) {
   auto& st = self->state;
   auto changes = st.registry.apply_scan(model, std::move(entries));
   const auto now = st.registry.entries(model);
   st.index->replace(now, model);
   for (const auto& key : changes.removed) st.partitions.forget(key);
-  for (const auto& key : changes.changed) st.partitions.forget(key);
+  prepare_plans(self);
   if (st.autoscaler) {
     for (const auto& key : changes.removed) st.autoscaler->forget(key);
     for (const auto& e : now) {
@@ -734,10 +779,21 @@ model_state unload(manager_pointer self, const model_key& which) {
   return last;
 }
 
+/// A gateway joins the routing table's subscribers: the full table now, updates from then on.
+routing_update subscribe(manager_pointer self, const gateway_actor& gateway) {
+  self->monitor(gateway);
+  auto& st = self->state;
+  st.routing.subscribe(gateway);
+  auto table = st.routing.full(st.registry, st.members);
+  table.report_interval_us = st.autoscaler ? st.config.autoscaler.interval_us : 0;
+  return table;
+}
+
 cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, ClusterManagerConfig config,
                                                       std::vector<RepositoryEntry> initial,
                                                       std::shared_ptr<RepositoryIndex> index, WorkQueue* scan_queue) {
   auto& st = self->state;
+  st.started = self->clock().now();
   st.config = std::move(config);
   st.index = std::move(index);
   st.scan_queue = scan_queue;
@@ -756,13 +812,24 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
   self->set_down_handler([self](caf::down_msg& msg) { on_down(self, msg); });
   return {
       [self](join_atom, node_report& report, node_router_actor& router) { return join(self, report, router); },
-      [self](subscribe_atom, gateway_actor& gateway) {
-        self->monitor(gateway);
+      [self](subscribe_atom, gateway_actor& gateway) { return subscribe(self, gateway); },
+      [self](subscribe_atom, gateway_actor& gateway, uint64_t held_epoch) -> caf::result<routing_update> {
         auto& st = self->state;
-        st.routing.subscribe(gateway);
-        auto table = st.routing.full(st.registry, st.members);
-        table.report_interval_us = st.autoscaler ? st.config.autoscaler.interval_us : 0;
-        return table;
+        const auto ends = st.started + st.config.recovery_window;
+        if (held_epoch == 0 || self->clock().now() >= ends) return subscribe(self, gateway);
+        auto rp = self->make_response_promise<routing_update>();
+        if (st.resubscribing.empty()) {
+          spdlog::info(
+              "manager: a gateway with a routing table subscribed; answering once the nodes had {} ms to "
+              "rejoin",
+              std::chrono::duration_cast<std::chrono::milliseconds>(st.config.recovery_window).count());
+          self->delayed_send(self, ends - self->clock().now(), offload_done{[self] {
+                               auto waiting = std::move(self->state.resubscribing);
+                               for (auto& [g, promise] : waiting) promise.deliver(subscribe(self, g));
+                             }});
+        }
+        st.resubscribing.emplace_back(gateway, rp);
+        return rp;
       },
       [self](ensure_atom, const model_key& key) -> caf::result<model_state> {
         auto rp = self->make_response_promise<model_state>();

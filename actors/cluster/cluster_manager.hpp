@@ -36,6 +36,12 @@ struct ClusterManagerConfig {
   /// loop's settings (off: replicas change only on load, scale from zero and node loss).
   AutoscaleConfig autoscale;
   AutoscalerSettings autoscaler;
+  /// manager.recovery_window: after the manager starts, a gateway that holds a table from the
+  /// manager's previous life gets its first table only once this passed (the nodes rejoin meanwhile).
+  std::chrono::microseconds recovery_window{0};
+  /// Where partition plan tables are built (the process's; outlives the actor). Null: none are
+  /// precomputed, each partitioned start plans for its own queue.
+  WorkQueue* plan_queue = nullptr;
 };
 
 /// Spawns the manager over an initial scan of the repository. `index` (shared with the manager's

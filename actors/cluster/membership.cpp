@@ -107,7 +107,7 @@ std::string Membership::describe_join(uint64_t id, size_t adopted) const {
 
 std::vector<replica_ref> Membership::members() const {
   std::vector<replica_ref> out;
-  for (const auto& [id, n] : nodes_) out.push_back({id, n.report.name, n.router});
+  for (const auto& [id, n] : nodes_) out.push_back({id, n.report.name, n.router, n.report.control});
   return out;
 }
 

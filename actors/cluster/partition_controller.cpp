@@ -19,37 +19,65 @@ uint64_t PartitionController::whole_cold_start_us(const ModelVersion& v) const {
   return static_cast<uint64_t>(static_cast<double>(v.entry.profile->weights_bytes) / bandwidth_ * 1e6);
 }
 
-Result<PipelineBuild> PartitionController::plan(const ModelVersion& v, const std::vector<uint64_t>& nodes,
-                                                uint32_t max_parts, double x, uint64_t stage_memory) {
+Result<PartitionController::PlanInputs> PartitionController::inputs(const ModelVersion& v) const {
   const std::string what = "no partitioned cold start for " + v.key().to_string() + ": ";
   const auto& profile = v.entry.profile;
   if (!profile) return unsupported(what + "it has no profile.json");
   if (profile->weights_bytes != v.entry.weights_bytes) return unsupported(what + "its profile is stale");
-  max_parts = std::min<uint32_t>(
-      {max_parts, max_stages_, static_cast<uint32_t>(nodes.size()), static_cast<uint32_t>(profile->layers.size())});
-  if (max_parts < 2) return unsupported(what + "fewer than two stages are possible");
+  PlanInputs in;
   const size_t b = profile->batch_index(1);
-  std::vector<placement::LayerProfile> layers;
   for (const auto& l : profile->layers) {
     placement::LayerProfile lp;
     lp.bytes = l.bytes;
     lp.load_us = static_cast<uint64_t>(static_cast<double>(l.bytes) / bandwidth_ * 1e6);
     lp.exec_us = static_cast<uint64_t>(l.exec_us[b]);
     lp.out_bytes = l.out_bytes[b];
-    layers.push_back(lp);
+    in.layers.push_back(lp);
   }
-  placement::PartitionCosts costs;
-  costs.transfer_fixed_us = kCutFixedUs;
-  costs.transfer_us_per_byte = 1e6 / bandwidth_;
-  costs.stage_memory_bytes = stage_memory;
-  const auto table_key = std::make_tuple(v.key(), max_parts, stage_memory);
-  auto table = tables_.find(table_key);
-  if (table == tables_.end()) {
-    EMBER_ASSIGN_OR_RETURN(auto built, placement::PlanTable::build(layers, costs, max_parts, kMaxPlannedQueue));
-    table = tables_.emplace(table_key, std::move(built)).first;
+  in.costs.transfer_fixed_us = kCutFixedUs;
+  in.costs.transfer_us_per_byte = 1e6 / bandwidth_;
+  return in;
+}
+
+const placement::PlanTable* PartitionController::table(const ModelVersion& v, uint32_t max_parts,
+                                                       const PlanInputs& in) const {
+  auto it = tables_.find({v.key(), max_parts});
+  return it != tables_.end() && it->second.inputs == in ? &it->second.table : nullptr;
+}
+
+std::vector<uint32_t> PartitionController::tables_missing(const ModelVersion& v) const {
+  std::vector<uint32_t> out;
+  auto in = inputs(v);
+  if (!in.ok()) return out;
+  const uint32_t most = std::min<uint32_t>(max_stages_, static_cast<uint32_t>(in->layers.size()));
+  for (uint32_t parts = 2; parts <= most; ++parts)
+    if (!table(v, parts, *in)) out.push_back(parts);
+  return out;
+}
+
+Result<placement::PlanTable> PartitionController::build_table(const PlanInputs& in, uint32_t max_parts) {
+  return placement::PlanTable::build(in.layers, in.costs, max_parts, kMaxPlannedQueue);
+}
+
+Result<PipelineBuild> PartitionController::plan(const ModelVersion& v, const std::vector<uint64_t>& nodes,
+                                                uint32_t max_parts, double x, uint64_t stage_memory) const {
+  const std::string what = "no partitioned cold start for " + v.key().to_string() + ": ";
+  EMBER_ASSIGN_OR_RETURN(PlanInputs in, inputs(v));
+  const auto& profile = v.entry.profile;
+  max_parts = std::min<uint32_t>(
+      {max_parts, max_stages_, static_cast<uint32_t>(nodes.size()), static_cast<uint32_t>(in.layers.size())});
+  if (max_parts < 2) return unsupported(what + "fewer than two stages are possible");
+  const placement::PlanTable* built = stage_memory == 0 ? table(v, max_parts, in) : nullptr;
+  in.costs.stage_memory_bytes = stage_memory;
+  placement::PartitionPlan chosen;
+  if (built) {
+    chosen = built->lookup(x);
+  } else {
+    const uint64_t queue = x < 1 ? 1 : static_cast<uint64_t>(std::min<double>(x, kMaxPlannedQueue));
+    EMBER_ASSIGN_OR_RETURN(chosen, placement::choose_plan(in.layers, in.costs, max_parts, queue));
   }
-  const placement::PartitionPlan& chosen = table->second.lookup(x);
   if (chosen.parts < 2) return unsupported(what + "one part is the best plan");
+  const auto& layers = in.layers;
 
   PipelineBuild build;
   build.key = v.key();

@@ -20,7 +20,7 @@
 #include <optional>
 #include <set>
 #include <string>
-#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "actors/cluster/model_registry.hpp"
@@ -61,15 +61,35 @@ class PartitionController {
   /// The stages of a partitioned cold start of `v` over `nodes` (in placement order; the first
   /// `p` are used), with at most `max_parts` stages, planned for an expected queue of `x` requests
   /// (the autoscaler's E(x)) and at most `stage_memory` weight bytes per stage (0 = no limit). The
-  /// plan comes from the version's PlanTable for that many parts, built once (thesis §4.2.2).
+  /// plan comes from the version's PlanTable for that many parts when one was built (thesis
+  /// §4.2.2: precomputed, a lookup at decision time), else from the planner for this x alone.
   /// unsupported saying why not: no profile, a stale one, or a plan of one part being best.
   Result<PipelineBuild> plan(const ModelVersion& v, const std::vector<uint64_t>& nodes, uint32_t max_parts, double x,
-                             uint64_t stage_memory);
+                             uint64_t stage_memory) const;
+
+  /// What the planner needs of a version: its layers (from the profile, at the configured
+  /// bandwidth) and the costs of a cut.
+  struct PlanInputs {
+    std::vector<placement::LayerProfile> layers;
+    placement::PartitionCosts costs;
+    bool operator==(const PlanInputs&) const = default;
+  };
+  /// unsupported without a (current) profile.
+  Result<PlanInputs> inputs(const ModelVersion& v) const;
+  /// The part limits worth a plan table for `v` (2 .. the stage limit, at most its layers), those
+  /// not built yet; empty without a profile.
+  std::vector<uint32_t> tables_missing(const ModelVersion& v) const;
+  /// Builds the table of `max_parts` (pure, slow: tens of planner runs; off the actor).
+  static Result<placement::PlanTable> build_table(const PlanInputs& in, uint32_t max_parts);
+  /// Keeps a table built from `in` (used while the version's inputs stay `in`).
+  void put_table(const model_key& key, uint32_t max_parts, PlanInputs in, placement::PlanTable table) {
+    tables_.insert_or_assign({key, max_parts}, Table{std::move(in), std::move(table)});
+  }
   /// A whole cold start of `v` from the profile at the configured bandwidth (C(1)); 0 without one.
   uint64_t whole_cold_start_us(const ModelVersion& v) const;
-  /// Plan tables built so far (one per version, part limit and memory limit).
+  /// Plan tables built so far (one per version and part limit).
   size_t tables() const { return tables_.size(); }
-  /// The version's files changed or left the repository: its plan tables go.
+  /// The version left the repository: its plan tables go.
   void forget(const model_key& key) {
     std::erase_if(tables_, [&](const auto& t) { return std::get<0>(t.first) == key; });
   }
@@ -95,7 +115,13 @@ class PartitionController {
   uint32_t max_stages_ = 4;
   double bandwidth_ = 125e6;
   std::map<model_key, PipelineBuild> builds_;
-  std::map<std::tuple<model_key, uint32_t, uint64_t>, placement::PlanTable> tables_;
+  struct Table {
+    PlanInputs inputs;  // what it was built from: a rescanned profile that differs makes it stale
+    placement::PlanTable table;
+  };
+  /// The table of `v` for `max_parts` built from its current inputs `in`, or nullptr.
+  const placement::PlanTable* table(const ModelVersion& v, uint32_t max_parts, const PlanInputs& in) const;
+  std::map<std::pair<model_key, uint32_t>, Table> tables_;  // for no memory limit
   std::set<model_key> forbidden_;
 };
 

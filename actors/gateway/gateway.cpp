@@ -7,6 +7,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
+#include <caf/io/middleman.hpp>
 
 #include "actors/errors.hpp"
 #include "actors/gateway/gateway_instruments.hpp"
@@ -39,6 +40,44 @@ namespace {
 
 using namespace gateway_impl;
 
+/// Connects to the member nodes' routers directly (standalone gateways only; see gateway.hpp).
+void dial_members(gateway_pointer self) {
+  auto& st = self->state;
+  if (!st.dial_queue) return;
+  for (const auto& m : st.members) {
+    if (m.control.port == 0) continue;
+    auto it = st.dialed.find(m.node);
+    if (it != st.dialed.end() && it->second == m.control) continue;
+    st.dialed[m.node] = m.control;
+    caf::actor_system* sys = &self->system();
+    const bool taken = offload(
+        self, *st.dial_queue,
+        [sys, at = m.control]() -> Result<caf::actor> {
+          auto got = sys->middleman().remote_actor<node_router_actor>(at.host, at.port);
+          if (!got) return unavailable(caf::to_string(got.error()));
+          return caf::actor_cast<caf::actor>(*got);
+        },
+        [self, node = m.node, at = m.control](Result<caf::actor>& got) {
+          auto& st = self->state;
+          if (!got.ok()) {
+            spdlog::warn(
+                "gateway: cannot connect to node {} at {} directly ({}); its requests go through the "
+                "manager meanwhile, trying again in {} ms",
+                node, at.to_string(), got.error().message(), st.config.reconnect_interval_us / 1000);
+            self->delayed_send(self, std::chrono::microseconds(st.config.reconnect_interval_us),
+                               offload_done{[self, node] {
+                                 self->state.dialed.erase(node);
+                                 dial_members(self);
+                               }});
+            return;
+          }
+          spdlog::info("gateway: connected to node {} at {} directly", node, at.to_string());
+          st.direct[node] = std::move(*got);
+        });
+    if (!taken) st.dialed.erase(m.node);
+  }
+}
+
 void watch(gateway_pointer self, const node_router_actor& router) {
   if (router && self->state.monitored.insert(router.address()).second) self->monitor(router);
 }
@@ -66,6 +105,7 @@ void apply_update(gateway_pointer self, routing_update& u) {
   }
   st.members = std::move(u.members);
   for (const auto& m : st.members) watch(self, m.router);
+  dial_members(self);
   st.report_interval_us = u.report_interval_us;
   if (st.report_interval_us > 0 && !st.report_timer) {
     st.report_timer = true;
@@ -141,17 +181,24 @@ caf::result<std::string> scrape(gateway_pointer self) {
             },
             [arrived](caf::error&) { arrived(); });  // a node that does not answer is left out of this scrape
   }
-  self->request(st.manager, kScrapeTimeout, metrics_atom_v)
-      .then(
-          [c, arrived](metrics_snapshot& snap) {
-            c->nodes.push_back({"manager", std::move(snap)});
-            arrived();
-          },
-          [arrived](caf::error&) { arrived(); });
+  if (st.manager) {
+    self->request(st.manager, kScrapeTimeout, metrics_atom_v)
+        .then(
+            [c, arrived](metrics_snapshot& snap) {
+              c->nodes.push_back({"manager", std::move(snap)});
+              arrived();
+            },
+            [arrived](caf::error&) { arrived(); });
+  } else {
+    --c->waiting;  // away: left out of this scrape
+  }
   auto rp = c->promise;
   arrived();
   return rp;
 }
+
+/// What repository commands get while no manager is reachable.
+Error no_manager() { return unavailable("the cluster manager is unreachable; retry when it is back"); }
 
 /// Every report interval: the counters to the manager (nothing when nothing happened).
 void report_load(gateway_pointer self) {
@@ -162,26 +209,59 @@ void report_load(gateway_pointer self) {
     return;
   }
   auto report = make_load_report(st);
-  if (!report.models.empty()) self->send(st.manager, std::move(report));
+  if (!report.models.empty() && st.manager) self->send(st.manager, std::move(report));
   st.report_timer = true;
   self->delayed_send(self, std::chrono::microseconds(st.report_interval_us), scale_atom_v);
 }
 
+/// Subscribes to the routing table through st.manager: the answer is the full table. A gateway
+/// that holds one (its manager went away and came back) says so, and the manager answers once the
+/// nodes had time to rejoin it; until then this gateway serves from what it has.
+void subscribe(gateway_pointer self) {
+  auto& st = self->state;
+  const cluster_manager_actor manager = st.manager;
+  auto answered = [self, manager](routing_update& u) {
+    if (self->state.manager != manager) return;  // lost meanwhile: the next one brings its own
+    apply_update(self, u);
+  };
+  auto failed = [](caf::error& err) {
+    spdlog::error("gateway: cannot subscribe to the manager: {}", caf::to_string(err));
+  };
+  const auto timeout = std::chrono::seconds(30) + std::chrono::microseconds(st.config.reconnect_interval_us);
+  if (st.subscribed) {
+    self->request(manager, timeout, subscribe_atom_v, caf::actor_cast<gateway_actor>(self), st.epoch + 1)
+        .then(answered, failed);
+  } else {
+    self->request(manager, timeout, subscribe_atom_v, caf::actor_cast<gateway_actor>(self)).then(answered, failed);
+  }
+}
+
+/// The manager's process went away: warm requests go on from the last table; cold ones wait for a
+/// manager (their ensure is retried) until their cold-start timeout.
+void manager_lost(gateway_pointer self) {
+  auto& st = self->state;
+  spdlog::warn("gateway: lost the cluster manager; serving warm requests from the last routing table ({} models)",
+               st.table.size());
+  st.manager = nullptr;
+  if (st.instruments) st.instruments->set_manager_connected(false);
+}
+
 gateway_actor::behavior_type gateway_behavior(gateway_pointer self, GatewayConfig config, caf::actor manager,
                                               std::shared_ptr<RoutingView> view, GatewayInstruments* instruments,
-                                              WorkQueue* metrics_queue) {
+                                              WorkQueue* metrics_queue, WorkQueue* dial_queue) {
   auto& st = self->state;
+  st.dial_queue = dial_queue;
   st.config = config;
   st.manager = caf::actor_cast<cluster_manager_actor>(manager);
   st.view = std::move(view);
   st.instruments = instruments;
   st.metrics_queue = metrics_queue;
   st.reporter = "gateway@" + caf::to_string(self->node()) + "#" + std::to_string(self->id());
-  self->set_down_handler([self](caf::down_msg& msg) { node_down(self, msg.source); });
-  self->request(st.manager, std::chrono::seconds(30), subscribe_atom_v, caf::actor_cast<gateway_actor>(self))
-      .then(
-          [self](routing_update& u) { apply_update(self, u); },
-          [](caf::error& err) { spdlog::error("gateway: cannot subscribe to the manager: {}", caf::to_string(err)); });
+  self->set_down_handler([self](caf::down_msg& msg) {
+    if (self->state.manager && msg.source == self->state.manager.address()) return manager_lost(self);
+    node_down(self, msg.source);
+  });
+  if (st.manager) subscribe(self);  // a standalone gateway's link sends its manager when it reached it
   return {
       [self](infer_request& req) -> caf::result<infer_reply> { return infer(self, req); },
       [self](routing_update& u) {
@@ -190,19 +270,34 @@ gateway_actor::behavior_type gateway_behavior(gateway_pointer self, GatewayConfi
       },
       [self](metrics_atom) -> caf::result<std::string> { return scrape(self); },
       [self](load_atom, model_command& cmd) -> caf::result<model_state> {
+        if (!self->state.manager) return to_caf(no_manager());
         return self->delegate(self->state.manager, load_atom_v, std::move(cmd));
       },
       [self](distribute_atom, distribute_request& req) -> caf::result<distribute_result> {
+        if (!self->state.manager) return to_caf(no_manager());
         return self->delegate(self->state.manager, distribute_atom_v, std::move(req));
       },
       [self](evict_atom, distribute_request& req) -> caf::result<distribute_result> {
+        if (!self->state.manager) return to_caf(no_manager());
         return self->delegate(self->state.manager, evict_atom_v, std::move(req));
       },
       [self](unload_atom, model_command& cmd) -> caf::result<model_state> {
+        if (!self->state.manager) return to_caf(no_manager());
         return self->delegate(self->state.manager, unload_atom_v, std::move(cmd));
       },
       [self](index_atom) -> caf::result<std::vector<model_state>> {
+        if (!self->state.manager) return to_caf(no_manager());
         return self->delegate(self->state.manager, index_atom_v);
+      },
+      [self](manager_atom, caf::actor& manager) {
+        auto& st = self->state;
+        if (!manager) return;
+        st.manager = caf::actor_cast<cluster_manager_actor>(manager);
+        self->monitor(st.manager);
+        if (st.instruments) st.instruments->set_manager_connected(true);
+        spdlog::info("gateway: reached the cluster manager; subscribing{}",
+                     st.subscribed ? " (serving from the last routing table until its table comes)" : "");
+        subscribe(self);
       },
       [self](expire_atom, uint64_t id) { expire(self, id); },
       [self](scale_atom) { report_load(self); },
@@ -217,8 +312,9 @@ gateway_actor::behavior_type gateway_behavior(gateway_pointer self, GatewayConfi
 
 gateway_actor spawn_gateway(caf::actor_system& sys, GatewayConfig config, caf::actor manager,
                             std::shared_ptr<RoutingView> view, GatewayInstruments* instruments,
-                            WorkQueue& metrics_queue) {
-  return sys.spawn(gateway_behavior, config, std::move(manager), std::move(view), instruments, &metrics_queue);
+                            WorkQueue& metrics_queue, WorkQueue* dial_queue) {
+  return sys.spawn(gateway_behavior, config, std::move(manager), std::move(view), instruments, &metrics_queue,
+                   dial_queue);
 }
 
 }  // namespace ember

@@ -19,8 +19,13 @@ class WorkQueue;
 /// `metrics_queue` merges and renders the /metrics text off the actor (threads = 0 in
 /// deterministic tests); a scrape it refuses is answered unavailable. `instruments` (may be null)
 /// and `metrics_queue` must outlive the gateway, and `instruments` the queue's jobs.
+///
+/// A standalone gateway (`ember gateway`) passes a null `manager` (its link hands one over with
+/// manager_atom) and a `dial_queue`: on it the gateway connects to every member node's published
+/// router directly (node_report::control), so that its requests reach the nodes without passing
+/// through the manager's process and go on while the manager is away.
 gateway_actor spawn_gateway(caf::actor_system& sys, GatewayConfig config, caf::actor manager,
                             std::shared_ptr<RoutingView> view, GatewayInstruments* instruments,
-                            WorkQueue& metrics_queue);
+                            WorkQueue& metrics_queue, WorkQueue* dial_queue = nullptr);
 
 }  // namespace ember

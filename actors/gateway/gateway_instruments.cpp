@@ -24,7 +24,14 @@ GatewayInstruments::GatewayInstruments()
                          .counter("ember_http_rejected_total",
                                   "HTTP connections answered 503 at once because every HTTP thread was busy and "
                                   "gateway.http_queue connections already waited")
-                         .with(std::vector<std::string>{})) {}
+                         .with(std::vector<std::string>{})),
+      manager_connected_(registry_
+                             .gauge("ember_gateway_manager_connected",
+                                    "1 while the gateway holds a live connection to the cluster manager; 0 while it "
+                                    "serves warm requests from its last routing table without one")
+                             .with(std::vector<std::string>{})) {
+  manager_connected_.set(1);
+}
 
 void GatewayInstruments::count_request(const model_key& model, const std::string& outcome, double seconds) {
   const std::string version = std::to_string(model.version);
@@ -47,5 +54,6 @@ void GatewayInstruments::count_pipeline(const model_key& model) {
 void GatewayInstruments::set_held(uint64_t held) { held_.set(static_cast<double>(held)); }
 
 void GatewayInstruments::count_http_rejected() { http_rejected_.inc(); }
+void GatewayInstruments::set_manager_connected(bool connected) { manager_connected_.set(connected ? 1 : 0); }
 
 }  // namespace ember

@@ -26,6 +26,8 @@ class GatewayInstruments {
   void set_held(uint64_t held);
   /// A connection was refused with 503: every HTTP thread was busy and gateway.http_queue full.
   void count_http_rejected();
+  /// The gateway reached (true) or lost (false) the cluster manager.
+  void set_manager_connected(bool connected);
 
  private:
   metrics::Registry registry_;
@@ -36,6 +38,7 @@ class GatewayInstruments {
   metrics::CounterFamily& pipelined_;
   metrics::Gauge& held_;
   metrics::Counter& http_rejected_;
+  metrics::Gauge& manager_connected_;
 };
 
 }  // namespace ember

@@ -48,6 +48,12 @@ void release_held(gateway_pointer self, const model_key& key) {
 void ensure(gateway_pointer self, const model_key& key) {
   auto& st = self->state;
   if (!st.ensuring.insert(key).second) return;
+  if (!st.manager) {
+    // No manager to ask (a standalone gateway lost it): ask again while requests still wait.
+    st.ensuring.erase(key);
+    if (st.held.count(key)) self->delayed_send(self, kEnsureRetry, ensure_atom_v, key);
+    return;
+  }
   self->request(st.manager, std::chrono::microseconds(st.config.cold_start_timeout_us), ensure_atom_v, key)
       .then(
           [self, key](model_state&) {

@@ -63,6 +63,12 @@ struct gateway_state {
   GatewayInstruments* instruments = nullptr;
   /// Runs the merging and rendering of /metrics (owned by the process).
   WorkQueue* metrics_queue = nullptr;
+  /// A standalone gateway's direct connections to the nodes (gateway.hpp): the queue the dials
+  /// block on (null: none are made), and per node name the endpoint dialed and the handle got
+  /// (kept so the connection stays).
+  WorkQueue* dial_queue = nullptr;
+  std::map<std::string, HostPort> dialed;
+  std::map<std::string, caf::actor> direct;
 
   std::map<model_key, routing_entry> table;
   /// The metadata bodies of the versions in `table`, built once per version.

@@ -1,7 +1,12 @@
 #include "actors/process/gateway_process.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <caf/actor_system.hpp>
+#include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+#include <thread>
 
 #include "actors/gateway/gateway.hpp"
 #include "actors/gateway/gateway_instruments.hpp"
@@ -11,17 +16,21 @@
 
 namespace ember {
 
-GatewayProcess::GatewayProcess() = default;
-
 Result<std::unique_ptr<GatewayProcess>> GatewayProcess::start(caf::actor_system& sys, const GatewayConfig& config,
                                                               const cluster_manager_actor& manager) {
   std::unique_ptr<GatewayProcess> p(new GatewayProcess());
+  p->sys_ = &sys;
   p->instruments_ = std::make_unique<GatewayInstruments>();
+  if (!manager) p->instruments_->set_manager_connected(false);  // until serve_remote reaches it
   // One thread: scrapes are rare; a few may wait (Prometheus and a human), more are refused.
   p->metrics_queue_ = std::make_unique<WorkQueue>(WorkQueueOptions{.threads = 1, .capacity = 8});
   p->view_ = std::make_shared<RoutingView>();
+  if (!manager) {
+    // Standalone: dials the nodes directly, one at a time (a dial blocks up to CAF's connect timeout).
+    p->dial_queue_ = std::make_unique<WorkQueue>(WorkQueueOptions{.threads = 1, .capacity = 4096});
+  }
   p->gateway_ = spawn_gateway(sys, config, caf::actor_cast<caf::actor>(manager), p->view_, p->instruments_.get(),
-                              *p->metrics_queue_);
+                              *p->metrics_queue_, p->dial_queue_.get());
   EMBER_ASSIGN_OR_RETURN(p->http_, HttpFrontend::start(sys, config, p->gateway_, p->view_, p->instruments_.get()));
   return p;
 }
@@ -36,5 +45,34 @@ GatewayProcess::~GatewayProcess() {
 }
 
 uint16_t GatewayProcess::http_port() const { return http_->port(); }
+
+void GatewayProcess::serve_remote(const GatewayConfig& config, const std::atomic<bool>& stop) {
+  const HostPort& at = *config.manager;
+  const auto interval = std::chrono::microseconds(config.reconnect_interval_us);
+  bool said_unreachable = false;
+  while (!stop) {
+    auto manager = sys_->middleman().remote_actor<cluster_manager_actor>(at.host, at.port);
+    if (!manager) {
+      if (!said_unreachable) {
+        spdlog::warn("gateway: manager {} unreachable ({}); serving from the last routing table, retrying every {} ms",
+                     at.to_string(), caf::to_string(manager.error()), config.reconnect_interval_us / 1000);
+        said_unreachable = true;
+      }
+      std::this_thread::sleep_for(interval);
+      continue;
+    }
+    said_unreachable = false;
+    spdlog::info("gateway: connected to the manager at {}", at.to_string());
+    caf::anon_send(gateway_, manager_atom_v, caf::actor_cast<caf::actor>(*manager));
+    caf::scoped_actor self{*sys_};
+    self->monitor(*manager);
+    bool lost = false;
+    while (!stop && !lost) {
+      self->receive([&](caf::down_msg&) { lost = true; },
+                    caf::after(std::chrono::milliseconds(200)) >> [] { /* check `stop` */ });
+    }
+    if (lost) spdlog::warn("gateway: lost the manager at {}; reconnecting", at.to_string());
+  }
+}
 
 }  // namespace ember

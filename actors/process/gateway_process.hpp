@@ -3,6 +3,7 @@
 // the caller's thread; destruction stops HTTP first, then the actor. Not thread-safe.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "actors/cluster_manager_interface.hpp"
@@ -23,19 +24,29 @@ class WorkQueue;
 
 class GatewayProcess {
  public:
+  /// A gateway of `manager` (in this process). A standalone gateway (`ember gateway`) passes a null
+  /// handle and then runs serve_remote().
   static Result<std::unique_ptr<GatewayProcess>> start(caf::actor_system& sys, const GatewayConfig& config,
                                                        const cluster_manager_actor& manager);
+  /// A standalone gateway's link to its manager (config.manager): connects, hands the manager to
+  /// the gateway actor (which subscribes and monitors it), and after losing it tries again every
+  /// config.reconnect_interval while the gateway serves warm requests from its last table; until
+  /// `stop` becomes true. Blocks the calling thread.
+  void serve_remote(const GatewayConfig& config, const std::atomic<bool>& stop);
   ~GatewayProcess();
 
   const gateway_actor& gateway() const { return gateway_; }
   uint16_t http_port() const;
 
  private:
-  GatewayProcess();
+  GatewayProcess() = default;
+  caf::actor_system* sys_ = nullptr;
   std::unique_ptr<GatewayInstruments> instruments_;
   /// Merges and renders /metrics for the gateway actor; joined before instruments_ goes (its jobs
   /// read them) and after the actor is gone.
   std::unique_ptr<WorkQueue> metrics_queue_;
+  /// A standalone gateway's direct connections to the nodes (null inside a manager's process).
+  std::unique_ptr<WorkQueue> dial_queue_;
   std::shared_ptr<RoutingView> view_;
   gateway_actor gateway_;
   std::unique_ptr<HttpFrontend> http_;

@@ -41,6 +41,7 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
   mc.repository = config.repository;
   mc.data = {config.data_listen.host, p->blob_server_->port()};
   mc.replace_on_failure = config.replace_on_failure;
+  mc.recovery_window = std::chrono::microseconds(config.recovery_window_us);
   mc.chain_check_interval = std::chrono::milliseconds(transfer.progress_interval_us / 1000);
   mc.stall.stall_ms = static_cast<int64_t>(transfer.stall_timeout_us / 1000);
   mc.stall.slow_fraction = transfer.slow_fraction;
@@ -49,6 +50,8 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
   mc.autoscale = autoscale;
   mc.autoscaler = autoscaler;
   p->scan_queue_ = std::make_unique<WorkQueue>(WorkQueueOptions{.threads = 1, .capacity = kScanQueueCapacity});
+  p->plan_queue_ = std::make_unique<WorkQueue>(WorkQueueOptions{.threads = 1, .capacity = 1});
+  mc.plan_queue = p->plan_queue_.get();
   p->manager_ = spawn_cluster_manager(sys, mc, std::move(entries), p->index_, *p->scan_queue_);
   if (publish) {
     auto port = sys.middleman().publish(p->manager_, config.listen.port, config.listen.host.c_str(), true);

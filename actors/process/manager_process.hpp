@@ -42,6 +42,8 @@ class ManagerProcess {
   std::shared_ptr<RepositoryIndex> index_;
   /// Repository rescans, one at a time (bounded: a full queue answers load/index unavailable).
   std::unique_ptr<WorkQueue> scan_queue_;
+  /// Partition plan tables, built one version at a time in the background.
+  std::unique_ptr<WorkQueue> plan_queue_;
   std::unique_ptr<transport::DataServer> blob_server_;
   cluster_manager_actor manager_;
   uint16_t listen_port_ = 0;

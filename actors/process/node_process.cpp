@@ -136,10 +136,19 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
     router.late = std::move(late);
   }
   p->router_ = spawn_node_router(sys, router, p->executors_, reports, p->cache_, p->instruments_.get());
+  if (node.manager) {
+    // A node of a cluster (not one inside `ember serve`): gateways dial its router directly.
+    auto port = sys.middleman().publish(p->router_, node.listen.port, node.listen.host.c_str(), true);
+    if (!port) {
+      return io_error("cannot listen for gateways on " + node.listen.to_string() + ": " + caf::to_string(port.error()));
+    }
+    p->control_ = {node.listen.host, *port};
+  }
   uint64_t memory = 0;
   for (const auto& r : reports) memory += r.memory_bytes;
-  spdlog::info("node {}: {} device(s) ({} of device memory), cache {}, data plane {}:{}", p->name_, reports.size(),
-               format_bytes(memory), format_bytes(node.cache_bytes), router.data.host, router.data.port);
+  spdlog::info("node {}: {} device(s) ({} of device memory), cache {}, data plane {}:{}{}", p->name_, reports.size(),
+               format_bytes(memory), format_bytes(node.cache_bytes), router.data.host, router.data.port,
+               p->control_.port ? ", router at " + p->control_.to_string() : "");
   return p;
 }
 
@@ -172,6 +181,7 @@ Result<node_report> ask_report(caf::scoped_actor& self, const node_router_actor&
 Result<uint64_t> NodeProcess::join_local(const cluster_manager_actor& manager) {
   caf::scoped_actor self{sys_};
   EMBER_ASSIGN_OR_RETURN(node_report report, ask_report(self, router_));
+  report.control = control_;
   Result<uint64_t> id = internal_error("no answer");
   self->request(manager, std::chrono::seconds(10), join_atom_v, report, router_)
       .receive([&](uint64_t x) { id = x; }, [&](caf::error& e) { id = from_caf(e); });

@@ -72,6 +72,7 @@ class NodeProcess {
   std::vector<gpu_executor_actor> executors_;
   model_cache_actor cache_;
   node_router_actor router_;
+  HostPort control_;  // where router_ is published (port 0: not)
 };
 
 }  // namespace ember

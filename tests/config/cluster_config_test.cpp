@@ -18,6 +18,7 @@ void expect_defaults(const ClusterConfig& c) {
   EXPECT_EQ(c.manager.node_timeout_us, 2'000'000u);
   EXPECT_EQ(c.manager.heartbeat_us, 250'000u);
   EXPECT_TRUE(c.manager.replace_on_failure);
+  EXPECT_EQ(c.manager.recovery_window_us, 3'000'000u);
 
   EXPECT_EQ(c.gateway.http, (HostPort{"127.0.0.1", 8000}));
   EXPECT_EQ(c.gateway.http_threads, 8u);
@@ -26,8 +27,11 @@ void expect_defaults(const ClusterConfig& c) {
   EXPECT_EQ(c.gateway.request_timeout_us, 60'000'000u);
   EXPECT_EQ(c.gateway.cold_start_timeout_us, 30'000'000u);
   EXPECT_EQ(c.gateway.max_pending, 1024u);
+  EXPECT_FALSE(c.gateway.manager.has_value());
+  EXPECT_EQ(c.gateway.reconnect_interval_us, 1'000'000u);
 
   EXPECT_FALSE(c.node.manager.has_value());
+  EXPECT_EQ(c.node.listen, (HostPort{"127.0.0.1", 0}));
   EXPECT_EQ(c.node.data_listen, (HostPort{"127.0.0.1", 0}));
   EXPECT_EQ(c.node.name, "");
   EXPECT_EQ(c.node.cache_bytes, 16ull << 30);
@@ -165,6 +169,7 @@ manager:
   node_timeout: 5s
   heartbeat: 500ms
   replace_on_failure: false
+  recovery_window: 5s
 gateway:
   http: 0.0.0.0:8080
   http_threads: 16
@@ -173,8 +178,11 @@ gateway:
   request_timeout: 2min
   cold_start_timeout: 45s
   max_pending: 10
+  manager: manager.internal:7100
+  reconnect_interval: 500ms
 node:
   manager: manager.internal:7100
+  listen: 0.0.0.0:7201
   data_listen: 0.0.0.0:7200
   name: gpu-03
   cache: 32GiB
@@ -206,9 +214,14 @@ devices:
   EXPECT_EQ(c->gateway.request_timeout_us, 120'000'000u);
   EXPECT_EQ(c->gateway.cold_start_timeout_us, 45'000'000u);
   EXPECT_EQ(c->gateway.max_pending, 10u);
+  ASSERT_TRUE(c->gateway.manager.has_value());
+  EXPECT_EQ(*c->gateway.manager, (HostPort{"manager.internal", 7100}));
+  EXPECT_EQ(c->gateway.reconnect_interval_us, 500'000u);
+  EXPECT_EQ(c->manager.recovery_window_us, 5'000'000u);
 
   ASSERT_TRUE(c->node.manager.has_value());
   EXPECT_EQ(*c->node.manager, (HostPort{"manager.internal", 7100}));
+  EXPECT_EQ(c->node.listen, (HostPort{"0.0.0.0", 7201}));
   EXPECT_EQ(c->node.data_listen, (HostPort{"0.0.0.0", 7200}));
   EXPECT_EQ(c->node.name, "gpu-03");
   EXPECT_EQ(c->node.cache_bytes, 32ull << 30);
@@ -455,7 +468,9 @@ TEST(ClusterConfig, RolesRequireTheirKeys) {
   auto n = check_role(*c, ProcessRole::node, "ember.yaml");
   ASSERT_FALSE(n.ok());
   EXPECT_NE(n.error().message().find("ember.yaml: node.manager: required"), std::string::npos);
-  EXPECT_TRUE(check_role(*c, ProcessRole::gateway, "ember.yaml").ok());
+  auto g = check_role(*c, ProcessRole::gateway, "ember.yaml");
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.error().message().find("ember.yaml: gateway.manager: required"), std::string::npos);
   EXPECT_EQ(to_string(ProcessRole::node), "node");
 }
 
@@ -504,7 +519,7 @@ TEST(LoadClusterConfig, MissingUnreadableAndOversizedFiles) {
   EXPECT_NE(b.error().message().find("not a config file"), std::string::npos) << b.error().message();
 }
 
-// deploy/ember.yaml documents every key with its default: it must parse, and apart from the two
+// deploy/ember.yaml documents every key with its default: it must parse, and apart from the three
 // keys that have no default (given example values there) it must be exactly the defaults.
 TEST(LoadClusterConfig, TheExampleFileIsTheDefaults) {
   auto c = load_cluster_config(std::string(EMBER_SOURCE_DIR) + "/deploy/ember.yaml");
@@ -513,10 +528,14 @@ TEST(LoadClusterConfig, TheExampleFileIsTheDefaults) {
   EXPECT_FALSE(expected.manager.repository.empty());
   ASSERT_TRUE(expected.node.manager.has_value());
   EXPECT_EQ(*expected.node.manager, c->manager.listen);
+  ASSERT_TRUE(expected.gateway.manager.has_value());
+  EXPECT_EQ(*expected.gateway.manager, c->manager.listen);
   expected.manager.repository.clear();
   expected.node.manager.reset();
+  expected.gateway.manager.reset();
   expect_defaults(expected);
   EXPECT_TRUE(check_role(*c, ProcessRole::manager, "ember.yaml").ok());
+  EXPECT_TRUE(check_role(*c, ProcessRole::gateway, "ember.yaml").ok());
   EXPECT_TRUE(check_role(*c, ProcessRole::node, "ember.yaml").ok());
 }
 

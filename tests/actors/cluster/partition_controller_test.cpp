@@ -50,10 +50,45 @@ TEST(PartitionController, AShortQueueIsCutIntoTheMostStagesAndALongOneIntoFewer)
   }
   EXPECT_EQ(next, 8u);
   // Thousands waiting: four whole replicas drain them faster than one pipeline, so fewer parts
-  // (or none) are planned, from the same table.
+  // (or none) are planned.
   auto many = pc.plan(v, {1, 2, 3, 4}, 4, 4000, 0);
   EXPECT_TRUE(!many.ok() || many->stages.size() < 4u);
-  EXPECT_EQ(pc.tables(), 1u);
+}
+
+TEST(PartitionController, PlanTablesAnswerAsThePlannerAndAChangedProfileMakesThemStale) {
+  PartitionController pc;
+  pc.configure(4, 100 * MB);
+  ModelVersion v = version();
+  ASSERT_EQ(pc.tables_missing(v), (std::vector<uint32_t>{2, 3, 4}));
+  auto in = pc.inputs(v);
+  ASSERT_TRUE(in.ok());
+  for (uint32_t parts : pc.tables_missing(v)) {
+    auto table = PartitionController::build_table(*in, parts);
+    ASSERT_TRUE(table.ok()) << table.error().to_string();
+    pc.put_table(v.key(), parts, *in, std::move(*table));
+  }
+  EXPECT_TRUE(pc.tables_missing(v).empty());
+  EXPECT_EQ(pc.tables(), 3u);
+  // A lookup gives the plan the planner gives for that queue, for every part limit.
+  PartitionController direct;
+  direct.configure(4, 100 * MB);
+  for (uint32_t nodes : {2u, 3u, 4u}) {
+    std::vector<uint64_t> ids;
+    for (uint32_t i = 1; i <= nodes; ++i) ids.push_back(i);
+    for (double x : {1.0, 37.0, 1500.0, 4000.0}) {
+      auto a = pc.plan(v, ids, 4, x, 0);
+      auto b = direct.plan(v, ids, 4, x, 0);
+      ASSERT_EQ(a.ok(), b.ok()) << nodes << " nodes, x " << x;
+      if (!a.ok()) continue;
+      ASSERT_EQ(a->stages.size(), b->stages.size()) << nodes << " nodes, x " << x;
+      for (size_t i = 0; i < a->stages.size(); ++i) EXPECT_EQ(a->stages[i].stage, b->stages[i].stage);
+    }
+  }
+  // The profile was measured again with other times: the tables no longer apply.
+  auto profile = std::make_shared<gpu::ModelProfile>(*v.entry.profile);
+  profile->layers[3].exec_us[0] = 50'000;
+  v.entry.profile = profile;
+  EXPECT_EQ(pc.tables_missing(v).size(), 3u);
   pc.forget(v.key());
   EXPECT_EQ(pc.tables(), 0u);
 }

@@ -87,6 +87,7 @@ gateway_actor::behavior_type fake_gateway(gateway_actor::pointer, std::shared_pt
       [](expire_atom, uint64_t) {},
       [](ensure_atom, const model_key&) {},
       [](scale_atom) {},
+      [](manager_atom, caf::actor&) {},
       resume_offloaded(),
   };
 }
