@@ -116,6 +116,15 @@ def run_p(p, args, repo, body, expected, work):
     if up.returncode != 0:
         raise RuntimeError("netns-cluster up failed: " + up.stderr[-2000:])
     try:
+        if p >= 2:
+            # A cluster that has been up a while: the manager built the model's plan tables after its
+            # scan (on its plan queue); the scale-up then only looks its plan up.
+            log_path = os.path.join(state, "manager.log")
+            deadline = time.time() + 120
+            while "partition plan tables of" not in open(log_path).read():
+                if time.time() > deadline:
+                    raise RuntimeError("the manager built no plan tables within 120 s")
+                time.sleep(0.2)
         t0 = time.time()
         status, text = http_req("POST", f"/v2/repository/models/{MODEL}/load", {"parameters": {"replicas": p}},
                                 timeout=600)

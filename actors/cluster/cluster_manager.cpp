@@ -133,7 +133,8 @@ void prepare_plans(manager_pointer self) {
             ranges += table->ranges().size();
             st.partitions.put_table(key, p, in, std::move(*table));
           }
-          spdlog::debug("manager: plan tables of {} ready ({} ranges)", key.to_string(), ranges);
+          spdlog::info("manager: partition plan tables of {} ready ({} ranges of queue lengths)", key.to_string(),
+                       ranges);
           prepare_plans(self);  // the next version lacking one
         });
     return;
