@@ -59,6 +59,17 @@ using cluster_manager_actor = caf::typed_actor<
     caf::reacts_to<load_report>,
     /// The manager's own metrics (autoscaling), merged by gateways into /metrics.
     caf::replies_to<metrics_atom>::with<metrics_snapshot>,
+    /// The console's admin interface (actors/console/): the same commands, each carrying an
+    /// admin_auth. Changes need the admin token; reads need it unless manager.open_reads. Errors:
+    /// permission_denied (a wrong or missing token, or no token configured for a change), then the
+    /// command's own. Every change is logged with who asked.
+    caf::replies_to<admin_auth, nodes_atom>::with<std::vector<node_report>>,
+    caf::replies_to<admin_auth, index_atom>::with<std::vector<model_state>>,
+    caf::replies_to<admin_auth, metrics_atom>::with<metrics_snapshot>,
+    caf::replies_to<admin_auth, load_atom, model_command>::with<model_state>,
+    caf::replies_to<admin_auth, unload_atom, model_command>::with<model_state>,
+    caf::replies_to<admin_auth, distribute_atom, distribute_request>::with<distribute_result>,
+    caf::replies_to<admin_auth, evict_atom, distribute_request>::with<distribute_result>,
     /// Internal: the chain controller's stall check; the autoscaler's tick.
     caf::reacts_to<tick_atom>, caf::reacts_to<scale_atom>,
     /// Internal: a repository scan's continuation, back from the scan queue (actors/offload.hpp).

@@ -44,6 +44,8 @@ int http_status(ErrorCode code) {
       return 503;
     case ErrorCode::deadline_exceeded:
       return 504;
+    case ErrorCode::permission_denied:
+      return 403;
     case ErrorCode::internal:
       return 500;
   }

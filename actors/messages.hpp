@@ -334,6 +334,18 @@ typename Inspector::result_type inspect(Inspector& f, model_command& x) {
   return f(caf::meta::type_name("model_command"), x.model, x.replicas);
 }
 
+/// What every console (admin) message to the manager carries: the admin token (manager.admin_token_file;
+/// checked in constant time) and who asks ("user@host", for the manager's log of changes).
+struct admin_auth {
+  std::string token;
+  std::string who;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, admin_auth& x) {
+  return f(caf::meta::type_name("admin_auth"), x.token, x.who);
+}
+
 /// Put a model's bytes into the host caches of `nodes` (empty: every node that lacks them) without
 /// binding a device ("distribute"), or drop them from those caches ("evict"; pinned bytes stay).
 struct distribute_request {

@@ -14,6 +14,8 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::internal: return "internal";
     case ErrorCode::unavailable: return "unavailable";
     case ErrorCode::deadline_exceeded: return "deadline_exceeded";
+    case ErrorCode::permission_denied:
+      return "permission_denied";
   }
   return "unknown";
 }

@@ -38,6 +38,8 @@ enum class ErrorCode : uint8_t {
   unavailable,
   /// The caller's deadline passed before an answer came.
   deadline_exceeded,
+  /// The caller may not do this (a missing or wrong admin token). Not retryable.
+  permission_denied,
 };
 
 /// Short stable name of a code, for logs and error bodies ("invalid_argument").
@@ -112,6 +114,7 @@ inline Error device_fault(std::string msg) { return {ErrorCode::device_fault, st
 inline Error internal_error(std::string msg) { return {ErrorCode::internal, std::move(msg)}; }
 inline Error unavailable(std::string msg) { return {ErrorCode::unavailable, std::move(msg)}; }
 inline Error deadline_exceeded(std::string msg) { return {ErrorCode::deadline_exceeded, std::move(msg)}; }
+inline Error permission_denied(std::string msg) { return {ErrorCode::permission_denied, std::move(msg)}; }
 
 }  // namespace ember
 

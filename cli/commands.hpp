@@ -18,10 +18,12 @@ void add_model_commands(CLI::App& app, Runner& runner);
 void add_run_command(CLI::App& app, Runner& runner);
 /// `ember devices`.
 void add_devices_command(CLI::App& app, Runner& runner);
-/// `ember serve`, `ember manager`, `ember node`.
+/// `ember serve`, `ember manager`, `ember gateway`, `ember node`.
 void add_cluster_commands(CLI::App& app, Runner& runner);
 /// `ember infer`.
 void add_infer_command(CLI::App& app, Runner& runner);
+/// `ember console`.
+void add_console_command(CLI::App& app, Runner& runner);
 
 /// Prints "error: <message>" to stderr and returns the exit code for that error.
 int report(const Error& error);

@@ -38,3 +38,5 @@ set_target_properties(CAF::io PROPERTIES IMPORTED_LOCATION "${CAF_IO_LIBRARY}" I
 # .pc file passes (OpenSSL, zlib, brotli), so it must come through pkg-config.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+# BSD editline for `ember console` (line editing, history, completion): GNU readline is GPL.
+pkg_check_modules(LIBEDIT REQUIRED IMPORTED_TARGET libedit)

@@ -77,6 +77,12 @@ struct ManagerConfig {
   /// own table instead of taking an empty one. A gateway without a table is answered at once.
   /// Microseconds; default 3s; 0..60s. Set it above the nodes' rejoin_interval.
   uint64_t recovery_window_us = 3'000'000;
+  /// A file holding the admin token the console's commands must carry (`ember console --token-file`);
+  /// surrounding whitespace is ignored; it must not be empty. Empty (the default): no token, and the
+  /// console may only read. Keep the file readable by the manager's user only.
+  std::string admin_token_file;
+  /// Whether the console's read-only commands (nodes, models, metrics) need no token. Default true.
+  bool open_reads = true;
 };
 
 /// `gateway:` — the HTTP (KServe v2) front end.

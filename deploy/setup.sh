@@ -14,6 +14,8 @@ PACKAGES=(
   libcaf-dev libucx-dev ucx-utils capnproto libcapnp-dev
   # logging, config, CLI, JSON, HTTP
   libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
+  # the console's line editing (BSD-licensed editline, not GNU readline)
+  libedit-dev
   # matrix products (the OpenMP build follows the thread count we set)
   libopenblas-openmp-dev
   # tests

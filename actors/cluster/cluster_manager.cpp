@@ -780,6 +780,32 @@ model_state unload(manager_pointer self, const model_key& which) {
   return last;
 }
 
+/// "m/2", or "m" for version 0 (the latest, or every version).
+std::string describe_key(const model_key& key) { return key.version ? key.to_string() : key.name; }
+
+/// A console command's right to run: `change` names what it changes ("" for a read). Changes need
+/// the admin token (and are logged with who asked); reads need it unless open_reads. The token is
+/// compared in constant time (every byte, whatever the first difference).
+Status check_admin(manager_pointer self, const admin_auth& auth, const std::string& change) {
+  const auto& st = self->state;
+  const std::string& want = st.config.admin_token;
+  const bool read = change.empty();
+  if (read && st.config.open_reads) return Status::OK();
+  if (want.empty()) {
+    return permission_denied("no admin token is configured (manager.admin_token_file): the console may only read");
+  }
+  unsigned char diff = auth.token.size() == want.size() ? 0 : 1;
+  for (size_t i = 0; i < want.size(); ++i) {
+    diff |= static_cast<unsigned char>(want[i] ^ (i < auth.token.size() ? auth.token[i] : 0));
+  }
+  if (diff != 0) {
+    spdlog::warn("manager: console command from {} refused: wrong or missing admin token", auth.who);
+    return permission_denied("wrong or missing admin token");
+  }
+  if (!read) spdlog::info("manager: {} asked: {}", auth.who.empty() ? "(someone)" : auth.who, change);
+  return Status::OK();
+}
+
 /// A gateway joins the routing table's subscribers: the full table now, updates from then on.
 routing_update subscribe(manager_pointer self, const gateway_actor& gateway) {
   self->monitor(gateway);
@@ -867,6 +893,39 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
       },
       [self](const load_report& r) { on_load_report(self, r); },
       [self](metrics_atom) { return self->state.instruments.registry().snapshot(); },
+      // -- the console's admin interface: checked, then handled as above ---------------------------
+      [self](const admin_auth& who, nodes_atom) -> caf::result<std::vector<node_report>> {
+        if (auto ok = check_admin(self, who, ""); !ok.ok()) return to_caf(ok.error());
+        return RoutingPublisher::node_reports(self->state.registry, self->state.members);
+      },
+      [self](const admin_auth& who, index_atom) -> caf::result<std::vector<model_state>> {
+        if (auto ok = check_admin(self, who, ""); !ok.ok()) return to_caf(ok.error());
+        return after_rescan<std::vector<model_state>>(self, "",
+                                                      [self](auto rp) { rp.deliver(self->state.registry.states()); });
+      },
+      [self](const admin_auth& who, metrics_atom) -> caf::result<metrics_snapshot> {
+        if (auto ok = check_admin(self, who, ""); !ok.ok()) return to_caf(ok.error());
+        return self->state.instruments.registry().snapshot();
+      },
+      [self](const admin_auth& who, load_atom, model_command& cmd) -> caf::result<model_state> {
+        const std::string what = "load " + describe_key(cmd.model) +
+                                 (cmd.replicas ? " with " + std::to_string(cmd.replicas) + " replicas" : "");
+        if (auto ok = check_admin(self, who, what); !ok.ok()) return to_caf(ok.error());
+        return self->delegate(caf::actor_cast<cluster_manager_actor>(self), load_atom_v, std::move(cmd));
+      },
+      [self](const admin_auth& who, unload_atom, model_command& cmd) -> caf::result<model_state> {
+        if (auto ok = check_admin(self, who, "unload " + describe_key(cmd.model)); !ok.ok()) return to_caf(ok.error());
+        return self->delegate(caf::actor_cast<cluster_manager_actor>(self), unload_atom_v, std::move(cmd));
+      },
+      [self](const admin_auth& who, distribute_atom, distribute_request& req) -> caf::result<distribute_result> {
+        if (auto ok = check_admin(self, who, "distribute " + describe_key(req.model)); !ok.ok())
+          return to_caf(ok.error());
+        return self->delegate(caf::actor_cast<cluster_manager_actor>(self), distribute_atom_v, std::move(req));
+      },
+      [self](const admin_auth& who, evict_atom, distribute_request& req) -> caf::result<distribute_result> {
+        if (auto ok = check_admin(self, who, "evict " + describe_key(req.model)); !ok.ok()) return to_caf(ok.error());
+        return self->delegate(caf::actor_cast<cluster_manager_actor>(self), evict_atom_v, std::move(req));
+      },
       [self](scale_atom) {
         if (self->state.autoscaler) scale_tick(self);
       },

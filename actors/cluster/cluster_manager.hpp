@@ -42,6 +42,10 @@ struct ClusterManagerConfig {
   /// Where partition plan tables are built (the process's; outlives the actor). Null: none are
   /// precomputed, each partitioned start plans for its own queue.
   WorkQueue* plan_queue = nullptr;
+  /// The console's admin token (manager.admin_token_file's content; empty: none, changes refused)
+  /// and whether reads need it (manager.open_reads).
+  std::string admin_token;
+  bool open_reads = true;
 };
 
 /// Spawns the manager over an initial scan of the repository. `index` (shared with the manager's

@@ -7,9 +7,10 @@
 #include <caf/scoped_actor.hpp>
 
 #include "actors/cluster/cluster_manager.hpp"
-#include "actors/cluster/repository_index.hpp"
 #include "actors/cluster/model_repository.hpp"
+#include "actors/cluster/repository_index.hpp"
 #include "actors/process/data_server_options.hpp"
+#include "base/token_file.hpp"
 #include "base/work_queue.hpp"
 #include "transport/data_plane.hpp"
 
@@ -42,6 +43,10 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
   mc.data = {config.data_listen.host, p->blob_server_->port()};
   mc.replace_on_failure = config.replace_on_failure;
   mc.recovery_window = std::chrono::microseconds(config.recovery_window_us);
+  mc.open_reads = config.open_reads;
+  if (!config.admin_token_file.empty()) {
+    EMBER_ASSIGN_OR_RETURN(mc.admin_token, read_token_file(config.admin_token_file, "manager.admin_token_file"));
+  }
   mc.chain_check_interval = std::chrono::milliseconds(transfer.progress_interval_us / 1000);
   mc.stall.stall_ms = static_cast<int64_t>(transfer.stall_timeout_us / 1000);
   mc.stall.slow_fraction = transfer.slow_fraction;

@@ -19,6 +19,8 @@ void expect_defaults(const ClusterConfig& c) {
   EXPECT_EQ(c.manager.heartbeat_us, 250'000u);
   EXPECT_TRUE(c.manager.replace_on_failure);
   EXPECT_EQ(c.manager.recovery_window_us, 3'000'000u);
+  EXPECT_EQ(c.manager.admin_token_file, "");
+  EXPECT_TRUE(c.manager.open_reads);
 
   EXPECT_EQ(c.gateway.http, (HostPort{"127.0.0.1", 8000}));
   EXPECT_EQ(c.gateway.http_threads, 8u);
@@ -170,6 +172,8 @@ manager:
   heartbeat: 500ms
   replace_on_failure: false
   recovery_window: 5s
+  admin_token_file: /etc/ember/admin.token
+  open_reads: false
 gateway:
   http: 0.0.0.0:8080
   http_threads: 16
@@ -218,6 +222,8 @@ devices:
   EXPECT_EQ(*c->gateway.manager, (HostPort{"manager.internal", 7100}));
   EXPECT_EQ(c->gateway.reconnect_interval_us, 500'000u);
   EXPECT_EQ(c->manager.recovery_window_us, 5'000'000u);
+  EXPECT_EQ(c->manager.admin_token_file, "/etc/ember/admin.token");
+  EXPECT_FALSE(c->manager.open_reads);
 
   ASSERT_TRUE(c->node.manager.has_value());
   EXPECT_EQ(*c->node.manager, (HostPort{"manager.internal", 7100}));

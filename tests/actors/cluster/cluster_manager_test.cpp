@@ -321,6 +321,50 @@ TEST(ClusterManager, TheNodesAnswerListsTheReplicasTheManagerKnowsOnEachNode) {
   EXPECT_EQ(nodes->value()[0].cached, (std::vector<model_key>{kModel}));
 }
 
+TEST(ClusterManager, ConsoleCommandsNeedTheAdminTokenToChangeAndReadOpenlyWhenConfigured) {
+  ClusterManagerConfig config;
+  config.admin_token = "s3cret";
+  Cluster c(config);
+  c.join("a");
+  auto load = [&](const std::string& token) {
+    auto answer =
+        c.d.request<model_state>(c.manager, admin_auth{token, "tester@host"}, load_atom_v, model_command{kModel, 1});
+    c.d.run();
+    return answer;
+  };
+  for (const std::string token : {"", "s3cres", "s3cret-and-more"}) {
+    auto refused = load(token);
+    ASSERT_TRUE(refused->done());
+    ASSERT_FALSE(refused->ok()) << "'" << token << "'";
+    EXPECT_EQ(refused->error().code(), ErrorCode::permission_denied);
+  }
+  EXPECT_TRUE(c.nodes["a"]->loads.empty());
+  // The right token: done (an unload here: a load would rescan a repository this test has not).
+  auto done =
+      c.d.request<model_state>(c.manager, admin_auth{"s3cret", "tester@host"}, unload_atom_v, model_command{kModel, 0});
+  c.d.run();
+  ASSERT_TRUE(done->ok()) << done->error().to_string();
+  EXPECT_TRUE(done->value().explicitly_unloaded);
+  // Reads: open by default.
+  auto nodes = c.d.request<std::vector<node_report>>(c.manager, admin_auth{"", "tester@host"}, nodes_atom_v);
+  c.d.run();
+  ASSERT_TRUE(nodes->ok());
+  EXPECT_EQ(nodes->value().at(0).name, "a");
+}
+
+TEST(ClusterManager, WithoutATokenTheConsoleMayOnlyReadAndClosedReadsNeedOne) {
+  ClusterManagerConfig config;
+  config.open_reads = false;
+  Cluster c(config);  // no admin token configured
+  auto load = c.d.request<model_state>(c.manager, admin_auth{"", "x"}, load_atom_v, model_command{kModel, 1});
+  auto metrics = c.d.request<metrics_snapshot>(c.manager, admin_auth{"", "x"}, metrics_atom_v);
+  c.d.run();
+  ASSERT_FALSE(load->ok());
+  EXPECT_NE(load->error().message().find("no admin token is configured"), std::string::npos);
+  ASSERT_FALSE(metrics->ok());
+  EXPECT_EQ(metrics->error().code(), ErrorCode::permission_denied);
+}
+
 // -- partitioned cold starts ------------------------------------------------------------------
 
 const model_key kGpt{"gpt2", 1};
