@@ -136,6 +136,24 @@ def print_log_tails(work, logs, lines):
         print(f"--- {name}.log (last lines)\n" + "\n".join(tail))
 
 
+def run_guarded(prefix, body, tail_lines=20):
+    """Runs body(work, procs, logs) in a fresh work folder (procs: name -> Popen, logs: name -> open
+    file, both filled by the body): prints PASS, or FAIL with the logs' last lines; every process is
+    stopped and the folder removed either way. Returns the exit code."""
+    work = tempfile.mkdtemp(prefix=prefix)
+    procs, logs = {}, {}
+    try:
+        body(work, procs, logs)
+        print("PASS")
+        return 0
+    except (Failure, subprocess.TimeoutExpired, ValueError) as e:
+        print(f"FAIL: {e}")
+        print_log_tails(work, logs, tail_lines)
+        return 1
+    finally:
+        stop_all(procs, work)
+
+
 def stop_all(procs, work):
     """Kills the processes still running, reaps them all and removes the work folder."""
     for p in procs.values():

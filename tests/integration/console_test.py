@@ -17,127 +17,119 @@ import pty
 import select
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_test import Failure, free_port, print_log_tails, stop_all, wait_for  # noqa: E402
+from cluster_test import Failure, free_port, run_guarded, wait_for  # noqa: E402
+
+
+def _body(ember, work, procs, logs):
+    subprocess.run([ember, "model", "new", "--arch", "mlp", "--tiny", "--seed", "5", "--out",
+                    os.path.join(work, "repo", "mlp", "1")], check=True, capture_output=True)
+    token = os.path.join(work, "admin.token")
+    with open(token, "w") as f:
+        f.write("  correct-horse-battery\n")
+    wrong = os.path.join(work, "wrong.token")
+    with open(wrong, "w") as f:
+        f.write("correct-horse-batterx\n")
+    config = os.path.join(work, "ember.yaml")
+    with open(config, "w") as f:
+        f.write(f"manager:\n  admin_token_file: {token}\nautoscale:\n  enabled: false\n")
+    mport = free_port()
+    manager = f"127.0.0.1:{mport}"
+
+    def spawn(name, args):
+        logs[name] = open(os.path.join(work, name + ".log"), "w")
+        procs[name] = subprocess.Popen([ember, *args], stdout=logs[name], stderr=subprocess.STDOUT)
+
+    spawn("manager", ["manager", "--config", config, "--listen", manager, "--repository",
+                      os.path.join(work, "repo")])
+    spawn("node1", ["node", "--manager", manager, "--name", "node1", "--device-memory", "256MiB", "--cache",
+                    "256MiB", "--threads", "1"])
+    env = dict(os.environ, HOME=work, USER="tester")
+    env.pop("EMBER_ADMIN_TOKEN_FILE", None)
+
+    def console(*args, stdin=None):
+        r = subprocess.run([ember, "--log-level", "warn", "console", "--manager", manager, *args], input=stdin,
+                           capture_output=True, text=True, timeout=60, env=env)
+        return r.returncode, r.stdout, r.stderr
+
+    wait_for("the node to join", lambda: "node1" in console("-c", "nodes")[1], 30)
+
+    rc, out, err = console("-c", "models", "-c", "help")
+    if rc != 0 or "mlp" not in out or "unloaded" not in out or "distribute MODEL" not in out:
+        raise Failure(f"models/help: rc {rc}: {out} {err}")
+    rc, out, err = console("--json", "-c", "nodes")
+    nodes = json.loads(out)
+    if rc != 0 or nodes[0]["name"] != "node1" or nodes[0]["devices"][0]["memory_bytes"] != 256 << 20:
+        raise Failure(f"nodes --json: rc {rc}: {out} {err}")
+
+    rc, out, err = console("-c", "load mlp 1")
+    if rc == 0 or "permission_denied" not in err:
+        raise Failure(f"a load without a token: rc {rc}: {out} {err}")
+    rc, out, err = console("--token-file", wrong, "-c", "load mlp 1")
+    if rc == 0 or "wrong or missing admin token" not in err:
+        raise Failure(f"a load with a wrong token: rc {rc}: {out} {err}")
+    rc, out, err = console("--token-file", token, "--json", "-c", "load mlp 1")
+    state = json.loads(out) if rc == 0 else {}
+    if state.get("state") != "ready" or state.get("replicas") != 1:
+        raise Failure(f"a load with the token: rc {rc}: {out} {err}")
+    rc, out, err = console("-c", "replicas")
+    if rc != 0 or "mlp/1" not in out or "node1" not in out:
+        raise Failure(f"replicas: rc {rc}: {out} {err}")
+
+    for bad, says in (("bogus", "unknown command 'bogus'"), ("load", "usage: load MODEL[/VERSION] [REPLICAS]"),
+                      ("load mlp/x", "is not a version"), ("unload nosuch", "unknown model 'nosuch'")):
+        rc, out, err = console("--token-file", token, "-c", bad)
+        if rc == 0 or says not in err:
+            raise Failure(f"'{bad}': rc {rc}, expected '{says}': {out} {err}")
+
+    # A script on stdin: every line runs, the exit code says one failed.
+    rc, out, err = console("--token-file", token, stdin="models\nbogus\nunload mlp\nmodels\n")
+    if rc != 1 or out.count("MODEL") != 2 or "unloaded by request" not in out:
+        raise Failure(f"a script: rc {rc}: {out} {err}")
+
+    # Interactive, through a pseudo-terminal: Tab completes "mod" to "models".
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execve(ember, [ember, "--log-level", "warn", "console", "--manager", manager], env)
+    seen = b""
+
+    def read_until(what, seconds):
+        nonlocal seen
+        deadline = time.time() + seconds
+        while what not in seen and time.time() < deadline:
+            r, _, _ = select.select([fd], [], [], 0.2)
+            if r:
+                try:
+                    seen += os.read(fd, 4096)
+                except OSError:
+                    break
+        if what not in seen:
+            raise Failure(f"the interactive console did not show {what!r}: {seen[-800:]!r}")
+
+    read_until(b"ember> ", 20)
+    os.write(fd, b"mod\t")
+    read_until(b"els", 10)  # the completion's rest, however the terminal redraws the line
+    os.write(fd, b"\r")
+    read_until(b"REPLICAS", 10)
+    os.write(fd, b"quit\r")
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise Failure(f"the interactive console exited with {status}")
+    with open(os.path.join(work, ".ember_history")) as f:
+        if "models" not in f.read():
+            raise Failure("the history file does not hold the command")
+
+    with open(os.path.join(work, "manager.log")) as f:
+        log = f.read()
+    for line in ("tester@", "asked: load mlp with 1 replicas", "asked: unload mlp", "refused: wrong or missing"):
+        if line not in log:
+            raise Failure(f"the manager did not log '{line}'")
 
 
 def run(ember):
-    work = tempfile.mkdtemp(prefix="ember-console-")
-    procs, logs = {}, {}
-    try:
-        subprocess.run([ember, "model", "new", "--arch", "mlp", "--tiny", "--seed", "5", "--out",
-                        os.path.join(work, "repo", "mlp", "1")], check=True, capture_output=True)
-        token = os.path.join(work, "admin.token")
-        with open(token, "w") as f:
-            f.write("  correct-horse-battery\n")
-        wrong = os.path.join(work, "wrong.token")
-        with open(wrong, "w") as f:
-            f.write("correct-horse-batterx\n")
-        config = os.path.join(work, "ember.yaml")
-        with open(config, "w") as f:
-            f.write(f"manager:\n  admin_token_file: {token}\nautoscale:\n  enabled: false\n")
-        mport = free_port()
-        manager = f"127.0.0.1:{mport}"
-
-        def spawn(name, args):
-            logs[name] = open(os.path.join(work, name + ".log"), "w")
-            procs[name] = subprocess.Popen([ember, *args], stdout=logs[name], stderr=subprocess.STDOUT)
-
-        spawn("manager", ["manager", "--config", config, "--listen", manager, "--repository",
-                          os.path.join(work, "repo")])
-        spawn("node1", ["node", "--manager", manager, "--name", "node1", "--device-memory", "256MiB", "--cache",
-                        "256MiB", "--threads", "1"])
-        env = dict(os.environ, HOME=work, USER="tester")
-        env.pop("EMBER_ADMIN_TOKEN_FILE", None)
-
-        def console(*args, stdin=None):
-            r = subprocess.run([ember, "--log-level", "warn", "console", "--manager", manager, *args], input=stdin,
-                               capture_output=True, text=True, timeout=60, env=env)
-            return r.returncode, r.stdout, r.stderr
-
-        wait_for("the node to join", lambda: "node1" in console("-c", "nodes")[1], 30)
-
-        rc, out, err = console("-c", "models", "-c", "help")
-        if rc != 0 or "mlp" not in out or "unloaded" not in out or "distribute MODEL" not in out:
-            raise Failure(f"models/help: rc {rc}: {out} {err}")
-        rc, out, err = console("--json", "-c", "nodes")
-        nodes = json.loads(out)
-        if rc != 0 or nodes[0]["name"] != "node1" or nodes[0]["devices"][0]["memory_bytes"] != 256 << 20:
-            raise Failure(f"nodes --json: rc {rc}: {out} {err}")
-
-        rc, out, err = console("-c", "load mlp 1")
-        if rc == 0 or "permission_denied" not in err:
-            raise Failure(f"a load without a token: rc {rc}: {out} {err}")
-        rc, out, err = console("--token-file", wrong, "-c", "load mlp 1")
-        if rc == 0 or "wrong or missing admin token" not in err:
-            raise Failure(f"a load with a wrong token: rc {rc}: {out} {err}")
-        rc, out, err = console("--token-file", token, "--json", "-c", "load mlp 1")
-        state = json.loads(out) if rc == 0 else {}
-        if state.get("state") != "ready" or state.get("replicas") != 1:
-            raise Failure(f"a load with the token: rc {rc}: {out} {err}")
-        rc, out, err = console("-c", "replicas")
-        if rc != 0 or "mlp/1" not in out or "node1" not in out:
-            raise Failure(f"replicas: rc {rc}: {out} {err}")
-
-        for bad, says in (("bogus", "unknown command 'bogus'"), ("load", "usage: load MODEL[/VERSION] [REPLICAS]"),
-                          ("load mlp/x", "is not a version"), ("unload nosuch", "unknown model 'nosuch'")):
-            rc, out, err = console("--token-file", token, "-c", bad)
-            if rc == 0 or says not in err:
-                raise Failure(f"'{bad}': rc {rc}, expected '{says}': {out} {err}")
-
-        # A script on stdin: every line runs, the exit code says one failed.
-        rc, out, err = console("--token-file", token, stdin="models\nbogus\nunload mlp\nmodels\n")
-        if rc != 1 or out.count("MODEL") != 2 or "unloaded by request" not in out:
-            raise Failure(f"a script: rc {rc}: {out} {err}")
-
-        # Interactive, through a pseudo-terminal: Tab completes "mod" to "models".
-        pid, fd = pty.fork()
-        if pid == 0:
-            os.execve(ember, [ember, "--log-level", "warn", "console", "--manager", manager], env)
-        seen = b""
-
-        def read_until(what, seconds):
-            nonlocal seen
-            deadline = time.time() + seconds
-            while what not in seen and time.time() < deadline:
-                r, _, _ = select.select([fd], [], [], 0.2)
-                if r:
-                    try:
-                        seen += os.read(fd, 4096)
-                    except OSError:
-                        break
-            if what not in seen:
-                raise Failure(f"the interactive console did not show {what!r}: {seen[-800:]!r}")
-
-        read_until(b"ember> ", 20)
-        os.write(fd, b"mod\t")
-        read_until(b"els", 10)  # the completion's rest, however the terminal redraws the line
-        os.write(fd, b"\r")
-        read_until(b"REPLICAS", 10)
-        os.write(fd, b"quit\r")
-        _, status = os.waitpid(pid, 0)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise Failure(f"the interactive console exited with {status}")
-        with open(os.path.join(work, ".ember_history")) as f:
-            if "models" not in f.read():
-                raise Failure("the history file does not hold the command")
-
-        with open(os.path.join(work, "manager.log")) as f:
-            log = f.read()
-        for line in ("tester@", "asked: load mlp with 1 replicas", "asked: unload mlp", "refused: wrong or missing"):
-            if line not in log:
-                raise Failure(f"the manager did not log '{line}'")
-        print("PASS")
-        return 0
-    except (Failure, subprocess.TimeoutExpired, ValueError) as e:
-        print(f"FAIL: {e}")
-        print_log_tails(work, logs, 20)
-        return 1
-    finally:
-        stop_all(procs, work)
+    return run_guarded("ember-console-", lambda work, procs, logs: _body(ember, work, procs, logs))
 
 
 def main():

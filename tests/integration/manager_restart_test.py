@@ -21,13 +21,12 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster_test import (Failure, check_answer, free_port, make_cases, metric, node_replicas,  # noqa: E402
-                          print_log_tails, request, stop_all, wait_for)
+                          request, run_guarded, wait_for)
 
 CONFIG = """
 manager:
@@ -42,160 +41,153 @@ gateway:
 """
 
 
-def run(ember, outage):
-    work = tempfile.mkdtemp(prefix="ember-manager-restart-")
-    procs, logs = {}, {}
-    try:
-        repo, cases = make_cases(ember, work)
-        config = os.path.join(work, "ember.yaml")
-        with open(config, "w") as f:
-            f.write(CONFIG)
-        mport = free_port()
-        gports = [free_port(), free_port()]
+def _body(ember, outage, work, procs, logs):
+    repo, cases = make_cases(ember, work)
+    config = os.path.join(work, "ember.yaml")
+    with open(config, "w") as f:
+        f.write(CONFIG)
+    mport = free_port()
+    gports = [free_port(), free_port()]
 
-        def spawn(name, args):
-            logs[name] = open(os.path.join(work, name + ".log"), "a")
-            procs[name] = subprocess.Popen([ember, *args], stdout=logs[name], stderr=subprocess.STDOUT)
+    def spawn(name, args):
+        logs[name] = open(os.path.join(work, name + ".log"), "a")
+        procs[name] = subprocess.Popen([ember, *args], stdout=logs[name], stderr=subprocess.STDOUT)
 
-        def start_manager():
-            spawn("manager", ["manager", "--config", config, "--listen", f"127.0.0.1:{mport}", "--repository", repo,
-                              "--node-timeout", "2s"])
+    def start_manager():
+        spawn("manager", ["manager", "--config", config, "--listen", f"127.0.0.1:{mport}", "--repository", repo,
+                          "--node-timeout", "2s"])
 
-        def log_of(name):
-            logs[name].flush()
-            with open(os.path.join(work, name + ".log")) as f:
-                return f.read()
+    def log_of(name):
+        logs[name].flush()
+        with open(os.path.join(work, name + ".log")) as f:
+            return f.read()
 
-        start_manager()
-        for i in (1, 2):
-            spawn(f"node{i}", ["node", "--config", config, "--manager", f"127.0.0.1:{mport}", "--name", f"node{i}",
-                               "--device-memory", "512MiB", "--cache", "512MiB", "--threads", "1"])
-        for i, port in enumerate(gports):
-            spawn(f"gateway{i}", ["gateway", "--config", config, "--manager", f"127.0.0.1:{mport}", "--http",
-                                  f"127.0.0.1:{port}", "--node-timeout", "2s"])
-        for port in gports:
-            wait_for("a gateway", lambda: request(port, "GET", "/v2/health/ready")[0] == 200, 30)
-            wait_for("two nodes", lambda: len(node_replicas(port)) == 2, 30)
-        status, text = request(gports[0], "POST", "/v2/repository/models/mlp/load", {"parameters": {"replicas": 2}})
-        if status != 200:
-            raise Failure(f"load mlp: HTTP {status} {text}")
-        for port in gports:
-            wait_for("mlp ready at both gateways",
-                     lambda: request(port, "GET", "/v2/models/mlp/ready")[0] == 200, 30)
-        for port in gports:
-            wait_for("direct connections to both nodes",
-                     lambda: log_of(f"gateway{gports.index(port)}").count("directly") >= 2, 30)
+    start_manager()
+    for i in (1, 2):
+        spawn(f"node{i}", ["node", "--config", config, "--manager", f"127.0.0.1:{mport}", "--name", f"node{i}",
+                           "--device-memory", "512MiB", "--cache", "512MiB", "--threads", "1"])
+    for i, port in enumerate(gports):
+        spawn(f"gateway{i}", ["gateway", "--config", config, "--manager", f"127.0.0.1:{mport}", "--http",
+                              f"127.0.0.1:{port}", "--node-timeout", "2s"])
+    for port in gports:
+        wait_for("a gateway", lambda: request(port, "GET", "/v2/health/ready")[0] == 200, 30)
+        wait_for("two nodes", lambda: len(node_replicas(port)) == 2, 30)
+    status, text = request(gports[0], "POST", "/v2/repository/models/mlp/load", {"parameters": {"replicas": 2}})
+    if status != 200:
+        raise Failure(f"load mlp: HTTP {status} {text}")
+    for port in gports:
+        wait_for("mlp ready at both gateways",
+                 lambda: request(port, "GET", "/v2/models/mlp/ready")[0] == 200, 30)
+    for port in gports:
+        wait_for("direct connections to both nodes",
+                 lambda: log_of(f"gateway{gports.index(port)}").count("directly") >= 2, 30)
 
-        stop = threading.Event()
-        lock = threading.Lock()
-        outcomes = []  # (time, outcome)
-        failures = []
+    stop = threading.Event()
+    lock = threading.Lock()
+    outcomes = []  # (time, outcome)
+    failures = []
 
-        def client(port, index):
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-            i = index
-            while not stop.is_set():
-                body, expected = cases["mlp"][i % len(cases["mlp"])]
-                i += 1
-                try:
-                    conn.request("POST", "/v2/models/mlp/infer", body=json.dumps(body),
-                                 headers={"Content-Type": "application/json"})
-                    r = conn.getresponse()
-                    outcome = check_answer(r.status, r.read().decode(), expected)
-                except Failure as e:
-                    with lock:
-                        failures.append(f"gateway :{port}: {e}")
-                    continue
-                except (OSError, http.client.HTTPException) as e:
-                    with lock:
-                        failures.append(f"gateway :{port}: no answer: {type(e).__name__}: {e}")
-                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-                    continue
-                with lock:
-                    outcomes.append((time.time(), outcome))
-
-        threads = [threading.Thread(target=client, args=(port, k)) for port in gports for k in range(2)]
-        for t in threads:
-            t.start()
-        time.sleep(2.0)
-
-        procs["manager"].send_signal(signal.SIGKILL)
-        procs["manager"].wait()
-        killed = time.time()
-        print(f"killed the manager after {len(outcomes)} requests")
-        for port in gports:
-            wait_for("the gateway to notice", lambda: metric(port, "ember_gateway_manager_connected") == 0, 10)
-        status, text = request(gports[1], "POST", "/v2/repository/index")
-        if status != 503 or "unreachable" not in text:
-            raise Failure(f"a repository command without a manager: HTTP {status} {text}")
-        # A cold model asked for while the manager is away: held, then served once it is back.
-        cold = {}
-
-        def cold_request():
-            body, expected = cases["bert"][0]
+    def client(port, index):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        i = index
+        while not stop.is_set():
+            body, expected = cases["mlp"][i % len(cases["mlp"])]
+            i += 1
             try:
-                s, t = request(gports[1], "POST", "/v2/models/bert/infer", body, timeout=60)
-                cold["outcome"] = check_answer(s, t, expected)
-            except (Failure, OSError, http.client.HTTPException) as e:
-                cold["outcome"] = f"failed: {e}"
-            cold["at"] = time.time()
+                conn.request("POST", "/v2/models/mlp/infer", body=json.dumps(body),
+                             headers={"Content-Type": "application/json"})
+                r = conn.getresponse()
+                outcome = check_answer(r.status, r.read().decode(), expected)
+            except Failure as e:
+                with lock:
+                    failures.append(f"gateway :{port}: {e}")
+                continue
+            except (OSError, http.client.HTTPException) as e:
+                with lock:
+                    failures.append(f"gateway :{port}: no answer: {type(e).__name__}: {e}")
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                continue
+            with lock:
+                outcomes.append((time.time(), outcome))
 
-        cold_thread = threading.Thread(target=cold_request)
-        cold_thread.start()
-        time.sleep(max(0.0, outage - (time.time() - killed)))
-        served_away = sum(1 for t, o in outcomes if t > killed and o == "ok")
+    threads = [threading.Thread(target=client, args=(port, k)) for port in gports for k in range(2)]
+    for t in threads:
+        t.start()
+    time.sleep(2.0)
 
-        start_manager()
-        restarted = time.time()
-        for port in gports:
-            wait_for("the gateway to reconnect", lambda: metric(port, "ember_gateway_manager_connected") == 1, 20)
-        reconnected = time.time()
-        time.sleep(3.0)  # past the recovery window: the gateways hold the rebuilt table
-        stop.set()
-        for t in threads:
-            t.join(timeout=120)
-            if t.is_alive():
-                raise Failure("a client is still waiting after 120 s: a request hangs")
-        cold_thread.join(timeout=60)
+    procs["manager"].send_signal(signal.SIGKILL)
+    procs["manager"].wait()
+    killed = time.time()
+    print(f"killed the manager after {len(outcomes)} requests")
+    for port in gports:
+        wait_for("the gateway to notice", lambda: metric(port, "ember_gateway_manager_connected") == 0, 10)
+    status, text = request(gports[1], "POST", "/v2/repository/index")
+    if status != 503 or "unreachable" not in text:
+        raise Failure(f"a repository command without a manager: HTTP {status} {text}")
+    # A cold model asked for while the manager is away: held, then served once it is back.
+    cold = {}
 
-        counts = {"ok": 0, "retryable": 0}
-        for _, o in outcomes:
-            counts[o] += 1
-        served_after = sum(1 for t, o in outcomes if t > reconnected and o == "ok")
-        print(f"{len(outcomes)} warm requests: {counts['ok']} correct, {counts['retryable']} refused, "
-              f"{len(failures)} failures; {served_away} answered while the manager was away "
-              f"({restarted - killed:.1f} s), {served_after} after the gateways reconnected "
-              f"({reconnected - restarted:.1f} s after the restart); cold request: {cold.get('outcome')} "
-              f"{cold.get('at', 0) - restarted:.1f} s after the restart")
-        if failures:
-            raise Failure(f"{len(failures)} warm requests lost or wrong, e.g.: " + "; ".join(failures[:5]))
-        if counts["retryable"]:
-            raise Failure(f"{counts['retryable']} warm requests were refused")
-        if served_away < 10:
-            raise Failure(f"only {served_away} warm requests were answered while the manager was away")
-        if served_after < 1:
-            raise Failure("no warm request was answered after the gateways reconnected")
-        if cold.get("outcome") != "ok":
-            raise Failure(f"the cold request sent while the manager was away: {cold.get('outcome')}")
-        log = log_of("manager")
-        restart_log = log[log.rfind("model version(s)"):]  # the second life's lines
-        for n in ("node1", "node2"):
-            if f"node {n} joined" not in restart_log:
-                raise Failure(f"{n} did not rejoin the restarted manager")
-        if "a gateway with a routing table subscribed" not in restart_log:
-            raise Failure("the gateways did not resubscribe with their table")
-        for port in gports:
-            status, _ = request(port, "GET", "/v2/models/mlp/ready")
-            if status != 200:
-                raise Failure(f"mlp is not ready at gateway :{port} after the restart (HTTP {status})")
-        print("PASS")
-        return 0
-    except Failure as e:
-        print(f"FAIL: {e}")
-        print_log_tails(work, logs, 20)
-        return 1
-    finally:
-        stop_all(procs, work)
+    def cold_request():
+        body, expected = cases["bert"][0]
+        try:
+            s, t = request(gports[1], "POST", "/v2/models/bert/infer", body, timeout=60)
+            cold["outcome"] = check_answer(s, t, expected)
+        except (Failure, OSError, http.client.HTTPException) as e:
+            cold["outcome"] = f"failed: {e}"
+        cold["at"] = time.time()
+
+    cold_thread = threading.Thread(target=cold_request)
+    cold_thread.start()
+    time.sleep(max(0.0, outage - (time.time() - killed)))
+    served_away = sum(1 for t, o in outcomes if t > killed and o == "ok")
+
+    start_manager()
+    restarted = time.time()
+    for port in gports:
+        wait_for("the gateway to reconnect", lambda: metric(port, "ember_gateway_manager_connected") == 1, 20)
+    reconnected = time.time()
+    time.sleep(3.0)  # past the recovery window: the gateways hold the rebuilt table
+    stop.set()
+    for t in threads:
+        t.join(timeout=120)
+        if t.is_alive():
+            raise Failure("a client is still waiting after 120 s: a request hangs")
+    cold_thread.join(timeout=60)
+
+    counts = {"ok": 0, "retryable": 0}
+    for _, o in outcomes:
+        counts[o] += 1
+    served_after = sum(1 for t, o in outcomes if t > reconnected and o == "ok")
+    print(f"{len(outcomes)} warm requests: {counts['ok']} correct, {counts['retryable']} refused, "
+          f"{len(failures)} failures; {served_away} answered while the manager was away "
+          f"({restarted - killed:.1f} s), {served_after} after the gateways reconnected "
+          f"({reconnected - restarted:.1f} s after the restart); cold request: {cold.get('outcome')} "
+          f"{cold.get('at', 0) - restarted:.1f} s after the restart")
+    if failures:
+        raise Failure(f"{len(failures)} warm requests lost or wrong, e.g.: " + "; ".join(failures[:5]))
+    if counts["retryable"]:
+        raise Failure(f"{counts['retryable']} warm requests were refused")
+    if served_away < 10:
+        raise Failure(f"only {served_away} warm requests were answered while the manager was away")
+    if served_after < 1:
+        raise Failure("no warm request was answered after the gateways reconnected")
+    if cold.get("outcome") != "ok":
+        raise Failure(f"the cold request sent while the manager was away: {cold.get('outcome')}")
+    log = log_of("manager")
+    restart_log = log[log.rfind("model version(s)"):]  # the second life's lines
+    for n in ("node1", "node2"):
+        if f"node {n} joined" not in restart_log:
+            raise Failure(f"{n} did not rejoin the restarted manager")
+    if "a gateway with a routing table subscribed" not in restart_log:
+        raise Failure("the gateways did not resubscribe with their table")
+    for port in gports:
+        status, _ = request(port, "GET", "/v2/models/mlp/ready")
+        if status != 200:
+            raise Failure(f"mlp is not ready at gateway :{port} after the restart (HTTP {status})")
+
+
+def run(ember, outage):
+    return run_guarded("ember-manager-restart-", lambda work, procs, logs: _body(ember, outage, work, procs, logs))
 
 
 def main():
