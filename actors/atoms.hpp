@@ -49,5 +49,7 @@ using credit_atom = caf::atom_constant<caf::atom("credit")>;  // a pipeline stag
 inline constexpr credit_atom credit_atom_v{};
 using manager_atom = caf::atom_constant<caf::atom("manager")>;  // a standalone gateway reached its manager
 inline constexpr manager_atom manager_atom_v{};
+using drain_atom = caf::atom_constant<caf::atom("drain")>;  // the console drains a node
+inline constexpr drain_atom drain_atom_v{};
 
 }  // namespace ember

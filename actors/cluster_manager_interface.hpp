@@ -70,6 +70,13 @@ using cluster_manager_actor = caf::typed_actor<
     caf::replies_to<admin_auth, unload_atom, model_command>::with<model_state>,
     caf::replies_to<admin_auth, distribute_atom, distribute_request>::with<distribute_result>,
     caf::replies_to<admin_auth, evict_atom, distribute_request>::with<distribute_result>,
+    /// Drains node `name`: nothing is placed there any more, each of its replicas is re-placed
+    /// elsewhere (a replacement first where it holds the model's only one) and then drained and
+    /// unbound. Answered with the models moved once the node holds none (it may then be stopped).
+    caf::replies_to<admin_auth, drain_atom, std::string>::with<std::vector<model_key>>,
+    /// The autoscaler's bounds of a model: min_replicas and, unless 0, max_replicas (the console's
+    /// `scale`). Answered with the model's state. Errors: unavailable (the autoscaler is off).
+    caf::replies_to<admin_auth, scale_atom, model_key, uint32_t, uint32_t>::with<model_state>,
     /// Internal: the chain controller's stall check; the autoscaler's tick.
     caf::reacts_to<tick_atom>, caf::reacts_to<scale_atom>,
     /// Internal: a repository scan's continuation, back from the scan queue (actors/offload.hpp).

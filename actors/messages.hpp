@@ -295,12 +295,15 @@ struct node_report {
   /// Where the node's router is published (node.listen) for direct connections: gateways dial it
   /// so that their requests do not ride through the manager's process. Port 0: not published.
   HostPort control;
+  /// Set by the manager in its answers (nodes_atom): the console drained the node, nothing is
+  /// placed there any more.
+  bool draining = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_report& x) {
   return f(caf::meta::type_name("node_report"), x.name, x.data, x.devices, x.cache_capacity, x.cache_used, x.cached,
-           x.replicas, x.rack, x.control);
+           x.replicas, x.rack, x.control, x.draining);
 }
 
 /// State of a model version in the cluster, as the repository index and the gateways see it.

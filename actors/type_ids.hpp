@@ -56,4 +56,5 @@ CAF_ADD_TYPE_ID(ember_actors, (ember::cluster_manager_actor))
 // Answers that are lists (the console reads them from another process).
 CAF_ADD_TYPE_ID(ember_actors, (std::vector<ember::node_report>))
 CAF_ADD_TYPE_ID(ember_actors, (std::vector<ember::model_state>))
+CAF_ADD_TYPE_ID(ember_actors, (std::vector<ember::model_key>))
 CAF_END_TYPE_ID_BLOCK(ember_actors)

@@ -21,6 +21,8 @@ Status AutoscalerLoop::configure(const model_key& key, const AutoscaleOverrides&
 Status AutoscalerLoop::apply(const model_key& key, Model& m) {
   auto merged = with_overrides(defaults_, m.own, key.to_string() + "/model.json", "serving.autoscale");
   m.config = merged.ok() ? *merged : defaults_;
+  if (m.console_min) m.config.min_replicas = *m.console_min;
+  if (m.console_max) m.config.max_replicas = *m.console_max;
   m.config.min_replicas = std::min(std::max(m.config.min_replicas, m.floor), AutoscaleConfig::kMaxReplicas);
   m.config.max_replicas = std::max(m.config.max_replicas, m.config.min_replicas);
   return merged.ok() ? Status::OK() : merged.error();
@@ -31,6 +33,19 @@ void AutoscalerLoop::set_floor(const model_key& key, uint32_t replicas) {
   if (it == models_.end()) return;
   it->second.floor = replicas;
   (void)apply(key, it->second);  // a bad merge was reported when the model was configured
+}
+
+Status AutoscalerLoop::set_bounds(const model_key& key, uint32_t min, std::optional<uint32_t> max) {
+  auto it = models_.find(key);
+  if (it == models_.end()) return not_found("model " + key.to_string() + " is not autoscaled");
+  if (min > AutoscaleConfig::kMaxReplicas || (max && (*max > AutoscaleConfig::kMaxReplicas || *max < min))) {
+    return invalid_argument("scale " + key.to_string() + ": " + std::to_string(min) + ".." +
+                            (max ? std::to_string(*max) : std::string("max")) + " is not a range within 0.." +
+                            std::to_string(AutoscaleConfig::kMaxReplicas));
+  }
+  it->second.console_min = min;
+  it->second.console_max = max;
+  return apply(key, it->second);
 }
 
 void AutoscalerLoop::forget(const model_key& key) { models_.erase(key); }

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,10 @@ class AutoscalerLoop {
 
   /// A floor under min_replicas (an explicit `load` of N replicas keeps N while it stands); 0 lifts it.
   void set_floor(const model_key& key, uint32_t replicas);
+  /// The console's `scale MODEL MIN [MAX]`: min_replicas and (when given) max_replicas of `key`
+  /// over its model.json's and the defaults, until the next `scale`. invalid_argument for MIN above
+  /// MAX or beyond the limits; not_found for a model not configured.
+  Status set_bounds(const model_key& key, uint32_t min, std::optional<uint32_t> max);
 
   /// One reporter's numbers for `key` at now_us: counters since its previous report, its gauges
   /// now, and its requests in flight per node id. Reports for models not configured are dropped.
@@ -114,8 +119,10 @@ class AutoscalerLoop {
     std::map<std::string, Gauges> gauges;
     bool ember_expired = false;  // embers_expired() named it in this idle spell
     uint32_t desired = 0;        // the last decision's
-    placement::ModelLoad load;   // the last tick's view
     bool blocked = false;        // an up is wanted and no node has room (said once)
+    placement::ModelLoad load;   // the last tick's view
+    /// The console's `scale`: bounds over model.json's and the defaults (a rescan keeps them).
+    std::optional<uint32_t> console_min, console_max;
   };
   Status apply(const model_key& key, Model& m);
 

@@ -70,6 +70,14 @@ struct manager_state {
   // -- recovery --
   caf::actor_clock::time_point started;  // the actor clock's, at spawn
   bool planning = false;                 // a plan table is being built (prepare_plans)
+  /// Nodes the console drains: the models moved so far and who waits for the end.
+  struct NodeDrain {
+    std::vector<model_key> moved;
+    /// What a model wanted before its replacement was asked for (its count once the drain moved it).
+    std::map<model_key, uint32_t> wanted_before;
+    std::vector<caf::typed_response_promise<std::vector<model_key>>> waiters;
+  };
+  std::map<uint64_t, NodeDrain> node_drains;
   /// Gateways that hold a table from the manager's previous life, answered at the window's end.
   std::vector<std::pair<gateway_actor, caf::typed_response_promise<routing_update>>> resubscribing;
 };
@@ -218,7 +226,8 @@ void revive_drains(manager_pointer self, const model_key& key) {
     const uint32_t want = std::max<uint32_t>(1, v->wanted);
     if (v->replicas.size() + v->loading_on.size() >= want) break;
     auto& d = it->second;
-    if (d.key != v->key() || d.unbinding || !st.registry.reinstate(d.key, d.node, d.device)) {
+    const auto* on = st.members.find(d.node);
+    if (d.key != v->key() || d.unbinding || (on && on->draining) || !st.registry.reinstate(d.key, d.node, d.device)) {
       ++it;
       continue;
     }
@@ -233,6 +242,8 @@ void revive_drains(manager_pointer self, const model_key& key) {
 
 /// `announce` false: the caller publishes and places afterwards (a pipeline's members completing
 /// into replicas together, in one routing update).
+void drain_step(manager_pointer self);
+
 /// `completion`: a pipeline member's load of the rest of the model (paced on purpose): not a cold
 /// start, so neither counted nor fed to the autoscaler's cold-start estimate.
 void on_load_answer(manager_pointer self, const model_key& key, uint64_t node, uint64_t attempt,
@@ -253,6 +264,7 @@ void on_load_answer(manager_pointer self, const model_key& key, uint64_t node, u
     if (!announce) return;
     publish(self, {key});
     if (v->loading_on.empty() && v->replicas.size() < v->wanted) place(self, key);  // wanted more meanwhile
+    if (!st.node_drains.empty()) drain_step(self);
     return;
   }
   const auto* n = st.members.find(node);
@@ -627,7 +639,7 @@ void unbind(manager_pointer self, uint64_t id) {
     st.members.unbind(d.node, d.device, d.bytes);
     st.instruments.observe_drain(seconds);
     const auto* node = st.members.find(d.node);
-    const AutoscaleConfig* config = st.autoscaler->config(d.key);
+    const AutoscaleConfig* config = st.autoscaler ? st.autoscaler->config(d.key) : nullptr;
     if (ok && node && config && config->host_keep_alive_us == 0) {  // no host-cache tier: the bytes go too
       st.members.note_cached(d.node, d.key, false);
       caf::anon_send(node->router, evict_atom_v, d.key);
@@ -636,6 +648,7 @@ void unbind(manager_pointer self, uint64_t id) {
                  node ? node->report.name : std::to_string(d.node), ok ? "unbound" : "not unbound (node error)",
                  seconds * 1e3);
     st.drains.erase(it);
+    if (!st.node_drains.empty()) drain_step(self);
   };
   if (!node) return done(false);  // its node left: nothing bound there any more
   self->request(node->router, kEvictTimeout, unload_atom_v, d.key)
@@ -652,7 +665,8 @@ void check_drains(manager_pointer self) {
   for (const auto& [id, d] : st.drains) {
     if (d.unbinding) continue;
     const auto age = self->clock().now() - d.started;
-    if ((age >= settle && st.autoscaler->in_flight(d.key, d.node) == 0) || age >= timeout) over.push_back(id);
+    const uint32_t in_flight = st.autoscaler ? st.autoscaler->in_flight(d.key, d.node) : 0;
+    if ((age >= settle && in_flight == 0) || age >= timeout) over.push_back(id);
   }
   for (uint64_t id : over) unbind(self, id);
 }
@@ -673,6 +687,71 @@ void expire_embers(manager_pointer self) {
       st.members.note_cached(id, key, false);
       caf::anon_send(node.router, evict_atom_v, key);  // no answer wanted
     }
+  }
+}
+
+/// Moves the replicas off drained nodes, one step per call (the console's drain; called again as
+/// loads answer and drains end): a replica whose model is served elsewhere too is retired (drained,
+/// then unbound) and re-placed on another node; a model's only replica first gets a replacement.
+/// A drained node without replicas and unbinds answers its waiters with the models moved.
+void drain_step(manager_pointer self) {
+  auto& st = self->state;
+  for (auto it = st.node_drains.begin(); it != st.node_drains.end();) {
+    const uint64_t node = it->first;
+    auto& nd = it->second;
+    std::optional<Error> stuck;
+    const auto here = st.registry.replicas_on(node);
+    for (const model_key& key : here) {
+      ModelVersion* v = st.registry.find(key);
+      if (!v) continue;
+      size_t elsewhere = 0;
+      for (const auto& [n, device] : v->replicas) {
+        const auto* m = st.members.find(n);
+        elsewhere += n != node && m && !m->draining;
+      }
+      if (elsewhere > 0) {
+        auto before = nd.wanted_before.find(key);
+        const uint32_t wanted = before != nd.wanted_before.end() ? before->second : v->wanted;
+        const uint64_t bytes = v->entry.weights_bytes;
+        if (auto device = st.registry.retire(key, node)) {
+          st.drains[st.next_drain++] = {key, node, *device, bytes, self->clock().now(), false};
+          nd.moved.push_back(key);
+          if (!st.autoscaler) {
+            // No autoscaler tick checks drains: look again once gateways had two intervals to move on.
+            const auto settle = std::chrono::microseconds(2 * st.config.autoscaler.interval_us);
+            self->delayed_send(self, settle, offload_done{[self] { check_drains(self); }});
+          }
+        }
+        st.registry.set_wanted(key, wanted);
+        publish(self, {key});
+        place(self, key);  // back to what it wanted, elsewhere
+      } else if (v->loading_on.empty()) {
+        nd.wanted_before.emplace(key, v->wanted);
+        st.registry.set_wanted(key, std::max<uint32_t>(v->wanted, static_cast<uint32_t>(v->replicas.size()) + 1));
+        place(self, key);
+        if (v->loading_on.empty()) {
+          stuck = unavailable("no other node has room for " + key.to_string() + ", whose only replica is on the node");
+        }
+      }
+    }
+    const bool unbinding =
+        std::any_of(st.drains.begin(), st.drains.end(), [&](const auto& d) { return d.second.node == node; });
+    if (stuck || (st.registry.replicas_on(node).empty() && !unbinding)) {
+      for (auto& w : nd.waiters) {
+        if (stuck) {
+          w.deliver(to_caf(*stuck));
+        } else {
+          w.deliver(nd.moved);
+        }
+      }
+      const auto* m = st.members.find(node);
+      spdlog::info("manager: node {} {}", m ? m->report.name : std::to_string(node),
+                   stuck ? "cannot be drained: " + stuck->message()
+                         : "is drained (" + std::to_string(nd.moved.size()) + " replica(s) moved); it may be stopped");
+      it = st.node_drains.erase(it);
+      continue;
+    }
+    ++it;
   }
 }
 
@@ -738,6 +817,10 @@ void on_down(manager_pointer self, const caf::down_msg& msg) {
   if (!id) return void(st.routing.unsubscribe(msg.source));
   const std::string name = st.members.leave(*id)->report.name;
   std::erase_if(st.drains, [&](const auto& d) { return d.second.node == *id; });
+  if (auto drained = st.node_drains.find(*id); drained != st.node_drains.end()) {
+    for (auto& w : drained->second.waiters) w.deliver(to_caf(unavailable("node " + name + " left while draining")));
+    st.node_drains.erase(drained);
+  }
   pipelines_lost_node(self, *id);
   send_all(self, st.relay.node_lost(name));
   // Its answers to distributions will never come (CAF does not fail requests to a lost node).
@@ -921,6 +1004,35 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
         if (auto ok = check_admin(self, who, "distribute " + describe_key(req.model)); !ok.ok())
           return to_caf(ok.error());
         return self->delegate(caf::actor_cast<cluster_manager_actor>(self), distribute_atom_v, std::move(req));
+      },
+      [self](const admin_auth& who, drain_atom, const std::string& name) -> caf::result<std::vector<model_key>> {
+        if (auto ok = check_admin(self, who, "drain " + name); !ok.ok()) return to_caf(ok.error());
+        auto& st = self->state;
+        auto id = st.members.id_of(name);
+        if (!id) return to_caf(not_found("no node named '" + name + "' is in the cluster"));
+        st.members.set_draining(*id);
+        auto rp = self->make_response_promise<std::vector<model_key>>();
+        st.node_drains[*id].waiters.push_back(rp);
+        spdlog::info("manager: draining node {}: {} replica(s) to move", name, st.registry.replicas_on(*id).size());
+        drain_step(self);
+        return rp;
+      },
+      [self](const admin_auth& who, scale_atom, const model_key& key, uint32_t min,
+             uint32_t max) -> caf::result<model_state> {
+        const std::string what = "scale " + describe_key(key) + " to " + std::to_string(min) + ".." +
+                                 (max ? std::to_string(max) : std::string("max"));
+        if (auto ok = check_admin(self, who, what); !ok.ok()) return to_caf(ok.error());
+        auto& st = self->state;
+        if (!st.autoscaler) {
+          return to_caf(
+              unavailable("the autoscaler is off (autoscale.enabled: false): `load MODEL REPLICAS` sets "
+                          "the replica count"));
+        }
+        const ModelVersion* v = st.registry.find(key);
+        if (!v) return to_caf(not_found("unknown model '" + key.to_string() + "'"));
+        auto set = st.autoscaler->set_bounds(v->key(), min, max ? std::optional<uint32_t>(max) : std::nullopt);
+        if (!set.ok()) return to_caf(set.error());
+        return v->state;
       },
       [self](const admin_auth& who, evict_atom, distribute_request& req) -> caf::result<distribute_result> {
         if (auto ok = check_admin(self, who, "evict " + describe_key(req.model)); !ok.ok()) return to_caf(ok.error());

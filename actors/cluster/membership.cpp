@@ -115,6 +115,10 @@ void Membership::reserve(uint64_t node, uint64_t attempt, uint64_t bytes) {
   if (ClusterNode* n = find_mutable(node)) n->reservations[attempt] = bytes;
 }
 
+void Membership::set_draining(uint64_t id) {
+  if (ClusterNode* n = find_mutable(id)) n->draining = true;
+}
+
 void Membership::unreserve(uint64_t node, uint64_t attempt) {
   if (ClusterNode* n = find_mutable(node)) n->reservations.erase(attempt);
 }
@@ -143,6 +147,7 @@ std::vector<placement::NodeView> Membership::views(const model_key& key,
           std::max(view.max_free_device_bytes, d.memory_bytes - std::min(d.memory_bytes, bound));
     }
     view.max_free_device_bytes -= std::min(view.max_free_device_bytes, reserved(id));
+    if (n.draining) view.max_free_device_bytes = 0;  // no new replica on a drained node
     auto r = replicas_per_node.find(id);
     view.replicas = r == replicas_per_node.end() ? 0 : r->second;
     view.has_replica = holders.count(id) > 0;

@@ -34,6 +34,7 @@ struct ClusterNode {
   node_router_actor router;
   std::map<std::string, uint64_t> device_weights;  // device -> bytes of weights bound there by the manager
   std::map<uint64_t, uint64_t> reservations;        // load attempt -> bytes held for it (not yet bound)
+  bool draining = false;  // the console drained it: no room for new replicas (still a source of bytes)
 };
 
 class Membership {
@@ -44,6 +45,8 @@ class Membership {
   std::optional<ClusterNode> leave(uint64_t id);
 
   const ClusterNode* find(uint64_t id) const;
+  /// A drained node gets no new replica (views() shows it without room); it stays a source.
+  void set_draining(uint64_t id);
   /// The node whose router has address `router`.
   std::optional<uint64_t> id_of(const caf::actor_addr& router) const;
   /// The node named `name`.

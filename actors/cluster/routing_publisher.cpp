@@ -28,6 +28,7 @@ std::vector<node_report> RoutingPublisher::node_reports(const ModelRegistry& reg
   for (const auto& [id, n] : members.nodes()) {
     out.push_back(n.report);
     out.back().replicas = registry.replicas_on(id);
+    out.back().draining = n.draining;
   }
   return out;
 }

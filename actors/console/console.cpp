@@ -41,6 +41,8 @@ const Usage kUsage[] = {
     {"unload", "MODEL[/VERSION]", "drop every replica and refuse requests until the next load"},
     {"distribute", "MODEL[/VERSION] [NODE...]", "fill the host caches of the nodes (default: every node lacking it)"},
     {"evict", "MODEL[/VERSION] [NODE...]", "drop the bytes from the host caches (replicas keep theirs)"},
+    {"scale", "MODEL[/VERSION] MIN [MAX]", "the autoscaler keeps MIN..MAX replicas (MAX 0 or left out: its own)"},
+    {"drain", "NODE", "place nothing more on NODE and move its replicas away; answers when it may be stopped"},
     {"metrics", "[MODEL]", "the manager's metrics (the lines of MODEL only)"},
     {"watch", "[TIMES]", "the models and nodes tables, refreshed every second (TIMES times; Ctrl-C stops)"},
     {"help", "", "this list"},
@@ -112,10 +114,15 @@ json json_of(const node_report& n) {
   json devices = json::array();
   for (const auto& d : n.devices) devices.push_back({{"name", d.name}, {"memory_bytes", d.memory_bytes},
                                                      {"used_bytes", d.used_bytes}});
-  return {{"name", n.name},           {"rack", n.rack},
-          {"data", n.data.to_string()}, {"devices", devices},
-          {"cache_capacity", n.cache_capacity}, {"cache_used", n.cache_used},
-          {"replicas", keys_of(n.replicas)}, {"cached", keys_of(n.cached)}};
+  return {{"name", n.name},
+          {"rack", n.rack},
+          {"draining", n.draining},
+          {"data", n.data.to_string()},
+          {"devices", devices},
+          {"cache_capacity", n.cache_capacity},
+          {"cache_used", n.cache_used},
+          {"replicas", keys_of(n.replicas)},
+          {"cached", keys_of(n.cached)}};
 }
 
 json json_of(const model_state& m) {
@@ -137,14 +144,16 @@ json json_of(const distribute_result& r) {
 }
 
 std::string nodes_table(const std::vector<node_report>& nodes) {
-  std::vector<std::vector<std::string>> rows{{"NODE", "DEVICES", "DEVICE MEMORY", "CACHE", "REPLICAS", "CACHED", "DATA"}};
+  std::vector<std::vector<std::string>> rows{
+      {"NODE", "STATE", "DEVICES", "DEVICE MEMORY", "CACHE", "REPLICAS", "CACHED", "DATA"}};
   for (const auto& n : nodes) {
     uint64_t used = 0, total = 0;
     for (const auto& d : n.devices) {
       used += d.used_bytes;
       total += d.memory_bytes;
     }
-    rows.push_back({n.name, std::to_string(n.devices.size()), format_bytes(used) + " / " + format_bytes(total),
+    rows.push_back({n.name, n.draining ? "draining" : "serving", std::to_string(n.devices.size()),
+                    format_bytes(used) + " / " + format_bytes(total),
                     format_bytes(n.cache_used) + " / " + format_bytes(n.cache_capacity),
                     n.replicas.empty() ? "-" : join(keys_of(n.replicas)), std::to_string(n.cached.size()),
                     n.data.to_string()});
@@ -214,6 +223,8 @@ std::vector<std::string> Console::complete(const std::string& line, const std::s
   };
   if (first) {
     add(commands());
+  } else if (words[0] == "drain") {
+    add(node_names_);
   } else if (words[0] == "distribute" || words[0] == "evict") {
     add(words.size() <= 2 && line.back() != ' ' ? model_names_ : node_names_);
     if (words.size() == 1) add(model_names_);
@@ -344,6 +355,35 @@ Result<std::string> Console::run(const std::string& line) {
     if (!out.ok()) return out.error();
     if (options_.json) return json_of(*out).dump() + "\n";
     return distribute_text(*out);
+  }
+  if (cmd == "drain") {
+    if (args != 1) return bad("");
+    Result<std::vector<model_key>> out = internal_error("no answer");
+    self->request(manager_, kChangeTimeout, options_.auth, drain_atom_v, words[1])
+        .receive([&](std::vector<model_key>& moved) { out = std::move(moved); },
+                 [&](caf::error& e) { out = from_caf(e); });
+    if (!out.ok()) return out.error();
+    if (options_.json) return json{{"node", words[1]}, {"moved", keys_of(*out)}}.dump() + "\n";
+    return "node " + words[1] + " is drained" + (out->empty() ? "" : " (moved " + join(keys_of(*out)) + ")") +
+           "; it may be stopped\n";
+  }
+  if (cmd == "scale") {
+    if (args < 2 || args > 3) return bad("");
+    EMBER_ASSIGN_OR_RETURN(model_key key, parse_model(words[1]));
+    uint32_t bounds[2] = {0, 0};
+    for (size_t i = 2; i < words.size(); ++i) {
+      char* end = nullptr;
+      const unsigned long long n = std::strtoull(words[i].c_str(), &end, 10);
+      if (*end != '\0' || n > 100000) return bad("'" + words[i] + "' is not a replica count");
+      bounds[i - 2] = static_cast<uint32_t>(n);
+    }
+    Result<model_state> out = internal_error("no answer");
+    self->request(manager_, kReadTimeout, options_.auth, scale_atom_v, key, bounds[0], bounds[1])
+        .receive([&](model_state& st) { out = std::move(st); }, [&](caf::error& e) { out = from_caf(e); });
+    if (!out.ok()) return out.error();
+    if (options_.json) return json_of(*out).dump() + "\n";
+    return out->model.to_string() + ": the autoscaler keeps " + words[2] + ".." + (args == 3 ? words[3] : "its max") +
+           " replicas (" + std::to_string(out->replicas) + " now)\n";
   }
   if (cmd == "metrics") {
     if (args > 1) return bad("");

@@ -44,8 +44,9 @@ def _body(ember, work, procs, logs):
 
     spawn("manager", ["manager", "--config", config, "--listen", manager, "--repository",
                       os.path.join(work, "repo")])
-    spawn("node1", ["node", "--manager", manager, "--name", "node1", "--device-memory", "256MiB", "--cache",
-                    "256MiB", "--threads", "1"])
+    for n in ("node1", "node2"):
+        spawn(n, ["node", "--manager", manager, "--name", n, "--device-memory", "256MiB", "--cache", "256MiB",
+                  "--threads", "1"])
     env = dict(os.environ, HOME=work, USER="tester")
     env.pop("EMBER_ADMIN_TOKEN_FILE", None)
 
@@ -54,14 +55,15 @@ def _body(ember, work, procs, logs):
                            capture_output=True, text=True, timeout=60, env=env)
         return r.returncode, r.stdout, r.stderr
 
-    wait_for("the node to join", lambda: "node1" in console("-c", "nodes")[1], 30)
+    wait_for("the nodes to join", lambda: all(n in console("-c", "nodes")[1] for n in ("node1", "node2")), 30)
 
     rc, out, err = console("-c", "models", "-c", "help")
     if rc != 0 or "mlp" not in out or "unloaded" not in out or "distribute MODEL" not in out:
         raise Failure(f"models/help: rc {rc}: {out} {err}")
     rc, out, err = console("--json", "-c", "nodes")
     nodes = json.loads(out)
-    if rc != 0 or nodes[0]["name"] != "node1" or nodes[0]["devices"][0]["memory_bytes"] != 256 << 20:
+    if rc != 0 or sorted(n["name"] for n in nodes) != ["node1", "node2"] or \
+            nodes[0]["devices"][0]["memory_bytes"] != 256 << 20:
         raise Failure(f"nodes --json: rc {rc}: {out} {err}")
 
     rc, out, err = console("-c", "load mlp 1")
@@ -74,9 +76,19 @@ def _body(ember, work, procs, logs):
     state = json.loads(out) if rc == 0 else {}
     if state.get("state") != "ready" or state.get("replicas") != 1:
         raise Failure(f"a load with the token: rc {rc}: {out} {err}")
-    rc, out, err = console("-c", "replicas")
-    if rc != 0 or "mlp/1" not in out or "node1" not in out:
+    rc, out, err = console("--json", "-c", "replicas")
+    where = json.loads(out).get("mlp/1", []) if rc == 0 else []
+    if len(where) != 1:
         raise Failure(f"replicas: rc {rc}: {out} {err}")
+    # Drain the node holding it: a replacement on the other first, then it may be stopped.
+    held, other = where[0], "node2" if where[0] == "node1" else "node1"
+    rc, out, err = console("--token-file", token, "-c", f"drain {held}", "-c", "nodes", "-c", "replicas")
+    if rc != 0 or f"node {held} is drained (moved mlp/1)" not in out or "draining" not in out or \
+            f"mlp/1  1         {other}" not in out:
+        raise Failure(f"drain {held}: rc {rc}: {out} {err}")
+    rc, out, err = console("--token-file", token, "-c", "scale mlp 1 2")
+    if rc == 0 or "the autoscaler is off" not in err:
+        raise Failure(f"scale with the autoscaler off: rc {rc}: {out} {err}")
 
     for bad, says in (("bogus", "unknown command 'bogus'"), ("load", "usage: load MODEL[/VERSION] [REPLICAS]"),
                       ("load mlp/x", "is not a version"), ("unload nosuch", "unknown model 'nosuch'")):
@@ -123,7 +135,8 @@ def _body(ember, work, procs, logs):
 
     with open(os.path.join(work, "manager.log")) as f:
         log = f.read()
-    for line in ("tester@", "asked: load mlp with 1 replicas", "asked: unload mlp", "refused: wrong or missing"):
+    for line in ("tester@", "asked: load mlp with 1 replicas", "asked: unload mlp", "refused: wrong or missing",
+                 "asked: drain", "is drained (1 replica(s) moved)"):
         if line not in log:
             raise Failure(f"the manager did not log '{line}'")
 

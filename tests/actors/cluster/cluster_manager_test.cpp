@@ -365,6 +365,37 @@ TEST(ClusterManager, WithoutATokenTheConsoleMayOnlyReadAndClosedReadsNeedOne) {
   EXPECT_EQ(metrics->error().code(), ErrorCode::permission_denied);
 }
 
+TEST(ClusterManager, ADrainedNodeGetsNoReplicaAndItsReplicasMoveElsewhereFirst) {
+  ClusterManagerConfig config;
+  config.admin_token = "t";
+  Cluster c(config);
+  c.join("a");
+  auto ready = c.d.request<model_state>(c.manager, ensure_atom_v, kModel);
+  c.d.run();
+  ASSERT_TRUE(ready->ok());
+  ASSERT_EQ(c.table.replicas(kModel), (std::vector<std::string>{"a"}));
+  c.join("b");
+  auto unknown = c.d.request<std::vector<model_key>>(c.manager, admin_auth{"t", "x"}, drain_atom_v, std::string("z"));
+  auto drained = c.d.request<std::vector<model_key>>(c.manager, admin_auth{"t", "x"}, drain_atom_v, std::string("a"));
+  c.d.run();
+  ASSERT_FALSE(unknown->ok());
+  EXPECT_EQ(unknown->error().code(), ErrorCode::not_found);
+  // a held the only replica: b got one first, then a's left the table; a unbinds after the
+  // gateways had time to move on, and only then does the drain answer.
+  EXPECT_EQ(c.table.replicas(kModel), (std::vector<std::string>{"b"}));
+  EXPECT_EQ(c.nodes["b"]->loads.size(), 1u);
+  EXPECT_FALSE(drained->done());
+  c.d.advance(5s);
+  ASSERT_TRUE(drained->done());
+  ASSERT_TRUE(drained->ok()) << drained->error().to_string();
+  EXPECT_EQ(drained->value(), (std::vector<model_key>{kModel}));
+  EXPECT_EQ(c.nodes["a"]->unloads, (std::vector<model_key>{kModel}));
+  // Nothing is placed on a drained node any more; the nodes' answer says it is draining.
+  auto nodes = c.d.request<std::vector<node_report>>(c.manager, nodes_atom_v);
+  c.d.run();
+  for (const auto& n : nodes->value()) EXPECT_EQ(n.draining, n.name == "a") << n.name;
+}
+
 // -- partitioned cold starts ------------------------------------------------------------------
 
 const model_key kGpt{"gpt2", 1};
