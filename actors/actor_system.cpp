@@ -1,5 +1,7 @@
 #include "actors/actor_system.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <caf/io/middleman.hpp>
 #include <caf/timespan.hpp>
 
@@ -27,6 +29,17 @@ void configure_actor_system(caf::actor_system_config& cfg, const ActorSystemOpti
       cfg.set("middleman.connection-timeout", caf::timespan{std::chrono::microseconds(options.connection_timeout_us)});
     }
   }
+}
+
+Status set_log_level(const std::string& level) {
+  static const char* const kLevels[] = {"trace", "debug", "info", "warn", "error", "off"};
+  for (const char* name : kLevels) {
+    if (level != name) continue;
+    spdlog::set_level(spdlog::level::from_str(level));
+    spdlog::info("log level set to {}", level);
+    return Status::OK();
+  }
+  return invalid_argument("no log level '" + level + "' (trace, debug, info, warn, error, off)");
 }
 
 }  // namespace ember

@@ -5,6 +5,9 @@
 
 #include <caf/actor_system_config.hpp>
 #include <cstdint>
+#include <string>
+
+#include "base/status.hpp"
 
 namespace ember {
 
@@ -21,5 +24,9 @@ struct ActorSystemOptions {
 
 /// Fills `cfg` for an Ember process.
 void configure_actor_system(caf::actor_system_config& cfg, const ActorSystemOptions& options);
+
+/// Sets this process's log level: trace, debug, info, warn, error or off (the console's log-level,
+/// carried to every process). invalid_argument naming the levels for any other word.
+Status set_log_level(const std::string& level);
 
 }  // namespace ember

@@ -51,5 +51,7 @@ using manager_atom = caf::atom_constant<caf::atom("manager")>;  // a standalone 
 inline constexpr manager_atom manager_atom_v{};
 using drain_atom = caf::atom_constant<caf::atom("drain")>;  // the console drains a node
 inline constexpr drain_atom drain_atom_v{};
+using log_level_atom = caf::atom_constant<caf::atom("log_level")>;  // the console sets the log level
+inline constexpr log_level_atom log_level_atom_v{};
 
 }  // namespace ember

@@ -77,6 +77,9 @@ using cluster_manager_actor = caf::typed_actor<
     /// The autoscaler's bounds of a model: min_replicas and, unless 0, max_replicas (the console's
     /// `scale`). Answered with the model's state. Errors: unavailable (the autoscaler is off).
     caf::replies_to<admin_auth, scale_atom, model_key, uint32_t, uint32_t>::with<model_state>,
+    /// The log level of the manager's process and of every node's (trace, debug, info, warn, error,
+    /// off); answered with the number of processes told. Errors: invalid_argument.
+    caf::replies_to<admin_auth, log_level_atom, std::string>::with<uint32_t>,
     /// Internal: the chain controller's stall check; the autoscaler's tick.
     caf::reacts_to<tick_atom>, caf::reacts_to<scale_atom>,
     /// Internal: a repository scan's continuation, back from the scan queue (actors/offload.hpp).

@@ -60,6 +60,9 @@ using node_router_actor = caf::typed_actor<
     caf::reacts_to<tick_atom>,
     /// Late binding: another try at restarting a faulted executor, by device index (self-sent).
     caf::reacts_to<restart_atom, uint32_t>,
+    /// The node process's log level (trace, debug, info, warn, error, off), from the console through
+    /// the manager. Errors: invalid_argument (no such level).
+    caf::replies_to<log_level_atom, std::string>::with<bool>,
     /// Offloaded work's continuation (actors/offload.hpp): a stage's fetch of handed-off tensors.
     caf::reacts_to<offload_done>>;
 

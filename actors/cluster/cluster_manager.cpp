@@ -23,6 +23,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include "actors/actor_system.hpp"
 #include "actors/cluster/autoscaler_loop.hpp"
 #include "actors/cluster/chain_relay.hpp"  // and the chain controller, load planner, registry, membership
 #include "actors/cluster/manager_instruments.hpp"
@@ -1033,6 +1034,16 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
         auto set = st.autoscaler->set_bounds(v->key(), min, max ? std::optional<uint32_t>(max) : std::nullopt);
         if (!set.ok()) return to_caf(set.error());
         return v->state;
+      },
+      [self](const admin_auth& who, log_level_atom, const std::string& level) -> caf::result<uint32_t> {
+        if (auto ok = check_admin(self, who, "log-level " + level); !ok.ok()) return to_caf(ok.error());
+        if (auto set = set_log_level(level); !set.ok()) return to_caf(set.error());
+        uint32_t told = 1;
+        for (const auto& [id, node] : self->state.members.nodes()) {
+          caf::anon_send(node.router, log_level_atom_v, level);
+          ++told;
+        }
+        return told;
       },
       [self](const admin_auth& who, evict_atom, distribute_request& req) -> caf::result<distribute_result> {
         if (auto ok = check_admin(self, who, "evict " + describe_key(req.model)); !ok.ok()) return to_caf(ok.error());

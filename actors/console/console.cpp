@@ -43,6 +43,7 @@ const Usage kUsage[] = {
     {"evict", "MODEL[/VERSION] [NODE...]", "drop the bytes from the host caches (replicas keep theirs)"},
     {"scale", "MODEL[/VERSION] MIN [MAX]", "the autoscaler keeps MIN..MAX replicas (MAX 0 or left out: its own)"},
     {"drain", "NODE", "place nothing more on NODE and move its replicas away; answers when it may be stopped"},
+    {"log-level", "LEVEL", "the log level of the manager and every node: trace, debug, info, warn, error, off"},
     {"metrics", "[MODEL]", "the manager's metrics (the lines of MODEL only)"},
     {"watch", "[TIMES]", "the models and nodes tables, refreshed every second (TIMES times; Ctrl-C stops)"},
     {"help", "", "this list"},
@@ -366,6 +367,15 @@ Result<std::string> Console::run(const std::string& line) {
     if (options_.json) return json{{"node", words[1]}, {"moved", keys_of(*out)}}.dump() + "\n";
     return "node " + words[1] + " is drained" + (out->empty() ? "" : " (moved " + join(keys_of(*out)) + ")") +
            "; it may be stopped\n";
+  }
+  if (cmd == "log-level") {
+    if (args != 1) return bad("");
+    Result<uint32_t> out = internal_error("no answer");
+    self->request(manager_, kReadTimeout, options_.auth, log_level_atom_v, words[1])
+        .receive([&](uint32_t n) { out = n; }, [&](caf::error& e) { out = from_caf(e); });
+    if (!out.ok()) return out.error();
+    if (options_.json) return json{{"level", words[1]}, {"processes", *out}}.dump() + "\n";
+    return "log level " + words[1] + " in " + std::to_string(*out) + " process(es)\n";
   }
   if (cmd == "scale") {
     if (args < 2 || args > 3) return bad("");

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 
+#include "actors/actor_system.hpp"
 #include "actors/errors.hpp"
 #include "actors/node/node_router_state.hpp"
 #include "actors/node_router_interface.hpp"
@@ -287,6 +288,11 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
       [self](tick_atom) { late_tick(self); },
       [self](restart_atom, uint32_t device) {
         if (self->state.swap && device < self->state.devices.size()) restart_device(self, device);
+      },
+      [](log_level_atom, const std::string& level) -> caf::result<bool> {
+        auto set = set_log_level(level);
+        if (!set.ok()) return to_caf(set.error());
+        return true;
       },
       resume_offloaded(),
   };

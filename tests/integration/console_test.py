@@ -86,6 +86,12 @@ def _body(ember, work, procs, logs):
     if rc != 0 or f"node {held} is drained (moved mlp/1)" not in out or "draining" not in out or \
             f"mlp/1  1         {other}" not in out:
         raise Failure(f"drain {held}: rc {rc}: {out} {err}")
+    rc, out, err = console("--token-file", token, "-c", "log-level debug", "-c", "log-level info")
+    if rc != 0 or out.count("in 3 process(es)") != 2:
+        raise Failure(f"log-level: rc {rc}: {out} {err}")
+    rc, out, err = console("--token-file", token, "-c", "log-level loud")
+    if rc == 0 or "no log level 'loud'" not in err:
+        raise Failure(f"a bad log level: rc {rc}: {out} {err}")
     rc, out, err = console("--token-file", token, "-c", "scale mlp 1 2")
     if rc == 0 or "the autoscaler is off" not in err:
         raise Failure(f"scale with the autoscaler off: rc {rc}: {out} {err}")
