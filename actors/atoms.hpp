@@ -53,5 +53,7 @@ using drain_atom = caf::atom_constant<caf::atom("drain")>;  // the console drain
 inline constexpr drain_atom drain_atom_v{};
 using log_level_atom = caf::atom_constant<caf::atom("log_level")>;  // the console sets the log level
 inline constexpr log_level_atom log_level_atom_v{};
+using transfers_atom = caf::atom_constant<caf::atom("transfers")>;  // the console lists live chains
+inline constexpr transfers_atom transfers_atom_v{};
 
 }  // namespace ember

@@ -80,6 +80,8 @@ using cluster_manager_actor = caf::typed_actor<
     /// The log level of the manager's process and of every node's (trace, debug, info, warn, error,
     /// off); answered with the number of processes told. Errors: invalid_argument.
     caf::replies_to<admin_auth, log_level_atom, std::string>::with<uint32_t>,
+    /// Every hop of the multicast chains in flight, with how far it got (a read).
+    caf::replies_to<admin_auth, transfers_atom>::with<std::vector<hop_progress>>,
     /// Internal: the chain controller's stall check; the autoscaler's tick.
     caf::reacts_to<tick_atom>, caf::reacts_to<scale_atom>,
     /// Internal: a repository scan's continuation, back from the scan queue (actors/offload.hpp).

@@ -337,6 +337,23 @@ typename Inspector::result_type inspect(Inspector& f, model_command& x) {
   return f(caf::meta::type_name("model_command"), x.model, x.replicas);
 }
 
+/// One hop of a multicast chain in flight, as the console's `transfers` shows it.
+struct hop_progress {
+  uint64_t transfer_id = 0;
+  std::string model;
+  std::string hop;       // the receiving node
+  std::string upstream;  // the node or source it pulls from
+  uint64_t offset = 0;   // bytes it verified so far
+  uint64_t blob_bytes = 0;
+  std::string state;  // receiving, done, failed, spliced_out
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, hop_progress& x) {
+  return f(caf::meta::type_name("hop_progress"), x.transfer_id, x.model, x.hop, x.upstream, x.offset, x.blob_bytes,
+           x.state);
+}
+
 /// What every console (admin) message to the manager carries: the admin token (manager.admin_token_file;
 /// checked in constant time) and who asks ("user@host", for the manager's log of changes).
 struct admin_auth {

@@ -1035,6 +1035,14 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
         if (!set.ok()) return to_caf(set.error());
         return v->state;
       },
+      [self](const admin_auth& who, transfers_atom) -> caf::result<std::vector<hop_progress>> {
+        if (auto ok = check_admin(self, who, ""); !ok.ok()) return to_caf(ok.error());
+        std::vector<hop_progress> out;
+        for (const HopProgress& h : self->state.chains.snapshot()) {
+          out.push_back({h.transfer_id, h.model, h.hop, h.upstream, h.offset, h.blob_bytes, h.state});
+        }
+        return out;
+      },
       [self](const admin_auth& who, log_level_atom, const std::string& level) -> caf::result<uint32_t> {
         if (auto ok = check_admin(self, who, "log-level " + level); !ok.ok()) return to_caf(ok.error());
         if (auto set = set_log_level(level); !set.ok()) return to_caf(set.error());

@@ -37,6 +37,7 @@ const Usage kUsage[] = {
     {"nodes", "", "every node: devices and memory, cache, replicas and cached models, data plane"},
     {"models", "", "every model version: state, replicas, why it is not ready"},
     {"replicas", "", "where each model's replicas are bound"},
+    {"transfers", "", "the multicast chains in flight: each hop, its upstream and how far it got"},
     {"load", "MODEL[/VERSION] [REPLICAS]", "load a model (keep REPLICAS replicas; the autoscaler keeps at least that)"},
     {"unload", "MODEL[/VERSION]", "drop every replica and refuse requests until the next load"},
     {"distribute", "MODEL[/VERSION] [NODE...]", "fill the host caches of the nodes (default: every node lacking it)"},
@@ -367,6 +368,36 @@ Result<std::string> Console::run(const std::string& line) {
     if (options_.json) return json{{"node", words[1]}, {"moved", keys_of(*out)}}.dump() + "\n";
     return "node " + words[1] + " is drained" + (out->empty() ? "" : " (moved " + join(keys_of(*out)) + ")") +
            "; it may be stopped\n";
+  }
+  if (cmd == "transfers") {
+    if (args) return bad("no arguments");
+    Result<std::vector<hop_progress>> out = internal_error("no answer");
+    self->request(manager_, kReadTimeout, options_.auth, transfers_atom_v)
+        .receive([&](std::vector<hop_progress>& h) { out = std::move(h); }, [&](caf::error& e) { out = from_caf(e); });
+    if (!out.ok()) return out.error();
+    if (options_.json) {
+      json hops = json::array();
+      for (const auto& h : *out) {
+        hops.push_back({{"transfer", h.transfer_id},
+                        {"model", h.model},
+                        {"hop", h.hop},
+                        {"upstream", h.upstream},
+                        {"offset", h.offset},
+                        {"blob_bytes", h.blob_bytes},
+                        {"state", h.state}});
+      }
+      return hops.dump() + "\n";
+    }
+    if (out->empty()) return std::string("no transfer in flight\n");
+    std::vector<std::vector<std::string>> rows{{"TRANSFER", "MODEL", "HOP", "FROM", "PROGRESS", "STATE"}};
+    for (const auto& h : *out) {
+      const double pct = h.blob_bytes ? 100.0 * static_cast<double>(h.offset) / static_cast<double>(h.blob_bytes) : 0;
+      rows.push_back({std::to_string(h.transfer_id), h.model, h.hop, h.upstream,
+                      format_bytes(h.offset) + " / " + format_bytes(h.blob_bytes) + " (" +
+                          std::to_string(static_cast<int>(pct)) + "%)",
+                      h.state});
+    }
+    return table(rows);
   }
   if (cmd == "log-level") {
     if (args != 1) return bad("");

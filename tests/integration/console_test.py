@@ -57,6 +57,9 @@ def _body(ember, work, procs, logs):
 
     wait_for("the nodes to join", lambda: all(n in console("-c", "nodes")[1] for n in ("node1", "node2")), 30)
 
+    rc, out, err = console("-c", "transfers")
+    if rc != 0 or "no transfer in flight" not in out:
+        raise Failure(f"transfers: rc {rc}: {out} {err}")
     rc, out, err = console("-c", "models", "-c", "help")
     if rc != 0 or "mlp" not in out or "unloaded" not in out or "distribute MODEL" not in out:
         raise Failure(f"models/help: rc {rc}: {out} {err}")

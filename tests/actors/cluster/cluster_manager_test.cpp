@@ -290,6 +290,18 @@ TEST(ClusterManager, AStalledHopIsSplicedAfterTheStallTimeoutAndNotBefore) {
   EXPECT_EQ(second_got[0].upstream.endpoint.port, 9000);
   EXPECT_TRUE(first_got.empty());
   EXPECT_FALSE(answer->done());  // the hops are still loading
+  // The console's `transfers`: both hops of the chain, the spliced one re-pointed at the repository.
+  auto hops = c.d.request<std::vector<hop_progress>>(c.manager, admin_auth{"", "x"}, transfers_atom_v);
+  c.d.run();
+  ASSERT_TRUE(hops->ok());
+  ASSERT_EQ(hops->value().size(), 2u);
+  for (const auto& h : hops->value()) {
+    EXPECT_EQ(h.transfer_id, t);
+    EXPECT_EQ(h.model, "m/1");
+    EXPECT_EQ(h.blob_bytes, 100 * MiB);
+    if (h.hop == first_name) EXPECT_EQ(h.offset, 10 * MiB);
+    if (h.hop == second_name) EXPECT_EQ(h.offset, 9 * MiB);
+  }
 }
 
 TEST(ClusterManager, ALoadRescansTheModelsFolderOnTheScanQueueBeforeItAnswers) {
