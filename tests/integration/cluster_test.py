@@ -136,6 +136,55 @@ def print_log_tails(work, logs, lines):
         print(f"--- {name}.log (last lines)\n" + "\n".join(tail))
 
 
+class Load:
+    """`per_port` clients per gateway port sending `model`'s cases back to back until stop(); every
+    answer checked with check_answer(). Keeps (time, "ok" | "retryable") per answer and the failures
+    (wrong answers and requests without one)."""
+
+    def __init__(self, cases, model, ports, per_port):
+        self.outcomes, self.failures = [], []
+        self._stop, self._lock = threading.Event(), threading.Lock()
+        self._threads = [threading.Thread(target=self._client, args=(cases[model], model, port, k), daemon=True)
+                         for port in ports for k in range(per_port)]
+        for t in self._threads:
+            t.start()
+
+    def _client(self, cases, model, port, index):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        i = index
+        while not self._stop.is_set():
+            body, expected = cases[i % len(cases)]
+            i += 1
+            try:
+                conn.request("POST", f"/v2/models/{model}/infer", body=json.dumps(body),
+                             headers={"Content-Type": "application/json"})
+                r = conn.getresponse()
+                outcome = check_answer(r.status, r.read().decode(), expected)
+            except Failure as e:
+                with self._lock:
+                    self.failures.append(f"gateway :{port}: {e}")
+                continue
+            except (OSError, http.client.HTTPException) as e:
+                with self._lock:
+                    self.failures.append(f"gateway :{port}: no answer: {type(e).__name__}: {e}")
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                continue
+            with self._lock:
+                self.outcomes.append((time.time(), outcome))
+
+    def count(self, outcome, after=0.0):
+        with self._lock:
+            return sum(1 for t, o in self.outcomes if o == outcome and t > after)
+
+    def stop(self):
+        """Stops the clients; a client still waiting after 120 s is a hung request (Failure)."""
+        self._stop.set()
+        for t in self._threads:
+            t.join(timeout=120)
+            if t.is_alive():
+                raise Failure("a client is still waiting after 120 s: a request hangs")
+
+
 def run_guarded(prefix, body, tail_lines=20):
     """Runs body(work, procs, logs) in a fresh work folder (procs: name -> Popen, logs: name -> open
     file, both filled by the body): prints PASS, or FAIL with the logs' last lines; every process is

@@ -11,18 +11,15 @@ replicas must serve at the end, none on the drained node.
 Usage: drain_test.py --ember PATH
 """
 import argparse
-import http.client
-import json
 import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_test import (Failure, check_answer, free_port, make_cases, node_replicas, request,  # noqa: E402
-                          run_guarded, wait_for)
+from cluster_test import (Failure, Load, free_port, make_cases, node_replicas, request, run_guarded,  # noqa: E402
+                          wait_for)
 
 
 def _body(ember, work, procs, logs):
@@ -53,37 +50,7 @@ def _body(ember, work, procs, logs):
     wait_for("two replicas", lambda: sum(node_replicas(hport).values()) == 2, 30)
     victim = next(n for n, r in node_replicas(hport).items() if r > 0)
 
-    stop = threading.Event()
-    lock = threading.Lock()
-    counts = {"ok": 0, "retryable": 0}
-    failures = []
-
-    def client(index):
-        conn = http.client.HTTPConnection("127.0.0.1", hport, timeout=60)
-        i = index
-        while not stop.is_set():
-            body, expected = cases["mlp"][i % len(cases["mlp"])]
-            i += 1
-            try:
-                conn.request("POST", "/v2/models/mlp/infer", body=json.dumps(body),
-                             headers={"Content-Type": "application/json"})
-                r = conn.getresponse()
-                outcome = check_answer(r.status, r.read().decode(), expected)
-            except Failure as e:
-                with lock:
-                    failures.append(str(e))
-                continue
-            except (OSError, http.client.HTTPException) as e:
-                with lock:
-                    failures.append(f"no answer: {type(e).__name__}: {e}")
-                conn = http.client.HTTPConnection("127.0.0.1", hport, timeout=60)
-                continue
-            with lock:
-                counts[outcome] += 1
-
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
+    load = Load(cases, "mlp", [hport], 4)
     time.sleep(2.0)
     started = time.time()
     drained = subprocess.run([ember, "--log-level", "warn", "console", "--manager", manager, "--token-file", token,
@@ -95,18 +62,15 @@ def _body(ember, work, procs, logs):
     procs[victim].send_signal(signal.SIGTERM)
     procs[victim].wait(timeout=30)
     time.sleep(2.0)
-    stop.set()
-    for t in threads:
-        t.join(timeout=120)
-        if t.is_alive():
-            raise Failure("a client is still waiting after 120 s: a request hangs")
+    load.stop()
     after = node_replicas(hport)
-    print(f"{counts['ok']} correct, {counts['retryable']} refused, {len(failures)} failures; drain of {victim} "
+    ok, refused, failures = load.count("ok"), load.count("retryable"), load.failures
+    print(f"{ok} correct, {refused} refused, {len(failures)} failures; drain of {victim} "
           f"answered after {took:.1f} s, then the node was stopped; replicas now {after}")
     if failures:
         raise Failure(f"{len(failures)} requests lost or wrong, e.g.: " + "; ".join(failures[:5]))
-    if counts["retryable"]:
-        raise Failure(f"{counts['retryable']} requests were refused")
+    if refused:
+        raise Failure(f"{refused} requests were refused")
     if sum(after.values()) != 2 or victim in after:
         raise Failure(f"expected two replicas on the other nodes, got {after}")
 
