@@ -3,7 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/timespan.hpp>
+#include <set>
 
 #include "actors/errors.hpp"
 #include "actors/type_ids.hpp"
@@ -29,6 +31,24 @@ void configure_actor_system(caf::actor_system_config& cfg, const ActorSystemOpti
       cfg.set("middleman.connection-timeout", caf::timespan{std::chrono::microseconds(options.connection_timeout_us)});
     }
   }
+}
+
+Result<caf::actor> connect_remote(caf::actor_system& sys, const std::string& host, uint16_t port,
+                                  std::chrono::milliseconds timeout) {
+  const std::string at = host + ":" + std::to_string(port);
+  Result<caf::actor> out = unavailable("no answer from " + at);
+  caf::scoped_actor self{sys};
+  self->request(sys.middleman().actor_handle(), timeout, caf::connect_atom::value, host, port)
+      .receive(
+          [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+            if (ptr) {
+              out = caf::actor_cast<caf::actor>(std::move(ptr));
+            } else {
+              out = unavailable("no actor is published at " + at);
+            }
+          },
+          [&](caf::error& e) { out = unavailable("cannot connect to " + at + ": " + caf::to_string(e)); });
+  return out;
 }
 
 Status set_log_level(const std::string& level) {

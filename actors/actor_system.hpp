@@ -3,7 +3,9 @@
 // hangs (not only one that dies) is detected within a bounded time.
 #pragma once
 
+#include <caf/actor.hpp>
 #include <caf/actor_system_config.hpp>
+#include <chrono>
 #include <cstdint>
 #include <string>
 
@@ -24,6 +26,13 @@ struct ActorSystemOptions {
 
 /// Fills `cfg` for an Ember process.
 void configure_actor_system(caf::actor_system_config& cfg, const ActorSystemOptions& options);
+
+/// The actor published at host:port (CAF's middleman `connect`), within `timeout`: CAF's own
+/// remote_actor() has no timeout, and it can wait forever while the middleman still tears down an
+/// old connection to the same peer (a manager that was killed and restarted). unavailable saying
+/// why on failure or timeout. The caller casts the handle to the interface it expects.
+Result<caf::actor> connect_remote(caf::actor_system& sys, const std::string& host, uint16_t port,
+                                  std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
 /// Sets this process's log level: trace, debug, info, warn, error or off (the console's log-level,
 /// carried to every process). invalid_argument naming the levels for any other word.

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "actors/actor_system.hpp"
 #include "actors/errors.hpp"
 #include "base/units.hpp"
 #include "metrics/metrics.hpp"
@@ -200,9 +201,10 @@ Console::Console(caf::actor_system& sys, cluster_manager_actor manager, ConsoleO
 
 Result<std::unique_ptr<Console>> Console::connect(caf::actor_system& sys, const HostPort& manager,
                                                   ConsoleOptions options) {
-  auto m = sys.middleman().remote_actor<cluster_manager_actor>(manager.host, manager.port);
-  if (!m) return unavailable("cannot reach the manager at " + manager.to_string() + ": " + caf::to_string(m.error()));
-  return std::unique_ptr<Console>(new Console(sys, std::move(*m), std::move(options)));
+  auto m = connect_remote(sys, manager.host, manager.port);
+  if (!m.ok()) return unavailable("cannot reach the manager at " + manager.to_string() + ": " + m.error().message());
+  return std::unique_ptr<Console>(
+      new Console(sys, caf::actor_cast<cluster_manager_actor>(std::move(*m)), std::move(options)));
 }
 
 const std::vector<std::string>& Console::commands() {

@@ -9,6 +9,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
 
+#include "actors/actor_system.hpp"
 #include "actors/errors.hpp"
 #include "actors/gateway/gateway_instruments.hpp"
 #include "actors/gateway/gateway_state.hpp"
@@ -52,11 +53,7 @@ void dial_members(gateway_pointer self) {
     caf::actor_system* sys = &self->system();
     const bool taken = offload(
         self, *st.dial_queue,
-        [sys, at = m.control]() -> Result<caf::actor> {
-          auto got = sys->middleman().remote_actor<node_router_actor>(at.host, at.port);
-          if (!got) return unavailable(caf::to_string(got.error()));
-          return caf::actor_cast<caf::actor>(*got);
-        },
+        [sys, at = m.control]() -> Result<caf::actor> { return connect_remote(*sys, at.host, at.port); },
         [self, node = m.node, at = m.control](Result<caf::actor>& got) {
           auto& st = self->state;
           if (!got.ok()) {

@@ -8,6 +8,7 @@
 #include <caf/send.hpp>
 #include <thread>
 
+#include "actors/actor_system.hpp"
 #include "actors/gateway/gateway.hpp"
 #include "actors/gateway/gateway_instruments.hpp"
 #include "actors/gateway/http/http_frontend.hpp"
@@ -51,21 +52,22 @@ void GatewayProcess::serve_remote(const GatewayConfig& config, const std::atomic
   const auto interval = std::chrono::microseconds(config.reconnect_interval_us);
   bool said_unreachable = false;
   while (!stop) {
-    auto manager = sys_->middleman().remote_actor<cluster_manager_actor>(at.host, at.port);
-    if (!manager) {
+    auto found = connect_remote(*sys_, at.host, at.port);
+    if (!found.ok()) {
       if (!said_unreachable) {
         spdlog::warn("gateway: manager {} unreachable ({}); serving from the last routing table, retrying every {} ms",
-                     at.to_string(), caf::to_string(manager.error()), config.reconnect_interval_us / 1000);
+                     at.to_string(), found.error().message(), config.reconnect_interval_us / 1000);
         said_unreachable = true;
       }
       std::this_thread::sleep_for(interval);
       continue;
     }
     said_unreachable = false;
+    auto manager = caf::actor_cast<cluster_manager_actor>(*found);
     spdlog::info("gateway: connected to the manager at {}", at.to_string());
-    caf::anon_send(gateway_, manager_atom_v, caf::actor_cast<caf::actor>(*manager));
+    caf::anon_send(gateway_, manager_atom_v, *found);
     caf::scoped_actor self{*sys_};
-    self->monitor(*manager);
+    self->monitor(manager);
     bool lost = false;
     while (!stop && !lost) {
       self->receive([&](caf::down_msg&) { lost = true; },

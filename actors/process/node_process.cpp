@@ -7,6 +7,7 @@
 #include <caf/scoped_actor.hpp>
 #include <thread>
 
+#include "actors/actor_system.hpp"
 #include "actors/errors.hpp"
 #include "actors/node/blob_store.hpp"
 #include "actors/node/executor_engine.hpp"
@@ -192,18 +193,19 @@ void NodeProcess::serve_remote(const NodeConfig& config, const std::atomic<bool>
   const auto interval = std::chrono::microseconds(config.rejoin_interval_us);
   bool said_unreachable = false;
   while (!stop) {
-    auto manager = sys_.middleman().remote_actor<cluster_manager_actor>(config.manager->host, config.manager->port);
-    if (!manager) {
+    auto found = connect_remote(sys_, config.manager->host, config.manager->port);
+    if (!found.ok()) {
       if (!said_unreachable) {
         spdlog::warn("node {}: manager {} unreachable ({}); retrying every {} ms", name_, config.manager->to_string(),
-                     caf::to_string(manager.error()), config.rejoin_interval_us / 1000);
+                     found.error().message(), config.rejoin_interval_us / 1000);
         said_unreachable = true;
       }
       std::this_thread::sleep_for(interval);
       continue;
     }
     said_unreachable = false;
-    auto id = join_local(*manager);
+    auto manager = caf::actor_cast<cluster_manager_actor>(*found);
+    auto id = join_local(manager);
     if (!id.ok()) {
       spdlog::warn("node {}: joining {} failed: {}", name_, config.manager->to_string(), id.error().message());
       std::this_thread::sleep_for(interval);
@@ -211,7 +213,7 @@ void NodeProcess::serve_remote(const NodeConfig& config, const std::atomic<bool>
     }
     spdlog::info("node {}: joined the cluster at {} as #{}", name_, config.manager->to_string(), *id);
     caf::scoped_actor self{sys_};
-    self->monitor(*manager);
+    self->monitor(manager);
     bool lost = false;
     while (!stop && !lost) {
       self->receive([&](caf::down_msg&) { lost = true; },

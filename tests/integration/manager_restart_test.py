@@ -115,6 +115,13 @@ def _body(ember, outage, work, procs, logs):
     for port in gports:
         wait_for("the gateway to reconnect", lambda: metric(port, "ember_gateway_manager_connected") == 1, 20)
     reconnected = time.time()
+
+    def second_life():
+        log = log_of("manager")
+        return log[log.rfind("model version(s)"):]  # the restarted manager's lines
+
+    wait_for("both nodes to rejoin", lambda: all(f"node {n} joined" in second_life() for n in ("node1", "node2")),
+             30)
     time.sleep(3.0)  # past the recovery window: the gateways hold the rebuilt table
     load.stop()
     cold_thread.join(timeout=60)
@@ -137,11 +144,6 @@ def _body(ember, outage, work, procs, logs):
         raise Failure("no warm request was answered after the gateways reconnected")
     if cold.get("outcome") != "ok":
         raise Failure(f"the cold request sent while the manager was away: {cold.get('outcome')}")
-    log = log_of("manager")
-    restart_log = log[log.rfind("model version(s)"):]  # the second life's lines
-    for n in ("node1", "node2"):
-        if f"node {n} joined" not in restart_log:
-            raise Failure(f"{n} did not rejoin the restarted manager")
     for i in range(len(gports)):  # the manager defers them, unless they come after its recovery window
         if "subscribing (serving from the last routing table" not in log_of(f"gateway{i}"):
             raise Failure(f"gateway{i} did not resubscribe with its table")
