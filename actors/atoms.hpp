@@ -55,5 +55,13 @@ using log_level_atom = caf::atom_constant<caf::atom("log_level")>;  // the conso
 inline constexpr log_level_atom log_level_atom_v{};
 using transfers_atom = caf::atom_constant<caf::atom("transfers")>;  // the console lists live chains
 inline constexpr transfers_atom transfers_atom_v{};
+using fault_atom = caf::atom_constant<caf::atom("fault")>;  // inject a fault (--allow-faults nodes)
+inline constexpr fault_atom fault_atom_v{};
+using replace_atom = caf::atom_constant<caf::atom("replace")>;  // a supervisor replaced a dead actor
+inline constexpr replace_atom replace_atom_v{};
+using forget_atom = caf::atom_constant<caf::atom("forget")>;  // an executor drops every model it holds
+inline constexpr forget_atom forget_atom_v{};
+using roster_atom = caf::atom_constant<caf::atom("roster")>;  // a node supervisor's current actors
+inline constexpr roster_atom roster_atom_v{};
 
 }  // namespace ember

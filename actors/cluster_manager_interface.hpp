@@ -82,6 +82,10 @@ using cluster_manager_actor = caf::typed_actor<
     caf::replies_to<admin_auth, log_level_atom, std::string>::with<uint32_t>,
     /// Every hop of the multicast chains in flight, with how far it got (a read).
     caf::replies_to<admin_auth, transfers_atom>::with<std::vector<hop_progress>>,
+    /// Injects a fault into node NAME (it must run with --allow-faults; messages.hpp's
+    /// fault_command); answers what the node did. Errors: not_found (no such node), and the node's:
+    /// permission_denied, invalid_argument.
+    caf::replies_to<admin_auth, fault_atom, std::string, fault_command>::with<std::string>,
     /// Internal: the chain controller's stall check; the autoscaler's tick.
     caf::reacts_to<tick_atom>, caf::reacts_to<scale_atom>,
     /// Internal: a repository scan's continuation, back from the scan queue (actors/offload.hpp).

@@ -94,6 +94,11 @@ using gpu_executor_actor = caf::typed_actor<
     /// Replaces the engine by a fresh one over a reopened device (its models are gone); answers the
     /// new device's report. Errors: as reopening the device.
     caf::replies_to<restart_atom>::with<device_report>,
+    /// Unbinds every model (a router that restarted and no longer knows what is resident).
+    caf::replies_to<forget_atom>::with<bool>,
+    /// Fault injection, checked by the node's supervisor: fail-alloc (the next `count` allocations)
+    /// or fault-kernel (the next run). Answers what it armed. Errors: invalid_argument, unavailable.
+    caf::replies_to<fault_atom, fault_command>::with<std::string>,
     /// The continuation of an engine job or a restart (self-sent, local only).
     caf::reacts_to<offload_done>>;
 

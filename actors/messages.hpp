@@ -366,6 +366,31 @@ typename Inspector::result_type inspect(Inspector& f, admin_auth& x) {
   return f(caf::meta::type_name("admin_auth"), x.token, x.who);
 }
 
+/// A fault injected on purpose into a node started with --allow-faults (the console's `fault`, the
+/// fault-injection tests and the chaos benchmark). The node's supervisor checks and applies it and
+/// answers what it did. Kinds and targets (actors/node/node_supervisor.hpp):
+///   kill        router | executor:N      the actor dies at once; its supervisor restarts it
+///   drop, delay, duplicate   router      an interposer in front of the router, for duration_ms
+///                                        (0: until heal), each message with `probability`, seeded
+///   fail-alloc  executor:N               the next `count` device allocations fail (out of memory)
+///   fault-kernel executor:N              the device's next kernel faults (a device fault)
+///   heal        router                   the interposer stops
+struct fault_command {
+  std::string kind;
+  std::string target;
+  double probability = 1.0;
+  uint64_t duration_ms = 0;
+  uint64_t delay_ms = 0;
+  uint64_t count = 1;
+  uint64_t seed = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, fault_command& x) {
+  return f(caf::meta::type_name("fault_command"), x.kind, x.target, x.probability, x.duration_ms, x.delay_ms, x.count,
+           x.seed);
+}
+
 /// Put a model's bytes into the host caches of `nodes` (empty: every node that lacks them) without
 /// binding a device ("distribute"), or drop them from those caches ("evict"; pinned bytes stay).
 struct distribute_request {

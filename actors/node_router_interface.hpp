@@ -15,6 +15,7 @@
 // Concurrent load_replica for one model share one load.
 #pragma once
 
+#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
 #include <optional>
@@ -29,6 +30,13 @@
 #include "actors/offload.hpp"
 
 namespace ember {
+
+/// From the node's supervisor: executor `device` died and `actor` replaces it, without an engine
+/// yet (the router restarts it and binds its replicas again from host memory). Local only.
+struct executor_replaced {
+  uint32_t device = 0;
+  gpu_executor_actor actor;
+};
 
 using node_router_actor = caf::typed_actor<
     /// The warm path. Errors: unavailable (no replica here: the caller's routing is stale; or the
@@ -63,7 +71,14 @@ using node_router_actor = caf::typed_actor<
     /// The node process's log level (trace, debug, info, warn, error, off), from the console through
     /// the manager. Errors: invalid_argument (no such level).
     caf::replies_to<log_level_atom, std::string>::with<bool>,
+    /// Fault injection (nodes started with --allow-faults): kinds and targets in messages.hpp's
+    /// fault_command. Taken by the node's supervisor (actors/node/node_supervisor.hpp), which
+    /// stands in front of the router; answers what was done. Errors: permission_denied (the node
+    /// does not allow faults), invalid_argument (no such kind or target).
+    caf::replies_to<fault_atom, fault_command>::with<std::string>, caf::reacts_to<replace_atom, executor_replaced>,
     /// Offloaded work's continuation (actors/offload.hpp): a stage's fetch of handed-off tensors.
     caf::reacts_to<offload_done>>;
 
 }  // namespace ember
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::executor_replaced)

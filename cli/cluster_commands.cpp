@@ -62,6 +62,7 @@ struct ClusterOptions {
   std::string rack;               // transfer.rack
   uint64_t fault_corrupt_frame = 0;
   std::string fault_receive_rate;
+  bool allow_faults = false;
 };
 
 /// Applies one override: `field = parse(text)` unless text is empty; errors name the option.
@@ -109,6 +110,7 @@ Result<ClusterConfig> cluster_config(const ClusterOptions& o, ProcessRole role) 
   EMBER_RETURN_IF_ERROR(override_with(o.transport, "--transport", c.transfer.transport, parse_transport_kind));
   if (!o.rack.empty()) c.transfer.rack = o.rack;
   c.transfer.fault_corrupt_frame = o.fault_corrupt_frame;
+  if (o.allow_faults) c.node.allow_faults = true;
   EMBER_RETURN_IF_ERROR(
       override_with(o.fault_receive_rate, "--fault-receive-rate", c.transfer.fault_receive_bytes_per_s, parse_bandwidth));
   const std::string source = o.config.empty() ? "command line" : o.config + " and the command line";
@@ -245,6 +247,10 @@ void add_fault_flags(CLI::App* cmd, ClusterOptions& o) {
       ->group("Fault injection");
   cmd->add_option("--fault-receive-rate", o.fault_receive_rate,
                   "Receive multicast chains at most this fast, e.g. 20MB/s (a slow peer)")
+      ->group("Fault injection");
+  cmd->add_flag("--allow-faults", o.allow_faults,
+                "Take fault commands from the console and tests: kill actors, drop/delay/duplicate messages, "
+                "fail allocations, fault kernels (node.allow_faults)")
       ->group("Fault injection");
 }
 

@@ -82,8 +82,9 @@ Status parse_gateway(const YamlSection& s, GatewayConfig& c) {
 
 Status parse_node(const YamlSection& s, NodeConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
-  EMBER_RETURN_IF_ERROR(s.check_keys({"manager", "listen", "data_listen", "name", "cache", "repository",
-                                      "rejoin_interval", "max_queue", "max_queued_per_model", "max_queued_total"}));
+  EMBER_RETURN_IF_ERROR(
+      s.check_keys({"manager", "listen", "data_listen", "name", "cache", "repository", "rejoin_interval", "max_queue",
+                    "max_queued_per_model", "max_queued_total", "allow_faults"}));
   if (s.has("manager")) {
     HostPort manager;
     EMBER_RETURN_IF_ERROR(s.read("manager", manager, parse_host_port));
@@ -98,6 +99,7 @@ Status parse_node(const YamlSection& s, NodeConfig& c) {
   EMBER_RETURN_IF_ERROR(s.read_uint_as("max_queue", 1'000'000, c.max_queue));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("max_queued_per_model", 1'000'000, c.max_queued_per_model));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("max_queued_total", 1'000'000, c.max_queued_total));
+  EMBER_RETURN_IF_ERROR(s.read_bool("allow_faults", c.allow_faults));
   return Status::OK();
 }
 

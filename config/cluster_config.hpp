@@ -168,6 +168,11 @@ struct NodeConfig {
   /// router refuses the newest as above. Default 4096; 1..1000000. With the largest request body
   /// (gateway.max_body), it bounds the host memory the node's waiting requests take.
   uint32_t max_queued_total = 4096;
+  /// Accept fault commands (kill an actor, drop/delay/duplicate the router's messages, fail
+  /// allocations, fault a kernel) from the console and tests: `ember node --allow-faults` or
+  /// node.allow_faults. Default false; never on a node that serves real traffic (anyone who can
+  /// reach the node's listen address could inject them).
+  bool allow_faults = false;
 };
 
 /// `transfer:` — the data plane and chained multicast of model bytes (read by managers and nodes).

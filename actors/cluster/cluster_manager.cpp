@@ -1043,6 +1043,13 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
         }
         return out;
       },
+      [self](const admin_auth& who, fault_atom, const std::string& name, fault_command& f) -> caf::result<std::string> {
+        const std::string what = "fault " + name + " " + f.kind + " " + f.target;
+        if (auto ok = check_admin(self, who, what); !ok.ok()) return to_caf(ok.error());
+        auto id = self->state.members.id_of(name);
+        if (!id) return to_caf(not_found("no node named '" + name + "' is in the cluster"));
+        return self->delegate(self->state.members.find(*id)->router, fault_atom_v, std::move(f));
+      },
       [self](const admin_auth& who, log_level_atom, const std::string& level) -> caf::result<uint32_t> {
         if (auto ok = check_admin(self, who, "log-level " + level); !ok.ok()) return to_caf(ok.error());
         if (auto set = set_log_level(level); !set.ok()) return to_caf(set.error());

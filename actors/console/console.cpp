@@ -45,6 +45,9 @@ const Usage kUsage[] = {
     {"evict", "MODEL[/VERSION] [NODE...]", "drop the bytes from the host caches (replicas keep theirs)"},
     {"scale", "MODEL[/VERSION] MIN [MAX]", "the autoscaler keeps MIN..MAX replicas (MAX 0 or left out: its own)"},
     {"drain", "NODE", "place nothing more on NODE and move its replicas away; answers when it may be stopped"},
+    {"fault", "NODE KIND [TARGET] [p=P] [for=DURATION] [delay=DURATION] [count=K] [seed=S]",
+     "inject a fault into a node started with --allow-faults: kill (router, executor:N), drop, delay, "
+     "duplicate (the router's messages, for a duration, seeded), heal, fail-alloc K, fault-kernel (executor:N)"},
     {"log-level", "LEVEL", "the log level of the manager and every node: trace, debug, info, warn, error, off"},
     {"metrics", "[MODEL]", "the manager's metrics (the lines of MODEL only)"},
     {"watch", "[TIMES]", "the models and nodes tables, refreshed every second (TIMES times; Ctrl-C stops)"},
@@ -185,6 +188,50 @@ std::string distribute_text(const distribute_result& r) {
 
 }  // namespace
 
+Result<fault_command> parse_fault(const std::vector<std::string>& words) {
+  if (words.empty())
+    return invalid_argument("no fault kind (kill, drop, delay, duplicate, heal, fail-alloc, fault-kernel)");
+  fault_command f;
+  f.kind = words[0];
+  const bool on_executor = f.kind == "fail-alloc" || f.kind == "fault-kernel";
+  f.target = on_executor ? "executor:0" : "router";
+  for (size_t i = 1; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    const auto eq = w.find('=');
+    if (eq == std::string::npos) {
+      if (i != 1) return invalid_argument("'" + w + "': options are KEY=VALUE, after the target");
+      f.target = w;
+      continue;
+    }
+    const std::string key = w.substr(0, eq);
+    const std::string value = w.substr(eq + 1);
+    auto number = [&]() -> Result<uint64_t> {
+      char* end = nullptr;
+      const unsigned long long n = std::strtoull(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0') return invalid_argument("'" + value + "' is not a number (" + key + ")");
+      return static_cast<uint64_t>(n);
+    };
+    if (key == "p") {
+      char* end = nullptr;
+      f.probability = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end != '\0' || !(f.probability > 0.0 && f.probability <= 1.0)) {
+        return invalid_argument("p is a probability in (0, 1], not '" + value + "'");
+      }
+    } else if (key == "for" || key == "delay") {
+      auto us = parse_duration_us(value);
+      if (!us.ok()) return us.error().with_context(key);
+      (key == "for" ? f.duration_ms : f.delay_ms) = std::max<uint64_t>(*us / 1000, 1);
+    } else if (key == "count") {
+      EMBER_ASSIGN_OR_RETURN(f.count, number());
+    } else if (key == "seed") {
+      EMBER_ASSIGN_OR_RETURN(f.seed, number());
+    } else {
+      return invalid_argument("no fault option '" + key + "' (p, for, delay, count, seed)");
+    }
+  }
+  return f;
+}
+
 std::string console_user() {
   const char* user = std::getenv("USER");
   if (!user || !*user) {
@@ -229,6 +276,11 @@ std::vector<std::string> Console::complete(const std::string& line, const std::s
     add(commands());
   } else if (words[0] == "drain") {
     add(node_names_);
+  } else if (words[0] == "fault") {
+    const size_t at = words.size() - (line.back() == ' ' ? 0 : 1);  // the word being completed
+    if (at <= 1) add(node_names_);
+    if (at == 2) add({"kill", "drop", "delay", "duplicate", "heal", "fail-alloc", "fault-kernel"});
+    if (at == 3) add({"router", "executor:0"});
   } else if (words[0] == "distribute" || words[0] == "evict") {
     add(words.size() <= 2 && line.back() != ' ' ? model_names_ : node_names_);
     if (words.size() == 1) add(model_names_);
@@ -359,6 +411,18 @@ Result<std::string> Console::run(const std::string& line) {
     if (!out.ok()) return out.error();
     if (options_.json) return json_of(*out).dump() + "\n";
     return distribute_text(*out);
+  }
+  if (cmd == "fault") {
+    if (args < 2) return bad("");
+    EMBER_ASSIGN_OR_RETURN(fault_command f, parse_fault({words.begin() + 2, words.end()}));
+    Result<std::string> out = internal_error("no answer");
+    self->request(manager_, kReadTimeout, options_.auth, fault_atom_v, words[1], f)
+        .receive([&](std::string& what) { out = std::move(what); }, [&](caf::error& e) { out = from_caf(e); });
+    if (!out.ok()) return out.error();
+    if (options_.json) {
+      return json{{"node", words[1]}, {"kind", f.kind}, {"target", f.target}, {"done", *out}}.dump() + "\n";
+    }
+    return "node " + words[1] + ": " + *out + "\n";
   }
   if (cmd == "drain") {
     if (args != 1) return bad("");

@@ -84,6 +84,12 @@ EngineMemory ExecutorEngine::engine_memory() const {
 
 gpu::WeightPlacer ExecutorEngine::placer(const model_key& key) {
   return [this, name = key.to_string()](const std::vector<uint64_t>& sizes) -> Result<std::vector<gpu::DevicePtr>> {
+    for (uint64_t n = fail_allocations_.load(); n > 0;) {
+      if (fail_allocations_.compare_exchange_weak(n, n - 1)) {
+        return out_of_memory("injected fault: the allocation of " + name + "'s weights on " + device_->info().name +
+                             " failed");
+      }
+    }
     EMBER_ASSIGN_OR_RETURN(auto handles, pool_->allocate_model(name, sizes));
     std::vector<gpu::DevicePtr> ptrs;
     for (const auto& h : handles) ptrs.push_back(region_->ptr() + *pool_->offset_of(h));
@@ -137,11 +143,22 @@ void ExecutorEngine::unbind(const model_key& key, std::function<void()> done) {
   });
 }
 
+void ExecutorEngine::unbind_all(std::function<void()> done) {
+  jobs_->post([this, done = std::move(done)] {
+    while (!models_.empty()) evict(models_.begin()->first);
+    done();
+  });
+}
+
 Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_checked(gpu::LayerExecutor& ex,
                                                                  const std::vector<gpu::HostTensor>& in) {
   {
     std::lock_guard lock(mu_);
     if (!broken_.empty()) return device_fault(broken_);
+    if (fault_next_kernel_.exchange(false)) {
+      broken_ = device_->info().name + ": injected fault: a kernel faulted";
+      return device_fault(broken_);
+    }
   }
   try {
     auto out = ex.run_host(in);

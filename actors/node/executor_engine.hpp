@@ -27,6 +27,7 @@
 // Thread safety: every public member may be called from any thread.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -119,6 +120,8 @@ class ExecutorEngine {
   void bind(const model_key& key, std::shared_ptr<const gpu::Model> model, std::function<void(Status)> done);
   /// Frees the model's device memory after the jobs queued before it ran.
   void unbind(const model_key& key, std::function<void()> done);
+  /// Frees every model's device memory after the jobs queued before it ran.
+  void unbind_all(std::function<void()> done);
   /// Runs a resident model on host tensors; `done` gets the outputs (named as the model names
   /// them). Returns false, without calling `done`, when the queue is full.
   bool infer(const model_key& key, std::vector<gpu::HostTensor> inputs, std::function<void(InferResult)> done);
@@ -127,6 +130,13 @@ class ExecutorEngine {
   /// Where a resident model's weights live, for a device-to-device swap onto another device;
   /// nullopt when not resident. Valid while the model stays resident (the router's lock).
   std::optional<gpu::PeerWeights> weights_of(const model_key& key) const;
+
+  /// Fault injection (nodes started with --allow-faults): the next `n` device allocations for model
+  /// weights fail as out of memory.
+  void fail_allocations(uint64_t n) { fail_allocations_.store(n); }
+  /// Fault injection: the next run faults the device as a failed kernel would (the engine is broken
+  /// until restarted). Device-independent: it takes the path of a real fault, not the device's.
+  void fault_next_kernel() { fault_next_kernel_.store(true); }
 
   /// Inference jobs waiting (not the one running).
   size_t queued() const;
@@ -155,6 +165,8 @@ class ExecutorEngine {
   std::optional<gpu::DeviceMemoryPool> pool_;  // worker thread only (and start-up)
   uint64_t workspace_ = 0;
 
+  std::atomic<uint64_t> fail_allocations_{0};
+  std::atomic<bool> fault_next_kernel_{false};
   mutable std::mutex mu_;
   std::string broken_;             // guarded by mu_: why the engine refuses work ("" = fine)
   uint64_t pool_free_ = 0;         // guarded by mu_: a copy for other threads

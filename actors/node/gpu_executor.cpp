@@ -15,6 +15,7 @@
 #include "actors/gpu_executor_interface.hpp"
 #include "actors/node/executor_engine.hpp"
 #include "actors/offload.hpp"
+#include "actors/pending_answers.hpp"
 #include "actors/tensor_codec.hpp"
 
 namespace ember {
@@ -50,9 +51,14 @@ struct executor_state {
   WorkQueue* maintenance = nullptr;
   std::string device;  // the device's name, kept for answers while there is no engine
   bool restarting = false;
+  /// Asked for a restart while one ran: answered with it.
+  std::vector<std::pair<caf::typed_response_promise<device_report>, uint64_t>> restart_waiters;
   std::string node;
   NodeInstruments* instruments = nullptr;
   engine_factory reopen;
+  /// The promises engine jobs and restarts will keep: answered `unavailable` if this actor dies
+  /// first (a killed executor's callers retry at once instead of waiting for their timeouts).
+  PendingAnswers answers;
 };
 
 using executor_pointer = gpu_executor_actor::stateful_pointer<executor_state>;
@@ -110,9 +116,11 @@ caf::result<infer_reply> infer(executor_pointer self, infer_request& req) {
   auto inputs = decode_tensors(req.inputs);
   if (!inputs.ok()) return to_caf(inputs.error());
   auto rp = self->make_response_promise<infer_reply>();
+  const uint64_t pending = self->state.answers.add(rp);
   auto done = continue_on<ExecutorEngine::InferResult>(
-      self, [self, rp, skeleton = skeleton_of(self, req),
+      self, [self, rp, pending, skeleton = skeleton_of(self, req),
              wanted = std::move(req.outputs)](ExecutorEngine::InferResult& r) mutable {
+        self->state.answers.settle(pending);
         if (self->state.instruments) self->state.instruments->observe_run(skeleton.model, r.queue_us, r.compute_us);
         auto reply = build_reply(std::move(skeleton), wanted, r);
         if (reply.ok())
@@ -123,6 +131,7 @@ caf::result<infer_reply> infer(executor_pointer self, infer_request& req) {
   if (!self->state.engine->infer(req.model, std::move(*inputs), std::move(done))) {
     // A promise exists already, so the answer goes through it (a returned error would be dropped).
     if (self->state.instruments) self->state.instruments->count_rejected(req.model);
+    self->state.answers.settle(pending);
     rp.deliver(to_caf(unavailable("the queue of " + self->state.engine->device_info().name + " on node " +
                                   self->state.node + " is full")));
   }
@@ -142,9 +151,11 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
     return bad;
   }
   auto rp = self->make_response_promise<swap_reply>();
+  const uint64_t pending = self->state.answers.add(rp);
   auto done = continue_on<ExecutorEngine::SwapRunResult>(
-      self, [self, rp, skeleton = skeleton_of(self, request),
+      self, [self, rp, pending, skeleton = skeleton_of(self, request),
              wanted = request.outputs](ExecutorEngine::SwapRunResult& r) mutable {
+        self->state.answers.settle(pending);
         if (self->state.instruments) {
           self->state.instruments->observe_run(skeleton.model, r.run.queue_us, r.run.compute_us);
         }
@@ -170,6 +181,7 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
     if (self->state.instruments) self->state.instruments->count_rejected(request.model);
     bad.error = unavailable("the queue of " + self->state.engine->device_info().name + " on node " +
                             self->state.node + " is full");
+    self->state.answers.settle(pending);
     rp.deliver(std::move(bad));
   }
   return rp;
@@ -185,19 +197,36 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
 caf::result<device_report> restart(executor_pointer self) {
   auto& st = self->state;
   if (!st.reopen) return to_caf(unsupported("this executor cannot be restarted (no device factory)"));
-  if (st.restarting) return to_caf(unavailable("executor " + st.device + " is already restarting"));
+  if (st.restarting) {  // a router that took over from a dead one may ask again: it joins this one
+    auto rp = self->make_response_promise<device_report>();
+    st.restart_waiters.emplace_back(rp, st.answers.add(rp));
+    return rp;
+  }
   st.restarting = true;
   using Fresh = Result<EngineHandle>;
   auto rp = self->make_response_promise<device_report>();
-  auto done = continue_on<Fresh>(self, [self, rp](Fresh& fresh) mutable {
-    self->state.restarting = false;
+  const uint64_t pending = st.answers.add(rp);
+  auto done = continue_on<Fresh>(self, [self, rp, pending](Fresh& fresh) mutable {
+    auto& st = self->state;
+    st.answers.settle(pending);
+    st.restarting = false;
+    auto waiters = std::move(st.restart_waiters);
+    st.restart_waiters.clear();
+    waiters.emplace_back(rp, 0);
     if (!fresh.ok()) {
-      rp.deliver(to_caf(fresh.error().with_context("restarting " + self->state.device)));
+      const caf::error err = to_caf(fresh.error().with_context("restarting " + st.device));
+      for (auto& [w, id] : waiters) {
+        st.answers.settle(id);
+        w.deliver(err);
+      }
       return;
     }
-    self->state.engine = std::move(*fresh);
+    st.engine = std::move(*fresh);
     report_memory(self);
-    rp.deliver(report_device(*self->state.engine));
+    for (auto& [w, id] : waiters) {
+      st.answers.settle(id);
+      w.deliver(report_device(*st.engine));
+    }
   });
   // post, not try_post: restarts bound themselves (one per executor at a time).
   st.maintenance->post(
@@ -210,21 +239,40 @@ caf::result<device_report> restart(executor_pointer self) {
   return rp;
 }
 
-gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, EngineHandle engine, std::string node,
-                                                    NodeInstruments* instruments, WorkQueue* maintenance,
-                                                    engine_factory reopen) {
+/// Fault injection (the node's supervisor checked that the node allows it): into the engine.
+caf::result<std::string> inject(executor_pointer self, const fault_command& f) {
+  auto& st = self->state;
+  if (!st.engine) return to_caf(no_engine(self));
+  if (f.kind == "fail-alloc") {
+    st.engine->fail_allocations(f.count);
+    return "the next " + std::to_string(f.count) + " allocation(s) on " + st.device + " fail";
+  }
+  if (f.kind == "fault-kernel") {
+    st.engine->fault_next_kernel();
+    return "the next kernel on " + st.device + " faults";
+  }
+  return to_caf(invalid_argument("an executor takes fail-alloc or fault-kernel, not '" + f.kind + "'"));
+}
+
+gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, EngineHandle engine, std::string device,
+                                                    std::string node, NodeInstruments* instruments,
+                                                    WorkQueue* maintenance, engine_factory reopen) {
   self->state.engine = std::move(engine);
   self->state.maintenance = maintenance;
-  self->state.device = self->state.engine->device_info().name;
+  if (self->state.engine) self->state.device = self->state.engine->device_info().name;
+  if (!device.empty()) self->state.device = std::move(device);
   self->state.reopen = std::move(reopen);
   self->state.node = std::move(node);
   self->state.instruments = instruments;
+  self->state.answers.set_who("executor " + self->state.device + " on node " + self->state.node);
   return {
       // -- models --------------------------------------------------------------------------------
       [self](bind_model& b) -> caf::result<std::string> {
         if (!self->state.engine) return to_caf(no_engine(self));
         auto rp = self->make_response_promise<std::string>();
-        auto done = continue_on<Status>(self, [self, rp](Status& st) mutable {
+        const uint64_t pending = self->state.answers.add(rp);
+        auto done = continue_on<Status>(self, [self, rp, pending](Status& st) mutable {
+          self->state.answers.settle(pending);
           report_memory(self);
           if (!st.ok()) {
             rp.deliver(to_caf(st.error()));
@@ -238,13 +286,28 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, Engin
       [self](unload_atom, const model_key& key) -> caf::result<bool> {
         if (!self->state.engine) return true;  // no engine, nothing on the device
         auto rp = self->make_response_promise<bool>();
-        auto done = continue_on<bool>(self, [self, rp](bool&) mutable {
+        const uint64_t pending = self->state.answers.add(rp);
+        auto done = continue_on<bool>(self, [self, rp, pending](bool&) mutable {
+          self->state.answers.settle(pending);
           report_memory(self);
           rp.deliver(true);
         });
         self->state.engine->unbind(key, [done] { done(true); });
         return rp;
       },
+      [self](forget_atom) -> caf::result<bool> {
+        if (!self->state.engine) return true;
+        auto rp = self->make_response_promise<bool>();
+        const uint64_t pending = self->state.answers.add(rp);
+        auto done = continue_on<bool>(self, [self, rp, pending](bool&) mutable {
+          self->state.answers.settle(pending);
+          report_memory(self);
+          rp.deliver(true);
+        });
+        self->state.engine->unbind_all([done] { done(true); });
+        return rp;
+      },
+      [self](fault_atom, const fault_command& f) -> caf::result<std::string> { return inject(self, f); },
       // -- requests ------------------------------------------------------------------------------
       [self](infer_request& req) -> caf::result<infer_reply> { return infer(self, req); },
       [self](swap_request& req) -> caf::result<swap_reply> { return swap(self, req); },
@@ -268,7 +331,14 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, Engin
 
 gpu_executor_actor spawn_gpu_executor(caf::actor_system& sys, std::unique_ptr<ExecutorEngine> engine, std::string node,
                                       NodeInstruments* instruments, WorkQueue& maintenance, engine_factory reopen) {
-  return sys.spawn(executor_behavior, adopt(maintenance, std::move(engine)), std::move(node), instruments, &maintenance,
+  return sys.spawn(executor_behavior, adopt(maintenance, std::move(engine)), std::string{}, std::move(node),
+                   instruments, &maintenance, std::move(reopen));
+}
+
+gpu_executor_actor spawn_replacement_executor(caf::actor_system& sys, std::string device, std::string node,
+                                              NodeInstruments* instruments, WorkQueue& maintenance,
+                                              engine_factory reopen) {
+  return sys.spawn(executor_behavior, EngineHandle{}, std::move(device), std::move(node), instruments, &maintenance,
                    std::move(reopen));
 }
 

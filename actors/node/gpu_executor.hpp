@@ -25,4 +25,12 @@ using engine_factory = std::function<Result<std::unique_ptr<ExecutorEngine>>()>;
 gpu_executor_actor spawn_gpu_executor(caf::actor_system& sys, std::unique_ptr<ExecutorEngine> engine, std::string node,
                                       NodeInstruments* instruments, WorkQueue& maintenance, engine_factory reopen = {});
 
+/// The replacement of an executor that died (its supervisor spawns it): no engine yet, so it answers
+/// every job as unavailable until its owner sends restart_atom, which builds one with `reopen` on
+/// `maintenance` (by then the dead executor's engine, destroyed on that serial queue, freed the
+/// device). `device` names the device meanwhile.
+gpu_executor_actor spawn_replacement_executor(caf::actor_system& sys, std::string device, std::string node,
+                                              NodeInstruments* instruments, WorkQueue& maintenance,
+                                              engine_factory reopen);
+
 }  // namespace ember

@@ -46,6 +46,14 @@ NodeInstruments::NodeInstruments()
                                        "Bytes of carried tensors this node's pipeline stages fetched from the stage "
                                        "before them, over the data plane",
                                        {"transport"})),
+      faults_(registry_.counter("ember_faults_injected_total",
+                                "Faults injected on purpose into this node (--allow-faults), by kind", {"kind"})),
+      actor_restarts_(registry_.counter("ember_actor_restarts_total",
+                                        "Actors of this node that died and were restarted by its supervisor",
+                                        {"actor"})),
+      unrestored_(registry_.counter("ember_fault_unrestored_total",
+                                    "What a restarted actor could not get back (replica: no longer served here)",
+                                    {"what"})),
       transfers_(registry_) {}
 
 void NodeInstruments::count_dispatch(const std::string& kind) { dispatches_.with({kind}).inc(); }
@@ -56,6 +64,9 @@ void NodeInstruments::set_slo_state(double alpha, uint64_t queued) {
   queued_.set(static_cast<double>(queued));
 }
 void NodeInstruments::count_restart() { restarts_.inc(); }
+void NodeInstruments::count_fault(const std::string& kind) { faults_.with({kind}).inc(); }
+void NodeInstruments::count_actor_restart(const std::string& actor) { actor_restarts_.with({actor}).inc(); }
+void NodeInstruments::count_unrestored(const std::string& what) { unrestored_.with({what}).inc(); }
 void NodeInstruments::add_handoff(std::string_view transport, uint64_t bytes) {
   handoff_bytes_.with({std::string(transport)}).inc(static_cast<double>(bytes));
 }

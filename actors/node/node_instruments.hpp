@@ -43,6 +43,12 @@ class NodeInstruments {
   void count_slo(bool on_time);
   void set_slo_state(double alpha, uint64_t queued);
   void count_restart();
+  /// Fault injection: a fault of `kind` was injected (node_supervisor).
+  void count_fault(const std::string& kind);
+  /// A supervisor restarted a dead actor: "router" or "executor".
+  void count_actor_restart(const std::string& actor);
+  /// Something a restarted actor could not get back ("replica": served no more after a fault).
+  void count_unrestored(const std::string& what);
   /// A pipeline stage here fetched the tensors its upstream handed over, over `transport`.
   void add_handoff(std::string_view transport, uint64_t bytes);
 
@@ -67,6 +73,9 @@ class NodeInstruments {
   metrics::Gauge& queued_;
   metrics::Counter& restarts_;
   metrics::CounterFamily& handoff_bytes_;
+  metrics::CounterFamily& faults_;
+  metrics::CounterFamily& actor_restarts_;
+  metrics::CounterFamily& unrestored_;
   TransferInstruments transfers_;  // after registry_: registers into it
 };
 

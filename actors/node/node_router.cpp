@@ -12,6 +12,7 @@
 #include "actors/actor_system.hpp"
 #include "actors/errors.hpp"
 #include "actors/node/node_router_state.hpp"
+#include "actors/node/replica_ledger.hpp"
 #include "actors/node_router_interface.hpp"
 #include "base/units.hpp"
 
@@ -24,7 +25,41 @@ constexpr auto kFetchTimeout = std::chrono::minutes(10);
 /// How long binding (uploading weights to a device) may take.
 constexpr auto kBindTimeout = std::chrono::minutes(5);
 
+/// Keeps a ready replica in the ledger, for a successor of this router.
+void remember(router_pointer self, const model_key& key, const router_state::Replica& r) {
+  auto& st = self->state;
+  if (!st.config.ledger) return;
+  LedgerEntry e;
+  e.key = key;
+  e.blob_key = r.blob_key;
+  e.weights_bytes = r.weights_bytes;
+  e.device = r.device;
+  e.info = r.info;
+  e.model = r.model;
+  if (st.swap) e.late = st.swap->model(key.to_string());
+  e.stage = st.stages.count(key) > 0;
+  st.config.ledger->put(std::move(e));
+}
+
+void forget(router_pointer self, const model_key& key) {
+  if (self->state.config.ledger) self->state.config.ledger->erase(key);
+}
+
 }  // namespace
+
+router_state::~router_state() {
+  const caf::error gone = to_caf(unavailable("the router of node " + config.name + " died; retry"));
+  auto fail = [&](auto& promise) {
+    if (promise.pending()) promise.deliver(gone);
+  };
+  for (auto& [id, h] : held) fail(h.promise);
+  for (auto& [key, s] : stages)
+    for (auto& p : s.pending) fail(p.promise);
+  for (auto& [id, w] : hop_waits)
+    if (w.pending) fail(w.pending->promise);
+  for (auto& [key, r] : replicas)
+    for (auto& w : r.waiters) fail(w);
+}
 
 void finish_load(router_pointer self, const model_key& key, const caf::error& err) {
   auto& st = self->state;
@@ -41,11 +76,13 @@ void finish_load(router_pointer self, const model_key& key, const caf::error& er
     if (st.swap) late_unload(self, key);
     stage_drop(self, key);
     st.replicas.erase(it);
+    forget(self, key);
     for (auto& w : waiters) w.deliver(err);
     return;
   }
   r.ready = true;
   r.info.load_us = static_cast<uint64_t>(seconds * 1e6);
+  remember(self, key, r);
   if (st.instruments) {
     st.instruments->count_load("ok", seconds);
     st.instruments->set_replicas(st.ready_count());
@@ -80,11 +117,12 @@ void bind_somewhere(router_pointer self, model_key key, std::shared_ptr<const gp
   tried.push_back(best);
   self->request(st.devices[best].actor, kBindTimeout, bind_model{key, model})
       .then(
-          [self, key, best, need](const std::string& device) {
+          [self, key, best, need, model](const std::string& device) {
             auto it = self->state.replicas.find(key);
             if (it == self->state.replicas.end()) return;
             it->second.device = best;
             it->second.info.device = device;
+            it->second.model = model;  // kept to bind it again if the executor dies
             self->state.devices[best].bound_bytes += need;
             finish_load(self, key, caf::error{});
           },
@@ -192,12 +230,14 @@ caf::result<bool> unload(router_pointer self, const model_key& key) {
     late_unload(self, key);
     self->send(st.cache, unpin_atom_v, it->second.blob_key);
     st.replicas.erase(it);
+    forget(self, key);
     if (st.instruments) st.instruments->set_replicas(st.ready_count());
     spdlog::info("node {}: replica {} unloaded", st.config.name, key.to_string());
     return true;
   }
   const auto r = it->second;
   st.replicas.erase(it);
+  forget(self, key);
   st.devices[r.device].bound_bytes -= std::min(st.devices[r.device].bound_bytes, r.weights_bytes);
   self->send(st.cache, unpin_atom_v, r.blob_key);
   if (st.instruments) st.instruments->set_replicas(st.ready_count());
@@ -231,6 +271,182 @@ caf::result<node_report> report(router_pointer self) {
   return rp;
 }
 
+void restart_and_rebind(router_pointer self, uint32_t device, std::vector<model_key> rebinding);
+
+/// A replica the router cannot serve again after a fault: it leaves the node (and its ledger),
+/// reported. The manager learns it from the node's next report; the gateways from its refusals.
+void lose_replica(router_pointer self, const model_key& key, const std::string& why) {
+  auto& st = self->state;
+  auto it = st.replicas.find(key);
+  if (it == st.replicas.end()) return;
+  spdlog::error("node {}: replica {} is lost: {}", st.config.name, key.to_string(), why);
+  if (it->second.pinned) self->send(st.cache, unpin_atom_v, it->second.blob_key);
+  st.replicas.erase(it);
+  forget(self, key);
+  if (st.instruments) {
+    st.instruments->count_unrestored("replica");
+    st.instruments->set_replicas(st.ready_count());
+  }
+}
+
+/// Pinned binding: binds a replica again on its (restarted) device from the host copy it kept.
+void rebind(router_pointer self, const model_key& key, size_t device) {
+  auto it = self->state.replicas.find(key);
+  if (it == self->state.replicas.end() || !it->second.model) return lose_replica(self, key, "no host copy");
+  self->request(self->state.devices[device].actor, kBindTimeout, bind_model{key, it->second.model})
+      .then(
+          [self, key, device](const std::string&) {
+            auto& st = self->state;
+            auto it = st.replicas.find(key);
+            if (it == st.replicas.end()) return;  // unloaded meanwhile (the unload freed the device)
+            it->second.ready = true;
+            st.devices[device].bound_bytes += it->second.weights_bytes;
+            if (st.instruments) st.instruments->set_replicas(st.ready_count());
+            spdlog::info("node {}: replica {} bound again on {} from host memory", st.config.name, key.to_string(),
+                         st.devices[device].name);
+          },
+          [self, key](caf::error& err) {
+            lose_replica(self, key, "binding it again failed: " + from_caf(err).message());
+          });
+}
+
+/// The node's supervisor replaced executor `x.device`, which died: the replacement has no engine
+/// yet. Late binding restarts it like a faulted one; pinned binding restarts it and binds the
+/// replicas it held again from host memory (they refuse requests meanwhile: the gateways retry).
+void replace_executor(router_pointer self, executor_replaced& x) {
+  auto& st = self->state;
+  if (x.device >= st.devices.size()) return;
+  auto& d = st.devices[x.device];
+  d.actor = std::move(x.actor);
+  if (st.swap) {
+    d.restarting = false;  // a restart sent to the dead executor is moot
+    st.swap->device_down(x.device);
+    return restart_device(self, x.device);
+  }
+  d.bound_bytes = 0;
+  std::vector<model_key> rebinding;
+  for (auto& [key, r] : st.replicas) {
+    if (r.ready && r.device == x.device && !st.stages.count(key)) {
+      r.ready = false;
+      rebinding.push_back(key);
+    }
+  }
+  spdlog::warn("node {}: executor {} died; restarting it and binding its {} replica(s) again from host memory",
+               st.config.name, d.name, rebinding.size());
+  restart_and_rebind(self, x.device, std::move(rebinding));
+}
+
+/// A restored router checks each executor: one without an engine (its restart, asked by the dead
+/// router, still runs or failed) is restarted; with pinned binding, the replicas the ledger puts on
+/// it that it does not hold (it was restarted meanwhile) are bound again.
+void verify_bound(router_pointer self, uint32_t device) {
+  self->request(self->state.devices[device].actor, std::chrono::seconds(10), status_atom_v)
+      .then(
+          [self, device](executor_status& status) {
+            auto& st = self->state;
+            if (st.swap) {  // late binding: an executor without an engine is restarted (or its restart joined)
+              if (status.pool_capacity == 0) {
+                st.swap->device_down(device);
+                restart_device(self, device);
+              }
+              return;
+            }
+            std::vector<model_key> missing;
+            for (auto& [key, r] : st.replicas) {
+              if (r.device != device || st.stages.count(key) || !r.ready) continue;
+              if (std::find(status.bound.begin(), status.bound.end(), key) != status.bound.end()) continue;
+              r.ready = false;
+              st.devices[device].bound_bytes -= std::min(st.devices[device].bound_bytes, r.weights_bytes);
+              missing.push_back(key);
+            }
+            if (missing.empty()) return;
+            spdlog::warn("node {}: executor {} lacks {} replica(s) the ledger has; binding them again", st.config.name,
+                         st.devices[device].name, missing.size());
+            if (status.pool_capacity == 0) return restart_and_rebind(self, device, std::move(missing));  // no engine
+            for (const auto& key : missing) rebind(self, key, device);
+          },
+          [](caf::error&) {});
+}
+
+/// Pinned binding: restarts executor `device` (or joins its restart in progress) and binds
+/// `rebinding` again from host memory.
+void restart_and_rebind(router_pointer self, uint32_t device, std::vector<model_key> rebinding) {
+  auto& st = self->state;
+  if (st.instruments) st.instruments->set_replicas(st.ready_count());
+  self->request(st.devices[device].actor, kBindTimeout, restart_atom_v)
+      .then(
+          [self, device, rebinding](device_report&) {
+            for (const auto& key : rebinding) rebind(self, key, device);
+          },
+          [self, rebinding](caf::error& err) {
+            for (const auto& key : rebinding)
+              lose_replica(self, key, "its executor could not be restarted: " + from_caf(err).message());
+          });
+}
+
+/// A router spawned over a ledger with entries (its predecessor died): serves those replicas again.
+void restore(router_pointer self) {
+  auto& st = self->state;
+  if (!st.config.ledger) return;
+  auto entries = st.config.ledger->entries();
+  if (entries.empty()) return;
+  if (st.swap) {
+    // The executors may hold device copies this router knows nothing of: they drop them before any
+    // request of this router reaches them (one sender's messages arrive in order).
+    for (auto& d : st.devices)
+      self->request(d.actor, kBindTimeout, forget_atom_v).then([](bool) {}, [](caf::error&) {});
+  }
+  size_t restored = 0;
+  std::vector<std::string> lost;
+  for (auto& e : entries) {
+    auto drop = [&](const std::string& why) {
+      self->send(st.cache, unpin_atom_v, e.blob_key);
+      st.config.ledger->erase(e.key);
+      lost.push_back(e.key.to_string() + " (" + why + ")");
+    };
+    if (e.stage) {
+      drop("a pipeline stage: its upstream's hand-offs died with the router");
+      continue;
+    }
+    if (!e.model || e.device >= st.devices.size()) {
+      drop("no host copy");
+      continue;
+    }
+    if (st.swap) {
+      if (!e.late) {
+        drop("no profile");
+        continue;
+      }
+      if (Status added = st.swap->add_model(*e.late); !added.ok()) {
+        drop(added.error().message());
+        continue;
+      }
+      st.keys[e.key.to_string()] = e.key;
+    } else {
+      st.devices[e.device].bound_bytes += e.weights_bytes;
+    }
+    auto& r = st.replicas[e.key];
+    r.ready = true;
+    r.pinned = true;  // the cache still holds the predecessor's pin, now this router's
+    r.device = e.device;
+    r.weights_bytes = e.weights_bytes;
+    r.blob_key = e.blob_key;
+    r.info = e.info;
+    r.model = e.model;
+    r.started = self->clock().now();
+    ++restored;
+  }
+  if (st.instruments) {
+    st.instruments->set_replicas(st.ready_count());
+    for (size_t i = 0; i < lost.size(); ++i) st.instruments->count_unrestored("replica");
+  }
+  for (uint32_t d = 0; d < st.devices.size(); ++d) verify_bound(self, d);
+  std::string lost_text;
+  for (const auto& l : lost) lost_text += (lost_text.empty() ? "" : ", ") + l;
+  spdlog::warn("node {}: router restarted: {} replica(s) restored from its ledger{}", st.config.name, restored,
+               lost.empty() ? "" : "; not restored: " + lost_text);
+}
+
 node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouterConfig config,
                                                  std::vector<gpu_executor_actor> executors,
                                                  std::vector<device_report> devices, model_cache_actor cache,
@@ -245,6 +461,7 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
   st.instruments = instruments;
   if (st.instruments) st.instruments->set_replicas(0);
   late_start(self);
+  restore(self);
   self->set_down_handler([self](caf::down_msg& down) { stage_downstream_down(self, down.source); });
   return {
       // -- warm path -----------------------------------------------------------------------------
@@ -288,6 +505,10 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
       [self](tick_atom) { late_tick(self); },
       [self](restart_atom, uint32_t device) {
         if (self->state.swap && device < self->state.devices.size()) restart_device(self, device);
+      },
+      [self](replace_atom, executor_replaced& x) { replace_executor(self, x); },
+      [](fault_atom, const fault_command&) -> caf::result<std::string> {
+        return to_caf(unsupported("fault commands go to the node's supervisor, which stands in front of its router"));
       },
       [](log_level_atom, const std::string& level) -> caf::result<bool> {
         auto set = set_log_level(level);

@@ -17,6 +17,7 @@
 namespace ember {
 
 class BlobStore;
+class ReplicaLedger;
 class WorkQueue;
 
 /// Pipeline stages hand the tensors they carry to the next stage over the data plane: this node's
@@ -52,6 +53,9 @@ struct NodeRouterConfig {
   /// Set: late binding (binding.mode late). Unset: each replica is bound to one device at load.
   std::optional<LateBinding> late;
   std::optional<StageHandoff> handoff;
+  /// Where the router keeps what a successor needs (actors/node/replica_ledger.hpp). A router
+  /// spawned over a ledger with entries restores them. Null: nothing is kept (tests).
+  std::shared_ptr<ReplicaLedger> ledger;
 };
 
 /// `devices[i]` describes the device of `executors[i]`.

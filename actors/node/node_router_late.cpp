@@ -40,6 +40,7 @@ int64_t profile_seq_len(const gpu::Model& model) {
 /// is tried again after 1 s, 2 s, 4 s, ... at most kRestartRetryMax.
 void retry_restart_later(router_pointer self, uint32_t device, const caf::error& err) {
   auto& d = self->state.devices[device];
+  d.restarting = false;
   const auto wait =
       std::min<std::chrono::seconds>(kRestartRetryFirst * (1 << std::min(d.failed_restarts, 6u)), kRestartRetryMax);
   ++d.failed_restarts;
@@ -52,6 +53,10 @@ void retry_restart_later(router_pointer self, uint32_t device, const caf::error&
 
 void restart_device(router_pointer self, uint32_t device) {
   auto& st = self->state;
+  // One restart at a time (a fault and the supervisor's replacement may both ask for one); a device
+  // that is up again needs none (a retry scheduled before it came back).
+  if (st.devices[device].restarting || st.swap->device_is_up(device)) return;
+  st.devices[device].restarting = true;
   spdlog::warn("node {}: executor {} {}; restarting it (its models come back from host memory)",
                st.config.name, st.devices[device].name,
                st.devices[device].failed_restarts ? "is still out of service" : "faulted");
@@ -62,6 +67,7 @@ void restart_device(router_pointer self, uint32_t device) {
                 .then(
                     [self, device](executor_status& status) {
                       self->state.devices[device].failed_restarts = 0;
+                      self->state.devices[device].restarting = false;
                       self->state.swap->device_up(device, status.pool_capacity);
                       spdlog::info("node {}: executor {} restarted", self->state.config.name, status.device.name);
                       pump(self);

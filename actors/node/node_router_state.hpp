@@ -27,12 +27,20 @@ namespace ember {
 struct router_state {
   static inline const char* name = "ember.node_router";
 
+  router_state() = default;
+  router_state(const router_state&) = delete;
+  router_state& operator=(const router_state&) = delete;
+  /// A router that dies (killed by a fault, or stopped) answers every request it still holds as
+  /// unavailable, so its callers retry at once (as actors/pending_answers.hpp does for executors).
+  ~router_state();
+
   struct Device {
     gpu_executor_actor actor;
     std::string name;
     uint64_t capacity = 0;
     uint64_t bound_bytes = 0;  // weights this router bound there (the executor's own count is exact)
     uint32_t failed_restarts = 0;  // in a row; the next try waits 1 s x 2^failed_restarts, at most 60 s
+    bool restarting = false;       // a restart_atom is out
   };
   struct Replica {
     bool ready = false;

@@ -15,6 +15,8 @@
 #include "actors/node/model_cache.hpp"
 #include "actors/node/node_instruments.hpp"
 #include "actors/node/node_router.hpp"
+#include "actors/node/node_supervisor.hpp"
+#include "actors/node/replica_ledger.hpp"
 #include "actors/process/data_server_options.hpp"
 #include "base/units.hpp"
 #include "gpu/device_registry.hpp"
@@ -91,6 +93,7 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   EMBER_ASSIGN_OR_RETURN(auto opened, gpu::open_devices(devices));
   std::vector<device_report> reports;
   std::vector<uint64_t> pools;
+  std::vector<engine_factory> reopens;  // per device: what a replacement executor reopens
   EngineOptions engine_options;
   engine_options.max_queue = node.max_queue;
   engine_options.workspace_bytes = binding.workspace_bytes;
@@ -109,6 +112,7 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
         return ExecutorEngine::create(std::move(fresh), engine_options);
       };
     }
+    reopens.push_back(reopen);
     p->executors_.push_back(spawn_gpu_executor(sys, std::move(engine), p->name_, p->instruments_.get(), p->maintenance_,
                                                std::move(reopen)));
   }
@@ -132,11 +136,26 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   p->cache_ = spawn_model_cache(sys, cache, p->store_, p->instruments_.get(), p->fetches_, p->hops_);
   NodeRouterConfig router{p->name_, {node.data_listen.host, p->blob_server_->port()}, transfer.rack, std::nullopt};
   router.handoff = StageHandoff{p->store_, kind, &p->handoffs_};
+  router.ledger = std::make_shared<ReplicaLedger>();
   if (binding.mode == BindingMode::late) {
     EMBER_ASSIGN_OR_RETURN(auto late, late_binding(node, binding, devices, pools));
     router.late = std::move(late);
   }
-  p->router_ = spawn_node_router(sys, router, p->executors_, reports, p->cache_, p->instruments_.get());
+  auto first = spawn_node_router(sys, router, p->executors_, reports, p->cache_, p->instruments_.get());
+  SupervisorConfig supervision;
+  supervision.node = p->name_;
+  supervision.allow_faults = node.allow_faults;
+  supervision.instruments = p->instruments_.get();
+  supervision.spawn_router = [&sys, router, reports, instruments = p->instruments_.get()](
+                                 const std::vector<gpu_executor_actor>& executors, const model_cache_actor& cache) {
+    return spawn_node_router(sys, router, executors, reports, cache, instruments);
+  };
+  supervision.spawn_executor = [&sys, reports, reopens, name = p->name_, instruments = p->instruments_.get(),
+                                maintenance = &p->maintenance_](uint32_t device) {
+    return spawn_replacement_executor(sys, reports[device].name, name, instruments, *maintenance, reopens[device]);
+  };
+  p->router_ = spawn_node_supervisor(sys, std::move(supervision), std::move(first), p->executors_, p->cache_);
+  if (node.allow_faults) spdlog::warn("node {}: fault injection is allowed (--allow-faults)", p->name_);
   if (node.manager) {
     // A node of a cluster (not one inside `ember serve`): gateways dial its router directly.
     auto port = sys.middleman().publish(p->router_, node.listen.port, node.listen.host.c_str(), true);
@@ -162,9 +181,17 @@ NodeProcess::~NodeProcess() {
     self->send_exit(actor, caf::exit_reason::user_shutdown);
     self->wait_for(actor);
   };
+  // The supervisor first (it would restart what stops), then what it holds now: the actors it
+  // restarted replaced those this process spawned.
+  node_roster roster{router_, executors_, cache_};
+  if (router_) {
+    self->request(caf::actor_cast<caf::actor>(router_), std::chrono::seconds(10), roster_atom_v)
+        .receive([&](node_roster& r) { roster = std::move(r); }, [](caf::error&) {});
+  }
   stop(router_);
-  stop(cache_);  // waits for the hops it spawned too
-  for (auto& e : executors_) stop(e);
+  stop(roster.router);
+  stop(roster.cache);  // waits for the hops it spawned too
+  for (auto& e : roster.executors) stop(e);
   // The members go now: the queues run what is left (the executors' engines among it) and join.
 }
 

@@ -6,7 +6,9 @@ loopback. Run one-shot (-c, --json), as a script on stdin, and interactively thr
 Checked: reads answer without a token (manager.open_reads), changes need the right token (a missing
 or wrong one is permission_denied and logged as refused, a right one is done and logged with who
 asked), bad commands are clear errors with the usage, JSON parses, and the interactive session
-completes "mod<Tab>" to "models" and prints the table.
+completes "mod<Tab>" to "models" and prints the table. Fault commands work only on the node started with
+--allow-faults and only with the token (kill the router and an executor, delay, heal, fail-alloc; bad ones
+are clear errors), and the node keeps its membership through a router kill.
 
 Usage: console_test.py --ember PATH
 """
@@ -44,9 +46,9 @@ def _body(ember, work, procs, logs):
 
     spawn("manager", ["manager", "--config", config, "--listen", manager, "--repository",
                       os.path.join(work, "repo")])
-    for n in ("node1", "node2"):
+    for n in ("node1", "node2"):  # node1 takes fault commands
         spawn(n, ["node", "--manager", manager, "--name", n, "--device-memory", "256MiB", "--cache", "256MiB",
-                  "--threads", "1"])
+                  "--threads", "1"] + (["--allow-faults"] if n == "node1" else []))
     env = dict(os.environ, HOME=work, USER="tester")
     env.pop("EMBER_ADMIN_TOKEN_FILE", None)
 
@@ -89,6 +91,29 @@ def _body(ember, work, procs, logs):
     if rc != 0 or f"node {held} is drained (moved mlp/1)" not in out or "draining" not in out or \
             f"mlp/1  1         {other}" not in out:
         raise Failure(f"drain {held}: rc {rc}: {out} {err}")
+    # Faults: only on a node that allows them, only with the token; each answered with what was done.
+    rc, out, err = console("-c", "fault node1 kill router")
+    if rc == 0 or "permission_denied" not in err:
+        raise Failure(f"a fault without a token: rc {rc}: {out} {err}")
+    rc, out, err = console("--token-file", token, "-c", "fault node2 kill router")
+    if rc == 0 or "not started with --allow-faults" not in err:
+        raise Failure(f"a fault on a node without --allow-faults: rc {rc}: {out} {err}")
+    for cmd, says in (("fault node1 kill router", "killed router of node node1"),
+                      ("fault node1 kill executor:0", "killed executor:0 of node node1"),
+                      ("fault node1 delay router delay=200ms for=1s seed=3", "200 ms each, for 1000 ms, seed 3"),
+                      ("fault node1 heal", "healed the router of node node1")):
+        rc, out, err = console("--token-file", token, "-c", cmd)
+        if rc != 0 or says not in out:
+            raise Failure(f"'{cmd}': rc {rc}, expected '{says}': {out} {err}")
+    # The killed executor takes commands again once restarted (until then: "is restarting").
+    wait_for("the restarted executor to take fail-alloc",
+             lambda: "the next 2 allocation(s) on sim:0 fail" in
+             console("--token-file", token, "-c", "fault node1 fail-alloc count=2")[1], 20)
+    for cmd, says in (("fault node1 explode", "no fault kind 'explode'"), ("fault nosuch kill router", "no node named"),
+                      ("fault node1 kill executor:7", "has executors 0..0"), ("fault node1 drop p=2", "probability")):
+        rc, out, err = console("--token-file", token, "-c", cmd)
+        if rc == 0 or says not in err:
+            raise Failure(f"'{cmd}': rc {rc}, expected '{says}': {out} {err}")
     rc, out, err = console("--token-file", token, "-c", "log-level debug", "-c", "log-level info")
     if rc != 0 or out.count("in 3 process(es)") != 2:
         raise Failure(f"log-level: rc {rc}: {out} {err}")
@@ -142,9 +167,15 @@ def _body(ember, work, procs, logs):
         if "models" not in f.read():
             raise Failure("the history file does not hold the command")
 
+    with open(os.path.join(work, "node1.log")) as f:
+        log = f.read()
+    for line in ("fault injected: kill router", "its router died", "router restarted", "its executor 0 died",
+                 "fault injected: delay the router's messages", "fault delay on the router healed"):
+        if line not in log:
+            raise Failure(f"node1 did not log '{line}'")
     with open(os.path.join(work, "manager.log")) as f:
         log = f.read()
-    for line in ("tester@", "asked: load mlp with 1 replicas", "asked: unload mlp", "refused: wrong or missing",
+    for line in ("tester@", "asked: load mlp with 1 replicas", "asked: fault node1 kill router", "asked: unload mlp", "refused: wrong or missing",
                  "asked: drain", "is drained (1 replica(s) moved)"):
         if line not in log:
             raise Failure(f"the manager did not log '{line}'")

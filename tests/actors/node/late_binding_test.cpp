@@ -374,8 +374,8 @@ TEST(LateBindingExecutor, ARestartClosesTheOldDeviceFirstAndAFailedOneCanBeRetri
 
   caf::scoped_actor self{*sys};
   self->send(exec, restart_atom_v);  // held at the gate, in the factory
-  auto again = testing::ask<device_report>(*sys, exec, 30s, restart_atom_v);
-  EXPECT_TRUE(is_unavailable(again, "already restarting")) << (again.ok() ? "ok" : again.error().message());
+  // Asked again meanwhile (a router that took over from a dead one): it joins the restart running.
+  self->send(exec, restart_atom_v);
   auto during = testing::ask<infer_reply>(*sys, exec, 30s, req);
   EXPECT_TRUE(is_unavailable(during, "is restarting")) << (during.ok() ? "ok" : during.error().message());
   auto status = testing::ask<executor_status>(*sys, exec, 30s, status_atom_v);
@@ -384,9 +384,11 @@ TEST(LateBindingExecutor, ARestartClosesTheOldDeviceFirstAndAFailedOneCanBeRetri
   EXPECT_EQ(status->pool_capacity, 0u);
 
   gate.set_value();
-  self->receive([](device_report&) { ADD_FAILURE() << "the first restart should fail"; },
-                [](caf::error& e) { EXPECT_NE(from_caf(e).message().find("did not come back"), std::string::npos); },
-                caf::after(30s) >> [] { ADD_FAILURE() << "no answer to the first restart"; });
+  for (int asked = 0; asked < 2; ++asked) {  // both get the one restart's failure
+    self->receive([](device_report&) { ADD_FAILURE() << "the first restart should fail"; },
+                  [](caf::error& e) { EXPECT_NE(from_caf(e).message().find("did not come back"), std::string::npos); },
+                  caf::after(30s) >> [] { ADD_FAILURE() << "no answer to the first restart"; });
+  }
   EXPECT_EQ(open_at_reopen.load(), 0u) << "the broken device was still open when the new one was";
   auto after_failure = testing::ask<infer_reply>(*sys, exec, 30s, req);
   EXPECT_TRUE(is_unavailable(after_failure, "out of service"))

@@ -92,6 +92,10 @@ gpu_executor_actor::behavior_type fake_executor(gpu_executor_actor::pointer self
         }
         return device_report{dev->name, dev->pool_bytes, 0};
       },
+      [](forget_atom) { return true; },
+      [](fault_atom, const fault_command&) -> caf::result<std::string> {
+        return to_caf(unsupported("a fake executor takes no fault"));
+      },
       resume_offloaded(),
   };
 }

@@ -2,6 +2,7 @@
 // `ember serve` builds them (actors/process/), driven through the gateway's interface.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <fstream>
 #include <thread>
 
@@ -23,8 +24,12 @@ struct Cluster {
   std::unique_ptr<ManagerProcess> manager;
   std::vector<std::unique_ptr<NodeProcess>> nodes;
   std::unique_ptr<GatewayProcess> gateway;
+  bool allow_faults = false;
+  BindingMode binding = BindingMode::late;
 
-  explicit Cluster(int node_count, uint64_t cold_start_timeout_us = 20'000'000) {
+  explicit Cluster(int node_count, uint64_t cold_start_timeout_us = 20'000'000, bool allow_faults = false,
+                   BindingMode binding = BindingMode::late, uint64_t request_timeout_us = 60'000'000)
+      : allow_faults(allow_faults), binding(binding) {
     ManagerConfig mc;
     mc.repository = repo.path();
     manager =
@@ -33,6 +38,7 @@ struct Cluster {
     GatewayConfig gc;
     gc.http.port = 0;
     gc.cold_start_timeout_us = cold_start_timeout_us;
+    gc.request_timeout_us = request_timeout_us;
     gateway = std::move(*GatewayProcess::start(*sys, gc, manager->manager()));
   }
   ~Cluster() {
@@ -48,7 +54,10 @@ struct Cluster {
     dc.kind = DeviceKind::sim;
     dc.sim.memory_bytes = 256 << 20;
     dc.sim.compute_threads = 1;
-    nodes.push_back(std::move(*NodeProcess::start(*sys, nc, dc)));
+    nc.allow_faults = allow_faults;
+    BindingConfig bc;
+    bc.mode = binding;
+    nodes.push_back(std::move(*NodeProcess::start(*sys, nc, dc, TransferConfig{}, bc)));
     EXPECT_TRUE(nodes.back()->join_local(manager->manager()).ok());
     return *nodes.back();
   }
@@ -65,6 +74,16 @@ struct Cluster {
     return ask<infer_reply>(*sys, gateway->gateway(), timeout, std::move(req));
   }
   std::string metrics() { return *ask<std::string>(*sys, gateway->gateway(), 10s, metrics_atom_v); }
+  Result<std::string> fault(size_t node, std::string kind, std::string target, uint64_t duration_ms = 0,
+                            uint64_t delay_ms = 0) {
+    fault_command f;
+    f.kind = std::move(kind);
+    f.target = std::move(target);
+    f.duration_ms = duration_ms;
+    f.delay_ms = delay_ms;
+    f.seed = 7;
+    return ask<std::string>(*sys, nodes.at(node)->router(), 10s, fault_atom_v, f);
+  }
 };
 
 size_t count(const std::string& text, const std::string& needle) {
@@ -172,6 +191,174 @@ TEST(Cluster, RequestsForAModelNoNodeCanTakeFailAfterTheColdStartTimeout) {
   auto ok = c.infer("mlp", 1, 2);
   ASSERT_TRUE(ok.ok()) << ok.error().message();
   EXPECT_EQ(ok->node, "late");
+}
+
+// -- faults (node_supervisor) ----------------------------------------------------------------------
+
+/// The outputs' bytes, to compare an answer before and after a fault.
+std::vector<std::vector<uint8_t>> bytes_of(const infer_reply& r) {
+  std::vector<std::vector<uint8_t>> out;
+  for (const auto& t : r.outputs) out.push_back(t.data);
+  return out;
+}
+
+TEST(Faults, ANodeWithoutAllowFaultsRefusesThemAndBadCommandsAreClearErrors) {
+  Cluster plain(1);
+  auto refused = plain.fault(0, "kill", "router");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), ErrorCode::permission_denied);
+  EXPECT_NE(refused.error().message().find("--allow-faults"), std::string::npos) << refused.error().message();
+
+  Cluster c(1, 20'000'000, true);
+  for (auto [kind, target] : std::vector<std::pair<std::string, std::string>>{{"explode", "router"},
+                                                                              {"kill", "cache:0"},
+                                                                              {"kill", "executor:9"},
+                                                                              {"kill", "executor:x"},
+                                                                              {"delay", "router"} /* no delay */,
+                                                                              {"drop", "executor:0"},
+                                                                              {"fail-alloc", "router"}}) {
+    auto bad = c.fault(0, kind, target);
+    ASSERT_FALSE(bad.ok()) << kind << " " << target;
+    EXPECT_EQ(bad.error().code(), ErrorCode::invalid_argument) << kind << " " << target;
+  }
+  EXPECT_TRUE(c.infer("mlp", 1, 1).ok());  // nothing was harmed
+}
+
+class FaultsBothBindings : public ::testing::TestWithParam<BindingMode> {};
+
+TEST_P(FaultsBothBindings, AKilledRouterComesBackWithItsReplicasAndTheSameAnswers) {
+  Cluster c(1, 20'000'000, true, GetParam());
+  auto before = c.infer("mlp", 1, 3);
+  ASSERT_TRUE(before.ok()) << before.error().message();
+  auto killed = c.fault(0, "kill", "router");
+  ASSERT_TRUE(killed.ok()) << killed.error().message();
+  // Served at once by the restarted router, from its ledger: no new load.
+  auto after = c.infer("mlp", 1, 3);
+  ASSERT_TRUE(after.ok()) << after.error().message();
+  EXPECT_EQ(bytes_of(*after), bytes_of(*before));
+  const std::string m = c.metrics();
+  EXPECT_NE(m.find("ember_actor_restarts_total{node=\"n1\",actor=\"router\"} 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("ember_faults_injected_total{node=\"n1\",kind=\"kill\"} 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("ember_replica_loads_total{node=\"n1\",outcome=\"ok\"} 1"), std::string::npos) << m;
+}
+
+TEST_P(FaultsBothBindings, AKilledExecutorIsReplacedAndItsModelsComeBackFromHostMemory) {
+  Cluster c(1, 20'000'000, true, GetParam());
+  auto before = c.infer("mlp", 1, 5);
+  ASSERT_TRUE(before.ok()) << before.error().message();
+  ASSERT_TRUE(c.fault(0, "kill", "executor:0").ok());
+  // Until the replacement is restarted and the model bound again the node refuses (the gateway
+  // retries); within a bound it answers right again.
+  Result<infer_reply> after = internal_error("not asked");
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  do {
+    after = c.infer("mlp", 1, 5);
+    if (after.ok()) break;
+    EXPECT_TRUE(retryable(after.error().code())) << after.error().message();
+    std::this_thread::sleep_for(50ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  ASSERT_TRUE(after.ok()) << after.error().message();
+  EXPECT_EQ(bytes_of(*after), bytes_of(*before));
+  const std::string m = c.metrics();
+  EXPECT_NE(m.find("ember_actor_restarts_total{node=\"n1\",actor=\"executor\"} 1"), std::string::npos) << m;
+}
+
+TEST_P(FaultsBothBindings, KillsUnderLoadLoseNoRequest) {
+  Cluster c(1, 20'000'000, true, GetParam());
+  ASSERT_TRUE(c.infer("mlp", 1, 1).ok());
+  const auto expected = bytes_of(*c.infer("mlp", 1, 1));
+  std::atomic<bool> stop{false};
+  std::atomic<int> right{0}, wrong{0}, retryable_errors{0}, other{0}, lost{0};
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 4; ++i) {
+    clients.emplace_back([&] {
+      for (int n = 0; n < 2000 && !stop; ++n) {  // bounded
+        auto r = c.infer("mlp", 1, 1, 5s);
+        if (!r.ok() && r.error().code() == ErrorCode::deadline_exceeded) {  // no answer: lost somewhere
+          if (lost++ == 0) ADD_FAILURE() << "a request got no answer: " << r.error().message() << "\n" << c.metrics();
+          continue;
+        }
+        if (r.ok()) {
+          (bytes_of(*r) == expected ? right : wrong)++;
+        } else {
+          (retryable(r.error().code()) ? retryable_errors : other)++;
+        }
+      }
+    });
+  }
+  for (int k = 0; k < 3; ++k) {
+    std::this_thread::sleep_for(150ms);
+    ASSERT_TRUE(c.fault(0, "kill", k % 2 ? "executor:0" : "router").ok());
+  }
+  std::this_thread::sleep_for(300ms);
+  stop = true;
+  for (auto& t : clients) t.join();
+  // Every request got one answer: the right output or a retryable error; none wrong, none other.
+  EXPECT_GT(right.load(), 0);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_EQ(lost.load(), 0);
+  auto last = c.infer("mlp", 1, 1);
+  for (int i = 0; i < 100 && !last.ok(); ++i) {
+    std::this_thread::sleep_for(100ms);
+    last = c.infer("mlp", 1, 1);
+  }
+  ASSERT_TRUE(last.ok()) << last.error().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(Bindings, FaultsBothBindings, ::testing::Values(BindingMode::late, BindingMode::pinned),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+TEST(Faults, MessagesDelayedPastTheGatewayTimeoutAreRetryableErrorsThenServedAgain) {
+  Cluster c(1, 20'000'000, true, BindingMode::late, 400'000);
+  ASSERT_TRUE(c.infer("mlp", 1, 1).ok());
+  auto armed = c.fault(0, "delay", "router", 1500, 1000);
+  ASSERT_TRUE(armed.ok()) << armed.error().message();
+  EXPECT_NE(armed->find("seed 7"), std::string::npos) << *armed;
+  auto late = c.infer("mlp", 1, 1);
+  ASSERT_FALSE(late.ok());
+  EXPECT_TRUE(retryable(late.error().code())) << late.error().message();
+  std::this_thread::sleep_for(1600ms);  // the interposer's duration is over
+  auto again = c.infer("mlp", 1, 1);
+  EXPECT_TRUE(again.ok()) << again.error().message();
+}
+
+TEST(Faults, DuplicatedAndDroppedMessages) {
+  Cluster c(1, 20'000'000, true, BindingMode::late, 400'000);
+  const auto expected = bytes_of(*c.infer("mlp", 1, 2));
+  ASSERT_TRUE(c.fault(0, "duplicate", "router").ok());
+  for (int i = 0; i < 20; ++i) {  // each runs twice; each caller gets one answer, the right one
+    auto r = c.infer("mlp", 1, 2);
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    EXPECT_EQ(bytes_of(*r), expected);
+  }
+  ASSERT_TRUE(c.fault(0, "drop", "router").ok());  // replaces the duplicator
+  auto dropped = c.infer("mlp", 1, 2);
+  ASSERT_FALSE(dropped.ok());
+  EXPECT_TRUE(retryable(dropped.error().code())) << dropped.error().message();
+  ASSERT_TRUE(c.fault(0, "heal", "router").ok());
+  EXPECT_TRUE(c.infer("mlp", 1, 2).ok());
+}
+
+TEST(Faults, AFaultedKernelAndFailedAllocationsAreRecoveredFrom) {
+  Cluster c(1, 20'000'000, true);
+  const auto expected = bytes_of(*c.infer("mlp", 1, 4));
+  auto armed = c.fault(0, "fault-kernel", "executor:0");
+  ASSERT_TRUE(armed.ok()) << armed.error().message();
+  // Late binding: the faulted run is retried once the executor restarted; the caller sees no fault.
+  auto r = c.infer("mlp", 1, 4);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(bytes_of(*r), expected);
+  ASSERT_TRUE(c.fault(0, "fail-alloc", "executor:0").ok());
+  // The next swap-in (mlp/2 is not resident) fails its allocation: a clear, retryable error.
+  auto failed = c.infer("mlp", 2, 4);
+  if (!failed.ok()) {
+    EXPECT_EQ(failed.error().code(), ErrorCode::out_of_memory) << failed.error().message();
+  }
+  EXPECT_TRUE(c.infer("mlp", 2, 4).ok());
+  const std::string m = c.metrics();
+  EXPECT_NE(m.find("kind=\"fault-kernel\"} 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("kind=\"fail-alloc\"} 1"), std::string::npos) << m;
 }
 
 }  // namespace cluster_actors_test

@@ -1,0 +1,261 @@
+// node_supervisor (see node_supervisor.hpp).
+#include "actors/node/node_supervisor.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/stateful_actor.hpp>
+#include <chrono>
+#include <deque>
+#include <map>
+#include <optional>
+#include <random>
+
+#include "actors/errors.hpp"
+#include "actors/node/node_instruments.hpp"
+
+namespace ember {
+
+namespace {
+
+/// A child that dies this often within kRestartWindow is left dead (a restart loop helps nobody).
+constexpr size_t kMaxRestarts = 20;
+constexpr auto kRestartWindow = std::chrono::seconds(60);
+
+using SupervisorTime = caf::actor_clock::time_point;
+
+struct supervisor_state {
+  static inline const char* name = "ember.node_supervisor";
+
+  supervisor_state() = default;
+  supervisor_state(const supervisor_state&) = delete;
+  supervisor_state& operator=(const supervisor_state&) = delete;
+  /// The supervisor's children end with it (stopped, or killed: the node is gone as a whole). Not
+  /// links: a child killed with exit_reason::kill would take a linked supervisor down with it.
+  ~supervisor_state() {
+    if (router) caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
+    for (const auto& e : executors) caf::anon_send_exit(e, caf::exit_reason::user_shutdown);
+  }
+
+  /// Drops, delays or duplicates the messages to the router (fault injection).
+  struct Interposer {
+    std::string kind;
+    double probability = 1.0;
+    std::chrono::milliseconds delay{0};
+    std::optional<SupervisorTime> until;  // unset: until healed
+    uint64_t seed = 0;
+    std::mt19937_64 rng;
+    uint64_t seen = 0;
+    uint64_t hit = 0;
+  };
+  /// A delayed message with the promise of its answer: the router answers the original sender.
+  struct Delayed {
+    caf::response_promise promise;
+    caf::message message;
+  };
+
+  SupervisorConfig config;
+  node_router_actor router;
+  std::vector<gpu_executor_actor> executors;
+  model_cache_actor cache;
+  std::map<std::string, std::deque<SupervisorTime>> restarts;  // per child: recent restarts
+  std::optional<Interposer> interposer;
+  std::map<uint64_t, Delayed> delayed;
+  uint64_t next_delayed = 1;
+};
+
+using supervisor_pointer = caf::stateful_actor<supervisor_state>*;
+
+/// False (and says so once) when `child` died too often lately to be restarted again.
+bool may_restart(supervisor_pointer self, const std::string& child) {
+  auto& recent = self->state.restarts[child];
+  const SupervisorTime now = self->clock().now();
+  while (!recent.empty() && now - recent.front() > kRestartWindow) recent.pop_front();
+  if (recent.size() >= kMaxRestarts) {
+    spdlog::error("node {}: its {} died {} times within {} s; it is not restarted again (the node refuses its work)",
+                  self->state.config.node, child, recent.size() + 1, kRestartWindow.count());
+    return false;
+  }
+  recent.push_back(now);
+  return true;
+}
+
+void child_down(supervisor_pointer self, const caf::down_msg& down) {
+  auto& st = self->state;
+  const std::string why = caf::to_string(down.reason);
+  if (down.source == st.router.address()) {
+    if (!may_restart(self, "router")) return;
+    st.router = st.config.spawn_router(st.executors, st.cache);
+    self->monitor(st.router);
+    if (st.config.instruments) st.config.instruments->count_actor_restart("router");
+    spdlog::warn("node {}: its router died ({}); restarted", st.config.node, why);
+    return;
+  }
+  for (uint32_t i = 0; i < st.executors.size(); ++i) {
+    if (down.source != st.executors[i].address()) continue;
+    if (!may_restart(self, "executor " + std::to_string(i))) return;
+    st.executors[i] = st.config.spawn_executor(i);
+    self->monitor(st.executors[i]);
+    self->send(st.router, replace_atom_v, executor_replaced{i, st.executors[i]});
+    if (st.config.instruments) st.config.instruments->count_actor_restart("executor");
+    spdlog::warn("node {}: its executor {} died ({}); replaced", st.config.node, i, why);
+    return;
+  }
+}
+
+void end_interposer(supervisor_pointer self, const char* how) {
+  auto& st = self->state;
+  if (!st.interposer) return;
+  const auto& ip = *st.interposer;
+  spdlog::warn("node {}: fault {} on the router {}: it took {} of {} message(s) (seed {})", st.config.node, ip.kind,
+               how, ip.hit, ip.seen, ip.seed);
+  st.interposer.reset();
+}
+
+/// Every message for the router: passed on, unless the interposer takes it.
+caf::result<caf::message> pass_on(supervisor_pointer self, caf::message msg) {
+  auto& st = self->state;
+  auto router = caf::actor_cast<caf::actor>(st.router);
+  if (st.interposer && st.interposer->until && self->clock().now() >= *st.interposer->until) {
+    end_interposer(self, "ended");
+  }
+  if (st.interposer) {
+    auto& ip = *st.interposer;
+    ++ip.seen;
+    if (std::uniform_real_distribution<double>(0.0, 1.0)(ip.rng) < ip.probability) {
+      ++ip.hit;
+      if (ip.kind == "drop") return caf::delegated<caf::message>{};  // nobody answers: the sender times out
+      if (ip.kind == "delay") {
+        const uint64_t id = st.next_delayed++;
+        st.delayed.emplace(id, supervisor_state::Delayed{self->make_response_promise(), std::move(msg)});
+        self->delayed_send(self, ip.delay, expire_atom_v, id);
+        return caf::delegated<caf::message>{};
+      }
+      // duplicate: an extra copy, anonymous so that its answer goes nowhere
+      caf::anon_send(router, msg);
+    }
+  }
+  return self->delegate(router, std::move(msg));
+}
+
+Result<std::optional<uint32_t>> parse_target(const supervisor_state& st, const std::string& target) {
+  if (target == "router") return std::optional<uint32_t>{};
+  const std::string prefix = "executor:";
+  if (target.rfind(prefix, 0) == 0) {
+    const std::string n = target.substr(prefix.size());
+    char* end = nullptr;
+    const unsigned long i = std::strtoul(n.c_str(), &end, 10);
+    if (!n.empty() && *end == '\0' && i < st.executors.size()) return std::optional<uint32_t>(static_cast<uint32_t>(i));
+    return invalid_argument("node " + st.config.node + " has executors 0.." + std::to_string(st.executors.size() - 1) +
+                            ", not '" + n + "'");
+  }
+  return invalid_argument("a fault targets router or executor:N, not '" + target + "'");
+}
+
+caf::result<std::string> inject(supervisor_pointer self, fault_command& f) {
+  auto& st = self->state;
+  const std::string& node = st.config.node;
+  if (!st.config.allow_faults) {
+    return to_caf(permission_denied("node " + node + " was not started with --allow-faults: it takes no fault"));
+  }
+  auto target = parse_target(st, f.target);
+  if (!target.ok()) return to_caf(target.error());
+  const std::optional<uint32_t> executor = *target;
+  auto counted = [&] {
+    if (st.config.instruments) st.config.instruments->count_fault(f.kind);
+  };
+  if (f.kind == "kill") {
+    counted();
+    spdlog::warn("node {}: fault injected: kill {}", node, f.target);
+    if (executor) {
+      self->send_exit(st.executors[*executor], caf::exit_reason::kill);
+    } else {
+      self->send_exit(st.router, caf::exit_reason::kill);
+    }
+    return "killed " + f.target + " of node " + node + " (its supervisor restarts it)";
+  }
+  if (f.kind == "drop" || f.kind == "delay" || f.kind == "duplicate") {
+    if (executor) return to_caf(invalid_argument(f.kind + " stands in front of the router: its target is router"));
+    if (!(f.probability > 0.0 && f.probability <= 1.0)) {
+      return to_caf(invalid_argument("the probability is in (0, 1], not " + std::to_string(f.probability)));
+    }
+    if (f.kind == "delay" && f.delay_ms == 0) return to_caf(invalid_argument("delay needs a delay (ms=...)"));
+    if (st.interposer) end_interposer(self, "replaced");
+    supervisor_state::Interposer ip;
+    ip.kind = f.kind;
+    ip.probability = f.probability;
+    ip.delay = std::chrono::milliseconds(f.delay_ms);
+    ip.seed = f.seed ? f.seed : std::random_device{}();
+    ip.rng.seed(ip.seed);
+    if (f.duration_ms) {
+      ip.until = self->clock().now() + std::chrono::milliseconds(f.duration_ms);
+      self->delayed_send(self, std::chrono::milliseconds(f.duration_ms), expire_atom_v);
+    }
+    const std::string what = f.kind + " the router's messages with probability " + fmt::format("{:g}", f.probability) +
+                             (f.kind == "delay" ? ", " + std::to_string(f.delay_ms) + " ms each" : "") + ", " +
+                             (f.duration_ms ? "for " + std::to_string(f.duration_ms) + " ms" : "until healed") +
+                             ", seed " + std::to_string(ip.seed);
+    st.interposer = std::move(ip);
+    counted();
+    spdlog::warn("node {}: fault injected: {}", node, what);
+    return what;
+  }
+  if (f.kind == "heal") {
+    if (!st.interposer) return std::string("no interposer was active on node " + node);
+    end_interposer(self, "healed");
+    return std::string("healed the router of node " + node);
+  }
+  if (f.kind == "fail-alloc" || f.kind == "fault-kernel") {
+    if (!executor) return to_caf(invalid_argument(f.kind + " targets an executor (executor:N)"));
+    counted();
+    spdlog::warn("node {}: fault injected: {} on {} (count {})", node, f.kind, f.target, f.count);
+    return self->delegate(st.executors[*executor], fault_atom_v, f);
+  }
+  return to_caf(invalid_argument("no fault kind '" + f.kind +
+                                 "' (kill, drop, delay, duplicate, heal, fail-alloc, fault-kernel)"));
+}
+
+caf::behavior supervisor_behavior(supervisor_pointer self, SupervisorConfig config, node_router_actor router,
+                                  std::vector<gpu_executor_actor> executors, model_cache_actor cache) {
+  auto& st = self->state;
+  st.config = std::move(config);
+  st.router = std::move(router);
+  st.executors = std::move(executors);
+  st.cache = std::move(cache);
+  self->monitor(st.router);
+  for (const auto& e : st.executors) self->monitor(e);
+  self->set_down_handler([self](caf::down_msg& down) { child_down(self, down); });
+  self->set_default_handler([self](caf::scheduled_actor*, caf::message_view& view) -> caf::result<caf::message> {
+    return pass_on(self, view.move_content_to_message());
+  });
+  return {
+      [self](fault_atom, fault_command& f) -> caf::result<std::string> { return inject(self, f); },
+      [self](roster_atom) {
+        return node_roster{self->state.router, self->state.executors, self->state.cache};
+      },
+      // A delayed message's time is up: on to the router, which answers its sender.
+      [self](expire_atom, uint64_t id) {
+        auto it = self->state.delayed.find(id);
+        if (it == self->state.delayed.end()) return;
+        auto d = std::move(it->second);
+        self->state.delayed.erase(it);
+        d.promise.delegate(caf::actor_cast<caf::actor>(self->state.router), std::move(d.message));
+      },
+      [self](expire_atom) {
+        auto& ip = self->state.interposer;
+        if (ip && ip->until && self->clock().now() >= *ip->until) end_interposer(self, "ended");
+      },
+  };
+}
+
+}  // namespace
+
+node_router_actor spawn_node_supervisor(caf::actor_system& sys, SupervisorConfig config, node_router_actor router,
+                                        std::vector<gpu_executor_actor> executors, model_cache_actor cache) {
+  auto actor =
+      sys.spawn(supervisor_behavior, std::move(config), std::move(router), std::move(executors), std::move(cache));
+  return caf::actor_cast<node_router_actor>(actor);
+}
+
+}  // namespace ember

@@ -1,0 +1,63 @@
+// node_supervisor: one per node, in front of its router. Whoever holds "the node's router" (the
+// manager, gateways, other nodes' pipeline stages) holds this actor: it passes every message on to
+// the router (CAF delegation: the router answers the sender directly), so the router behind it can
+// die and be replaced without anyone else noticing a new address.
+//
+// Supervision (one_for_one): it monitors the router and the executors, which end with it. A router that dies is
+// spawned again over the same executors and cache, and restores its replicas from the node's
+// ReplicaLedger (actors/node/replica_ledger.hpp); an executor that dies is replaced by a fresh one,
+// which the router restarts (reopening the device) and fills again from host memory. Requests the
+// dead actor held are answered as unavailable (retryable) by its state's destructor; requests that
+// reach it while it is dead bounce as receiver-down (retryable too). A child that dies more than
+// kMaxRestarts times in kRestartWindow is left dead and logged: the node refuses its work.
+//
+// Fault injection (only when the node was started with --allow-faults; messages.hpp's
+// fault_command): kill the router or an executor; drop, delay or duplicate the messages to the
+// router for a duration (an interposer here, drawing from a seeded generator so that a failing run
+// replays); arm an executor to fail its next allocations or its next kernel. Each fault is logged
+// with its parameters and counted (ember_faults_injected_total{kind}).
+//
+// Not supervised yet: the model cache and the multicast hops it spawns (their own errors are
+// handled; a killed one is not restarted).
+#pragma once
+
+#include <caf/actor.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
+#include <caf/fwd.hpp>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "actors/gpu_executor_interface.hpp"
+#include "actors/model_cache_interface.hpp"
+#include "actors/node_router_interface.hpp"
+
+namespace ember {
+
+class NodeInstruments;
+
+/// The actors a supervisor holds now (answer to roster_atom; local only): what the node process
+/// stops at shutdown.
+struct node_roster {
+  node_router_actor router;
+  std::vector<gpu_executor_actor> executors;
+  model_cache_actor cache;
+};
+
+struct SupervisorConfig {
+  std::string node;
+  bool allow_faults = false;
+  /// A router over these executors and cache (it restores from the node's ledger).
+  std::function<node_router_actor(const std::vector<gpu_executor_actor>&, const model_cache_actor&)> spawn_router;
+  /// A replacement for executor `device`, without an engine (see spawn_replacement_executor).
+  std::function<gpu_executor_actor(uint32_t device)> spawn_executor;
+  NodeInstruments* instruments = nullptr;
+};
+
+/// The supervisor, typed as the router it stands for. It answers roster_atom with a node_roster.
+node_router_actor spawn_node_supervisor(caf::actor_system& sys, SupervisorConfig config, node_router_actor router,
+                                        std::vector<gpu_executor_actor> executors, model_cache_actor cache);
+
+}  // namespace ember
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::node_roster)

@@ -1,0 +1,122 @@
+#!/usr/bin/python3
+"""Scenarios (issue 15): actor-level faults injected from the console into a live cluster under load.
+
+A manager (with the HTTP gateway; request timeout 1 s) and three `ember node --allow-faults` processes on
+loopback; a model loaded with two replicas; four clients send requests back to back, every answer checked
+against `ember run`. One after the other, on a node holding a replica:
+  1. its executor is killed (the supervisor replaces it; the router restarts it and the model comes back
+     from host memory);
+  2. its router is killed (restarted behind the same address, replicas restored from the ledger);
+  3. every message to its router is delayed 2 s for 3 s (an interposer), past the gateway's timeout;
+  4. the node is hung (SIGSTOP) for 3 s, past the manager's node timeout, then resumed.
+Checked: every request got exactly one answer, the right output or a retryable error (503/504), none lost
+or wrong; after each fault the node serves again (its executor runs requests) within a stated bound; the
+node's metrics count the fault and the restart. Prints, per fault, the time until the node served again.
+
+Usage: faults_test.py --ember PATH
+"""
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cluster_test import (Failure, Load, free_port, make_cases, metric, node_replicas, request,  # noqa: E402
+                          run_guarded, wait_for)
+
+# A node must serve again within this long after each fault (the hung node: after it resumed).
+RECOVERY_BOUND_S = 15.0
+
+
+def _body(ember, work, procs, logs):
+    repo, cases = make_cases(ember, work)
+    token = os.path.join(work, "admin.token")
+    with open(token, "w") as f:
+        f.write("fault-scenario-token\n")
+    config = os.path.join(work, "ember.yaml")
+    with open(config, "w") as f:
+        f.write(f"manager:\n  admin_token_file: {token}\ngateway:\n  request_timeout: 1s\n  cold_start_timeout: 1s\n")
+    mport, hport = free_port(), free_port()
+    manager = f"127.0.0.1:{mport}"
+
+    def spawn(name, args):
+        logs[name] = open(os.path.join(work, name + ".log"), "w")
+        procs[name] = subprocess.Popen([ember, *args], stdout=logs[name], stderr=subprocess.STDOUT)
+
+    spawn("manager", ["manager", "--config", config, "--listen", manager, "--repository", repo,
+                      "--http", f"127.0.0.1:{hport}", "--node-timeout", "2s"])
+    wait_for("the gateway", lambda: request(hport, "GET", "/v2/health/ready")[0] == 200, 20)
+    for i in (1, 2, 3):
+        spawn(f"node{i}", ["node", "--manager", manager, "--name", f"node{i}", "--device-memory", "512MiB",
+                           "--cache", "512MiB", "--threads", "1", "--allow-faults", "--node-timeout", "2s"])
+    wait_for("three nodes", lambda: len(node_replicas(hport)) == 3, 30)
+    status, text = request(hport, "POST", "/v2/repository/models/mlp/load", {"parameters": {"replicas": 2}})
+    if status != 200:
+        raise Failure(f"load mlp: HTTP {status} {text}")
+    wait_for("two replicas", lambda: sum(node_replicas(hport).values()) == 2, 30)
+
+    def console(command):
+        r = subprocess.run([ember, "--log-level", "warn", "console", "--manager", manager, "--token-file", token,
+                            "-c", command], capture_output=True, text=True, timeout=60)
+        if r.returncode != 0:
+            raise Failure(f"'{command}': rc {r.returncode}: {r.stdout} {r.stderr}")
+        return r.stdout
+
+    def runs(node):
+        return metric(hport, "ember_compute_duration_seconds_count", node=node)
+
+    def served_again(node, since_runs, what):
+        """Seconds until `node` ran a request again (its executor's count grows), within the bound."""
+        started = time.time()
+        wait_for(f"{node} to serve again after {what}", lambda: runs(node) > since_runs, RECOVERY_BOUND_S)
+        return time.time() - started
+
+    load = Load(cases, "mlp", [hport], 4)
+    time.sleep(1.5)
+    report = []
+    for what in ("kill executor:0", "kill router", "delay router delay=2s for=3s seed=11"):
+        victim = max(node_replicas(hport).items(), key=lambda kv: kv[1])[0]
+        said = console(f"fault {victim} {what}")
+        if "delay" in what:
+            time.sleep(3.0)  # the interposer's window
+        took = served_again(victim, runs(victim), what)  # runs counted once the fault is in
+        report.append(f"{what} on {victim}: serving again after {took:.2f} s ({said.strip()})")
+        time.sleep(1.0)
+    for actor in ("executor", "router"):
+        if metric(hport, "ember_actor_restarts_total", actor=actor) < 1:
+            raise Failure(f"no {actor} restart was counted")
+    if metric(hport, "ember_faults_injected_total", kind="delay") < 1:
+        raise Failure("the delay fault was not counted")
+
+    # A hung node (a hang without a crash), past the manager's node timeout, then resumed.
+    victim = max(node_replicas(hport).items(), key=lambda kv: kv[1])[0]
+    procs[victim].send_signal(signal.SIGSTOP)
+    time.sleep(3.0)
+    procs[victim].send_signal(signal.SIGCONT)
+    started = time.time()
+    wait_for(f"{victim} to rejoin", lambda: victim in node_replicas(hport), RECOVERY_BOUND_S)
+    report.append(f"SIGSTOP of {victim} for 3 s: back in the cluster {time.time() - started:.2f} s after SIGCONT")
+    time.sleep(1.5)
+    load.stop()
+
+    ok, retryable, failures = load.count("ok"), load.count("retryable"), load.failures
+    print(f"{ok} correct, {retryable} retryable errors, {len(failures)} lost or wrong")
+    for line in report:
+        print("  " + line)
+    if failures:
+        raise Failure(f"{len(failures)} requests lost or wrong, e.g.: " + "; ".join(failures[:5]))
+    if ok < 100:
+        raise Failure(f"only {ok} requests answered right")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ember", required=True)
+    ember = ap.parse_args().ember
+    return run_guarded("ember-faults-", lambda work, procs, logs: _body(ember, work, procs, logs))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
