@@ -5,8 +5,9 @@ injects faults, actor level (from the console, through the manager) and process 
 A manager with the HTTP gateway (request timeout 2 s, node timeout 2 s) and --nodes `ember node
 --allow-faults` processes on loopback; mlp and bert loaded with two replicas each. --clients threads send
 requests back to back for --seconds (alternating the two models, every answer checked against `ember run`),
-while the nemesis, every --interval seconds (jittered), picks a fault kind and a node holding a replica
-(random.Random(--seed): the same seed replays the same sequence of faults and victims):
+while the nemesis, every --interval seconds (jittered), injects the next fault kind (each kind once per
+round, rounds in a seeded order) into a node holding a replica (random.Random(--seed): the same seed
+replays the same sequence of faults and victims):
   kill-executor, kill-router        console `fault NODE kill ...` (the node's supervisor restarts it)
   fault-kernel                      the executor's next run faults (late binding retries, restarts it)
   delay-router, drop-router         an interposer on the router for 2 s (delay 3 s each / drop p=0.3)
@@ -194,8 +195,11 @@ def run(a, ember, work, procs, logs):
     clients = Clients(cases, hport, a.clients, a.seconds)
     end = time.time() + a.seconds
     time.sleep(min(2.0, a.interval))
+    order = []
     while time.time() + a.interval / 2 < end:
-        kind = rng.choice(KINDS)
+        if not order:  # every kind once per round, in a seeded order
+            order = rng.sample(KINDS, len(KINDS))
+        kind = order.pop()
         held = sorted(n for n, r in node_replicas(hport).items() if r > 0)
         if not held:
             time.sleep(POLL_S)

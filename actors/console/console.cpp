@@ -208,7 +208,9 @@ Result<fault_command> parse_fault(const std::vector<std::string>& words) {
     auto number = [&]() -> Result<uint64_t> {
       char* end = nullptr;
       const unsigned long long n = std::strtoull(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0') return invalid_argument("'" + value + "' is not a number (" + key + ")");
+      if (value.empty() || value[0] == '-' || *end != '\0') {
+        return invalid_argument("'" + value + "' is not a number (" + key + ")");
+      }
       return static_cast<uint64_t>(n);
     };
     if (key == "p") {

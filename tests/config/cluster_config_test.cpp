@@ -42,6 +42,7 @@ void expect_defaults(const ClusterConfig& c) {
   EXPECT_EQ(c.node.max_queue, 1024u);
   EXPECT_EQ(c.node.max_queued_per_model, 256u);
   EXPECT_EQ(c.node.max_queued_total, 4096u);
+  EXPECT_FALSE(c.node.allow_faults);
 
   EXPECT_EQ(c.devices.kind, DeviceKind::automatic);
   EXPECT_EQ(c.devices.count, 1u);
@@ -195,6 +196,7 @@ node:
   max_queue: 64
   max_queued_per_model: 32
   max_queued_total: 512
+  allow_faults: true
 devices:
   kind: sim
   count: 2
@@ -236,6 +238,7 @@ devices:
   EXPECT_EQ(c->node.max_queue, 64u);
   EXPECT_EQ(c->node.max_queued_per_model, 32u);
   EXPECT_EQ(c->node.max_queued_total, 512u);
+  EXPECT_TRUE(c->node.allow_faults);
 
   EXPECT_EQ(c->devices.kind, DeviceKind::sim);
   EXPECT_EQ(c->devices.count, 2u);
@@ -365,6 +368,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"node:\n  max_queued_per_model: 0\n", "node.max_queued_per_model: 0 is outside 1..1000000"},
         BadCase{"node:\n  max_queued_per_model: many\n", "node.max_queued_per_model: 'many' is not an integer"},
         BadCase{"node:\n  max_queued_total: 0\n", "node.max_queued_total: 0 is outside 1..1000000"},
+        BadCase{"node:\n  allow_faults: sometimes\n", "node.allow_faults"},
         BadCase{"node:\n  max_queued_total: 1000001\n", "node.max_queued_total: '1000001' is not an integer"},
         BadCase{"node:\n  max_queued_per_model: 100\n  max_queued_total: 50\n",
                 "node.max_queued_per_model (100) exceeds node.max_queued_total (50)"},

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <thread>
 
+#include "actors/console/console.hpp"
 #include "actors/process/gateway_process.hpp"
 #include "actors/process/manager_process.hpp"
 #include "actors/process/node_process.hpp"
@@ -222,6 +223,34 @@ TEST(Faults, ANodeWithoutAllowFaultsRefusesThemAndBadCommandsAreClearErrors) {
     EXPECT_EQ(bad.error().code(), ErrorCode::invalid_argument) << kind << " " << target;
   }
   EXPECT_TRUE(c.infer("mlp", 1, 1).ok());  // nothing was harmed
+}
+
+TEST(Faults, TheConsoleParsesFaultCommandsAndRefusesBadOnes) {
+  auto f = parse_fault({"delay", "router", "p=0.25", "for=3s", "delay=1500ms", "seed=9"});
+  ASSERT_TRUE(f.ok()) << f.error().message();
+  EXPECT_EQ(f->kind, "delay");
+  EXPECT_EQ(f->target, "router");
+  EXPECT_DOUBLE_EQ(f->probability, 0.25);
+  EXPECT_EQ(f->duration_ms, 3000u);
+  EXPECT_EQ(f->delay_ms, 1500u);
+  EXPECT_EQ(f->seed, 9u);
+  auto alloc = parse_fault({"fail-alloc", "count=3"});  // the target defaults to executor:0
+  ASSERT_TRUE(alloc.ok());
+  EXPECT_EQ(alloc->target, "executor:0");
+  EXPECT_EQ(alloc->count, 3u);
+  EXPECT_EQ(parse_fault({"kill"})->target, "router");
+  for (const auto& bad : std::vector<std::vector<std::string>>{{},
+                                                               {"drop", "p=0"},
+                                                               {"drop", "p=1.5"},
+                                                               {"drop", "p=x"},
+                                                               {"delay", "delay=soon"},
+                                                               {"kill", "router", "x"},
+                                                               {"fail-alloc", "count=-1"},
+                                                               {"drop", "loud=1"}}) {
+    auto r = parse_fault(bad);
+    ASSERT_FALSE(r.ok()) << ::testing::PrintToString(bad);
+    EXPECT_EQ(r.error().code(), ErrorCode::invalid_argument);
+  }
 }
 
 class FaultsBothBindings : public ::testing::TestWithParam<BindingMode> {};
