@@ -375,6 +375,11 @@ typename Inspector::result_type inspect(Inspector& f, admin_auth& x) {
 ///   fail-alloc  executor:N               the next `count` device allocations fail (out of memory)
 ///   fault-kernel executor:N              the device's next kernel faults (a device fault)
 ///   heal        router                   the interposer stops
+///   corrupt-chunk data                   the next `count` data frames the node's blob server sends
+///                                        are corrupted after their checksum (receivers fetch again)
+///   throttle    hops                     the node's multicast hops receive at `rate` bytes/s, for
+///                                        duration_ms (required)
+///   stall       hops                     they receive nothing for duration_ms (required)
 struct fault_command {
   std::string kind;
   std::string target;
@@ -383,12 +388,13 @@ struct fault_command {
   uint64_t delay_ms = 0;
   uint64_t count = 1;
   uint64_t seed = 0;
+  uint64_t rate = 0;  // throttle: bytes per second
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, fault_command& x) {
   return f(caf::meta::type_name("fault_command"), x.kind, x.target, x.probability, x.duration_ms, x.delay_ms, x.count,
-           x.seed);
+           x.seed, x.rate);
 }
 
 /// Put a model's bytes into the host caches of `nodes` (empty: every node that lacks them) without

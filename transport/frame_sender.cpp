@@ -8,6 +8,7 @@ FrameSender::FrameSender(const BlobServerOptions& options, std::atomic<uint64_t>
                          size_t staging_chunks)
     : chunk_bytes_(options.chunk_bytes),
       corrupt_frame_(options.corrupt_frame),
+      corrupt_next_(options.corrupt_next),
       upstream_wait_(options.upstream_wait),
       data_frames_sent_(data_frames_sent),
       staging_chunks_(std::max<size_t>(staging_chunks, 1)) {}
@@ -129,7 +130,11 @@ FrameSender::Step FrameSender::next(Clock::time_point now, Frame& out) {
     out.payload_bytes = n;
     out.corrupted.clear();
     if (range_sha_) range_sha_->update(payload, n);  // the good bytes, before the fault seam
-    if (corrupt_frame_ != 0 && data_frames_sent_.fetch_add(1) + 1 == corrupt_frame_) {
+    bool corrupt = corrupt_frame_ != 0 && data_frames_sent_.fetch_add(1) + 1 == corrupt_frame_;
+    for (uint64_t left = corrupt_next_ ? corrupt_next_->load() : 0; !corrupt && left > 0;) {
+      corrupt = corrupt_next_->compare_exchange_weak(left, left - 1);
+    }
+    if (corrupt) {
       out.corrupted.assign(payload, payload + n);  // the fault seam: the checksum is of the good bytes
       out.corrupted[n / 2] ^= 0x10;
       out.payload = out.corrupted.data();

@@ -115,6 +115,7 @@ class FrameSender {
 
   const uint32_t chunk_bytes_;
   const uint64_t corrupt_frame_;
+  const std::shared_ptr<std::atomic<uint64_t>> corrupt_next_;
   const std::chrono::milliseconds upstream_wait_;
   std::atomic<uint64_t>& data_frames_sent_;
   const size_t staging_chunks_;

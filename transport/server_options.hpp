@@ -24,9 +24,11 @@
 // cost about 20% (model buffers now ask for 2 MiB pages, gpu/host_buffer.cpp).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "base/host_port.hpp"
@@ -61,6 +63,10 @@ struct BlobServerOptions {
   /// Fault seam (tests, drills): flip one bit in the payload of the Nth data frame this server
   /// sends (1-based, over its life) after its CRC-32C was computed. 0 = never.
   uint64_t corrupt_frame = 0;
+  /// Fault injection at run time (a node's `fault NODE corrupt-chunk`): while it is positive, each
+  /// data frame sent takes one off it and goes out corrupted as corrupt_frame's does. Shared with
+  /// whoever arms it; null = never.
+  std::shared_ptr<std::atomic<uint64_t>> corrupt_next;
 };
 
 /// A connection turned away ("busy": max_transfers in progress) gets an abort frame and is kept open

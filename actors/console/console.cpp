@@ -45,9 +45,10 @@ const Usage kUsage[] = {
     {"evict", "MODEL[/VERSION] [NODE...]", "drop the bytes from the host caches (replicas keep theirs)"},
     {"scale", "MODEL[/VERSION] MIN [MAX]", "the autoscaler keeps MIN..MAX replicas (MAX 0 or left out: its own)"},
     {"drain", "NODE", "place nothing more on NODE and move its replicas away; answers when it may be stopped"},
-    {"fault", "NODE KIND [TARGET] [p=P] [for=DURATION] [delay=DURATION] [count=K] [seed=S]",
+    {"fault", "NODE KIND [TARGET] [p=P] [for=DURATION] [delay=DURATION] [count=K] [seed=S] [rate=R]",
      "inject a fault into a node started with --allow-faults: kill (router, executor:N), drop, delay, "
-     "duplicate (the router's messages, for a duration, seeded), heal, fail-alloc K, fault-kernel (executor:N)"},
+     "duplicate (the router's messages, for a duration, seeded), heal, fail-alloc K, fault-kernel (executor:N), "
+     "corrupt-chunk K (data), throttle rate=R, stall (hops; for=DURATION)"},
     {"log-level", "LEVEL", "the log level of the manager and every node: trace, debug, info, warn, error, off"},
     {"metrics", "[MODEL]", "the manager's metrics (the lines of MODEL only)"},
     {"watch", "[TIMES]", "the models and nodes tables, refreshed every second (TIMES times; Ctrl-C stops)"},
@@ -194,7 +195,10 @@ Result<fault_command> parse_fault(const std::vector<std::string>& words) {
   fault_command f;
   f.kind = words[0];
   const bool on_executor = f.kind == "fail-alloc" || f.kind == "fault-kernel";
-  f.target = on_executor ? "executor:0" : "router";
+  f.target = on_executor                                 ? "executor:0"
+             : f.kind == "corrupt-chunk"                 ? "data"
+             : f.kind == "throttle" || f.kind == "stall" ? "hops"
+                                                         : "router";
   for (size_t i = 1; i < words.size(); ++i) {
     const std::string& w = words[i];
     const auto eq = w.find('=');
@@ -223,12 +227,17 @@ Result<fault_command> parse_fault(const std::vector<std::string>& words) {
       auto us = parse_duration_us(value);
       if (!us.ok()) return us.error().with_context(key);
       (key == "for" ? f.duration_ms : f.delay_ms) = std::max<uint64_t>(*us / 1000, 1);
+    } else if (key == "rate") {
+      auto rate = parse_bandwidth(value);
+      if (!rate.ok()) return rate.error().with_context("rate");
+      if (*rate < 1) return invalid_argument("rate is at least 1 byte/s, not '" + value + "'");
+      f.rate = static_cast<uint64_t>(*rate);
     } else if (key == "count") {
       EMBER_ASSIGN_OR_RETURN(f.count, number());
     } else if (key == "seed") {
       EMBER_ASSIGN_OR_RETURN(f.seed, number());
     } else {
-      return invalid_argument("no fault option '" + key + "' (p, for, delay, count, seed)");
+      return invalid_argument("no fault option '" + key + "' (p, for, delay, count, seed, rate)");
     }
   }
   return f;
@@ -281,8 +290,11 @@ std::vector<std::string> Console::complete(const std::string& line, const std::s
   } else if (words[0] == "fault") {
     const size_t at = words.size() - (line.back() == ' ' ? 0 : 1);  // the word being completed
     if (at <= 1) add(node_names_);
-    if (at == 2) add({"kill", "drop", "delay", "duplicate", "heal", "fail-alloc", "fault-kernel"});
-    if (at == 3) add({"router", "executor:0"});
+    if (at == 2) {
+      add({"kill", "drop", "delay", "duplicate", "heal", "fail-alloc", "fault-kernel", "corrupt-chunk", "throttle",
+           "stall"});
+    }
+    if (at == 3) add({"router", "executor:0", "data", "hops"});
   } else if (words[0] == "distribute" || words[0] == "evict") {
     add(words.size() <= 2 && line.back() != ' ' ? model_names_ : node_names_);
     if (words.size() == 1) add(model_names_);

@@ -53,8 +53,9 @@ class Console {
 };
 
 /// The words of `fault NODE ...` after NODE: KIND [TARGET] [p=P] [for=DURATION] [delay=DURATION]
-/// [count=K] [seed=S]. The target defaults to router (executor:0 for fail-alloc and fault-kernel);
-/// the node checks kind and target. Errors: invalid_argument.
+/// [count=K] [seed=S] [rate=BANDWIDTH]. The target defaults to router (executor:0 for fail-alloc and
+/// fault-kernel, data for corrupt-chunk, hops for throttle and stall); the node checks kind and
+/// target. Errors: invalid_argument.
 Result<fault_command> parse_fault(const std::vector<std::string>& words);
 
 /// "user@host" of this process, for admin_auth::who.

@@ -153,12 +153,45 @@ Result<std::optional<uint32_t>> parse_target(const supervisor_state& st, const s
   return invalid_argument("a fault targets router or executor:N, not '" + target + "'");
 }
 
+/// corrupt-chunk, throttle and stall: knobs the data plane and the hops read.
+caf::result<std::string> inject_transfer(supervisor_pointer self, const fault_command& f) {
+  auto& st = self->state;
+  const std::string& node = st.config.node;
+  auto counted = [&] {
+    if (st.config.instruments) st.config.instruments->count_fault(f.kind);
+  };
+  if (f.kind == "corrupt-chunk") {
+    if (f.target != "data") return to_caf(invalid_argument("corrupt-chunk targets data, not '" + f.target + "'"));
+    if (!st.config.corrupt_next) return to_caf(unsupported("node " + node + " has no data-plane fault knob"));
+    if (f.count == 0) return to_caf(invalid_argument("corrupt-chunk needs count >= 1"));
+    st.config.corrupt_next->fetch_add(f.count);
+    counted();
+    spdlog::warn("node {}: fault injected: corrupt the next {} data frame(s) the blob server sends", node, f.count);
+    return "the next " + std::to_string(f.count) + " data frame(s) node " + node + " sends are corrupted";
+  }
+  if (f.target != "hops") return to_caf(invalid_argument(f.kind + " targets hops, not '" + f.target + "'"));
+  if (!st.config.hop_fault) return to_caf(unsupported("node " + node + " has no hop fault knob"));
+  if (f.duration_ms == 0) return to_caf(invalid_argument(f.kind + " needs a duration (for=...)"));
+  if (f.kind == "throttle" && f.rate == 0) return to_caf(invalid_argument("throttle needs a rate (rate=...)"));
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(f.duration_ms);
+  st.config.hop_fault->rate.store(f.kind == "throttle" ? f.rate : 0);
+  st.config.hop_fault->until_ns.store(until.time_since_epoch() / std::chrono::nanoseconds(1));
+  counted();
+  const std::string what = (f.kind == "throttle" ? "throttle the multicast hops of node " + node + " to " +
+                                                       std::to_string(f.rate) + " bytes/s"
+                                                 : "stall the multicast hops of node " + node) +
+                           " for " + std::to_string(f.duration_ms) + " ms";
+  spdlog::warn("node {}: fault injected: {}", node, what);
+  return what;
+}
+
 caf::result<std::string> inject(supervisor_pointer self, fault_command& f) {
   auto& st = self->state;
   const std::string& node = st.config.node;
   if (!st.config.allow_faults) {
     return to_caf(permission_denied("node " + node + " was not started with --allow-faults: it takes no fault"));
   }
+  if (f.kind == "corrupt-chunk" || f.kind == "throttle" || f.kind == "stall") return inject_transfer(self, f);
   auto target = parse_target(st, f.target);
   if (!target.ok()) return to_caf(target.error());
   const std::optional<uint32_t> executor = *target;
@@ -213,7 +246,8 @@ caf::result<std::string> inject(supervisor_pointer self, fault_command& f) {
     return self->delegate(st.executors[*executor], fault_atom_v, f);
   }
   return to_caf(invalid_argument("no fault kind '" + f.kind +
-                                 "' (kill, drop, delay, duplicate, heal, fail-alloc, fault-kernel)"));
+                                 "' (kill, drop, delay, duplicate, heal, fail-alloc, fault-kernel, corrupt-chunk, "
+                                 "throttle, stall)"));
 }
 
 caf::behavior supervisor_behavior(supervisor_pointer self, SupervisorConfig config, node_router_actor router,

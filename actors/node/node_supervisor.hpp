@@ -14,7 +14,8 @@
 // Fault injection (only when the node was started with --allow-faults; messages.hpp's
 // fault_command): kill the router or an executor; drop, delay or duplicate the messages to the
 // router for a duration (an interposer here, drawing from a seeded generator so that a failing run
-// replays); arm an executor to fail its next allocations or its next kernel. Each fault is logged
+// replays); arm an executor to fail its next allocations or its next kernel; corrupt the next data
+// frames the node's blob server sends; throttle or stall the node's multicast hops for a while. Each fault is logged
 // with its parameters and counted (ember_faults_injected_total{kind}).
 //
 // Not supervised yet: the model cache and the multicast hops it spawns (their own errors are
@@ -31,6 +32,7 @@
 #include "actors/gpu_executor_interface.hpp"
 #include "actors/model_cache_interface.hpp"
 #include "actors/node_router_interface.hpp"
+#include "actors/transfer/transfer_peer.hpp"
 
 namespace ember {
 
@@ -52,6 +54,9 @@ struct SupervisorConfig {
   /// A replacement for executor `device`, without an engine (see spawn_replacement_executor).
   std::function<gpu_executor_actor(uint32_t device)> spawn_executor;
   NodeInstruments* instruments = nullptr;
+  /// The node's data-plane and hop fault knobs (corrupt-chunk; throttle, stall). May be null.
+  std::shared_ptr<std::atomic<uint64_t>> corrupt_next;
+  std::shared_ptr<HopFault> hop_fault;
 };
 
 /// The supervisor, typed as the router it stands for. It answers roster_atom with a node_roster.

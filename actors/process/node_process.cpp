@@ -120,6 +120,9 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   transport::BlobServerOptions server = data_server_options(transfer);
   server.listen = node.data_listen;
   server.corrupt_frame = transfer.fault_corrupt_frame;
+  auto corrupt_next = std::make_shared<std::atomic<uint64_t>>(0);
+  auto hop_fault = std::make_shared<HopFault>();
+  if (node.allow_faults) server.corrupt_next = corrupt_next;
   const TransportKind kind = transfer.transport;
   EMBER_ASSIGN_OR_RETURN(p->blob_server_, transport::start_data_server(kind, server, p->store_->lookup()));
   ModelCacheConfig cache;
@@ -133,6 +136,7 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   cache.transfer.max_attempts = transfer.max_attempts;
   cache.transfer.socket_buffer_bytes = static_cast<int>(transfer.socket_buffer_bytes);
   cache.transfer.throttle_bytes_per_s = transfer.fault_receive_bytes_per_s;
+  if (node.allow_faults) cache.transfer.fault = hop_fault;
   p->cache_ = spawn_model_cache(sys, cache, p->store_, p->instruments_.get(), p->fetches_, p->hops_);
   NodeRouterConfig router{p->name_, {node.data_listen.host, p->blob_server_->port()}, transfer.rack, std::nullopt};
   router.handoff = StageHandoff{p->store_, kind, &p->handoffs_};
@@ -146,6 +150,10 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   supervision.node = p->name_;
   supervision.allow_faults = node.allow_faults;
   supervision.instruments = p->instruments_.get();
+  if (node.allow_faults) {
+    supervision.corrupt_next = corrupt_next;
+    supervision.hop_fault = hop_fault;
+  }
   supervision.spawn_router = [&sys, router, reports, instruments = p->instruments_.get()](
                                  const std::vector<gpu_executor_actor>& executors, const model_cache_actor& cache) {
     return spawn_node_router(sys, router, executors, reports, cache, instruments);

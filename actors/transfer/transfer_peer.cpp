@@ -61,7 +61,18 @@ struct HopBuffer final : transport::BlobSink {
       throttled += length;
       std::this_thread::sleep_until(throttle_start + std::chrono::microseconds(throttled * 1'000'000 / throttle_bytes_per_s));
     }
+    if (fault) {  // an injected throttle or stall, bounded by its end
+      const int64_t now = Clock::now().time_since_epoch() / std::chrono::nanoseconds(1);
+      const int64_t until = fault->until_ns.load();
+      if (now < until) {
+        const uint64_t rate = fault->rate.load();
+        int64_t wait = until - now;
+        if (rate > 0) wait = std::min<int64_t>(wait, static_cast<int64_t>(length * 1'000'000'000 / rate));
+        std::this_thread::sleep_for(std::chrono::nanoseconds(wait));
+      }
+    }
   }
+  std::shared_ptr<HopFault> fault;
   uint64_t throttle_bytes_per_s = 0;
   uint64_t throttled = 0;
   Clock::time_point throttle_start = Clock::now();
@@ -279,6 +290,7 @@ transfer_peer_actor::behavior_type peer_behavior(peer_pointer self, TransferPeer
   st.hop->key = req.blob_key;
   st.hop->store = std::move(store);
   st.hop->throttle_bytes_per_s = st.config.throttle_bytes_per_s;
+  st.hop->fault = st.config.fault;
   st.req = std::move(req);
   // Allocate now when the size is known, so the next hop can connect before the first byte.
   if (st.req.blob_bytes > 0 && st.hop->allocate(st.req.blob_bytes) == nullptr) {

@@ -29,6 +29,14 @@ class GrowingBlobShelf {
   virtual void erase_growing(const std::string& key, const transport::GrowingBlob* blob) = 0;
 };
 
+/// Fault injection at run time (a node's `fault NODE throttle|stall`), shared by the node's hops:
+/// until `until_ns` (steady clock, nanoseconds since its epoch), each chunk a hop receives is held
+/// back, at `rate` bytes per second, or (rate 0: a stall) until `until_ns`.
+struct HopFault {
+  std::atomic<int64_t> until_ns{0};
+  std::atomic<uint64_t> rate{0};
+};
+
 struct TransferPeerConfig {
   /// This node's name, as the controller knows it.
   std::string node;
@@ -43,6 +51,8 @@ struct TransferPeerConfig {
   int socket_buffer_bytes = 4 << 20;
   /// Fault seam (tests, drills): receive at most this many bytes per second. 0 = no limit.
   uint64_t throttle_bytes_per_s = 0;
+  /// Fault injection at run time (may be null).
+  std::shared_ptr<HopFault> fault;
   /// The node's metrics (same process; may be null in tests).
   TransferInstruments* instruments = nullptr;
   /// The data plane the cluster runs (transfer.transport).

@@ -101,7 +101,10 @@ def _body(ember, work, procs, logs):
     for cmd, says in (("fault node1 kill router", "killed router of node node1"),
                       ("fault node1 kill executor:0", "killed executor:0 of node node1"),
                       ("fault node1 delay router delay=200ms for=1s seed=3", "200 ms each, for 1000 ms, seed 3"),
-                      ("fault node1 heal", "healed the router of node node1")):
+                      ("fault node1 heal", "healed the router of node node1"),
+                      ("fault node1 corrupt-chunk count=2", "the next 2 data frame(s) node node1 sends are corrupted"),
+                      ("fault node1 throttle rate=1MB/s for=1s", "to 1000000 bytes/s for 1000 ms"),
+                      ("fault node1 stall for=500ms", "stall the multicast hops of node node1 for 500 ms")):
         rc, out, err = console("--token-file", token, "-c", cmd)
         if rc != 0 or says not in out:
             raise Failure(f"'{cmd}': rc {rc}, expected '{says}': {out} {err}")
@@ -110,7 +113,8 @@ def _body(ember, work, procs, logs):
              lambda: "the next 2 allocation(s) on sim:0 fail" in
              console("--token-file", token, "-c", "fault node1 fail-alloc count=2")[1], 20)
     for cmd, says in (("fault node1 explode", "no fault kind 'explode'"), ("fault nosuch kill router", "no node named"),
-                      ("fault node1 kill executor:7", "has executors 0..0"), ("fault node1 drop p=2", "probability")):
+                      ("fault node1 kill executor:7", "has executors 0..0"), ("fault node1 drop p=2", "probability"),
+                      ("fault node1 stall", "needs a duration"), ("fault node1 throttle for=1s", "needs a rate")):
         rc, out, err = console("--token-file", token, "-c", cmd)
         if rc == 0 or says not in err:
             raise Failure(f"'{cmd}': rc {rc}, expected '{says}': {out} {err}")

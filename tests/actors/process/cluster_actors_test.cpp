@@ -390,5 +390,47 @@ TEST(Faults, AFaultedKernelAndFailedAllocationsAreRecoveredFrom) {
   EXPECT_NE(m.find("kind=\"fail-alloc\"} 1"), std::string::npos) << m;
 }
 
+TEST(Faults, ACorruptedChunkIsFetchedAgainAndAStalledHopWaits) {
+  Cluster c(2, 20'000'000, true);
+  auto first = c.infer("mlp", 1, 1);
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  const size_t holder = c.nodes[0]->name() == first->node ? 0 : 1;
+  const std::string other = c.nodes[1 - holder]->name();
+  // The holder's next data frame goes out corrupted: the receiving hop finds it by its checksum and
+  // fetches the chunk again; the distribution completes with the right bytes.
+  fault_command corrupt;
+  corrupt.kind = "corrupt-chunk";
+  corrupt.target = "data";
+  ASSERT_TRUE(ask<std::string>(*c.sys, c.nodes[holder]->router(), 10s, fault_atom_v, corrupt).ok());
+  auto sent = ask<distribute_result>(*c.sys, c.gateway->gateway(), 30s, distribute_atom_v,
+                                     distribute_request{{"mlp", 1}, {other}});
+  ASSERT_TRUE(sent.ok()) << sent.error().message();
+  ASSERT_EQ(sent->nodes.size(), 1u);
+  EXPECT_EQ(sent->nodes[0].source_peer, first->node);
+  std::string m = c.metrics();
+  EXPECT_NE(m.find("ember_transfer_resumes_total{node=\"" + other + "\",reason=\"corrupt\"} 1"), std::string::npos)
+      << m;
+  EXPECT_NE(m.find("kind=\"corrupt-chunk\"} 1"), std::string::npos) << m;
+
+  // A receiver's hops stall for 1.5 s: mlp/2's distribution to it waits them out, then completes.
+  auto second = c.infer("mlp", 2, 1);
+  ASSERT_TRUE(second.ok()) << second.error().message();
+  const size_t lacking = c.nodes[0]->name() == second->node ? 1 : 0;
+  fault_command stall;
+  stall.kind = "stall";
+  stall.target = "hops";
+  stall.duration_ms = 1500;
+  auto armed = ask<std::string>(*c.sys, c.nodes[lacking]->router(), 10s, fault_atom_v, stall);
+  ASSERT_TRUE(armed.ok()) << armed.error().message();
+  const auto started = std::chrono::steady_clock::now();
+  auto stalled = ask<distribute_result>(*c.sys, c.gateway->gateway(), 30s, distribute_atom_v,
+                                        distribute_request{{"mlp", 2}, {c.nodes[lacking]->name()}});
+  ASSERT_TRUE(stalled.ok()) << stalled.error().message();
+  EXPECT_GE(std::chrono::steady_clock::now() - started, 1200ms);
+  fault_command unbounded = stall;
+  unbounded.duration_ms = 0;  // a stall needs an end
+  EXPECT_FALSE(ask<std::string>(*c.sys, c.nodes[0]->router(), 10s, fault_atom_v, unbounded).ok());
+}
+
 }  // namespace cluster_actors_test
 }  // namespace ember
