@@ -369,7 +369,7 @@ typename Inspector::result_type inspect(Inspector& f, admin_auth& x) {
 /// A fault injected on purpose into a node started with --allow-faults (the console's `fault`, the
 /// fault-injection tests and the chaos benchmark). The node's supervisor checks and applies it and
 /// answers what it did. Kinds and targets (actors/node/node_supervisor.hpp):
-///   kill        router | executor:N      the actor dies at once; its supervisor restarts it
+///   kill        router | cache | executor:N   the actor dies at once; its supervisor restarts it
 ///   drop, delay, duplicate   router      an interposer in front of the router, for duration_ms
 ///                                        (0: until heal), each message with `probability`, seeded
 ///   fail-alloc  executor:N               the next `count` device allocations fail (out of memory)

@@ -38,6 +38,12 @@ struct executor_replaced {
   gpu_executor_actor actor;
 };
 
+/// From the node's supervisor: the model cache died and `cache` replaces it, holding the same bytes
+/// unpinned (the router pins its replicas' again). Local only.
+struct cache_replaced {
+  model_cache_actor cache;
+};
+
 using node_router_actor = caf::typed_actor<
     /// The warm path. Errors: unavailable (no replica here: the caller's routing is stale; or the
     /// queue is full), invalid_argument (bad inputs), device_fault.
@@ -76,9 +82,11 @@ using node_router_actor = caf::typed_actor<
     /// stands in front of the router; answers what was done. Errors: permission_denied (the node
     /// does not allow faults), invalid_argument (no such kind or target).
     caf::replies_to<fault_atom, fault_command>::with<std::string>, caf::reacts_to<replace_atom, executor_replaced>,
+    caf::reacts_to<replace_atom, cache_replaced>,
     /// Offloaded work's continuation (actors/offload.hpp): a stage's fetch of handed-off tensors.
     caf::reacts_to<offload_done>>;
 
 }  // namespace ember
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::executor_replaced)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::cache_replaced)

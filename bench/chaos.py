@@ -8,7 +8,8 @@ requests back to back for --seconds (alternating the two models, every answer ch
 while the nemesis, every --interval seconds (jittered), injects the next fault kind (each kind once per
 round, rounds in a seeded order) into a node holding a replica (random.Random(--seed): the same seed
 replays the same sequence of faults and victims):
-  kill-executor, kill-router        console `fault NODE kill ...` (the node's supervisor restarts it)
+  kill-executor, kill-router,       console `fault NODE kill ...` (the node's supervisor restarts it)
+  kill-cache
   fault-kernel                      the executor's next run faults (late binding retries, restarts it)
   delay-router, drop-router         an interposer on the router for 2 s (delay 3 s each / drop p=0.3)
   duplicate-router                  every message to the router twice, for 2 s
@@ -46,7 +47,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 from cluster_test import (Failure, check_answer, free_port, make_cases, metric, node_replicas,  # noqa: E402
                           request, wait_for)
 
-KINDS = ["kill-executor", "kill-router", "fault-kernel", "delay-router", "drop-router", "duplicate-router",
+KINDS = ["kill-executor", "kill-router", "kill-cache", "fault-kernel", "delay-router", "drop-router", "duplicate-router",
          "sigstop-node", "sigkill-node"]
 POLL_S = 0.1
 RECOVERY_LIMIT_S = 30.0
@@ -210,10 +211,10 @@ def run(a, ember, work, procs, logs):
         t0 = time.time()  # poll_until counts from here
         detect = None
         note = ""
-        if kind in ("kill-executor", "kill-router"):
+        if kind in ("kill-executor", "kill-router", "kill-cache"):
             actor = kind.split("-")[1]
             before = restarts(actor)
-            ok, note = console(f"fault {victim} kill {'executor:0' if actor == 'executor' else 'router'}")
+            ok, note = console(f"fault {victim} kill {'executor:0' if actor == 'executor' else actor}")
             before_runs = runs()  # once the fault is in
             detect = poll_until(lambda: restarts(actor) > before)
             recover = poll_until(lambda: runs() > before_runs)

@@ -77,6 +77,13 @@ std::vector<model_key> BlobStore::models() const {
   return out;
 }
 
+std::vector<BlobStore::Held> BlobStore::held() const {
+  std::lock_guard lock(mu_);
+  std::vector<Held> out;
+  for (const auto& [key, e] : blobs_) out.push_back({key, e.model, e.held});
+  return out;
+}
+
 transport::BlobLookup BlobStore::lookup() const {
   return [this](const std::string& key) -> Result<std::shared_ptr<const transport::Blob>> {
     std::lock_guard lock(mu_);

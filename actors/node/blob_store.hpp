@@ -48,6 +48,13 @@ class BlobStore final : public GrowingBlobShelf {
   void erase_growing(const std::string& key, const transport::GrowingBlob* blob) override;
   uint64_t used_bytes() const;
   std::vector<model_key> models() const;
+  /// Every blob held (whole ones and stages' shares): what a restarted model cache adopts.
+  struct Held {
+    std::string key;
+    model_key model;
+    uint64_t bytes = 0;  // as counted in used_bytes()
+  };
+  std::vector<Held> held() const;
 
   /// For a transport::BlobServer: serves resident blobs from memory, then blobs still arriving,
   /// not_found otherwise.

@@ -258,6 +258,21 @@ Result<blob_ref> fetch_rest_from_sources(const ModelCacheConfig& config, const f
 struct cache_state {
   static inline const char* name = "ember.model_cache";
 
+  cache_state() = default;
+  cache_state(const cache_state&) = delete;
+  cache_state& operator=(const cache_state&) = delete;
+  /// A cache that dies (killed by a fault) answers its fetches in flight as unavailable and stops
+  /// its hops; the bytes it held stay in the store for its successor.
+  ~cache_state() {
+    const caf::error gone = to_caf(unavailable("the model cache died during the fetch; retry"));
+    for (auto& [key, f] : inflight)
+      for (auto& w : f.waiters)
+        if (w.pending()) w.deliver(gone);
+    if (!exiting) {
+      for (const auto& [addr, hop] : hops_alive) caf::anon_send_exit(hop, caf::exit_reason::user_shutdown);
+    }
+  }
+
   struct Resident {
     model_key model;
     uint64_t bytes = 0;
@@ -432,6 +447,14 @@ model_cache_actor::behavior_type cache_behavior(cache_pointer self, ModelCacheCo
   self->state.config = std::move(config);
   self->state.store = std::move(store);
   self->state.instruments = instruments;
+  // A restarted cache adopts what its predecessor left in the store (unpinned: the router pins its
+  // replicas' bytes again).
+  for (const auto& h : self->state.store->held()) {
+    self->state.resident[h.key] = {h.model, h.bytes, ++self->state.clock, 0};
+  }
+  if (!self->state.resident.empty()) {
+    spdlog::warn("model cache: restarted; {} blob(s) adopted from the store", self->state.resident.size());
+  }
   self->state.publish();
   supervise_hops(self);
   return {

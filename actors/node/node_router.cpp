@@ -507,6 +507,18 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
         if (self->state.swap && device < self->state.devices.size()) restart_device(self, device);
       },
       [self](replace_atom, executor_replaced& x) { replace_executor(self, x); },
+      [self](replace_atom, cache_replaced& x) {
+        auto& st = self->state;
+        st.cache = std::move(x.cache);
+        size_t pinned = 0;
+        for (const auto& [key, r] : st.replicas) {
+          if (!r.pinned) continue;
+          self->send(st.cache, pin_atom_v, r.blob_key);
+          ++pinned;
+        }
+        spdlog::warn("node {}: its model cache was replaced; {} replica(s) pinned their bytes again", st.config.name,
+                     pinned);
+      },
       [](fault_atom, const fault_command&) -> caf::result<std::string> {
         return to_caf(unsupported("fault commands go to the node's supervisor, which stands in front of its router"));
       },

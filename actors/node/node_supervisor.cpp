@@ -35,6 +35,7 @@ struct supervisor_state {
   /// links: a child killed with exit_reason::kill would take a linked supervisor down with it.
   ~supervisor_state() {
     if (router) caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
+    if (cache) caf::anon_send_exit(cache, caf::exit_reason::user_shutdown);
     for (const auto& e : executors) caf::anon_send_exit(e, caf::exit_reason::user_shutdown);
   }
 
@@ -92,6 +93,15 @@ void child_down(supervisor_pointer self, const caf::down_msg& down) {
     spdlog::warn("node {}: its router died ({}); restarted", st.config.node, why);
     return;
   }
+  if (down.source == st.cache.address() && st.config.spawn_cache) {
+    if (!may_restart(self, "model cache")) return;
+    st.cache = st.config.spawn_cache();
+    self->monitor(st.cache);
+    self->send(st.router, replace_atom_v, cache_replaced{st.cache});
+    if (st.config.instruments) st.config.instruments->count_actor_restart("cache");
+    spdlog::warn("node {}: its model cache died ({}); restarted", st.config.node, why);
+    return;
+  }
   for (uint32_t i = 0; i < st.executors.size(); ++i) {
     if (down.source != st.executors[i].address()) continue;
     if (!may_restart(self, "executor " + std::to_string(i))) return;
@@ -140,7 +150,7 @@ caf::result<caf::message> pass_on(supervisor_pointer self, caf::message msg) {
 }
 
 Result<std::optional<uint32_t>> parse_target(const supervisor_state& st, const std::string& target) {
-  if (target == "router") return std::optional<uint32_t>{};
+  if (target == "router" || target == "cache") return std::optional<uint32_t>{};
   const std::string prefix = "executor:";
   if (target.rfind(prefix, 0) == 0) {
     const std::string n = target.substr(prefix.size());
@@ -150,7 +160,7 @@ Result<std::optional<uint32_t>> parse_target(const supervisor_state& st, const s
     return invalid_argument("node " + st.config.node + " has executors 0.." + std::to_string(st.executors.size() - 1) +
                             ", not '" + n + "'");
   }
-  return invalid_argument("a fault targets router or executor:N, not '" + target + "'");
+  return invalid_argument("a fault targets router, cache or executor:N, not '" + target + "'");
 }
 
 /// corrupt-chunk, throttle and stall: knobs the data plane and the hops read.
@@ -203,13 +213,17 @@ caf::result<std::string> inject(supervisor_pointer self, fault_command& f) {
     spdlog::warn("node {}: fault injected: kill {}", node, f.target);
     if (executor) {
       self->send_exit(st.executors[*executor], caf::exit_reason::kill);
+    } else if (f.target == "cache") {
+      self->send_exit(st.cache, caf::exit_reason::kill);
     } else {
       self->send_exit(st.router, caf::exit_reason::kill);
     }
     return "killed " + f.target + " of node " + node + " (its supervisor restarts it)";
   }
   if (f.kind == "drop" || f.kind == "delay" || f.kind == "duplicate") {
-    if (executor) return to_caf(invalid_argument(f.kind + " stands in front of the router: its target is router"));
+    if (f.target != "router") {
+      return to_caf(invalid_argument(f.kind + " stands in front of the router: its target is router"));
+    }
     if (!(f.probability > 0.0 && f.probability <= 1.0)) {
       return to_caf(invalid_argument("the probability is in (0, 1], not " + std::to_string(f.probability)));
     }
@@ -258,6 +272,7 @@ caf::behavior supervisor_behavior(supervisor_pointer self, SupervisorConfig conf
   st.executors = std::move(executors);
   st.cache = std::move(cache);
   self->monitor(st.router);
+  self->monitor(st.cache);
   for (const auto& e : st.executors) self->monitor(e);
   self->set_down_handler([self](caf::down_msg& down) { child_down(self, down); });
   self->set_default_handler([self](caf::scheduled_actor*, caf::message_view& view) -> caf::result<caf::message> {

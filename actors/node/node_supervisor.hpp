@@ -18,8 +18,10 @@
 // frames the node's blob server sends; throttle or stall the node's multicast hops for a while. Each fault is logged
 // with its parameters and counted (ember_faults_injected_total{kind}).
 //
-// Not supervised yet: the model cache and the multicast hops it spawns (their own errors are
-// handled; a killed one is not restarted).
+// The model cache is supervised too: a new one adopts the bytes its predecessor left in the node's
+// store and the router pins its replicas' again; its fetches in flight fail as unavailable (the
+// manager retries the loads) and its multicast hops end with it (their chains splice around them).
+// Not supervised on their own: the hops (a hop that dies fails its transfer on this node).
 #pragma once
 
 #include <caf/actor.hpp>
@@ -53,6 +55,8 @@ struct SupervisorConfig {
   std::function<node_router_actor(const std::vector<gpu_executor_actor>&, const model_cache_actor&)> spawn_router;
   /// A replacement for executor `device`, without an engine (see spawn_replacement_executor).
   std::function<gpu_executor_actor(uint32_t device)> spawn_executor;
+  /// A model cache over the node's store (it adopts the blobs there).
+  std::function<model_cache_actor()> spawn_cache;
   NodeInstruments* instruments = nullptr;
   /// The node's data-plane and hop fault knobs (corrupt-chunk; throttle, stall). May be null.
   std::shared_ptr<std::atomic<uint64_t>> corrupt_next;

@@ -158,6 +158,10 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
                                  const std::vector<gpu_executor_actor>& executors, const model_cache_actor& cache) {
     return spawn_node_router(sys, router, executors, reports, cache, instruments);
   };
+  supervision.spawn_cache = [&sys, cache, store = p->store_, instruments = p->instruments_.get(),
+                             fetches = &p->fetches_, hops = &p->hops_] {
+    return spawn_model_cache(sys, cache, store, instruments, *fetches, *hops);
+  };
   supervision.spawn_executor = [&sys, reports, reopens, name = p->name_, instruments = p->instruments_.get(),
                                 maintenance = &p->maintenance_](uint32_t device) {
     return spawn_replacement_executor(sys, reports[device].name, name, instruments, *maintenance, reopens[device]);

@@ -7,8 +7,9 @@ against `ember run`. One after the other, on a node holding a replica:
   1. its executor is killed (the supervisor replaces it; the router restarts it and the model comes back
      from host memory);
   2. its router is killed (restarted behind the same address, replicas restored from the ledger);
-  3. every message to its router is delayed 2 s for 3 s (an interposer), past the gateway's timeout;
-  4. the node is hung (SIGSTOP) for 3 s, past the manager's node timeout, then resumed.
+  3. its model cache is killed (restarted over the bytes it held; the router pins its replicas' again);
+  4. every message to its router is delayed 2 s for 3 s (an interposer), past the gateway's timeout;
+  5. the node is hung (SIGSTOP) for 3 s, past the manager's node timeout, then resumed.
 Checked: every request got exactly one answer, the right output or a retryable error (503/504), none lost
 or wrong; after each fault the node serves again (its executor runs requests) within a stated bound; the
 node's metrics count the fault and the restart. Prints, per fault, the time until the node served again.
@@ -76,7 +77,7 @@ def _body(ember, work, procs, logs):
     load = Load(cases, "mlp", [hport], 4)
     time.sleep(1.5)
     report = []
-    for what in ("kill executor:0", "kill router", "delay router delay=2s for=3s seed=11"):
+    for what in ("kill executor:0", "kill router", "kill cache", "delay router delay=2s for=3s seed=11"):
         victim = max(node_replicas(hport).items(), key=lambda kv: kv[1])[0]
         said = console(f"fault {victim} {what}")
         if "delay" in what:
@@ -84,7 +85,7 @@ def _body(ember, work, procs, logs):
         took = served_again(victim, runs(victim), what)  # runs counted once the fault is in
         report.append(f"{what} on {victim}: serving again after {took:.2f} s ({said.strip()})")
         time.sleep(1.0)
-    for actor in ("executor", "router"):
+    for actor in ("executor", "router", "cache"):
         if metric(hport, "ember_actor_restarts_total", actor=actor) < 1:
             raise Failure(f"no {actor} restart was counted")
     if metric(hport, "ember_faults_injected_total", kind="delay") < 1:

@@ -390,6 +390,29 @@ TEST(Faults, AFaultedKernelAndFailedAllocationsAreRecoveredFrom) {
   EXPECT_NE(m.find("kind=\"fail-alloc\"} 1"), std::string::npos) << m;
 }
 
+TEST(Faults, AKilledModelCacheIsRestartedWithTheBytesItHeld) {
+  Cluster c(1, 20'000'000, true);
+  auto before = c.infer("mlp", 1, 6);
+  ASSERT_TRUE(before.ok()) << before.error().message();
+  ASSERT_TRUE(c.fault(0, "kill", "cache").ok());
+  // The warm path does not need the cache; a cold load needs the new one.
+  auto warm = c.infer("mlp", 1, 6);
+  ASSERT_TRUE(warm.ok()) << warm.error().message();
+  EXPECT_EQ(bytes_of(*warm), bytes_of(*before));
+  Result<infer_reply> cold = internal_error("not asked");
+  for (int i = 0; i < 50 && !cold.ok(); ++i) {
+    cold = c.infer("mlp", 2, 6);
+    if (!cold.ok()) std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_TRUE(cold.ok()) << cold.error().message();
+  // The restarted cache lists what its predecessor held and what it fetched since.
+  auto fresh = ask<node_report>(*c.sys, c.nodes[0]->router(), 10s, report_atom_v);
+  ASSERT_TRUE(fresh.ok()) << fresh.error().message();
+  EXPECT_EQ(fresh->cached.size(), 2u);
+  const std::string m = c.metrics();
+  EXPECT_NE(m.find("ember_actor_restarts_total{node=\"n1\",actor=\"cache\"} 1"), std::string::npos) << m;
+}
+
 TEST(Faults, ACorruptedChunkIsFetchedAgainAndAStalledHopWaits) {
   Cluster c(2, 20'000'000, true);
   auto first = c.infer("mlp", 1, 1);
