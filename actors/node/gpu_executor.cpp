@@ -121,7 +121,10 @@ caf::result<infer_reply> infer(executor_pointer self, infer_request& req) {
       self, [self, rp, pending, skeleton = skeleton_of(self, req),
              wanted = std::move(req.outputs)](ExecutorEngine::InferResult& r) mutable {
         self->state.answers.settle(pending);
-        if (self->state.instruments) self->state.instruments->observe_run(skeleton.model, r.queue_us, r.compute_us);
+        // Runs that answered: a fault's or a bad input's time is no run of the model.
+        if (self->state.instruments && r.outputs.ok()) {
+          self->state.instruments->observe_run(skeleton.model, r.queue_us, r.compute_us);
+        }
         auto reply = build_reply(std::move(skeleton), wanted, r);
         if (reply.ok())
           rp.deliver(std::move(*reply));
@@ -156,7 +159,7 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
       self, [self, rp, pending, skeleton = skeleton_of(self, request),
              wanted = request.outputs](ExecutorEngine::SwapRunResult& r) mutable {
         self->state.answers.settle(pending);
-        if (self->state.instruments) {
+        if (self->state.instruments && r.run.outputs.ok()) {
           self->state.instruments->observe_run(skeleton.model, r.run.queue_us, r.run.compute_us);
         }
         report_memory(self);

@@ -6,7 +6,7 @@ NodeInstruments::NodeInstruments()
     : queue_(registry_.histogram("ember_queue_duration_seconds",
                                  "Time requests waited in an executor's queue before running", {"model", "version"})),
       compute_(
-          registry_.histogram("ember_compute_duration_seconds", "Time requests ran on a device", {"model", "version"})),
+          registry_.histogram("ember_compute_duration_seconds", "Time requests ran on a device (runs that answered)", {"model", "version"})),
       rejected_(registry_.counter("ember_rejected_requests_total",
                                   "Requests refused because a queue was full (an executor's: node.max_queue; the "
                                   "late-binding router's: node.max_queued_per_model, node.max_queued_total)",
