@@ -32,7 +32,6 @@ import http.client
 import json
 import os
 import random
-import re
 import shutil
 import signal
 import statistics
@@ -44,8 +43,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-from cluster_test import (Failure, check_answer, free_port, make_cases, metric, node_replicas,  # noqa: E402
-                          request, wait_for)
+from cluster_test import (Failure, LocalCluster, check_answer, make_cases, metric, node_replicas,  # noqa: E402
+                          wait_for)
 
 KINDS = ["kill-executor", "kill-router", "kill-cache", "fault-kernel", "delay-router", "drop-router", "duplicate-router",
          "sigstop-node", "sigkill-node"]
@@ -141,43 +140,18 @@ def main():
 def run(a, ember, work, procs, logs):
     repo, cases = make_cases(ember, work)
     cases = {m: cases[m] for m in ("mlp", "bert")}
-    token = os.path.join(work, "admin.token")
-    with open(token, "w") as f:
-        f.write("chaos-token\n")
-    config = os.path.join(work, "ember.yaml")
-    with open(config, "w") as f:
-        f.write(f"manager:\n  admin_token_file: {token}\ngateway:\n  request_timeout: 2s\n  cold_start_timeout: 2s\n"
-                "autoscale:\n  enabled: false\n")
-    mport, hport = free_port(), free_port()
-    manager = f"127.0.0.1:{mport}"
-
-    def spawn(name, args):
-        if name in logs:
-            logs[name].close()
-        logs[name] = open(os.path.join(work, name + ".log"), "a")
-        procs[name] = subprocess.Popen([ember, *args], stdout=logs[name], stderr=subprocess.STDOUT)
-
-    def spawn_node(name):
-        spawn(name, ["node", "--manager", manager, "--name", name, "--device-memory", "1GiB", "--cache", "1GiB",
-                     "--threads", "1", "--allow-faults", "--node-timeout", "2s"])
-
-    spawn("manager", ["manager", "--config", config, "--listen", manager, "--repository", repo,
-                      "--http", f"127.0.0.1:{hport}", "--node-timeout", "2s"])
-    wait_for("the gateway", lambda: request(hport, "GET", "/v2/health/ready")[0] == 200, 20)
-    names = [f"node{i + 1}" for i in range(a.nodes)]
-    for n in names:
-        spawn_node(n)
-    wait_for(f"{a.nodes} nodes", lambda: len(node_replicas(hport)) == a.nodes, 30)
+    cluster = LocalCluster(ember, work, procs, logs, repo, a.nodes,
+                           config="gateway:\n  request_timeout: 2s\n  cold_start_timeout: 2s\n"
+                           "autoscale:\n  enabled: false\n",
+                           node_args=["--allow-faults", "--node-timeout", "2s"], manager_args=["--node-timeout", "2s"])
+    hport = cluster.http
     for model in cases:
-        status, text = request(hport, "POST", f"/v2/repository/models/{model}/load", {"parameters": {"replicas": 2}})
-        if status != 200:
-            raise Failure(f"load {model}: HTTP {status} {text}")
+        cluster.load(model, 2)
     wait_for("four replicas", lambda: sum(node_replicas(hport).values()) == 4, 60)
 
     def console(command):
-        r = subprocess.run([ember, "--log-level", "warn", "console", "--manager", manager, "--token-file", token,
-                            "-c", command], capture_output=True, text=True, timeout=60)
-        return r.returncode == 0, (r.stdout + r.stderr).strip()
+        rc, out, err = cluster.console(command)
+        return rc == 0, (out + err).strip()
 
     def poll_until(predicate, limit=RECOVERY_LIMIT_S):
         """Seconds from the fault's injection (t0) until predicate() holds (polled), or None past `limit`."""
@@ -243,7 +217,7 @@ def run(a, ember, work, procs, logs):
             procs[victim].kill()
             procs[victim].wait()
             detect = poll_until(lambda: victim not in node_replicas(hport))
-            spawn_node(victim)
+            cluster.spawn_node(victim)
             recover = poll_until(lambda: victim in node_replicas(hport) and sum(node_replicas(hport).values()) >= 4)
         faults.append({"kind": kind, "node": victim, "at": t0, "injected": ok, "detect_s": detect,
                        "recover_s": recover, "note": note})

@@ -242,6 +242,21 @@ caf::result<device_report> restart(executor_pointer self) {
   return rp;
 }
 
+/// Frees device memory through `start(done)` (an engine unbind job); answers true once it ran.
+template <class Start>
+caf::result<bool> unbinding(executor_pointer self, Start start) {
+  if (!self->state.engine) return true;  // no engine, nothing on the device
+  auto rp = self->make_response_promise<bool>();
+  const uint64_t pending = self->state.answers.add(rp);
+  auto done = continue_on<bool>(self, [self, rp, pending](bool&) mutable {
+    self->state.answers.settle(pending);
+    report_memory(self);
+    rp.deliver(true);
+  });
+  start([done] { done(true); });
+  return rp;
+}
+
 /// Fault injection (the node's supervisor checked that the node allows it): into the engine.
 caf::result<std::string> inject(executor_pointer self, const fault_command& f) {
   auto& st = self->state;
@@ -287,28 +302,10 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, Engin
         return rp;
       },
       [self](unload_atom, const model_key& key) -> caf::result<bool> {
-        if (!self->state.engine) return true;  // no engine, nothing on the device
-        auto rp = self->make_response_promise<bool>();
-        const uint64_t pending = self->state.answers.add(rp);
-        auto done = continue_on<bool>(self, [self, rp, pending](bool&) mutable {
-          self->state.answers.settle(pending);
-          report_memory(self);
-          rp.deliver(true);
-        });
-        self->state.engine->unbind(key, [done] { done(true); });
-        return rp;
+        return unbinding(self, [&](std::function<void()> done) { self->state.engine->unbind(key, std::move(done)); });
       },
       [self](forget_atom) -> caf::result<bool> {
-        if (!self->state.engine) return true;
-        auto rp = self->make_response_promise<bool>();
-        const uint64_t pending = self->state.answers.add(rp);
-        auto done = continue_on<bool>(self, [self, rp, pending](bool&) mutable {
-          self->state.answers.settle(pending);
-          report_memory(self);
-          rp.deliver(true);
-        });
-        self->state.engine->unbind_all([done] { done(true); });
-        return rp;
+        return unbinding(self, [&](std::function<void()> done) { self->state.engine->unbind_all(std::move(done)); });
       },
       [self](fault_atom, const fault_command& f) -> caf::result<std::string> { return inject(self, f); },
       // -- requests ------------------------------------------------------------------------------

@@ -185,6 +185,55 @@ class Load:
                 raise Failure("a client is still waiting after 120 s: a request hangs")
 
 
+class LocalCluster:
+    """A manager with the HTTP gateway and an admin token file, and `nodes` `ember node` processes
+    (node1..nodeN) on loopback, started in `work` into `procs`/`logs` (as run_guarded passes them).
+    `config` is YAML appended to the manager's config file (which sets manager.admin_token_file);
+    `node_args` are added to every node's command line."""
+
+    def __init__(self, ember, work, procs, logs, repo, nodes, config="", node_args=(), manager_args=()):
+        self.ember, self.work, self.procs, self.logs = ember, work, procs, logs
+        self.token = os.path.join(work, "admin.token")
+        with open(self.token, "w") as f:
+            f.write("local-cluster-token\n")
+        self.config = os.path.join(work, "ember.yaml")
+        with open(self.config, "w") as f:
+            f.write(f"manager:\n  admin_token_file: {self.token}\n" + config)
+        mport, self.http = free_port(), free_port()
+        self.manager = f"127.0.0.1:{mport}"
+        self.node_args = list(node_args)
+        self.spawn("manager", ["manager", "--config", self.config, "--listen", self.manager, "--repository", repo,
+                               "--http", f"127.0.0.1:{self.http}", *manager_args])
+        wait_for("the gateway", lambda: request(self.http, "GET", "/v2/health/ready")[0] == 200, 20)
+        self.names = [f"node{i + 1}" for i in range(nodes)]
+        for n in self.names:
+            self.spawn_node(n)
+        wait_for(f"{nodes} nodes", lambda: len(node_replicas(self.http)) == nodes, 30)
+
+    def spawn(self, name, args):
+        if name in self.logs:
+            self.logs[name].close()
+        self.logs[name] = open(os.path.join(self.work, name + ".log"), "a")
+        self.procs[name] = subprocess.Popen([self.ember, *args], stdout=self.logs[name], stderr=subprocess.STDOUT)
+
+    def spawn_node(self, name):
+        self.spawn(name, ["node", "--manager", self.manager, "--name", name, "--device-memory", "512MiB",
+                          "--cache", "512MiB", "--threads", "1", *self.node_args])
+
+    def console(self, *commands):
+        """`ember console -c ...` with the admin token: (exit code, stdout, stderr)."""
+        args = [a for c in commands for a in ("-c", c)]
+        r = subprocess.run([self.ember, "--log-level", "warn", "console", "--manager", self.manager, "--token-file",
+                            self.token, *args], capture_output=True, text=True, timeout=120)
+        return r.returncode, r.stdout, r.stderr
+
+    def load(self, model, replicas):
+        status, text = request(self.http, "POST", f"/v2/repository/models/{model}/load",
+                               {"parameters": {"replicas": replicas}})
+        if status != 200:
+            raise Failure(f"load {model}: HTTP {status} {text}")
+
+
 def run_guarded(prefix, body, tail_lines=20):
     """Runs body(work, procs, logs) in a fresh work folder (procs: name -> Popen, logs: name -> open
     file, both filled by the body): prints PASS, or FAIL with the logs' last lines; every process is

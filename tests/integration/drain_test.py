@@ -13,52 +13,28 @@ Usage: drain_test.py --ember PATH
 import argparse
 import os
 import signal
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_test import (Failure, Load, free_port, make_cases, node_replicas, request, run_guarded,  # noqa: E402
-                          wait_for)
+from cluster_test import Failure, Load, LocalCluster, make_cases, node_replicas, run_guarded, wait_for  # noqa: E402
 
 
 def _body(ember, work, procs, logs):
     repo, cases = make_cases(ember, work)
-    token = os.path.join(work, "admin.token")
-    with open(token, "w") as f:
-        f.write("drain-scenario-token\n")
-    config = os.path.join(work, "ember.yaml")
-    with open(config, "w") as f:
-        f.write(f"manager:\n  admin_token_file: {token}\n")
-    mport, hport = free_port(), free_port()
-    manager = f"127.0.0.1:{mport}"
-
-    def spawn(name, args):
-        logs[name] = open(os.path.join(work, name + ".log"), "w")
-        procs[name] = subprocess.Popen([ember, *args], stdout=logs[name], stderr=subprocess.STDOUT)
-
-    spawn("manager", ["manager", "--config", config, "--listen", manager, "--repository", repo, "--http", f"127.0.0.1:{hport}",
-                      "--node-timeout", "2s"])
-    wait_for("the gateway", lambda: request(hport, "GET", "/v2/health/ready")[0] == 200, 20)
-    for i in (1, 2, 3):
-        spawn(f"node{i}", ["node", "--manager", manager, "--name", f"node{i}", "--device-memory", "512MiB",
-                           "--cache", "512MiB", "--threads", "1"])
-    wait_for("three nodes", lambda: len(node_replicas(hport)) == 3, 30)
-    status, text = request(hport, "POST", "/v2/repository/models/mlp/load", {"parameters": {"replicas": 2}})
-    if status != 200:
-        raise Failure(f"load mlp: HTTP {status} {text}")
+    cluster = LocalCluster(ember, work, procs, logs, repo, 3, manager_args=["--node-timeout", "2s"])
+    hport = cluster.http
+    cluster.load("mlp", 2)
     wait_for("two replicas", lambda: sum(node_replicas(hport).values()) == 2, 30)
     victim = next(n for n, r in node_replicas(hport).items() if r > 0)
 
     load = Load(cases, "mlp", [hport], 4)
     time.sleep(2.0)
     started = time.time()
-    drained = subprocess.run([ember, "--log-level", "warn", "console", "--manager", manager, "--token-file", token,
-                              "-c", f"drain {victim}"],
-                             capture_output=True, text=True, timeout=120)
+    rc, out, err = cluster.console(f"drain {victim}")
     took = time.time() - started
-    if drained.returncode != 0 or f"node {victim} is drained (moved mlp/1)" not in drained.stdout:
-        raise Failure(f"drain {victim}: rc {drained.returncode}: {drained.stdout} {drained.stderr}")
+    if rc != 0 or f"node {victim} is drained (moved mlp/1)" not in out:
+        raise Failure(f"drain {victim}: rc {rc}: {out} {err}")
     procs[victim].send_signal(signal.SIGTERM)
     procs[victim].wait(timeout=30)
     time.sleep(2.0)

@@ -19,12 +19,11 @@ Usage: faults_test.py --ember PATH
 import argparse
 import os
 import signal
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_test import (Failure, Load, free_port, make_cases, metric, node_replicas, request,  # noqa: E402
+from cluster_test import (Failure, Load, LocalCluster, make_cases, metric, node_replicas,  # noqa: E402
                           run_guarded, wait_for)
 
 # A node must serve again within this long after each fault (the hung node: after it resumed).
@@ -33,37 +32,18 @@ RECOVERY_BOUND_S = 15.0
 
 def _body(ember, work, procs, logs):
     repo, cases = make_cases(ember, work)
-    token = os.path.join(work, "admin.token")
-    with open(token, "w") as f:
-        f.write("fault-scenario-token\n")
-    config = os.path.join(work, "ember.yaml")
-    with open(config, "w") as f:
-        f.write(f"manager:\n  admin_token_file: {token}\ngateway:\n  request_timeout: 1s\n  cold_start_timeout: 1s\n")
-    mport, hport = free_port(), free_port()
-    manager = f"127.0.0.1:{mport}"
-
-    def spawn(name, args):
-        logs[name] = open(os.path.join(work, name + ".log"), "w")
-        procs[name] = subprocess.Popen([ember, *args], stdout=logs[name], stderr=subprocess.STDOUT)
-
-    spawn("manager", ["manager", "--config", config, "--listen", manager, "--repository", repo,
-                      "--http", f"127.0.0.1:{hport}", "--node-timeout", "2s"])
-    wait_for("the gateway", lambda: request(hport, "GET", "/v2/health/ready")[0] == 200, 20)
-    for i in (1, 2, 3):
-        spawn(f"node{i}", ["node", "--manager", manager, "--name", f"node{i}", "--device-memory", "512MiB",
-                           "--cache", "512MiB", "--threads", "1", "--allow-faults", "--node-timeout", "2s"])
-    wait_for("three nodes", lambda: len(node_replicas(hport)) == 3, 30)
-    status, text = request(hport, "POST", "/v2/repository/models/mlp/load", {"parameters": {"replicas": 2}})
-    if status != 200:
-        raise Failure(f"load mlp: HTTP {status} {text}")
+    cluster = LocalCluster(ember, work, procs, logs, repo, 3, config="gateway:\n  request_timeout: 1s\n"
+                           "  cold_start_timeout: 1s\n", node_args=["--allow-faults", "--node-timeout", "2s"],
+                           manager_args=["--node-timeout", "2s"])
+    hport = cluster.http
+    cluster.load("mlp", 2)
     wait_for("two replicas", lambda: sum(node_replicas(hport).values()) == 2, 30)
 
     def console(command):
-        r = subprocess.run([ember, "--log-level", "warn", "console", "--manager", manager, "--token-file", token,
-                            "-c", command], capture_output=True, text=True, timeout=60)
-        if r.returncode != 0:
-            raise Failure(f"'{command}': rc {r.returncode}: {r.stdout} {r.stderr}")
-        return r.stdout
+        rc, out, err = cluster.console(command)
+        if rc != 0:
+            raise Failure(f"'{command}': rc {rc}: {out} {err}")
+        return out
 
     def runs(node):
         return metric(hport, "ember_compute_duration_seconds_count", node=node)
