@@ -88,6 +88,8 @@ using cluster_manager_actor = caf::typed_actor<
     caf::replies_to<admin_auth, fault_atom, std::string, fault_command>::with<std::string>,
     /// Internal: the chain controller's stall check; the autoscaler's tick.
     caf::reacts_to<tick_atom>, caf::reacts_to<scale_atom>,
+    /// The heartbeat timer (self-sent): every node's router is asked ping_atom.
+    caf::reacts_to<ping_atom>,
     /// Internal: a repository scan's continuation, back from the scan queue (actors/offload.hpp).
     caf::reacts_to<offload_done>>;
 

@@ -380,6 +380,8 @@ typename Inspector::result_type inspect(Inspector& f, admin_auth& x) {
 ///   throttle    hops                     the node's multicast hops receive at `rate` bytes/s, for
 ///                                        duration_ms (required)
 ///   stall       hops                     they receive nothing for duration_ms (required)
+///   stop-heartbeats router               the manager's heartbeats go unanswered for duration_ms
+///                                        (required): a hang without a crash
 struct fault_command {
   std::string kind;
   std::string target;

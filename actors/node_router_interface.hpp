@@ -70,6 +70,9 @@ using node_router_actor = caf::typed_actor<
     /// here and not executing yet (late binding's queue; 0 with pinned binding, whose executor
     /// queues are per device). Only `queued` is set: the gateways count what is in flight.
     caf::replies_to<scale_atom>::with<load_report>,
+    /// The manager's heartbeat at actor level: answered by the router itself, so a router that hangs
+    /// (its process and connection alive) stops answering and the manager drops the node.
+    caf::replies_to<ping_atom>::with<bool>,
     /// Late binding: the RRC queue's periods (self-sent).
     caf::reacts_to<tick_atom>,
     /// Late binding: another try at restarting a faulted executor, by device index (self-sent).

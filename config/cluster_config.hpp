@@ -59,9 +59,11 @@ struct ManagerConfig {
   /// default: required for a manager (check_role). Nodes fetch from it when no peer holds a model.
   std::string repository;
   /// A node that answers no heartbeat for this long is dropped: its replicas leave the routing table
-  /// and are re-placed. Microseconds; default 2s. Shorter detects hung nodes sooner but also drops nodes
-  /// that merely stall (a host copying many GiB can be slow to answer); a dead process is noticed at
-  /// once anyway, through its closed connection.
+  /// and are re-placed. Two heartbeats: its connection's (a dead or stopped process) and its router's
+  /// answers to the manager's pings (a router that hangs while the process lives; such a node is
+  /// taken back, with the replicas it reports, once it answers again). Microseconds; default 2s. Shorter detects hung
+  /// nodes sooner but also drops nodes that merely stall (a host copying many GiB can be slow to answer); a dead
+  /// process is noticed at once anyway, through its closed connection.
   uint64_t node_timeout_us = 2'000'000;
   /// Interval between heartbeats to each node. Microseconds; default 250ms; must be shorter than
   /// node_timeout (several heartbeats should fit in one timeout). Each costs one small message per

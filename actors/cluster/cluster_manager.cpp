@@ -81,6 +81,19 @@ struct manager_state {
   std::map<uint64_t, NodeDrain> node_drains;
   /// Gateways that hold a table from the manager's previous life, answered at the window's end.
   std::vector<std::pair<gateway_actor, caf::typed_response_promise<routing_update>>> resubscribing;
+  // -- actor-level heartbeats --
+  struct Liveness {
+    caf::actor_clock::time_point answered;  // its router's last answer to ping_atom (or its join)
+    bool asking = false;                    // a ping is out
+  };
+  std::map<uint64_t, Liveness> liveness;
+  /// Nodes dropped for silence whose connection lives: asked on, taken back when they answer.
+  struct Silent {
+    node_router_actor router;
+    std::string name;
+    bool asking = false;
+  };
+  std::map<caf::actor_addr, Silent> silent;
 };
 
 using manager_pointer = cluster_manager_actor::stateful_pointer<manager_state>;
@@ -802,8 +815,10 @@ void scale_tick(manager_pointer self) {
 uint64_t join(manager_pointer self, node_report& report, node_router_actor& router) {
   auto& st = self->state;
   self->monitor(router);
+  st.silent.erase(router.address());
   const auto brought = report.replicas;
   const uint64_t id = st.members.join(std::move(report), std::move(router));
+  st.liveness[id] = {self->clock().now(), false};
   const auto adopted = st.registry.adopt(brought, id);
   spdlog::info("manager: node {}", st.members.describe_join(id, adopted.size()));
   publish(self, adopted);
@@ -812,30 +827,105 @@ uint64_t join(manager_pointer self, node_report& report, node_router_actor& rout
   return id;
 }
 
-void on_down(manager_pointer self, const caf::down_msg& msg) {
+/// Node `id` leaves the cluster (its process died, it stopped, or it went silent): its replicas and
+/// stages go, what waited on it fails, and its models are re-placed (replace_on_failure).
+void lose_node(manager_pointer self, uint64_t id, const std::string& why, bool orderly) {
   auto& st = self->state;
-  auto id = st.members.id_of(msg.source);
-  if (!id) return void(st.routing.unsubscribe(msg.source));
-  const std::string name = st.members.leave(*id)->report.name;
-  std::erase_if(st.drains, [&](const auto& d) { return d.second.node == *id; });
-  if (auto drained = st.node_drains.find(*id); drained != st.node_drains.end()) {
+  st.liveness.erase(id);
+  const std::string name = st.members.leave(id)->report.name;
+  std::erase_if(st.drains, [&](const auto& d) { return d.second.node == id; });
+  if (auto drained = st.node_drains.find(id); drained != st.node_drains.end()) {
     for (auto& w : drained->second.waiters) w.deliver(to_caf(unavailable("node " + name + " left while draining")));
     st.node_drains.erase(drained);
   }
-  pipelines_lost_node(self, *id);
+  pipelines_lost_node(self, id);
   send_all(self, st.relay.node_lost(name));
   // Its answers to distributions will never come (CAF does not fail requests to a lost node).
-  for (uint64_t call : st.distributions.waiting_on(*id))
-    settle(self, call, *id, unavailable("node " + name + " was lost during the transfer"));
-  const auto changed = st.registry.node_lost(*id);
+  for (uint64_t call : st.distributions.waiting_on(id))
+    settle(self, call, id, unavailable("node " + name + " was lost during the transfer"));
+  const auto changed = st.registry.node_lost(id);
   // A node that shut down in order (its process is stopping) is news, not trouble.
-  const bool orderly = msg.reason == caf::exit_reason::user_shutdown || msg.reason == caf::exit_reason::normal;
   const auto level = orderly ? spdlog::level::info : spdlog::level::warn;
-  spdlog::log(level, "manager: node {} (#{}) lost ({}); {} model(s) affected", name, *id, caf::to_string(msg.reason),
-              changed.size());
+  spdlog::log(level, "manager: node {} (#{}) lost ({}); {} model(s) affected", name, id, why, changed.size());
   publish(self, changed);
   if (!st.config.replace_on_failure) return;
   for (const auto& key : st.registry.want_replacements(changed)) place(self, key);  // on a survivor
+}
+
+void on_down(manager_pointer self, const caf::down_msg& msg) {
+  auto& st = self->state;
+  st.silent.erase(msg.source);
+  auto id = st.members.id_of(msg.source);
+  if (!id) return void(st.routing.unsubscribe(msg.source));
+  const bool orderly = msg.reason == caf::exit_reason::user_shutdown || msg.reason == caf::exit_reason::normal;
+  lose_node(self, *id, caf::to_string(msg.reason), orderly);
+}
+
+/// The heartbeat timer: asks every node's router (one ping out per node), drops those silent for
+/// node_timeout, and takes back a silent node that answers again (with what it reports now).
+void heartbeat(manager_pointer self) {
+  auto& st = self->state;
+  const auto now = self->clock().now();
+  const auto timeout = st.config.node_timeout;
+  std::vector<uint64_t> silent;
+  for (auto& [id, live] : st.liveness) {
+    const ClusterNode* node = st.members.find(id);
+    if (!node) continue;
+    if (now - live.answered > timeout) {
+      silent.push_back(id);
+      continue;
+    }
+    if (live.asking) continue;
+    live.asking = true;
+    self->request(node->router, timeout, ping_atom_v)
+        .then(
+            [self, id = id](bool) {
+              auto it = self->state.liveness.find(id);
+              if (it == self->state.liveness.end()) return;
+              it->second.answered = self->clock().now();
+              it->second.asking = false;
+            },
+            [self, id = id](caf::error&) {
+              if (auto it = self->state.liveness.find(id); it != self->state.liveness.end()) it->second.asking = false;
+            });
+  }
+  for (uint64_t id : silent) {
+    const ClusterNode* node = st.members.find(id);
+    node_router_actor router = node->router;
+    const std::string name = node->report.name;
+    lose_node(self, id,
+              "its router answered no heartbeat for " +
+                  std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()) +
+                  " ms; its connection lives: it is taken back when it answers",
+              false);
+    st.silent[router.address()] = {router, name, false};
+  }
+  for (auto& [addr, s] : st.silent) {
+    if (s.asking) continue;
+    s.asking = true;
+    auto not_yet = [self, addr = addr](caf::error&) {
+      if (auto it = self->state.silent.find(addr); it != self->state.silent.end()) it->second.asking = false;
+    };
+    self->request(s.router, timeout, ping_atom_v)
+        .then(
+            [self, addr = addr, timeout, not_yet](bool) {
+              auto it = self->state.silent.find(addr);
+              if (it == self->state.silent.end()) return;
+              self->request(it->second.router, timeout, report_atom_v)
+                  .then(
+                      [self, addr](node_report& report) {
+                        auto it = self->state.silent.find(addr);
+                        if (it == self->state.silent.end()) return;
+                        node_router_actor router = it->second.router;
+                        spdlog::warn("manager: node {} answers again; taken back with {} replica(s)", report.name,
+                                     report.replicas.size());
+                        join(self, report, router);
+                      },
+                      not_yet);
+            },
+            not_yet);
+  }
+  self->delayed_send(self, st.config.heartbeat, ping_atom_v);
 }
 
 // -- the repository API ----------------------------------------------------------------------
@@ -921,7 +1011,11 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
   apply_scan(self, "", std::move(initial));
   spdlog::info("manager: repository {} holds {} model version(s)", st.config.repository, st.registry.versions().size());
   self->set_down_handler([self](caf::down_msg& msg) { on_down(self, msg); });
+  if (st.config.heartbeat.count() > 0 && st.config.node_timeout.count() > 0) {
+    self->delayed_send(self, st.config.heartbeat, ping_atom_v);
+  }
   return {
+      [self](ping_atom) { heartbeat(self); },
       [self](join_atom, node_report& report, node_router_actor& router) { return join(self, report, router); },
       [self](subscribe_atom, gateway_actor& gateway) { return subscribe(self, gateway); },
       [self](subscribe_atom, gateway_actor& gateway, uint64_t held_epoch) -> caf::result<routing_update> {

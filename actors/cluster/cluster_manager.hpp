@@ -39,6 +39,12 @@ struct ClusterManagerConfig {
   /// manager.recovery_window: after the manager starts, a gateway that holds a table from the
   /// manager's previous life gets its first table only once this passed (the nodes rejoin meanwhile).
   std::chrono::microseconds recovery_window{0};
+  /// Actor-level heartbeats (manager.heartbeat, manager.node_timeout): every `heartbeat` each node's
+  /// router is asked ping_atom; one that answered none for `node_timeout` is dropped as lost (a hang
+  /// without a crash: its connection's own heartbeats go on) and taken back, with what it reports,
+  /// once it answers again. Zero: off (the connection's heartbeats only).
+  std::chrono::microseconds heartbeat{0};
+  std::chrono::microseconds node_timeout{0};
   /// Where partition plan tables are built (the process's; outlives the actor). Null: none are
   /// precomputed, each partitioned start plans for its own queue.
   WorkQueue* plan_queue = nullptr;

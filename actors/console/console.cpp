@@ -48,7 +48,7 @@ const Usage kUsage[] = {
     {"fault", "NODE KIND [TARGET] [p=P] [for=DURATION] [delay=DURATION] [count=K] [seed=S] [rate=R]",
      "inject a fault into a node started with --allow-faults: kill (router, cache, executor:N), drop, delay, "
      "duplicate (the router's messages, for a duration, seeded), heal, fail-alloc K, fault-kernel (executor:N), "
-     "corrupt-chunk K (data), throttle rate=R, stall (hops; for=DURATION)"},
+     "corrupt-chunk K (data), throttle rate=R, stall (hops; for=DURATION), stop-heartbeats for=DURATION"},
     {"log-level", "LEVEL", "the log level of the manager and every node: trace, debug, info, warn, error, off"},
     {"metrics", "[MODEL]", "the manager's metrics (the lines of MODEL only)"},
     {"watch", "[TIMES]", "the models and nodes tables, refreshed every second (TIMES times; Ctrl-C stops)"},
@@ -292,7 +292,7 @@ std::vector<std::string> Console::complete(const std::string& line, const std::s
     if (at <= 1) add(node_names_);
     if (at == 2) {
       add({"kill", "drop", "delay", "duplicate", "heal", "fail-alloc", "fault-kernel", "corrupt-chunk", "throttle",
-           "stall"});
+           "stall", "stop-heartbeats"});
     }
     if (at == 3) add({"router", "cache", "executor:0", "data", "hops"});
   } else if (words[0] == "distribute" || words[0] == "evict") {

@@ -503,6 +503,7 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
         return r;
       },
       [self](tick_atom) { late_tick(self); },
+      [](ping_atom) { return true; },
       [self](restart_atom, uint32_t device) {
         if (self->state.swap && device < self->state.devices.size()) restart_device(self, device);
       },

@@ -62,6 +62,8 @@ struct supervisor_state {
   model_cache_actor cache;
   std::map<std::string, std::deque<SupervisorTime>> restarts;  // per child: recent restarts
   std::optional<Interposer> interposer;
+  /// stop-heartbeats: the manager's pings go unanswered until then.
+  std::optional<SupervisorTime> deaf_until;
   std::map<uint64_t, Delayed> delayed;
   uint64_t next_delayed = 1;
 };
@@ -129,6 +131,9 @@ caf::result<caf::message> pass_on(supervisor_pointer self, caf::message msg) {
   auto router = caf::actor_cast<caf::actor>(st.router);
   if (st.interposer && st.interposer->until && self->clock().now() >= *st.interposer->until) {
     end_interposer(self, "ended");
+  }
+  if (st.deaf_until && self->clock().now() < *st.deaf_until && msg.match_elements<ping_atom>()) {
+    return caf::delegated<caf::message>{};  // a hang as the manager sees it: no answer
   }
   if (st.interposer) {
     auto& ip = *st.interposer;
@@ -248,6 +253,14 @@ caf::result<std::string> inject(supervisor_pointer self, fault_command& f) {
     spdlog::warn("node {}: fault injected: {}", node, what);
     return what;
   }
+  if (f.kind == "stop-heartbeats") {
+    if (f.target != "router") return to_caf(invalid_argument("stop-heartbeats targets router, not '" + f.target + "'"));
+    if (f.duration_ms == 0) return to_caf(invalid_argument("stop-heartbeats needs a duration (for=...)"));
+    st.deaf_until = self->clock().now() + std::chrono::milliseconds(f.duration_ms);
+    counted();
+    spdlog::warn("node {}: fault injected: the router answers no heartbeat for {} ms", node, f.duration_ms);
+    return "the router of node " + node + " answers no heartbeat for " + std::to_string(f.duration_ms) + " ms";
+  }
   if (f.kind == "heal") {
     if (!st.interposer) return std::string("no interposer was active on node " + node);
     end_interposer(self, "healed");
@@ -261,7 +274,7 @@ caf::result<std::string> inject(supervisor_pointer self, fault_command& f) {
   }
   return to_caf(invalid_argument("no fault kind '" + f.kind +
                                  "' (kill, drop, delay, duplicate, heal, fail-alloc, fault-kernel, corrupt-chunk, "
-                                 "throttle, stall)"));
+                                 "throttle, stall, stop-heartbeats)"));
 }
 
 caf::behavior supervisor_behavior(supervisor_pointer self, SupervisorConfig config, node_router_actor router,

@@ -43,6 +43,8 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
   mc.data = {config.data_listen.host, p->blob_server_->port()};
   mc.replace_on_failure = config.replace_on_failure;
   mc.recovery_window = std::chrono::microseconds(config.recovery_window_us);
+  mc.heartbeat = std::chrono::microseconds(config.heartbeat_us);
+  mc.node_timeout = std::chrono::microseconds(config.node_timeout_us);
   mc.open_reads = config.open_reads;
   if (!config.admin_token_file.empty()) {
     EMBER_ASSIGN_OR_RETURN(mc.admin_token, read_token_file(config.admin_token_file, "manager.admin_token_file"));

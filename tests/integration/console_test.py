@@ -104,7 +104,8 @@ def _body(ember, work, procs, logs):
                       ("fault node1 heal", "healed the router of node node1"),
                       ("fault node1 corrupt-chunk count=2", "the next 2 data frame(s) node node1 sends are corrupted"),
                       ("fault node1 throttle rate=1MB/s for=1s", "to 1000000 bytes/s for 1000 ms"),
-                      ("fault node1 stall for=500ms", "stall the multicast hops of node node1 for 500 ms")):
+                      ("fault node1 stall for=500ms", "stall the multicast hops of node node1 for 500 ms"),
+                      ("fault node1 stop-heartbeats for=300ms", "answers no heartbeat for 300 ms")):
         rc, out, err = console("--token-file", token, "-c", cmd)
         if rc != 0 or says not in out:
             raise Failure(f"'{cmd}': rc {rc}, expected '{says}': {out} {err}")

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "actors/console/console.hpp"
@@ -411,6 +412,37 @@ TEST(Faults, AKilledModelCacheIsRestartedWithTheBytesItHeld) {
   EXPECT_EQ(fresh->cached.size(), 2u);
   const std::string m = c.metrics();
   EXPECT_NE(m.find("ember_actor_restarts_total{node=\"n1\",actor=\"cache\"} 1"), std::string::npos) << m;
+}
+
+TEST(Faults, ANodeWhoseRouterAnswersNoHeartbeatIsDroppedThenTakenBack) {
+  Cluster c(2, 20'000'000, true);  // manager.node_timeout 2 s, heartbeat 250 ms (the defaults)
+  auto first = c.infer("mlp", 1, 7);
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  const size_t holder = c.nodes[0]->name() == first->node ? 0 : 1;
+  auto members = [&] {
+    std::set<std::string> names;
+    auto reports = ask<std::vector<node_report>>(*c.sys, c.manager->manager(), 10s, nodes_atom_v);
+    if (reports.ok())
+      for (const auto& r : *reports) names.insert(r.name);
+    return names;
+  };
+  auto armed = c.fault(holder, "stop-heartbeats", "router", 3500);
+  ASSERT_TRUE(armed.ok()) << armed.error().message();
+  // Its process and connection live, but its router answers no heartbeat: dropped after ~2 s.
+  const auto started = std::chrono::steady_clock::now();
+  while (members().count(first->node) && std::chrono::steady_clock::now() - started < 5s)
+    std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(members().count(first->node)) << "the silent node is still a member";
+  EXPECT_GE(std::chrono::steady_clock::now() - started, 1500ms);
+  auto meanwhile = c.infer("mlp", 1, 7);  // its replica was re-placed on the other node
+  ASSERT_TRUE(meanwhile.ok()) << meanwhile.error().message();
+  EXPECT_EQ(bytes_of(*meanwhile), bytes_of(*first));
+  // It answers again once the fault ends: taken back with what it holds.
+  while (!members().count(first->node) && std::chrono::steady_clock::now() - started < 10s) {
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(members().count(first->node)) << "the node was not taken back";
+  EXPECT_TRUE(c.infer("mlp", 1, 7).ok());
 }
 
 TEST(Faults, ACorruptedChunkIsFetchedAgainAndAStalledHopWaits) {
