@@ -13,10 +13,12 @@ replays the same sequence of faults and victims):
   fault-kernel                      the executor's next run faults (late binding retries, restarts it)
   delay-router, drop-router         an interposer on the router for 2 s (delay 3 s each / drop p=0.3)
   duplicate-router                  every message to the router twice, for 2 s
+  stop-heartbeats                   the node's router answers no heartbeat for 3 s (a hang without a
+                                    crash: the manager drops it, then takes it back)
   sigstop-node                      SIGSTOP for 3 s, past the node timeout, then SIGCONT
   sigkill-node                      SIGKILL, then the node is started again (empty cache)
 Per fault it measures the time to detect (the node's restart counter moves; for a hung or killed node, the
-gateway drops it from its view) and to recover (the node runs requests again; for a killed node, the
+manager no longer counts it, as `ember console --json -c nodes` shows) and to recover (the node runs requests again; for a killed node, the
 models are back to two replicas), polling the gateway's /metrics every 100 ms.
 
 Printed: requests sent, answered right, retryable errors (503/504), wrong and lost (no answer: the
@@ -47,7 +49,7 @@ from cluster_test import (Failure, LocalCluster, check_answer, make_cases, metri
                           wait_for)
 
 KINDS = ["kill-executor", "kill-router", "kill-cache", "fault-kernel", "delay-router", "drop-router", "duplicate-router",
-         "sigstop-node", "sigkill-node"]
+         "stop-heartbeats", "sigstop-node", "sigkill-node"]
 POLL_S = 0.1
 RECOVERY_LIMIT_S = 30.0
 
@@ -153,6 +155,12 @@ def run(a, ember, work, procs, logs):
         rc, out, err = cluster.console(command)
         return rc == 0, (out + err).strip()
 
+    def members():
+        """The nodes the manager counts now (`ember console --json -c nodes`)."""
+        r = subprocess.run([ember, "--log-level", "warn", "console", "--manager", cluster.manager, "--json", "-c",
+                            "nodes"], capture_output=True, text=True, timeout=30)
+        return {n["name"] for n in json.loads(r.stdout)} if r.returncode == 0 else set()
+
     def poll_until(predicate, limit=RECOVERY_LIMIT_S):
         """Seconds from the fault's injection (t0) until predicate() holds (polled), or None past `limit`."""
         started = time.time()
@@ -205,10 +213,14 @@ def run(a, ember, work, procs, logs):
             time.sleep(2.0)
             mark = runs()
             recover = poll_until(lambda: runs() > mark)
+        elif kind == "stop-heartbeats":
+            ok, note = console(f"fault {victim} stop-heartbeats for=3s")
+            detect = poll_until(lambda: victim not in members(), 4.0)
+            recover = poll_until(lambda: victim in node_replicas(hport) and sum(node_replicas(hport).values()) >= 4)
         elif kind == "sigstop-node":
             ok = True
             procs[victim].send_signal(signal.SIGSTOP)
-            detect = poll_until(lambda: victim not in node_replicas(hport), 3.0)
+            detect = poll_until(lambda: victim not in members(), 3.0)
             time.sleep(max(0.0, 3.0 - (time.time() - t0)))
             procs[victim].send_signal(signal.SIGCONT)
             recover = poll_until(lambda: victim in node_replicas(hport) and sum(node_replicas(hport).values()) >= 4)
@@ -216,7 +228,7 @@ def run(a, ember, work, procs, logs):
             ok = True
             procs[victim].kill()
             procs[victim].wait()
-            detect = poll_until(lambda: victim not in node_replicas(hport))
+            detect = poll_until(lambda: victim not in members())
             cluster.spawn_node(victim)
             recover = poll_until(lambda: victim in node_replicas(hport) and sum(node_replicas(hport).values()) >= 4)
         faults.append({"kind": kind, "node": victim, "at": t0, "injected": ok, "detect_s": detect,
