@@ -321,7 +321,7 @@ void replace_executor(router_pointer self, executor_replaced& x) {
   if (st.swap) {
     d.restarting = false;  // a restart sent to the dead executor is moot
     st.swap->device_down(x.device);
-    return restart_device(self, x.device);
+    return restart_device(self, x.device, "died (its supervisor replaced it)");
   }
   d.bound_bytes = 0;
   std::vector<model_key> rebinding;
@@ -347,7 +347,7 @@ void verify_bound(router_pointer self, uint32_t device) {
             if (st.swap) {  // late binding: an executor without an engine is restarted (or its restart joined)
               if (status.pool_capacity == 0) {
                 st.swap->device_down(device);
-                restart_device(self, device);
+                restart_device(self, device, "has no engine (its restart was asked by a router that died)");
               }
               return;
             }

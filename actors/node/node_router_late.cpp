@@ -51,15 +51,14 @@ void retry_restart_later(router_pointer self, uint32_t device, const caf::error&
 
 }  // namespace
 
-void restart_device(router_pointer self, uint32_t device) {
+void restart_device(router_pointer self, uint32_t device, const char* why) {
   auto& st = self->state;
   // One restart at a time (a fault and the supervisor's replacement may both ask for one); a device
   // that is up again needs none (a retry scheduled before it came back).
   if (st.devices[device].restarting || st.swap->device_is_up(device)) return;
   st.devices[device].restarting = true;
-  spdlog::warn("node {}: executor {} {}; restarting it (its models come back from host memory)",
-               st.config.name, st.devices[device].name,
-               st.devices[device].failed_restarts ? "is still out of service" : "faulted");
+  spdlog::warn("node {}: executor {} {}; restarting it (its models come back from host memory)", st.config.name,
+               st.devices[device].name, st.devices[device].failed_restarts ? "is still out of service" : why);
   self->request(st.devices[device].actor, kRestartTimeout, restart_atom_v)
       .then(
           [self, device](device_report&) {

@@ -154,6 +154,7 @@ caf::result<infer_reply> late_infer(router_pointer self, infer_request& req);
 void late_unload(router_pointer self, const model_key& key);
 void late_tick(router_pointer self);
 /// Restarts a faulted executor; a failed restart is tried again later, backing off.
-void restart_device(router_pointer self, uint32_t device);
+/// `why` says what happened to it, for the log ("faulted", "died: its supervisor replaced it").
+void restart_device(router_pointer self, uint32_t device, const char* why = "faulted");
 
 }  // namespace ember
