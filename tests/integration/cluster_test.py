@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,9 @@ import threading
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ember_torch  # noqa: E402  (safetensors and input helpers; torch is not needed)
+from ports import free_port  # noqa: E402,F401  (re-exported to the scenario tests)
 import numpy as np  # noqa: E402
 
 MODELS = {"mlp": ("mlp", 11), "bert": ("bert-base", 12), "resnet": ("resnet50", 13)}
@@ -33,12 +34,6 @@ KSERVE = {np.dtype(np.float32): "FP32", np.dtype(np.int64): "INT64"}
 
 class Failure(Exception):
     pass
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(what, predicate, seconds):

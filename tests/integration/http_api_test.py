@@ -16,15 +16,11 @@ import sys
 import tempfile
 import time
 
+from ports import free_port
+
 
 class Failure(Exception):
     pass
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Api:

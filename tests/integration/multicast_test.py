@@ -27,12 +27,13 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+
+from ports import free_port
 
 MODEL = "resnet"
 NETNS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "deploy", "netns-cluster.sh")
@@ -49,12 +50,6 @@ transfer:
 
 class Failure(Exception):
     pass
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def post(host, port, path, body, timeout=120):
