@@ -40,59 +40,17 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
-from cluster_test import (Failure, LocalCluster, check_answer, make_cases, metric, node_replicas,  # noqa: E402
+from cluster_test import (Load, LocalCluster, make_cases, metric, node_replicas,  # noqa: E402
                           wait_for)
 
 KINDS = ["kill-executor", "kill-router", "kill-cache", "fault-kernel", "delay-router", "drop-router", "duplicate-router",
          "stop-heartbeats", "sigstop-node", "sigkill-node"]
 POLL_S = 0.1
 RECOVERY_LIMIT_S = 30.0
-
-
-class Clients:
-    """Threads sending requests back to back; each answer kept as (start, end, outcome)."""
-
-    def __init__(self, cases, port, clients, seconds):
-        self.records, self.wrong = [], []
-        self._lock = threading.Lock()
-        self._deadline = time.time() + seconds
-        self._threads = [threading.Thread(target=self._run, args=(cases, port, k), daemon=True)
-                         for k in range(clients)]
-        for t in self._threads:
-            t.start()
-
-    def _run(self, cases, port, index):
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        models = sorted(cases)
-        i = index
-        while time.time() < self._deadline:
-            model = models[i % len(models)]
-            body, expected = cases[model][i % len(cases[model])]
-            i += 1
-            start = time.time()
-            try:
-                conn.request("POST", f"/v2/models/{model}/infer", body=json.dumps(body),
-                             headers={"Content-Type": "application/json"})
-                r = conn.getresponse()
-                outcome = check_answer(r.status, r.read().decode(), expected)
-            except Failure as e:
-                outcome = "wrong"
-                with self._lock:
-                    self.wrong.append(str(e))
-            except (OSError, http.client.HTTPException):
-                outcome = "lost"
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-            with self._lock:
-                self.records.append((start, time.time(), outcome))
-
-    def join(self):
-        for t in self._threads:
-            t.join(timeout=180)
 
 
 def percentile(xs, q):
@@ -175,7 +133,7 @@ def run(a, ember, work, procs, logs):
 
     rng = random.Random(a.seed)
     faults = []
-    clients = Clients(cases, hport, a.clients, a.seconds)
+    clients = Load(cases, list(cases), [hport], a.clients)
     end = time.time() + a.seconds
     time.sleep(min(2.0, a.interval))
     order = []
@@ -240,7 +198,8 @@ def run(a, ember, work, procs, logs):
         rest = a.interval * rng.uniform(0.5, 1.5) - (time.time() - t0)
         if rest > 0:
             time.sleep(min(rest, max(0.0, end - time.time())))
-    clients.join()
+    time.sleep(max(0.0, end - time.time()))  # the load runs for --seconds
+    clients.stop()
 
     windows = [(f["at"], f["at"] + (f["recover_s"] if f["recover_s"] is not None else RECOVERY_LIMIT_S))
                for f in faults]
@@ -283,8 +242,8 @@ def run(a, ember, work, procs, logs):
     for k, v in per_kind.items():
         print(f"| {k} | {v['count']} | {s(v['detect_median_s'])} / {s(v['detect_max_s'])} | "
               f"{s(v['recover_median_s'])} / {s(v['recover_max_s'])} | {v['not_recovered']} |")
-    for w in clients.wrong[:5]:
-        print("wrong: " + w)
+    for w in clients.failures[:5]:
+        print("failed: " + w)
     return result
 
 

@@ -168,19 +168,20 @@ Result<std::optional<uint32_t>> parse_target(const supervisor_state& st, const s
   return invalid_argument("a fault targets router, cache or executor:N, not '" + target + "'");
 }
 
+void counted(supervisor_state& st, const std::string& kind) {
+  if (st.config.instruments) st.config.instruments->count_fault(kind);
+}
+
 /// corrupt-chunk, throttle and stall: knobs the data plane and the hops read.
 caf::result<std::string> inject_transfer(supervisor_pointer self, const fault_command& f) {
   auto& st = self->state;
   const std::string& node = st.config.node;
-  auto counted = [&] {
-    if (st.config.instruments) st.config.instruments->count_fault(f.kind);
-  };
   if (f.kind == "corrupt-chunk") {
     if (f.target != "data") return to_caf(invalid_argument("corrupt-chunk targets data, not '" + f.target + "'"));
     if (!st.config.corrupt_next) return to_caf(unsupported("node " + node + " has no data-plane fault knob"));
     if (f.count == 0) return to_caf(invalid_argument("corrupt-chunk needs count >= 1"));
     st.config.corrupt_next->fetch_add(f.count);
-    counted();
+    counted(st, f.kind);
     spdlog::warn("node {}: fault injected: corrupt the next {} data frame(s) the blob server sends", node, f.count);
     return "the next " + std::to_string(f.count) + " data frame(s) node " + node + " sends are corrupted";
   }
@@ -191,7 +192,7 @@ caf::result<std::string> inject_transfer(supervisor_pointer self, const fault_co
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(f.duration_ms);
   st.config.hop_fault->rate.store(f.kind == "throttle" ? f.rate : 0);
   st.config.hop_fault->until_ns.store(until.time_since_epoch() / std::chrono::nanoseconds(1));
-  counted();
+  counted(st, f.kind);
   const std::string what = (f.kind == "throttle" ? "throttle the multicast hops of node " + node + " to " +
                                                        std::to_string(f.rate) + " bytes/s"
                                                  : "stall the multicast hops of node " + node) +
@@ -210,11 +211,8 @@ caf::result<std::string> inject(supervisor_pointer self, fault_command& f) {
   auto target = parse_target(st, f.target);
   if (!target.ok()) return to_caf(target.error());
   const std::optional<uint32_t> executor = *target;
-  auto counted = [&] {
-    if (st.config.instruments) st.config.instruments->count_fault(f.kind);
-  };
   if (f.kind == "kill") {
-    counted();
+    counted(st, f.kind);
     spdlog::warn("node {}: fault injected: kill {}", node, f.target);
     if (executor) {
       self->send_exit(st.executors[*executor], caf::exit_reason::kill);
@@ -232,7 +230,7 @@ caf::result<std::string> inject(supervisor_pointer self, fault_command& f) {
     if (!(f.probability > 0.0 && f.probability <= 1.0)) {
       return to_caf(invalid_argument("the probability is in (0, 1], not " + std::to_string(f.probability)));
     }
-    if (f.kind == "delay" && f.delay_ms == 0) return to_caf(invalid_argument("delay needs a delay (ms=...)"));
+    if (f.kind == "delay" && f.delay_ms == 0) return to_caf(invalid_argument("delay needs a delay (delay=...)"));
     if (st.interposer) end_interposer(self, "replaced");
     supervisor_state::Interposer ip;
     ip.kind = f.kind;
@@ -249,7 +247,7 @@ caf::result<std::string> inject(supervisor_pointer self, fault_command& f) {
                              (f.duration_ms ? "for " + std::to_string(f.duration_ms) + " ms" : "until healed") +
                              ", seed " + std::to_string(ip.seed);
     st.interposer = std::move(ip);
-    counted();
+    counted(st, f.kind);
     spdlog::warn("node {}: fault injected: {}", node, what);
     return what;
   }
@@ -257,7 +255,7 @@ caf::result<std::string> inject(supervisor_pointer self, fault_command& f) {
     if (f.target != "router") return to_caf(invalid_argument("stop-heartbeats targets router, not '" + f.target + "'"));
     if (f.duration_ms == 0) return to_caf(invalid_argument("stop-heartbeats needs a duration (for=...)"));
     st.deaf_until = self->clock().now() + std::chrono::milliseconds(f.duration_ms);
-    counted();
+    counted(st, f.kind);
     spdlog::warn("node {}: fault injected: the router answers no heartbeat for {} ms", node, f.duration_ms);
     return "the router of node " + node + " answers no heartbeat for " + std::to_string(f.duration_ms) + " ms";
   }
@@ -268,7 +266,7 @@ caf::result<std::string> inject(supervisor_pointer self, fault_command& f) {
   }
   if (f.kind == "fail-alloc" || f.kind == "fault-kernel") {
     if (!executor) return to_caf(invalid_argument(f.kind + " targets an executor (executor:N)"));
-    counted();
+    counted(st, f.kind);
     spdlog::warn("node {}: fault injected: {} on {} (count {})", node, f.kind, f.target, f.count);
     return self->delegate(st.executors[*executor], fault_atom_v, f);
   }

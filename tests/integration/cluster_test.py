@@ -132,44 +132,49 @@ def print_log_tails(work, logs, lines):
 
 
 class Load:
-    """`per_port` clients per gateway port sending `model`'s cases back to back until stop(); every
-    answer checked with check_answer(). Keeps (time, "ok" | "retryable") per answer and the failures
-    (wrong answers and requests without one)."""
+    """`per_port` clients per gateway port sending requests back to back until stop(), for `model` (a
+    name, or a list of names taken in turn); every answer checked with check_answer(). Keeps each
+    request as (start, end, outcome), outcome "ok", "retryable", "wrong" or "lost" (no answer), and
+    the failures (wrong answers and requests without one) as messages."""
 
     def __init__(self, cases, model, ports, per_port):
-        self.outcomes, self.failures = [], []
+        self.records, self.failures = [], []
         self._stop, self._lock = threading.Event(), threading.Lock()
-        self._threads = [threading.Thread(target=self._client, args=(cases[model], model, port, k), daemon=True)
+        models = [model] if isinstance(model, str) else sorted(model)
+        self._threads = [threading.Thread(target=self._client, args=(cases, models, port, k), daemon=True)
                          for port in ports for k in range(per_port)]
         for t in self._threads:
             t.start()
 
-    def _client(self, cases, model, port, index):
+    def _client(self, cases, models, port, index):
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         i = index
         while not self._stop.is_set():
-            body, expected = cases[i % len(cases)]
+            model = models[i % len(models)]
+            body, expected = cases[model][i % len(cases[model])]
             i += 1
+            start = time.time()
             try:
                 conn.request("POST", f"/v2/models/{model}/infer", body=json.dumps(body),
                              headers={"Content-Type": "application/json"})
                 r = conn.getresponse()
                 outcome = check_answer(r.status, r.read().decode(), expected)
             except Failure as e:
+                outcome = "wrong"
                 with self._lock:
                     self.failures.append(f"gateway :{port}: {e}")
-                continue
             except (OSError, http.client.HTTPException) as e:
+                outcome = "lost"
                 with self._lock:
                     self.failures.append(f"gateway :{port}: no answer: {type(e).__name__}: {e}")
                 conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-                continue
             with self._lock:
-                self.outcomes.append((time.time(), outcome))
+                self.records.append((start, time.time(), outcome))
 
     def count(self, outcome, after=0.0):
+        """Requests with that outcome answered after `after` (a time.time())."""
         with self._lock:
-            return sum(1 for t, o in self.outcomes if o == outcome and t > after)
+            return sum(1 for _, end, o in self.records if o == outcome and end > after)
 
     def stop(self):
         """Stops the clients; a client still waiting after 120 s is a hung request (Failure)."""
