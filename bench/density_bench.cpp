@@ -23,15 +23,16 @@
 //
 // The node runs in this process (real actors, executors and dilated SimDevices); requests go
 // straight to its router, so the figures are the node's, not HTTP's. Not a test: it prints figures.
+#include <sys/resource.h>
+
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
-#include <sys/resource.h>
-
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <random>
@@ -40,13 +41,13 @@
 
 #include "actors/actor_system.hpp"
 #include "actors/atoms.hpp"
-#include "actors/metrics_messages.hpp"
-#include "actors/errors.hpp"
 #include "actors/cluster/model_repository.hpp"
+#include "actors/errors.hpp"
+#include "actors/metrics_messages.hpp"
 #include "actors/process/node_process.hpp"
 #include "actors/tensor_codec.hpp"
-#include "bench/density_models.hpp"
 #include "base/units.hpp"
+#include "bench/density_models.hpp"
 
 namespace ember::bench {
 namespace {
@@ -71,6 +72,10 @@ struct Options {
   uint32_t threads = 1;
   uint64_t seed = 7;
   bool verbose = false;
+  /// sim: dilated SimDevices; cuda: the node's devices are GPUs 0..devices-1, each limited to
+  /// --memory (EMBER_CUDA_MEMORY), with their own links and speed (--pcie, --nvlink and
+  /// --dilation do not apply).
+  std::string device = "sim";
 };
 
 struct FunctionStats {
@@ -213,17 +218,23 @@ Result<std::unique_ptr<NodeProcess>> start_node(caf::actor_system& sys, const Op
   nc.repository = o.models;
   nc.cache_bytes = 8ull << 30;
   DevicesConfig dc;
-  dc.kind = DeviceKind::sim;
   dc.count = o.devices;
+  if (o.device == "cuda") {
+    // The plugin takes its memory size from the environment (its ABI has no config argument).
+    ::setenv("EMBER_CUDA_MEMORY", std::to_string(memory).c_str(), 1);
+    dc.kind = DeviceKind::cuda;
+  } else {
+    dc.kind = DeviceKind::sim;
+  }
   dc.sim.memory_bytes = memory;
   dc.sim.populate = memory <= (1ull << 30);  // trials: no first-touch page faults in swaps
   EMBER_ASSIGN_OR_RETURN(dc.sim.pcie_bytes_per_s, parse_bandwidth(o.pcie));
   dc.sim.compute_threads = o.threads;
   dc.sim.compute_dilation = o.dilation;
   dc.sim.pcie_bytes_per_s /= std::max(o.dilation, 1.0);
-  for (uint32_t d = 0; d < o.devices; ++d) dc.pcie_switch.push_back(d / 2);
+  for (uint32_t d = 0; d < o.devices && o.device != "cuda"; ++d) dc.pcie_switch.push_back(d / 2);
   EMBER_ASSIGN_OR_RETURN(const double nvlink, parse_bandwidth(o.nvlink));
-  if (nvlink > 0) {
+  if (nvlink > 0 && o.device != "cuda") {
     // Torpor's worker (its prototype's matrix): every pair linked, by one NVLink (1) or two (2).
     static constexpr int kLinks[4][4] = {{0, 1, 1, 2}, {1, 0, 2, 1}, {1, 2, 0, 2}, {2, 1, 2, 0}};
     if (o.devices != 4) return invalid_argument("--nvlink models Torpor's 4-device worker: use --devices 4");
@@ -424,6 +435,9 @@ int main(int argc, char** argv) {
   app.add_option("--variants", o.variants, "pinned, torpor, random, lru")->delimiter(',');
   app.add_option("--threads", o.threads, "Compute threads per device");
   app.add_flag("--verbose", o.verbose, "Print each function that missed its SLO");
+  app.add_option("--device", o.device,
+                 "sim (dilated simulated devices) or cuda (GPUs 0..devices-1, each limited to --memory)")
+      ->check(CLI::IsMember({"sim", "cuda"}));
   CLI11_PARSE(app, argc, argv);
   SimDeviceConfig dc;
   dc.compute_threads = o.threads;
@@ -450,11 +464,16 @@ int main(int argc, char** argv) {
     return 1;
   }
   const double pcie = *parse_bandwidth(o.pcie) / std::max(o.dilation, 1.0);
-  std::printf("# %u devices x %s, compute dilation %.1f (each device computes like 1/%.1f of a host core), "
-              "PCIe %.2f GB/s (%s / %.1f; two devices per switch)\n",
-              o.devices, o.memory.c_str(), o.dilation, std::max(o.dilation, 1.0), pcie / 1e9, o.pcie.c_str(),
-              std::max(o.dilation, 1.0));
-  if (*parse_bandwidth(o.nvlink) > 0) {
+  if (o.device == "cuda") {
+    std::printf("# %u CUDA device(s), each limited to %s; their own links and compute\n", o.devices, o.memory.c_str());
+  } else {
+    std::printf(
+        "# %u devices x %s, compute dilation %.1f (each device computes like 1/%.1f of a host core), "
+        "PCIe %.2f GB/s (%s / %.1f; two devices per switch)\n",
+        o.devices, o.memory.c_str(), o.dilation, std::max(o.dilation, 1.0), pcie / 1e9, o.pcie.c_str(),
+        std::max(o.dilation, 1.0));
+  }
+  if (*parse_bandwidth(o.nvlink) > 0 && o.device != "cuda") {
     std::printf("# NVLink %s per link / %.1f, pairs linked by one or two links as on Torpor's worker\n",
                 o.nvlink.c_str(), std::max(o.dilation, 1.0));
   }

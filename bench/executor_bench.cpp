@@ -2,8 +2,11 @@
 // count, alternating between the two in one run so that machine noise hits both alike.
 //
 // For every (model, batch) row it times R rounds of K forward passes on each side (Ember: inputs
-// already on the SimDevice, outputs left there; PyTorch: inference_mode on host tensors), reports
-// the medians and their ratio, and checks the two outputs agree (max|Ember - PyTorch| / max|PyTorch|).
+// already on the device, outputs left there; PyTorch: inference_mode on tensors of the same
+// device), reports the medians and their ratio, and checks the two outputs agree
+// (max|Ember - PyTorch| / max|PyTorch|). `--device sim` (default) runs Ember on a SimDevice and
+// PyTorch on the CPU; `--device cuda` runs both on GPU 0 (Ember through its CUDA plugin), each
+// pass timed to its end (Ember's run waits for its stream, PyTorch synchronizes).
 // Not a test: it prints figures; the targets (README) are judged by a human reading them.
 #include <cblas.h>
 #include <sys/utsname.h>
@@ -18,9 +21,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "bench/subprocess.hpp"
 #include "base/units.hpp"
+#include "bench/subprocess.hpp"
 #include "gpu/architectures.hpp"
+#include "gpu/device_registry.hpp"
 #include "gpu/executor.hpp"
 #include "gpu/sample_inputs.hpp"
 #include "gpu/sim_device.hpp"
@@ -43,6 +47,7 @@ struct Options {
   std::string python = "/usr/bin/python3";
   std::string worker;
   std::string markdown;
+  std::string device = "sim";
 };
 
 double median(std::vector<double> v) {
@@ -101,22 +106,34 @@ int run(const Options& o) {
   ::uname(&un);
   std::printf("machine: %s, %u hardware threads, %s %s\n", cpu_model().c_str(), std::thread::hardware_concurrency(),
               un.sysname, un.release);
-  std::printf("ember:   OpenBLAS %s, %u compute threads on a SimDevice\n", openblas_get_config(), o.threads);
+  const bool cuda = o.device == "cuda";
+  std::unique_ptr<gpu::Device> device;
+  if (cuda) {
+    DevicesConfig dc;
+    dc.kind = DeviceKind::cuda;
+    auto opened = gpu::open_devices(dc);
+    if (!opened.ok()) throw std::runtime_error(opened.error().message());
+    device = std::move(opened->devices.front());
+    std::printf("ember:   %s\n", device->info().name.c_str());
+  } else {
+    SimDeviceConfig dc;
+    dc.memory_bytes = 16ull << 30;
+    dc.compute_threads = o.threads;
+    auto sim = gpu::SimDevice::create(dc, 0);
+    if (!sim.ok()) throw std::runtime_error(sim.error().message());
+    device = std::move(*sim);
+    std::printf("ember:   OpenBLAS %s, %u compute threads on a SimDevice\n", openblas_get_config(), o.threads);
+  }
 
   Subprocess torch({o.python, o.worker});
-  json hello = ask(torch, {{"op", "hello"}, {"threads", o.threads}});
+  json hello = ask(torch, {{"op", "hello"}, {"threads", o.threads}, {"device", o.device}});
   std::printf("pytorch: %s, %d threads, BLAS mapped: %s\n         build: %s\n",
               hello["torch"].get<std::string>().c_str(), hello["threads"].get<int>(), hello["blas"]["mapped"].dump().c_str(),
               hello["blas"]["build"].dump().c_str());
   std::printf("method:  %d rounds x %d passes per side, alternating; medians; sequence length %lld\n\n", o.rounds, o.reps,
               static_cast<long long>(o.seq_len));
 
-  SimDeviceConfig dc;
-  dc.memory_bytes = 16ull << 30;
-  dc.compute_threads = o.threads;
-  auto device = gpu::SimDevice::create(dc, 0);
-  if (!device.ok()) throw std::runtime_error(device.error().message());
-  auto stream = (*device)->create_stream();
+  auto stream = device->create_stream();
   const std::string scratch = o.models_dir + "/scratch";
   std::filesystem::create_directories(scratch);
 
@@ -126,7 +143,7 @@ int run(const Options& o) {
     if (!model.ok()) throw std::runtime_error(model.error().message());
     const gpu::Model& m = **model;
     ask(torch, {{"op", "load"}, {"dir", m.source()}});
-    auto ex = gpu::LayerExecutor::create(**device, *model, {0, m.num_layers()});
+    auto ex = gpu::LayerExecutor::create(*device, *model, {0, m.num_layers()});
     if (!ex.ok()) throw std::runtime_error(ex.error().message());
 
     for (int64_t batch : o.batches) {
@@ -136,7 +153,7 @@ int run(const Options& o) {
       if (auto st = gpu::write_tensor_file(in_file, *inputs); !st.ok()) throw std::runtime_error(st.error().message());
       std::vector<uint32_t> ids;
       for (uint32_t i = 0; i < m.graph().num_inputs; ++i) ids.push_back(i);
-      auto on_device = gpu::upload(**device, *stream, *inputs, ids);
+      auto on_device = gpu::upload(*device, *stream, *inputs, ids);
       if (!on_device.ok() || !stream->synchronize().ok()) throw std::runtime_error("upload failed");
 
       // FLOPs of one pass, from the op table.
@@ -218,6 +235,8 @@ int main(int argc, char** argv) {
   app.add_option("--python", o.python, "Python with torch");
   app.add_option("--worker", o.worker, "bench/torch_worker.py");
   app.add_option("--markdown", o.markdown, "Also write the table to this file");
+  app.add_option("--device", o.device, "sim: Ember on a SimDevice, PyTorch on the CPU; cuda: both on GPU 0")
+      ->check(CLI::IsMember({"sim", "cuda"}));
   CLI11_PARSE(app, argc, argv);
   try {
     return ember::bench::run(o);

@@ -15,12 +15,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <thread>
 
 #include "bench/subprocess.hpp"
 #include "gpu/architectures.hpp"
+#include "gpu/device_registry.hpp"
 #include "gpu/executor.hpp"
 #include "gpu/sample_inputs.hpp"
 #include "gpu/sim_device.hpp"
@@ -42,6 +44,7 @@ struct Options {
   uint32_t http_threads = 8;
   uint32_t threads = 1;
   int64_t batch = 1;
+  std::string device = "sim";  // sim, or cuda: the server and the direct executor on GPU 0
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -117,11 +120,15 @@ int run(const Options& o) {
   const std::string body = request_body(*inputs);
 
   // The executor alone, on the same kind of device the server uses.
-  SimDeviceConfig dc;
-  dc.memory_bytes = 1ull << 30;
-  dc.compute_threads = o.threads;
-  auto device = gpu::SimDevice::create(dc, 0);
-  auto ex = gpu::LayerExecutor::create(**device, *model, {0, (*model)->num_layers()});
+  DevicesConfig dc;
+  dc.kind = o.device == "cuda" ? DeviceKind::cuda : DeviceKind::sim;
+  dc.sim.memory_bytes = 1ull << 30;
+  dc.sim.compute_threads = o.threads;
+  if (o.device == "cuda") ::setenv("EMBER_CUDA_MEMORY", "1GiB", 1);  // the server inherits it
+  auto opened = gpu::open_devices(dc);
+  if (!opened.ok()) throw std::runtime_error(opened.error().message());
+  std::unique_ptr<gpu::Device> device = std::move(opened->devices.front());
+  auto ex = gpu::LayerExecutor::create(*device, *model, {0, (*model)->num_layers()});
   if (!ex.ok()) throw std::runtime_error(ex.error().message());
   std::vector<double> exec_us;
   for (int i = 0; i < o.latency_requests; ++i) {
@@ -139,7 +146,7 @@ int run(const Options& o) {
     server = std::make_unique<Subprocess>(std::vector<std::string>{
         o.ember, "--log-level", "warn", "serve", "--repository", work.string(), "--http",
         host + ":" + std::to_string(port), "--http-threads", std::to_string(o.http_threads), "--threads",
-        std::to_string(o.threads), "--device-memory", "1GiB", "--cache", "1GiB"});
+        std::to_string(o.threads), "--device-memory", "1GiB", "--cache", "1GiB", "--device", o.device});
   } else {
     httplib::Client probe(o.url);
     auto pos = o.url.rfind(':');
@@ -165,6 +172,7 @@ int run(const Options& o) {
   std::printf("model: %s%s batch %lld (%zu bytes of JSON per request), %u compute thread(s), %u HTTP threads\n",
               o.arch.c_str(), o.tiny ? " (tiny)" : "", static_cast<long long>(o.batch), body.size(), o.threads,
               o.http_threads);
+  std::printf("device: %s\n", device->info().name.c_str());
   std::printf("executor alone:        p50 %8.1f us   p99 %8.1f us   (%d runs, in this process)\n", exec_p50, exec_p99,
               o.latency_requests);
   std::printf("HTTP, 1 client:        p50 %8.1f us   p99 %8.1f us   %8.0f req/s  (%zu requests, %llu errors)\n",
@@ -191,12 +199,14 @@ int main(int argc, char** argv) {
   app.add_option("--ember", o.ember, "The ember binary to start (`ember serve`)");
   app.add_option("--url", o.url, "Measure a running server instead (http://host:port; the model must be in its repository as 'bench')");
   app.add_option("--arch", o.arch, "mlp, resnet50, bert-base or gpt2");
-  app.add_flag("--full,!--tiny", o.tiny, "Full-size instead of the tiny variant");
+  app.add_flag("!--full,--tiny", o.tiny, "Full-size instead of the tiny variant (default: tiny)");
   app.add_option("--clients", o.clients, "Concurrent clients in the throughput phase");
   app.add_option("--seconds", o.seconds, "Length of the throughput phase");
   app.add_option("--latency-requests", o.latency_requests, "Requests in the one-client latency phase");
   app.add_option("--http-threads", o.http_threads, "HTTP threads of the server");
   app.add_option("--threads", o.threads, "Compute threads of the simulated device (server and direct)");
+  app.add_option("--device", o.device, "sim, or cuda (the server and the direct executor on GPU 0)")
+      ->check(CLI::IsMember({"sim", "cuda"}));
   app.add_option("--batch", o.batch, "Batch size of the request");
   CLI11_PARSE(app, argc, argv);
   try {

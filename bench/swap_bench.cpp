@@ -15,6 +15,10 @@
 // Printed at the emulated bandwidth (to check the model against the measurement) and at PCIe 4
 // x16 (25 GB/s), and with the compute times divided by --gpu-speedup (how much faster a GPU runs
 // these layers than this host's CPU: an assumption, stated as such).
+//
+// `--device cuda` runs the same on GPU 0 through the CUDA plugin: real copies over the card's own
+// link (--pcie does not apply; "model at" uses the best throughput the elbow probe measured), real
+// kernels, and the GPU-speedup columns are left out, since the compute times are the GPU's own.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
@@ -25,6 +29,7 @@
 #include "base/units.hpp"
 #include "gpu/architectures.hpp"
 #include "gpu/copy_elbow.hpp"
+#include "gpu/device_registry.hpp"
 #include "gpu/executor.hpp"
 #include "gpu/host_buffer.hpp"
 #include "gpu/model.hpp"
@@ -77,6 +82,7 @@ int main(int argc, char** argv) {
   uint32_t threads = 0, repeat = 5;
   double gpu_speedup = 30;
   int64_t batch = 1, seq_len = 128;
+  std::string device_kind = "sim";
   app.add_option("--models", models_dir, "Where the models are written (reused between runs)");
   app.add_option("--arch", archs, "Architectures")->delimiter(',');
   app.add_option("--pcie", bandwidth, "Host->device bandwidth of the simulated device, e.g. 16GB/s");
@@ -85,6 +91,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch", batch, "Batch size");
   app.add_option("--seq-len", seq_len, "Sequence length (bert, gpt2)");
   app.add_option("--gpu-speedup", gpu_speedup, "For the model: how much faster a GPU computes than this CPU");
+  app.add_option("--device", device_kind, "sim (a simulated device paced at --pcie) or cuda (GPU 0)")
+      ->check(CLI::IsMember({"sim", "cuda"}));
   CLI11_PARSE(app, argc, argv);
 
   auto bw = parse_bandwidth(bandwidth);
@@ -92,12 +100,32 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--pcie: %s\n", bw.error().message().c_str());
     return 2;
   }
-  SimDeviceConfig dc;
-  dc.memory_bytes = 4ull << 30;
-  dc.compute_threads = threads;
-  dc.pcie_bytes_per_s = *bw;
-  dc.populate = true;  // no first-touch page faults charged to copies (a GPU has none)
-  auto device = gpu::SimDevice::create(dc, 0);
+  const bool cuda = device_kind == "cuda";
+  Result<std::unique_ptr<gpu::Device>> device = internal_error("no device");
+  uint32_t sim_threads = 0;
+  if (cuda) {
+    DevicesConfig dc;
+    dc.kind = DeviceKind::cuda;
+    auto opened = gpu::open_devices(dc);
+    if (opened.ok()) {
+      device = std::move(opened->devices.front());
+    } else {
+      device = opened.error();
+    }
+  } else {
+    SimDeviceConfig dc;
+    dc.memory_bytes = 4ull << 30;
+    dc.compute_threads = threads;
+    dc.pcie_bytes_per_s = *bw;
+    dc.populate = true;  // no first-touch page faults charged to copies (a GPU has none)
+    auto sim = gpu::SimDevice::create(dc, 0);
+    if (sim.ok()) {
+      sim_threads = (*sim)->compute_threads();
+      device = std::unique_ptr<gpu::Device>(std::move(*sim));
+    } else {
+      device = sim.error();
+    }
+  }
   if (!device.ok()) {
     std::fprintf(stderr, "%s\n", device.error().message().c_str());
     return 1;
@@ -113,14 +141,30 @@ int main(int argc, char** argv) {
   }
   const uint64_t elbow = probe->elbow_bytes;
   const auto& curve = probe->curve;
-  std::printf("# simulated device, host->device %s, %u compute thread(s); copy throughput by size:\n",
-              bandwidth.c_str(), (*device)->compute_threads());
+  double best_gbps = 0;
+  for (const auto& [size, gbps] : curve) best_gbps = std::max(best_gbps, gbps);
+  if (cuda) {
+    bandwidth = std::to_string(static_cast<int>(best_gbps + 0.5)) + " GB/s";
+    *bw = best_gbps * 1e9;
+    std::printf("# %s; copy throughput by size:\n", (*device)->info().name.c_str());
+  } else {
+    std::printf("# simulated device, host->device %s, %u compute thread(s); copy throughput by size:\n",
+                bandwidth.c_str(), sim_threads);
+  }
   for (const auto& [size, gbps] : curve) std::printf("#   %8s  %.2f GB/s\n", format_bytes(size).c_str(), gbps);
   std::printf("# elbow (smallest size at 90%% of the best throughput): %s\n\n", format_bytes(elbow).c_str());
-  std::printf("| model | weights | warm ms | whole copy (pageable), then run | + pinned | + pipelined per layer | "
-              "+ grouped at %s | model at %s | model at 25 GB/s | model at 25 GB/s, GPU %.0fx |\n",
-              format_bytes(elbow).c_str(), bandwidth.c_str(), gpu_speedup);
-  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  if (cuda) {
+    std::printf(
+        "| model | weights | warm ms | whole copy (pageable), then run | + pinned | + pipelined per layer | "
+        "+ grouped at %s | model at %s |\n|---|---|---|---|---|---|---|---|\n",
+        format_bytes(elbow).c_str(), bandwidth.c_str());
+  } else {
+    std::printf(
+        "| model | weights | warm ms | whole copy (pageable), then run | + pinned | + pipelined per layer | "
+        "+ grouped at %s | model at %s | model at 25 GB/s | model at 25 GB/s, GPU %.0fx |\n",
+        format_bytes(elbow).c_str(), bandwidth.c_str(), gpu_speedup);
+    std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
+  }
 
   for (const auto& arch : archs) {
     const std::string dir = models_dir + "/" + arch + "/1";
@@ -181,11 +225,14 @@ int main(int argc, char** argv) {
     const double at_pcie4 = model_pipeline(*m, layer_us, elbow, 25e9, 1);
     const double gpu_pcie4 = model_pipeline(*m, layer_us, elbow, 25e9, gpu_speedup);
     const double gpu_warm = profiled / 1e3 / gpu_speedup;
-    std::printf("| %s | %s | %.1f | %.1f ms (%.2fx) | %.1f ms (%.2fx) | %.1f ms (%.2fx) | %.1f ms (%.2fx) | %.2fx "
-                "| %.2fx | %.2fx |\n",
+    std::printf("| %s | %s | %.2f | %.2f ms (%.2fx) | %.2f ms (%.2fx) | %.2f ms (%.2fx) | %.2f ms (%.2fx) | %.2fx",
                 arch.c_str(), format_bytes(m->range_bytes(all).length).c_str(), w, pageable, pageable / w, pinned,
-                pinned / w, layer, layer / w, grouped, grouped / w, at_emulated / (profiled / 1e3),
-                at_pcie4 / (profiled / 1e3), gpu_pcie4 / gpu_warm);
+                pinned / w, layer, layer / w, grouped, grouped / w, at_emulated / (profiled / 1e3));
+    if (cuda) {
+      std::printf(" |\n");
+    } else {
+      std::printf(" | %.2fx | %.2fx |\n", at_pcie4 / (profiled / 1e3), gpu_pcie4 / gpu_warm);
+    }
     std::fflush(stdout);
   }
   return 0;

@@ -4,7 +4,9 @@ module (tools/ember_torch.py) and times forward passes on request, so that Ember
 alternately in one benchmark run on the same weights, inputs and thread count.
 
 Protocol: one JSON object per line on stdin, one JSON reply per line on stdout.
-  {"op": "hello", "threads": T}                   -> {"ok": true, "torch": ..., "blas": ..., "threads": T}
+  {"op": "hello", "threads": T, "device": "sim"|"cuda"}
+                                                  -> {"ok": true, "torch": ..., "blas": ..., "threads": T}
+      "cuda" runs the module and inputs on GPU 0, each pass timed after torch.cuda.synchronize()
   {"op": "load", "dir": D}                        -> {"ok": true, "arch": ..., "tiny": ...}
   {"op": "time", "inputs": F, "reps": N, "output": O}
       runs N timed forward passes on the inputs in safetensors file F; writes the last outputs to O
@@ -41,25 +43,37 @@ def main():
             if req["op"] == "hello":
                 torch.set_num_threads(int(req["threads"]))
                 torch.set_num_interop_threads(1)
+                state["device"] = "cuda" if req.get("device") == "cuda" else "cpu"
+                if state["device"] == "cuda":
+                    # Ember's kernels compute in full fp32; so must PyTorch's, or the comparison is off.
+                    torch.backends.cuda.matmul.allow_tf32 = False
+                    torch.backends.cudnn.allow_tf32 = False
                 reply = {"torch": torch.__version__, "threads": torch.get_num_threads(), "blas": blas_in_use()}
+                if state["device"] == "cuda":
+                    reply["blas"]["mapped"] = [torch.cuda.get_device_name(0)]
             elif req["op"] == "load":
                 module, arch, tiny, _ = ember_torch.load_ember_model(req["dir"])
+                module = module.to(state.get("device", "cpu"))
                 state.update(module=module, manifest=ember_torch.read_manifest(req["dir"]))
                 reply = {"arch": arch, "tiny": tiny}
             elif req["op"] == "time":
                 inputs = ember_torch.read_safetensors(req["inputs"])
                 order = [i["name"] for i in state["manifest"]["inputs"]]
-                args = [torch.from_numpy(inputs[n].copy()) for n in order]
+                dev = state.get("device", "cpu")
+                args = [torch.from_numpy(inputs[n].copy()).to(dev) for n in order]
+                sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
                 times = []
                 with torch.inference_mode():
                     for _ in range(int(req["reps"])):
+                        sync()
                         t0 = time.perf_counter()
                         out = state["module"](*args)
+                        sync()
                         times.append((time.perf_counter() - t0) * 1e3)
                 if not isinstance(out, (tuple, list)):
                     out = (out,)
                 names = [o["name"] for o in state["manifest"]["outputs"]]
-                ember_torch.write_safetensors(req["output"], [(n, o.numpy()) for n, o in zip(names, out)])
+                ember_torch.write_safetensors(req["output"], [(n, o.cpu().numpy()) for n, o in zip(names, out)])
                 reply = {"ms": times}
             else:
                 raise ValueError("unknown op " + req["op"])

@@ -132,20 +132,29 @@ Result<std::unique_ptr<CudaDevice>> CudaDevice::create(const CudaDeviceConfig& c
   if (cudaError_t e = cudaMalloc(&base, reserve); e != cudaSuccess) {
     return fail(out_of_memory(name + ": " + want + ": " + cuda_error_text("cudaMalloc", e)));
   }
-  const uint64_t blas_workspace =
+  uint64_t blas_workspace =
       config.blas_workspace_bytes ? config.blas_workspace_bytes : (prop.major >= 9 ? 32ull << 20 : 4ull << 20);
+  if (blas_workspace > reserve / 4) blas_workspace = 0;  // a small test reservation: cuBLAS runs without one
   return std::unique_ptr<CudaDevice>(
-      new CudaDevice(ordinal, name, static_cast<uint8_t*>(base), reserve, blas_workspace));
+      new CudaDevice(ordinal, name, static_cast<uint8_t*>(base), reserve, blas_workspace, config.spin_waits));
 }
 
 CudaDevice::CudaDevice(uint32_t ordinal, std::string name, uint8_t* base, uint64_t reserved_bytes,
-                       uint64_t blas_workspace)
+                       uint64_t blas_workspace, bool spin_waits)
     : ordinal_(static_cast<int>(ordinal)),
+      // Host waits sleep in the driver unless asked to spin: a serving node has many waiting threads.
+      wait_event_flags_(cudaEventDisableTiming | (spin_waits ? 0u : cudaEventBlockingSync)),
       base_(base),
       blas_workspace_bytes_(blas_workspace),
+      // The workspace ends the reservation, 256-byte aligned; allocate() hands out what precedes it.
+      blas_workspace_(blas_workspace ? base + (reserved_bytes - blas_workspace) / 256 * 256 : nullptr),
       faults_(std::make_shared<FaultRecord>(name)),
-      allocator_(reserved_bytes),
+      allocator_(blas_workspace ? (reserved_bytes - blas_workspace) / 256 * 256 : reserved_bytes),
       capacity_(allocator_.capacity()) {
+  if (cudaEventCreateWithFlags(&blas_free_, cudaEventDisableTiming) != cudaSuccess) {
+    blas_free_ = nullptr;
+    fault("cudaEventCreateWithFlags (cuBLAS workspace) failed");
+  }
   info_.name = std::move(name);
   info_.kind = DeviceKind::cuda;
   info_.ordinal = ordinal;
@@ -155,7 +164,10 @@ CudaDevice::CudaDevice(uint32_t ordinal, std::string name, uint8_t* base, uint64
 CudaDevice::~CudaDevice() {
   // Streams and events are gone (the contract), so none of our work is pending; cudaFree waits
   // for the device anyway. Failures (a dead context, process teardown) are ignored: nothing to do.
-  if (cudaSetDevice(ordinal_) == cudaSuccess) (void)cudaFree(base_);
+  if (cudaSetDevice(ordinal_) == cudaSuccess) {
+    if (blas_free_) (void)cudaEventDestroy(blas_free_);
+    (void)cudaFree(base_);
+  }
   {
     auto& pins = process_pins();
     std::lock_guard lock(pins.mu);
@@ -231,6 +243,22 @@ void CudaDevice::free(DevicePtr ptr) {
 MemoryInfo CudaDevice::memory() const {
   std::lock_guard lock(alloc_mu_);
   return {allocator_.capacity(), allocator_.used(), allocator_.largest_free_block()};
+}
+
+CudaDevice::BlasWorkspaceLease::BlasWorkspaceLease(CudaDevice& device, cudaStream_t stream)
+    : device_(device), stream_(stream), lock_(device.blas_mu_) {
+  // A destroyed stream was synchronized first (CudaStream's destructor), so a new stream that
+  // reuses its handle has nothing of it to wait for.
+  if (device_.blas_free_ && device_.blas_last_user_ && device_.blas_last_user_ != stream_) {
+    device_.check(cudaStreamWaitEvent(stream_, device_.blas_free_, 0), "cudaStreamWaitEvent (cuBLAS workspace)");
+  }
+}
+
+CudaDevice::BlasWorkspaceLease::~BlasWorkspaceLease() {
+  if (device_.blas_free_ &&
+      device_.check(cudaEventRecord(device_.blas_free_, stream_), "cudaEventRecord (cuBLAS workspace)")) {
+    device_.blas_last_user_ = stream_;
+  }
 }
 
 std::unique_ptr<Stream> CudaDevice::create_stream() { return make_cuda_stream(*this); }

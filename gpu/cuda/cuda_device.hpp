@@ -6,11 +6,15 @@
 // moment) and allocate() sub-allocates it with an ArenaAllocator, so allocation never calls
 // cudaMalloc, never synchronises, and fails with an out_of_memory Error naming the device, exactly
 // like SimDevice. DevicePtr values are real CUDA device addresses inside the reservation.
-// Streams are non-blocking cudaStreams, each with its own cuBLAS handle and a cuBLAS workspace
-// taken from the reservation; events are cudaEvents without timing. Host waits (Event and Stream
-// synchronize) block the thread instead of spinning (cudaEventBlockingSync). Copies use
-// cudaMemcpyAsync; from pageable host memory CUDA makes them synchronous with the host
-// (host-to-device returns once the source is staged, device-to-host once the copy is done).
+// Streams are non-blocking cudaStreams, each with its own cuBLAS handle; events are cudaEvents
+// without timing. The device has one cuBLAS workspace, carved from the end of the reservation
+// (outside what allocate() hands out), shared by all its streams: a stream launching a cuBLAS op
+// first waits on the event its last user recorded after its own cuBLAS op (BlasWorkspaceLease).
+// One workspace per stream would cost 32 MiB for each executor's stream on Hopper, and a node
+// with a few dozen models would lose its activation memory to idle workspaces (seen on an H200). Host waits (Event and
+// Stream synchronize) block the thread instead of spinning (cudaEventBlockingSync). Copies use cudaMemcpyAsync; from
+// pageable host memory CUDA makes them synchronous with the host (host-to-device returns once the source is staged,
+// device-to-host once the copy is done).
 //
 // Peers: create() enables direct access to every other GPU for which cudaDeviceCanAccessPeer says
 // so (NVLink or PCIe P2P); copy_from_peer is cudaMemcpyPeerAsync, which without peer access is
@@ -60,10 +64,16 @@ struct CudaDeviceConfig {
   /// When non-zero, reserve exactly this many bytes instead of a fraction; creation fails with
   /// out_of_memory when they are not free. Default 0.
   uint64_t memory_bytes = 0;
-  /// cuBLAS workspace per stream, bytes, taken from the reservation. 0 (default) = cuBLAS's
-  /// recommendation: 32 MiB on compute capability 9.0 and newer, 4 MiB before. A stream whose
-  /// workspace does not fit runs cuBLAS without one (slower algorithms, same results).
+  /// The device's cuBLAS workspace, bytes, carved from the end of the reservation. 0 (default) =
+  /// cuBLAS's recommendation: 32 MiB on compute capability 9.0 and newer, 4 MiB before. When it
+  /// would take more than a quarter of the reservation, cuBLAS runs without one (slower
+  /// algorithms, same results).
   uint64_t blas_workspace_bytes = 0;
+  /// How a host thread waits for the GPU (Stream::synchronize, Event::synchronize). false
+  /// (default): it sleeps in the driver (cudaEventBlockingSync), sparing a core per waiter; true:
+  /// it spins, answering sooner (the driver's wake-up costs tens of microseconds) at the cost of
+  /// a busy core while it waits.
+  bool spin_waits = false;
 };
 
 /// The first fault of a device. Shared (not owned) by the device and the host callbacks in flight
@@ -123,16 +133,45 @@ class CudaDevice final : public Device {
   void* translate(DevicePtr ptr, uint64_t bytes) const;
   /// The CUDA device ordinal (cudaSetDevice's argument).
   int cuda_ordinal() const { return ordinal_; }
+  /// The shared cuBLAS workspace (nullptr, 0 when the reservation had no room for it).
+  void* blas_workspace() const { return blas_workspace_; }
   uint64_t blas_workspace_bytes() const { return blas_workspace_bytes_; }
+  /// The flags of the events host threads wait on (CudaDeviceConfig::spin_waits).
+  unsigned wait_event_flags() const { return wait_event_flags_; }
+
+  /// Holds the device's cuBLAS workspace for one launch on `stream`: on construction the stream
+  /// waits for the last cuBLAS op of another stream (nothing to wait for when the last user was
+  /// this stream: stream order suffices); on destruction it records that the workspace is free
+  /// once this stream's work so far is done. Launches on different streams of one device are
+  /// enqueued one at a time while a lease is held. Failures fault the device (check).
+  class BlasWorkspaceLease {
+   public:
+    BlasWorkspaceLease(CudaDevice& device, cudaStream_t stream);
+    ~BlasWorkspaceLease();
+    BlasWorkspaceLease(const BlasWorkspaceLease&) = delete;
+    BlasWorkspaceLease& operator=(const BlasWorkspaceLease&) = delete;
+
+   private:
+    CudaDevice& device_;
+    cudaStream_t stream_;
+    std::lock_guard<std::mutex> lock_;
+  };
 
  private:
-  CudaDevice(uint32_t ordinal, std::string name, uint8_t* base, uint64_t reserved_bytes, uint64_t blas_workspace);
+  CudaDevice(uint32_t ordinal, std::string name, uint8_t* base, uint64_t reserved_bytes, uint64_t blas_workspace,
+             bool spin_waits);
 
   const int ordinal_;
+  const unsigned wait_event_flags_;
   DeviceInfo info_;
   uint8_t* const base_;  // cudaMalloc'd reservation
-  const uint64_t blas_workspace_bytes_;
+  const uint64_t blas_workspace_bytes_;  // 0 when there is no workspace
+  void* const blas_workspace_;           // the reservation's last blas_workspace_bytes_, or nullptr
   std::shared_ptr<FaultRecord> faults_;
+
+  std::mutex blas_mu_;                     // held by a BlasWorkspaceLease
+  cudaEvent_t blas_free_ = nullptr;        // recorded after the last cuBLAS op; guarded by blas_mu_
+  cudaStream_t blas_last_user_ = nullptr;  // the stream that recorded it; guarded by blas_mu_
 
   mutable std::mutex alloc_mu_;
   ArenaAllocator allocator_;  // guarded by alloc_mu_

@@ -40,6 +40,8 @@ CudaKernelStatus run_cuda_kernel(const CudaKernelArgs& args) {
   return kCudaKernels[op](args);
 }
 
+bool uses_cublas(OpKind op) { return op == OpKind::linear || op == OpKind::conv2d || op == OpKind::attention; }
+
 cudaError_t probe_kernel_image() {
   cudaFuncAttributes attrs;
   return cudaFuncGetAttributes(&attrs, fill_rows_kernel);

@@ -59,6 +59,9 @@ using CudaKernel = CudaKernelStatus (*)(const CudaKernelArgs&);
 /// Enqueues the kernel of args.args->op.
 CudaKernelStatus run_cuda_kernel(const CudaKernelArgs& args);
 
+/// True for the ops whose kernels call cuBLAS (and so use the device's cuBLAS workspace).
+bool uses_cublas(OpKind op);
+
 /// cudaSuccess when this plugin has a kernel image the current device can run (checked at
 /// device creation so that a GPU older than the compiled architectures is refused up front).
 cudaError_t probe_kernel_image();

@@ -4,7 +4,9 @@
 // Nothing crosses this boundary as an exception: failures come back as -1 / nullptr with a message.
 // Device memory can be set for every device the plugin opens with EMBER_CUDA_MEMORY, either a
 // share of the memory free at creation ("85%"; default 90%) or a size ("20GiB"); see
-// CudaDeviceConfig. The ABI has no config argument, hence an environment variable.
+// CudaDeviceConfig. EMBER_CUDA_WAIT=block|spin chooses how a host thread waits for the GPU
+// (CudaDeviceConfig::spin_waits; default block). The ABI has no config argument, hence
+// environment variables.
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
@@ -31,6 +33,13 @@ std::string version_text(int v) { return std::to_string(v / 1000) + "." + std::t
 
 Result<CudaDeviceConfig> config_from_env() {
   CudaDeviceConfig config;
+  if (const char* wait = std::getenv("EMBER_CUDA_WAIT"); wait && *wait) {
+    const std::string_view mode(wait);
+    if (mode != "block" && mode != "spin") {
+      return invalid_argument("EMBER_CUDA_WAIT: '" + std::string(mode) + "' is neither block nor spin");
+    }
+    config.spin_waits = mode == "spin";
+  }
   const char* value = std::getenv("EMBER_CUDA_MEMORY");
   if (!value || !*value) return config;
   const std::string text(value);

@@ -1,5 +1,6 @@
 #include "gpu/cuda/cuda_stream.hpp"
 
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -9,14 +10,11 @@ namespace ember::gpu::cuda {
 
 namespace {
 
-// Host waits sleep in the driver rather than spin a core: a serving node has many threads waiting.
-constexpr unsigned kEventFlags = cudaEventDisableTiming | cudaEventBlockingSync;
-
 class CudaEvent final : public Event {
  public:
   explicit CudaEvent(CudaDevice& device) : device_(device) {
     if (device_.make_current() &&
-        !device_.check(cudaEventCreateWithFlags(&event_, kEventFlags), "cudaEventCreateWithFlags")) {
+        !device_.check(cudaEventCreateWithFlags(&event_, device_.wait_event_flags()), "cudaEventCreateWithFlags")) {
       event_ = nullptr;
     }
   }
@@ -68,7 +66,6 @@ class CudaStream final : public Stream {
     // Pending work may include host callbacks and kernels reading the workspace: let it finish.
     if (stream_) (void)cudaStreamSynchronize(stream_);
     if (blas_) (void)cublasDestroy(blas_);
-    if (workspace_) device_.free(workspace_);
     if (done_) (void)cudaEventDestroy(done_);
     if (stream_) (void)cudaStreamDestroy(stream_);
     (void)cudaGetLastError();
@@ -152,6 +149,9 @@ class CudaStream final : public Stream {
     }
     if (!(k.output = map(args.output))) return;
     if (args.workspace_bytes && !(k.workspace = device_.resolve(args.workspace, args.workspace_bytes, op))) return;
+    // The device's one cuBLAS workspace, handed from stream to stream by an event.
+    std::optional<CudaDevice::BlasWorkspaceLease> lease;
+    if (device_.blas_workspace() && uses_cublas(args.op)) lease.emplace(device_, stream_);
     // launched() reads cudaGetLastError: start clean of errors other calls already handled.
     (void)cudaGetLastError();
     const CudaKernelStatus s = run_cuda_kernel(k);
@@ -207,7 +207,7 @@ class CudaStream final : public Stream {
       stream_ = nullptr;
       return false;
     }
-    if (!device_.check(cudaEventCreateWithFlags(&done_, kEventFlags), "cudaEventCreateWithFlags")) {
+    if (!device_.check(cudaEventCreateWithFlags(&done_, device_.wait_event_flags()), "cudaEventCreateWithFlags")) {
       done_ = nullptr;
       return false;
     }
@@ -219,12 +219,9 @@ class CudaStream final : public Stream {
     if (!device_.check(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode")) return false;
     if (!device_.check(cublasSetStream(blas_, stream_), "cublasSetStream")) return false;
     // After cublasSetStream, which resets the handle to cuBLAS's own workspace pool (cudaMalloc
-    // outside our reservation). Without room in the reservation, cuBLAS runs without a workspace.
-    const uint64_t bytes = device_.blas_workspace_bytes();
-    auto ws = device_.allocate(bytes);
-    if (ws.ok()) workspace_ = *ws;
-    void* ws_ptr = workspace_ ? device_.resolve(workspace_, bytes, "cuBLAS workspace") : nullptr;
-    return device_.check(cublasSetWorkspace(blas_, ws_ptr, ws_ptr ? bytes : 0), "cublasSetWorkspace");
+    // outside our reservation): the device's shared workspace (launch leases it), or none.
+    void* ws = device_.blas_workspace();
+    return device_.check(cublasSetWorkspace(blas_, ws, ws ? device_.blas_workspace_bytes() : 0), "cublasSetWorkspace");
   }
 
   // True when work may be enqueued: the stream exists, the device has not faulted and is current.
@@ -235,7 +232,6 @@ class CudaStream final : public Stream {
   cudaStream_t stream_ = nullptr;
   cudaEvent_t done_ = nullptr;  // recorded and waited on by synchronize()
   cublasHandle_t blas_ = nullptr;
-  DevicePtr workspace_;         // cuBLAS workspace in the device's reservation, or null
 };
 
 }  // namespace

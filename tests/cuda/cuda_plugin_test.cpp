@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include <future>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "config/device_config.hpp"
@@ -523,6 +525,58 @@ TEST_F(CudaDeviceTest, EveryOpMatchesSimDevice) {
     EXPECT_EQ(bad, 0u) << "of " << g.size() << " elements";
   }
   EXPECT_TRUE(cuda_->status().ok());
+}
+
+// Every stream used to take a 32 MiB cuBLAS workspace (Hopper) from the reservation, so a node
+// with a few dozen executors lost its activation memory to them (seen on an H200: the density
+// benchmark's node ran out of device memory for a 48 KiB input). Streams now share the device's
+// one workspace, outside allocate()'s memory, handed from stream to stream by an event; GEMMs
+// enqueued on several streams from several threads at once must still match the CPU.
+TEST_F(CudaDeviceTest, StreamsShareOneBlasWorkspace) {
+  const uint64_t used = cuda_->memory().used_bytes;
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (int i = 0; i < 40; ++i) streams.push_back(cuda_->create_stream());
+  EXPECT_EQ(cuda_->memory().used_bytes, used);
+  streams.clear();
+
+  std::vector<std::pair<OpCase, std::vector<uint8_t>>> blas_cases;  // the case and the CPU's answer
+  std::vector<CaseData> inputs;
+  for (const OpCase& c : op_cases()) {
+    if (c.op != OpKind::linear && c.op != OpKind::conv2d && c.op != OpKind::attention) continue;
+    auto data = make_case_data(c, 11);
+    ASSERT_TRUE(data.ok()) << data.error().to_string();
+    auto want = run_case(*sim_, c, *data);
+    ASSERT_TRUE(want.ok()) << want.error().to_string();
+    blas_cases.emplace_back(c, std::move(*want));
+    inputs.push_back(std::move(*data));
+  }
+  ASSERT_FALSE(blas_cases.empty());
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int round = 0; round < 8; ++round) {
+        for (size_t i = 0; i < blas_cases.size(); ++i) {
+          const size_t k = (i + static_cast<size_t>(t)) % blas_cases.size();
+          auto got = run_case(*cuda_, blas_cases[k].first, inputs[k]);
+          if (!got.ok() || got->size() != blas_cases[k].second.size()) {
+            bad++;
+            continue;
+          }
+          const auto g = floats(*got), w = floats(blas_cases[k].second);
+          for (size_t e = 0; e < g.size(); ++e) {
+            if (!(std::fabs(g[e] - w[e]) <= 1e-4f + 1e-3f * std::fabs(w[e]))) {
+              bad++;
+              break;
+            }
+          }
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_TRUE(cuda_->status().ok()) << cuda_->status().error().to_string();
 }
 
 }  // namespace cuda_plugin_test
