@@ -101,7 +101,11 @@ using model_cache_actor = caf::typed_actor<
     /// The continuation of a fetch (self-sent, local only).
     caf::reacts_to<offload_done>,
     /// Drops an unpinned resident blob now; false when it is pinned (a replica uses it) or absent.
-    caf::replies_to<evict_atom, std::string>::with<bool>>;
+    caf::replies_to<evict_atom, std::string>::with<bool>,
+    /// Fault injection (from the node's supervisor, local only): ("kill-hops") kills every live
+    /// multicast hop of this node, as a crash would; the cache replaces each (it goes on from its
+    /// verified offset). Answers how many were killed.
+    caf::replies_to<fault_atom, std::string>::with<uint32_t>>;
 
 }  // namespace ember
 

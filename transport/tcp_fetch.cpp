@@ -94,6 +94,9 @@ Result<FetchResult> TcpFetch::receive() {
   // Each header is accepted as it arrives; a data frame's payload is read straight to where the
   // receiver says (the sink's buffer at its offset) and verified there at once.
   while (!frames_.complete()) {
+    // Also between frames: after the shutdown, what the kernel already buffered (megabytes with a
+    // large socket buffer) would still be read, and a cancelled fetch would go on writing.
+    if (options_.cancel && options_.cancel->cancelled()) return call_.fail(frames_.cancelled());
     EMBER_ASSIGN_OR_RETURN(FrameHeader h, read_header());
     auto landing = frames_.accept(h);
     if (!landing.ok()) return call_.fail(landing.error());

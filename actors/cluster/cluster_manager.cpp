@@ -1060,7 +1060,17 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
                                                       [self](auto rp) { rp.deliver(self->state.registry.states()); });
       },
       [self](nodes_atom) { return RoutingPublisher::node_reports(self->state.registry, self->state.members); },
-      [self](distribute_atom, const distribute_request& req) { return distribute(self, req); },
+      [self](distribute_atom, const distribute_request& req) -> caf::result<distribute_result> {
+        if (self->state.registry.find(req.model)) return distribute(self, req);
+        // A model added to the repository since the last scan is found, as a load finds it.
+        return after_rescan<distribute_result>(self, req.model.name, [self, req](auto rp) mutable {
+          if (!self->state.registry.find(req.model)) {
+            rp.deliver(to_caf(not_found("unknown model '" + req.model.name + "'")));
+          } else {
+            rp.delegate(caf::actor_cast<cluster_manager_actor>(self), distribute_atom_v, req);
+          }
+        });
+      },
       [self](evict_atom, const distribute_request& req) { return evict(self, req); },
       [self](const chain_progress& p) { send_all(self, self->state.relay.on_progress(p, now_ms(self))); },
       [self](const chain_upstream_request& r) -> caf::result<blob_source> {

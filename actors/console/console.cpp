@@ -46,7 +46,7 @@ const Usage kUsage[] = {
     {"scale", "MODEL[/VERSION] MIN [MAX]", "the autoscaler keeps MIN..MAX replicas (MAX 0 or left out: its own)"},
     {"drain", "NODE", "place nothing more on NODE and move its replicas away; answers when it may be stopped"},
     {"fault", "NODE KIND [TARGET] [p=P] [for=DURATION] [delay=DURATION] [count=K] [seed=S] [rate=R]",
-     "inject a fault into a node started with --allow-faults: kill (router, cache, executor:N), drop, delay, "
+     "inject a fault into a node started with --allow-faults: kill (router, cache, executor:N, hop), drop, delay, "
      "duplicate (the router's messages, for a duration, seeded), heal, fail-alloc K, fault-kernel (executor:N), "
      "corrupt-chunk K (data), throttle rate=R, stall (hops; for=DURATION), stop-heartbeats for=DURATION"},
     {"log-level", "LEVEL", "the log level of the manager and every node: trace, debug, info, warn, error, off"},
@@ -294,7 +294,7 @@ std::vector<std::string> Console::complete(const std::string& line, const std::s
       add({"kill", "drop", "delay", "duplicate", "heal", "fail-alloc", "fault-kernel", "corrupt-chunk", "throttle",
            "stall", "stop-heartbeats"});
     }
-    if (at == 3) add({"router", "cache", "executor:0", "data", "hops"});
+    if (at == 3) add({"router", "cache", "executor:0", "hop", "data", "hops"});
   } else if (words[0] == "distribute" || words[0] == "evict") {
     add(words.size() <= 2 && line.back() != ' ' ? model_names_ : node_names_);
     if (words.size() == 1) add(model_names_);

@@ -269,7 +269,7 @@ struct cache_state {
       for (auto& w : f.waiters)
         if (w.pending()) w.deliver(gone);
     if (!exiting) {
-      for (const auto& [addr, hop] : hops_alive) caf::anon_send_exit(hop, caf::exit_reason::user_shutdown);
+      for (const auto& [addr, hop] : hops_alive) caf::anon_send_exit(hop.actor, caf::exit_reason::user_shutdown);
     }
   }
 
@@ -296,10 +296,20 @@ struct cache_state {
   std::map<std::string, Inflight> inflight;
   uint64_t reserved = 0;  // bytes promised to fetches in flight
   uint64_t clock = 0;     // logical time for LRU
-  /// The multicast hops this cache spawned and that still live (monitored). The cache outlives
-  /// them: asked to exit, it stops them and quits once the last is down, so that whoever waits
-  /// for the cache (the node process) may then destroy the hop queue they use.
-  std::map<caf::actor_addr, caf::actor> hops_alive;
+  /// A multicast hop this cache spawned: its actor, the request it serves and what it received.
+  /// A hop that dies before it reported (killed) is replaced by one that goes on from its
+  /// verified offset over the same buffer, at most kHopRestarts times per request.
+  struct Hop {
+    caf::actor actor;
+    fetch_blob req;
+    std::shared_ptr<HopBuffer> buffer;
+    uint32_t restarts = 0;
+  };
+  static constexpr uint32_t kHopRestarts = 5;
+  /// The hops that still live (monitored). The cache outlives them: asked to exit, it stops them
+  /// and quits once the last is down, so that whoever waits for the cache (the node process) may
+  /// then destroy the hop queue they use.
+  std::map<caf::actor_addr, Hop> hops_alive;
   std::optional<caf::error> exiting;  // set once asked to exit while hops live
 
   void publish() {
@@ -333,6 +343,19 @@ struct cache_state {
 
 using cache_pointer = model_cache_actor::stateful_pointer<cache_state>;
 
+/// Spawns a hop for `req` (monitored), over `resume` when it replaces a dead one.
+void start_hop(cache_pointer self, fetch_blob req, std::shared_ptr<HopBuffer> resume, uint32_t restarts) {
+  auto& st = self->state;
+  TransferPeerConfig peer = st.config.transfer;
+  peer.instruments = st.instruments ? &st.instruments->transfers() : nullptr;
+  fetch_blob kept = req;
+  auto hop = spawn_transfer_peer(self->system(), std::move(peer), std::move(req), st.store,
+                                 caf::actor_cast<model_cache_actor>(self), *st.hops, std::move(resume));
+  self->monitor(hop.actor);
+  st.hops_alive.emplace(hop.actor.address(), cache_state::Hop{caf::actor_cast<caf::actor>(hop.actor), std::move(kept),
+                                                               std::move(hop.buffer), restarts});
+}
+
 void fetched(cache_pointer self, const std::string& blob_key, Result<blob_ref>& result);
 
 caf::result<blob_ref> fetch(cache_pointer self, fetch_blob& req) {
@@ -365,11 +388,7 @@ caf::result<blob_ref> fetch(cache_pointer self, fetch_blob& req) {
   auto handle = caf::actor_cast<model_cache_actor>(self);
   if (req.transfer_id != 0 && !req.sources.empty() && req.controller) {
     // A hop of a multicast chain: the transfer_peer pulls, forwards and reports cache_fetch_done.
-    TransferPeerConfig peer = st.config.transfer;
-    peer.instruments = st.instruments ? &st.instruments->transfers() : nullptr;
-    auto hop = spawn_transfer_peer(self->system(), std::move(peer), std::move(req), st.store, handle, *st.hops);
-    self->monitor(hop);
-    st.hops_alive.emplace(hop.address(), caf::actor_cast<caf::actor>(hop));
+    start_hop(self, std::move(req), nullptr, 0);
     return rp;
   }
   const std::string key = req.blob_key;
@@ -422,12 +441,43 @@ void fetched(cache_pointer self, const std::string& blob_key, Result<blob_ref>& 
   for (auto& w : entry.waiters) w.deliver(*result);
 }
 
-/// Exit with the hops: see cache_state::hops_alive.
+/// A hop died before it reported its end (killed): a new one goes on from the verified offset,
+/// unless it died too often; then the fetch fails (retryable) and the next hop is told.
+void hop_died(cache_pointer self, cache_state::Hop hop, const caf::error& reason) {
+  auto& st = self->state;
+  const std::string key = hop.req.blob_key;
+  if (!st.inflight.count(key)) return;  // it reported first: nothing is lost
+  const uint64_t at = verified_bytes(*hop.buffer);
+  if (hop.restarts >= cache_state::kHopRestarts) {
+    Error e = unavailable("the multicast hop for " + hop.req.model.to_string() + " died " +
+                          std::to_string(hop.restarts + 1) + " times; retry");
+    spdlog::warn("model cache: transfer {}: {}", hop.req.transfer_id, e.message());
+    abandon_hop(*hop.buffer, e);
+    if (st.instruments) st.instruments->count_unrestored("hop");
+    Result<blob_ref> failed = e;
+    return fetched(self, key, failed);
+  }
+  spdlog::warn("model cache: transfer {}: the hop receiving {} died ({}) at offset {} of {}; a new one goes on from "
+               "there",
+               hop.req.transfer_id, hop.req.model.to_string(), caf::to_string(reason), at,
+               hop.req.blob_bytes);
+  if (st.instruments) st.instruments->count_actor_restart("hop");
+  start_hop(self, std::move(hop.req), std::move(hop.buffer), hop.restarts + 1);
+}
+
+/// Exit with the hops: see cache_state::hops_alive. A hop that dies on its own is replaced.
 void supervise_hops(cache_pointer self) {
   self->set_down_handler([self](caf::down_msg& down) {
     auto& st = self->state;
-    st.hops_alive.erase(down.source);
-    if (st.exiting && st.hops_alive.empty()) self->quit(*st.exiting);
+    auto it = st.hops_alive.find(down.source);
+    if (it == st.hops_alive.end()) return;
+    cache_state::Hop hop = std::move(it->second);
+    st.hops_alive.erase(it);
+    if (st.exiting) {
+      if (st.hops_alive.empty()) self->quit(*st.exiting);
+      return;
+    }
+    if (down.reason) hop_died(self, std::move(hop), down.reason);
   });
   self->set_exit_handler([self](caf::exit_msg& exit) {
     if (!exit.reason) return;  // a normal exit of a linked actor: ignored, as CAF's default does
@@ -435,7 +485,7 @@ void supervise_hops(cache_pointer self) {
     if (st.hops_alive.empty()) return self->quit(exit.reason);
     if (st.exiting) return;
     st.exiting = exit.reason;
-    for (const auto& [addr, hop] : st.hops_alive) self->send_exit(hop, exit.reason);
+    for (const auto& [addr, hop] : st.hops_alive) self->send_exit(hop.actor, exit.reason);
   });
 }
 
@@ -479,6 +529,12 @@ model_cache_actor::behavior_type cache_behavior(cache_pointer self, ModelCacheCo
         st.resident.erase(it);
         st.publish();
         return true;
+      },
+      [self](fault_atom, const std::string& what) -> caf::result<uint32_t> {
+        auto& st = self->state;
+        if (what != "kill-hops") return to_caf(invalid_argument("the model cache takes no fault '" + what + "'"));
+        for (const auto& [addr, hop] : st.hops_alive) self->send_exit(hop.actor, caf::exit_reason::kill);
+        return static_cast<uint32_t>(st.hops_alive.size());
       },
       [self](status_atom) -> cache_status {
         return {self->state.config.capacity_bytes, self->state.store->used_bytes(), self->state.store->models()};

@@ -155,7 +155,7 @@ caf::result<caf::message> pass_on(supervisor_pointer self, caf::message msg) {
 }
 
 Result<std::optional<uint32_t>> parse_target(const supervisor_state& st, const std::string& target) {
-  if (target == "router" || target == "cache") return std::optional<uint32_t>{};
+  if (target == "router" || target == "cache" || target == "hop") return std::optional<uint32_t>{};
   const std::string prefix = "executor:";
   if (target.rfind(prefix, 0) == 0) {
     const std::string n = target.substr(prefix.size());
@@ -165,7 +165,7 @@ Result<std::optional<uint32_t>> parse_target(const supervisor_state& st, const s
     return invalid_argument("node " + st.config.node + " has executors 0.." + std::to_string(st.executors.size() - 1) +
                             ", not '" + n + "'");
   }
-  return invalid_argument("a fault targets router, cache or executor:N, not '" + target + "'");
+  return invalid_argument("a fault targets router, cache, hop or executor:N, not '" + target + "'");
 }
 
 void counted(supervisor_state& st, const std::string& kind) {
@@ -201,6 +201,27 @@ caf::result<std::string> inject_transfer(supervisor_pointer self, const fault_co
   return what;
 }
 
+/// kill hop: the cache kills its live hops (and replaces each); an error when none runs.
+caf::result<std::string> kill_hops(supervisor_pointer self) {
+  auto& st = self->state;
+  const std::string node = st.config.node;
+  auto rp = self->make_response_promise<std::string>();
+  self->request(st.cache, std::chrono::seconds(5), fault_atom_v, std::string("kill-hops"))
+      .then(
+          [self, rp, node](uint32_t killed) mutable {
+            if (killed == 0) {
+              rp.deliver(to_caf(not_found("node " + node + " runs no multicast hop now: nothing to kill")));
+              return;
+            }
+            counted(self->state, "kill");
+            spdlog::warn("node {}: fault injected: kill hop ({} hop(s))", node, killed);
+            rp.deliver("killed " + std::to_string(killed) + " multicast hop(s) of node " + node +
+                       " (the model cache starts each again from its verified offset)");
+          },
+          [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+  return rp;
+}
+
 caf::result<std::string> inject(supervisor_pointer self, fault_command& f) {
   auto& st = self->state;
   const std::string& node = st.config.node;
@@ -211,6 +232,8 @@ caf::result<std::string> inject(supervisor_pointer self, fault_command& f) {
   auto target = parse_target(st, f.target);
   if (!target.ok()) return to_caf(target.error());
   const std::optional<uint32_t> executor = *target;
+  if (f.kind == "kill" && f.target == "hop") return kill_hops(self);
+  if (f.target == "hop") return to_caf(invalid_argument("a multicast hop takes only kill"));
   if (f.kind == "kill") {
     counted(st, f.kind);
     spdlog::warn("node {}: fault injected: kill {}", node, f.target);

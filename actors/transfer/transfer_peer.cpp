@@ -8,6 +8,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
+#include <mutex>
 #include <thread>
 
 #include "actors/errors.hpp"
@@ -19,8 +20,6 @@
 #include "transport/growing_blob.hpp"
 
 namespace ember {
-
-namespace {
 
 /// Real time, for the fetch thread's throttle only; the actor reads the actor clock.
 using Clock = std::chrono::steady_clock;
@@ -37,8 +36,10 @@ constexpr uint32_t kNotYetRetries = 100;
 
 /// What the fetch (on the node's hop queue) and the actor share: the buffer, its GrowingBlob in the
 /// node's store, and the verified offset. The buffer is written only by the fetch, one attempt at a
-/// time.
+/// time: an attempt holds `attempt_mu` while it runs, so a replacement hop's first attempt waits
+/// for the cancelled one of the hop it replaces.
 struct HopBuffer final : transport::BlobSink {
+  std::mutex attempt_mu;
   std::string key;
   std::shared_ptr<GrowingBlobShelf> store;
   std::shared_ptr<gpu::HostBuffer> buffer;
@@ -78,6 +79,16 @@ struct HopBuffer final : transport::BlobSink {
   Clock::time_point throttle_start = Clock::now();
 };
 
+uint64_t verified_bytes(const HopBuffer& hop) { return hop.verified.load(std::memory_order_acquire); }
+
+void abandon_hop(HopBuffer& hop, const Error& why) {
+  if (!hop.growing) return;
+  hop.growing->fail(why);
+  hop.store->erase_growing(hop.key, hop.growing.get());
+}
+
+namespace {
+
 struct peer_state {
   static inline const char* name = "ember.transfer_peer";
 
@@ -101,10 +112,12 @@ struct peer_state {
   uint64_t bytes_received = 0;
   caf::actor_clock::time_point started;  // the actor clock's, at spawn
 
-  /// A hop stopped early (its cache exits) lets go of its upstream at once: the fetch still on the
-  /// hop queue returns, and its continuation finds no actor.
+  /// A hop stopped early (its cache exits, or a fault kills it) lets go of its upstream at once:
+  /// the fetch still on the hop queue returns, and its continuation finds no actor. Its buffer and
+  /// growing blob stay: the cache may start a replacement over them.
   ~peer_state() {
     if (cancel) cancel->cancel();
+    if (!finished && config.instruments) config.instruments->add_active_hop(-1);
   }
 };
 
@@ -139,9 +152,14 @@ void launch(peer_pointer self, uint64_t attempt, transport::FetchOptions options
   if (st.finished || attempt != st.attempt) return;
   const bool taken = offload(
       self, *st.hops,
-      [hop = st.hop, from = st.upstream.endpoint,
-       key = st.req.blob_key, options,
-       kind = st.config.transport] { return transport::fetch_blob(kind, from, key, options, *hop); },
+      [hop = st.hop, from = st.upstream.endpoint, key = st.req.blob_key, options,
+       kind = st.config.transport]() mutable {
+        // After the attempt before it on this buffer (perhaps a dead hop's, cancelled) returned;
+        // from what is verified now.
+        std::lock_guard lock(hop->attempt_mu);
+        options.resume_offset = hop->verified.load(std::memory_order_acquire);
+        return transport::fetch_blob(kind, from, key, options, *hop);
+      },
       [self, attempt](Result<transport::FetchResult>& result) { attempt_done(self, attempt, result); });
   if (!taken) fail_soon(self, unavailable("the hop queue of node " + st.config.node + " is full"));
 }
@@ -277,8 +295,8 @@ void spliced(peer_pointer self, chain_splice& splice) {
 }
 
 transfer_peer_actor::behavior_type peer_behavior(peer_pointer self, TransferPeerConfig config, fetch_blob req,
-                                                 std::shared_ptr<GrowingBlobShelf> store, model_cache_actor cache,
-                                                 WorkQueue* hops) {
+                                                 model_cache_actor cache, WorkQueue* hops,
+                                                 std::shared_ptr<HopBuffer> hop, bool resumed) {
   auto& st = self->state;
   st.started = self->clock().now();
   st.hops = hops;
@@ -286,11 +304,7 @@ transfer_peer_actor::behavior_type peer_behavior(peer_pointer self, TransferPeer
   st.cache = std::move(cache);
   st.controller = caf::actor_cast<chain_controller_actor>(req.controller);
   st.upstream = req.sources.front();
-  st.hop = std::make_shared<HopBuffer>();
-  st.hop->key = req.blob_key;
-  st.hop->store = std::move(store);
-  st.hop->throttle_bytes_per_s = st.config.throttle_bytes_per_s;
-  st.hop->fault = st.config.fault;
+  st.hop = std::move(hop);
   st.req = std::move(req);
   // Allocate now when the size is known, so the next hop can connect before the first byte.
   if (st.req.blob_bytes > 0 && st.hop->allocate(st.req.blob_bytes) == nullptr) {
@@ -301,8 +315,14 @@ transfer_peer_actor::behavior_type peer_behavior(peer_pointer self, TransferPeer
     st.config.instruments->add_active_hop(1);
     st.config.instruments->set_hop_progress(st.req.model, 0, st.req.blob_bytes);
   }
-  spdlog::info("transfer {}: node {} receives {} ({}) from {}", st.req.transfer_id, st.config.node,
-               st.req.model.to_string(), format_bytes(st.req.blob_bytes), st.upstream.name);
+  if (resumed) {
+    if (st.config.instruments) st.config.instruments->count_hop_resume("hop_restart");
+    spdlog::info("transfer {}: node {}: a new hop goes on with {} from {} at offset {}", st.req.transfer_id,
+                 st.config.node, st.req.model.to_string(), st.upstream.name, st.hop->verified.load());
+  } else {
+    spdlog::info("transfer {}: node {} receives {} ({}) from {}", st.req.transfer_id, st.config.node,
+                 st.req.model.to_string(), format_bytes(st.req.blob_bytes), st.upstream.name);
+  }
   if (st.hop->buffer || st.req.blob_bytes == 0) start_attempt(self);
   self->delayed_send(self, st.config.progress_interval, tick_atom_v);
   return {
@@ -327,10 +347,20 @@ transfer_peer_actor::behavior_type peer_behavior(peer_pointer self, TransferPeer
 
 }  // namespace
 
-transfer_peer_actor spawn_transfer_peer(caf::actor_system& sys, TransferPeerConfig config, fetch_blob req,
-                                        std::shared_ptr<GrowingBlobShelf> store, model_cache_actor cache,
-                                        WorkQueue& hops) {
-  return sys.spawn(peer_behavior, std::move(config), std::move(req), std::move(store), std::move(cache), &hops);
+SpawnedHop spawn_transfer_peer(caf::actor_system& sys, TransferPeerConfig config, fetch_blob req,
+                               std::shared_ptr<GrowingBlobShelf> store, model_cache_actor cache, WorkQueue& hops,
+                               std::shared_ptr<HopBuffer> resume) {
+  const bool resumed = resume != nullptr;
+  if (!resumed) {
+    // A resumed buffer keeps what the hop it replaces set (whose fetch may still be returning).
+    resume = std::make_shared<HopBuffer>();
+    resume->key = req.blob_key;
+    resume->store = std::move(store);
+    resume->throttle_bytes_per_s = config.throttle_bytes_per_s;
+    resume->fault = config.fault;
+  }
+  auto actor = sys.spawn(peer_behavior, std::move(config), std::move(req), std::move(cache), &hops, resume, resumed);
+  return {actor, std::move(resume)};
 }
 
 }  // namespace ember

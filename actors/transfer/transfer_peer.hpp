@@ -59,11 +59,30 @@ struct TransferPeerConfig {
   transport::TransportKind transport = transport::TransportKind::tcp;
 };
 
+/// What a hop has received: its buffer, the growing blob it shows the next hop, the verified offset.
+/// The cache keeps it beside the hop's actor, so that a hop killed mid-transfer is replaced by one
+/// that goes on from the verified offset over the same buffer, while the next hop keeps pulling
+/// from the same growing blob. Opaque outside transfer_peer.cpp.
+struct HopBuffer;
+
+struct SpawnedHop {
+  transfer_peer_actor actor;
+  std::shared_ptr<HopBuffer> buffer;
+};
+
 /// `req.sources[0]` is the first upstream; `req.controller` the chain controller; `shelf` shows the
-/// verified prefix to the node's blob server. The hop's fetch attempts (blocking, one at a time)
-/// run on `hops`, the node's hop queue, which must outlive the actor.
-transfer_peer_actor spawn_transfer_peer(caf::actor_system& sys, TransferPeerConfig config, fetch_blob req,
-                                        std::shared_ptr<GrowingBlobShelf> shelf, model_cache_actor cache,
-                                        WorkQueue& hops);
+/// verified prefix to the node's blob server. The hop's fetch attempts (blocking, one at a time
+/// per buffer, also across a hop and its replacement) run on `hops`, the node's hop queue, which
+/// must outlive the actor. `resume`: a dead hop's buffer of the same request, to go on from.
+SpawnedHop spawn_transfer_peer(caf::actor_system& sys, TransferPeerConfig config, fetch_blob req,
+                               std::shared_ptr<GrowingBlobShelf> shelf, model_cache_actor cache, WorkQueue& hops,
+                               std::shared_ptr<HopBuffer> resume = nullptr);
+
+/// Bytes of the blob the hop has verified so far.
+uint64_t verified_bytes(const HopBuffer& hop);
+
+/// Fails the growing blob the hop shows the next hop and withdraws it: a dead hop that will not be
+/// replaced (its next hop then asks the controller for another upstream).
+void abandon_hop(HopBuffer& hop, const Error& why);
 
 }  // namespace ember

@@ -74,8 +74,8 @@ struct Repository {
     write("bert-base", "bert/1", 3);
     write("resnet50", "resnet", 4);
   }
-  void write(const std::string& arch, const std::string& where, uint64_t seed) {
-    auto b = must(gpu::build_architecture(arch, {true, seed, {}}), "building " + arch);
+  void write(const std::string& arch, const std::string& where, uint64_t seed, bool tiny = true) {
+    auto b = must(gpu::build_architecture(arch, {tiny, seed, {}}), "building " + arch);
     must(b.write(dir / where), "writing " + where);
   }
   std::string path() const { return dir.path(); }

@@ -299,8 +299,12 @@ TEST(ClusterManager, AStalledHopIsSplicedAfterTheStallTimeoutAndNotBefore) {
     EXPECT_EQ(h.transfer_id, t);
     EXPECT_EQ(h.model, "m/1");
     EXPECT_EQ(h.blob_bytes, 100 * MiB);
-    if (h.hop == first_name) EXPECT_EQ(h.offset, 10 * MiB);
-    if (h.hop == second_name) EXPECT_EQ(h.offset, 9 * MiB);
+    if (h.hop == first_name) {
+      EXPECT_EQ(h.offset, 10 * MiB);
+    }
+    if (h.hop == second_name) {
+      EXPECT_EQ(h.offset, 9 * MiB);
+    }
   }
 }
 

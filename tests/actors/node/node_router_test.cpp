@@ -116,6 +116,7 @@ model_cache_actor::behavior_type fake_cache(model_cache_actor::pointer, const Bl
       [](cache_fetch_done&) {},
       [](offload_done&) {},
       [](evict_atom, const std::string&) { return false; },
+      [](fault_atom, const std::string&) { return uint32_t{0}; },
   };
 }
 
