@@ -57,6 +57,8 @@ using transfers_atom = caf::atom_constant<caf::atom("transfers")>;  // the conso
 inline constexpr transfers_atom transfers_atom_v{};
 using fault_atom = caf::atom_constant<caf::atom("fault")>;  // inject a fault (--allow-faults nodes)
 inline constexpr fault_atom fault_atom_v{};
+using slo_atom = caf::atom_constant<caf::atom("slo")>;  // set a model's latency objective
+inline constexpr slo_atom slo_atom_v{};
 using replace_atom = caf::atom_constant<caf::atom("replace")>;  // a supervisor replaced a dead actor
 inline constexpr replace_atom replace_atom_v{};
 using forget_atom = caf::atom_constant<caf::atom("forget")>;  // an executor drops every model it holds

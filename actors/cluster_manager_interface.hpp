@@ -77,6 +77,11 @@ using cluster_manager_actor = caf::typed_actor<
     /// The autoscaler's bounds of a model: min_replicas and, unless 0, max_replicas (the console's
     /// `scale`). Answered with the model's state. Errors: unavailable (the autoscaler is off).
     caf::replies_to<admin_auth, scale_atom, model_key, uint32_t, uint32_t>::with<model_state>,
+    /// Sets or clears (deadline 0) a model's SLO at run time (slo_command), on every replica now
+    /// (each node's router) and on those placed later; answers the versions changed. Not kept
+    /// across a manager restart. Errors: not_found (no such model), invalid_argument (a percentile
+    /// outside (0, 1), a deadline over an hour).
+    caf::replies_to<admin_auth, slo_atom, slo_command>::with<std::vector<model_state>>,
     /// The log level of the manager's process and of every node's (trace, debug, info, warn, error,
     /// off); answered with the number of processes told. Errors: invalid_argument.
     caf::replies_to<admin_auth, log_level_atom, std::string>::with<uint32_t>,

@@ -152,6 +152,19 @@ typename Inspector::result_type inspect(Inspector& f, blob_part& x) {
            x.layer_bytes, x.layer_sha256);
 }
 
+/// A model's latency objective: a request meets it when answered within deadline_us, and the model
+/// meets it when `percentile` of its requests do (late binding orders its queue by it). deadline_us
+/// 0: none set here.
+struct slo_setting {
+  uint64_t deadline_us = 0;
+  double percentile = 0.98;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, slo_setting& x) {
+  return f(caf::meta::type_name("slo_setting"), x.deadline_us, x.percentile);
+}
+
 /// Manager -> node_router: make a replica of `model` on this node (fetch its bytes unless the
 /// cache holds them, then bind them to a device).
 struct load_replica {
@@ -177,12 +190,15 @@ struct load_replica {
   /// the bytes outside the share are fetched and the whole file is checked layer by layer.
   blob_part reuse;
   blob_part layers;
+  /// The SLO set at run time (the console's slo), which overrides model.json's and the node's;
+  /// deadline 0: none.
+  slo_setting slo;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, load_replica& x) {
   return f(caf::meta::type_name("load_replica"), x.model, x.manifest_json, x.blob_key, x.blob_bytes, x.sources,
-           x.transfer_id, x.controller, x.cache_only, x.max_bytes_per_s, x.reuse, x.layers);
+           x.transfer_id, x.controller, x.cache_only, x.max_bytes_per_s, x.reuse, x.layers, x.slo);
 }
 
 /// A node_router's answer to load_replica.
@@ -309,6 +325,19 @@ typename Inspector::result_type inspect(Inspector& f, node_report& x) {
 /// State of a model version in the cluster, as the repository index and the gateways see it.
 /// "unloaded" models stay registered: a request for one triggers a load (scale from zero) unless
 /// it was unloaded explicitly, which the `explicitly_unloaded` flag remembers.
+/// The console's `slo`: sets (deadline_us > 0) or clears (0) the SLO of a model's versions (version
+/// 0: every version) at run time, overriding model.json's declaration and the nodes' binding.slo_*
+/// on every replica, now and for replicas placed later.
+struct slo_command {
+  model_key model;
+  slo_setting slo;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, slo_command& x) {
+  return f(caf::meta::type_name("slo_command"), x.model, x.slo);
+}
+
 struct model_state {
   model_key model;
   ModelReadiness state = ModelReadiness::unloaded;
@@ -316,11 +345,17 @@ struct model_state {
   std::string reason;
   bool explicitly_unloaded = false;
   uint32_t replicas = 0;
+  /// The SLO set at run time (slo_command), else the one model.json declares; deadline 0: neither
+  /// (each node derives one from the model's warm latency, binding.slo_factor).
+  slo_setting slo;
+  /// True when `slo` was set at run time.
+  bool slo_set = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, model_state& x) {
-  return f(caf::meta::type_name("model_state"), x.model, x.state, x.reason, x.explicitly_unloaded, x.replicas);
+  return f(caf::meta::type_name("model_state"), x.model, x.state, x.reason, x.explicitly_unloaded, x.replicas, x.slo,
+           x.slo_set);
 }
 
 /// Request from a client of the manager (gateway, console) to load or unload a model; version 0 is

@@ -73,6 +73,11 @@ using node_router_actor = caf::typed_actor<
     /// The manager's heartbeat at actor level: answered by the router itself, so a router that hangs
     /// (its process and connection alive) stops answering and the manager drops the node.
     caf::replies_to<ping_atom>::with<bool>,
+    /// The manager: the SLO of `model` set at run time (deadline 0 clears it: model.json's, else
+    /// the node's, else the one derived at registration). Late binding orders its queue by it
+    /// from now on. False when no replica of it is here (the manager also sends it with each
+    /// later load_replica).
+    caf::replies_to<slo_atom, model_key, slo_setting>::with<bool>,
     /// Late binding: the RRC queue's periods (self-sent).
     caf::reacts_to<tick_atom>,
     /// Late binding: another try at restarting a faulted executor, by device index (self-sent).

@@ -1139,6 +1139,42 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
         if (!set.ok()) return to_caf(set.error());
         return v->state;
       },
+      [self](const admin_auth& who, slo_atom, const slo_command& cmd) -> caf::result<std::vector<model_state>> {
+        const slo_setting& slo = cmd.slo;
+        const std::string what = "slo " + describe_key(cmd.model) +
+                                 (slo.deadline_us ? " " + std::to_string(slo.deadline_us) + " us at p" +
+                                                        std::to_string(slo.percentile * 100).substr(0, 5)
+                                                  : std::string(" off"));
+        if (auto ok = check_admin(self, who, what); !ok.ok()) return to_caf(ok.error());
+        if (slo.deadline_us && !(slo.percentile > 0 && slo.percentile < 1)) {
+          return to_caf(invalid_argument("the SLO's percentile is in (0, 1) exclusive (p=99 is 0.99), not " +
+                                         std::to_string(slo.percentile)));
+        }
+        if (slo.deadline_us > 3'600'000'000ull) return to_caf(invalid_argument("an SLO deadline is at most an hour"));
+        auto& st = self->state;
+        const auto changed = st.registry.set_slo(cmd.model, slo);
+        if (changed.empty()) return to_caf(not_found("unknown model '" + describe_key(cmd.model) + "'"));
+        std::vector<model_state> out;
+        for (const model_key& key : changed) {
+          const ModelVersion* v = st.registry.find(key);
+          std::set<uint64_t> nodes;
+          for (const auto& [node, device] : v->replicas) nodes.insert(node);
+          for (const auto& [node, attempt] : v->loading_on) nodes.insert(node);
+          for (uint64_t node : nodes) {
+            const auto* n = st.members.find(node);
+            if (!n) continue;
+            self->request(n->router, std::chrono::seconds(10), slo_atom_v, key, slo)
+                .then([](bool) {},
+                      [name = n->report.name, key](caf::error& e) {
+                        // A node that does not answer has it with its next load_replica, or is lost.
+                        spdlog::warn("manager: node {} did not take the SLO of {}: {}", name, key.to_string(),
+                                     to_string(from_caf(e).code()));
+                      });
+          }
+          out.push_back(v->state);
+        }
+        return out;
+      },
       [self](const admin_auth& who, transfers_atom) -> caf::result<std::vector<hop_progress>> {
         if (auto ok = check_admin(self, who, ""); !ok.ok()) return to_caf(ok.error());
         std::vector<hop_progress> out;

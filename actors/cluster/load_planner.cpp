@@ -189,6 +189,7 @@ load_replica load_request(const ModelVersion& v, const LoadPlan& plan) {
   req.sources = plan.sources;
   req.transfer_id = plan.transfer_id;
   req.cache_only = plan.cache_only;
+  if (v.state.slo_set) req.slo = v.state.slo;
   return req;
 }
 

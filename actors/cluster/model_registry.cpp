@@ -48,6 +48,7 @@ ModelRegistry::ScanChanges ModelRegistry::apply_scan(const std::string& model, s
     const bool was_valid = fresh || v.valid();
     v.state.model = key;
     v.entry = std::move(e);
+    if (!v.state.slo_set) v.state.slo = v.entry.declared_slo;
     if (!v.valid()) {
       if (was_valid) move(v, ReadinessEvent::found_invalid, v.entry.error);
       v.state.reason = v.entry.error;  // the latest scan's words
@@ -127,6 +128,18 @@ std::optional<model_key> ModelRegistry::want(const model_key& key, uint32_t repl
 std::vector<model_state> ModelRegistry::states() const {
   std::vector<model_state> out;
   for (const auto& [key, v] : versions_) out.push_back(v.state);
+  return out;
+}
+
+std::vector<model_key> ModelRegistry::set_slo(const model_key& key, const slo_setting& slo) {
+  std::vector<model_key> out;
+  for (auto it = versions_.lower_bound({key.name, 0}); it != versions_.end() && it->first.name == key.name; ++it) {
+    if (key.version != 0 && it->first.version != key.version) continue;
+    ModelVersion& v = it->second;
+    v.state.slo_set = slo.deadline_us > 0;
+    v.state.slo = v.state.slo_set ? slo : v.entry.declared_slo;
+    out.push_back(it->first);
+  }
   return out;
 }
 

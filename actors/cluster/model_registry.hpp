@@ -91,6 +91,10 @@ class ModelRegistry {
   std::optional<model_key> want(const model_key& key, uint32_t replicas, bool explicit_load, ModelWaiter waiter);
   const std::map<model_key, ModelVersion>& versions() const { return versions_; }
   std::vector<model_state> states() const;
+  /// Sets (slo.deadline_us > 0) or clears (0: back to what model.json declares) the SLO set at run
+  /// time of `key` (version 0: every version of the name). Returns the versions changed; empty
+  /// when none matched.
+  std::vector<model_key> set_slo(const model_key& key, const slo_setting& slo);
 
   /// The version `key` when a placement round should start for it now: files valid, no load in
   /// flight, fewer replicas than it wants (at least one). One that has enough answers its waiters.

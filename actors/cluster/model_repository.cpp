@@ -51,6 +51,7 @@ RepositoryEntry read_version(const std::string& name, uint32_t version, const fs
     e.weights_bytes = *checked;
     if (auto manifest = gpu::parse_manifest(e.manifest_json, e.dir); manifest.ok()) {
       e.autoscale = manifest->serving.autoscale;
+      e.declared_slo = {manifest->serving.slo_deadline_us, manifest->serving.slo_percentile};
       read_profile(e, *manifest);
     }
   } else {

@@ -35,6 +35,8 @@ struct RepositoryEntry {
   std::string error;
   /// model.json's serving.autoscale (valid versions only): the model's own autoscaling keys.
   AutoscaleOverrides autoscale;
+  /// model.json's serving.slo_deadline_ms and slo_percentile (deadline 0: none declared).
+  slo_setting declared_slo;
   /// profile.json beside the version (`ember model profile`): per-layer bytes, digests, times and
   /// activation sizes, what a partitioned cold start is planned from. Null when absent, stale (its
   /// sizes or layers differ from the version's) or unreadable; then `profile_error` says why.

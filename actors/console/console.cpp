@@ -45,6 +45,9 @@ const Usage kUsage[] = {
     {"evict", "MODEL[/VERSION] [NODE...]", "drop the bytes from the host caches (replicas keep theirs)"},
     {"scale", "MODEL[/VERSION] MIN [MAX]", "the autoscaler keeps MIN..MAX replicas (MAX 0 or left out: its own)"},
     {"drain", "NODE", "place nothing more on NODE and move its replicas away; answers when it may be stopped"},
+    {"slo", "MODEL[/VERSION] DEADLINE [p=PERCENTILE] | MODEL[/VERSION] off",
+     "set the latency objective of every replica of a model, now and later (e.g. 250ms p=99); off: back to "
+     "model.json's, else each node's"},
     {"fault", "NODE KIND [TARGET] [p=P] [for=DURATION] [delay=DURATION] [count=K] [seed=S] [rate=R]",
      "inject a fault into a node started with --allow-faults: kill (router, cache, executor:N, hop), drop, delay, "
      "duplicate (the router's messages, for a duration, seeded), heal, fail-alloc K, fault-kernel (executor:N), "
@@ -138,7 +141,18 @@ json json_of(const model_state& m) {
           {"state", std::string(to_string(m.state))},
           {"replicas", m.replicas},
           {"reason", m.reason},
-          {"explicitly_unloaded", m.explicitly_unloaded}};
+          {"explicitly_unloaded", m.explicitly_unloaded},
+          {"slo_deadline_us", m.slo.deadline_us},
+          {"slo_percentile", m.slo.percentile},
+          {"slo_set", m.slo_set}};
+}
+
+/// "250ms at p99 (set)", "10ms at p98" (model.json's), "-" (none: each node derives one).
+std::string slo_text(const model_state& m) {
+  if (m.slo.deadline_us == 0) return "-";
+  char pct[16];
+  std::snprintf(pct, sizeof(pct), "%g", m.slo.percentile * 100);
+  return format_duration(m.slo.deadline_us) + " at p" + pct + (m.slo_set ? " (set)" : "");
 }
 
 json json_of(const distribute_result& r) {
@@ -169,10 +183,10 @@ std::string nodes_table(const std::vector<node_report>& nodes) {
 }
 
 std::string models_table(const std::vector<model_state>& models) {
-  std::vector<std::vector<std::string>> rows{{"MODEL", "VERSION", "STATE", "REPLICAS", "REASON"}};
+  std::vector<std::vector<std::string>> rows{{"MODEL", "VERSION", "STATE", "REPLICAS", "SLO", "REASON"}};
   for (const auto& m : models) {
     rows.push_back({m.model.name, std::to_string(m.model.version), std::string(to_string(m.state)),
-                    std::to_string(m.replicas), m.reason.empty() ? "-" : m.reason});
+                    std::to_string(m.replicas), slo_text(m), m.reason.empty() ? "-" : m.reason});
   }
   return table(rows);
 }
@@ -505,6 +519,40 @@ Result<std::string> Console::run(const std::string& line) {
     if (options_.json) return json_of(*out).dump() + "\n";
     return out->model.to_string() + ": the autoscaler keeps " + words[2] + ".." + (args == 3 ? words[3] : "its max") +
            " replicas (" + std::to_string(out->replicas) + " now)\n";
+  }
+  if (cmd == "slo") {
+    if (args < 2 || args > 3) return bad("");
+    EMBER_ASSIGN_OR_RETURN(model_key key, parse_model(words[1]));
+    slo_command c{key, {}};
+    if (words[2] != "off") {
+      auto deadline = parse_duration_us(words[2]);
+      if (!deadline.ok() || *deadline == 0) return bad("'" + words[2] + "' is not a deadline (e.g. 250ms, 1.5s) or off");
+      c.slo.deadline_us = *deadline;
+      if (args == 3) {
+        const std::string& p = words[3];
+        char* end = nullptr;
+        const double pct = p.rfind("p=", 0) == 0 ? std::strtod(p.c_str() + 2, &end) : -1;
+        if (pct <= 0 || pct >= 100 || !end || *end != '\0') return bad("'" + p + "' is not p=PERCENTILE in (0, 100)");
+        c.slo.percentile = pct / 100;
+      }
+    } else if (args == 3) {
+      return bad("off takes nothing after it");
+    }
+    Result<std::vector<model_state>> out = internal_error("no answer");
+    self->request(manager_, kReadTimeout, options_.auth, slo_atom_v, c)
+        .receive([&](std::vector<model_state>& v) { out = std::move(v); }, [&](caf::error& e) { out = from_caf(e); });
+    if (!out.ok()) return out.error();
+    if (options_.json) {
+      json j = json::array();
+      for (const auto& x : *out) j.push_back(json_of(x));
+      return j.dump() + "\n";
+    }
+    std::string text;
+    for (const auto& m : *out) {
+      text += m.model.to_string() + ": SLO " + (m.slo_set ? slo_text(m) : "cleared (" + slo_text(m) + ")") +
+              ", on " + std::to_string(m.replicas) + " replica(s)\n";
+    }
+    return text;
   }
   if (cmd == "metrics") {
     if (args > 1) return bad("");

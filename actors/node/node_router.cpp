@@ -37,12 +37,36 @@ void remember(router_pointer self, const model_key& key, const router_state::Rep
   e.info = r.info;
   e.model = r.model;
   if (st.swap) e.late = st.swap->model(key.to_string());
+  e.slo = r.slo;
+  e.own = r.own;
   e.stage = st.stages.count(key) > 0;
   st.config.ledger->put(std::move(e));
 }
 
 void forget(router_pointer self, const model_key& key) {
   if (self->state.config.ledger) self->state.config.ledger->erase(key);
+}
+
+/// The console's slo, through the manager: the replica's SLO from now on (late binding's queue).
+bool set_slo(router_pointer self, const model_key& key, const slo_setting& slo) {
+  auto& st = self->state;
+  auto it = st.replicas.find(key);
+  if (it == st.replicas.end() || st.stages.count(key)) return false;
+  auto& r = it->second;
+  r.slo = slo;
+  const slo_setting& use = slo.deadline_us ? slo : r.own;
+  if (auto m = st.swap ? st.swap->model(key.to_string()) : std::nullopt; m && use.deadline_us) {
+    // Registered and profiled; until then, the profile applies it.
+    m->deadline_us = use.deadline_us;
+    m->percentile = use.percentile;
+    if (Status s = st.swap->add_model(*m); !s.ok()) {
+      spdlog::warn("node {}: cannot apply the SLO of {}: {}", st.config.name, key.to_string(), s.error().message());
+    }
+  }
+  if (r.ready) remember(self, key, r);
+  spdlog::info("node {}: SLO of {} {} {} us at p{}", st.config.name, key.to_string(),
+               slo.deadline_us ? "set to" : "cleared; back to", use.deadline_us, use.percentile * 100);
+  return true;
 }
 
 }  // namespace
@@ -174,6 +198,7 @@ caf::result<replica_info> load(router_pointer self, load_replica& req, std::opti
   r.started = self->clock().now();
   r.blob_key = part ? part_key_of(req.blob_key, *part) : req.blob_key;
   r.weights_bytes = part ? part->length() : req.blob_bytes;
+  r.slo = req.slo;
   r.info.model = key;
   r.info.node = st.config.name;
   spdlog::info("node {}: loading {} {} ({})", st.config.name, part ? "pipeline stage" : "replica", key.to_string(),
@@ -433,6 +458,8 @@ void restore(router_pointer self) {
     r.blob_key = e.blob_key;
     r.info = e.info;
     r.model = e.model;
+    r.slo = e.slo;
+    r.own = e.own;
     r.started = self->clock().now();
     ++restored;
   }
@@ -504,6 +531,7 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
       },
       [self](tick_atom) { late_tick(self); },
       [](ping_atom) { return true; },
+      [self](slo_atom, const model_key& key, const slo_setting& slo) { return set_slo(self, key, slo); },
       [self](restart_atom, uint32_t device) {
         if (self->state.swap && device < self->state.devices.size()) restart_device(self, device);
       },

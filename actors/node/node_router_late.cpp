@@ -94,10 +94,15 @@ void profiled(router_pointer self, const model_key& key, const swap_reply& r) {
   // The SLO: model.json's (its owner's declaration), else the node's binding.slo_deadline, else
   // binding.slo_factor times the warm latency just measured.
   const auto& serving = it->second.model->manifest().serving;
-  m->deadline_us = serving.slo_deadline_us ? serving.slo_deadline_us
-                   : late.slo_deadline_us  ? late.slo_deadline_us
-                                           : static_cast<uint64_t>(late.slo_factor * static_cast<double>(warm));
-  m->percentile = serving.slo_deadline_us ? serving.slo_percentile : late.slo_percentile;
+  slo_setting& own = it->second.own;
+  own.deadline_us = serving.slo_deadline_us ? serving.slo_deadline_us
+                    : late.slo_deadline_us  ? late.slo_deadline_us
+                                            : static_cast<uint64_t>(late.slo_factor * static_cast<double>(warm));
+  own.percentile = serving.slo_deadline_us ? serving.slo_percentile : late.slo_percentile;
+  // Set at run time (the console's slo), it overrides them all.
+  const slo_setting& use = it->second.slo.deadline_us ? it->second.slo : own;
+  m->deadline_us = use.deadline_us;
+  m->percentile = use.percentile;
   if (r.footprint) m->bytes = r.footprint;
   if (Status s = st.swap->add_model(*m); !s.ok()) return finish_load(self, key, to_caf(s.error()));
   it->second.info.device = "late";
@@ -245,10 +250,14 @@ void late_register(router_pointer self, const model_key& key, std::shared_ptr<co
     const auto& late = *st.config.late;
     const auto& serving = model->manifest().serving;
     m.heaviness = placement::Heaviness::heavy;
-    m.deadline_us = serving.slo_deadline_us ? serving.slo_deadline_us
-                    : late.slo_deadline_us  ? late.slo_deadline_us
-                                            : 1'000'000;
-    m.percentile = serving.slo_deadline_us ? serving.slo_percentile : late.slo_percentile;
+    slo_setting& own = it->second.own;
+    own.deadline_us = serving.slo_deadline_us ? serving.slo_deadline_us
+                      : late.slo_deadline_us  ? late.slo_deadline_us
+                                              : 1'000'000;
+    own.percentile = serving.slo_deadline_us ? serving.slo_percentile : late.slo_percentile;
+    const slo_setting& use = it->second.slo.deadline_us ? it->second.slo : own;
+    m.deadline_us = use.deadline_us;
+    m.percentile = use.percentile;
     if (Status s = st.swap->add_model(m); !s.ok()) return finish_load(self, key, to_caf(s.error()));
     it->second.info.device = "late";
     // One tiny run swaps it in now: a stage on every member at once (it is ready already, so the

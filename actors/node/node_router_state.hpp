@@ -53,6 +53,11 @@ struct router_state {
     std::vector<caf::typed_response_promise<replica_info>> waiters;
     /// Late binding: the host copy every swap reads.
     std::shared_ptr<const gpu::Model> model;
+    /// The SLO set at run time (load_replica::slo, the console's slo; deadline 0: none), and the
+    /// one the replica has without it (model.json's, the node's, or derived from its warm latency
+    /// at registration), which clearing the override restores.
+    slo_setting slo;
+    slo_setting own;
   };
   /// Late binding: a request between arrival and answer.
   struct Held {

@@ -30,6 +30,7 @@ struct LedgerEntry {
   replica_info info;
   std::shared_ptr<const gpu::Model> model;  // the host copy
   std::optional<SwapModel> late;            // late binding: its profile
+  slo_setting slo, own;                     // Replica::slo and Replica::own
   bool stage = false;
 };
 

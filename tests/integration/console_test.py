@@ -128,6 +128,25 @@ def _body(ember, work, procs, logs):
     rc, out, err = console("--token-file", token, "-c", "scale mlp 1 2")
     if rc == 0 or "the autoscaler is off" not in err:
         raise Failure(f"scale with the autoscaler off: rc {rc}: {out} {err}")
+    # slo: set on every replica (the models table and --json show it), then cleared.
+    rc, out, err = console("--token-file", token, "-c", "slo mlp 250ms p=99", "-c", "models")
+    if rc != 0 or "mlp/1: SLO 250ms at p99 (set)" not in out or "250ms at p99 (set)" not in out.split("MODEL")[1]:
+        raise Failure(f"slo: rc {rc}: {out} {err}")
+    rc, out, err = console("--json", "-c", "models")
+    mlp = [m for m in json.loads(out) if m["name"] == "mlp"][0]
+    if rc != 0 or mlp["slo_deadline_us"] != 250000 or abs(mlp["slo_percentile"] - 0.99) > 1e-9 or not mlp["slo_set"]:
+        raise Failure(f"slo in models --json: rc {rc}: {out} {err}")
+    rc, out, err = console("--token-file", token, "-c", "slo mlp off")
+    if rc != 0 or "SLO cleared" not in out:
+        raise Failure(f"slo off: rc {rc}: {out} {err}")
+    for bad, says in (("slo mlp fast", "is not a deadline"), ("slo mlp 1s p=100", "is not p=PERCENTILE"),
+                      ("slo nosuch 1s", "unknown model 'nosuch'")):
+        rc, out, err = console("--token-file", token, "-c", bad)
+        if rc == 0 or says not in err:
+            raise Failure(f"'{bad}': rc {rc}, expected '{says}': {out} {err}")
+    rc, out, err = console("-c", "slo mlp 1s")
+    if rc == 0 or "admin token" not in err:
+        raise Failure(f"slo without the token: rc {rc}: {out} {err}")
 
     for bad, says in (("bogus", "unknown command 'bogus'"), ("load", "usage: load MODEL[/VERSION] [REPLICAS]"),
                       ("load mlp/x", "is not a version"), ("unload nosuch", "unknown model 'nosuch'")):

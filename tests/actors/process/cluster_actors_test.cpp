@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <sstream>
 #include <set>
 #include <future>
 #include <thread>
@@ -35,6 +36,8 @@ struct Cluster {
       : allow_faults(allow_faults), binding(binding) {
     ManagerConfig mc;
     mc.repository = repo.path();
+    mc.admin_token_file = repo.path() + "/admin.token";
+    std::ofstream(mc.admin_token_file) << "cluster-token\n";
     manager =
         std::move(*ManagerProcess::start(*sys, mc, TransferConfig{}, AutoscaleConfig{}, AutoscalerSettings{}, false));
     for (int i = 0; i < node_count; ++i) add_node("n" + std::to_string(i + 1));
@@ -89,6 +92,17 @@ struct Cluster {
   }
 };
 
+/// The sum of the series of `name` whose labels include `label` (e.g. outcome="late").
+double metric_sum(const std::string& text, const std::string& name, const std::string& label) {
+  double total = 0;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(name + "{", 0) != 0 || line.find(label) == std::string::npos) continue;
+    total += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return total;
+}
+
 size_t count(const std::string& text, const std::string& needle) {
   size_t n = 0;
   for (size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) ++n;
@@ -113,6 +127,70 @@ TEST(Cluster, ManyConcurrentRequestsForAColdModelTriggerOneLoad) {
   EXPECT_NE(m.find("ember_requests_total{node=\"gateway\",model=\"bert\",version=\"1\",outcome=\"success\"} 12"),
             std::string::npos)
       << m;
+}
+
+// The console's slo through the manager: every replica now (each node's router) and every replica
+// placed later (its load_replica) orders late binding's queue by the new deadline; cleared, each
+// goes back to its own. With a 1 us deadline every answer counts as late.
+TEST(Cluster, AnSloSetAtRunTimeReachesEveryReplicaNowAndLater) {
+  Cluster c(2);
+  ASSERT_TRUE(c.infer("mlp", 1, 1).ok());
+  const admin_auth admin{"cluster-token", "tester@host"};
+  auto set = ask<std::vector<model_state>>(*c.sys, c.manager->manager(), 10s, admin, slo_atom_v,
+                                           slo_command{{"mlp", 0}, {1, 0.99}});
+  ASSERT_TRUE(set.ok()) << set.error().message();
+  ASSERT_EQ(set->size(), 2u);  // both versions of mlp
+  for (const auto& m : *set) {
+    EXPECT_TRUE(m.slo_set);
+    EXPECT_EQ(m.slo.deadline_us, 1u);
+    EXPECT_DOUBLE_EQ(m.slo.percentile, 0.99);
+  }
+  // A second replica, placed after the change: its load carries the SLO.
+  auto two = ask<model_state>(*c.sys, c.manager->manager(), 30s, admin, load_atom_v, model_command{{"mlp", 1}, 2});
+  ASSERT_TRUE(two.ok()) << two.error().message();
+  EXPECT_EQ(two->replicas, 2u);
+  EXPECT_TRUE(two->slo_set);
+  // Six requests to each node's router directly (the gateway may send them all to one).
+  const std::string before = c.metrics();
+  auto model = *gpu::Model::load(c.repo.dir / "mlp/1");
+  for (auto& node : c.nodes) {
+    for (uint64_t i = 0; i < 6; ++i) {
+      infer_request req;
+      req.model = {"mlp", 1};
+      req.inputs = encode_tensors(gpu::testing::arch_inputs(*model, 1, 4, 10 + i));
+      ASSERT_TRUE(ask<infer_reply>(*c.sys, node->router(), 10s, std::move(req)).ok());
+    }
+  }
+  const std::string after = c.metrics();
+  const std::string name = "ember_slo_requests_total";
+  for (const char* node : {"node=\"n1\"", "node=\"n2\""}) {  // both replicas took it
+    EXPECT_EQ(metric_sum(after, name, std::string(node) + ",outcome=\"late\"") -
+                  metric_sum(before, name, std::string(node) + ",outcome=\"late\""),
+              6)
+        << node << "\n" << after;
+  }
+  EXPECT_EQ(metric_sum(after, name, "outcome=\"on_time\""), metric_sum(before, name, "outcome=\"on_time\""));
+
+  // Cleared: back to what model.json declares (10 ms, for these models).
+  auto cleared = ask<std::vector<model_state>>(*c.sys, c.manager->manager(), 10s, admin, slo_atom_v,
+                                               slo_command{{"mlp", 1}, {0, 0.98}});
+  ASSERT_TRUE(cleared.ok()) << cleared.error().message();
+  ASSERT_EQ(cleared->size(), 1u);
+  EXPECT_FALSE(cleared->front().slo_set);
+  EXPECT_EQ(cleared->front().slo.deadline_us, 10'000u);
+
+  auto bad = ask<std::vector<model_state>>(*c.sys, c.manager->manager(), 10s, admin, slo_atom_v,
+                                           slo_command{{"mlp", 1}, {1000, 1.5}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code(), ErrorCode::invalid_argument) << bad.error().message();
+  auto unknown = ask<std::vector<model_state>>(*c.sys, c.manager->manager(), 10s, admin, slo_atom_v,
+                                               slo_command{{"nope", 0}, {1000, 0.9}});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().code(), ErrorCode::not_found);
+  auto anonymous = ask<std::vector<model_state>>(*c.sys, c.manager->manager(), 10s, admin_auth{"", "x"}, slo_atom_v,
+                                                 slo_command{{"mlp", 1}, {1000, 0.9}});
+  ASSERT_FALSE(anonymous.ok());
+  EXPECT_EQ(anonymous.error().code(), ErrorCode::permission_denied);
 }
 
 TEST(Cluster, VersionsUnknownUnloadedAndBrokenModels) {
