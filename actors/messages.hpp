@@ -296,6 +296,11 @@ typename Inspector::result_type inspect(Inspector& f, device_report& x) {
 }
 
 /// What a node tells the manager when it joins (and rejoins).
+/// A fingerprint of a node's ready replicas (order-independent), which its router answers the
+/// manager's heartbeat with: when it differs from what the manager last saw, the manager asks for a
+/// fresh node_report (a load that ended while the manager was away, a replica lost to a fault).
+uint64_t replicas_fingerprint(const std::vector<model_key>& replicas);
+
 struct node_report {
   std::string name;
   /// Where this node's blob server listens (peers fetch cached models from it).

@@ -85,6 +85,8 @@ struct manager_state {
   struct Liveness {
     caf::actor_clock::time_point answered;  // its router's last answer to ping_atom (or its join)
     bool asking = false;                    // a ping is out
+    uint64_t fingerprint = 0;               // of the replicas in its last report (replicas_fingerprint)
+    bool reporting = false;                 // a report is asked for
   };
   std::map<uint64_t, Liveness> liveness;
   /// Nodes dropped for silence whose connection lives: asked on, taken back when they answer.
@@ -818,7 +820,7 @@ uint64_t join(manager_pointer self, node_report& report, node_router_actor& rout
   st.silent.erase(router.address());
   const auto brought = report.replicas;
   const uint64_t id = st.members.join(std::move(report), std::move(router));
-  st.liveness[id] = {self->clock().now(), false};
+  st.liveness[id] = {self->clock().now(), false, replicas_fingerprint(brought), false};
   const auto adopted = st.registry.adopt(brought, id);
   spdlog::info("manager: node {}", st.members.describe_join(id, adopted.size()));
   publish(self, adopted);
@@ -861,6 +863,55 @@ void on_down(manager_pointer self, const caf::down_msg& msg) {
   lose_node(self, *id, caf::to_string(msg.reason), orderly);
 }
 
+/// A node's fresh report (its heartbeat said its replicas changed otherwise than the manager saw):
+/// its devices' and cache's use for `nodes`; a replica the manager did not know of is adopted (a
+/// load that ended after the node rejoined a restarted manager: nothing a node holds is lost to
+/// the restart); one the manager counted that the node no longer has (lost to a fault there) goes,
+/// and is replaced elsewhere like a lost node's.
+void reconcile(manager_pointer self, uint64_t id, node_report report) {
+  auto& st = self->state;
+  const ClusterNode* node = st.members.find(id);
+  if (!node) return;
+  const std::string name = node->report.name;
+  const std::set<model_key> reported(report.replicas.begin(), report.replicas.end());
+  std::set<model_key> adopted, gone;
+  for (const model_key& key : reported) {
+    const ModelVersion* v = st.registry.find(key);
+    // Not a version unloaded meanwhile (the report may predate the node's unload).
+    if (!v || v->key() != key || v->state.explicitly_unloaded || v->replicas.count(id) || v->loading_on.count(id)) {
+      continue;
+    }
+    if (st.registry.adopt(key, id)) adopted.insert(key);
+  }
+  for (const model_state& s : st.registry.states()) {
+    const ModelVersion* v = st.registry.find(s.model);
+    if (!v || reported.count(s.model)) continue;
+    auto r = v->replicas.find(id);
+    if (r == v->replicas.end()) continue;
+    const std::string device = r->second;
+    const uint64_t bytes = v->entry.weights_bytes;
+    if (st.registry.replica_lost(s.model, id)) {
+      if (!device.empty()) st.members.unbind(id, device, bytes);
+      gone.insert(s.model);
+    }
+  }
+  st.members.update_report(id, std::move(report));
+  for (const auto& key : adopted) {
+    spdlog::info("manager: node {} reports replica {}, which the manager did not count: adopted", name,
+                 key.to_string());
+  }
+  for (const auto& key : gone) {
+    spdlog::warn("manager: node {} no longer reports replica {}: counted as lost", name, key.to_string());
+  }
+  if (adopted.empty() && gone.empty()) return;
+  std::set<model_key> changed = adopted;
+  changed.insert(gone.begin(), gone.end());
+  publish(self, changed);
+  if (st.config.replace_on_failure) {
+    for (const auto& key : st.registry.want_replacements(gone)) place(self, key);
+  }
+}
+
 /// The heartbeat timer: asks every node's router (one ping out per node), drops those silent for
 /// node_timeout, and takes back a silent node that answers again (with what it reports now).
 void heartbeat(manager_pointer self) {
@@ -879,11 +930,25 @@ void heartbeat(manager_pointer self) {
     live.asking = true;
     self->request(node->router, timeout, ping_atom_v)
         .then(
-            [self, id = id](bool) {
+            [self, id = id, timeout](uint64_t fingerprint) {
               auto it = self->state.liveness.find(id);
               if (it == self->state.liveness.end()) return;
               it->second.answered = self->clock().now();
               it->second.asking = false;
+              if (fingerprint == it->second.fingerprint || it->second.reporting) return;
+              it->second.reporting = true;
+              const ClusterNode* node = self->state.members.find(id);
+              auto done = [self, id](const node_report* report, uint64_t seen) {
+                auto it = self->state.liveness.find(id);
+                if (it == self->state.liveness.end()) return;
+                it->second.reporting = false;
+                if (!report) return;
+                it->second.fingerprint = seen;
+                reconcile(self, id, *report);
+              };
+              self->request(node->router, timeout, report_atom_v)
+                  .then([done](node_report& r) { done(&r, replicas_fingerprint(r.replicas)); },
+                        [done](caf::error&) { done(nullptr, 0); });
             },
             [self, id = id](caf::error&) {
               if (auto it = self->state.liveness.find(id); it != self->state.liveness.end()) it->second.asking = false;
@@ -908,7 +973,7 @@ void heartbeat(manager_pointer self) {
     };
     self->request(s.router, timeout, ping_atom_v)
         .then(
-            [self, addr = addr, timeout, not_yet](bool) {
+            [self, addr = addr, timeout, not_yet](uint64_t) {
               auto it = self->state.silent.find(addr);
               if (it == self->state.silent.end()) return;
               self->request(it->second.router, timeout, report_atom_v)

@@ -12,6 +12,14 @@ uint64_t Membership::join(node_report report, node_router_actor router) {
   return id;
 }
 
+void Membership::update_report(uint64_t id, node_report report) {
+  auto it = nodes_.find(id);
+  if (it == nodes_.end()) return;
+  const bool draining = it->second.report.draining;
+  it->second.report = std::move(report);
+  it->second.report.draining = draining || it->second.report.draining;
+}
+
 std::optional<ClusterNode> Membership::leave(uint64_t id) {
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return std::nullopt;

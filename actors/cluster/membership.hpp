@@ -45,6 +45,8 @@ class Membership {
   std::optional<ClusterNode> leave(uint64_t id);
 
   const ClusterNode* find(uint64_t id) const;
+  /// What the node reports now (its devices' use, its cache, its replicas).
+  void update_report(uint64_t id, node_report report);
   /// A drained node gets no new replica (views() shows it without room); it stays a source.
   void set_draining(uint64_t id);
   /// The node whose router has address `router`.

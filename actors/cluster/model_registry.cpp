@@ -235,6 +235,17 @@ std::set<model_key> ModelRegistry::adopt(const std::vector<model_key>& keys, uin
   return out;
 }
 
+void ModelRegistry::lost(ModelVersion& v, bool had_replica) {
+  v.state.replicas = static_cast<uint32_t>(v.replicas.size());
+  if (!v.valid() || !v.replicas.empty()) return;
+  if (had_replica && v.state.state == ModelReadiness::ready) {
+    move(v, ReadinessEvent::last_replica_lost);
+    if (!v.loading_on.empty()) move(v, ReadinessEvent::load_started);  // a load elsewhere goes on
+  } else if (v.loading_on.empty()) {
+    move(v, ReadinessEvent::load_failed);  // the last load died with its node
+  }
+}
+
 std::set<model_key> ModelRegistry::node_lost(uint64_t node) {
   std::set<model_key> changed;
   for (auto& [key, v] : versions_) {
@@ -243,16 +254,17 @@ std::set<model_key> ModelRegistry::node_lost(uint64_t node) {
     const bool had_load = v.loading_on.erase(node) > 0;
     if (!had_replica && !had_load) continue;
     changed.insert(key);
-    v.state.replicas = static_cast<uint32_t>(v.replicas.size());
-    if (!v.valid() || !v.replicas.empty()) continue;
-    if (had_replica && v.state.state == ModelReadiness::ready) {
-      move(v, ReadinessEvent::last_replica_lost);
-      if (!v.loading_on.empty()) move(v, ReadinessEvent::load_started);  // a load elsewhere goes on
-    } else if (v.loading_on.empty()) {
-      move(v, ReadinessEvent::load_failed);  // the last load died with its node
-    }
+    lost(v, had_replica);
   }
   return changed;
+}
+
+bool ModelRegistry::replica_lost(const model_key& key, uint64_t node) {
+  auto it = versions_.find(key);
+  if (it == versions_.end() || !it->second.replicas.erase(node)) return false;
+  it->second.partitioned.erase(node);
+  lost(it->second, true);
+  return true;
 }
 
 std::optional<std::string> ModelRegistry::retire(const model_key& key, uint64_t node) {

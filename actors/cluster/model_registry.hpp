@@ -121,6 +121,9 @@ class ModelRegistry {
   std::set<model_key> adopt(const std::vector<model_key>& keys, uint64_t node);
   /// The node left: its replicas and loads are gone. Returns the versions that changed.
   std::set<model_key> node_lost(uint64_t node);
+  /// The replica of `key` on `node` is gone (the node's report lacks it: lost to a fault there),
+  /// as node_lost for that one version; false when the registry had none there.
+  bool replica_lost(const model_key& key, uint64_t node);
   /// The changed versions that should get a replacement replica (not unloaded on purpose, files
   /// valid): each now wants one more replica than it has.
   std::vector<model_key> want_replacements(const std::set<model_key>& changed);
@@ -157,6 +160,8 @@ class ModelRegistry {
 
  private:
   void move(ModelVersion& v, ReadinessEvent event, std::string reason = {});
+  /// After a replica (or a load) of `v` went: its count and readiness.
+  void lost(ModelVersion& v, bool had_replica);
 
   std::map<model_key, ModelVersion> versions_;
   uint64_t next_attempt_ = 1;

@@ -530,7 +530,12 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
         return r;
       },
       [self](tick_atom) { late_tick(self); },
-      [](ping_atom) { return true; },
+      [self](ping_atom) {
+        std::vector<model_key> ready;
+        for (const auto& [key, replica] : self->state.replicas)
+          if (replica.ready && !self->state.stages.count(key)) ready.push_back(key);
+        return replicas_fingerprint(ready);
+      },
       [self](slo_atom, const model_key& key, const slo_setting& slo) { return set_slo(self, key, slo); },
       [self](restart_atom, uint32_t device) {
         if (self->state.swap && device < self->state.devices.size()) restart_device(self, device);

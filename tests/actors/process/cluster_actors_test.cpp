@@ -193,6 +193,50 @@ TEST(Cluster, AnSloSetAtRunTimeReachesEveryReplicaNowAndLater) {
   EXPECT_EQ(anonymous.error().code(), ErrorCode::permission_denied);
 }
 
+// What a node holds reaches the manager without the manager's own answers: a replica loaded there
+// by someone else (as a load that ends after the node rejoined a restarted manager) is adopted
+// from the node's next report, which its heartbeat asks for; one the node drops is counted lost
+// and replaced, as a lost node's are.
+TEST(Cluster, TheManagerLearnsReplicasFromTheNodesReportsNotOnlyFromItsOwnLoads) {
+  Cluster c(2);
+  auto first = c.infer("mlp", 1, 1);
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  const size_t holder = c.nodes[0]->name() == first->node ? 0 : 1;
+  auto from = ask<node_report>(*c.sys, c.nodes[holder]->router(), 10s, report_atom_v);
+  ASSERT_TRUE(from.ok());
+  const auto v = testing::repository_version(c.repo.path(), "mlp", 1);
+  load_replica req{v.key, v.manifest_json, blob_key_of(v.key), v.weights_bytes,
+                   {blob_source{SourceTier::peer, c.nodes[holder]->name(), from->data}}};
+  auto loaded = ask<replica_info>(*c.sys, c.nodes[1 - holder]->router(), 30s, std::move(req));
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  auto replicas = [&] {
+    auto states = ask<std::vector<model_state>>(*c.sys, c.manager->manager(), 10s, index_atom_v);
+    for (const auto& s : *states)
+      if (s.model == model_key{"mlp", 1}) return s.replicas;
+    return 0u;
+  };
+  auto wait_for = [&](uint32_t n) {
+    for (int i = 0; i < 100 && replicas() != n; ++i) std::this_thread::sleep_for(50ms);
+    return replicas();
+  };
+  EXPECT_EQ(wait_for(2), 2u);
+  auto nodes = ask<std::vector<node_report>>(*c.sys, c.manager->manager(), 10s, nodes_atom_v);
+  ASSERT_TRUE(nodes.ok());
+  for (const auto& n : *nodes) EXPECT_EQ(n.replicas.size(), 1u) << n.name;  // the reports are fresh
+  // Dropped on the node behind the manager's back: counted lost and replaced there (the one node
+  // without it), which the manager would not do if it still counted it.
+  ASSERT_TRUE(ask<bool>(*c.sys, c.nodes[1 - holder]->router(), 10s, unload_atom_v, model_key{"mlp", 1}).ok());
+  auto holds = [&] {
+    auto r = ask<node_report>(*c.sys, c.nodes[1 - holder]->router(), 10s, report_atom_v);
+    return r.ok() && r->replicas.size() == 1;
+  };
+  ASSERT_FALSE(holds());
+  for (int i = 0; i < 100 && !holds(); ++i) std::this_thread::sleep_for(50ms);
+  EXPECT_TRUE(holds());
+  EXPECT_EQ(wait_for(2), 2u);
+  ASSERT_TRUE(c.infer("mlp", 1, 2).ok());
+}
+
 TEST(Cluster, VersionsUnknownUnloadedAndBrokenModels) {
   Cluster c(1);
   auto latest = c.infer("mlp", 0, 1);
