@@ -9,6 +9,7 @@
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "actors/errors.hpp"
@@ -33,6 +34,8 @@ constexpr uint32_t kCorruptRetries = 2;
 /// controller is asked.
 constexpr auto kNotYetDelay = std::chrono::milliseconds(50);
 constexpr uint32_t kNotYetRetries = 100;
+/// How often a hop whose controller does not answer tries its upstream again (see orphan_window).
+constexpr auto kOrphanRetry = std::chrono::seconds(1);
 
 /// What the fetch (on the node's hop queue) and the actor share: the buffer, its GrowingBlob in the
 /// node's store, and the verified offset. The buffer is written only by the fetch, one attempt at a
@@ -108,6 +111,10 @@ struct peer_state {
   bool finished = false;
   uint32_t corrupt_in_a_row = 0;
   uint32_t not_found_retries = 0;
+  /// Since when the controller has not answered (see TransferPeerConfig::orphan_window), and the
+  /// attempts made meanwhile (they do not count against max_attempts).
+  std::optional<caf::actor_clock::time_point> orphaned_since;
+  uint32_t orphan_retries = 0;
   uint64_t quarters_logged = 0;  // progress lines logged: one per quarter of the blob
   uint64_t bytes_received = 0;
   caf::actor_clock::time_point started;  // the actor clock's, at spawn
@@ -217,7 +224,7 @@ void fail(peer_pointer self, const Error& e) {
 /// The upstream failed: a new one from the controller, then resume.
 void ask_for_upstream(peer_pointer self, const Error& why) {
   auto& st = self->state;
-  if (st.attempt - st.not_found_retries >= st.config.max_attempts) {
+  if (st.attempt - st.not_found_retries - st.orphan_retries >= st.config.max_attempts) {
     return fail(self, unavailable("transfer " + std::to_string(st.req.transfer_id) + " gave up after " +
                                   std::to_string(st.attempt) + " attempts; last: " + why.message()));
   }
@@ -227,13 +234,29 @@ void ask_for_upstream(peer_pointer self, const Error& why) {
       .then(
           [self](blob_source& next) {
             auto& s = self->state;
+            s.orphaned_since.reset();
             if (s.finished || s.running) return;  // a splice got there first
             if (s.config.instruments) s.config.instruments->count_hop_resume("upstream_lost");
             s.upstream = std::move(next);
             start_attempt(self);
           },
           [self, why](caf::error& err) {
-            if (self->state.finished || self->state.running) return;
+            auto& s = self->state;
+            if (s.finished || s.running) return;
+            const auto now = self->clock().now();
+            if (!s.orphaned_since) s.orphaned_since = now;
+            if (now - *s.orphaned_since < s.config.orphan_window) {
+              // The manager may be restarting: the same upstream again shortly, from the verified
+              // offset (the repository server comes back at its address with the manager).
+              ++s.orphan_retries;
+              if (s.config.instruments) s.config.instruments->count_hop_resume("controller_away");
+              spdlog::warn("transfer {}: node {}: the chain controller does not answer ({}); trying {} again in {} s "
+                           "from offset {}",
+                           s.req.transfer_id, s.config.node, to_string(from_caf(err).code()), s.upstream.name,
+                           std::chrono::duration_cast<std::chrono::seconds>(kOrphanRetry).count(),
+                           s.hop->verified.load());
+              return start_attempt(self, kOrphanRetry);
+            }
             fail(self, from_caf(err).with_context("no new upstream after: " + why.message()));
           });
 }

@@ -47,6 +47,11 @@ struct TransferPeerConfig {
   std::chrono::milliseconds idle_timeout{5000};
   /// Fetch attempts (first plus resumes) before the hop fails.
   uint32_t max_attempts = 16;
+  /// When its upstream fails and the chain controller (the manager) does not answer either (it
+  /// may be restarting), the hop tries the same upstream again every second for this long before
+  /// it fails: a chain from the manager's repository server resumes from the verified offset once
+  /// a restarted manager serves again at the same address (manager.data_listen).
+  std::chrono::milliseconds orphan_window{30'000};
   /// Socket buffer bytes of the hop's connection (0 = kernel autotuning).
   int socket_buffer_bytes = 4 << 20;
   /// Fault seam (tests, drills): receive at most this many bytes per second. 0 = no limit.

@@ -202,8 +202,9 @@ class LocalCluster:
         mport, self.http = free_port(), free_port()
         self.manager = f"127.0.0.1:{mport}"
         self.node_args = list(node_args)
-        self.spawn("manager", ["manager", "--config", self.config, "--listen", self.manager, "--repository", repo,
-                               "--http", f"127.0.0.1:{self.http}", *manager_args])
+        self.manager_args = ["manager", "--config", self.config, "--listen", self.manager, "--repository", repo,
+                             "--http", f"127.0.0.1:{self.http}", *manager_args]
+        self.spawn("manager", self.manager_args)
         wait_for("the gateway", lambda: request(self.http, "GET", "/v2/health/ready")[0] == 200, 20)
         self.names = [f"node{i + 1}" for i in range(nodes)]
         for n in self.names:
@@ -215,6 +216,14 @@ class LocalCluster:
             self.logs[name].close()
         self.logs[name] = open(os.path.join(self.work, name + ".log"), "a")
         self.procs[name] = subprocess.Popen([self.ember, *args], stdout=self.logs[name], stderr=subprocess.STDOUT)
+
+    def restart_manager(self, outage):
+        """SIGKILLs the manager, waits `outage` seconds, starts it again with the same arguments."""
+        self.procs["manager"].kill()
+        self.procs["manager"].wait()
+        time.sleep(outage)
+        self.spawn("manager", self.manager_args)
+        wait_for("the restarted gateway", lambda: request(self.http, "GET", "/v2/health/ready")[0] == 200, 20)
 
     def spawn_node(self, name):
         self.spawn(name, ["node", "--manager", self.manager, "--name", name, "--device-memory", "512MiB",

@@ -15,7 +15,10 @@ or wrong; after each fault the node serves again (its executor runs requests) wi
 node's metrics count the fault and the restart. Prints, per fault, the time until the node served again.
 Then a multicast chain of a 7 MiB model to two nodes, their hops held to ~2 MB/s, and every hop killed
 mid-chain: each node's cache starts a new hop that goes on from its verified offset, and the chain
-completes at both with the model's digest verified, within a stated bound.
+completes at both with the model's digest verified, within a stated bound. Last, a chain of a 98 MiB model (more
+than the sockets buffer) from the repository, hops held to 20 MB/s, while the manager is killed
+(SIGKILL) and restarted 2 s later on the same addresses: the first hop, without upstream or controller, tries the repository again every second and
+resumes from its verified offset; both hops end with the digest verified.
 
 Usage: faults_test.py --ember PATH
 """
@@ -30,6 +33,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster_test import (Failure, Load, LocalCluster, make_cases, metric, node_replicas,  # noqa: E402
                           run_guarded, wait_for)
+from ports import free_port  # noqa: E402
 
 # A node must serve again within this long after each fault (the hung node: after it resumed).
 RECOVERY_BOUND_S = 15.0
@@ -39,7 +43,7 @@ def _body(ember, work, procs, logs):
     repo, cases = make_cases(ember, work)
     cluster = LocalCluster(ember, work, procs, logs, repo, 3, config="gateway:\n  request_timeout: 1s\n"
                            "  cold_start_timeout: 1s\n", node_args=["--allow-faults", "--node-timeout", "2s"],
-                           manager_args=["--node-timeout", "2s"])
+                           manager_args=["--node-timeout", "2s", "--data-listen", f"127.0.0.1:{free_port()}"])
     hport = cluster.http
     cluster.load("mlp", 2)
     wait_for("two replicas", lambda: sum(node_replicas(hport).values()) == 2, 30)
@@ -116,6 +120,29 @@ def _body(ember, work, procs, logs):
         raise Failure(f"the chain took {took:.1f} s with its hops killed (bound {RECOVERY_BOUND_S} s)")
     report.append(f"kill hop on {' and '.join(receivers)} mid-chain: the chain completed in {took:.2f} s "
                   f"({result['out'].strip().splitlines()[0]})")
+
+    # A chain from the repository while the manager dies and comes back.
+    subprocess.run([ember, "model", "new", "--arch", "resnet50", "--seed", "6", "--out",
+                    os.path.join(repo, "big2", "1")], check=True, capture_output=True)
+    receivers = cluster.names[1:]
+    for n in receivers:
+        console(f"fault {n} throttle hops rate=20MB/s for=10s")
+    ended = {n: metric(hport, "ember_transfer_hops_total", node=n, outcome="ok") for n in receivers}
+    # Its answer goes with the manager that dies; the console is stopped with the rest.
+    procs["distribute"] = subprocess.Popen([ember, "--log-level", "warn", "console", "--manager", cluster.manager,
+                                            "--token-file", cluster.token, "-c", "distribute big2 " + " ".join(receivers)],
+                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.5)
+    started = time.time()
+    cluster.restart_manager(2.0)
+    wait_for("both hops of the chain to end with the digest verified",
+             lambda: all(metric(hport, "ember_transfer_hops_total", node=n, outcome="ok") > ended[n] for n in receivers),
+             RECOVERY_BOUND_S + 15)
+    resumed = sum(metric(hport, "ember_transfer_resumes_total", node=n, reason="controller_away") for n in receivers)
+    if resumed < 1:
+        raise Failure("no hop resumed after the manager came back (ember_transfer_resumes_total{reason=controller_away})")
+    report.append(f"manager killed mid-chain and restarted 2 s later: the chain completed {time.time() - started:.2f} s "
+                  f"after the kill, {resumed:.0f} resume(s) of a hop whose controller was away")
 
     print(f"{ok} correct, {retryable} retryable errors, {len(failures)} lost or wrong")
     for line in report:

@@ -2,11 +2,12 @@
 // `ember serve` builds them (actors/process/), driven through the gateway's interface.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <fstream>
-#include <sstream>
-#include <set>
 #include <future>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include "actors/console/console.hpp"
