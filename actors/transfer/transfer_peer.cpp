@@ -115,6 +115,11 @@ struct peer_state {
   /// attempts made meanwhile (they do not count against max_attempts).
   std::optional<caf::actor_clock::time_point> orphaned_since;
   uint32_t orphan_retries = 0;
+  /// The controller is monitored: once it is down (its process died, or its connection), the hop
+  /// no longer asks it, and a question in flight (ask_seq) is not waited out.
+  bool controller_gone = false;
+  uint64_t ask_seq = 0;  // the question in flight (0: none)
+  std::optional<Error> ask_why;
   uint64_t quarters_logged = 0;  // progress lines logged: one per quarter of the blob
   uint64_t bytes_received = 0;
   caf::actor_clock::time_point started;  // the actor clock's, at spawn
@@ -222,42 +227,52 @@ void fail(peer_pointer self, const Error& e) {
 }
 
 /// The upstream failed: a new one from the controller, then resume.
+/// The controller cannot answer (down, or its question failed): while within the orphan window,
+/// the same upstream again shortly, from the verified offset (the manager may be restarting, and
+/// its repository server comes back at its address with it); then the hop fails.
+void controller_away(peer_pointer self, const Error& err, const Error& why) {
+  auto& s = self->state;
+  if (s.finished || s.running) return;
+  const auto now = self->clock().now();
+  if (!s.orphaned_since) s.orphaned_since = now;
+  if (now - *s.orphaned_since >= s.config.orphan_window) {
+    return fail(self, err.with_context("no new upstream after: " + why.message()));
+  }
+  ++s.orphan_retries;
+  if (s.config.instruments) s.config.instruments->count_hop_resume("controller_away");
+  spdlog::warn("transfer {}: node {}: the chain controller is away ({}); trying {} again in {} s from offset {}",
+               s.req.transfer_id, s.config.node, err.message(), s.upstream.name,
+               std::chrono::duration_cast<std::chrono::seconds>(kOrphanRetry).count(), s.hop->verified.load());
+  start_attempt(self, kOrphanRetry);
+}
+
 void ask_for_upstream(peer_pointer self, const Error& why) {
   auto& st = self->state;
   if (st.attempt - st.not_found_retries - st.orphan_retries >= st.config.max_attempts) {
     return fail(self, unavailable("transfer " + std::to_string(st.req.transfer_id) + " gave up after " +
                                   std::to_string(st.attempt) + " attempts; last: " + why.message()));
   }
+  if (st.controller_gone) return controller_away(self, unavailable("its process or connection is down"), why);
   chain_upstream_request ask{st.req.transfer_id, st.config.node, st.upstream.name,
                              st.hop->verified.load(std::memory_order_acquire), why.message()};
+  const uint64_t seq = ++st.ask_seq;
+  st.ask_why = why;
   self->request(st.controller, kControllerTimeout, std::move(ask))
       .then(
-          [self](blob_source& next) {
+          [self, seq](blob_source& next) {
             auto& s = self->state;
+            if (s.ask_seq != seq) return;  // given up on when the controller went down
+            s.ask_why.reset();
             s.orphaned_since.reset();
             if (s.finished || s.running) return;  // a splice got there first
             if (s.config.instruments) s.config.instruments->count_hop_resume("upstream_lost");
             s.upstream = std::move(next);
             start_attempt(self);
           },
-          [self, why](caf::error& err) {
-            auto& s = self->state;
-            if (s.finished || s.running) return;
-            const auto now = self->clock().now();
-            if (!s.orphaned_since) s.orphaned_since = now;
-            if (now - *s.orphaned_since < s.config.orphan_window) {
-              // The manager may be restarting: the same upstream again shortly, from the verified
-              // offset (the repository server comes back at its address with the manager).
-              ++s.orphan_retries;
-              if (s.config.instruments) s.config.instruments->count_hop_resume("controller_away");
-              spdlog::warn("transfer {}: node {}: the chain controller does not answer ({}); trying {} again in {} s "
-                           "from offset {}",
-                           s.req.transfer_id, s.config.node, to_string(from_caf(err).code()), s.upstream.name,
-                           std::chrono::duration_cast<std::chrono::seconds>(kOrphanRetry).count(),
-                           s.hop->verified.load());
-              return start_attempt(self, kOrphanRetry);
-            }
-            fail(self, from_caf(err).with_context("no new upstream after: " + why.message()));
+          [self, seq, why](caf::error& err) {
+            if (self->state.ask_seq != seq) return;
+            self->state.ask_why.reset();
+            controller_away(self, from_caf(err), why);
           });
 }
 
@@ -348,6 +363,19 @@ transfer_peer_actor::behavior_type peer_behavior(peer_pointer self, TransferPeer
   }
   if (st.hop->buffer || st.req.blob_bytes == 0) start_attempt(self);
   self->delayed_send(self, st.config.progress_interval, tick_atom_v);
+  if (st.controller) self->monitor(st.controller);
+  self->set_down_handler([self](caf::down_msg& down) {
+    auto& s = self->state;
+    if (down.source != s.controller.address() || s.controller_gone) return;
+    s.controller_gone = true;
+    spdlog::warn("transfer {}: node {}: the chain controller is down ({})", s.req.transfer_id, s.config.node,
+                 caf::to_string(down.reason));
+    if (!s.ask_why) return;
+    const Error why = *s.ask_why;  // a question in flight: not waited out
+    s.ask_why.reset();
+    ++s.ask_seq;
+    controller_away(self, unavailable("its process or connection went down"), why);
+  });
   return {
       [self](chain_splice& splice) { spliced(self, splice); },
       resume_offloaded(),
