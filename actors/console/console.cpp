@@ -526,7 +526,9 @@ Result<std::string> Console::run(const std::string& line) {
     slo_command c{key, {}};
     if (words[2] != "off") {
       auto deadline = parse_duration_us(words[2]);
-      if (!deadline.ok() || *deadline == 0) return bad("'" + words[2] + "' is not a deadline (e.g. 250ms, 1.5s) or off");
+      if (!deadline.ok() || *deadline == 0) {
+        return bad("'" + words[2] + "' is not a deadline (e.g. 250ms, 1.5s) or off");
+      }
       c.slo.deadline_us = *deadline;
       if (args == 3) {
         const std::string& p = words[3];
@@ -549,8 +551,8 @@ Result<std::string> Console::run(const std::string& line) {
     }
     std::string text;
     for (const auto& m : *out) {
-      text += m.model.to_string() + ": SLO " + (m.slo_set ? slo_text(m) : "cleared (" + slo_text(m) + ")") +
-              ", on " + std::to_string(m.replicas) + " replica(s)\n";
+      text += m.model.to_string() + ": SLO " + (m.slo_set ? slo_text(m) : "cleared (" + slo_text(m) + ")") + ", on " +
+              std::to_string(m.replicas) + " replica(s)\n";
     }
     return text;
   }

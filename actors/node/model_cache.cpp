@@ -353,7 +353,7 @@ void start_hop(cache_pointer self, fetch_blob req, std::shared_ptr<HopBuffer> re
                                  caf::actor_cast<model_cache_actor>(self), *st.hops, std::move(resume));
   self->monitor(hop.actor);
   st.hops_alive.emplace(hop.actor.address(), cache_state::Hop{caf::actor_cast<caf::actor>(hop.actor), std::move(kept),
-                                                               std::move(hop.buffer), restarts});
+                                                              std::move(hop.buffer), restarts});
 }
 
 void fetched(cache_pointer self, const std::string& blob_key, Result<blob_ref>& result);
@@ -457,10 +457,10 @@ void hop_died(cache_pointer self, cache_state::Hop hop, const caf::error& reason
     Result<blob_ref> failed = e;
     return fetched(self, key, failed);
   }
-  spdlog::warn("model cache: transfer {}: the hop receiving {} died ({}) at offset {} of {}; a new one goes on from "
-               "there",
-               hop.req.transfer_id, hop.req.model.to_string(), caf::to_string(reason), at,
-               hop.req.blob_bytes);
+  spdlog::warn(
+      "model cache: transfer {}: the hop receiving {} died ({}) at offset {} of {}; a new one goes on from "
+      "there",
+      hop.req.transfer_id, hop.req.model.to_string(), caf::to_string(reason), at, hop.req.blob_bytes);
   if (st.instruments) st.instruments->count_actor_restart("hop");
   start_hop(self, std::move(hop.req), std::move(hop.buffer), hop.restarts + 1);
 }

@@ -168,7 +168,8 @@ TEST(Cluster, AnSloSetAtRunTimeReachesEveryReplicaNowAndLater) {
     EXPECT_EQ(metric_sum(after, name, std::string(node) + ",outcome=\"late\"") -
                   metric_sum(before, name, std::string(node) + ",outcome=\"late\""),
               6)
-        << node << "\n" << after;
+        << node << "\n"
+        << after;
   }
   EXPECT_EQ(metric_sum(after, name, "outcome=\"on_time\""), metric_sum(before, name, "outcome=\"on_time\""));
 
@@ -206,7 +207,10 @@ TEST(Cluster, TheManagerLearnsReplicasFromTheNodesReportsNotOnlyFromItsOwnLoads)
   auto from = ask<node_report>(*c.sys, c.nodes[holder]->router(), 10s, report_atom_v);
   ASSERT_TRUE(from.ok());
   const auto v = testing::repository_version(c.repo.path(), "mlp", 1);
-  load_replica req{v.key, v.manifest_json, blob_key_of(v.key), v.weights_bytes,
+  load_replica req{v.key,
+                   v.manifest_json,
+                   blob_key_of(v.key),
+                   v.weights_bytes,
                    {blob_source{SourceTier::peer, c.nodes[holder]->name(), from->data}}};
   auto loaded = ask<replica_info>(*c.sys, c.nodes[1 - holder]->router(), 30s, std::move(req));
   ASSERT_TRUE(loaded.ok()) << loaded.error().message();
@@ -659,8 +663,7 @@ TEST(Faults, AKilledHopIsReplacedAndGoesOnFromItsVerifiedOffset) {
   const double bytes = std::stod(m.substr(at + fetched.size()));
   EXPECT_GT(bytes, 0) << m.substr(at, 300);
   EXPECT_LT(bytes, static_cast<double>(done->blob_bytes));
-  EXPECT_NE(m.find("ember_actor_restarts_total{node=\"" + receiver + "\",actor=\"hop\"} 1"), std::string::npos)
-      << m;
+  EXPECT_NE(m.find("ember_actor_restarts_total{node=\"" + receiver + "\",actor=\"hop\"} 1"), std::string::npos) << m;
   EXPECT_NE(m.find("reason=\"hop_restart\"} 1"), std::string::npos) << m;
   // The bytes the two hops put together, verified against the model's digest, are resident: the
   // manager has nothing left to send there.
