@@ -78,17 +78,23 @@ bool store_int(const json& v, uint8_t* dst) {
 
 }  // namespace
 
-Result<HostTensor> tensor_from_kserve_json(const json& j, const std::string& where) {
+namespace {
+
+/// A KServe tensor's name, datatype and shape (what JSON and binary data share); `at` is set to
+/// "<where> '<name>'" for the caller's errors.
+Result<std::pair<std::string, TensorDesc>> kserve_header(const json& j, const std::string& where, bool binary,
+                                                         std::string& at) {
   if (!j.is_object()) return invalid_argument(where + ": expected an object with name, datatype, shape, data");
   auto name = j.find("name");
   if (name == j.end() || !name->is_string()) return invalid_argument(where + ": field 'name' must be a string");
-  const std::string at = where + " '" + name->get<std::string>() + "'";
+  at = where + " '" + name->get<std::string>() + "'";
   auto dt = j.find("datatype");
   if (dt == j.end() || !dt->is_string()) return invalid_argument(at + ": field 'datatype' must be a string");
   auto dtype = parse_dtype(dt->get<std::string>());
   if (!dtype.ok()) return invalid_argument(at + ": field 'datatype': " + dtype.error().message());
-  if (*dtype == DType::f16 || *dtype == DType::bf16) {
-    return unsupported(at + ": field 'datatype': " + dt->get<std::string>() + " is not accepted in JSON; send FP32");
+  if (!binary && (*dtype == DType::f16 || *dtype == DType::bf16)) {
+    return unsupported(at + ": field 'datatype': " + dt->get<std::string>() +
+                       " is not accepted in JSON; send FP32, or the tensor as binary data");
   }
   auto shape = j.find("shape");
   if (shape == j.end() || !shape->is_array() || shape->size() > static_cast<size_t>(Shape::kMaxRank)) {
@@ -103,6 +109,31 @@ Result<HostTensor> tensor_from_kserve_json(const json& j, const std::string& whe
     }
     desc.shape[desc.shape.rank++] = d.get<int64_t>();
   }
+  return std::pair{name->get<std::string>(), desc};
+}
+
+}  // namespace
+
+Result<HostTensor> tensor_from_kserve_binary(const json& j, std::string_view bytes, const std::string& where) {
+  std::string at;
+  EMBER_ASSIGN_OR_RETURN(auto header, kserve_header(j, where, true, at));
+  if (j.contains("data")) return invalid_argument(at + ": has both 'data' and parameters.binary_data_size");
+  const TensorDesc& desc = header.second;
+  if (bytes.size() != desc.bytes()) {
+    return invalid_argument(at + ": binary_data_size is " + std::to_string(bytes.size()) + " bytes but " +
+                            std::string(dtype_kserve_name(desc.dtype)) + " " + desc.shape.to_string() + " needs " +
+                            std::to_string(desc.bytes()));
+  }
+  EMBER_ASSIGN_OR_RETURN(HostTensor t, HostTensor::allocate(header.first, desc));
+  if (!bytes.empty()) std::memcpy(t.data(), bytes.data(), bytes.size());
+  return t;
+}
+
+Result<HostTensor> tensor_from_kserve_json(const json& j, const std::string& where) {
+  std::string at;
+  EMBER_ASSIGN_OR_RETURN(auto header, kserve_header(j, where, false, at));
+  const TensorDesc& desc = header.second;
+  const uint64_t numel = static_cast<uint64_t>(desc.shape.numel());
   auto data = j.find("data");
   if (data == j.end()) return invalid_argument(at + ": field 'data' is missing");
   std::vector<const json*> values;
@@ -111,7 +142,7 @@ Result<HostTensor> tensor_from_kserve_json(const json& j, const std::string& whe
     return invalid_argument(at + ": field 'data' holds " + std::to_string(values.size()) + " values but shape " +
                             desc.shape.to_string() + " needs " + std::to_string(numel));
   }
-  EMBER_ASSIGN_OR_RETURN(HostTensor t, HostTensor::allocate(name->get<std::string>(), desc));
+  EMBER_ASSIGN_OR_RETURN(HostTensor t, HostTensor::allocate(header.first, desc));
   const uint32_t size = dtype_size(desc.dtype);
   for (size_t i = 0; i < values.size(); ++i) {
     const json& v = *values[i];

@@ -10,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.hpp"
@@ -40,6 +41,10 @@ Status write_tensor_file(const std::string& path, const std::vector<HostTensor>&
 /// Decodes one KServe v2 JSON tensor: {"name", "datatype" ("FP32", "INT64", ...), "shape", "data"};
 /// `data` may be flat or nested (row-major). `where` prefixes errors.
 Result<HostTensor> tensor_from_kserve_json(const nlohmann::json& j, const std::string& where);
+/// The binary tensor data extension (Triton's): the tensor's name, datatype and shape from `j`
+/// (which must have no 'data'), its bytes `bytes`, exactly the shape's size. Any datatype,
+/// FP16 and BF16 too.
+Result<HostTensor> tensor_from_kserve_binary(const nlohmann::json& j, std::string_view bytes, const std::string& where);
 /// Encodes a tensor in the KServe v2 form with flat data.
 void tensor_to_kserve_json(const HostTensor& t, nlohmann::json& out);
 

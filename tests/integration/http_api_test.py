@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -36,6 +37,26 @@ class Api:
             return r.status, r.read().decode(), dict(r.getheaders())
         finally:
             conn.close()
+
+    def binary(self, path, header, data, length=None):
+        """POST with the binary tensor data extension: `header` (JSON bytes), then `data`; the
+        Inference-Header-Content-Length is len(header) unless `length` says otherwise."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        try:
+            conn.request("POST", path, body=header + data,
+                         headers={"Content-Type": "application/octet-stream",
+                                  "Inference-Header-Content-Length": str(len(header) if length is None else length)})
+            r = conn.getresponse()
+            return r.status, r.read(), {k.lower(): v for k, v in r.getheaders()}
+        finally:
+            conn.close()
+
+    def expect_binary_error(self, header, data, error, length=None):
+        status, body, _ = self.binary("/v2/models/mlp/infer", json.dumps(header).encode(), data, length)
+        message = json.loads(body.decode())["error"] if status == 400 else body[:200]
+        if status != 400 or error not in message:
+            raise Failure(f"binary request: HTTP {status} '{message}', expected 400 with '{error}'")
+        print(f"ok: binary POST -> 400 {message[:100]}")
 
     def bare_post(self, path):
         """Exactly the bytes of `curl -X POST http://127.0.0.1:PORT<path>`: no Content-Length, no body."""
@@ -136,6 +157,43 @@ def run(ember):
         if json.loads(text)["model_version"] != "1":
             raise Failure("version 1 not served")
         api.expect("GET", "/v2/models/mlp/ready", 200)
+
+        # The binary tensor data extension (Triton's): raw little-endian bytes instead of JSON numbers,
+        # in and out, the same answer as JSON.
+        values = [0.25 * (i % 7) - 0.5 for i in range(32)]
+        spec = {"name": "input", "datatype": "FP32", "shape": [2, 16]}
+        want = json.loads(api.expect("POST", "/v2/models/mlp/infer", 200, {"inputs": [dict(spec, data=values)]})[0])
+        want = want["outputs"][0]["data"]
+        raw = struct.pack("<32f", *values)
+        header = {"inputs": [dict(spec, parameters={"binary_data_size": 128})], "parameters": {"binary_data_output": True}}
+        status, body, headers = api.binary("/v2/models/mlp/infer", json.dumps(header).encode(), raw)
+        if status != 200 or "inference-header-content-length" not in headers:
+            raise Failure(f"binary infer: HTTP {status} {headers} {body[:200]}")
+        n = int(headers["inference-header-content-length"])
+        out = json.loads(body[:n].decode())["outputs"][0]
+        size = out["parameters"]["binary_data_size"]
+        got = struct.unpack(f"<{size // 4}f", body[n:n + size])
+        if "data" in out or n + size != len(body) or list(got) != want:
+            raise Failure(f"binary infer reply: {out}, {len(body)} bytes, {got} vs {want}")
+        print(f"ok: binary POST /v2/models/mlp/infer -> 200, {size} bytes of FP32 output, the same as JSON")
+        header = {"inputs": [dict(spec, parameters={"binary_data_size": 128})]}  # binary in, JSON out
+        status, body, headers = api.binary("/v2/models/mlp/infer", json.dumps(header).encode(), raw)
+        if status != 200 or "inference-header-content-length" in headers or json.loads(body)["outputs"][0]["data"] != want:
+            raise Failure(f"binary in, JSON out: HTTP {status} {body[:300]}")
+        header["outputs"] = [{"name": "fc3", "parameters": {"binary_data": True}}]
+        status, body, headers = api.binary("/v2/models/mlp/infer", json.dumps(header).encode(), raw)
+        if status != 200 or int(headers.get("inference-header-content-length", 0)) + 32 != len(body):
+            raise Failure(f"one output asked binary: HTTP {status} {headers} {body[:300]}")
+        sized = {"inputs": [dict(spec, parameters={"binary_data_size": 128})]}
+        api.expect_binary_error(sized, raw[:64], "only 64 bytes of binary data are left")
+        api.expect_binary_error({"inputs": [dict(spec, parameters={"binary_data_size": 64})]}, raw[:64], "needs 128")
+        api.expect_binary_error(sized, raw + b"xx", "2 bytes of binary data follow the JSON")
+        api.expect_binary_error(sized, raw, "but the body has only", length=10**6)
+        api.expect_binary_error(sized, raw, "is not a length", length="x")
+        api.expect_binary_error({"inputs": [dict(spec, parameters={"binary_data_size": 128}, data=values)]}, raw,
+                                "has both 'data' and parameters.binary_data_size")
+        api.expect("POST", "/v2/models/mlp/infer", 400, {"inputs": [dict(spec, parameters={"binary_data_size": 128})]},
+                   error="needs the binary data after the JSON")
         req = mlp_request()
         req["outputs"] = [{"name": "fc3"}]
         api.expect("POST", "/v2/models/mlp/infer", 200, req)

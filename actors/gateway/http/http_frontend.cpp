@@ -7,8 +7,10 @@
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <thread>
 
 #include "actors/errors.hpp"
@@ -61,6 +63,25 @@ HttpServerOptions server_options(const GatewayConfig& config, GatewayInstruments
                    " HTTP threads busy, " + std::to_string(config.http_queue) + " connections waiting); retry later");
   if (instruments) o.on_refused = [instruments] { instruments->count_http_rejected(); };
   return o;
+}
+
+}  // namespace
+
+namespace {
+
+/// The binary tensor data extension's header: the length of the JSON that starts the body.
+constexpr const char* kBinaryHeader = "Inference-Header-Content-Length";
+
+/// The request's Inference-Header-Content-Length, if any.
+Result<std::optional<uint64_t>> binary_header_length(const httplib::Request& req) {
+  if (!req.has_header(kBinaryHeader)) return std::optional<uint64_t>{};
+  const std::string v = req.get_header_value(kBinaryHeader);
+  char* end = nullptr;
+  const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+  if (v.empty() || v[0] == '-' || *end != '\0') {
+    return invalid_argument(std::string(kBinaryHeader) + ": '" + v + "' is not a length in bytes");
+  }
+  return std::optional<uint64_t>{n};
 }
 
 }  // namespace
@@ -164,16 +185,19 @@ struct HttpFrontend::Impl {
     post(R"(/v2/models/([^/]+)(?:/versions/([0-9]+))?/infer)",
          [this](const httplib::Request& req, httplib::Response& res, const std::string& body) {
            const model_key key = model_key_from_path(req);
-           auto parsed = parse_infer_request(body, key);
+           auto header = binary_header_length(req);
+           auto parsed = header.ok() ? parse_infer_http(body, *header, key) : Result<HttpInferRequest>(header.error());
            if (!parsed.ok()) {
              if (instruments) instruments->count_request(key, "invalid_argument", 0);
              return reply_error(res, parsed.error());
            }
-           auto reply = ask<infer_reply>(sys, gateway, timeout(), std::move(*parsed));
+           auto reply = ask<infer_reply>(sys, gateway, timeout(), std::move(parsed->request));
            if (!reply.ok()) return reply_error(res, reply.error());
-           auto text = render_infer_reply(*reply);
-           if (!text.ok()) return reply_error(res, text.error());
-           res.set_content(*text, kJson);
+           auto rendered = render_infer_http(*reply, *parsed);
+           if (!rendered.ok()) return reply_error(res, rendered.error());
+           if (!rendered->json_bytes) return res.set_content(rendered->body, kJson);
+           res.set_header(kBinaryHeader, std::to_string(*rendered->json_bytes));
+           res.set_content(rendered->body, "application/octet-stream");
          });
     post("/v2/repository/index", [this](const httplib::Request&, httplib::Response& res, const std::string&) {
       auto index = ask<std::vector<model_state>>(sys, gateway, timeout(), index_atom_v);

@@ -1,6 +1,7 @@
 // KServe v2 JSON bodies (see kserve_json.hpp).
 #include "actors/gateway/http/kserve_json.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -58,12 +59,41 @@ std::string render_model_metadata(const std::string& name, const std::vector<uin
 }
 
 Result<infer_request> parse_infer_request(std::string_view body, const model_key& key) {
+  EMBER_ASSIGN_OR_RETURN(HttpInferRequest parsed, parse_infer_http(body, std::nullopt, key));
+  return std::move(parsed.request);
+}
+
+namespace {
+
+/// parameters.<name> of `j` when it is a boolean true.
+bool flag(const json& j, const char* name) {
+  auto p = j.find("parameters");
+  if (p == j.end() || !p->is_object()) return false;
+  auto f = p->find(name);
+  return f != p->end() && f->is_boolean() && f->get<bool>();
+}
+
+}  // namespace
+
+Result<HttpInferRequest> parse_infer_http(std::string_view body, std::optional<uint64_t> json_bytes,
+                                          const model_key& key) {
+  std::string_view binary;
+  if (json_bytes) {
+    if (*json_bytes > body.size()) {
+      return invalid_argument("Inference-Header-Content-Length is " + std::to_string(*json_bytes) +
+                              " but the body has only " + std::to_string(body.size()) + " bytes");
+    }
+    binary = body.substr(*json_bytes);
+    body = body.substr(0, *json_bytes);
+  }
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return invalid_argument("the request body is empty; an inference request is a JSON object with 'inputs'");
   }
   EMBER_ASSIGN_OR_RETURN(json j, parse_json_text(body));
   if (!j.is_object()) return invalid_argument("the request body must be a JSON object");
-  infer_request req;
+  HttpInferRequest out;
+  out.all_binary = flag(j, "binary_data_output");
+  infer_request& req = out.request;
   req.model = key;
   if (auto id = j.find("id"); id != j.end()) {
     if (!id->is_string()) return invalid_argument("field 'id' must be a string");
@@ -73,10 +103,40 @@ Result<infer_request> parse_infer_request(std::string_view body, const model_key
   if (inputs == j.end() || !inputs->is_array() || inputs->empty()) {
     return invalid_argument("field 'inputs' must be a non-empty list of tensors");
   }
+  uint64_t offset = 0;  // into the binary section
   for (size_t i = 0; i < inputs->size(); ++i) {
-    EMBER_ASSIGN_OR_RETURN(gpu::HostTensor t,
-                           gpu::tensor_from_kserve_json((*inputs)[i], "inputs[" + std::to_string(i) + "]"));
+    const json& in = (*inputs)[i];
+    const std::string where = "inputs[" + std::to_string(i) + "]";
+    const json* size = nullptr;
+    if (in.is_object()) {
+      if (auto p = in.find("parameters"); p != in.end() && p->is_object()) {
+        if (auto s = p->find("binary_data_size"); s != p->end()) size = &*s;
+      }
+    }
+    if (!size) {
+      EMBER_ASSIGN_OR_RETURN(gpu::HostTensor t, gpu::tensor_from_kserve_json(in, where));
+      req.inputs.push_back(encode_tensor(t));
+      continue;
+    }
+    if (!size->is_number_unsigned()) {
+      return invalid_argument(where + ": parameters.binary_data_size must be a non-negative integer");
+    }
+    if (!json_bytes) {
+      return invalid_argument(where + ": parameters.binary_data_size needs the binary data after the JSON, with the "
+                              "Inference-Header-Content-Length header giving the JSON's length");
+    }
+    const uint64_t n = size->get<uint64_t>();
+    if (n > binary.size() - offset) {
+      return invalid_argument(where + ": binary_data_size is " + std::to_string(n) + " but only " +
+                              std::to_string(binary.size() - offset) + " bytes of binary data are left");
+    }
+    EMBER_ASSIGN_OR_RETURN(gpu::HostTensor t, gpu::tensor_from_kserve_binary(in, binary.substr(offset, n), where));
+    offset += n;
     req.inputs.push_back(encode_tensor(t));
+  }
+  if (offset != binary.size()) {
+    return invalid_argument(std::to_string(binary.size() - offset) +
+                            " bytes of binary data follow the JSON that no input's binary_data_size accounts for");
   }
   if (auto outputs = j.find("outputs"); outputs != j.end()) {
     if (!outputs->is_array()) return invalid_argument("field 'outputs' must be a list");
@@ -85,13 +145,20 @@ Result<infer_request> parse_infer_request(std::string_view body, const model_key
         return invalid_argument("field 'outputs' must hold objects with a 'name'");
       }
       req.outputs.push_back(o["name"].get<std::string>());
+      if (flag(o, "binary_data")) out.binary_outputs.push_back(req.outputs.back());
     }
   }
-  return req;
+  return out;
 }
 
 Result<std::string> render_infer_reply(const infer_reply& reply) {
+  EMBER_ASSIGN_OR_RETURN(HttpInferReply r, render_infer_http(reply, HttpInferRequest{}));
+  return std::move(r.body);
+}
+
+Result<HttpInferReply> render_infer_http(const infer_reply& reply, const HttpInferRequest& asked) {
   json out{{"model_name", reply.model.name}, {"model_version", std::to_string(reply.model.version)}};
+  std::string tail;  // the binary outputs' bytes, in output order
   if (!reply.id.empty()) out["id"] = reply.id;
   out["outputs"] = json::array();
   for (const auto& t : reply.outputs) {
@@ -99,6 +166,16 @@ Result<std::string> render_infer_reply(const infer_reply& reply) {
       return internal_error("output '" + t.name + "' has an unknown dtype code " + std::to_string(t.dtype));
     }
     const auto dtype = static_cast<gpu::DType>(t.dtype);
+    const bool binary = asked.all_binary || std::find(asked.binary_outputs.begin(), asked.binary_outputs.end(),
+                                                      t.name) != asked.binary_outputs.end();
+    if (binary) {
+      out["outputs"].push_back({{"name", t.name},
+                                {"datatype", gpu::dtype_kserve_name(dtype)},
+                                {"shape", t.shape},
+                                {"parameters", {{"binary_data_size", t.data.size()}}}});
+      tail.append(reinterpret_cast<const char*>(t.data.data()), t.data.size());
+      continue;
+    }
     json data;
     switch (dtype) {
       case gpu::DType::f32:
@@ -123,7 +200,12 @@ Result<std::string> render_infer_reply(const infer_reply& reply) {
     out["outputs"].push_back(
         {{"name", t.name}, {"datatype", gpu::dtype_kserve_name(dtype)}, {"shape", t.shape}, {"data", std::move(data)}});
   }
-  return out.dump();
+  HttpInferReply r{out.dump(), std::nullopt};
+  if (asked.all_binary || !asked.binary_outputs.empty()) {
+    r.json_bytes = r.body.size();
+    r.body += tail;
+  }
+  return r;
 }
 
 std::string render_model_readiness(const std::string& name, bool ready, const model_state& state) {
@@ -141,7 +223,7 @@ std::string render_model_readiness(const std::string& name, bool ready, const mo
 }
 
 std::string render_server_metadata() {
-  return json{{"name", "ember"}, {"version", "0.1.0"}, {"extensions", {"model_repository"}}}.dump();
+  return json{{"name", "ember"}, {"version", "0.1.0"}, {"extensions", {"model_repository", "binary_tensor_data"}}}.dump();
 }
 
 std::string render_error(std::string_view message) { return json{{"error", std::string(message)}}.dump(); }

@@ -18,6 +18,7 @@
 //   error          {"error": "<message>"}
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,6 +57,35 @@ std::string render_model_metadata(const std::string& name, const std::vector<uin
 ///   "field 'outputs' must hold objects with a 'name'"
 Result<infer_request> parse_infer_request(std::string_view body, const model_key& key);
 
+/// An inference request over HTTP with the binary tensor data extension (Triton's): the request,
+/// and which outputs the client wants as raw bytes.
+struct HttpInferRequest {
+  infer_request request;
+  /// parameters.binary_data_output: every output as raw bytes.
+  bool all_binary = false;
+  /// outputs[i].parameters.binary_data: these outputs as raw bytes.
+  std::vector<std::string> binary_outputs;
+};
+
+/// parse_infer_request, with binary tensors: when `json_bytes` is set (the request's
+/// Inference-Header-Content-Length), the body is that many bytes of JSON followed by the raw bytes
+/// of every input whose parameters.binary_data_size is set, in input order. Errors, besides
+/// parse_infer_request's (all invalid_argument): the header's length beyond the body ("... but the
+/// body has only N bytes"), an input with binary_data_size but no binary section, a size that is
+/// not the tensor's ("... needs N"), too few bytes left, bytes left over after the inputs.
+Result<HttpInferRequest> parse_infer_http(std::string_view body, std::optional<uint64_t> json_bytes,
+                                          const model_key& key);
+
+/// The reply for `asked`: JSON alone (json_bytes unset), or, when any output goes as raw bytes,
+/// the JSON header (those outputs with parameters.binary_data_size and no data) followed by their
+/// bytes in output order, json_bytes being the header's length (the reply's
+/// Inference-Header-Content-Length).
+struct HttpInferReply {
+  std::string body;
+  std::optional<uint64_t> json_bytes;
+};
+Result<HttpInferReply> render_infer_http(const infer_reply& reply, const HttpInferRequest& asked);
+
 /// The reply body. Errors: unsupported "output '<name>' has datatype FP16|BF16, which the JSON
 /// API does not carry" (no Ember op produces them; inputs refuse them the same way), internal for
 /// a dtype code that is no gpu::DType.
@@ -64,7 +94,8 @@ Result<std::string> render_infer_reply(const infer_reply& reply);
 /// The readiness body of a model version; `ready` false explains why from `state`.
 std::string render_model_readiness(const std::string& name, bool ready, const model_state& state);
 
-/// GET /v2: {"name": "ember", "version": "0.1.0", "extensions": ["model_repository"]}.
+/// GET /v2: {"name": "ember", "version": "0.1.0", "extensions": ["model_repository",
+/// "binary_tensor_data"]}.
 std::string render_server_metadata();
 
 /// {"error": message}, with the message escaped as JSON.

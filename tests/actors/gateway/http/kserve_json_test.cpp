@@ -91,7 +91,46 @@ TEST(KserveJson, HalfPrecisionInputsAreRefusedAsUnsupported) {
   auto r = parse_infer_request(R"({"inputs": [{"name": "h", "datatype": "FP16", "shape": [1], "data": [1]}]})", kKey);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::unsupported);
-  EXPECT_EQ(r.error().message(), "inputs[0] 'h': field 'datatype': FP16 is not accepted in JSON; send FP32");
+  EXPECT_EQ(r.error().message(),
+            "inputs[0] 'h': field 'datatype': FP16 is not accepted in JSON; send FP32, or the tensor as binary data");
+}
+
+// Triton's binary tensor data extension: the JSON header, then each binary input's raw bytes in
+// input order; asked-for outputs come back the same way after the reply's JSON.
+TEST(KserveJson, BinaryTensorsInAndOut) {
+  const std::string header =
+      R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [2], "parameters": {"binary_data_size": 8}},)"
+      R"({"name": "h", "datatype": "FP16", "shape": [1], "parameters": {"binary_data_size": 2}}],)"
+      R"("outputs": [{"name": "y", "parameters": {"binary_data": true}}, {"name": "z"}]})";
+  const auto x = bytes_of<float>({1.5f, -2.0f});
+  std::string body = header + std::string(x.begin(), x.end()) + std::string("\x00\x3c", 2);
+  auto r = parse_infer_http(body, header.size(), kKey);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_EQ(r->request.inputs.size(), 2u);
+  EXPECT_EQ(r->request.inputs[0].data, x);
+  EXPECT_EQ(r->request.inputs[1].dtype, static_cast<uint8_t>(gpu::DType::f16));  // binary carries FP16
+  EXPECT_EQ(r->request.outputs, (std::vector<std::string>{"y", "z"}));
+  EXPECT_EQ(r->binary_outputs, (std::vector<std::string>{"y"}));
+  EXPECT_FALSE(r->all_binary);
+
+  infer_reply reply;
+  reply.model = kKey;
+  const auto y = bytes_of<float>({3.0f, 4.0f});
+  reply.outputs = {tensor("y", gpu::DType::f32, {2}, y), tensor("z", gpu::DType::f32, {1}, bytes_of<float>({5.0f}))};
+  auto out = render_infer_http(reply, *r);
+  ASSERT_TRUE(out.ok()) << out.error().message();
+  ASSERT_TRUE(out->json_bytes.has_value());
+  const json j = json::parse(out->body.substr(0, *out->json_bytes));
+  EXPECT_EQ(j["outputs"][0],
+            json::parse(R"({"name": "y", "datatype": "FP32", "shape": [2], "parameters": {"binary_data_size": 8}})"));
+  EXPECT_EQ(j["outputs"][1], json::parse(R"({"name": "z", "datatype": "FP32", "shape": [1], "data": [5.0]})"));
+  EXPECT_EQ(out->body.substr(*out->json_bytes), std::string(y.begin(), y.end()));
+  // Without the header, or with bytes the inputs do not account for: clear errors.
+  EXPECT_NE(parse_infer_http(header, std::nullopt, kKey).error().message().find("needs the binary data"),
+            std::string::npos);
+  EXPECT_NE(parse_infer_http(body + "!", header.size(), kKey).error().message().find("1 bytes of binary data follow"),
+            std::string::npos);
+  EXPECT_NE(parse_infer_http(body, body.size() + 1, kKey).error().message().find("but the body has only"), std::string::npos);
 }
 
 TEST(KserveJson, AReplyRendersEveryDtypeJsonCarries) {
@@ -182,7 +221,7 @@ TEST(KserveJson, ReadinessSaysWhyAModelIsNotReady) {
 TEST(KserveJson, ServerMetadataAndErrorsAreJson) {
   const json server = json::parse(render_server_metadata());
   EXPECT_EQ(server["name"], "ember");
-  EXPECT_EQ(server["extensions"], json::parse(R"(["model_repository"])"));
+  EXPECT_EQ(server["extensions"], json::parse(R"(["model_repository", "binary_tensor_data"])"));
   EXPECT_EQ(json::parse(render_error("a \"quoted\"\nline")), json::parse(R"({"error": "a \"quoted\"\nline"})"));
 }
 
