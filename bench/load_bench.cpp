@@ -45,6 +45,7 @@ struct Options {
   uint32_t threads = 1;
   int64_t batch = 1;
   std::string device = "sim";  // sim, or cuda: the server and the direct executor on GPU 0
+  bool binary = false;         // also the same request as binary tensors, side by side
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -53,14 +54,40 @@ double percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
 }
 
-std::string request_body(const std::vector<gpu::HostTensor>& inputs) {
+/// A request as it goes on the wire: the body and its headers.
+struct Encoded {
+  std::string body;
+  std::string content_type = "application/json";
+  httplib::Headers headers;
+};
+
+Encoded request_body(const std::vector<gpu::HostTensor>& inputs) {
   json body{{"inputs", json::array()}};
   for (const auto& t : inputs) {
     json j;
     gpu::tensor_to_kserve_json(t, j);
     body["inputs"].push_back(std::move(j));
   }
-  return body.dump();
+  return {body.dump()};
+}
+
+/// The same request with the binary tensor data extension: raw input bytes after the JSON, and the
+/// outputs asked back as raw bytes.
+Encoded binary_body(const std::vector<gpu::HostTensor>& inputs) {
+  json header{{"inputs", json::array()}, {"parameters", {{"binary_data_output", true}}}};
+  std::string tail;
+  for (const auto& t : inputs) {
+    json j;
+    gpu::tensor_to_kserve_json(t, j);
+    j.erase("data");
+    j["parameters"] = {{"binary_data_size", t.desc.bytes()}};
+    header["inputs"].push_back(std::move(j));
+    tail.append(reinterpret_cast<const char*>(t.data()), t.desc.bytes());
+  }
+  Encoded e{header.dump(), "application/octet-stream", {}};
+  e.headers.emplace("Inference-Header-Content-Length", std::to_string(e.body.size()));
+  e.body += tail;
+  return e;
 }
 
 struct Phase {
@@ -70,7 +97,7 @@ struct Phase {
 };
 
 /// `clients` threads send `body` until `count` requests are done or `seconds` pass.
-Phase drive(const std::string& host, int port, const std::string& path, const std::string& body, int clients,
+Phase drive(const std::string& host, int port, const std::string& path, const Encoded& body, int clients,
             double seconds, int64_t count) {
   Phase phase;
   std::vector<std::vector<double>> per_thread(static_cast<size_t>(clients));
@@ -88,7 +115,7 @@ Phase drive(const std::string& host, int port, const std::string& path, const st
       auto& lat = per_thread[static_cast<size_t>(c)];
       while (Clock::now() < deadline && left.fetch_sub(1) > 0) {
         const auto t0 = Clock::now();
-        auto res = client.Post(path, body, "application/json");
+        auto res = client.Post(path, body.headers, body.body, body.content_type);
         const auto t1 = Clock::now();
         if (!res || res->status != 200) {
           ++errors;
@@ -117,7 +144,8 @@ int run(const Options& o) {
   if (!model.ok()) throw std::runtime_error(model.error().message());
   auto inputs = gpu::sample_model_inputs(**model, o.batch, 16, 3);
   if (!inputs.ok()) throw std::runtime_error(inputs.error().message());
-  const std::string body = request_body(*inputs);
+  const Encoded body = request_body(*inputs);
+  const Encoded binary = binary_body(*inputs);
 
   // The executor alone, on the same kind of device the server uses.
   DevicesConfig dc;
@@ -166,11 +194,23 @@ int run(const Options& o) {
   drive(host, port, path, body, o.clients, 1.0, INT64_MAX);  // warm-up
   const Phase latency = drive(host, port, path, body, 1, 60, o.latency_requests);
   const Phase load = drive(host, port, path, body, o.clients, o.seconds, INT64_MAX);
+  Phase bin_latency, bin_load;
+  if (o.binary) {
+    // One answer checked: binary out, where the header says.
+    httplib::Client check(host, port);
+    auto r = check.Post(path, binary.headers, binary.body, binary.content_type);
+    if (!r || r->status != 200 || !r->has_header("Inference-Header-Content-Length")) {
+      throw std::runtime_error("the binary request was not answered in binary: " +
+                               (r ? std::to_string(r->status) + " " + r->body.substr(0, 200) : std::string("no answer")));
+    }
+    bin_latency = drive(host, port, path, binary, 1, 60, o.latency_requests);
+    bin_load = drive(host, port, path, binary, o.clients, o.seconds, INT64_MAX);
+  }
 
   const double exec_p50 = percentile(exec_us, 0.5), exec_p99 = percentile(exec_us, 0.99);
   const double lat_p50 = percentile(latency.latency_us, 0.5), lat_p99 = percentile(latency.latency_us, 0.99);
   std::printf("model: %s%s batch %lld (%zu bytes of JSON per request), %u compute thread(s), %u HTTP threads\n",
-              o.arch.c_str(), o.tiny ? " (tiny)" : "", static_cast<long long>(o.batch), body.size(), o.threads,
+              o.arch.c_str(), o.tiny ? " (tiny)" : "", static_cast<long long>(o.batch), body.body.size(), o.threads,
               o.http_threads);
   std::printf("device: %s\n", device->info().name.c_str());
   std::printf("executor alone:        p50 %8.1f us   p99 %8.1f us   (%d runs, in this process)\n", exec_p50, exec_p99,
@@ -183,6 +223,19 @@ int run(const Options& o) {
               static_cast<double>(load.latency_us.size()) / load.seconds, load.latency_us.size(), load.seconds,
               static_cast<unsigned long long>(load.errors));
   std::printf("runtime overhead at p50 (1 client minus executor): %.1f us\n", lat_p50 - exec_p50);
+  if (o.binary) {
+    const double bin_p50 = percentile(bin_latency.latency_us, 0.5);
+    const double rate = static_cast<double>(load.latency_us.size()) / load.seconds;
+    const double bin_rate = static_cast<double>(bin_load.latency_us.size()) / bin_load.seconds;
+    std::printf("binary, 1 client:      p50 %8.1f us   p99 %8.1f us   (%zu bytes per request, %llu errors)\n", bin_p50,
+                percentile(bin_latency.latency_us, 0.99), binary.body.size(),
+                static_cast<unsigned long long>(bin_latency.errors));
+    std::printf("binary, %d clients:    p50 %8.1f us   p99 %8.1f us   %8.0f req/s  (%llu errors)\n", o.clients,
+                percentile(bin_load.latency_us, 0.5), percentile(bin_load.latency_us, 0.99), bin_rate,
+                static_cast<unsigned long long>(bin_load.errors));
+    std::printf("binary / JSON: 1-client p50 %.2f, %d-client throughput %.2f\n", bin_p50 / lat_p50, o.clients,
+                bin_rate / rate);
+  }
   if (server) server->terminate();
   server.reset();
   std::filesystem::remove_all(work);
@@ -205,6 +258,7 @@ int main(int argc, char** argv) {
   app.add_option("--latency-requests", o.latency_requests, "Requests in the one-client latency phase");
   app.add_option("--http-threads", o.http_threads, "HTTP threads of the server");
   app.add_option("--threads", o.threads, "Compute threads of the simulated device (server and direct)");
+  app.add_flag("--binary", o.binary, "Also send the same request as binary tensors (raw bytes in and out), side by side");
   app.add_option("--device", o.device, "sim, or cuda (the server and the direct executor on GPU 0)")
       ->check(CLI::IsMember({"sim", "cuda"}));
   app.add_option("--batch", o.batch, "Batch size of the request");
