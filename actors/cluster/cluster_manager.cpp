@@ -875,10 +875,16 @@ void reconcile(manager_pointer self, uint64_t id, node_report report) {
   const std::string name = node->report.name;
   const std::set<model_key> reported(report.replicas.begin(), report.replicas.end());
   std::set<model_key> adopted, gone;
+  // Replicas draining there (retired by a drain or a scale-down, still bound until they unbind)
+  // are the manager's own, not news.
+  std::set<model_key> draining;
+  for (const auto& [n, d] : st.drains)
+    if (d.node == id) draining.insert(d.key);
   for (const model_key& key : reported) {
     const ModelVersion* v = st.registry.find(key);
     // Not a version unloaded meanwhile (the report may predate the node's unload).
-    if (!v || v->key() != key || v->state.explicitly_unloaded || v->replicas.count(id) || v->loading_on.count(id)) {
+    if (!v || v->key() != key || v->state.explicitly_unloaded || v->replicas.count(id) || v->loading_on.count(id) ||
+        draining.count(key)) {
       continue;
     }
     if (st.registry.adopt(key, id)) adopted.insert(key);
