@@ -58,11 +58,6 @@ std::string render_model_metadata(const std::string& name, const std::vector<uin
   return j.dump();
 }
 
-Result<infer_request> parse_infer_request(std::string_view body, const model_key& key) {
-  EMBER_ASSIGN_OR_RETURN(HttpInferRequest parsed, parse_infer_http(body, std::nullopt, key));
-  return std::move(parsed.request);
-}
-
 namespace {
 
 /// parameters.<name> of `j` when it is a boolean true.
@@ -149,11 +144,6 @@ Result<HttpInferRequest> parse_infer_http(std::string_view body, std::optional<u
     }
   }
   return out;
-}
-
-Result<std::string> render_infer_reply(const infer_reply& reply) {
-  EMBER_ASSIGN_OR_RETURN(HttpInferReply r, render_infer_http(reply, HttpInferRequest{}));
-  return std::move(r.body);
 }
 
 Result<HttpInferReply> render_infer_http(const infer_reply& reply, const HttpInferRequest& asked) {

@@ -45,20 +45,8 @@ Result<ModelSignature> parse_model_signature(std::string_view manifest_json, std
 std::string render_model_metadata(const std::string& name, const std::vector<uint32_t>& versions,
                                   const ModelSignature& signature);
 
-/// An inference request body for `key` (from the path). Errors (invalid_argument unless noted):
-///   "the request body is empty; an inference request is a JSON object with 'inputs'"
-///   "not valid JSON ..." / "JSON nested deeper than 64 levels"   (parse_json_text)
-///   "the request body must be a JSON object"
-///   "field 'id' must be a string"
-///   "field 'inputs' must be a non-empty list of tensors"
-///   "inputs[i] ...: ..."                                          (gpu::tensor_from_kserve_json; FP16
-///                                                                  and BF16 are unsupported)
-///   "field 'outputs' must be a list"
-///   "field 'outputs' must hold objects with a 'name'"
-Result<infer_request> parse_infer_request(std::string_view body, const model_key& key);
-
-/// An inference request over HTTP with the binary tensor data extension (Triton's): the request,
-/// and which outputs the client wants as raw bytes.
+/// An inference request over HTTP: the request, and which outputs the client wants as raw bytes
+/// (the binary tensor data extension, Triton's).
 struct HttpInferRequest {
   infer_request request;
   /// parameters.binary_data_output: every output as raw bytes.
@@ -67,29 +55,36 @@ struct HttpInferRequest {
   std::vector<std::string> binary_outputs;
 };
 
-/// parse_infer_request, with binary tensors: when `json_bytes` is set (the request's
+/// An inference request body for `key` (from the path). When `json_bytes` is set (the request's
 /// Inference-Header-Content-Length), the body is that many bytes of JSON followed by the raw bytes
-/// of every input whose parameters.binary_data_size is set, in input order. Errors, besides
-/// parse_infer_request's (all invalid_argument): the header's length beyond the body ("... but the
-/// body has only N bytes"), an input with binary_data_size but no binary section, a size that is
-/// not the tensor's ("... needs N"), too few bytes left, bytes left over after the inputs.
+/// of every input whose parameters.binary_data_size is set, in input order. Errors
+/// (invalid_argument unless noted):
+///   "the request body is empty; an inference request is a JSON object with 'inputs'"
+///   "not valid JSON ..." / "JSON nested deeper than 64 levels"   (parse_json_text)
+///   "the request body must be a JSON object"
+///   "field 'id' must be a string"
+///   "field 'inputs' must be a non-empty list of tensors"
+///   "inputs[i] ...: ..."                                          (gpu::tensor_from_kserve_json; FP16
+///                                                                  and BF16 are unsupported in JSON)
+///   "field 'outputs' must be a list"
+///   "field 'outputs' must hold objects with a 'name'"
+/// and for binary data: the header's length beyond the body ("... but the body has only N
+/// bytes"), an input with binary_data_size but no binary section, a size that is not the tensor's
+/// ("... needs N"), too few bytes left, bytes left over after the inputs.
 Result<HttpInferRequest> parse_infer_http(std::string_view body, std::optional<uint64_t> json_bytes,
                                           const model_key& key);
 
 /// The reply for `asked`: JSON alone (json_bytes unset), or, when any output goes as raw bytes,
 /// the JSON header (those outputs with parameters.binary_data_size and no data) followed by their
 /// bytes in output order, json_bytes being the header's length (the reply's
-/// Inference-Header-Content-Length).
+/// Inference-Header-Content-Length). Errors: unsupported "output '<name>' has datatype
+/// FP16|BF16, which the JSON API does not carry" (for an output asked as JSON), internal for a
+/// dtype code that is no gpu::DType.
 struct HttpInferReply {
   std::string body;
   std::optional<uint64_t> json_bytes;
 };
 Result<HttpInferReply> render_infer_http(const infer_reply& reply, const HttpInferRequest& asked);
-
-/// The reply body. Errors: unsupported "output '<name>' has datatype FP16|BF16, which the JSON
-/// API does not carry" (no Ember op produces them; inputs refuse them the same way), internal for
-/// a dtype code that is no gpu::DType.
-Result<std::string> render_infer_reply(const infer_reply& reply);
 
 /// The readiness body of a model version; `ready` false explains why from `state`.
 std::string render_model_readiness(const std::string& name, bool ready, const model_state& state);

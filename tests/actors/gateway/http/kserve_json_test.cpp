@@ -15,6 +15,16 @@ namespace kserve_json_test {
 
 using nlohmann::json;
 
+// The JSON-only forms: no binary header, no output asked as raw bytes.
+Result<infer_request> parse_infer_request(std::string_view body, const model_key& key) {
+  EMBER_ASSIGN_OR_RETURN(HttpInferRequest parsed, parse_infer_http(body, std::nullopt, key));
+  return std::move(parsed.request);
+}
+Result<std::string> render_infer_reply(const infer_reply& reply) {
+  EMBER_ASSIGN_OR_RETURN(HttpInferReply r, render_infer_http(reply, HttpInferRequest{}));
+  return std::move(r.body);
+}
+
 const model_key kKey{"mlp", 2};
 
 template <class T>
