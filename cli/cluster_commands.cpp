@@ -46,6 +46,8 @@ struct ClusterOptions {
   std::string data_listen;    // manager.data_listen or node.data_listen
   std::string repository;     // manager.repository (node.repository for `ember node`)
   std::string http;           // gateway.http
+  std::string grpc;           // gateway.grpc
+  uint32_t grpc_threads = 0;  // gateway.grpc_threads
   std::string manager;        // node.manager
   std::string name;           // node.name
   std::string cache;          // node.cache
@@ -90,6 +92,12 @@ Result<ClusterConfig> cluster_config(const ClusterOptions& o, ProcessRole role) 
     if (!o.repository.empty()) c.manager.repository = o.repository;
   }
   EMBER_RETURN_IF_ERROR(override_with(o.http, "--http", c.gateway.http, parse_host_port));
+  if (!o.grpc.empty()) {
+    auto hp = parse_host_port(o.grpc);
+    if (!hp.ok()) return hp.error().with_context("--grpc");
+    c.gateway.grpc = *hp;
+  }
+  if (o.grpc_threads) c.gateway.grpc_threads = o.grpc_threads;
   if (!o.manager.empty()) {
     auto hp = parse_host_port(o.manager);
     if (!hp.ok()) return hp.error().with_context("--manager");
@@ -179,7 +187,7 @@ int run_manager(const ClusterOptions& o) {
         ManagerProcess::start(sys, config->manager, config->transfer, config->autoscale, config->autoscaler, true);
     if (!manager.ok()) return report(manager.error());
     std::unique_ptr<GatewayProcess> gateway;
-    if (!o.http.empty()) {
+    if (!o.http.empty() || !o.grpc.empty()) {
       auto g = GatewayProcess::start(sys, config->gateway, (*manager)->manager());
       if (!g.ok()) return report(g.error());
       gateway = std::move(*g);
@@ -256,6 +264,8 @@ void add_fault_flags(CLI::App* cmd, ClusterOptions& o) {
 
 void add_gateway_flags(CLI::App* cmd, ClusterOptions& o) {
   cmd->add_option("--http-threads", o.http_threads, "HTTP server threads (gateway.http_threads)");
+  cmd->add_option("--grpc", o.grpc, "Also serve KServe v2 over gRPC here, e.g. 127.0.0.1:8001 (gateway.grpc)");
+  cmd->add_option("--grpc-threads", o.grpc_threads, "gRPC server threads (gateway.grpc_threads)");
   cmd->add_option("--cold-start-timeout", o.cold_start_timeout,
                   "How long requests for a cold model are held, e.g. 30s (gateway.cold_start_timeout)");
   cmd->add_option("--load", o.load, "Models to load at start (comma-separated names)")->delimiter(',');
@@ -297,6 +307,8 @@ void add_cluster_commands(CLI::App& app, Runner& runner) {
   g->add_option("--manager", gateway->manager, "The manager to subscribe to, HOST:PORT (gateway.manager)");
   g->add_option("--http", gateway->http, "HTTP address of the KServe v2 API (gateway.http, default 127.0.0.1:8000)");
   g->add_option("--http-threads", gateway->http_threads, "HTTP server threads (gateway.http_threads)");
+  g->add_option("--grpc", gateway->grpc, "Also serve KServe v2 over gRPC here, e.g. 127.0.0.1:8001 (gateway.grpc)");
+  g->add_option("--grpc-threads", gateway->grpc_threads, "gRPC server threads (gateway.grpc_threads)");
   g->add_option("--cold-start-timeout", gateway->cold_start_timeout,
                 "How long requests for a cold model are held, e.g. 30s (gateway.cold_start_timeout)");
   g->add_option("--node-timeout", gateway->node_timeout, "Drop a silent manager or node after this long, e.g. 2s");

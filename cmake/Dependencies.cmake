@@ -40,3 +40,9 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 # BSD editline for `ember console` (line editing, history, completion): GNU readline is GPL.
 pkg_check_modules(LIBEDIT REQUIRED IMPORTED_TARGET libedit)
+
+# gRPC and protobuf for the KServe v2 gRPC front end (libgrpc++-dev, protobuf-compiler-grpc,
+# libprotobuf-dev, protobuf-compiler). gRPCConfig.cmake checks that every plugin binary exists, so
+# configure fails without protobuf-compiler-grpc (../shared/dependencies.md §9.3).
+find_package(Protobuf REQUIRED)
+find_package(gRPC CONFIG REQUIRED)

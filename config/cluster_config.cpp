@@ -62,11 +62,18 @@ Status parse_manager(const YamlSection& s, ManagerConfig& c) {
 
 Status parse_gateway(const YamlSection& s, GatewayConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
-  EMBER_RETURN_IF_ERROR(s.check_keys({"http", "http_threads", "http_queue", "max_body", "request_timeout",
-                                      "cold_start_timeout", "max_pending", "manager", "reconnect_interval"}));
+  EMBER_RETURN_IF_ERROR(
+      s.check_keys({"http", "http_threads", "http_queue", "grpc", "grpc_threads", "max_body", "request_timeout",
+                    "cold_start_timeout", "max_pending", "manager", "reconnect_interval"}));
   EMBER_RETURN_IF_ERROR(s.read("http", c.http, parse_host_port));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("http_threads", 1024, c.http_threads));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("http_queue", 65536, c.http_queue));
+  if (s.has("grpc")) {
+    HostPort grpc;
+    EMBER_RETURN_IF_ERROR(s.read("grpc", grpc, parse_host_port));
+    c.grpc = grpc;
+  }
+  EMBER_RETURN_IF_ERROR(s.read_uint_as("grpc_threads", 1024, c.grpc_threads));
   EMBER_RETURN_IF_ERROR(s.read("max_body", c.max_body_bytes, parse_bytes));
   EMBER_RETURN_IF_ERROR(s.read("request_timeout", c.request_timeout_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read("cold_start_timeout", c.cold_start_timeout_us, parse_duration_us));
@@ -185,6 +192,7 @@ Status validate(const ClusterConfig& c, std::string_view source) {
   const GatewayConfig& g = c.gateway;
   EMBER_RETURN_IF_ERROR(check_range(at, "gateway.http_threads", g.http_threads, 1, 1024));
   EMBER_RETURN_IF_ERROR(check_range(at, "gateway.http_queue", g.http_queue, 1, 65536));
+  EMBER_RETURN_IF_ERROR(check_range(at, "gateway.grpc_threads", g.grpc_threads, 1, 1024));
   if (g.max_body_bytes < (1u << 10) || g.max_body_bytes > (1u << 30)) {
     return invalid_argument(at + ": gateway.max_body: " + format_bytes(g.max_body_bytes) +
                             " is outside 1 KiB..1 GiB");
@@ -241,6 +249,7 @@ Status validate(const ClusterConfig& c, std::string_view source) {
   const Listener listeners[] = {{"manager.listen", &m.listen, c.has_manager},
                                 {"manager.data_listen", &m.data_listen, c.has_manager},
                                 {"gateway.http", &g.http, c.has_gateway},
+                                {"gateway.grpc", g.grpc ? &*g.grpc : &g.http, c.has_gateway && g.grpc.has_value()},
                                 {"node.listen", &n.listen, c.has_node},
                                 {"node.data_listen", &n.data_listen, c.has_node}};
   for (size_t i = 0; i < std::size(listeners); ++i) {

@@ -102,6 +102,13 @@ struct GatewayConfig {
   /// new connections, at the cost of their wait behind busy ones (a waiting connection is served
   /// only when a served one closes).
   uint32_t http_queue = 256;
+  /// Where the KServe v2 gRPC service listens (inference.GRPCInferenceService, Triton's layout, and
+  /// the standard health service). Unset (the default): no gRPC. Triton's port is 8001. Messages
+  /// larger than max_body are refused (RESOURCE_EXHAUSTED).
+  std::optional<HostPort> grpc;
+  /// Most threads the gRPC server runs RPCs on at once (a thread waits for its inference's answer,
+  /// as an HTTP thread does). Default 8; 1..1024. Calls beyond it wait in gRPC's queue.
+  uint32_t grpc_threads = 8;
   /// Largest request body accepted; larger bodies are refused (413). Bytes; default
   /// 64 MiB; 1 KiB..1 GiB. The gateway may hold max_pending bodies per model in memory, so this
   /// times max_pending bounds its memory for held requests.

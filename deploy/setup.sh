@@ -14,12 +14,16 @@ PACKAGES=(
   libcaf-dev libucx-dev ucx-utils capnproto libcapnp-dev
   # logging, config, CLI, JSON, HTTP
   libspdlog-dev libfmt-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
+  # KServe v2 over gRPC (protobuf-compiler-grpc: gRPC's CMake package refuses to configure without it)
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   # the console's line editing (BSD-licensed editline, not GNU readline)
   libedit-dev
   # matrix products (the OpenMP build follows the thread count we set)
   libopenblas-openmp-dev
   # tests
   libgtest-dev libgmock-dev
+  # gRPC clients of the integration tests (stubs generated at test time with grpc_python_plugin)
+  python3-grpcio python3-protobuf
   # the reference we check against and benchmark beside (run with /usr/bin/python3)
   python3 python3-torch python3-torchvision python3-numpy
   # benchmark plots (bench/autoscale_replay.py)

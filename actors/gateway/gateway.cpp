@@ -30,6 +30,7 @@ void publish_view(gateway_pointer self) {
     v.state = e.state;
     v.ready = !e.replicas.empty();
     v.metadata_json = st.catalog.metadata(key);  // built again only when this version's metadata changed
+    v.signature = st.catalog.signature(key);
     snap->models[key.name][key.version] = std::move(v);
   }
   st.view->publish(std::move(snap));

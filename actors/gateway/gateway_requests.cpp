@@ -307,7 +307,7 @@ void route(gateway_pointer self, std::shared_ptr<Pending> p) {
   if (state.explicitly_unloaded) {
     return fail(self, *p,
                 invalid_argument("model " + key.to_string() + " is unloaded; load it with POST /v2/repository/models/" +
-                                 key.name + "/load"));
+                                 key.name + "/load (RepositoryModelLoad over gRPC)"));
   }
   if (state.state == ModelReadiness::failed) {
     return fail(self, *p, invalid_argument("model " + key.to_string() + " cannot load: " + state.reason));

@@ -12,7 +12,7 @@ void ModelCatalog::put(const model_key& key, const std::string& manifest_json) {
   v.manifest_json = manifest_json;
   ++parses_;
   auto signature = parse_model_signature(manifest_json, key.to_string() + "/model.json");
-  v.signature = signature.ok() ? std::move(*signature) : ModelSignature{};
+  v.signature = std::make_shared<const ModelSignature>(signature.ok() ? std::move(*signature) : ModelSignature{});
   v.body = nullptr;
   if (added) invalidate(key.name);  // the other versions list this one now
 }
@@ -31,9 +31,14 @@ std::shared_ptr<const std::string> ModelCatalog::metadata(const model_key& key) 
       versions.push_back(s->first.version);
     }
     ++renders_;
-    v.body = std::make_shared<const std::string>(render_model_metadata(key.name, versions, v.signature));
+    v.body = std::make_shared<const std::string>(render_model_metadata(key.name, versions, *v.signature));
   }
   return v.body;
+}
+
+std::shared_ptr<const ModelSignature> ModelCatalog::signature(const model_key& key) const {
+  auto it = versions_.find(key);
+  return it == versions_.end() ? nullptr : it->second.signature;
 }
 
 void ModelCatalog::invalidate(const std::string& name) {

@@ -37,6 +37,8 @@ class ModelCatalog {
   /// The metadata body of `key` (null for a key never put, or removed), rendering it first if it
   /// changed since the last call. The pointer stays the same until the body changes.
   std::shared_ptr<const std::string> metadata(const model_key& key);
+  /// The inputs and outputs of `key` (null for a key never put, or removed).
+  std::shared_ptr<const ModelSignature> signature(const model_key& key) const;
 
   size_t size() const { return versions_.size(); }
   /// Manifests parsed and bodies rendered so far: what the work per update costs.
@@ -46,7 +48,7 @@ class ModelCatalog {
  private:
   struct Version {
     std::string manifest_json;
-    ModelSignature signature;
+    std::shared_ptr<const ModelSignature> signature;
     std::shared_ptr<const std::string> body;  // null: render before handing out
   };
 

@@ -14,11 +14,16 @@
 
 namespace ember {
 
+struct ModelSignature;
+
 struct ModelView {
   model_state state;
   /// The KServe v2 model metadata body ({"name", "versions", "platform", "inputs", "outputs"}),
   /// shared with the gateway's ModelCatalog and every later snapshot until it changes.
   std::shared_ptr<const std::string> metadata_json;
+  /// Its inputs and outputs as model.json declares them (empty when it does not parse), for the
+  /// gRPC metadata answer; shared the same way.
+  std::shared_ptr<const ModelSignature> signature;
   bool ready = false;
 };
 

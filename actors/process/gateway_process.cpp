@@ -10,7 +10,9 @@
 
 #include "actors/actor_system.hpp"
 #include "actors/gateway/gateway.hpp"
+#include "actors/gateway/gateway_client.hpp"
 #include "actors/gateway/gateway_instruments.hpp"
+#include "actors/gateway/grpc/grpc_frontend.hpp"
 #include "actors/gateway/http/http_frontend.hpp"
 #include "actors/gateway/routing_view.hpp"
 #include "base/work_queue.hpp"
@@ -32,11 +34,16 @@ Result<std::unique_ptr<GatewayProcess>> GatewayProcess::start(caf::actor_system&
   }
   p->gateway_ = spawn_gateway(sys, config, caf::actor_cast<caf::actor>(manager), p->view_, p->instruments_.get(),
                               *p->metrics_queue_, p->dial_queue_.get());
-  EMBER_ASSIGN_OR_RETURN(p->http_, HttpFrontend::start(sys, config, p->gateway_, p->view_, p->instruments_.get()));
+  p->client_ = std::make_shared<GatewayClient>(sys, config, p->gateway_, p->view_, p->instruments_.get());
+  EMBER_ASSIGN_OR_RETURN(p->http_, HttpFrontend::start(p->client_, p->instruments_.get()));
+  if (config.grpc) {
+    EMBER_ASSIGN_OR_RETURN(p->grpc_, GrpcFrontend::start(p->client_));
+  }
   return p;
 }
 
 GatewayProcess::~GatewayProcess() {
+  if (grpc_) grpc_->stop();
   if (http_) http_->stop();
   if (gateway_) {
     caf::scoped_actor self{gateway_->home_system()};
@@ -46,6 +53,8 @@ GatewayProcess::~GatewayProcess() {
 }
 
 uint16_t GatewayProcess::http_port() const { return http_->port(); }
+
+uint16_t GatewayProcess::grpc_port() const { return grpc_ ? grpc_->port() : 0; }
 
 void GatewayProcess::serve_remote(const GatewayConfig& config, const std::atomic<bool>& stop) {
   const HostPort& at = *config.manager;

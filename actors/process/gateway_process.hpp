@@ -1,6 +1,7 @@
-// The gateway process: the gateway actor and its KServe v2 HTTP front end; `ember gateway`-less
-// deployments run it inside `ember manager` or `ember serve`. Construction binds the HTTP port on
-// the caller's thread; destruction stops HTTP first, then the actor. Not thread-safe.
+// The gateway process: the gateway actor and its KServe v2 front ends (HTTP, and gRPC when
+// gateway.grpc is set); `ember gateway`-less
+// deployments run it inside `ember manager` or `ember serve`. Construction binds the ports on the
+// caller's thread; destruction stops the front ends first, then the actor. Not thread-safe.
 #pragma once
 
 #include <atomic>
@@ -17,7 +18,9 @@ class actor_system;
 
 namespace ember {
 
+class GatewayClient;
 class GatewayInstruments;
+class GrpcFrontend;
 class HttpFrontend;
 class RoutingView;
 class WorkQueue;
@@ -37,6 +40,8 @@ class GatewayProcess {
 
   const gateway_actor& gateway() const { return gateway_; }
   uint16_t http_port() const;
+  /// The gRPC port, 0 when gateway.grpc is off.
+  uint16_t grpc_port() const;
 
  private:
   GatewayProcess() = default;
@@ -49,7 +54,9 @@ class GatewayProcess {
   std::unique_ptr<WorkQueue> dial_queue_;
   std::shared_ptr<RoutingView> view_;
   gateway_actor gateway_;
+  std::shared_ptr<GatewayClient> client_;
   std::unique_ptr<HttpFrontend> http_;
+  std::unique_ptr<GrpcFrontend> grpc_;  // null when gateway.grpc is off
 };
 
 }  // namespace ember

@@ -4,8 +4,6 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
-#include <caf/actor_system.hpp>
-#include <caf/scoped_actor.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +12,7 @@
 #include <thread>
 
 #include "actors/errors.hpp"
+#include "actors/gateway/gateway_client.hpp"
 #include "actors/gateway/gateway_instruments.hpp"
 #include "actors/gateway/http/http_request.hpp"
 #include "actors/gateway/http/http_server.hpp"
@@ -31,27 +30,6 @@ void reply_error(httplib::Response& res, const Error& e) {
   res.status = http_status(e.code());
   if (res.status == 503) res.set_header("Retry-After", "1");
   res.set_content(render_error(e.message()), kJson);
-}
-
-/// The scoped actor of this HTTP thread (one per thread and actor system).
-caf::scoped_actor& thread_actor(caf::actor_system& sys) {
-  thread_local caf::actor_system* owner = nullptr;
-  thread_local std::unique_ptr<caf::scoped_actor> self;
-  if (!self || owner != &sys) {
-    self = std::make_unique<caf::scoped_actor>(sys);
-    owner = &sys;
-  }
-  return *self;
-}
-
-/// Sends `msg...` to the gateway and waits for the answer of type T.
-template <class T, class... Ts>
-Result<T> ask(caf::actor_system& sys, const gateway_actor& gateway, std::chrono::microseconds timeout, Ts&&... msg) {
-  Result<T> out = internal_error("no answer from the gateway");
-  thread_actor(sys)
-      ->request(gateway, timeout, std::forward<Ts>(msg)...)
-      .receive([&](T& x) { out = std::move(x); }, [&](caf::error& err) { out = from_caf(err); });
-  return out;
 }
 
 HttpServerOptions server_options(const GatewayConfig& config, GatewayInstruments* instruments) {
@@ -87,27 +65,15 @@ Result<std::optional<uint64_t>> binary_header_length(const httplib::Request& req
 }  // namespace
 
 struct HttpFrontend::Impl {
-  caf::actor_system& sys;
-  GatewayConfig config;
-  gateway_actor gateway;
-  std::shared_ptr<RoutingView> view;
+  std::shared_ptr<GatewayClient> client;
+  const GatewayConfig& config;
   GatewayInstruments* instruments;
   HttpServer server;
   std::thread thread;
   uint16_t port = 0;
 
-  Impl(caf::actor_system& s, GatewayConfig c, gateway_actor g, std::shared_ptr<RoutingView> v, GatewayInstruments* i)
-      : sys(s),
-        config(std::move(c)),
-        gateway(std::move(g)),
-        view(std::move(v)),
-        instruments(i),
-        server(server_options(config, instruments)) {}
-
-  std::chrono::microseconds timeout() const {
-    // The gateway enforces the request timeout itself; this only guards against a lost answer.
-    return std::chrono::microseconds(config.request_timeout_us + config.cold_start_timeout_us + 5'000'000);
-  }
+  Impl(std::shared_ptr<GatewayClient> c, GatewayInstruments* i)
+      : client(std::move(c)), config(client->config()), instruments(i), server(server_options(config, instruments)) {}
 
   using BodyHandler = std::function<void(const httplib::Request&, httplib::Response&, const std::string& body)>;
 
@@ -135,7 +101,7 @@ struct HttpFrontend::Impl {
       model_command cmd;
       cmd.model.name = req.matches[1].str();
       cmd.replicas = *replicas;
-      auto state = ask<model_state>(sys, gateway, timeout(), atom, cmd);
+      auto state = command(atom, std::move(cmd));
       if (!state.ok()) return reply_error(res, state.error());
       res.set_content("{}", kJson);
     });
@@ -147,11 +113,18 @@ struct HttpFrontend::Impl {
     post(pattern, [this, atom](const httplib::Request& req, httplib::Response& res, const std::string& body) {
       auto parsed = parse_distribute_request(body, req.matches[1]);
       if (!parsed.ok()) return reply_error(res, parsed.error());
-      auto result = ask<distribute_result>(sys, gateway, timeout(), atom, *parsed);
+      auto result = command(atom, std::move(*parsed));
       if (!result.ok()) return reply_error(res, result.error());
       res.set_content(render_distribute_result(*result), kJson);
     });
   }
+
+  Result<model_state> command(load_atom, model_command cmd) { return client->load(std::move(cmd)); }
+  Result<model_state> command(unload_atom, model_command cmd) { return client->unload(std::move(cmd)); }
+  Result<distribute_result> command(distribute_atom, distribute_request req) {
+    return client->distribute(std::move(req));
+  }
+  Result<distribute_result> command(evict_atom, distribute_request req) { return client->evict(std::move(req)); }
 
   void routes() {
     server.Get("/v2", [](const httplib::Request&, httplib::Response& res) {
@@ -159,26 +132,22 @@ struct HttpFrontend::Impl {
     });
     server.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
     server.Get("/v2/health/ready", [this](const httplib::Request&, httplib::Response& res) {
-      if (view->snapshot()->subscribed) {
-        res.status = 200;
-        return;
-      }
-      reply_error(res, unavailable("the gateway has not received the routing table from the manager yet"));
+      auto ready = client->ready();
+      if (!ready.ok()) return reply_error(res, ready.error());
+      res.status = 200;
     });
     server.Get(R"(/v2/models/([^/]+)(?:/versions/([0-9]+))?)",
                [this](const httplib::Request& req, httplib::Response& res) {
-                 const model_key key = model_key_from_path(req);
-                 auto snap = view->snapshot();
-                 const ModelView* m = snap->find(key.name, key.version);
-                 if (!m || !m->metadata_json) return reply_error(res, not_found("unknown model '" + key.name + "'"));
+                 auto m = client->model(model_key_from_path(req));
+                 if (!m.ok()) return reply_error(res, m.error());
+                 if (!m->metadata_json) return reply_error(res, internal_error("model metadata is missing"));
                  res.set_content(*m->metadata_json, kJson);
                });
     server.Get(R"(/v2/models/([^/]+)(?:/versions/([0-9]+))?/ready)",
                [this](const httplib::Request& req, httplib::Response& res) {
                  const model_key key = model_key_from_path(req);
-                 auto snap = view->snapshot();
-                 const ModelView* m = snap->find(key.name, key.version);
-                 if (!m) return reply_error(res, not_found("unknown model '" + key.name + "'"));
+                 auto m = client->model(key);
+                 if (!m.ok()) return reply_error(res, m.error());
                  res.status = m->ready ? 200 : 400;
                  res.set_content(render_model_readiness(key.name, m->ready, m->state), kJson);
                });
@@ -188,10 +157,10 @@ struct HttpFrontend::Impl {
            auto header = binary_header_length(req);
            auto parsed = header.ok() ? parse_infer_http(body, *header, key) : Result<HttpInferRequest>(header.error());
            if (!parsed.ok()) {
-             if (instruments) instruments->count_request(key, "invalid_argument", 0);
+             client->count_invalid(key);
              return reply_error(res, parsed.error());
            }
-           auto reply = ask<infer_reply>(sys, gateway, timeout(), std::move(parsed->request));
+           auto reply = client->infer(std::move(parsed->request));
            if (!reply.ok()) return reply_error(res, reply.error());
            auto rendered = render_infer_http(*reply, *parsed);
            if (!rendered.ok()) return reply_error(res, rendered.error());
@@ -200,7 +169,7 @@ struct HttpFrontend::Impl {
            res.set_content(rendered->body, "application/octet-stream");
          });
     post("/v2/repository/index", [this](const httplib::Request&, httplib::Response& res, const std::string&) {
-      auto index = ask<std::vector<model_state>>(sys, gateway, timeout(), index_atom_v);
+      auto index = client->index();
       if (!index.ok()) return reply_error(res, index.error());
       res.set_content(render_repository_index(*index), kJson);
     });
@@ -210,7 +179,7 @@ struct HttpFrontend::Impl {
     cache_command_route(R"(/ember/v1/models/([^/]+)/distribute)", distribute_atom_v);
     cache_command_route(R"(/ember/v1/models/([^/]+)/evict)", evict_atom_v);
     server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      auto text = ask<std::string>(sys, gateway, std::chrono::seconds(10), metrics_atom_v);
+      auto text = client->metrics();
       if (!text.ok()) return reply_error(res, text.error());
       res.set_content(*text, std::string(metrics::kContentType));
     });
@@ -249,10 +218,10 @@ void HttpFrontend::stop() {
   impl_->thread.join();
 }
 
-Result<std::unique_ptr<HttpFrontend>> HttpFrontend::start(caf::actor_system& sys, const GatewayConfig& config,
-                                                          gateway_actor gateway, std::shared_ptr<RoutingView> view,
+Result<std::unique_ptr<HttpFrontend>> HttpFrontend::start(std::shared_ptr<GatewayClient> client,
                                                           GatewayInstruments* instruments) {
-  auto impl = std::make_unique<Impl>(sys, config, std::move(gateway), std::move(view), instruments);
+  auto impl = std::make_unique<Impl>(std::move(client), instruments);
+  const GatewayConfig& config = impl->config;
   impl->server.set_payload_max_length(config.max_body_bytes);
   impl->server.set_keep_alive_max_count(1'000'000);  // httplib's default (5) would close busy connections
   impl->server.set_tcp_nodelay(true);

@@ -25,7 +25,8 @@
 // thread-pool server, keep-alive and body-size limits, which is all a JSON API needs; Boost.Beast
 // would add Boost.Asio's machinery and a much longer compile for no feature we use. Its blocking
 // model is why HTTP threads, not actors, parse requests: a thread hands each parsed request to the
-// gateway actor and waits for the answer with a per-thread scoped actor, so no actor ever blocks.
+// gateway through a GatewayClient (gateway_client.hpp, shared with the gRPC front end) and waits for
+// the answer, so no actor ever blocks.
 // gateway.http_threads threads serve one connection each; at most gateway.http_queue connections
 // wait for one, and beyond that a new connection gets 503 at once (http_server.hpp), counted in
 // ember_http_rejected_total.
@@ -38,24 +39,18 @@
 #include <memory>
 #include <string>
 
-#include "actors/gateway/routing_view.hpp"
-#include "actors/gateway_interface.hpp"
 #include "base/status.hpp"
-#include "config/cluster_config.hpp"
-
-namespace caf {
-class actor_system;
-}
 
 namespace ember {
 
+class GatewayClient;
 class GatewayInstruments;
 
 class HttpFrontend {
  public:
-  /// Binds config.http (port 0: an ephemeral port, see port()) and starts serving.
-  static Result<std::unique_ptr<HttpFrontend>> start(caf::actor_system& sys, const GatewayConfig& config,
-                                                     gateway_actor gateway, std::shared_ptr<RoutingView> view,
+  /// Binds the client's config().http (port 0: an ephemeral port, see port()) and starts serving.
+  /// `instruments` (may be null) counts the connections refused at the limit.
+  static Result<std::unique_ptr<HttpFrontend>> start(std::shared_ptr<GatewayClient> client,
                                                      GatewayInstruments* instruments);
   ~HttpFrontend();
   HttpFrontend(const HttpFrontend&) = delete;

@@ -212,8 +212,11 @@ std::string render_model_readiness(const std::string& name, bool ready, const mo
   return body.dump();
 }
 
+ServerIdentity server_identity() { return {"ember", "0.1.0", {"model_repository", "binary_tensor_data"}}; }
+
 std::string render_server_metadata() {
-  return json{{"name", "ember"}, {"version", "0.1.0"}, {"extensions", {"model_repository", "binary_tensor_data"}}}.dump();
+  const ServerIdentity id = server_identity();
+  return json{{"name", id.name}, {"version", id.version}, {"extensions", id.extensions}}.dump();
 }
 
 std::string render_error(std::string_view message) { return json{{"error", std::string(message)}}.dump(); }

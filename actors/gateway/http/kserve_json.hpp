@@ -89,8 +89,16 @@ Result<HttpInferReply> render_infer_http(const infer_reply& reply, const HttpInf
 /// The readiness body of a model version; `ready` false explains why from `state`.
 std::string render_model_readiness(const std::string& name, bool ready, const model_state& state);
 
-/// GET /v2: {"name": "ember", "version": "0.1.0", "extensions": ["model_repository",
-/// "binary_tensor_data"]}.
+/// What the server metadata says, over HTTP and gRPC alike.
+struct ServerIdentity {
+  std::string name;
+  std::string version;
+  std::vector<std::string> extensions;
+};
+/// {"ember", "0.1.0", {"model_repository", "binary_tensor_data"}}.
+ServerIdentity server_identity();
+
+/// GET /v2: server_identity() as {"name", "version", "extensions"}.
 std::string render_server_metadata();
 
 /// {"error": message}, with the message escaped as JSON.

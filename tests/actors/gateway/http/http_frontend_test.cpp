@@ -16,6 +16,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 
+#include "actors/gateway/gateway_client.hpp"
 #include "actors/gateway/gateway_instruments.hpp"
 #include "tests/actors/actor_test_util.hpp"
 
@@ -185,7 +186,8 @@ class HttpFrontendTest : public ::testing::Test {
     config.http_queue = queue;
     config.max_body_bytes = 1024;
     gateway_ = sys_->spawn(fake_gateway, calls_);
-    auto f = HttpFrontend::start(*sys_, config, gateway_, view_, &instruments_);
+    auto f = HttpFrontend::start(std::make_shared<GatewayClient>(*sys_, config, gateway_, view_, &instruments_),
+                                 &instruments_);
     ASSERT_TRUE(f.ok()) << f.error().message();
     frontend_ = std::move(*f);
   }

@@ -1,0 +1,99 @@
+// The front ends' way into the gateway (see gateway_client.hpp).
+#include "actors/gateway/gateway_client.hpp"
+
+#include <algorithm>
+#include <caf/actor_system.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include "actors/errors.hpp"
+#include "actors/gateway/gateway_instruments.hpp"
+
+namespace ember {
+
+namespace {
+
+/// The scoped actor of this thread (one per thread and actor system).
+caf::scoped_actor& thread_actor(caf::actor_system& sys) {
+  thread_local caf::actor_system* owner = nullptr;
+  thread_local std::unique_ptr<caf::scoped_actor> self;
+  if (!self || owner != &sys) {
+    self = std::make_unique<caf::scoped_actor>(sys);
+    owner = &sys;
+  }
+  return *self;
+}
+
+/// Sends `msg...` to the gateway and waits for the answer of type T.
+template <class T, class... Ts>
+Result<T> ask(caf::actor_system& sys, const gateway_actor& gateway, std::chrono::microseconds timeout, Ts&&... msg) {
+  Result<T> out = internal_error("no answer from the gateway");
+  thread_actor(sys)
+      ->request(gateway, timeout, std::forward<Ts>(msg)...)
+      .receive([&](T& x) { out = std::move(x); }, [&](caf::error& err) { out = from_caf(err); });
+  return out;
+}
+
+}  // namespace
+
+GatewayClient::GatewayClient(caf::actor_system& sys, GatewayConfig config, gateway_actor gateway,
+                             std::shared_ptr<RoutingView> view, GatewayInstruments* instruments)
+    : sys_(sys),
+      config_(std::move(config)),
+      gateway_(std::move(gateway)),
+      view_(std::move(view)),
+      instruments_(instruments) {}
+
+std::chrono::microseconds GatewayClient::timeout() const {
+  return std::chrono::microseconds(config_.request_timeout_us + config_.cold_start_timeout_us + 5'000'000);
+}
+
+Status GatewayClient::ready() const {
+  if (view_->snapshot()->subscribed) return Status::OK();
+  return unavailable("the gateway has not received the routing table from the manager yet");
+}
+
+Result<ModelView> GatewayClient::model(const model_key& key) const {
+  auto snap = view_->snapshot();
+  const ModelView* m = snap->find(key.name, key.version);
+  if (!m) {
+    return not_found("unknown model '" + key.name + "'" +
+                     (key.version ? " version " + std::to_string(key.version) : std::string()));
+  }
+  return *m;
+}
+
+Result<infer_reply> GatewayClient::infer(infer_request req, std::optional<std::chrono::microseconds> within) {
+  const auto wait = within ? std::min(*within, timeout()) : timeout();
+  if (wait.count() <= 0) return deadline_exceeded("the client's deadline passed before the request was sent");
+  return ask<infer_reply>(sys_, gateway_, wait, std::move(req));
+}
+
+void GatewayClient::count_invalid(const model_key& key) {
+  if (instruments_) instruments_->count_request(key, "invalid_argument", 0);
+}
+
+Result<std::vector<model_state>> GatewayClient::index() {
+  return ask<std::vector<model_state>>(sys_, gateway_, timeout(), index_atom_v);
+}
+
+Result<model_state> GatewayClient::load(model_command cmd) {
+  return ask<model_state>(sys_, gateway_, timeout(), load_atom_v, std::move(cmd));
+}
+
+Result<model_state> GatewayClient::unload(model_command cmd) {
+  return ask<model_state>(sys_, gateway_, timeout(), unload_atom_v, std::move(cmd));
+}
+
+Result<distribute_result> GatewayClient::distribute(distribute_request req) {
+  return ask<distribute_result>(sys_, gateway_, timeout(), distribute_atom_v, std::move(req));
+}
+
+Result<distribute_result> GatewayClient::evict(distribute_request req) {
+  return ask<distribute_result>(sys_, gateway_, timeout(), evict_atom_v, std::move(req));
+}
+
+Result<std::string> GatewayClient::metrics() {
+  return ask<std::string>(sys_, gateway_, std::chrono::seconds(10), metrics_atom_v);
+}
+
+}  // namespace ember

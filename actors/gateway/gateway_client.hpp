@@ -1,0 +1,72 @@
+// GatewayClient: what the HTTP and gRPC front ends ask of a gateway, in one place. Both protocols
+// are thin adapters: they decode a request into the gateway's messages, ask through this class and
+// encode the answer. Routing, holding cold requests, retries and every error are the gateway
+// actor's (gateway_interface.hpp); metadata and readiness are read from the RoutingView snapshot
+// without a message to any actor.
+//
+// Threads: any number of front-end threads call it at once. A call that needs the actor blocks the
+// calling thread (never an actor) on a scoped actor of its own, one per thread and actor system,
+// created on the thread's first call. The actor system must outlive the client.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/gateway/routing_view.hpp"
+#include "actors/gateway_interface.hpp"
+#include "base/status.hpp"
+#include "config/cluster_config.hpp"
+
+namespace caf {
+class actor_system;
+}
+
+namespace ember {
+
+class GatewayInstruments;
+
+class GatewayClient {
+ public:
+  GatewayClient(caf::actor_system& sys, GatewayConfig config, gateway_actor gateway, std::shared_ptr<RoutingView> view,
+                GatewayInstruments* instruments);
+
+  const GatewayConfig& config() const { return config_; }
+  std::shared_ptr<const RoutingSnapshot> snapshot() const { return view_->snapshot(); }
+
+  /// OK when the gateway holds the manager's routing table (what /v2/health/ready reports);
+  /// unavailable otherwise.
+  Status ready() const;
+  /// The model version `key` names (version 0: the highest), or not_found "unknown model '<name>'"
+  /// (with " version <v>" when one was named).
+  Result<ModelView> model(const model_key& key) const;
+
+  /// An inference: routed, held or retried by the gateway; its error otherwise. `within` (a
+  /// client's deadline) shortens the wait for the answer: deadline_exceeded when it passes first.
+  Result<infer_reply> infer(infer_request req, std::optional<std::chrono::microseconds> within = std::nullopt);
+  /// A request that never reached the gateway because it did not decode: counted with the
+  /// gateway's requests, as invalid_argument.
+  void count_invalid(const model_key& key);
+
+  Result<std::vector<model_state>> index();
+  Result<model_state> load(model_command cmd);
+  Result<model_state> unload(model_command cmd);
+  Result<distribute_result> distribute(distribute_request req);
+  Result<distribute_result> evict(distribute_request req);
+  /// The Prometheus text of the gateway and every node.
+  Result<std::string> metrics();
+
+ private:
+  /// The gateway enforces the request timeout itself; this only guards against a lost answer.
+  std::chrono::microseconds timeout() const;
+
+  caf::actor_system& sys_;
+  GatewayConfig config_;
+  gateway_actor gateway_;
+  std::shared_ptr<RoutingView> view_;
+  GatewayInstruments* instruments_;
+};
+
+}  // namespace ember

@@ -1,0 +1,242 @@
+// The KServe v2 gRPC service over gRPC's synchronous server (see grpc_frontend.hpp).
+#include "actors/gateway/grpc/grpc_frontend.hpp"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "actors/gateway/gateway_client.hpp"
+#include "actors/gateway/grpc/grpc_service.grpc.pb.h"
+#include "actors/gateway/grpc/kserve_grpc.hpp"
+#include "actors/gateway/http/repository_json.hpp"
+
+namespace ember {
+
+namespace {
+
+grpc::StatusCode grpc_code(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::invalid_argument:
+    case ErrorCode::corrupt:
+    case ErrorCode::unsupported:
+      return grpc::StatusCode::INVALID_ARGUMENT;
+    case ErrorCode::not_found:
+      return grpc::StatusCode::NOT_FOUND;
+    case ErrorCode::out_of_memory:
+      return grpc::StatusCode::RESOURCE_EXHAUSTED;
+    case ErrorCode::unavailable:
+    case ErrorCode::device_fault:
+    case ErrorCode::io_error:
+      return grpc::StatusCode::UNAVAILABLE;
+    case ErrorCode::deadline_exceeded:
+      return grpc::StatusCode::DEADLINE_EXCEEDED;
+    case ErrorCode::permission_denied:
+      return grpc::StatusCode::PERMISSION_DENIED;
+    case ErrorCode::internal:
+      return grpc::StatusCode::INTERNAL;
+  }
+  return grpc::StatusCode::INTERNAL;
+}
+
+grpc::Status to_grpc(const Error& e) { return {grpc_code(e.code()), e.message()}; }
+
+/// The time left before the client's deadline, if it set one.
+std::optional<std::chrono::microseconds> time_left(const grpc::ServerContext& ctx) {
+  const auto deadline = ctx.deadline();
+  if (deadline == std::chrono::system_clock::time_point::max()) return std::nullopt;
+  return std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::system_clock::now());
+}
+
+class InferenceService final : public inference::GRPCInferenceService::Service {
+ public:
+  explicit InferenceService(std::shared_ptr<GatewayClient> client) : client_(std::move(client)) {}
+
+  grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
+                          inference::ServerLiveResponse* out) override {
+    out->set_live(true);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ServerReady(grpc::ServerContext*, const inference::ServerReadyRequest*,
+                           inference::ServerReadyResponse* out) override {
+    out->set_ready(client_->ready().ok());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest* in,
+                          inference::ModelReadyResponse* out) override {
+    auto m = find(in->name(), in->version());
+    if (!m.ok()) return to_grpc(m.error());
+    out->set_ready(m->ready);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ServerMetadata(grpc::ServerContext*, const inference::ServerMetadataRequest*,
+                              inference::ServerMetadataResponse* out) override {
+    const ServerIdentity id = server_identity();
+    out->set_name(id.name);
+    out->set_version(id.version);
+    for (const auto& e : id.extensions) out->add_extensions(e);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* in,
+                             inference::ModelMetadataResponse* out) override {
+    auto version = parse_model_version(in->version(), "version");
+    if (!version.ok()) return to_grpc(version.error());
+    auto snap = client_->snapshot();
+    auto m = client_->model({in->name(), *version});
+    if (!m.ok()) return to_grpc(m.error());
+    std::vector<uint32_t> versions;
+    if (auto it = snap->models.find(in->name()); it != snap->models.end()) {
+      for (const auto& [v, view] : it->second) versions.push_back(v);
+    }
+    encode_model_metadata(in->name(), versions, m->signature ? *m->signature : ModelSignature{}, *out);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status ModelInfer(grpc::ServerContext* ctx, const inference::ModelInferRequest* in,
+                          inference::ModelInferResponse* out) override {
+    auto decoded = decode_infer_request(*in);
+    if (!decoded.ok()) {
+      client_->count_invalid({in->model_name(), 0});
+      return to_grpc(decoded.error());
+    }
+    auto reply = client_->infer(std::move(decoded->request), time_left(*ctx));
+    if (!reply.ok()) return to_grpc(reply.error());
+    auto encoded = encode_infer_reply(*reply, *decoded, *out);
+    if (!encoded.ok()) return to_grpc(encoded.error());
+    return grpc::Status::OK;
+  }
+
+  grpc::Status RepositoryIndex(grpc::ServerContext*, const inference::RepositoryIndexRequest* in,
+                               inference::RepositoryIndexResponse* out) override {
+    auto index = client_->index();
+    if (!index.ok()) return to_grpc(index.error());
+    for (const auto& s : *index) {
+      const std::string_view state = repository_state(s);
+      if (in->ready() && state != "READY") continue;
+      auto* m = out->add_models();
+      m->set_name(s.model.name);
+      m->set_version(std::to_string(s.model.version));
+      m->set_state(std::string(state));
+      m->set_reason(s.reason);
+    }
+    return grpc::Status::OK;
+  }
+
+  grpc::Status RepositoryModelLoad(grpc::ServerContext*, const inference::RepositoryModelLoadRequest* in,
+                                   inference::RepositoryModelLoadResponse*) override {
+    if (in->model_name().empty()) return to_grpc(invalid_argument("model_name is empty"));
+    auto replicas = decode_load_parameters(in->parameters());
+    if (!replicas.ok()) return to_grpc(replicas.error());
+    model_command cmd;
+    cmd.model.name = in->model_name();
+    cmd.replicas = *replicas;
+    auto state = client_->load(std::move(cmd));
+    return state.ok() ? grpc::Status::OK : to_grpc(state.error());
+  }
+
+  grpc::Status RepositoryModelUnload(grpc::ServerContext*, const inference::RepositoryModelUnloadRequest* in,
+                                     inference::RepositoryModelUnloadResponse*) override {
+    if (in->model_name().empty()) return to_grpc(invalid_argument("model_name is empty"));
+    model_command cmd;
+    cmd.model.name = in->model_name();
+    auto state = client_->unload(std::move(cmd));
+    return state.ok() ? grpc::Status::OK : to_grpc(state.error());
+  }
+
+ private:
+  Result<ModelView> find(const std::string& name, const std::string& version) const {
+    auto v = parse_model_version(version, "version");
+    if (!v.ok()) return v.error();
+    return client_->model({name, *v});
+  }
+
+  std::shared_ptr<GatewayClient> client_;
+};
+
+}  // namespace
+
+struct GrpcFrontend::Impl {
+  std::shared_ptr<GatewayClient> client;
+  InferenceService service;
+  std::unique_ptr<grpc::Server> server;
+  uint16_t port = 0;
+  /// Keeps the health service's status equal to readiness until stopped.
+  std::thread health;
+  std::mutex mu;
+  std::condition_variable wake;
+  bool stopping = false;  // guarded by mu
+
+  explicit Impl(std::shared_ptr<GatewayClient> c) : client(c), service(std::move(c)) {}
+
+  void watch_health() {
+    auto* health_service = server->GetHealthCheckService();
+    std::optional<bool> said;
+    std::unique_lock lock(mu);
+    while (!stopping) {
+      const bool ready = client->ready().ok();
+      if (said != ready && health_service) {
+        health_service->SetServingStatus("", ready);
+        health_service->SetServingStatus(inference::GRPCInferenceService::service_full_name(), ready);
+        said = ready;
+      }
+      wake.wait_for(lock, std::chrono::milliseconds(100));
+    }
+  }
+};
+
+GrpcFrontend::GrpcFrontend(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+GrpcFrontend::~GrpcFrontend() { stop(); }
+
+uint16_t GrpcFrontend::port() const { return impl_->port; }
+
+void GrpcFrontend::stop() {
+  if (!impl_ || !impl_->server) return;
+  {
+    std::lock_guard lock(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  if (impl_->health.joinable()) impl_->health.join();
+  // Calls in progress get until their answer or the gateway's timeout; new ones are refused.
+  impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  impl_->server->Wait();
+  impl_->server.reset();
+}
+
+Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::start(std::shared_ptr<GatewayClient> client) {
+  const GatewayConfig& config = client->config();
+  if (!config.grpc) return invalid_argument("gateway.grpc is not set");
+  auto impl = std::make_unique<Impl>(client);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  const std::string at = config.grpc->host + ":" + std::to_string(config.grpc->port);
+  builder.AddListeningPort(at, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&impl->service);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<uint64_t>(config.max_body_bytes, INT32_MAX)));
+  grpc::ResourceQuota quota("ember-grpc");
+  // The quota counts the server's polling threads too (at most 2 by default).
+  quota.SetMaxThreads(static_cast<int>(config.grpc_threads) + 2);
+  builder.SetResourceQuota(quota);
+  impl->server = builder.BuildAndStart();
+  if (!impl->server || port <= 0) {
+    return io_error("cannot listen for gRPC on " + config.grpc->to_string() +
+                    " (the address is in use or not this host's)");
+  }
+  impl->port = static_cast<uint16_t>(port);
+  Impl* raw = impl.get();
+  impl->health = std::thread([raw] { raw->watch_health(); });
+  spdlog::info("gateway: KServe v2 gRPC API on {}:{}", config.grpc->host, port);
+  return std::unique_ptr<GrpcFrontend>(new GrpcFrontend(std::move(impl)));
+}
+
+}  // namespace ember
