@@ -1,12 +1,22 @@
-// load_bench: drives the KServe v2 HTTP endpoint of `ember serve` with a fixed number of concurrent
-// clients (keep-alive connections) and reports throughput and latency percentiles, beside the same
-// model's executor time measured directly in this process, so the runtime's own overhead shows.
+// load_bench: drives the KServe v2 endpoints of `ember serve` (HTTP, and gRPC with --grpc) with a
+// fixed number of concurrent clients (keep-alive connections) and reports throughput and latency
+// percentiles, beside the same model's executor time measured directly in this process, so the
+// runtime's own overhead shows.
 //
 // Two phases, both with the same request: latency (one client, requests back to back: the p50 of
 // this phase minus the executor's p50 is the runtime's overhead per request) and throughput
 // (`--clients` clients for `--seconds`). By default it starts `ember serve` itself on a temporary
 // repository holding the model, so one command measures everything; `--url` measures a running
-// server instead. Not a test: it prints figures for a human to judge.
+// server instead.
+//
+// --floor starts, inside this process, the bare servers Ember's front ends are measured against:
+// a cpp-httplib server (same library, same threads, TCP_NODELAY) and a gRPC server (same library)
+// that decode the same request with Ember's own decoders and answer a fixed reply rendered by its own
+// encoders: no actors, no model. Every phase runs against the floor too, and the targets print as
+// ratios measured in the same run. --sweep runs the throughput phase at several client counts, with
+// dynamic batching off and on (a second copy of the model whose model.json asks for it).
+// Not a test: it prints figures for a human to judge.
+#include <grpcpp/grpcpp.h>
 #include <httplib.h>
 #include <unistd.h>
 
@@ -17,9 +27,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "actors/gateway/grpc/grpc_service.grpc.pb.h"
+#include "actors/gateway/grpc/kserve_grpc.hpp"
+#include "actors/gateway/http/kserve_json.hpp"
+#include "actors/tensor_codec.hpp"
 #include "bench/subprocess.hpp"
 #include "gpu/architectures.hpp"
 #include "gpu/device_registry.hpp"
@@ -46,6 +61,11 @@ struct Options {
   int64_t batch = 1;
   std::string device = "sim";  // sim, or cuda: the server and the direct executor on GPU 0
   bool binary = false;         // also the same request as binary tensors, side by side
+  bool floor = false;          // the bare HTTP (and gRPC) servers beside Ember
+  bool grpc = false;           // also over gRPC
+  std::vector<int> sweep;      // throughput at these client counts, batching off and on
+  uint32_t max_batch = 32;     // the batching copy's max_batch
+  uint64_t queue_delay_us = 0;  // and its max_queue_delay_us
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -94,30 +114,36 @@ struct Phase {
   std::vector<double> latency_us;
   uint64_t errors = 0;
   double seconds = 0;
+  double p50() const { return percentile(latency_us, 0.5); }
+  double p99() const { return percentile(latency_us, 0.99); }
+  double rate() const { return seconds > 0 ? static_cast<double>(latency_us.size()) / seconds : 0; }
 };
 
-/// `clients` threads send `body` until `count` requests are done or `seconds` pass.
-Phase drive(const std::string& host, int port, const std::string& path, const Encoded& body, int clients,
-            double seconds, int64_t count) {
+/// One client's way to send one request: true when it was answered 200 / OK.
+using Send = std::function<bool()>;
+/// Makes a client (its own connection) for one driving thread.
+using MakeClient = std::function<Send()>;
+
+/// `clients` threads, each with its own client, send until `count` requests are done or `seconds` pass.
+Phase drive(const MakeClient& make, int clients, double seconds, int64_t count) {
   Phase phase;
   std::vector<std::vector<double>> per_thread(static_cast<size_t>(clients));
   std::atomic<uint64_t> errors{0};
   std::atomic<int64_t> left{count};
+  std::vector<Send> senders;
+  for (int c = 0; c < clients; ++c) senders.push_back(make());
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration<double>(seconds);
   std::vector<std::thread> threads;
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
-      httplib::Client client(host, port);
-      client.set_keep_alive(true);
-      client.set_tcp_nodelay(true);  // headers and body go out as two writes: without this, Nagle meets delayed ACKs (40 ms)
-      client.set_read_timeout(60, 0);
       auto& lat = per_thread[static_cast<size_t>(c)];
+      auto& send = senders[static_cast<size_t>(c)];
       while (Clock::now() < deadline && left.fetch_sub(1) > 0) {
         const auto t0 = Clock::now();
-        auto res = client.Post(path, body.headers, body.body, body.content_type);
+        const bool ok = send();
         const auto t1 = Clock::now();
-        if (!res || res->status != 200) {
+        if (!ok) {
           ++errors;
           continue;
         }
@@ -132,17 +158,173 @@ Phase drive(const std::string& host, int port, const std::string& path, const En
   return phase;
 }
 
+MakeClient http_client(const std::string& host, int port, const std::string& path, const Encoded& body) {
+  return [=, &body]() -> Send {
+    auto client = std::make_shared<httplib::Client>(host, port);
+    client->set_keep_alive(true);
+    client->set_tcp_nodelay(
+        true);  // headers and body go out as two writes: without this, Nagle meets delayed ACKs (40 ms)
+    client->set_read_timeout(60, 0);
+    return [client, path, &body] {
+      auto res = client->Post(path, body.headers, body.body, body.content_type);
+      return res && res->status == 200;
+    };
+  };
+}
+
+MakeClient grpc_client(const std::string& target, const inference::ModelInferRequest& req) {
+  return [target, &req]() -> Send {
+    grpc::ChannelArguments args;
+    static std::atomic<int> next{0};
+    args.SetInt("ember.bench.client", next++);  // a channel (and connection) of its own
+    args.SetMaxReceiveMessageSize(-1);
+    auto stub = inference::GRPCInferenceService::NewStub(
+        grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
+    return [stub = std::shared_ptr<inference::GRPCInferenceService::Stub>(std::move(stub)), &req] {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+      inference::ModelInferResponse resp;
+      return stub->ModelInfer(&ctx, req, &resp).ok();
+    };
+  };
+}
+
+/// The floor over HTTP: cpp-httplib with the server's settings, decoding each request with Ember's
+/// own parser and answering a fixed reply with Ember's own renderer.
+class HttpFloor {
+ public:
+  HttpFloor(uint32_t threads, infer_reply canned, const std::string& model) : canned_(std::move(canned)) {
+    server_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    server_.set_tcp_nodelay(true);
+    server_.set_keep_alive_max_count(1'000'000);
+    server_.Post("/v2/models/" + model + "/infer", [this](const httplib::Request& req, httplib::Response& res) {
+      std::optional<uint64_t> json_bytes;
+      if (req.has_header("Inference-Header-Content-Length")) {
+        json_bytes = std::stoull(req.get_header_value("Inference-Header-Content-Length"));
+      }
+      auto parsed = parse_infer_http(req.body, json_bytes, canned_.model);
+      if (!parsed.ok()) {
+        res.status = 400;
+        return res.set_content(render_error(parsed.error().message()), "application/json");
+      }
+      auto rendered = render_infer_http(canned_, *parsed);
+      if (!rendered.ok()) {
+        res.status = 500;
+        return res.set_content(render_error(rendered.error().message()), "application/json");
+      }
+      if (!rendered->json_bytes) return res.set_content(rendered->body, "application/json");
+      res.set_header("Inference-Header-Content-Length", std::to_string(*rendered->json_bytes));
+      res.set_content(rendered->body, "application/octet-stream");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~HttpFloor() {
+    server_.stop();
+    thread_.join();
+  }
+  int port() const { return port_; }
+
+ private:
+  infer_reply canned_;
+  httplib::Server server_;
+  int port_ = 0;
+  std::thread thread_;
+};
+
+/// The floor over gRPC: gRPC's synchronous server, decoding each request with Ember's decoder and
+/// answering a fixed reply with Ember's encoder.
+class GrpcFloor final : public inference::GRPCInferenceService::Service {
+ public:
+  GrpcFloor(uint32_t threads, infer_reply canned) : canned_(std::move(canned)) {
+    grpc::ServerBuilder b;
+    b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    b.RegisterService(this);
+    grpc::ResourceQuota quota("floor");
+    quota.SetMaxThreads(static_cast<int>(threads) + 2);
+    b.SetResourceQuota(quota);
+    server_ = b.BuildAndStart();
+  }
+  ~GrpcFloor() override { server_->Shutdown(); }
+  int port() const { return port_; }
+  grpc::Status ModelInfer(grpc::ServerContext*, const inference::ModelInferRequest* in,
+                          inference::ModelInferResponse* out) override {
+    auto decoded = decode_infer_request(*in);
+    if (!decoded.ok()) return {grpc::StatusCode::INVALID_ARGUMENT, decoded.error().message()};
+    auto encoded = encode_infer_reply(canned_, *decoded, *out);
+    return encoded.ok() ? grpc::Status::OK : grpc::Status(grpc::StatusCode::INTERNAL, encoded.error().message());
+  }
+
+ private:
+  infer_reply canned_;
+  int port_ = 0;
+  std::unique_ptr<grpc::Server> server_;
+};
+
+inference::ModelInferRequest grpc_request(const std::string& model, const std::vector<gpu::HostTensor>& inputs) {
+  inference::ModelInferRequest r;
+  r.set_model_name(model);
+  for (const auto& t : inputs) {
+    auto* in = r.add_inputs();
+    in->set_name(t.name);
+    in->set_datatype(std::string(gpu::dtype_kserve_name(t.desc.dtype)));
+    for (int i = 0; i < t.desc.shape.rank; ++i) in->add_shape(t.desc.shape[i]);
+    r.add_raw_input_contents(reinterpret_cast<const char*>(t.data()), t.desc.bytes());
+  }
+  return r;
+}
+
+void print_phase(const char* label, const Phase& p) {
+  std::printf("  %-34s p50 %9.1f us   p99 %9.1f us   %8.0f req/s  (%zu requests, %llu errors)\n", label, p.p50(),
+              p.p99(), p.rate(), p.latency_us.size(), static_cast<unsigned long long>(p.errors));
+}
+
+/// One protocol's two phases against Ember and, when given, its floor; the targets as ratios.
+void compare(const char* protocol, const MakeClient& ember, const MakeClient* floor, const Options& o,
+             double exec_p50) {
+  drive(ember, o.clients, 1.0, INT64_MAX);  // warm-up
+  const Phase one = drive(ember, 1, 60, o.latency_requests);
+  const Phase many = drive(ember, o.clients, o.seconds, INT64_MAX);
+  std::printf("%s:\n", protocol);
+  print_phase("Ember, 1 client", one);
+  print_phase(("Ember, " + std::to_string(o.clients) + " clients").c_str(), many);
+  std::printf("  runtime overhead at p50 (1 client minus executor): %.1f us\n", one.p50() - exec_p50);
+  if (!floor) return;
+  drive(*floor, o.clients, 0.5, INT64_MAX);
+  const Phase f1 = drive(*floor, 1, 60, o.latency_requests);
+  const Phase fn = drive(*floor, o.clients, o.seconds, INT64_MAX);
+  print_phase("floor, 1 client", f1);
+  print_phase(("floor, " + std::to_string(o.clients) + " clients").c_str(), fn);
+  const double target = f1.p50() + exec_p50 + 30;
+  std::printf(
+      "  target 1: 1-client p50 <= floor p50 + executor p50 + 30 us = %.1f us: Ember %.1f us, ratio %.2f (%s)\n",
+      target, one.p50(), one.p50() / target, one.p50() <= target ? "met" : "NOT met");
+  std::printf("  target 2: %d-client throughput >= 0.8x the floor's: ratio %.2f (%s)\n", o.clients,
+              many.rate() / fn.rate(), many.rate() >= 0.8 * fn.rate() ? "met" : "NOT met");
+}
+
 int run(const Options& o) {
-  // The model, written to a temporary repository, and its input.
+  // The model, written to a temporary repository twice: as is, and asking for dynamic batching.
   const auto work = std::filesystem::temp_directory_path() / ("ember-load-" + std::to_string(::getpid()));
   const std::string name = "bench";
-  auto builder = gpu::build_architecture(o.arch, {o.tiny, 1, name});
-  if (!builder.ok()) throw std::runtime_error(builder.error().message());
-  const std::string dir = (work / name / "1").string();
-  if (auto st = builder->write(dir); !st.ok()) throw std::runtime_error(st.error().message());
-  auto model = gpu::Model::load(dir);
-  if (!model.ok()) throw std::runtime_error(model.error().message());
-  auto inputs = gpu::sample_model_inputs(**model, o.batch, 16, 3);
+  const std::string batched = "bench_batched";
+  std::shared_ptr<const gpu::Model> model;
+  for (const std::string& n : {name, batched}) {
+    auto builder = gpu::build_architecture(o.arch, {o.tiny, 1, n});
+    if (!builder.ok()) throw std::runtime_error(builder.error().message());
+    if (n == batched) {
+      builder->serving().max_batch = o.max_batch;
+      builder->serving().dynamic_batching = true;
+      builder->serving().max_queue_delay_us = o.queue_delay_us;
+    }
+    const std::string dir = (work / n / "1").string();
+    if (auto st = builder->write(dir); !st.ok()) throw std::runtime_error(st.error().message());
+    auto loaded = gpu::Model::load(dir);
+    if (!loaded.ok()) throw std::runtime_error(loaded.error().message());
+    if (n == name) model = *loaded;
+  }
+  auto inputs = gpu::sample_model_inputs(*model, o.batch, 16, 3);
   if (!inputs.ok()) throw std::runtime_error(inputs.error().message());
   const Encoded body = request_body(*inputs);
   const Encoded binary = binary_body(*inputs);
@@ -156,30 +338,57 @@ int run(const Options& o) {
   auto opened = gpu::open_devices(dc);
   if (!opened.ok()) throw std::runtime_error(opened.error().message());
   std::unique_ptr<gpu::Device> device = std::move(opened->devices.front());
-  auto ex = gpu::LayerExecutor::create(*device, *model, {0, (*model)->num_layers()});
+  auto ex = gpu::LayerExecutor::create(*device, model, {0, model->num_layers()});
   if (!ex.ok()) throw std::runtime_error(ex.error().message());
   std::vector<double> exec_us;
+  std::vector<gpu::HostTensor> outputs;
   for (int i = 0; i < o.latency_requests; ++i) {
     const auto t0 = Clock::now();
     auto out = (*ex)->run_host(*inputs);
     exec_us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
     if (!out.ok()) throw std::runtime_error(out.error().message());
+    if (i == 0) outputs = std::move(*out);
   }
 
+  int clients_most = o.clients;
+  for (int c : o.sweep) clients_most = std::max(clients_most, c);
+  // A keep-alive connection holds an HTTP thread: enough threads for every client of the sweep.
+  const uint32_t http_threads = std::max<uint32_t>(o.http_threads, static_cast<uint32_t>(clients_most));
   std::unique_ptr<Subprocess> server;
   std::string host = "127.0.0.1";
   int port = 0;
+  int grpc_port = 0;
   if (o.url.empty()) {
     port = 20000 + static_cast<int>(::getpid() % 20000);
-    server = std::make_unique<Subprocess>(std::vector<std::string>{
-        o.ember, "--log-level", "warn", "serve", "--repository", work.string(), "--http",
-        host + ":" + std::to_string(port), "--http-threads", std::to_string(o.http_threads), "--threads",
-        std::to_string(o.threads), "--device-memory", "1GiB", "--cache", "1GiB", "--device", o.device});
+    grpc_port = port + 1;
+    std::vector<std::string> argv{o.ember,
+                                  "--log-level",
+                                  "warn",
+                                  "serve",
+                                  "--repository",
+                                  work.string(),
+                                  "--http",
+                                  host + ":" + std::to_string(port),
+                                  "--http-threads",
+                                  std::to_string(http_threads),
+                                  "--threads",
+                                  std::to_string(o.threads),
+                                  "--device-memory",
+                                  "1GiB",
+                                  "--cache",
+                                  "1GiB",
+                                  "--device",
+                                  o.device};
+    if (o.grpc) {
+      argv.insert(argv.end(),
+                  {"--grpc", host + ":" + std::to_string(grpc_port), "--grpc-threads", std::to_string(http_threads)});
+    }
+    server = std::make_unique<Subprocess>(argv);
   } else {
-    httplib::Client probe(o.url);
     auto pos = o.url.rfind(':');
     host = o.url.substr(o.url.find("//") + 2, pos - o.url.find("//") - 2);
     port = std::stoi(o.url.substr(pos + 1));
+    grpc_port = port + 1;
   }
   httplib::Client admin(host, port);
   for (int i = 0; i < 100; ++i) {
@@ -187,55 +396,77 @@ int run(const Options& o) {
     if (r && r->status == 200) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  auto loaded = admin.Post("/v2/repository/models/" + name + "/load", "{}", "application/json");
-  if (!loaded || loaded->status != 200) throw std::runtime_error("cannot load the model on the server");
+  for (const std::string& n : {name, batched}) {
+    if (n == batched && o.sweep.empty()) continue;
+    auto loaded = admin.Post("/v2/repository/models/" + n + "/load", "{}", "application/json");
+    if (!loaded || loaded->status != 200) throw std::runtime_error("cannot load " + n + " on the server");
+  }
   const std::string path = "/v2/models/" + name + "/infer";
 
-  drive(host, port, path, body, o.clients, 1.0, INT64_MAX);  // warm-up
-  const Phase latency = drive(host, port, path, body, 1, 60, o.latency_requests);
-  const Phase load = drive(host, port, path, body, o.clients, o.seconds, INT64_MAX);
-  Phase bin_latency, bin_load;
+  // The floor's fixed answer: the model's real outputs for this request.
+  infer_reply canned;
+  canned.model = {name, 1};
+  canned.outputs = encode_tensors(outputs);
+  std::unique_ptr<HttpFloor> http_floor;
+  std::unique_ptr<GrpcFloor> grpc_floor;
+  if (o.floor) {
+    http_floor = std::make_unique<HttpFloor>(http_threads, canned, name);
+    if (o.grpc) grpc_floor = std::make_unique<GrpcFloor>(http_threads, canned);
+  }
+
+  const double exec_p50 = percentile(exec_us, 0.5), exec_p99 = percentile(exec_us, 0.99);
+  std::printf("model: %s%s batch %lld (%zu bytes of JSON per request), %u compute thread(s), %u HTTP threads\n",
+              o.arch.c_str(), o.tiny ? " (tiny)" : "", static_cast<long long>(o.batch), body.body.size(), o.threads,
+              http_threads);
+  std::printf("device: %s\n", device->info().name.c_str());
+  std::printf("executor alone:        p50 %8.1f us   p99 %8.1f us   (%d runs, in this process)\n", exec_p50, exec_p99,
+              o.latency_requests);
+
+  const MakeClient ember_http = http_client(host, port, path, body);
+  MakeClient floor_http;
+  if (http_floor) floor_http = http_client("127.0.0.1", http_floor->port(), path, body);
+  compare("HTTP, JSON tensors", ember_http, http_floor ? &floor_http : nullptr, o, exec_p50);
   if (o.binary) {
     // One answer checked: binary out, where the header says.
     httplib::Client check(host, port);
     auto r = check.Post(path, binary.headers, binary.body, binary.content_type);
     if (!r || r->status != 200 || !r->has_header("Inference-Header-Content-Length")) {
-      throw std::runtime_error("the binary request was not answered in binary: " +
-                               (r ? std::to_string(r->status) + " " + r->body.substr(0, 200) : std::string("no answer")));
+      throw std::runtime_error(
+          "the binary request was not answered in binary: " +
+          (r ? std::to_string(r->status) + " " + r->body.substr(0, 200) : std::string("no answer")));
     }
-    bin_latency = drive(host, port, path, binary, 1, 60, o.latency_requests);
-    bin_load = drive(host, port, path, binary, o.clients, o.seconds, INT64_MAX);
+    MakeClient floor_bin;
+    if (http_floor) floor_bin = http_client("127.0.0.1", http_floor->port(), path, binary);
+    compare("HTTP, binary tensors", http_client(host, port, path, binary), http_floor ? &floor_bin : nullptr, o,
+            exec_p50);
   }
-
-  const double exec_p50 = percentile(exec_us, 0.5), exec_p99 = percentile(exec_us, 0.99);
-  const double lat_p50 = percentile(latency.latency_us, 0.5), lat_p99 = percentile(latency.latency_us, 0.99);
-  std::printf("model: %s%s batch %lld (%zu bytes of JSON per request), %u compute thread(s), %u HTTP threads\n",
-              o.arch.c_str(), o.tiny ? " (tiny)" : "", static_cast<long long>(o.batch), body.body.size(), o.threads,
-              o.http_threads);
-  std::printf("device: %s\n", device->info().name.c_str());
-  std::printf("executor alone:        p50 %8.1f us   p99 %8.1f us   (%d runs, in this process)\n", exec_p50, exec_p99,
-              o.latency_requests);
-  std::printf("HTTP, 1 client:        p50 %8.1f us   p99 %8.1f us   %8.0f req/s  (%zu requests, %llu errors)\n",
-              lat_p50, lat_p99, static_cast<double>(latency.latency_us.size()) / latency.seconds,
-              latency.latency_us.size(), static_cast<unsigned long long>(latency.errors));
-  std::printf("HTTP, %d clients:      p50 %8.1f us   p99 %8.1f us   %8.0f req/s  (%zu requests in %.1f s, %llu errors)\n",
-              o.clients, percentile(load.latency_us, 0.5), percentile(load.latency_us, 0.99),
-              static_cast<double>(load.latency_us.size()) / load.seconds, load.latency_us.size(), load.seconds,
-              static_cast<unsigned long long>(load.errors));
-  std::printf("runtime overhead at p50 (1 client minus executor): %.1f us\n", lat_p50 - exec_p50);
-  if (o.binary) {
-    const double bin_p50 = percentile(bin_latency.latency_us, 0.5);
-    const double rate = static_cast<double>(load.latency_us.size()) / load.seconds;
-    const double bin_rate = static_cast<double>(bin_load.latency_us.size()) / bin_load.seconds;
-    std::printf("binary, 1 client:      p50 %8.1f us   p99 %8.1f us   (%zu bytes per request, %llu errors)\n", bin_p50,
-                percentile(bin_latency.latency_us, 0.99), binary.body.size(),
-                static_cast<unsigned long long>(bin_latency.errors));
-    std::printf("binary, %d clients:    p50 %8.1f us   p99 %8.1f us   %8.0f req/s  (%llu errors)\n", o.clients,
-                percentile(bin_load.latency_us, 0.5), percentile(bin_load.latency_us, 0.99), bin_rate,
-                static_cast<unsigned long long>(bin_load.errors));
-    std::printf("binary / JSON: 1-client p50 %.2f, %d-client throughput %.2f\n", bin_p50 / lat_p50, o.clients,
-                bin_rate / rate);
+  const inference::ModelInferRequest greq = grpc_request(name, *inputs);
+  if (o.grpc) {
+    MakeClient floor_grpc;
+    if (grpc_floor) floor_grpc = grpc_client("127.0.0.1:" + std::to_string(grpc_floor->port()), greq);
+    compare("gRPC, raw tensors", grpc_client(host + ":" + std::to_string(grpc_port), greq),
+            grpc_floor ? &floor_grpc : nullptr, o, exec_p50);
   }
+  if (!o.sweep.empty()) {
+    // Throughput by concurrency, batching off and on (same weights, same request), over HTTP.
+    const std::string batched_path = "/v2/models/" + batched + "/infer";
+    std::printf("concurrency sweep, HTTP JSON, %.1f s each (batching: max_batch %u, max_queue_delay_us %llu):\n",
+                o.seconds, o.max_batch, static_cast<unsigned long long>(o.queue_delay_us));
+    std::printf("  %8s | %10s %10s %10s | %10s %10s %10s | %8s %8s\n", "clients", "off req/s", "off p50", "off p99",
+                "on req/s", "on p50", "on p99", "on/off", "p99 on/off");
+    for (int c : o.sweep) {
+      const MakeClient off = http_client(host, port, path, body);
+      const MakeClient on = http_client(host, port, batched_path, body);
+      drive(on, c, 0.5, INT64_MAX);
+      const Phase a = drive(off, c, o.seconds, INT64_MAX);
+      const Phase b = drive(on, c, o.seconds, INT64_MAX);
+      std::printf("  %8d | %10.0f %10.1f %10.1f | %10.0f %10.1f %10.1f | %8.2f %8.2f%s\n", c, a.rate(), a.p50(),
+                  a.p99(), b.rate(), b.p50(), b.p99(), b.rate() / a.rate(), b.p99() / a.p99(),
+                  a.errors + b.errors ? "  (errors)" : "");
+    }
+  }
+  http_floor.reset();
+  grpc_floor.reset();
   if (server) server->terminate();
   server.reset();
   std::filesystem::remove_all(work);
@@ -262,6 +493,13 @@ int main(int argc, char** argv) {
   app.add_option("--device", o.device, "sim, or cuda (the server and the direct executor on GPU 0)")
       ->check(CLI::IsMember({"sim", "cuda"}));
   app.add_option("--batch", o.batch, "Batch size of the request");
+  app.add_flag("--floor", o.floor,
+               "Also measure the bare HTTP (and with --grpc, gRPC) server in this process, with the targets as ratios");
+  app.add_flag("--grpc", o.grpc, "Also measure KServe v2 over gRPC (raw tensor contents)");
+  app.add_option("--sweep", o.sweep, "Throughput at these client counts, batching off and on, e.g. 1,8,32,128")
+      ->delimiter(',');
+  app.add_option("--max-batch", o.max_batch, "max_batch of the batching copy of the model (--sweep)");
+  app.add_option("--queue-delay-us", o.queue_delay_us, "max_queue_delay_us of the batching copy (--sweep)");
   CLI11_PARSE(app, argc, argv);
   try {
     return ember::bench::run(o);

@@ -64,7 +64,7 @@ Status parse_binding(const YamlSection& s, BindingConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
   EMBER_RETURN_IF_ERROR(
       s.check_keys({"mode", "scheduler", "eviction", "group", "heavy_factor", "slo_factor", "slo_deadline",
-                    "slo_percentile", "workspace", "window", "repartition", "alpha_period", "seed"}));
+                    "slo_percentile", "workspace", "window", "repartition", "alpha_period", "seed", "run_ahead"}));
   EMBER_RETURN_IF_ERROR(s.read_word("mode", c.mode, parse_binding_mode));
   EMBER_RETURN_IF_ERROR(s.read_word("scheduler", c.scheduler, parse_swap_scheduler));
   EMBER_RETURN_IF_ERROR(s.read_word("eviction", c.eviction, parse_eviction_rule));
@@ -78,6 +78,7 @@ Status parse_binding(const YamlSection& s, BindingConfig& c) {
   EMBER_RETURN_IF_ERROR(s.read("repartition", c.repartition_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read("alpha_period", c.alpha_period_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read("seed", c.seed, parse_seed));
+  EMBER_RETURN_IF_ERROR(s.read_uint_as("run_ahead", 16, c.run_ahead));
   return Status::OK();
 }
 

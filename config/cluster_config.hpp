@@ -269,6 +269,10 @@ struct BindingConfig {
   uint64_t alpha_period_us = 10'000'000;
   /// Seed of the random scheduler (reproducible runs). Default 1.
   uint64_t seed = 1;
+  /// Requests of a model resident on a busy device that may queue there behind the running one
+  /// (plain runs only: swaps and evictions still wait for an idle device). Default 1; 0 gives
+  /// Torpor's one request per device; at most 16. Hides the router's round trip between requests.
+  uint32_t run_ahead = 1;
 };
 
 struct ClusterConfig {

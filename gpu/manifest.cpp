@@ -220,7 +220,8 @@ Result<ServingConfig> parse_serving(const json& root, const std::string& at) {
   if (it == root.end()) return s;
   const std::string where = at + ": serving";
   if (!it->is_object()) return invalid_argument(where + ": must be an object");
-  EMBER_RETURN_IF_ERROR(check_keys(*it, {"slo_deadline_ms", "slo_percentile", "max_batch", "autoscale"}, where));
+  EMBER_RETURN_IF_ERROR(
+      check_keys(*it, {"slo_deadline_ms", "slo_percentile", "max_batch", "dynamic_batching", "autoscale"}, where));
   if (auto d = it->find("slo_deadline_ms"); d != it->end()) {
     if (!d->is_number() || d->get<double>() < 0 || d->get<double>() > 3.6e6) {
       return invalid_argument(where + ".slo_deadline_ms: must be a number of milliseconds in [0, 3600000]");
@@ -240,6 +241,27 @@ Result<ServingConfig> parse_serving(const json& root, const std::string& at) {
       return invalid_argument(where + ".max_batch: must be an integer in 1..4096");
     }
     s.max_batch = static_cast<uint32_t>(b->get<int64_t>());
+  }
+  if (auto db = it->find("dynamic_batching"); db != it->end()) {
+    const std::string at_db = where + ".dynamic_batching";
+    if (!db->is_object()) return invalid_argument(at_db + ": must be an object (empty for the defaults)");
+    EMBER_RETURN_IF_ERROR(check_keys(*db, {"preferred_batch", "max_queue_delay_us"}, at_db));
+    s.dynamic_batching = true;
+    if (auto p = db->find("preferred_batch"); p != db->end()) {
+      if (!p->is_number_integer() || p->get<int64_t>() < 1 || p->get<int64_t>() > s.max_batch) {
+        return invalid_argument(at_db + ".preferred_batch: must be an integer in 1..max_batch (" +
+                                std::to_string(s.max_batch) + ")");
+      }
+      s.preferred_batch = static_cast<uint32_t>(p->get<int64_t>());
+    }
+    if (auto d = db->find("max_queue_delay_us"); d != db->end()) {
+      if (!d->is_number_integer() || d->get<int64_t>() < 0 || d->get<int64_t>() > 10'000'000) {
+        return invalid_argument(at_db +
+                                ".max_queue_delay_us: must be an integer number of microseconds in "
+                                "0..10000000");
+      }
+      s.max_queue_delay_us = static_cast<uint64_t>(d->get<int64_t>());
+    }
   }
   if (auto a = it->find("autoscale"); a != it->end()) {
     EMBER_ASSIGN_OR_RETURN(s.autoscale, parse_autoscale(*a, at));
@@ -429,6 +451,12 @@ std::string manifest_to_json(const Manifest& m) {
   if (m.serving.slo_deadline_us) serving["slo_deadline_ms"] = static_cast<double>(m.serving.slo_deadline_us) / 1000.0;
   serving["slo_percentile"] = m.serving.slo_percentile;
   serving["max_batch"] = m.serving.max_batch;
+  if (m.serving.dynamic_batching) {
+    nlohmann::ordered_json db = nlohmann::ordered_json::object();
+    if (m.serving.preferred_batch) db["preferred_batch"] = m.serving.preferred_batch;
+    if (m.serving.max_queue_delay_us) db["max_queue_delay_us"] = m.serving.max_queue_delay_us;
+    serving["dynamic_batching"] = db;
+  }
   if (m.serving.autoscale != AutoscaleOverrides{}) {
     nlohmann::ordered_json autoscale;
     autoscale_to_json(m.serving.autoscale, autoscale);

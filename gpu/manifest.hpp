@@ -9,7 +9,9 @@
 //      in execution order. A layer's output value is named after the layer. Every input must be a
 //      model input or an earlier layer. `weights` maps each role the op takes (see ops.hpp) to a
 //      tensor of weights.safetensors.
-//   6. "serving": {"slo_deadline_ms", "slo_percentile", "max_batch", "autoscale"}   all optional;
+//   6. "serving": {"slo_deadline_ms", "slo_percentile", "max_batch", "dynamic_batching", "autoscale"}
+//      all optional; "dynamic_batching": {"preferred_batch", "max_queue_delay_us"} (both optional;
+//      its presence turns dynamic batching on, as Triton's dynamic_batching block does);
 //      "autoscale" holds this model's own autoscaling keys (config/autoscale_config.hpp, the YAML
 //      section's names): "policy" a word, "min_replicas"/"max_replicas" integers, the targets,
 //      headroom and tolerance numbers, the delays, idle_timeout and host_keep_alive duration
@@ -64,8 +66,16 @@ struct ServingConfig {
   uint64_t slo_deadline_us = 0;
   /// Fraction of requests that must meet the deadline (Torpor's p). Default 0.98.
   double slo_percentile = 0.98;
-  /// Largest batch the serving layer may form. Default 8.
+  /// Largest batch (rows along the first dimension) the serving layer may form. Default 8.
   uint32_t max_batch = 8;
+  /// Dynamic batching: requests of this model waiting on a node run together, concatenated along
+  /// the batch dimension, up to max_batch rows. Off unless model.json has "dynamic_batching".
+  bool dynamic_batching = false;
+  /// Batching waits for this many rows (at most max_batch; 0 = max_batch) ...
+  uint32_t preferred_batch = 0;
+  /// ... but at most this long after the oldest request arrived, microseconds (never past what
+  /// its SLO allows). 0 (the default): no waiting; a batch is whatever waits when a device frees.
+  uint64_t max_queue_delay_us = 0;
   /// This model's autoscaling keys over the cluster's defaults (none by default).
   AutoscaleOverrides autoscale;
 };

@@ -127,6 +127,38 @@ std::vector<QueuedRequest> RrcQueue::pop_batch(int64_t now_us, size_t max_reques
   return out;
 }
 
+std::vector<QueuedRequest> RrcQueue::pop_more(int64_t now_us, std::string_view model, size_t max_requests,
+                                              const RequestFilter& joins) {
+  std::vector<QueuedRequest> out;
+  const int64_t now = advance_clock(now_us);
+  auto it = models_.find(model);
+  if (it == models_.end() || max_requests == 0 || it->second.fifo.empty()) return out;
+  Model& m = it->second;
+  unready(m);
+  std::deque<Pending> kept;
+  for (const Pending& p : m.fifo) {
+    if (out.size() >= max_requests || (joins && !joins(p.id))) {
+      kept.push_back(p);
+      continue;
+    }
+    --queued_;
+    count(m, &RrcCounters::popped);
+    if (m.deadline_us != 0 && now - p.arrival_us > static_cast<int64_t>(m.deadline_us)) {
+      count(m, &RrcCounters::late_pops);
+    }
+    out.push_back({p.id, m.name, p.arrival_us});
+  }
+  m.fifo = std::move(kept);
+  make_ready(m);
+  return out;
+}
+
+std::optional<int64_t> RrcQueue::oldest_arrival(std::string_view model) const {
+  const Model* m = find(model);
+  if (!m || m->fifo.empty()) return std::nullopt;
+  return m->fifo.front().arrival_us;
+}
+
 void RrcQueue::record(std::string_view model, uint64_t latency_us, int64_t now_us) {
   const int64_t now = advance_clock(now_us);
   auto it = models_.find(model);

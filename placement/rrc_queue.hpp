@@ -179,6 +179,15 @@ class RrcQueue {
   /// Head-of-queue batching: the request pop_if would return, followed by up to max_requests − 1
   /// more of the same model, oldest first. Empty when nothing runnable is queued or max_requests = 0.
   std::vector<QueuedRequest> pop_batch(int64_t now_us, size_t max_requests, const ModelFilter& runnable = {});
+  /// Returns true for a queued request (by id) that may join the batch being formed.
+  using RequestFilter = std::function<bool(uint64_t id)>;
+  /// Dynamic batching: up to max_requests more requests of `model`, oldest first, skipping (and
+  /// keeping queued, in order) those `joins` refuses; `joins` is asked in FIFO order and may keep
+  /// state (rows taken so far). Empty for an unknown model. O(queued(model) + log M).
+  std::vector<QueuedRequest> pop_more(int64_t now_us, std::string_view model, size_t max_requests,
+                                      const RequestFilter& joins = {});
+  /// When the oldest queued request of `model` arrived; nullopt when none is queued.
+  std::optional<int64_t> oldest_arrival(std::string_view model) const;
 
   /// An outcome: a request of `model` finished `latency_us` after its arrival_us (queue wait plus
   /// execution: what the client saw at this node). Within the deadline iff latency_us <= deadline_us.

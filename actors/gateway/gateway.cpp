@@ -29,6 +29,7 @@ void publish_view(gateway_pointer self) {
     ModelView v;
     v.state = e.state;
     v.ready = !e.replicas.empty();
+    v.replicas = e.replicas;
     v.metadata_json = st.catalog.metadata(key);  // built again only when this version's metadata changed
     v.signature = st.catalog.signature(key);
     snap->models[key.name][key.version] = std::move(v);
@@ -204,6 +205,7 @@ void report_load(gateway_pointer self) {
   st.report_timer = false;
   if (st.report_interval_us == 0) {
     st.load.clear();  // the manager stopped wanting reports: drop what was counted for them
+    st.view->direct().drain();
     return;
   }
   auto report = make_load_report(st);

@@ -65,7 +65,47 @@ Result<ModelView> GatewayClient::model(const model_key& key) const {
 Result<infer_reply> GatewayClient::infer(infer_request req, std::optional<std::chrono::microseconds> within) {
   const auto wait = within ? std::min(*within, timeout()) : timeout();
   if (wait.count() <= 0) return deadline_exceeded("the client's deadline passed before the request was sent");
+  if (auto direct = infer_direct(req, std::min(wait, std::chrono::microseconds(config_.request_timeout_us)))) {
+    return std::move(*direct);
+  }
   return ask<infer_reply>(sys_, gateway_, wait, std::move(req));
+}
+
+std::optional<Result<infer_reply>> GatewayClient::infer_direct(const infer_request& req,
+                                                               std::chrono::microseconds wait) {
+  auto snap = view_->snapshot();
+  if (!snap->subscribed) return std::nullopt;
+  const ModelView* m = snap->find(req.model.name, req.model.version);
+  if (!m || m->replicas.empty() || m->state.explicitly_unloaded || m->state.state == ModelReadiness::failed) {
+    return std::nullopt;
+  }
+  DirectTraffic& traffic = view_->direct();
+  const replica_ref* target = nullptr;
+  uint32_t least = 0;
+  for (const auto& r : m->replicas) {
+    const uint32_t load = traffic.outstanding(r.node_id);
+    if (!target || load < least) {
+      target = &r;
+      least = load;
+    }
+  }
+  const model_key key = m->state.model;
+  const auto started = std::chrono::steady_clock::now();
+  traffic.started(key, target->node_id);
+  infer_request sent = req;  // the gateway's way still needs `req` when this node cannot serve it
+  sent.model = key;
+  Result<infer_reply> out = internal_error("no answer from node " + target->node);
+  thread_actor(sys_)
+      ->request(target->router, wait, std::move(sent))
+      .receive([&](infer_reply& x) { out = std::move(x); }, [&](caf::error& err) { out = from_caf(err); });
+  traffic.finished(key, target->node_id, out.ok(), out.ok() ? out->compute_us : 0);
+  if (!out.ok() && out.error().code() == ErrorCode::unavailable) return std::nullopt;
+  if (instruments_) {
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    instruments_->count_request(key, out.ok() ? "success" : std::string(to_string(out.error().code())), seconds);
+  }
+  if (out.ok()) out->model = key;
+  return out;
 }
 
 void GatewayClient::count_invalid(const model_key& key) {

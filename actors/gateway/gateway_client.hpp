@@ -4,6 +4,14 @@
 // actor's (gateway_interface.hpp); metadata and readiness are read from the RoutingView snapshot
 // without a message to any actor.
 //
+// The warm path: a request for a model version the snapshot shows with ready replicas goes from
+// the calling thread straight to the least-loaded replica's node router, skipping the gateway
+// actor's two hops (in and out). It is counted where the gateway counts its own (metrics, the
+// autoscaler's load reports through DirectTraffic, the least-loaded choice). When that node cannot
+// serve it (unavailable: its queue is full, the replica went, the node was lost), the request
+// takes the gateway's way, which retries elsewhere or holds it for a cold start; every other
+// answer, errors included, is final, exactly as the gateway would give it.
+//
 // Threads: any number of front-end threads call it at once. A call that needs the actor blocks the
 // calling thread (never an actor) on a scoped actor of its own, one per thread and actor system,
 // created on the thread's first call. The actor system must outlive the client.
@@ -61,6 +69,8 @@ class GatewayClient {
  private:
   /// The gateway enforces the request timeout itself; this only guards against a lost answer.
   std::chrono::microseconds timeout() const;
+  /// The warm path (see the file comment): the answer, or nullopt to take the gateway's way.
+  std::optional<Result<infer_reply>> infer_direct(const infer_request& req, std::chrono::microseconds wait);
 
   caf::actor_system& sys_;
   GatewayConfig config_;

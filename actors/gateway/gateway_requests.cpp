@@ -127,13 +127,14 @@ void expire(gateway_pointer self, uint64_t id) {
 
 namespace {
 
-/// The ready replica with the fewest requests in flight from this gateway.
+/// The ready replica with the fewest requests in flight from this gateway (its own and those its
+/// front-end threads sent straight to replicas).
 const replica_ref* choose_replica(const gateway_state& st, const routing_entry& e) {
   const replica_ref* best = nullptr;
   uint32_t best_load = 0;
   for (const auto& r : e.replicas) {
     auto it = st.outstanding.find(r.node_id);
-    const uint32_t load = it == st.outstanding.end() ? 0 : it->second;
+    const uint32_t load = (it == st.outstanding.end() ? 0 : it->second) + st.view->direct().outstanding(r.node_id);
     if (!best || load < best_load) {
       best = &r;
       best_load = load;
@@ -331,7 +332,15 @@ load_report make_load_report(gateway_state& st) {
     m.busy_us = c.busy_us;
   }
   st.load.clear();
-  std::map<std::pair<model_key, uint64_t>, uint32_t> on_node;
+  // What the front-end threads sent straight to replicas (the warm path, gateway_client.hpp).
+  auto [direct, direct_in_flight] = st.view->direct().drain();
+  for (const auto& [key, c] : direct) {
+    auto& m = entry(key);
+    m.arrivals += c.arrivals;
+    m.completions += c.completions;
+    m.busy_us += c.busy_us;
+  }
+  std::map<std::pair<model_key, uint64_t>, uint32_t> on_node = std::move(direct_in_flight);
   for (const auto& [id, r] : st.routed) ++on_node[{r.pending->key, r.node_id}];
   for (const auto& [at, n] : on_node) {
     auto& m = entry(at.first);

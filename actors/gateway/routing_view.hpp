@@ -1,7 +1,11 @@
-// RoutingView: a read-only snapshot of the gateway's routing table for the HTTP threads, which
-// answer metadata, readiness and index-free queries from it without a message to any actor. The
-// gateway actor publishes a new snapshot after each routing update; readers take a shared_ptr and
-// keep it for the duration of one HTTP request. Thread-safe; never blocks beyond a short mutex.
+// RoutingView: a read-only snapshot of the gateway's routing table for the front-end threads (HTTP
+// and gRPC), which answer metadata and readiness from it without a message to any actor, and send a
+// warm request straight to a replica's node (gateway_client.hpp). The gateway actor publishes a
+// new snapshot after each routing update and when it loses a node; readers take a shared_ptr and
+// keep it for the duration of one request. Thread-safe; never blocks beyond a short mutex.
+//
+// DirectTraffic: what those threads sent straight to replicas, so that the gateway's load reports
+// (the autoscaler's input) and its choice of the least-loaded replica still see every request.
 #pragma once
 
 #include <cstdint>
@@ -9,8 +13,11 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "actors/messages.hpp"
+#include "actors/routing.hpp"
 
 namespace ember {
 
@@ -25,6 +32,8 @@ struct ModelView {
   /// gRPC metadata answer; shared the same way.
   std::shared_ptr<const ModelSignature> signature;
   bool ready = false;
+  /// The ready replicas (full models; a pipeline serving a cold start is not here).
+  std::vector<replica_ref> replicas;
 };
 
 struct RoutingSnapshot {
@@ -43,6 +52,48 @@ struct RoutingSnapshot {
   }
 };
 
+class DirectTraffic {
+ public:
+  struct Counts {
+    uint64_t arrivals = 0, completions = 0, busy_us = 0;
+  };
+  /// A request of `model` went to node `node_id`.
+  void started(const model_key& model, uint64_t node_id) {
+    std::lock_guard lock(mu_);
+    ++counts_[model].arrivals;
+    ++in_flight_[{model, node_id}];
+    ++per_node_[node_id];
+  }
+  /// It came back (answered after `busy_us` of compute when `answered`).
+  void finished(const model_key& model, uint64_t node_id, bool answered, uint64_t busy_us) {
+    std::lock_guard lock(mu_);
+    if (answered) {
+      auto& c = counts_[model];
+      ++c.completions;
+      c.busy_us += busy_us;
+    }
+    if (auto it = in_flight_.find({model, node_id}); it != in_flight_.end() && --it->second == 0) in_flight_.erase(it);
+    if (auto it = per_node_.find(node_id); it != per_node_.end() && --it->second == 0) per_node_.erase(it);
+  }
+  /// Requests in flight at `node_id`.
+  uint32_t outstanding(uint64_t node_id) const {
+    std::lock_guard lock(mu_);
+    auto it = per_node_.find(node_id);
+    return it == per_node_.end() ? 0 : it->second;
+  }
+  /// The counts since the last call (reset), and what is in flight now, per (model, node).
+  std::pair<std::map<model_key, Counts>, std::map<std::pair<model_key, uint64_t>, uint32_t>> drain() {
+    std::lock_guard lock(mu_);
+    return {std::exchange(counts_, {}), in_flight_};
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<model_key, Counts> counts_;                            // guarded by mu_
+  std::map<std::pair<model_key, uint64_t>, uint32_t> in_flight_;  // guarded by mu_
+  std::map<uint64_t, uint32_t> per_node_;                         // guarded by mu_
+};
+
 class RoutingView {
  public:
   std::shared_ptr<const RoutingSnapshot> snapshot() const {
@@ -53,10 +104,12 @@ class RoutingView {
     std::lock_guard lock(mu_);
     current_ = std::move(next);
   }
+  DirectTraffic& direct() { return direct_; }
 
  private:
   mutable std::mutex mu_;
   std::shared_ptr<const RoutingSnapshot> current_ = std::make_shared<RoutingSnapshot>();  // guarded by mu_
+  DirectTraffic direct_;
 };
 
 }  // namespace ember

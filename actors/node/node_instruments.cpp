@@ -5,12 +5,24 @@ namespace ember {
 NodeInstruments::NodeInstruments()
     : queue_(registry_.histogram("ember_queue_duration_seconds",
                                  "Time requests waited in an executor's queue before running", {"model", "version"})),
-      compute_(
-          registry_.histogram("ember_compute_duration_seconds", "Time requests ran on a device (runs that answered)", {"model", "version"})),
+      compute_(registry_.histogram("ember_compute_duration_seconds",
+                                   "Time requests ran on a device (runs that answered)", {"model", "version"})),
       rejected_(registry_.counter("ember_rejected_requests_total",
                                   "Requests refused because a queue was full (an executor's: node.max_queue; the "
                                   "late-binding router's: node.max_queued_per_model, node.max_queued_total)",
                                   {"model", "version"})),
+      executions_(registry_.counter("ember_execution_count_total",
+                                    "Model executions (late binding; a dynamic batch is one execution)",
+                                    {"model", "version"})),
+      inferences_(registry_.counter("ember_inference_count_total",
+                                    "Rows inferred (late binding): inference_count / execution_count is the mean "
+                                    "batch, as Triton reports it",
+                                    {"model", "version"})),
+      batch_requests_(registry_.histogram("ember_batch_requests", "Requests per execution of a batching model",
+                                          {"model", "version"}, {1, 2, 4, 8, 16, 32, 64, 128, 256})),
+      batch_delay_(registry_.histogram("ember_batch_queue_delay_seconds",
+                                       "Arrival to dispatch of requests of batching models (queueing and gathering)",
+                                       {"model", "version"})),
       fetched_(registry_.counter("ember_model_bytes_fetched_total",
                                  "Model bytes obtained by the model cache, by source (cache = already resident)",
                                  {"source"})),
@@ -75,6 +87,17 @@ void NodeInstruments::observe_run(const model_key& model, uint64_t queue_us, uin
   const std::string version = std::to_string(model.version);
   queue_.with({model.name, version}).observe(static_cast<double>(queue_us) * 1e-6);
   compute_.with({model.name, version}).observe(static_cast<double>(compute_us) * 1e-6);
+}
+
+void NodeInstruments::count_execution(const model_key& model, size_t requests, int64_t rows) {
+  const std::vector<std::string> labels{model.name, std::to_string(model.version)};
+  executions_.with(labels).inc();
+  inferences_.with(labels).inc(static_cast<double>(rows));
+  batch_requests_.with(labels).observe(static_cast<double>(requests));
+}
+
+void NodeInstruments::observe_batch_delay(const model_key& model, uint64_t delay_us) {
+  batch_delay_.with({model.name, std::to_string(model.version)}).observe(static_cast<double>(delay_us) * 1e-6);
 }
 
 void NodeInstruments::count_rejected(const model_key& model) {

@@ -27,6 +27,11 @@ class NodeInstruments {
   /// A request was turned away because a queue was full: the executor's (node.max_queue) or, with
   /// late binding, the router's (node.max_queued_per_model, node.max_queued_total).
   void count_rejected(const model_key& model);
+  /// One execution of `model` served `requests` requests with `rows` rows in all (dynamic batching
+  /// runs several; otherwise 1 and the request's rows): Triton's execution and inference counts.
+  void count_execution(const model_key& model, size_t requests, int64_t rows);
+  /// How long a request waited for its batch to start (arrival to dispatch), batching models only.
+  void observe_batch_delay(const model_key& model, uint64_t delay_us);
   /// Model bytes obtained by the cache, by source tier (cache: already resident; local_disk: the
   /// node's own repository; peer; repository).
   void add_fetched(SourceTier source, uint64_t bytes);
@@ -57,6 +62,10 @@ class NodeInstruments {
   metrics::HistogramFamily& queue_;
   metrics::HistogramFamily& compute_;
   metrics::CounterFamily& rejected_;
+  metrics::CounterFamily& executions_;
+  metrics::CounterFamily& inferences_;
+  metrics::HistogramFamily& batch_requests_;
+  metrics::HistogramFamily& batch_delay_;
   metrics::CounterFamily& fetched_;
   metrics::Gauge& cache_bytes_;
   metrics::Gauge& cache_models_;

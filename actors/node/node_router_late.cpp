@@ -9,6 +9,8 @@
 
 #include "actors/errors.hpp"
 #include "actors/node/node_router_state.hpp"
+#include "actors/node/request_batch.hpp"
+#include "actors/offload.hpp"
 #include "actors/tensor_codec.hpp"
 #include "base/units.hpp"
 #include "gpu/sample_inputs.hpp"
@@ -103,13 +105,49 @@ void profiled(router_pointer self, const model_key& key, const swap_reply& r) {
   const slo_setting& use = it->second.slo.deadline_us ? it->second.slo : own;
   m->deadline_us = use.deadline_us;
   m->percentile = use.percentile;
+  m->warm_us = warm;
   if (r.footprint) m->bytes = r.footprint;
+  // Dynamic batching from here on (the profile itself ran alone, without waiting for company).
+  if (serving.dynamic_batching && serving.max_batch > 1) {
+    if (Status eligible = batching_eligible(it->second.model->manifest()); eligible.ok()) {
+      m->max_batch = serving.max_batch;
+      m->preferred_batch = serving.preferred_batch;
+      m->max_queue_delay_us = serving.max_queue_delay_us;
+    } else {
+      spdlog::warn("node {}: {} asks for dynamic batching, which stays off: {}", st.config.name, key.to_string(),
+                   eligible.error().message());
+    }
+  }
   if (Status s = st.swap->add_model(*m); !s.ok()) return finish_load(self, key, to_caf(s.error()));
   it->second.info.device = "late";
   spdlog::info("node {}: {} profiled: cold {} us, warm {} us -> {}, SLO {} us at p{}", st.config.name,
                key.to_string(), r.compute_us, warm, placement::to_string(m->heaviness), m->deadline_us,
                m->percentile * 100);
   finish_load(self, key, caf::error{});
+}
+
+/// Every request a dispatch ran: its lead, then the members of its batch.
+std::vector<uint64_t> dispatch_ids(const SwapDispatch& d) {
+  std::vector<uint64_t> ids{d.request};
+  for (const auto& q : d.batch) ids.push_back(q.id);
+  return ids;
+}
+
+/// A dispatch's requests go back to the queue (a fault, or a batch retried member by member),
+/// keeping their arrival; one the queue no longer takes is failed.
+void requeue_all(router_pointer self, const SwapDispatch& d, bool solo) {
+  auto& st = self->state;
+  std::vector<std::pair<uint64_t, int64_t>> all{{d.request, d.arrival_us}};
+  for (const auto& q : d.batch) all.emplace_back(q.id, q.arrival_us);
+  for (const auto& [id, arrival] : all) {
+    auto h = st.held.find(id);
+    if (h == st.held.end()) continue;
+    h->second.solo = h->second.solo || solo;
+    if (Status s = st.swap->requeue(id, d.model, arrival); !s.ok()) {
+      h->second.promise.deliver(to_caf(s.error()));
+      st.held.erase(h);
+    }
+  }
 }
 
 void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
@@ -119,7 +157,9 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
   const int64_t now = now_us(self);
   SwapOutcome o;
   o.fault = r.fault;
-  o.answered = !r.fault;
+  // A batch that failed short of a fault is retried member by member: no outcome yet.
+  const bool retry_members = !d.batch.empty() && !r.fault && !r.reply;
+  o.answered = !r.fault && !retry_members;
   o.resident = r.footprint > 0;
   o.footprint = r.footprint;
   o.pool_free = r.pool_free;
@@ -128,17 +168,45 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
   if (st.instruments) {
     st.instruments->count_evictions(r.evicted.size());
     auto m = st.swap->model(d.model);
-    if (!r.fault && !h->second.profile && !h->second.warmup && m)
+    if (o.answered && !h->second.profile && !h->second.warmup && m) {
       st.instruments->count_slo(m->deadline_us == 0 || latency <= m->deadline_us);
+      for (const auto& q : d.batch) {
+        st.instruments->count_slo(m->deadline_us == 0 ||
+                                  static_cast<uint64_t>(std::max<int64_t>(0, now - q.arrival_us)) <= m->deadline_us);
+      }
+    }
   }
   st.swap->finish(d, o, latency, now);
   if (r.fault) {
-    if (Status s = st.swap->requeue(d.request, d.model, d.arrival_us); !s.ok()) {
-      h->second.promise.deliver(to_caf(s.error()));
-      st.held.erase(h);
-    }
+    requeue_all(self, d, false);
     if (st.instruments) st.instruments->count_restart();
     restart_device(self, d.device);
+    return pump(self);
+  }
+  if (retry_members) {
+    spdlog::warn("node {}: a batch of {} requests of {} failed ({}); each runs again alone", st.config.name,
+                 d.batch.size() + 1, d.model, r.error ? r.error->message() : "no answer");
+    requeue_all(self, d, true);
+    return pump(self);
+  }
+  if (!d.batch.empty()) {
+    std::vector<std::shared_ptr<const infer_request>> members;
+    std::vector<router_state::Held> holds;
+    for (uint64_t id : dispatch_ids(d)) {
+      auto m = st.held.find(id);
+      if (m == st.held.end()) continue;
+      members.push_back(m->second.request);
+      holds.push_back(std::move(m->second));
+      st.held.erase(m);
+    }
+    auto replies = split_reply(*r.reply, members);
+    for (size_t k = 0; k < holds.size(); ++k) {
+      if (replies.ok()) {
+        holds[k].promise.deliver(std::move((*replies)[k]));
+      } else {
+        holds[k].promise.deliver(to_caf(replies.error()));
+      }
+    }
     return pump(self);
   }
   router_state::Held held = std::move(h->second);
@@ -169,6 +237,18 @@ void launch(router_pointer self, SwapDispatch d, std::optional<gpu::PeerWeights>
   if (h == st.held.end() || replica == st.replicas.end()) return;
   swap_request req;
   req.request = h->second.request;  // shared: a fault retries it on another device
+  if (!d.batch.empty()) {
+    std::vector<std::shared_ptr<const infer_request>> members;
+    for (uint64_t id : dispatch_ids(d)) {
+      if (auto m = st.held.find(id); m != st.held.end()) members.push_back(m->second.request);
+    }
+    int64_t rows = 0;
+    for (const auto& m : members) rows += batch_rows(*m);
+    if (st.instruments) st.instruments->count_execution(replica->first, members.size(), rows);
+    req.request = std::make_shared<const infer_request>(concat_requests(members));
+  } else if (st.instruments && !h->second.profile && !h->second.warmup) {
+    st.instruments->count_execution(replica->first, 1, batch_rows(*h->second.request));
+  }
   req.model = replica->second.model;
   req.peer = std::move(peer);
   auto to_keys = [&](const std::vector<std::string>& names, std::vector<model_key>& out) {
@@ -189,14 +269,50 @@ void launch(router_pointer self, SwapDispatch d, std::optional<gpu::PeerWeights>
             });
 }
 
+/// Which queued requests may join a batch led by `lead`: same model, inputs of the same names,
+/// datatypes and trailing dimensions, the same outputs asked, not retried alone, and rows adding up
+/// to at most the model's max_batch.
+SwapController::BatchJoin batch_join(router_pointer self) {
+  return [self](const placement::QueuedRequest& lead) -> placement::RrcQueue::RequestFilter {
+    auto& st = self->state;
+    auto h = st.held.find(lead.id);
+    auto m = st.swap->model(lead.model);
+    if (h == st.held.end() || !m || m->max_batch <= 1) return {};
+    const router_state::Held& first = h->second;
+    if (first.solo || first.profile || first.warmup) return {};
+    const int64_t lead_rows = batch_rows(*first.request);
+    if (lead_rows == 0 || lead_rows >= static_cast<int64_t>(m->max_batch)) return {};
+    auto rows = std::make_shared<int64_t>(lead_rows);
+    return [self, request = first.request, rows, max = static_cast<int64_t>(m->max_batch)](uint64_t id) {
+      auto& held = self->state.held;
+      auto c = held.find(id);
+      if (c == held.end() || c->second.solo || c->second.profile || c->second.warmup) return false;
+      if (!batch_compatible(*request, *c->second.request)) return false;
+      const int64_t r = batch_rows(*c->second.request);
+      if (*rows + r > max) return false;
+      *rows += r;
+      return true;
+    };
+  };
+}
+
 void pump(router_pointer self) {
   auto& st = self->state;
-  for (auto& d : st.swap->dispatch(now_us(self))) {
-    spdlog::debug("node {}: request {} of {} -> {}: {}", st.config.name, d.request, d.model, d.device, d.reason);
+  const int64_t now = now_us(self);
+  for (auto& d : st.swap->dispatch(now, batch_join(self))) {
+    spdlog::debug("node {}: request {} of {} (+{} batched) -> {}: {}", st.config.name, d.request, d.model,
+                  d.batch.size(), d.device, d.reason);
     if (st.instruments) {
       st.instruments->count_dispatch(d.action == placement::SwapAction::run              ? "run"
                                      : d.action == placement::SwapAction::swap_from_peer ? "peer"
                                                                                          : "host");
+      if (auto m = st.swap->model(d.model); m && m->max_batch > 1) {
+        const model_key& key = st.keys.at(d.model);
+        st.instruments->observe_batch_delay(key, static_cast<uint64_t>(std::max<int64_t>(0, now - d.arrival_us)));
+        for (const auto& q : d.batch) {
+          st.instruments->observe_batch_delay(key, static_cast<uint64_t>(std::max<int64_t>(0, now - q.arrival_us)));
+        }
+      }
     }
     if (!d.source) {
       launch(self, std::move(d), std::nullopt);
@@ -207,6 +323,15 @@ void pump(router_pointer self) {
     self->request(st.devices[*d.source].actor, std::chrono::seconds(10), weights_atom_v, key)
         .then([self, d](weights_lease& lease) mutable { launch(self, std::move(d), std::move(lease.weights)); },
               [self, d](caf::error&) mutable { launch(self, std::move(d), std::nullopt); });
+  }
+  // A model passed over while gathering a batch: dispatch again when its wait ends (one wake-up
+  // pending at a time, the earliest).
+  if (auto until = st.swap->gathering_until(); until && (st.gather_wake_us == 0 || *until < st.gather_wake_us)) {
+    st.gather_wake_us = *until;
+    self->delayed_send(self, std::chrono::microseconds(std::max<int64_t>(*until - now, 1)), offload_done{[self] {
+                         self->state.gather_wake_us = 0;
+                         pump(self);
+                       }});
   }
 }
 

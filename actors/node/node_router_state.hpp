@@ -67,6 +67,8 @@ struct router_state {
     bool profile = false;  // the registration profile of a model (no client)
     bool warmup = false;   // a pipeline member's first run, to swap it in (no client, no answer)
     bool ready_after = false;  // warmup: the replica is ready once it ran (a member's full model)
+    /// Runs alone: a batch it was in failed, and each member is retried once by itself.
+    bool solo = false;
   };
 
   /// A pipeline stage held here (its replica is under the stage key in `replicas`).
@@ -118,6 +120,8 @@ struct router_state {
   std::map<uint64_t, Held> held;
   std::map<std::string, model_key> keys;  // SwapController's model names
   uint64_t next_request = 1;
+  /// Dynamic batching: when the pending wake-up (to dispatch a gathered batch) is due; 0 = none.
+  int64_t gather_wake_us = 0;
   /// The actor clock's time when the router started: now_us() counts from it.
   caf::actor_clock::time_point epoch;
 

@@ -143,6 +143,7 @@ SwapDispatch SwapController::start(const placement::QueuedRequest& q, const Plan
   out.reason = plan.decision.reason;
   out.fallback = plan.fallback;
   Device& dev = devices_[out.device];
+  out.life = dev.life;
   dev.executing = true;
   dev.may_evict.insert(plan.fallback.begin(), plan.fallback.end());
   for (const auto& v : plan.evict) {
@@ -174,9 +175,28 @@ SwapDispatch SwapController::start(const placement::QueuedRequest& q, const Plan
   return out;
 }
 
-std::vector<SwapDispatch> SwapController::dispatch(int64_t now_us) {
+std::vector<SwapDispatch> SwapController::dispatch(int64_t now_us, const BatchJoin& join) {
   std::vector<SwapDispatch> out;
   std::map<std::string, std::optional<Plan>> plans;  // this round's, by model
+  gathering_until_.reset();
+  // A model gathering a batch waits while fewer than its preferred batch are queued, until its
+  // oldest request has waited max_queue_delay_us, or less when its deadline (less a warm run)
+  // comes sooner: the delay never makes the earliest deadline late by itself.
+  auto gathering = [&](const std::string& name) {
+    auto m = models_.find(name);
+    if (m == models_.end() || m->second.max_batch <= 1 || m->second.max_queue_delay_us == 0) return false;
+    const SwapModel& sm = m->second;
+    const size_t want = sm.preferred_batch ? sm.preferred_batch : sm.max_batch;
+    auto oldest = queue_.oldest_arrival(name);
+    if (!oldest || queue_.queued(name) >= want) return false;
+    int64_t until = *oldest + static_cast<int64_t>(sm.max_queue_delay_us);
+    if (sm.deadline_us) {
+      until = std::min(until, *oldest + static_cast<int64_t>(sm.deadline_us) - static_cast<int64_t>(sm.warm_us));
+    }
+    if (now_us >= until) return false;
+    gathering_until_ = gathering_until_ ? std::min(*gathering_until_, until) : until;
+    return true;
+  };
   for (;;) {
     const bool any_free = std::any_of(devices_.begin(), devices_.end(),
                                       [](const Device& d) { return d.up && !d.executing; });
@@ -184,19 +204,75 @@ std::vector<SwapDispatch> SwapController::dispatch(int64_t now_us) {
     plans.clear();
     const auto st = states();  // one snapshot per dispatched request, shared by the models it tries
     auto q = queue_.pop_if(now_us, [&](const std::string& model) {
+      if (gathering(model)) return false;
       auto it = plans.find(model);
       if (it == plans.end()) it = plans.emplace(model, plan_for(model, st)).first;
       return it->second.has_value();
     });
     if (!q) break;
-    out.push_back(start(*q, *plans.at(q->model)));
+    SwapDispatch d = start(*q, *plans.at(q->model));
+    const SwapModel& m = models_.at(q->model);
+    if (m.max_batch > 1 && join) {
+      if (auto filter = join(*q)) d.batch = queue_.pop_more(now_us, q->model, m.max_batch - 1, filter);
+    }
+    out.push_back(std::move(d));
+  }
+  // Run-ahead: requests of models resident on busy devices queue behind what runs there.
+  while (options_.run_ahead > 0) {
+    std::optional<uint32_t> target;
+    auto q = queue_.pop_if(now_us, [&](const std::string& model) {
+      if (gathering(model)) return false;
+      target.reset();
+      for (uint32_t i = 0; i < devices_.size(); ++i) {
+        const Device& dev = devices_[i];
+        if (!dev.up || !dev.executing || dev.behind >= options_.run_ahead || dev.may_evict.count(model)) continue;
+        auto r = dev.replicas.find(model);
+        if (r == dev.replicas.end() || r->second.swapping_in) continue;
+        if (!target || dev.behind < devices_[*target].behind) target = i;
+      }
+      return target.has_value();
+    });
+    if (!q) break;
+    Device& dev = devices_[*target];
+    ++dev.behind;
+    dev.replicas[q->model].last_use = ++tick_;
+    ++counters_.runs;
+    SwapDispatch d;
+    d.request = q->id;
+    d.model = q->model;
+    d.arrival_us = q->arrival_us;
+    d.device = *target;
+    d.action = SwapAction::run;
+    d.life = dev.life;
+    d.reason = "resident on a busy device: runs behind its current request";
+    const SwapModel& m = models_.at(q->model);
+    if (m.max_batch > 1 && join) {
+      if (auto filter = join(*q)) d.batch = queue_.pop_more(now_us, q->model, m.max_batch - 1, filter);
+    }
+    out.push_back(std::move(d));
   }
   return out;
 }
 
 void SwapController::finish(const SwapDispatch& d, const SwapOutcome& o, uint64_t latency_us, int64_t now_us) {
   Device& dev = devices_[d.device];
-  dev.executing = false;
+  if (d.life != dev.life) {
+    // Dispatched before the device faulted (a run queued behind the faulting one): its state was
+    // reset then; only the source's lock and the outcome remain to account for.
+    if (d.source) {
+      Device& src = devices_[*d.source];
+      if (auto it = src.locks.find(d.model); it != src.locks.end() && --it->second == 0) src.locks.erase(it);
+    }
+    if (o.answered && !o.fault) queue_.record(d.model, latency_us, now_us);
+    return;
+  }
+  // Answers come in dispatch order: while runs wait behind this one, the device stays busy.
+  if (dev.behind > 0 && !o.fault) {
+    --dev.behind;
+  } else {
+    dev.executing = false;
+    dev.behind = 0;
+  }
   dev.loading = {};
   dev.may_evict.clear();
   if (d.source) {
@@ -224,13 +300,18 @@ void SwapController::finish(const SwapDispatch& d, const SwapOutcome& o, uint64_
     dev.replicas.erase(it);
   }
   dev.free = o.pool_free;
-  if (o.answered) queue_.record(d.model, latency_us, now_us);
+  if (!o.answered) return;
+  queue_.record(d.model, latency_us, now_us);
+  for (const auto& q : d.batch)
+    queue_.record(d.model, static_cast<uint64_t>(std::max<int64_t>(0, now_us - q.arrival_us)), now_us);
 }
 
 void SwapController::device_down(uint32_t device) {
   Device& dev = devices_[device];
   dev.up = false;
   dev.executing = false;
+  dev.behind = 0;
+  ++dev.life;
   dev.loading = {};
   dev.replicas.clear();
   dev.locks.clear();

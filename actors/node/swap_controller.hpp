@@ -11,7 +11,12 @@
 //                                   ▲                                  │ fault: the device is down
 //                                   └────────── requeued ◀─────────────┘ until device_up (restart)
 // One request per device at a time (Torpor: one function per GPU), so a swap-in is pipelined with
-// the very request it serves and "loading" means "executing a cold request".
+// the very request it serves and "loading" means "executing a cold request". Where Ember departs
+// from it (options.run_ahead > 0): a request of a model already resident on a busy device (not
+// being copied in, not a fallback victim of the running swap) may queue behind the running one as
+// a plain run, up to run_ahead deep. The executor runs its jobs in order, so this changes nothing
+// the policies decide (a swap, an eviction or a copy still waits for an idle device); it removes
+// the round trip between one request's end and the next one's start.
 //
 // Invariant: a replica another device copies from (a lock) is never dropped while the copy runs.
 // Planned victims leave the device's state at dispatch; fallback victims (dropped only if the pool
@@ -20,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -41,6 +47,11 @@ struct SwapControllerOptions {
   placement::EvictionRule eviction = placement::EvictionRule::torpor;
   placement::RrcOptions queue;
   uint64_t seed = 1;
+  /// Runs of a resident model dispatched to a device while it still executes, each behind the one
+  /// before (binding.run_ahead): the executor starts the next the moment the last ends, instead of
+  /// after its answer has gone to the router and the router's dispatch has come back. 0: Torpor's
+  /// one request per device.
+  uint32_t run_ahead = 0;
 };
 
 /// A model the node serves: its bytes live in host memory; device copies come and go.
@@ -53,6 +64,15 @@ struct SwapModel {
   uint64_t deadline_us = 0;
   /// ... for this share of requests.
   double percentile = 0.98;
+  /// Dynamic batching (model.json serving): more than 1 lets a dispatch take more queued requests of
+  /// the model (the router's `join` decides which and how many rows).
+  uint32_t max_batch = 1;
+  /// While fewer than this many requests wait (0: max_batch), a free device waits for more, up to
+  /// max_queue_delay_us after the oldest arrived, and never past its deadline less warm_us.
+  uint32_t preferred_batch = 0;
+  uint64_t max_queue_delay_us = 0;
+  /// The model's warm latency (its registration profile), microseconds; 0 before it is known.
+  uint64_t warm_us = 0;
 };
 
 /// One request to run now on one device.
@@ -68,6 +88,11 @@ struct SwapDispatch {
   std::vector<std::string> fallback;
   int64_t arrival_us = 0;
   std::string reason;
+  /// Dynamic batching: more requests of the model that run with this one, oldest first.
+  std::vector<placement::QueuedRequest> batch;
+  /// The device's life it was dispatched in (a fault ends one): an answer from an earlier life
+  /// changes nothing of the device's state.
+  uint64_t life = 0;
 };
 
 /// What the executor answered for a dispatch.
@@ -106,9 +131,18 @@ class SwapController {
   Status submit(uint64_t request, const std::string& model, int64_t now_us);
   /// Puts a request back at the end of its model's queue (after a fault), keeping its arrival.
   Status requeue(uint64_t request, const std::string& model, int64_t arrival_us);
+  /// For a request about to be dispatched, which other queued requests (by id) may join it; an empty
+  /// filter: none.
+  using BatchJoin = std::function<placement::RrcQueue::RequestFilter(const placement::QueuedRequest& lead)>;
   /// Everything that can start now, in priority order, with the device state updated as if started.
-  std::vector<SwapDispatch> dispatch(int64_t now_us);
-  /// The executor's answer for `d`; `latency_us` is arrival to answer (the SLO's measure).
+  /// A model with max_batch > 1 takes up to max_batch − 1 more of its queued requests that `join`
+  /// accepts into the dispatch; one still gathering (see SwapModel) is passed over for now.
+  std::vector<SwapDispatch> dispatch(int64_t now_us, const BatchJoin& join = {});
+  /// After dispatch: when the earliest model passed over while gathering a batch stops waiting
+  /// (the router dispatches again then); nullopt when none is.
+  std::optional<int64_t> gathering_until() const { return gathering_until_; }
+  /// The executor's answer for `d`; `latency_us` is arrival to answer (the SLO's measure); each
+  /// member of d.batch is recorded with its own (now_us minus its arrival).
   void finish(const SwapDispatch& d, const SwapOutcome& outcome, uint64_t latency_us, int64_t now_us);
 
   /// The device faulted: nothing is resident there and nothing is dispatched to it until device_up.
@@ -135,6 +169,10 @@ class SwapController {
   struct Device {
     bool up = true;
     bool executing = false;
+    /// Runs dispatched behind the executing request (run_ahead), answered in dispatch order.
+    uint32_t behind = 0;
+    /// Incremented by device_down.
+    uint64_t life = 0;
     placement::DeviceLoad loading;
     uint64_t capacity = 0;
     uint64_t free = 0;
@@ -165,6 +203,7 @@ class SwapController {
   std::mt19937_64 rng_;
   uint64_t tick_ = 0;  // last-use stamps
   SwapCounters counters_;
+  std::optional<int64_t> gathering_until_;
 };
 
 }  // namespace ember

@@ -67,6 +67,7 @@ Result<LateBinding> late_binding(const NodeConfig& node, const BindingConfig& bi
   options.queue.max_queued_per_model = node.max_queued_per_model;
   options.queue.max_queued_total = node.max_queued_total;
   options.seed = binding.seed;
+  options.run_ahead = binding.run_ahead;
   LateBinding late{options, std::move(topology), std::move(pool_bytes)};
   late.heavy_factor = binding.heavy_factor;
   late.slo_factor = binding.slo_factor;

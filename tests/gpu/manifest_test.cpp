@@ -63,6 +63,42 @@ TEST(Manifest, AModelsAutoscaleKeysRoundTripAndOverrideTheClusterDefaults) {
             "model.json: serving.autoscale.max_replicas: 16 is below serving.autoscale.min_replicas (20)");
 }
 
+TEST(Manifest, DynamicBatchingIsOffUnlessAskedForAndRoundTrips) {
+  json j = tiny("mlp");
+  auto plain = parse_manifest(j.dump(), "model.json");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->serving.dynamic_batching);
+  j["serving"]["max_batch"] = 16;
+  j["serving"]["dynamic_batching"] = {{"preferred_batch", 8}, {"max_queue_delay_us", 500}};
+  auto m = parse_manifest(j.dump(), "model.json");
+  ASSERT_TRUE(m.ok()) << m.error().message();
+  EXPECT_TRUE(m->serving.dynamic_batching);
+  EXPECT_EQ(m->serving.preferred_batch, 8u);
+  EXPECT_EQ(m->serving.max_queue_delay_us, 500u);
+  auto again = parse_manifest(manifest_to_json(*m), "model.json");
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->serving.dynamic_batching);
+  EXPECT_EQ(again->serving.preferred_batch, 8u);
+  EXPECT_EQ(again->serving.max_queue_delay_us, 500u);
+  j["serving"]["dynamic_batching"] = json::object();
+  auto defaults = parse_manifest(j.dump(), "model.json");
+  ASSERT_TRUE(defaults.ok());
+  EXPECT_TRUE(defaults->serving.dynamic_batching);
+  EXPECT_EQ(defaults->serving.preferred_batch, 0u);
+  EXPECT_EQ(parse_manifest(manifest_to_json(*defaults), "model.json")->serving.dynamic_batching, true);
+
+  auto error = [&](json db) {
+    j["serving"]["dynamic_batching"] = db;
+    auto bad = parse_manifest(j.dump(), "model.json");
+    return bad.ok() ? std::string("(parsed)") : bad.error().message();
+  };
+  EXPECT_EQ(error(true), "model.json: serving.dynamic_batching: must be an object (empty for the defaults)");
+  EXPECT_EQ(error({{"preferred_batch", 17}}),
+            "model.json: serving.dynamic_batching.preferred_batch: must be an integer in 1..max_batch (16)");
+  EXPECT_NE(error({{"max_queue_delay_us", -1}}).find("max_queue_delay_us: must be an integer"), std::string::npos);
+  EXPECT_NE(error({{"delay", 1}}).find("serving.dynamic_batching"), std::string::npos);
+}
+
 TEST(Manifest, GraphRangesFollowTheDataflow) {
   auto m = parse_manifest(tiny("resnet50").dump(), "model.json");
   ASSERT_TRUE(m.ok());

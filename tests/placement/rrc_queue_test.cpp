@@ -281,6 +281,27 @@ TEST(RrcQueue, PopIfAndBatchesAndLatePops) {
   EXPECT_EQ(q.pop_batch(0, 8).size(), 1u);
 }
 
+TEST(RrcQueue, PopMoreTakesTheRequestsABatchAcceptsAndKeepsTheRestInOrder) {
+  RrcQueue q = five_models(0.25);
+  for (uint64_t id = 1; id <= 5; ++id) ASSERT_TRUE(q.push(id, "c", static_cast<int64_t>(id)).ok());
+  ASSERT_TRUE(q.push(9, "a", 0).ok());
+  EXPECT_EQ(q.oldest_arrival("c"), 1);
+  EXPECT_FALSE(q.oldest_arrival("d").has_value());
+  // Odd ids join, at most two: 1 and 3; 2, 4 and 5 stay, in order.
+  auto odd = [](uint64_t id) { return id % 2 == 1; };
+  EXPECT_EQ(q.pop_more(10, "c", 2, odd), (std::vector<QueuedRequest>{{1, "c", 1}, {3, "c", 3}}));
+  EXPECT_EQ(q.queued("c"), 3u);
+  EXPECT_EQ(q.queued(), 4u);
+  EXPECT_EQ(q.oldest_arrival("c"), 2);
+  EXPECT_EQ(q.pop_more(10, "c", 8), (std::vector<QueuedRequest>{{2, "c", 2}, {4, "c", 4}, {5, "c", 5}}));
+  EXPECT_TRUE(q.pop_more(10, "c", 8).empty());
+  EXPECT_TRUE(q.pop_more(10, "nope", 8).empty());
+  // The other model is still first in line.
+  EXPECT_EQ(q.pop(11), (QueuedRequest{9, "a", 0}));
+  EXPECT_EQ(q.queued(), 0u);
+  EXPECT_EQ(q.counters().popped, 6u);
+}
+
 TEST(RrcQueue, RemoveAndReRegister) {
   RrcQueue q = five_models(0.25);
   ASSERT_TRUE(q.push(1, "b", 7).ok());

@@ -3,21 +3,22 @@
 // that faults mid-request.
 #include <gtest/gtest.h>
 
-#include <map>
-
 #include <atomic>
 #include <future>
+#include <map>
 #include <set>
 #include <thread>
 
+#include "actors/model_cache_interface.hpp"
+#include "actors/node/blob_store.hpp"
 #include "actors/node/executor_engine.hpp"
 #include "actors/node/gpu_executor.hpp"
 #include "actors/node/model_cache.hpp"
+#include "actors/node/node_instruments.hpp"
 #include "actors/node/node_router.hpp"
-#include "actors/model_cache_interface.hpp"
 #include "actors/node_router_interface.hpp"
 #include "actors/tensor_codec.hpp"
-#include "actors/node/blob_store.hpp"
+#include "gpu/architectures.hpp"
 #include "gpu/model_builder.hpp"
 #include "tests/actors/actor_test_util.hpp"
 
@@ -47,7 +48,9 @@ std::shared_ptr<const gpu::Model> write_mlp(const std::string& dir, uint64_t see
 
 std::unique_ptr<ExecutorEngine> engine(std::unique_ptr<gpu::Device> device) {
   // 16 MiB devices: 8 MiB of pool in 1 MiB partitions; fixed 256 KiB groups (no elbow probe).
-  auto e = ExecutorEngine::create(std::move(device), EngineOptions{64, 8 * MiB, 256 << 10});
+  // Larger devices keep half for activations.
+  const uint64_t workspace = std::max<uint64_t>(8 * MiB, device->memory().capacity_bytes / 2);
+  auto e = ExecutorEngine::create(std::move(device), EngineOptions{64, workspace, 256 << 10});
   EXPECT_TRUE(e.ok()) << e.error().message();
   return std::move(*e);
 }
@@ -144,25 +147,32 @@ struct LateNode {
   std::atomic<int> reopened_while_open{0};  // restarts that opened a device its old engine still held
   std::atomic<int> reopen_failures{0};      // the next this many reopens fail
 
-  // `devices` 16 MiB devices (8 MiB pools), `count` models of 3 MiB; device 0 faults after
-  // `fault_after` kernels when set; devices compute on a dilated clock when `dilation` > 0.
-  LateNode(uint32_t devices, int count, int64_t fault_after = -1, double dilation = 0) {
-    for (int i = 0; i < count; ++i) models.push_back(write_mlp(repo / ("m" + std::to_string(i)) + "/1", i + 1, 3));
+  using ModelMaker = std::function<std::shared_ptr<const gpu::Model>(const std::string& dir, int i)>;
+
+  // `devices` devices of `device_bytes` (16 MiB: 8 MiB pools), `count` models (3 MiB MLPs unless
+  // `make` writes them); device 0 faults after `fault_after` kernels when set; devices compute on a
+  // dilated clock when `dilation` > 0.
+  LateNode(uint32_t devices, int count, int64_t fault_after = -1, double dilation = 0, ModelMaker make = {},
+           uint64_t device_bytes = 16 * MiB, NodeInstruments* instruments = nullptr) {
+    for (int i = 0; i < count; ++i) {
+      const std::string dir = repo / ("m" + std::to_string(i)) + "/1";
+      models.push_back(make ? make(dir, i) : write_mlp(dir, i + 1, 3));
+    }
     std::vector<device_report> reports;
     std::vector<uint64_t> pools;
     for (uint32_t d = 0; d < devices; ++d) {
-      auto dev = gpu::testing::sim_device(16 * MiB, d, dilation);
+      auto dev = gpu::testing::sim_device(device_bytes, d, dilation);
       if (d == 0 && fault_after >= 0) dev->TEST_fail_after_kernels(static_cast<uint64_t>(fault_after));
       auto e = engine(std::move(dev));
       pools.push_back(e->engine_memory().pool_capacity);
-      reports.push_back({e->device_info().name, 16 * MiB, 0});
-      engine_factory reopen = [this, d, dilation]() -> Result<std::unique_ptr<ExecutorEngine>> {
+      reports.push_back({e->device_info().name, device_bytes, 0});
+      engine_factory reopen = [this, d, dilation, device_bytes]() -> Result<std::unique_ptr<ExecutorEngine>> {
         ++restarts;
         if (gpu::SimDevice::TEST_open_on_ordinal(d) > 0) ++reopened_while_open;
         for (int left = reopen_failures.load(); left > 0;) {
           if (reopen_failures.compare_exchange_weak(left, left - 1)) return unavailable("the device did not come back");
         }
-        return engine(gpu::testing::sim_device(16 * MiB, d, dilation));
+        return engine(gpu::testing::sim_device(device_bytes, d, dilation));
       };
       execs.push_back(spawn_gpu_executor(*sys, std::move(e), "n1", nullptr, maintenance, reopen));
     }
@@ -176,7 +186,7 @@ struct LateNode {
         std::vector<double>(devices, 16.0));
     EXPECT_TRUE(topology.ok());
     NodeRouterConfig rc{"n1", "127.0.0.1", 0, "", LateBinding{{}, *topology, pools}};
-    router = spawn_node_router(*sys, rc, execs, reports, cache, nullptr);
+    router = spawn_node_router(*sys, rc, execs, reports, cache, instruments);
   }
   ~LateNode() {
     caf::scoped_actor self{*sys};
@@ -403,6 +413,147 @@ TEST(LateBindingExecutor, ARestartClosesTheOldDeviceFirstAndAFailedOneCanBeRetri
   EXPECT_EQ(calls.load(), 2);
   self->send_exit(exec, caf::exit_reason::user_shutdown);
   self->wait_for(exec);
+}
+
+}  // namespace late_binding_test
+}  // namespace ember
+
+namespace ember {
+namespace late_binding_test {
+
+// A reference architecture, tiny, with dynamic batching as model.json would ask for it.
+LateNode::ModelMaker batching(std::vector<std::string> archs, uint32_t max_batch, uint64_t delay_us,
+                              uint64_t deadline_us = 0) {
+  return [=](const std::string& dir, int i) -> std::shared_ptr<const gpu::Model> {
+    auto b =
+        gpu::build_architecture(archs[static_cast<size_t>(i)],
+                                {.tiny = true, .seed = static_cast<uint64_t>(i) + 1, .name = "m" + std::to_string(i)});
+    EXPECT_TRUE(b.ok()) << b.error().message();
+    b->serving().max_batch = max_batch;
+    b->serving().dynamic_batching = true;
+    b->serving().max_queue_delay_us = delay_us;
+    b->serving().slo_deadline_us = deadline_us;
+    EXPECT_TRUE(b->write(dir).ok());
+    auto m = gpu::Model::load(dir);
+    EXPECT_TRUE(m.ok());
+    return *m;
+  };
+}
+
+/// A batched answer is the solo answer up to the rounding of batched matrix products: OpenBLAS (like
+/// cuBLAS) picks its kernel by the matrix's shape, so a row's sums may be added in another order
+/// when it shares the product with other rows (measured: at most 2e-7 relative on these models).
+bool same_answer(const std::vector<gpu::HostTensor>& got, const std::vector<gpu::HostTensor>& want) {
+  if (got.size() != want.size()) return false;
+  for (size_t o = 0; o < want.size(); ++o) {
+    if (got[o].desc.shape != want[o].desc.shape || got[o].desc.dtype != want[o].desc.dtype) return false;
+    if (want[o].desc.dtype != gpu::DType::f32) {
+      if (!gpu::testing::bitwise_equal(got[o], want[o])) return false;
+    } else if (gpu::testing::relative_error(got[o], want[o]) > 1e-5) {
+      ADD_FAILURE() << "output " << o << " differs by " << gpu::testing::relative_error(got[o], want[o]);
+      return false;
+    }
+  }
+  return true;
+}
+
+/// The value of `name{model="m<i>"...}` in the rendered metrics, 0 when absent.
+double metric(NodeInstruments& in, const std::string& name, int i) {
+  const std::string text = in.registry().render();
+  const std::string key = name + "{model=\"m" + std::to_string(i) + "\"";
+  const size_t at = text.find(key);
+  if (at == std::string::npos) return 0;
+  const size_t space = text.find(' ', text.find('}', at));
+  return std::stod(text.substr(space + 1));
+}
+
+// Concurrent requests of a batching model run as fewer executions, and every answer is what the
+// model gives that request alone (up to the rounding of batched products): for each reference
+// architecture.
+TEST(LateBindingBatching, BatchedAnswersAreIdenticalToSoloRunsForEveryReferenceArchitecture) {
+  const std::vector<std::string> archs{"mlp", "resnet50", "bert-base", "gpt2"};
+  NodeInstruments instruments;
+  LateNode node(1, 4, -1, 0, batching(archs, 8, 20'000), 128 * MiB, &instruments);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(node.load(i).ok()) << archs[static_cast<size_t>(i)];
+  caf::scoped_actor self{*node.sys};
+  for (int i = 0; i < 4; ++i) {
+    const double executions_before = metric(instruments, "ember_execution_count_total", i);
+    constexpr int kRequests = 6;
+    std::vector<std::vector<gpu::HostTensor>> inputs;
+    for (int k = 0; k < kRequests; ++k) {
+      // One row each (resnet50: 1 image), different data per request.
+      inputs.push_back(gpu::testing::arch_inputs(*node.models[static_cast<size_t>(i)], 1, 4, 100 * i + k));
+      infer_request req;
+      req.model = {"m" + std::to_string(i), 1};
+      req.id = std::to_string(k);
+      req.inputs = encode_tensors(inputs.back());
+      self->send(node.router, std::move(req));
+    }
+    int right = 0;
+    for (int k = 0; k < kRequests; ++k) {
+      self->receive(
+          [&](infer_reply& r) {
+            const int which = std::stoi(r.id);
+            auto out = decode_tensors(std::move(r.outputs));
+            ASSERT_TRUE(out.ok());
+            const auto want = warm_outputs(node.models[static_cast<size_t>(i)], inputs[static_cast<size_t>(which)]);
+            right += same_answer(*out, want);
+          },
+          [&](caf::error& e) { ADD_FAILURE() << from_caf(e).message(); },
+          caf::after(60s) >> [&] { ADD_FAILURE() << "no answer"; });
+    }
+    EXPECT_EQ(right, kRequests) << archs[static_cast<size_t>(i)];
+    const double executions = metric(instruments, "ember_execution_count_total", i) - executions_before;
+    EXPECT_LT(executions, kRequests) << archs[static_cast<size_t>(i)] << ": no request was batched";
+    EXPECT_GE(executions, 1) << archs[static_cast<size_t>(i)];
+  }
+}
+
+// The gathering delay never makes a request late by itself: a model that may wait 5 s for more
+// requests but has a 300 ms deadline answers a lone request long before 5 s.
+TEST(LateBindingBatching, GatheringForABatchEndsBeforeTheDeadline) {
+  LateNode node(1, 1, -1, 0, batching({"mlp"}, 8, 5'000'000, 300'000), 64 * MiB);
+  ASSERT_TRUE(node.load(0).ok());
+  infer_request req;
+  req.model = {"m0", 1};
+  req.inputs = encode_tensors(gpu::testing::arch_inputs(*node.models[0], 1, 1, 3));
+  const auto start = std::chrono::steady_clock::now();
+  auto r = testing::ask<infer_reply>(*node.sys, node.router, 30s, std::move(req));
+  const auto waited = std::chrono::steady_clock::now() - start;
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_LT(waited, 2s) << "waited for a batch past the deadline";
+}
+
+// A batch on a device that faults: every member is retried (on the other device) and answered right.
+TEST(LateBindingBatching, AFaultedBatchRetriesEveryMember) {
+  LateNode node(2, 1, /*fault_after=*/12, 0, batching({"mlp"}, 8, 2'000), 64 * MiB);
+  ASSERT_TRUE(node.load(0).ok());
+  caf::scoped_actor self{*node.sys};
+  int right = 0, answers = 0;
+  for (int round = 0; round < 6; ++round) {
+    std::vector<std::vector<gpu::HostTensor>> inputs;
+    for (int k = 0; k < 5; ++k) {
+      inputs.push_back(gpu::testing::arch_inputs(*node.models[0], 1, 1, 10 * round + k));
+      infer_request req;
+      req.model = {"m0", 1};
+      req.id = std::to_string(k);
+      req.inputs = encode_tensors(inputs.back());
+      self->send(node.router, std::move(req));
+    }
+    for (int k = 0; k < 5; ++k) {
+      self->receive(
+          [&](infer_reply& r) {
+            ++answers;
+            auto out = decode_tensors(std::move(r.outputs));
+            right += out.ok() && same_answer(*out, warm_outputs(node.models[0], inputs[std::stoul(r.id)]));
+          },
+          [&](caf::error& e) { ADD_FAILURE() << from_caf(e).message(); },
+          caf::after(30s) >> [&] { ADD_FAILURE() << "no answer"; });
+    }
+  }
+  EXPECT_EQ(answers, 30);
+  EXPECT_EQ(right, 30);
+  EXPECT_GE(node.restarts.load(), 1) << "device 0 never faulted: the test did not test the fault";
 }
 
 }  // namespace late_binding_test

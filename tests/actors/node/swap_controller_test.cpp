@@ -218,6 +218,106 @@ TEST(SwapController, AFaultTakesTheDeviceDownUntilItIsUpAgainAndTheRequestIsRetr
   EXPECT_EQ(c.counters().faults, 1u);
 }
 
+// Dynamic batching: a dispatch takes the queued requests the join accepts, up to max_batch − 1
+// more; a model gathering waits until its preferred batch or its delay (cut short by its deadline).
+TEST(SwapController, ABatchTakesWhatTheJoinAcceptsAndGatheringWaitsNoLongerThanTheDeadlineAllows) {
+  SwapController c(*placement::NodeTopology::create({0}, {{0}}, {16}), {100 * MiB}, {});
+  SwapModel m = model("a", 10 * MiB);
+  m.max_batch = 3;
+  ASSERT_TRUE(c.add_model(m).ok());
+  for (uint64_t id = 1; id <= 5; ++id) ASSERT_TRUE(c.submit(id, "a", static_cast<int64_t>(id)).ok());
+  std::vector<uint64_t> asked;
+  auto join = [&](const placement::QueuedRequest& lead) -> placement::RrcQueue::RequestFilter {
+    EXPECT_EQ(lead.id, 1u);
+    return [&](uint64_t id) {
+      asked.push_back(id);
+      return id != 2;  // 2 cannot join (another shape, say)
+    };
+  };
+  auto d = c.dispatch(10, join);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].request, 1u);
+  ASSERT_EQ(d[0].batch.size(), 2u);
+  EXPECT_EQ(d[0].batch[0].id, 3u);
+  EXPECT_EQ(d[0].batch[1].id, 4u);
+  EXPECT_EQ(asked, (std::vector<uint64_t>{2, 3, 4}));
+  EXPECT_EQ(c.queue().queued("a"), 2u);  // 2 and 5
+  c.finish(d[0], done(d[0], 10 * MiB, 90 * MiB), 100, 110);
+  EXPECT_EQ(c.queue().view("a")->counters.on_time + c.queue().view("a")->counters.misses, 3u);
+
+  // Gathering: preferred 4, delay 1 ms, deadline 10 ms, warm run 9.5 ms: waits only 0.5 ms.
+  SwapModel g = model("g", 10 * MiB);
+  g.max_batch = 8;
+  g.preferred_batch = 4;
+  g.max_queue_delay_us = 1000;
+  g.warm_us = 9'500;
+  ASSERT_TRUE(c.add_model(g).ok());
+  auto rest = c.dispatch(200);  // 2 and 5 of "a" run first (one device: one at a time)
+  ASSERT_EQ(rest.size(), 1u);
+  c.finish(rest[0], done(rest[0], 10 * MiB, 90 * MiB), 10, 210);
+  rest = c.dispatch(210);
+  ASSERT_EQ(rest.size(), 1u);
+  c.finish(rest[0], done(rest[0], 10 * MiB, 90 * MiB), 10, 220);
+  ASSERT_TRUE(c.submit(10, "g", 1000).ok());
+  EXPECT_TRUE(c.dispatch(1100).empty());
+  EXPECT_EQ(c.gathering_until(), 1500);
+  EXPECT_TRUE(c.dispatch(1499).empty());
+  auto late = c.dispatch(1500);
+  ASSERT_EQ(late.size(), 1u);
+  EXPECT_FALSE(c.gathering_until().has_value());
+  c.finish(late[0], done(late[0], 10 * MiB, 80 * MiB), 10, 1600);
+  // Enough requests waiting: no gathering at all.
+  for (uint64_t id = 11; id <= 14; ++id) ASSERT_TRUE(c.submit(id, "g", 2000).ok());
+  auto full = c.dispatch(2000, [](const placement::QueuedRequest&) {
+    return placement::RrcQueue::RequestFilter([](uint64_t) { return true; });
+  });
+  ASSERT_EQ(full.size(), 1u);
+  EXPECT_EQ(full[0].batch.size(), 3u);
+}
+
+// Run-ahead: a request of a model resident on a busy device queues there behind the running one, up
+// to run_ahead deep; a model that would need a swap still waits for an idle device; a fault ends
+// the device's life and the answers of what queued behind it change nothing.
+TEST(SwapController, RunAheadQueuesResidentRunsBehindABusyDeviceAndAFaultResetsIt) {
+  SwapControllerOptions o;
+  o.run_ahead = 1;
+  SwapController c(*placement::NodeTopology::create({0}, {{0}}, {16}), {100 * MiB}, o);
+  ASSERT_TRUE(c.add_model(model("a", 10 * MiB)).ok());
+  ASSERT_TRUE(c.add_model(model("b", 10 * MiB)).ok());
+  auto first = run_one(c, 1, "a", 0);
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].action, SwapAction::swap_from_host);
+  // "a" is being copied in: nothing queues behind its swap.
+  EXPECT_TRUE(run_one(c, 2, "a", 1).empty());
+  c.finish(first[0], done(first[0], 10 * MiB, 90 * MiB), 10, 10);
+  auto second = c.dispatch(11);  // request 2 runs; nothing behind it yet
+  ASSERT_EQ(second.size(), 1u);
+  auto behind = run_one(c, 3, "a", 12);
+  ASSERT_EQ(behind.size(), 1u);
+  EXPECT_EQ(behind[0].action, SwapAction::run);
+  EXPECT_EQ(behind[0].request, 3u);
+  EXPECT_TRUE(run_one(c, 4, "a", 13).empty()) << "run_ahead 1: one behind at most";
+  EXPECT_TRUE(run_one(c, 5, "b", 14).empty()) << "b needs a swap: waits for an idle device";
+  c.finish(second[0], done(second[0], 10 * MiB, 90 * MiB), 10, 20);
+  // 3 runs now; 4 may queue behind it; b still waits.
+  auto next = c.dispatch(21);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].request, 4u);
+  // 3 faults: the device is down; 4's fault answer belongs to the old life and changes nothing.
+  SwapOutcome fault;
+  fault.fault = true;
+  fault.answered = false;
+  c.finish(behind[0], fault, 10, 30);
+  EXPECT_FALSE(c.device_is_up(0));
+  c.device_up(0, 100 * MiB);
+  auto after = c.dispatch(40);
+  ASSERT_EQ(after.size(), 1u);  // b, from host, on the fresh device
+  EXPECT_EQ(after[0].model, "b");
+  c.finish(next[0], fault, 10, 41);
+  EXPECT_TRUE(c.device_is_up(0)) << "an answer from the old life took the device down again";
+  EXPECT_TRUE(c.dispatch(42).empty()) << "b still runs there";
+}
+
 TEST(SwapController, RefusesAModelNoPoolCanHoldAndUnknownModels) {
   auto c = controller(100 * MiB);
   auto big = c.add_model(model("big", 101 * MiB));

@@ -1,0 +1,78 @@
+// libFuzzer target for actors/gateway/http/kserve_json.cpp: parse_infer_http, the HTTP inference
+// body with the binary tensor data extension (Inference-Header-Content-Length), and
+// render_infer_http on the answer.
+//
+// Input: a 4-byte little-endian header length (0xFFFFFFFF: no header, the body is all JSON), then
+// the body. On success every input holds exactly its shape's bytes in a dtype Ember runs, and an
+// answer echoing the inputs as outputs renders, in binary where asked, with the header length
+// inside the body; rendered as JSON alone it parses back to the same bytes (FP16/BF16 excepted,
+// which JSON does not carry, and non-finite FP32 values, which JSON renders as null: binary
+// outputs carry them). On failure the message is not empty.
+#include <cmath>
+#include <cstring>
+
+#include "actors/gateway/http/kserve_json.hpp"
+#include "gpu/tensor.hpp"
+#include "tests/fuzz/fuzz_common.hpp"
+
+using namespace ember;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const uint32_t header = fuzz::take_u32(data, size);
+  const std::string_view body(reinterpret_cast<const char*>(data), size);
+  std::optional<uint64_t> json_bytes;
+  if (header != 0xFFFFFFFFu) json_bytes = header;
+  auto parsed = parse_infer_http(body, json_bytes, {"m", 1});
+  if (!parsed.ok()) {
+    EMBER_FUZZ_CHECK(!parsed.error().message().empty());
+    return 0;
+  }
+  const infer_request& req = parsed->request;
+  EMBER_FUZZ_CHECK(!req.inputs.empty() && req.model.name == "m");
+  infer_reply reply;
+  reply.model = req.model;
+  reply.id = req.id;
+  bool json_carries_all = true;
+  for (const auto& t : req.inputs) {
+    EMBER_FUZZ_CHECK(t.dtype < static_cast<uint8_t>(gpu::DType::count));
+    EMBER_FUZZ_CHECK(t.shape.size() <= static_cast<size_t>(gpu::Shape::kMaxRank));
+    uint64_t n = gpu::dtype_size(static_cast<gpu::DType>(t.dtype));
+    for (int64_t d : t.shape) {
+      EMBER_FUZZ_CHECK(d >= 0);
+      n *= static_cast<uint64_t>(d);
+    }
+    EMBER_FUZZ_CHECK(n == t.data.size());
+    const auto dt = static_cast<gpu::DType>(t.dtype);
+    if (dt == gpu::DType::f16 || dt == gpu::DType::bf16) json_carries_all = false;
+    if (dt == gpu::DType::f32) {
+      for (size_t k = 0; k + 4 <= t.data.size(); k += 4) {
+        float v;
+        std::memcpy(&v, t.data.data() + k, 4);
+        if (!std::isfinite(v)) json_carries_all = false;
+      }
+    }
+    reply.outputs.push_back(t);
+  }
+  auto rendered = render_infer_http(reply, *parsed);
+  if (rendered.ok() && rendered->json_bytes) EMBER_FUZZ_CHECK(*rendered->json_bytes <= rendered->body.size());
+  if (!json_carries_all) return 0;
+  // As JSON alone, the answer's tensors read back as the same bytes.
+  HttpInferRequest as_json;
+  auto plain = render_infer_http(reply, as_json);
+  EMBER_FUZZ_CHECK(plain.ok() && !plain->json_bytes);
+  std::string again = plain->body;
+  const std::string from = "\"outputs\":";
+  const size_t at = again.find(from);
+  EMBER_FUZZ_CHECK(at != std::string::npos);
+  again.replace(at, from.size(), "\"inputs\":");
+  auto back = parse_infer_http(again, std::nullopt, {"m", 1});
+  EMBER_FUZZ_CHECK(back.ok() && back->request.inputs.size() == req.inputs.size());
+  for (size_t i = 0; i < req.inputs.size(); ++i) {
+    const auto& a = req.inputs[i];
+    const auto& b = back->request.inputs[i];
+    EMBER_FUZZ_CHECK(a.dtype == b.dtype && a.shape == b.shape && a.data.size() == b.data.size());
+    // Float bytes may differ for NaN payloads and -0 (JSON carries numbers, not bits); ints must not.
+    if (a.dtype != static_cast<uint8_t>(gpu::DType::f32)) EMBER_FUZZ_CHECK(a.data == b.data);
+  }
+  return 0;
+}
