@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -113,14 +114,15 @@ Encoded binary_body(const std::vector<gpu::HostTensor>& inputs) {
 struct Phase {
   std::vector<double> latency_us;
   uint64_t errors = 0;
+  std::map<std::string, uint64_t> error_kinds;
   double seconds = 0;
   double p50() const { return percentile(latency_us, 0.5); }
   double p99() const { return percentile(latency_us, 0.99); }
   double rate() const { return seconds > 0 ? static_cast<double>(latency_us.size()) / seconds : 0; }
 };
 
-/// One client's way to send one request: true when it was answered 200 / OK.
-using Send = std::function<bool()>;
+/// One client's way to send one request: "" when it was answered 200 / OK, else what went wrong.
+using Send = std::function<std::string()>;
 /// Makes a client (its own connection) for one driving thread.
 using MakeClient = std::function<Send()>;
 
@@ -128,6 +130,7 @@ using MakeClient = std::function<Send()>;
 Phase drive(const MakeClient& make, int clients, double seconds, int64_t count) {
   Phase phase;
   std::vector<std::vector<double>> per_thread(static_cast<size_t>(clients));
+  std::vector<std::map<std::string, uint64_t>> kinds(static_cast<size_t>(clients));
   std::atomic<uint64_t> errors{0};
   std::atomic<int64_t> left{count};
   std::vector<Send> senders;
@@ -141,10 +144,11 @@ Phase drive(const MakeClient& make, int clients, double seconds, int64_t count) 
       auto& send = senders[static_cast<size_t>(c)];
       while (Clock::now() < deadline && left.fetch_sub(1) > 0) {
         const auto t0 = Clock::now();
-        const bool ok = send();
+        const std::string failed = send();
         const auto t1 = Clock::now();
-        if (!ok) {
+        if (!failed.empty()) {
           ++errors;
+          ++kinds[static_cast<size_t>(c)][failed];
           continue;
         }
         lat.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
@@ -154,6 +158,9 @@ Phase drive(const MakeClient& make, int clients, double seconds, int64_t count) 
   for (auto& t : threads) t.join();
   phase.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   for (auto& v : per_thread) phase.latency_us.insert(phase.latency_us.end(), v.begin(), v.end());
+  for (const auto& k : kinds) {
+    for (const auto& [what, n] : k) phase.error_kinds[what] += n;
+  }
   phase.errors = errors;
   return phase;
 }
@@ -165,9 +172,11 @@ MakeClient http_client(const std::string& host, int port, const std::string& pat
     client->set_tcp_nodelay(
         true);  // headers and body go out as two writes: without this, Nagle meets delayed ACKs (40 ms)
     client->set_read_timeout(60, 0);
-    return [client, path, &body] {
+    return [client, path, &body]() -> std::string {
       auto res = client->Post(path, body.headers, body.body, body.content_type);
-      return res && res->status == 200;
+      if (!res) return "HTTP: " + httplib::to_string(res.error());
+      if (res->status != 200) return "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 120);
+      return "";
     };
   };
 }
@@ -180,11 +189,12 @@ MakeClient grpc_client(const std::string& target, const inference::ModelInferReq
     args.SetMaxReceiveMessageSize(-1);
     auto stub = inference::GRPCInferenceService::NewStub(
         grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args));
-    return [stub = std::shared_ptr<inference::GRPCInferenceService::Stub>(std::move(stub)), &req] {
+    return [stub = std::shared_ptr<inference::GRPCInferenceService::Stub>(std::move(stub)), &req]() -> std::string {
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
       inference::ModelInferResponse resp;
-      return stub->ModelInfer(&ctx, req, &resp).ok();
+      const grpc::Status st = stub->ModelInfer(&ctx, req, &resp);
+      return st.ok() ? "" : "gRPC " + std::to_string(st.error_code()) + ": " + st.error_message().substr(0, 120);
     };
   };
 }
@@ -275,9 +285,15 @@ inference::ModelInferRequest grpc_request(const std::string& model, const std::v
   return r;
 }
 
+void print_errors(const Phase& p) {
+  for (const auto& [what, n] : p.error_kinds)
+    std::printf("      %llu x %s\n", static_cast<unsigned long long>(n), what.c_str());
+}
+
 void print_phase(const char* label, const Phase& p) {
   std::printf("  %-34s p50 %9.1f us   p99 %9.1f us   %8.0f req/s  (%zu requests, %llu errors)\n", label, p.p50(),
               p.p99(), p.rate(), p.latency_us.size(), static_cast<unsigned long long>(p.errors));
+  print_errors(p);
 }
 
 /// One protocol's two phases against Ember and, when given, its floor; the targets as ratios.

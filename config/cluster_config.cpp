@@ -73,7 +73,7 @@ Status parse_gateway(const YamlSection& s, GatewayConfig& c) {
     EMBER_RETURN_IF_ERROR(s.read("grpc", grpc, parse_host_port));
     c.grpc = grpc;
   }
-  EMBER_RETURN_IF_ERROR(s.read_uint_as("grpc_threads", 1024, c.grpc_threads));
+  EMBER_RETURN_IF_ERROR(s.read_uint_as("grpc_threads", 4096, c.grpc_threads));
   EMBER_RETURN_IF_ERROR(s.read("max_body", c.max_body_bytes, parse_bytes));
   EMBER_RETURN_IF_ERROR(s.read("request_timeout", c.request_timeout_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read("cold_start_timeout", c.cold_start_timeout_us, parse_duration_us));
@@ -192,7 +192,7 @@ Status validate(const ClusterConfig& c, std::string_view source) {
   const GatewayConfig& g = c.gateway;
   EMBER_RETURN_IF_ERROR(check_range(at, "gateway.http_threads", g.http_threads, 1, 1024));
   EMBER_RETURN_IF_ERROR(check_range(at, "gateway.http_queue", g.http_queue, 1, 65536));
-  EMBER_RETURN_IF_ERROR(check_range(at, "gateway.grpc_threads", g.grpc_threads, 1, 1024));
+  EMBER_RETURN_IF_ERROR(check_range(at, "gateway.grpc_threads", g.grpc_threads, 1, 4096));
   if (g.max_body_bytes < (1u << 10) || g.max_body_bytes > (1u << 30)) {
     return invalid_argument(at + ": gateway.max_body: " + format_bytes(g.max_body_bytes) +
                             " is outside 1 KiB..1 GiB");

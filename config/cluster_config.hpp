@@ -106,9 +106,11 @@ struct GatewayConfig {
   /// the standard health service). Unset (the default): no gRPC. Triton's port is 8001. Messages
   /// larger than max_body are refused (RESOURCE_EXHAUSTED).
   std::optional<HostPort> grpc;
-  /// Most threads the gRPC server runs RPCs on at once (a thread waits for its inference's answer,
-  /// as an HTTP thread does). Default 8; 1..1024. Calls beyond it wait in gRPC's queue.
-  uint32_t grpc_threads = 8;
+  /// Most threads the gRPC server runs calls on at once (a thread waits for its inference's answer,
+  /// as an HTTP thread does, mostly asleep). Default 128; 1..4096. A call beyond them is refused at
+  /// once with RESOURCE_EXHAUSTED ("Server Threadpool Exhausted", gRPC's own refusal), which
+  /// clients may retry: set it at least to the concurrency clients use.
+  uint32_t grpc_threads = 128;
   /// Largest request body accepted; larger bodies are refused (413). Bytes; default
   /// 64 MiB; 1 KiB..1 GiB. The gateway may hold max_pending bodies per model in memory, so this
   /// times max_pending bounds its memory for held requests.

@@ -140,6 +140,8 @@ class ExecutorEngine {
 
   /// Inference jobs waiting (not the one running).
   size_t queued() const;
+  /// The bound on them (EngineOptions::max_queue).
+  size_t max_queue() const { return options_.max_queue; }
   std::vector<model_key> bound() const;
 
  private:

@@ -8,12 +8,16 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 
 #include "actors/errors.hpp"
 #include "actors/gpu_executor_interface.hpp"
 #include "actors/node/executor_engine.hpp"
+#include "actors/node/node_instruments.hpp"
+#include "actors/node/request_batch.hpp"
 #include "actors/offload.hpp"
 #include "actors/pending_answers.hpp"
 #include "actors/tensor_codec.hpp"
@@ -59,6 +63,19 @@ struct executor_state {
   /// The promises engine jobs and restarts will keep: answered `unavailable` if this actor dies
   /// first (a killed executor's callers retry at once instead of waiting for their timeouts).
   PendingAnswers answers;
+  /// Dynamic batching of bound models that ask for it (pinned binding): while one of a model's
+  /// executions runs, its requests wait here and the next execution takes them as one batch.
+  struct Waiting {
+    std::shared_ptr<const infer_request> request;
+    caf::typed_response_promise<infer_reply> promise;
+    uint64_t pending = 0;
+  };
+  struct Lane {
+    uint32_t max_batch = 1;
+    bool busy = false;
+    std::deque<Waiting> waiting;
+  };
+  std::map<model_key, Lane> lanes;
 };
 
 using executor_pointer = gpu_executor_actor::stateful_pointer<executor_state>;
@@ -111,8 +128,151 @@ void report_memory(executor_pointer self) {
                                              mem.capacity_bytes);
 }
 
+void run_lane(executor_pointer self, const model_key& key, std::vector<executor_state::Waiting> members);
+
+/// One request on its own, answering its waiting promise (a member of a batch that failed).
+void run_one(executor_pointer self, executor_state::Waiting m) {
+  auto& st = self->state;
+  auto fail = [&](const Error& e) {
+    st.answers.settle(m.pending);
+    m.promise.deliver(to_caf(e));
+  };
+  if (!st.engine) return fail(no_engine(self));
+  auto inputs = decode_tensors(m.request->inputs);
+  if (!inputs.ok()) return fail(inputs.error());
+  if (st.instruments) st.instruments->count_execution(m.request->model, 1, batch_rows(*m.request));
+  auto done = continue_on<ExecutorEngine::InferResult>(
+      self, [self, promise = m.promise, pending = m.pending, skeleton = skeleton_of(self, *m.request),
+             wanted = m.request->outputs](ExecutorEngine::InferResult& r) mutable {
+        self->state.answers.settle(pending);
+        auto reply = build_reply(std::move(skeleton), wanted, r);
+        if (reply.ok()) {
+          promise.deliver(std::move(*reply));
+        } else {
+          promise.deliver(to_caf(reply.error()));
+        }
+      });
+  if (!st.engine->infer(m.request->model, std::move(*inputs), std::move(done))) {
+    fail(unavailable("the queue of " + st.engine->device_info().name + " on node " + st.node + " is full"));
+  }
+}
+
+/// A lane's execution ended: the next one takes what waits (compatible requests, up to max_batch rows).
+void lane_next(executor_pointer self, const model_key& key) {
+  auto it = self->state.lanes.find(key);
+  if (it == self->state.lanes.end()) return;
+  auto& lane = it->second;
+  lane.busy = false;
+  if (lane.waiting.empty()) return;
+  std::vector<executor_state::Waiting> members{std::move(lane.waiting.front())};
+  lane.waiting.pop_front();
+  int64_t rows = batch_rows(*members.front().request);
+  for (auto w = lane.waiting.begin(); w != lane.waiting.end() && rows < static_cast<int64_t>(lane.max_batch);) {
+    const int64_t r = batch_rows(*w->request);
+    if (rows > 0 && r > 0 && rows + r <= static_cast<int64_t>(lane.max_batch) &&
+        batch_compatible(*members.front().request, *w->request)) {
+      rows += r;
+      members.push_back(std::move(*w));
+      w = lane.waiting.erase(w);
+    } else {
+      ++w;
+    }
+  }
+  run_lane(self, key, std::move(members));
+}
+
+/// Runs `members` of a batching model as one execution (one alone when it is a single request).
+/// A batch that fails is run again member by member, outside the lane, so one bad member cannot
+/// fail the others.
+void run_lane(executor_pointer self, const model_key& key, std::vector<executor_state::Waiting> members) {
+  auto& st = self->state;
+  auto fail_all = [&](const Error& e) {
+    for (auto& m : members) {
+      st.answers.settle(m.pending);
+      m.promise.deliver(to_caf(e));
+    }
+  };
+  if (!st.engine) {
+    fail_all(no_engine(self));
+    return lane_next(self, key);
+  }
+  std::vector<std::shared_ptr<const infer_request>> requests;
+  int64_t rows = 0;
+  for (const auto& m : members) {
+    requests.push_back(m.request);
+    rows += batch_rows(*m.request);
+  }
+  const bool batched = members.size() > 1;
+  infer_request joined = batched ? concat_requests(requests) : *requests.front();
+  auto inputs = decode_tensors(joined.inputs);
+  if (!inputs.ok()) {
+    fail_all(inputs.error());
+    return lane_next(self, key);
+  }
+  st.lanes[key].busy = true;
+  if (st.instruments) st.instruments->count_execution(key, members.size(), rows);
+  auto shared = std::make_shared<std::vector<executor_state::Waiting>>(std::move(members));
+  auto done =
+      continue_on<ExecutorEngine::InferResult>(self, [self, key, shared, requests, skeleton = skeleton_of(self, joined),
+                                                      wanted = joined.outputs](ExecutorEngine::InferResult& r) mutable {
+        auto& st = self->state;
+        if (st.instruments && r.outputs.ok()) st.instruments->observe_run(skeleton.model, r.queue_us, r.compute_us);
+        auto reply = build_reply(std::move(skeleton), wanted, r);
+        auto& members = *shared;
+        if (members.size() > 1 && !reply.ok()) {
+          // Each member again, alone (not through the lane: they keep their place ahead of it).
+          for (auto& m : members) run_one(self, std::move(m));
+        } else if (members.size() > 1) {
+          auto parts = split_reply(*reply, requests);
+          for (size_t k = 0; k < members.size(); ++k) {
+            st.answers.settle(members[k].pending);
+            if (parts.ok()) {
+              members[k].promise.deliver(std::move((*parts)[k]));
+            } else {
+              members[k].promise.deliver(to_caf(parts.error()));
+            }
+          }
+        } else {
+          st.answers.settle(members.front().pending);
+          if (reply.ok()) {
+            members.front().promise.deliver(std::move(*reply));
+          } else {
+            members.front().promise.deliver(to_caf(reply.error()));
+          }
+        }
+        lane_next(self, key);
+      });
+  if (!st.engine->infer(key, std::move(*inputs), std::move(done))) {
+    if (st.instruments) st.instruments->count_rejected(key);
+    st.lanes[key].busy = false;
+    for (auto& m : *shared) {
+      st.answers.settle(m.pending);
+      m.promise.deliver(
+          to_caf(unavailable("the queue of " + st.engine->device_info().name + " on node " + st.node + " is full")));
+    }
+  }
+}
+
 caf::result<infer_reply> infer(executor_pointer self, infer_request& req) {
   if (!self->state.engine) return to_caf(no_engine(self));
+  if (auto lane = self->state.lanes.find(req.model); lane != self->state.lanes.end()) {
+    auto rp = self->make_response_promise<infer_reply>();
+    executor_state::Waiting w{std::make_shared<const infer_request>(std::move(req)), rp, self->state.answers.add(rp)};
+    if (!lane->second.busy) {
+      std::vector<executor_state::Waiting> one;
+      one.push_back(std::move(w));
+      run_lane(self, lane->first, std::move(one));
+    } else if (lane->second.waiting.size() >= self->state.engine->max_queue()) {
+      self->state.answers.settle(w.pending);
+      if (self->state.instruments) self->state.instruments->count_rejected(w.request->model);
+      rp.deliver(to_caf(unavailable("the queue of " + self->state.engine->device_info().name + " on node " +
+                                    self->state.node + " is full")));
+    } else {
+      lane->second.waiting.push_back(std::move(w));
+    }
+    return rp;
+  }
+  if (self->state.instruments) self->state.instruments->count_execution(req.model, 1, batch_rows(req));
   auto inputs = decode_tensors(req.inputs);
   if (!inputs.ok()) return to_caf(inputs.error());
   auto rp = self->make_response_promise<infer_reply>();
@@ -298,13 +458,34 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, Engin
           }
           rp.deliver(self->state.device);
         });
+        // Dynamic batching, when the model asks for it and can (request_batch.hpp).
+        const auto& serving = b.model->manifest().serving;
+        if (serving.dynamic_batching && serving.max_batch > 1 && batching_eligible(b.model->manifest()).ok()) {
+          self->state.lanes[b.key].max_batch = serving.max_batch;
+        }
         self->state.engine->bind(b.key, std::move(b.model), std::move(done));
         return rp;
       },
       [self](unload_atom, const model_key& key) -> caf::result<bool> {
+        if (auto lane = self->state.lanes.find(key); lane != self->state.lanes.end()) {
+          for (auto& w : lane->second.waiting) {
+            self->state.answers.settle(w.pending);
+            w.promise.deliver(to_caf(unavailable("model " + key.to_string() + " was unloaded from " +
+                                                 self->state.device + " while the request waited")));
+          }
+          self->state.lanes.erase(lane);
+        }
         return unbinding(self, [&](std::function<void()> done) { self->state.engine->unbind(key, std::move(done)); });
       },
       [self](forget_atom) -> caf::result<bool> {
+        for (auto& [key, lane] : self->state.lanes) {
+          for (auto& w : lane.waiting) {
+            self->state.answers.settle(w.pending);
+            w.promise.deliver(to_caf(unavailable("model " + key.to_string() + " was unloaded from " +
+                                                 self->state.device + " while the request waited")));
+          }
+        }
+        self->state.lanes.clear();
         return unbinding(self, [&](std::function<void()> done) { self->state.engine->unbind_all(std::move(done)); });
       },
       [self](fault_atom, const fault_command& f) -> caf::result<std::string> { return inject(self, f); },

@@ -12,11 +12,10 @@ NodeInstruments::NodeInstruments()
                                   "late-binding router's: node.max_queued_per_model, node.max_queued_total)",
                                   {"model", "version"})),
       executions_(registry_.counter("ember_execution_count_total",
-                                    "Model executions (late binding; a dynamic batch is one execution)",
-                                    {"model", "version"})),
+                                    "Model executions (a dynamic batch is one execution)", {"model", "version"})),
       inferences_(registry_.counter("ember_inference_count_total",
-                                    "Rows inferred (late binding): inference_count / execution_count is the mean "
-                                    "batch, as Triton reports it",
+                                    "Rows inferred: inference_count / execution_count is the mean batch, as Triton "
+                                    "reports it",
                                     {"model", "version"})),
       batch_requests_(registry_.histogram("ember_batch_requests", "Requests per execution of a batching model",
                                           {"model", "version"}, {1, 2, 4, 8, 16, 32, 64, 128, 256})),

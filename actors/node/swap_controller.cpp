@@ -221,7 +221,8 @@ std::vector<SwapDispatch> SwapController::dispatch(int64_t now_us, const BatchJo
   while (options_.run_ahead > 0) {
     std::optional<uint32_t> target;
     auto q = queue_.pop_if(now_us, [&](const std::string& model) {
-      if (gathering(model)) return false;
+      // A batching model's waiting requests do better as one batch when the device frees.
+      if (auto m = models_.find(model); m == models_.end() || m->second.max_batch > 1) return false;
       target.reset();
       for (uint32_t i = 0; i < devices_.size(); ++i) {
         const Device& dev = devices_[i];

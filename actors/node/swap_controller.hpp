@@ -14,7 +14,8 @@
 // the very request it serves and "loading" means "executing a cold request". Where Ember departs
 // from it (options.run_ahead > 0): a request of a model already resident on a busy device (not
 // being copied in, not a fallback victim of the running swap) may queue behind the running one as
-// a plain run, up to run_ahead deep. The executor runs its jobs in order, so this changes nothing
+// a plain run, up to run_ahead deep (not for a model that batches: its waiting requests are better
+// served as one batch when the device frees). The executor runs its jobs in order, so this changes nothing
 // the policies decide (a swap, an eviction or a copy still waits for an idle device); it removes
 // the round trip between one request's end and the next one's start.
 //

@@ -20,7 +20,8 @@
 //
 // gRPC library: Debian's gRPC 1.51 synchronous server. Its threads block on the answer as HTTP
 // threads do; at most gateway.grpc_threads serve calls at once (a gRPC resource quota), and a call
-// beyond them is refused with RESOURCE_EXHAUSTED, as HTTP refuses a connection past its queue.
+// beyond them is refused at once with RESOURCE_EXHAUSTED (gRPC's "Server Threadpool Exhausted"): there
+// is no queue, so the default is generous (128 threads, mostly asleep waiting for answers).
 //
 // Lifecycle: start() binds and serves; stop() (or the destructor) stops accepting, finishes the
 // calls in progress and joins. The actor system behind the client must outlive the frontend.

@@ -556,5 +556,47 @@ TEST(LateBindingBatching, AFaultedBatchRetriesEveryMember) {
   EXPECT_GE(node.restarts.load(), 1) << "device 0 never faulted: the test did not test the fault";
 }
 
+// Pinned binding batches too: while one execution of a bound model that asks for batching runs, its
+// requests wait at the executor and the next execution takes them together.
+TEST(PinnedBatching, AnExecutorBatchesWhatWaitsBehindTheRunningExecution) {
+  WorkQueue maintenance{{.threads = 1}};
+  auto sys = testing::make_system();
+  gpu::testing::TempDir dir;
+  auto model = batching({"bert-base"}, 8, 0)(dir / "m0/1", 0);
+  NodeInstruments instruments;
+  auto exec =
+      spawn_gpu_executor(*sys, engine(gpu::testing::sim_device(64 * MiB)), "n1", &instruments, maintenance, nullptr);
+  auto bound = testing::ask<std::string>(*sys, exec, 30s, bind_model{{"m0", 1}, model});
+  ASSERT_TRUE(bound.ok()) << bound.error().message();
+  caf::scoped_actor self{*sys};
+  constexpr int kRequests = 8;
+  std::vector<std::vector<gpu::HostTensor>> inputs;
+  for (int k = 0; k < kRequests; ++k) {
+    inputs.push_back(gpu::testing::arch_inputs(*model, 1, 4, 50 + k));
+    infer_request req;
+    req.model = {"m0", 1};
+    req.id = std::to_string(k);
+    req.inputs = encode_tensors(inputs.back());
+    self->send(exec, std::move(req));
+  }
+  int right = 0;
+  for (int k = 0; k < kRequests; ++k) {
+    self->receive(
+        [&](infer_reply& r) {
+          auto out = decode_tensors(std::move(r.outputs));
+          right += out.ok() && same_answer(*out, warm_outputs(model, inputs[std::stoul(r.id)]));
+        },
+        [&](caf::error& e) { ADD_FAILURE() << from_caf(e).message(); },
+        caf::after(30s) >> [&] { ADD_FAILURE() << "no answer"; });
+  }
+  EXPECT_EQ(right, kRequests);
+  const double executions = metric(instruments, "ember_execution_count_total", 0);
+  EXPECT_GE(executions, 1);
+  EXPECT_LT(executions, kRequests) << "nothing was batched";
+  EXPECT_EQ(metric(instruments, "ember_inference_count_total", 0), kRequests);
+  self->send_exit(exec, caf::exit_reason::user_shutdown);
+  self->wait_for(exec);
+}
+
 }  // namespace late_binding_test
 }  // namespace ember
