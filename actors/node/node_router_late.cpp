@@ -152,6 +152,7 @@ void requeue_all(router_pointer self, const SwapDispatch& d, bool solo) {
 
 void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
   auto& st = self->state;
+  if (st.running.erase(d.request) == 0) return;  // taken as faulted already (run_watchdog)
   auto h = st.held.find(d.request);
   if (h == st.held.end()) return;  // cannot happen: only answers remove held requests
   const int64_t now = now_us(self);
@@ -259,7 +260,8 @@ void launch(router_pointer self, SwapDispatch d, std::optional<gpu::PeerWeights>
   to_keys(d.evict, req.evict);
   to_keys(d.fallback, req.fallback);
   req.profile = h->second.profile;
-  self->request(st.devices[d.device].actor, kRunTimeout, std::move(req))
+  st.running[d.request] = {d, now_us(self)};
+  self->request(st.devices[d.device].actor, caf::infinite, std::move(req))
       .then([self, d](swap_reply& r) { answered(self, d, std::move(r)); },
             [self, d](caf::error& err) {
               swap_reply r;
@@ -345,10 +347,35 @@ void late_start(router_pointer self) {
   late_tick(self);
 }
 
+namespace {
+
+/// An executor that has not answered a dispatch for kRunTimeout is taken as faulted: the dispatch
+/// is answered as a fault (its requests go back to the queue, the device restarts), and its real
+/// answer, should it still come, is ignored.
+void run_watchdog(router_pointer self, int64_t now) {
+  auto& st = self->state;
+  const int64_t limit = std::chrono::duration_cast<std::chrono::microseconds>(kRunTimeout).count();
+  std::vector<SwapDispatch> hung;
+  for (const auto& [id, run] : st.running) {
+    if (now - run.second >= limit) hung.push_back(run.first);
+  }
+  for (auto& d : hung) {
+    spdlog::error("node {}: executor {} has not answered request {} of {} for {} s; taking it as faulted",
+                  st.config.name, st.devices[d.device].name, d.request, d.model, limit / 1'000'000);
+    swap_reply r;
+    r.fault = true;
+    r.error = unavailable("executor " + st.devices[d.device].name + " did not answer in time");
+    answered(self, d, std::move(r));
+  }
+}
+
+}  // namespace
+
 void late_tick(router_pointer self) {
   auto& st = self->state;
   if (!st.swap) return;
   const int64_t now = now_us(self);
+  run_watchdog(self, now);
   const int64_t next = st.swap->tick(now);
   if (st.instruments) st.instruments->set_slo_state(st.swap->queue().alpha(), st.swap->queue().queued());
   pump(self);  // a repartition may have changed the order

@@ -118,6 +118,11 @@ struct router_state {
   // -- late binding ------------------------------------------------------------------------------
   std::unique_ptr<SwapController> swap;
   std::map<uint64_t, Held> held;
+  /// Late binding: dispatches sent to an executor and not answered yet, by lead request id, with
+  /// when they were sent (the router's clock, us). A request to an executor carries no CAF timeout:
+  /// each would cost the actor clock's thread two wake-ups per request, the hottest path there is;
+  /// late_tick takes an executor that has not answered one for kRunTimeout as faulted instead.
+  std::map<uint64_t, std::pair<SwapDispatch, int64_t>> running;
   std::map<std::string, model_key> keys;  // SwapController's model names
   uint64_t next_request = 1;
   /// Dynamic batching: when the pending wake-up (to dispatch a gathered batch) is due; 0 = none.
