@@ -126,22 +126,28 @@ using Send = std::function<std::string()>;
 /// Makes a client (its own connection) for one driving thread.
 using MakeClient = std::function<Send()>;
 
-/// `clients` threads, each with its own client, send until `count` requests are done or `seconds` pass.
+/// `clients` threads, each with its own client, send until `count` requests are done or `seconds`
+/// pass. Each client's connection is made (one untimed request) before the clock starts, so that a
+/// burst of new connections is not what is measured.
 Phase drive(const MakeClient& make, int clients, double seconds, int64_t count) {
   Phase phase;
   std::vector<std::vector<double>> per_thread(static_cast<size_t>(clients));
   std::vector<std::map<std::string, uint64_t>> kinds(static_cast<size_t>(clients));
   std::atomic<uint64_t> errors{0};
   std::atomic<int64_t> left{count};
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
   std::vector<Send> senders;
   for (int c = 0; c < clients; ++c) senders.push_back(make());
-  const auto start = Clock::now();
-  const auto deadline = start + std::chrono::duration<double>(seconds);
+  Clock::time_point deadline;
   std::vector<std::thread> threads;
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
       auto& lat = per_thread[static_cast<size_t>(c)];
       auto& send = senders[static_cast<size_t>(c)];
+      (void)send();  // connect
+      ++ready;
+      while (!go.load()) std::this_thread::yield();
       while (Clock::now() < deadline && left.fetch_sub(1) > 0) {
         const auto t0 = Clock::now();
         const std::string failed = send();
@@ -155,6 +161,10 @@ Phase drive(const MakeClient& make, int clients, double seconds, int64_t count) 
       }
     });
   }
+  while (ready.load() < clients) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto start = Clock::now();
+  deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  go = true;
   for (auto& t : threads) t.join();
   phase.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   for (auto& v : per_thread) phase.latency_us.insert(phase.latency_us.end(), v.begin(), v.end());
@@ -251,8 +261,11 @@ class GrpcFloor final : public inference::GRPCInferenceService::Service {
     grpc::ServerBuilder b;
     b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
     b.RegisterService(this);
+    b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
+    b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+    b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 2);
     grpc::ResourceQuota quota("floor");
-    quota.SetMaxThreads(static_cast<int>(threads) + 2);
+    quota.SetMaxThreads(static_cast<int>(threads) + 4);
     b.SetResourceQuota(quota);
     server_ = b.BuildAndStart();
   }
@@ -476,9 +489,12 @@ int run(const Options& o) {
       drive(on, c, 0.5, INT64_MAX);
       const Phase a = drive(off, c, o.seconds, INT64_MAX);
       const Phase b = drive(on, c, o.seconds, INT64_MAX);
-      std::printf("  %8d | %10.0f %10.1f %10.1f | %10.0f %10.1f %10.1f | %8.2f %8.2f%s\n", c, a.rate(), a.p50(),
-                  a.p99(), b.rate(), b.p50(), b.p99(), b.rate() / a.rate(), b.p99() / a.p99(),
-                  a.errors + b.errors ? "  (errors)" : "");
+      std::printf("  %8d | %10.0f %10.1f %10.1f | %10.0f %10.1f %10.1f | %8.2f %8.2f\n", c, a.rate(), a.p50(), a.p99(),
+                  b.rate(), b.p50(), b.p99(), b.rate() / a.rate(), b.p99() / a.p99());
+      if (a.errors) std::printf("    batching off: %llu errors\n", static_cast<unsigned long long>(a.errors));
+      print_errors(a);
+      if (b.errors) std::printf("    batching on: %llu errors\n", static_cast<unsigned long long>(b.errors));
+      print_errors(b);
     }
   }
   http_floor.reset();

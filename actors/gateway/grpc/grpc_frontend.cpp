@@ -223,9 +223,13 @@ Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::start(std::shared_ptr<Gatewa
   builder.AddListeningPort(at, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&impl->service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<uint64_t>(config.max_body_bytes, INT32_MAX)));
+  // One completion queue polled by 1..2 threads; the quota counts those pollers too, and a thread
+  // the server keeps in reserve: so many more than the calls it lets run.
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 2);
   grpc::ResourceQuota quota("ember-grpc");
-  // The quota counts the server's polling threads too (at most 2 by default).
-  quota.SetMaxThreads(static_cast<int>(config.grpc_threads) + 2);
+  quota.SetMaxThreads(static_cast<int>(config.grpc_threads) + 4);
   builder.SetResourceQuota(quota);
   impl->server = builder.BuildAndStart();
   if (!impl->server || port <= 0) {

@@ -4,6 +4,7 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -233,6 +234,9 @@ Result<std::unique_ptr<HttpFrontend>> HttpFrontend::start(std::shared_ptr<Gatewa
     return io_error("cannot listen for HTTP on " + config.http.to_string() + ": " + std::strerror(errno));
   }
   impl->port = static_cast<uint16_t>(port);
+  if (!impl->server.set_backlog(static_cast<int>(std::max<uint32_t>(config.http_queue, 128)))) {
+    spdlog::warn("gateway: cannot raise the HTTP listen backlog: {}", std::strerror(errno));
+  }
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->server.listen_after_bind(); });
   spdlog::info("gateway: KServe v2 HTTP API on http://{}:{}", config.http.host, port);

@@ -204,4 +204,6 @@ void HttpServer::refuse(socket_t sock) {
   ::close(sock);
 }
 
+bool HttpServer::set_backlog(int backlog) { return svr_sock_ != INVALID_SOCKET && ::listen(svr_sock_, backlog) == 0; }
+
 }  // namespace ember

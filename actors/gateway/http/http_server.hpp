@@ -56,6 +56,10 @@ class HttpServer : public httplib::Server {
 
   /// Connections refused so far.
   uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+  /// After binding: the kernel's queue of connections not accepted yet holds `backlog` (cpp-httplib
+  /// listens with 5, so a burst of new connections lost SYNs and waited out TCP's 1 s retransmit).
+  /// False when the socket is not bound or listen() refused.
+  bool set_backlog(int backlog);
 
  private:
   class ConnectionQueue;
