@@ -83,12 +83,16 @@ std::optional<Result<infer_reply>> GatewayClient::infer_direct(const infer_reque
   const replica_ref* target = nullptr;
   uint32_t least = 0;
   for (const auto& r : m->replicas) {
+    // Only a node in this process: a request to a remote node that dies is never failed by CAF
+    // (it waits out its timeout), while the gateway actor watches its nodes and re-sends.
+    if (r.router.node() != sys_.node()) continue;
     const uint32_t load = traffic.outstanding(r.node_id);
     if (!target || load < least) {
       target = &r;
       least = load;
     }
   }
+  if (!target) return std::nullopt;
   const model_key key = m->state.model;
   const auto started = std::chrono::steady_clock::now();
   traffic.started(key, target->node_id);
@@ -98,8 +102,9 @@ std::optional<Result<infer_reply>> GatewayClient::infer_direct(const infer_reque
   thread_actor(sys_)
       ->request(target->router, wait, std::move(sent))
       .receive([&](infer_reply& x) { out = std::move(x); }, [&](caf::error& err) { out = from_caf(err); });
-  traffic.finished(key, target->node_id, out.ok(), out.ok() ? out->compute_us : 0);
-  if (!out.ok() && out.error().code() == ErrorCode::unavailable) return std::nullopt;
+  const bool handed_on = !out.ok() && out.error().code() == ErrorCode::unavailable;
+  traffic.finished(key, target->node_id, out.ok(), out.ok() ? out->compute_us : 0, handed_on);
+  if (handed_on) return std::nullopt;
   if (instruments_) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     instruments_->count_request(key, out.ok() ? "success" : std::string(to_string(out.error().code())), seconds);

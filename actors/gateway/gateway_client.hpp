@@ -4,9 +4,12 @@
 // actor's (gateway_interface.hpp); metadata and readiness are read from the RoutingView snapshot
 // without a message to any actor.
 //
-// The warm path: a request for a model version the snapshot shows with ready replicas goes from
-// the calling thread straight to the least-loaded replica's node router, skipping the gateway
-// actor's two hops (in and out). It is counted where the gateway counts its own (metrics, the
+// The warm path: a request for a model version the snapshot shows with ready replicas on a node in
+// this process (`ember serve`, or nodes joined locally) goes from the calling thread straight to the
+// least-loaded such replica's node router, skipping the gateway actor's two hops (in and out).
+// Remote nodes are reached through the gateway actor, which monitors them: CAF never fails a
+// request to a remote actor whose node dies (it waits out its timeout), so only the actor can
+// re-send such a request elsewhere at once. It is counted where the gateway counts its own (metrics, the
 // autoscaler's load reports through DirectTraffic, the least-loaded choice). When that node cannot
 // serve it (unavailable: its queue is full, the replica went, the node was lost), the request
 // takes the gateway's way, which retries elsewhere or holds it for a cold start; every other

@@ -64,9 +64,13 @@ class DirectTraffic {
     ++in_flight_[{model, node_id}];
     ++per_node_[node_id];
   }
-  /// It came back (answered after `busy_us` of compute when `answered`).
-  void finished(const model_key& model, uint64_t node_id, bool answered, uint64_t busy_us) {
+  /// It came back (answered after `busy_us` of compute when `answered`). `handed_on`: the node
+  /// could not take it and the gateway's way counts it instead (its arrival is taken back).
+  void finished(const model_key& model, uint64_t node_id, bool answered, uint64_t busy_us, bool handed_on = false) {
     std::lock_guard lock(mu_);
+    if (handed_on) {
+      if (auto c = counts_.find(model); c != counts_.end() && c->second.arrivals > 0) --c->second.arrivals;
+    }
     if (answered) {
       auto& c = counts_[model];
       ++c.completions;

@@ -10,7 +10,7 @@
 
 #include "actors/gateway/grpc/kserve_grpc.hpp"
 #include "gpu/tensor.hpp"
-#include "tests/fuzz/fuzz_common.hpp"
+#include "tests/fuzz/fuzz_request.hpp"
 
 using namespace ember;
 
@@ -29,21 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   const infer_request& req = decoded->request;
-  EMBER_FUZZ_CHECK(!req.inputs.empty() && req.model.name == in.model_name());
-  infer_reply reply;
-  reply.model = req.model;
-  reply.id = req.id;
-  for (const auto& t : req.inputs) {
-    EMBER_FUZZ_CHECK(t.dtype < static_cast<uint8_t>(gpu::DType::count));
-    EMBER_FUZZ_CHECK(t.shape.size() <= static_cast<size_t>(gpu::Shape::kMaxRank));
-    uint64_t n = gpu::dtype_size(static_cast<gpu::DType>(t.dtype));
-    for (int64_t d : t.shape) {
-      EMBER_FUZZ_CHECK(d >= 0);
-      n *= static_cast<uint64_t>(d);
-    }
-    EMBER_FUZZ_CHECK(n == t.data.size());
-    reply.outputs.push_back(t);
-  }
+  EMBER_FUZZ_CHECK(req.model.name == in.model_name());
+  const infer_reply reply = fuzz::check_and_echo(req);
   inference::ModelInferResponse out;
   EMBER_FUZZ_CHECK(encode_infer_reply(reply, *decoded, out).ok());
   EMBER_FUZZ_CHECK(out.outputs_size() == static_cast<int>(req.inputs.size()));

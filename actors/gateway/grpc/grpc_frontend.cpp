@@ -52,9 +52,12 @@ std::optional<std::chrono::microseconds> time_left(const grpc::ServerContext& ct
   return std::chrono::duration_cast<std::chrono::microseconds>(deadline - std::chrono::system_clock::now());
 }
 
-class InferenceService final : public inference::GRPCInferenceService::Service {
+}  // namespace
+
+/// The service's handlers (named, not file-local: GrpcFrontend::Impl holds one).
+class KserveGrpcService final : public inference::GRPCInferenceService::Service {
  public:
-  explicit InferenceService(std::shared_ptr<GatewayClient> client) : client_(std::move(client)) {}
+  explicit KserveGrpcService(std::shared_ptr<GatewayClient> client) : client_(std::move(client)) {}
 
   grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
                           inference::ServerLiveResponse* out) override {
@@ -161,11 +164,9 @@ class InferenceService final : public inference::GRPCInferenceService::Service {
   std::shared_ptr<GatewayClient> client_;
 };
 
-}  // namespace
-
 struct GrpcFrontend::Impl {
   std::shared_ptr<GatewayClient> client;
-  InferenceService service;
+  KserveGrpcService service;
   std::unique_ptr<grpc::Server> server;
   uint16_t port = 0;
   /// Keeps the health service's status equal to readiness until stopped.
