@@ -114,17 +114,23 @@ Result<std::pair<std::string, TensorDesc>> kserve_header(const json& j, const st
 
 }  // namespace
 
-Result<HostTensor> tensor_from_kserve_binary(const json& j, std::string_view bytes, const std::string& where) {
+Result<std::pair<std::string, TensorDesc>> kserve_binary_header(const json& j, uint64_t bytes,
+                                                                const std::string& where) {
   std::string at;
   EMBER_ASSIGN_OR_RETURN(auto header, kserve_header(j, where, true, at));
   if (j.contains("data")) return invalid_argument(at + ": has both 'data' and parameters.binary_data_size");
   const TensorDesc& desc = header.second;
-  if (bytes.size() != desc.bytes()) {
-    return invalid_argument(at + ": binary_data_size is " + std::to_string(bytes.size()) + " bytes but " +
+  if (bytes != desc.bytes()) {
+    return invalid_argument(at + ": binary_data_size is " + std::to_string(bytes) + " bytes but " +
                             std::string(dtype_kserve_name(desc.dtype)) + " " + desc.shape.to_string() + " needs " +
                             std::to_string(desc.bytes()));
   }
-  EMBER_ASSIGN_OR_RETURN(HostTensor t, HostTensor::allocate(header.first, desc));
+  return header;
+}
+
+Result<HostTensor> tensor_from_kserve_binary(const json& j, std::string_view bytes, const std::string& where) {
+  EMBER_ASSIGN_OR_RETURN(auto header, kserve_binary_header(j, bytes.size(), where));
+  EMBER_ASSIGN_OR_RETURN(HostTensor t, HostTensor::allocate(header.first, header.second));
   if (!bytes.empty()) std::memcpy(t.data(), bytes.data(), bytes.size());
   return t;
 }

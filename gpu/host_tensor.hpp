@@ -11,6 +11,7 @@
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/status.hpp"
@@ -45,6 +46,10 @@ Result<HostTensor> tensor_from_kserve_json(const nlohmann::json& j, const std::s
 /// (which must have no 'data'), its bytes `bytes`, exactly the shape's size. Any datatype,
 /// FP16 and BF16 too.
 Result<HostTensor> tensor_from_kserve_binary(const nlohmann::json& j, std::string_view bytes, const std::string& where);
+/// tensor_from_kserve_binary's checks alone, for a caller that puts the `bytes` bytes where it
+/// wants them (the gateway, straight into its message): the tensor's name and description.
+Result<std::pair<std::string, TensorDesc>> kserve_binary_header(const nlohmann::json& j, uint64_t bytes,
+                                                                const std::string& where);
 /// Encodes a tensor in the KServe v2 form with flat data.
 void tensor_to_kserve_json(const HostTensor& t, nlohmann::json& out);
 

@@ -125,9 +125,16 @@ Result<HttpInferRequest> parse_infer_http(std::string_view body, std::optional<u
       return invalid_argument(where + ": binary_data_size is " + std::to_string(n) + " but only " +
                               std::to_string(binary.size() - offset) + " bytes of binary data are left");
     }
-    EMBER_ASSIGN_OR_RETURN(gpu::HostTensor t, gpu::tensor_from_kserve_binary(in, binary.substr(offset, n), where));
+    // Straight from the body into the message: one copy of the bytes.
+    EMBER_ASSIGN_OR_RETURN(auto header, gpu::kserve_binary_header(in, n, where));
+    tensor_msg t;
+    t.name = std::move(header.first);
+    t.dtype = static_cast<uint8_t>(header.second.dtype);
+    t.shape.assign(header.second.shape.dims.begin(), header.second.shape.dims.begin() + header.second.shape.rank);
+    t.data.assign(binary.begin() + static_cast<std::ptrdiff_t>(offset),
+                  binary.begin() + static_cast<std::ptrdiff_t>(offset + n));
     offset += n;
-    req.inputs.push_back(encode_tensor(t));
+    req.inputs.push_back(std::move(t));
   }
   if (offset != binary.size()) {
     return invalid_argument(std::to_string(binary.size() - offset) +
