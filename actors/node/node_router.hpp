@@ -42,6 +42,9 @@ struct LateBinding {
   double slo_factor = 2.0;
   uint64_t slo_deadline_us = 0;
   double slo_percentile = 0.98;
+  /// An executor that has not answered a dispatch for this long is taken as faulted (its requests
+  /// are retried, the device restarted), checked on the router's tick (about every second).
+  uint64_t run_timeout_us = 300'000'000;
 };
 
 struct NodeRouterConfig {

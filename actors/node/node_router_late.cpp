@@ -19,8 +19,6 @@ namespace ember {
 
 namespace {
 
-/// An executor that does not answer a swap_request for this long is taken as faulted.
-constexpr auto kRunTimeout = std::chrono::minutes(5);
 constexpr auto kRestartTimeout = std::chrono::minutes(1);
 /// A failed restart is tried again after 1 s, then 2, 4, ... at most a minute apart.
 constexpr auto kRestartRetryFirst = std::chrono::seconds(1);
@@ -349,19 +347,19 @@ void late_start(router_pointer self) {
 
 namespace {
 
-/// An executor that has not answered a dispatch for kRunTimeout is taken as faulted: the dispatch
+/// An executor that has not answered a dispatch for LateBinding::run_timeout_us is taken as faulted: the dispatch
 /// is answered as a fault (its requests go back to the queue, the device restarts), and its real
 /// answer, should it still come, is ignored.
 void run_watchdog(router_pointer self, int64_t now) {
   auto& st = self->state;
-  const int64_t limit = std::chrono::duration_cast<std::chrono::microseconds>(kRunTimeout).count();
+  const auto limit = static_cast<int64_t>(st.config.late->run_timeout_us);
   std::vector<SwapDispatch> hung;
   for (const auto& [id, run] : st.running) {
     if (now - run.second >= limit) hung.push_back(run.first);
   }
   for (auto& d : hung) {
-    spdlog::error("node {}: executor {} has not answered request {} of {} for {} s; taking it as faulted",
-                  st.config.name, st.devices[d.device].name, d.request, d.model, limit / 1'000'000);
+    spdlog::error("node {}: executor {} has not answered request {} of {} for {} ms; taking it as faulted",
+                  st.config.name, st.devices[d.device].name, d.request, d.model, limit / 1000);
     swap_reply r;
     r.fault = true;
     r.error = unavailable("executor " + st.devices[d.device].name + " did not answer in time");

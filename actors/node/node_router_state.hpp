@@ -121,7 +121,7 @@ struct router_state {
   /// Late binding: dispatches sent to an executor and not answered yet, by lead request id, with
   /// when they were sent (the router's clock, us). A request to an executor carries no CAF timeout:
   /// each would cost the actor clock's thread two wake-ups per request, the hottest path there is;
-  /// late_tick takes an executor that has not answered one for kRunTimeout as faulted instead.
+  /// late_tick takes an executor that has not answered one for late->run_timeout_us as faulted.
   std::map<uint64_t, std::pair<SwapDispatch, int64_t>> running;
   std::map<std::string, model_key> keys;  // SwapController's model names
   uint64_t next_request = 1;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <caf/typed_event_based_actor.hpp>
 #include <future>
 #include <map>
 #include <set>
@@ -596,6 +597,77 @@ TEST(PinnedBatching, AnExecutorBatchesWhatWaitsBehindTheRunningExecution) {
   EXPECT_EQ(metric(instruments, "ember_inference_count_total", 0), kRequests);
   self->send_exit(exec, caf::exit_reason::user_shutdown);
   self->wait_for(exec);
+}
+
+// An executor that answers its model's registration profile, then never answers a request again
+// (a hung device): counts its restarts.
+gpu_executor_actor::behavior_type silent_executor(gpu_executor_actor::pointer self,
+                                                  std::shared_ptr<std::atomic<int>> restarts) {
+  return {
+      [](bind_model&) -> caf::result<std::string> { return std::string("sim:hung"); },
+      [](unload_atom, const model_key&) { return true; },
+      [](infer_request&) -> caf::result<infer_reply> { return caf::delegated<infer_reply>{}; },
+      [](status_atom) {
+        return executor_status{{"sim:hung", 16 * MiB, 0}, {}, 0, 8 * MiB, 8 * MiB, 256 << 10};
+      },
+      [](swap_request& req) -> caf::result<swap_reply> {
+        if (!req.profile) return caf::delegated<swap_reply>{};  // hangs
+        swap_reply r;
+        r.reply = infer_reply{};
+        r.footprint = req.model->data_bytes();
+        r.pool_free = 4 * MiB;
+        r.compute_us = 100;
+        r.warm_us = 50;
+        return r;
+      },
+      [](weights_atom, const model_key&) { return weights_lease{}; },
+      [restarts](restart_atom) {
+        ++*restarts;
+        return device_report{"sim:hung", 16 * MiB, 0};
+      },
+      [](forget_atom) { return true; },
+      [](fault_atom, const fault_command&) -> caf::result<std::string> { return std::string("no"); },
+      [](offload_done&) {},
+  };
+}
+
+// The router's requests to its executors carry no CAF timeout; its tick takes an executor that has
+// not answered a dispatch within run_timeout as faulted: the device restarts and the request is
+// dispatched again (here to the same hung executor, so it restarts again).
+TEST(LateBindingRouter, AnExecutorSilentPastTheRunTimeoutIsTakenAsFaultedAndRestarted) {
+  WorkQueue fetches{{.threads = 1}};
+  WorkQueue hops{{.threads = 1}};
+  auto sys = testing::make_system();
+  gpu::testing::TempDir repo;
+  write_mlp(repo / "m0/1", 1, 1);
+  auto restarts = std::make_shared<std::atomic<int>>(0);
+  auto exec = sys->spawn(silent_executor, restarts);
+  ModelCacheConfig c;
+  c.repository = repo.path();
+  auto cache = spawn_model_cache(*sys, c, std::make_shared<BlobStore>(), nullptr, fetches, hops);
+  auto topology = placement::NodeTopology::create({0}, {{0.0}}, {16.0});
+  ASSERT_TRUE(topology.ok());
+  LateBinding late{{}, *topology, {8 * MiB}};
+  late.run_timeout_us = 300'000;
+  NodeRouterConfig rc{"n1", "127.0.0.1", 0, "", late};
+  auto router = spawn_node_router(*sys, rc, {exec}, {{"sim:hung", 16 * MiB, 0}}, cache, nullptr);
+  auto e = testing::repository_version(repo.path(), "m0", 1);
+  auto loaded = testing::ask<replica_info>(
+      *sys, router, 30s, load_replica{e.key, e.manifest_json, blob_key_of(e.key), e.weights_bytes, {}});
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  caf::scoped_actor self{*sys};
+  infer_request req;
+  req.model = e.key;
+  req.inputs = encode_tensors(gpu::testing::arch_inputs(*gpu::Model::load(repo / "m0/1").value(), 1, 1, 3));
+  self->send(router, std::move(req));
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (restarts->load() < 2 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(50ms);
+  EXPECT_GE(restarts->load(), 2) << "the hung executor was not taken as faulted (or its retry was not dispatched)";
+  for (const auto& a :
+       {caf::actor_cast<caf::actor>(router), caf::actor_cast<caf::actor>(cache), caf::actor_cast<caf::actor>(exec)}) {
+    self->send_exit(a, caf::exit_reason::user_shutdown);
+    self->wait_for(a);
+  }
 }
 
 }  // namespace late_binding_test
