@@ -121,6 +121,13 @@ Error no_engine(executor_pointer self) {
                      (st.restarting ? " is restarting" : " is out of service (its restart failed)"));
 }
 
+/// The answer when the engine's queue (EngineOptions::max_queue) refuses a job, counted.
+Error queue_full(executor_pointer self, const model_key& model) {
+  if (self->state.instruments) self->state.instruments->count_rejected(model);
+  return unavailable("the queue of " + self->state.engine->device_info().name + " on node " + self->state.node +
+                     " is full");
+}
+
 void report_memory(executor_pointer self) {
   if (!self->state.instruments || !self->state.engine) return;
   const auto mem = self->state.engine->memory();
@@ -130,7 +137,8 @@ void report_memory(executor_pointer self) {
 
 void run_lane(executor_pointer self, const model_key& key, std::vector<executor_state::Waiting> members);
 
-/// One request on its own, answering its waiting promise (a member of a batch that failed).
+/// One request on its own, answering its waiting promise: a request of a model that does not
+/// batch, or a member of a batch that failed.
 void run_one(executor_pointer self, executor_state::Waiting m) {
   auto& st = self->state;
   auto fail = [&](const Error& e) {
@@ -145,6 +153,10 @@ void run_one(executor_pointer self, executor_state::Waiting m) {
       self, [self, promise = m.promise, pending = m.pending, skeleton = skeleton_of(self, *m.request),
              wanted = m.request->outputs](ExecutorEngine::InferResult& r) mutable {
         self->state.answers.settle(pending);
+        // Runs that answered: a fault's or a bad input's time is no run of the model.
+        if (self->state.instruments && r.outputs.ok()) {
+          self->state.instruments->observe_run(skeleton.model, r.queue_us, r.compute_us);
+        }
         auto reply = build_reply(std::move(skeleton), wanted, r);
         if (reply.ok()) {
           promise.deliver(std::move(*reply));
@@ -152,9 +164,9 @@ void run_one(executor_pointer self, executor_state::Waiting m) {
           promise.deliver(to_caf(reply.error()));
         }
       });
-  if (!st.engine->infer(m.request->model, std::move(*inputs), std::move(done))) {
-    fail(unavailable("the queue of " + st.engine->device_info().name + " on node " + st.node + " is full"));
-  }
+  // A promise exists already, so the answer goes through it.
+  if (!st.engine->infer(m.request->model, std::move(*inputs), std::move(done)))
+    fail(queue_full(self, m.request->model));
 }
 
 /// A lane's execution ended: the next one takes what waits (compatible requests, up to max_batch rows).
@@ -243,60 +255,31 @@ void run_lane(executor_pointer self, const model_key& key, std::vector<executor_
         lane_next(self, key);
       });
   if (!st.engine->infer(key, std::move(*inputs), std::move(done))) {
-    if (st.instruments) st.instruments->count_rejected(key);
+    const Error full = queue_full(self, key);
     st.lanes[key].busy = false;
     for (auto& m : *shared) {
       st.answers.settle(m.pending);
-      m.promise.deliver(
-          to_caf(unavailable("the queue of " + st.engine->device_info().name + " on node " + st.node + " is full")));
+      m.promise.deliver(to_caf(full));
     }
   }
 }
 
 caf::result<infer_reply> infer(executor_pointer self, infer_request& req) {
   if (!self->state.engine) return to_caf(no_engine(self));
-  if (auto lane = self->state.lanes.find(req.model); lane != self->state.lanes.end()) {
-    auto rp = self->make_response_promise<infer_reply>();
-    executor_state::Waiting w{std::make_shared<const infer_request>(std::move(req)), rp, self->state.answers.add(rp)};
-    if (!lane->second.busy) {
-      std::vector<executor_state::Waiting> one;
-      one.push_back(std::move(w));
-      run_lane(self, lane->first, std::move(one));
-    } else if (lane->second.waiting.size() >= self->state.engine->max_queue()) {
-      self->state.answers.settle(w.pending);
-      if (self->state.instruments) self->state.instruments->count_rejected(w.request->model);
-      rp.deliver(to_caf(unavailable("the queue of " + self->state.engine->device_info().name + " on node " +
-                                    self->state.node + " is full")));
-    } else {
-      lane->second.waiting.push_back(std::move(w));
-    }
-    return rp;
-  }
-  if (self->state.instruments) self->state.instruments->count_execution(req.model, 1, batch_rows(req));
-  auto inputs = decode_tensors(req.inputs);
-  if (!inputs.ok()) return to_caf(inputs.error());
   auto rp = self->make_response_promise<infer_reply>();
-  const uint64_t pending = self->state.answers.add(rp);
-  auto done = continue_on<ExecutorEngine::InferResult>(
-      self, [self, rp, pending, skeleton = skeleton_of(self, req),
-             wanted = std::move(req.outputs)](ExecutorEngine::InferResult& r) mutable {
-        self->state.answers.settle(pending);
-        // Runs that answered: a fault's or a bad input's time is no run of the model.
-        if (self->state.instruments && r.outputs.ok()) {
-          self->state.instruments->observe_run(skeleton.model, r.queue_us, r.compute_us);
-        }
-        auto reply = build_reply(std::move(skeleton), wanted, r);
-        if (reply.ok())
-          rp.deliver(std::move(*reply));
-        else
-          rp.deliver(to_caf(reply.error()));
-      });
-  if (!self->state.engine->infer(req.model, std::move(*inputs), std::move(done))) {
-    // A promise exists already, so the answer goes through it (a returned error would be dropped).
-    if (self->state.instruments) self->state.instruments->count_rejected(req.model);
-    self->state.answers.settle(pending);
-    rp.deliver(to_caf(unavailable("the queue of " + self->state.engine->device_info().name + " on node " +
-                                  self->state.node + " is full")));
+  executor_state::Waiting w{std::make_shared<const infer_request>(std::move(req)), rp, self->state.answers.add(rp)};
+  auto lane = self->state.lanes.find(w.request->model);
+  if (lane == self->state.lanes.end()) {
+    run_one(self, std::move(w));
+  } else if (!lane->second.busy) {
+    std::vector<executor_state::Waiting> one;
+    one.push_back(std::move(w));
+    run_lane(self, lane->first, std::move(one));
+  } else if (lane->second.waiting.size() >= self->state.engine->max_queue()) {
+    self->state.answers.settle(w.pending);
+    rp.deliver(to_caf(queue_full(self, w.request->model)));
+  } else {
+    lane->second.waiting.push_back(std::move(w));
   }
   return rp;
 }
@@ -341,9 +324,7 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
   SwapRun run{request.model, std::move(req.model), std::move(*inputs), std::move(req.peer),
               std::move(req.evict), std::move(req.fallback), req.profile};
   if (!self->state.engine->swap_run(std::move(run), std::move(done))) {
-    if (self->state.instruments) self->state.instruments->count_rejected(request.model);
-    bad.error = unavailable("the queue of " + self->state.engine->device_info().name + " on node " +
-                            self->state.node + " is full");
+    bad.error = queue_full(self, request.model);
     self->state.answers.settle(pending);
     rp.deliver(std::move(bad));
   }

@@ -246,11 +246,7 @@ std::vector<SwapDispatch> SwapController::dispatch(int64_t now_us, const BatchJo
     d.action = SwapAction::run;
     d.life = dev.life;
     d.reason = "resident on a busy device: runs behind its current request";
-    const SwapModel& m = models_.at(q->model);
-    if (m.max_batch > 1 && join) {
-      if (auto filter = join(*q)) d.batch = queue_.pop_more(now_us, q->model, m.max_batch - 1, filter);
-    }
-    out.push_back(std::move(d));
+    out.push_back(std::move(d));  // never a batch: batching models do not run ahead
   }
   return out;
 }

@@ -601,7 +601,7 @@ TEST(PinnedBatching, AnExecutorBatchesWhatWaitsBehindTheRunningExecution) {
 
 // An executor that answers its model's registration profile, then never answers a request again
 // (a hung device): counts its restarts.
-gpu_executor_actor::behavior_type silent_executor(gpu_executor_actor::pointer self,
+gpu_executor_actor::behavior_type silent_executor(gpu_executor_actor::pointer,
                                                   std::shared_ptr<std::atomic<int>> restarts) {
   return {
       [](bind_model&) -> caf::result<std::string> { return std::string("sim:hung"); },
