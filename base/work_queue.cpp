@@ -61,19 +61,65 @@ bool WorkQueue::on_worker_thread() const {
   return std::any_of(threads_.begin(), threads_.end(), [&](const std::thread& t) { return t.get_id() == self; });
 }
 
+bool WorkQueue::run_here(const Job& job) {
+  if (threads_.empty()) {
+    {
+      std::lock_guard lock(mu_);
+      if (stopping_) return false;
+    }
+    job();
+    return true;
+  }
+  if (options_.threads != 1) return false;
+  {
+    std::unique_lock lock(mu_);
+    for (bool waited = false;; waited = true) {
+      if (stopping_ || worker_busy_ || !jobs_.empty()) {
+        lock.unlock();
+        if (waited) turn_cv_.notify_one();  // the wake-up this caller took is passed on
+        return false;
+      }
+      if (!here_busy_) break;
+      turn_cv_.wait(lock);
+    }
+    here_busy_ = true;
+  }
+  struct Release {
+    WorkQueue& q;
+    ~Release() {
+      bool queued = false;
+      {
+        std::lock_guard lock(q.mu_);
+        q.here_busy_ = false;
+        queued = !q.jobs_.empty();
+      }
+      if (queued) q.cv_.notify_all();  // the worker (it waits for the turn too)
+      q.turn_cv_.notify_one();
+    }
+  } release{*this};
+  job();
+  return true;
+}
+
 void WorkQueue::loop() {
   if (options_.on_thread_start) options_.on_thread_start();
+  const bool serial = options_.threads == 1;
   for (;;) {
     Entry entry;
     {
       std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });
+      cv_.wait(lock, [&] { return (stopping_ && jobs_.empty()) || (!jobs_.empty() && !here_busy_); });
       if (jobs_.empty()) return;  // stopping, and everything queued has run
       entry = std::move(jobs_.front());
       jobs_.pop_front();
       if (entry.bounded) --bounded_;
+      if (serial) worker_busy_ = true;
     }
     entry.job();
+    if (serial) {
+      std::lock_guard lock(mu_);
+      worker_busy_ = false;
+    }
   }
 }
 

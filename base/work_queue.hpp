@@ -10,6 +10,14 @@
 // runs in launch order; bind and unbind jobs of an engine, one per model the router placed; one
 // fetch per blob of a cache); its jobs do not count towards the bound.
 //
+// Taking the turn (serial queues only): run_here() runs a job on the calling thread instead of
+// the queue's own, when the queue would have started it at once (nothing queued, and the worker
+// idle). It keeps the queue's order: the worker starts nothing while such a job runs, and a job
+// posted meanwhile runs after it. Callers that find the turn held by another run_here() wait for it
+// (they take turns); callers that find the worker busy or jobs queued are refused at once (false)
+// and post instead. A front-end thread runs a warm request on an idle device this way, without
+// waking the device's worker (actors/node/inline_runs.hpp).
+//
 // Lifecycle: threads start in the constructor (with threads = 0 the queue runs every job inline on
 // the posting thread, at once: deterministic actor tests use that); the destructor stops
 // admitting, runs every job still queued, then joins. The destructor must not run on one of the
@@ -54,6 +62,12 @@ class WorkQueue {
   /// Queues `job` whatever the bound (see the header). Ignored once the destructor started.
   void post(Job job);
 
+  /// Runs `job` on this thread, in the queue's order, if the queue would start it now; false, without
+  /// running it, when a job is queued, the worker runs one, or the queue is stopping (see the
+  /// header). Waits while another run_here() job runs. Only for serial queues (threads = 1; a queue
+  /// with no threads runs it inline as post() would); false on a queue with several threads.
+  bool run_here(const Job& job);
+
   /// try_post() jobs waiting now (not those running).
   size_t queued() const;
   /// try_post() jobs refused so far.
@@ -76,6 +90,9 @@ class WorkQueue {
   size_t bounded_ = 0;      // guarded by mu_: try_post() jobs in jobs_
   uint64_t rejected_ = 0;   // guarded by mu_
   bool stopping_ = false;   // guarded by mu_
+  bool worker_busy_ = false;         // guarded by mu_: the worker runs a job
+  bool here_busy_ = false;           // guarded by mu_: a run_here() job runs
+  std::condition_variable turn_cv_;  // run_here() callers waiting for here_busy_ to clear
   std::vector<std::thread> threads_;
 };
 

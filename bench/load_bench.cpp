@@ -30,6 +30,8 @@
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #include "actors/gateway/grpc/grpc_service.grpc.pb.h"
@@ -309,15 +311,54 @@ void print_phase(const char* label, const Phase& p) {
   print_errors(p);
 }
 
+/// The server's ember_swap_dispatches_total by kind (run, host, peer, inline), from /metrics.
+using Dispatches = std::map<std::string, double>;
+Dispatches dispatch_counts(const std::string& host, int port) {
+  Dispatches out;
+  httplib::Client c(host, port);
+  auto r = c.Get("/metrics");
+  if (!r || r->status != 200) return out;
+  std::istringstream lines(r->body);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("ember_swap_dispatches_total{", 0) != 0) continue;
+    const auto kind = line.find("kind=\"");
+    const auto quote = kind == std::string::npos ? kind : line.find('"', kind + 6);
+    const auto space = line.rfind(' ');
+    if (quote == std::string::npos || space == std::string::npos) continue;
+    out[line.substr(kind + 6, quote - kind - 6)] += std::atof(line.c_str() + space + 1);
+  }
+  return out;
+}
+
+/// The share of requests between two readings that ran inline (on the front end's thread).
+double inline_share(const Dispatches& before, const Dispatches& after) {
+  double all = 0, inl = 0;
+  for (const auto& [kind, n] : after) {
+    const auto b = before.find(kind);
+    const double d = n - (b == before.end() ? 0 : b->second);
+    all += d;
+    if (kind == "inline") inl += d;
+  }
+  return all > 0 ? inl / all : 0;
+}
+
 /// One protocol's two phases against Ember and, when given, its floor; the targets as ratios.
-void compare(const char* protocol, const MakeClient& ember, const MakeClient* floor, const Options& o,
-             double exec_p50) {
+/// `dispatches` (when set) reads the server's dispatch counts: the share of runs taken inline prints.
+void compare(const char* protocol, const MakeClient& ember, const MakeClient* floor, const Options& o, double exec_p50,
+             const std::function<Dispatches()>& dispatches = {}) {
   drive(ember, o.clients, 1.0, INT64_MAX);  // warm-up
+  const Dispatches d0 = dispatches ? dispatches() : Dispatches{};
   const Phase one = drive(ember, 1, 60, o.latency_requests);
+  const Dispatches d1 = dispatches ? dispatches() : Dispatches{};
   const Phase many = drive(ember, o.clients, o.seconds, INT64_MAX);
+  const Dispatches d2 = dispatches ? dispatches() : Dispatches{};
   std::printf("%s:\n", protocol);
   print_phase("Ember, 1 client", one);
   print_phase(("Ember, " + std::to_string(o.clients) + " clients").c_str(), many);
+  if (dispatches) {
+    std::printf("  runs on the front end's thread (inline): %.0f%% with 1 client, %.0f%% with %d\n",
+                100 * inline_share(d0, d1), 100 * inline_share(d1, d2), o.clients);
+  }
   std::printf("  runtime overhead at p50 (1 client minus executor): %.1f us\n", one.p50() - exec_p50);
   if (!floor) return;
   drive(*floor, o.clients, 0.5, INT64_MAX);
@@ -454,7 +495,8 @@ int run(const Options& o) {
   const MakeClient ember_http = http_client(host, port, path, body);
   MakeClient floor_http;
   if (http_floor) floor_http = http_client("127.0.0.1", http_floor->port(), path, body);
-  compare("HTTP, JSON tensors", ember_http, http_floor ? &floor_http : nullptr, o, exec_p50);
+  const auto dispatches = [host, port] { return dispatch_counts(host, port); };
+  compare("HTTP, JSON tensors", ember_http, http_floor ? &floor_http : nullptr, o, exec_p50, dispatches);
   if (o.binary) {
     // One answer checked: binary out, where the header says.
     httplib::Client check(host, port);
@@ -467,14 +509,14 @@ int run(const Options& o) {
     MakeClient floor_bin;
     if (http_floor) floor_bin = http_client("127.0.0.1", http_floor->port(), path, binary);
     compare("HTTP, binary tensors", http_client(host, port, path, binary), http_floor ? &floor_bin : nullptr, o,
-            exec_p50);
+            exec_p50, dispatches);
   }
   const inference::ModelInferRequest greq = grpc_request(name, *inputs);
   if (o.grpc) {
     MakeClient floor_grpc;
     if (grpc_floor) floor_grpc = grpc_client("127.0.0.1:" + std::to_string(grpc_floor->port()), greq);
     compare("gRPC, raw tensors", grpc_client(host + ":" + std::to_string(grpc_port), greq),
-            grpc_floor ? &floor_grpc : nullptr, o, exec_p50);
+            grpc_floor ? &floor_grpc : nullptr, o, exec_p50, dispatches);
   }
   if (!o.sweep.empty()) {
     // Throughput by concurrency, batching off and on (same weights, same request), over HTTP.

@@ -165,7 +165,9 @@ int run_serve(const ClusterOptions& o) {
     if (!local.ok()) return report(local.error());
     auto joined = (*local)->join_local((*manager)->manager());
     if (!joined.ok()) return report(joined.error());
-    auto gateway = GatewayProcess::start(sys, config->gateway, (*manager)->manager());
+    std::vector<LocalNode> inline_nodes;
+    if (auto runner = (*local)->inline_runner()) inline_nodes.push_back({(*local)->router().id(), std::move(runner)});
+    auto gateway = GatewayProcess::start(sys, config->gateway, (*manager)->manager(), std::move(inline_nodes));
     if (!gateway.ok()) return report(gateway.error());
     preload(sys, (*manager)->manager(), o.load);
     spdlog::info("ember serve: ready on http://{}:{} (repository {})", config->gateway.http.host,

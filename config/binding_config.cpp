@@ -62,9 +62,9 @@ Status check_number(const std::string& at, const std::string& key, double v, dou
 
 Status parse_binding(const YamlSection& s, BindingConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
-  EMBER_RETURN_IF_ERROR(
-      s.check_keys({"mode", "scheduler", "eviction", "group", "heavy_factor", "slo_factor", "slo_deadline",
-                    "slo_percentile", "workspace", "window", "repartition", "alpha_period", "seed", "run_ahead"}));
+  EMBER_RETURN_IF_ERROR(s.check_keys({"mode", "scheduler", "eviction", "group", "heavy_factor", "slo_factor",
+                                      "slo_deadline", "slo_percentile", "workspace", "window", "repartition",
+                                      "alpha_period", "seed", "run_ahead", "inline"}));
   EMBER_RETURN_IF_ERROR(s.read_word("mode", c.mode, parse_binding_mode));
   EMBER_RETURN_IF_ERROR(s.read_word("scheduler", c.scheduler, parse_swap_scheduler));
   EMBER_RETURN_IF_ERROR(s.read_word("eviction", c.eviction, parse_eviction_rule));
@@ -79,6 +79,7 @@ Status parse_binding(const YamlSection& s, BindingConfig& c) {
   EMBER_RETURN_IF_ERROR(s.read("alpha_period", c.alpha_period_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read("seed", c.seed, parse_seed));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("run_ahead", 16, c.run_ahead));
+  EMBER_RETURN_IF_ERROR(s.read_bool("inline", c.inline_runs));
   return Status::OK();
 }
 

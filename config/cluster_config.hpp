@@ -275,6 +275,10 @@ struct BindingConfig {
   /// (plain runs only: swaps and evictions still wait for an idle device). Default 1; 0 gives
   /// Torpor's one request per device; at most 16. Hides the router's round trip between requests.
   uint32_t run_ahead = 1;
+  /// Warm requests from a gateway in the same process (`ember serve`) run on the front end's own
+  /// thread when their model is resident on an idle device (actors/node/inline_runs.hpp): no actor
+  /// hop, no thread woken. Default true; false sends every request through the router.
+  bool inline_runs = true;
 };
 
 struct ClusterConfig {

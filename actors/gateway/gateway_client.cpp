@@ -36,12 +36,14 @@ Result<T> ask(caf::actor_system& sys, const gateway_actor& gateway, std::chrono:
 }  // namespace
 
 GatewayClient::GatewayClient(caf::actor_system& sys, GatewayConfig config, gateway_actor gateway,
-                             std::shared_ptr<RoutingView> view, GatewayInstruments* instruments)
+                             std::shared_ptr<RoutingView> view, GatewayInstruments* instruments,
+                             std::vector<LocalNode> local)
     : sys_(sys),
       config_(std::move(config)),
       gateway_(std::move(gateway)),
       view_(std::move(view)),
-      instruments_(instruments) {}
+      instruments_(instruments),
+      local_(std::move(local)) {}
 
 std::chrono::microseconds GatewayClient::timeout() const {
   return std::chrono::microseconds(config_.request_timeout_us + config_.cold_start_timeout_us + 5'000'000);
@@ -96,12 +98,28 @@ std::optional<Result<infer_reply>> GatewayClient::infer_direct(const infer_reque
   const model_key key = m->state.model;
   const auto started = std::chrono::steady_clock::now();
   traffic.started(key, target->node_id);
-  infer_request sent = req;  // the gateway's way still needs `req` when this node cannot serve it
-  sent.model = key;
   Result<infer_reply> out = internal_error("no answer from node " + target->node);
-  thread_actor(sys_)
-      ->request(target->router, wait, std::move(sent))
-      .receive([&](infer_reply& x) { out = std::move(x); }, [&](caf::error& err) { out = from_caf(err); });
+  std::optional<Result<infer_reply>> ran;
+  const auto local =
+      std::find_if(local_.begin(), local_.end(), [&](const LocalNode& n) { return n.router == target->router.id(); });
+  if (local != local_.end() && local->runner) {
+    if (req.model == key) {
+      ran = local->runner->run(req);
+    } else {
+      infer_request named = req;  // the version the snapshot chose, as the node names it
+      named.model = key;
+      ran = local->runner->run(named);
+    }
+  }
+  if (ran) {
+    out = std::move(*ran);
+  } else {
+    infer_request sent = req;  // the gateway's way still needs `req` when this node cannot serve it
+    sent.model = key;
+    thread_actor(sys_)
+        ->request(target->router, wait, std::move(sent))
+        .receive([&](infer_reply& x) { out = std::move(x); }, [&](caf::error& err) { out = from_caf(err); });
+  }
   const bool handed_on = !out.ok() && out.error().code() == ErrorCode::unavailable;
   traffic.finished(key, target->node_id, out.ok(), out.ok() ? out->compute_us : 0, handed_on);
   if (handed_on) return std::nullopt;

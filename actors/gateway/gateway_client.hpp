@@ -9,7 +9,10 @@
 // least-loaded such replica's node router, skipping the gateway actor's two hops (in and out).
 // Remote nodes are reached through the gateway actor, which monitors them: CAF never fails a
 // request to a remote actor whose node dies (it waits out its timeout), so only the actor can
-// re-send such a request elsewhere at once. It is counted where the gateway counts its own (metrics, the
+// re-send such a request elsewhere at once. On a node that offers it (LocalNode: `ember serve`),
+// the request first runs on the calling thread itself when its model is resident on an idle device
+// (actors/inline_runner.hpp): no actor, no other thread; the node declines otherwise, and the
+// request goes to its router as above. It is counted where the gateway counts its own (metrics, the
 // autoscaler's load reports through DirectTraffic, the least-loaded choice). When that node cannot
 // serve it (unavailable: its queue is full, the replica went, the node was lost), the request
 // takes the gateway's way, which retries elsewhere or holds it for a cold start; every other
@@ -28,6 +31,7 @@
 
 #include "actors/gateway/routing_view.hpp"
 #include "actors/gateway_interface.hpp"
+#include "actors/inline_runner.hpp"
 #include "base/status.hpp"
 #include "config/cluster_config.hpp"
 
@@ -39,10 +43,17 @@ namespace ember {
 
 class GatewayInstruments;
 
+/// A node in this process that runs warm requests on the caller's thread: its router's (its
+/// supervisor's) actor id, as replica_ref::router names it, and its runner.
+struct LocalNode {
+  uint64_t router = 0;
+  std::shared_ptr<InlineRunner> runner;
+};
+
 class GatewayClient {
  public:
   GatewayClient(caf::actor_system& sys, GatewayConfig config, gateway_actor gateway, std::shared_ptr<RoutingView> view,
-                GatewayInstruments* instruments);
+                GatewayInstruments* instruments, std::vector<LocalNode> local = {});
 
   const GatewayConfig& config() const { return config_; }
   std::shared_ptr<const RoutingSnapshot> snapshot() const { return view_->snapshot(); }
@@ -80,6 +91,7 @@ class GatewayClient {
   gateway_actor gateway_;
   std::shared_ptr<RoutingView> view_;
   GatewayInstruments* instruments_;
+  const std::vector<LocalNode> local_;
 };
 
 }  // namespace ember

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <exception>
 
+#include "actors/tensor_codec.hpp"
 #include "base/units.hpp"
 #include "gpu/copy_elbow.hpp"
 
@@ -32,6 +33,7 @@ Result<std::unique_ptr<ExecutorEngine>> ExecutorEngine::create(std::unique_ptr<g
   std::unique_ptr<ExecutorEngine> e(new ExecutorEngine(std::move(device), options));
   EMBER_RETURN_IF_ERROR(e->reserve());
   e->jobs_ = std::make_unique<WorkQueue>(WorkQueueOptions{.threads = 1, .capacity = options.max_queue});
+  e->gate_ = std::make_shared<EngineGate>(e.get(), e->device_->info().name);
   return e;
 }
 
@@ -71,6 +73,7 @@ Status ExecutorEngine::reserve() {
 }
 
 ExecutorEngine::~ExecutorEngine() {
+  if (gate_) gate_->close();  // no front-end thread inside from here on
   jobs_.reset();    // the jobs still queued run (each answers), then the worker is joined
   models_.clear();  // before the pool region and the device go
   for (const auto& [ptr, model] : pinned_) device_->unregister_host(ptr);
@@ -257,6 +260,88 @@ void ExecutorEngine::swap_job(SwapRun& run, SwapRunResult& r) {
   } else {
     evict(run.key);  // half-copied weights are no replica
   }
+}
+
+std::optional<ExecutorEngine::InferResult> ExecutorEngine::run_here(const model_key& key,
+                                                                    const std::vector<gpu::HostTensor>& inputs) {
+  std::optional<InferResult> out;
+  jobs_->run_here([&] {
+    auto it = models_.find(key);
+    if (it == models_.end() || it->second.model->manifest().serving.dynamic_batching) return;
+    InferResult r;
+    const auto start = Clock::now();
+    r.outputs = run_checked(*it->second.ex, inputs);
+    r.compute_us = us_between(start, Clock::now());
+    out = std::move(r);
+  });
+  return out;
+}
+
+bool ExecutorEngine::holds(const model_key& key) const {
+  std::lock_guard lock(mu_);
+  return published_.count(key) > 0;
+}
+
+Result<infer_reply> build_reply(infer_reply skeleton, const std::vector<std::string>& wanted,
+                                ExecutorEngine::InferResult& r) {
+  if (!r.outputs.ok()) return r.outputs.error();
+  for (const auto& name : wanted) {
+    const bool known =
+        std::any_of(r.outputs->begin(), r.outputs->end(), [&](const gpu::HostTensor& t) { return t.name == name; });
+    if (!known) return invalid_argument("the model has no output '" + name + "'");
+  }
+  infer_reply reply = std::move(skeleton);
+  reply.queue_us = r.queue_us;
+  reply.compute_us = r.compute_us;
+  for (const auto& t : *r.outputs) {
+    if (wanted.empty() || std::find(wanted.begin(), wanted.end(), t.name) != wanted.end()) {
+      reply.outputs.push_back(encode_tensor(t));
+    }
+  }
+  return reply;
+}
+
+ExecutorEngine* EngineGate::enter() {
+  std::lock_guard lock(mu_);
+  if (engine_) ++inside_;
+  return engine_;
+}
+
+void EngineGate::leave() {
+  bool last = false;
+  {
+    std::lock_guard lock(mu_);
+    last = --inside_ == 0 && !engine_;
+  }
+  if (last) left_.notify_all();
+}
+
+void EngineGate::close() {
+  std::unique_lock lock(mu_);
+  engine_ = nullptr;
+  left_.wait(lock, [&] { return inside_ == 0; });
+}
+
+bool EngineGate::open() const {
+  std::lock_guard lock(mu_);
+  return engine_ != nullptr;
+}
+
+std::optional<ExecutorEngine::InferResult> EngineGate::run_here(const model_key& key,
+                                                                const std::vector<gpu::HostTensor>& inputs) {
+  ExecutorEngine* engine = enter();
+  if (!engine) return std::nullopt;
+  auto out = engine->run_here(key, inputs);
+  leave();
+  return out;
+}
+
+bool EngineGate::holds(const model_key& key) {
+  ExecutorEngine* engine = enter();
+  if (!engine) return false;
+  const bool held = engine->holds(key);
+  leave();
+  return held;
 }
 
 std::optional<gpu::PeerWeights> ExecutorEngine::weights_of(const model_key& key) const {

@@ -20,6 +20,12 @@
 // answering, so callers always get a reply. The actor replaces a broken engine with a fresh one
 // over a reopened device (restart).
 //
+// Inline runs: a front-end thread may run a warm request itself, in the queue's order, when the
+// device is idle (run_here; WorkQueue::run_here): no thread is woken for it. It reaches the engine
+// through an EngineGate, which it holds without owning the engine; the destructor closes the gate
+// first, waiting for a run inside. Such a run only reads models_ and runs a resident model, as an
+// infer job would; every change of residency stays a job of the worker's.
+//
 // Destruction runs the jobs still queued (each answers), then joins the worker; it blocks for as
 // long as they take, so it never runs on an actor's thread nor on the engine's own worker (which
 // cannot join itself): the executor hands its engine to the node's maintenance queue to destroy.
@@ -28,6 +34,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -45,6 +52,8 @@
 #include "gpu/executor.hpp"
 
 namespace ember {
+
+class EngineGate;
 
 struct EngineOptions {
   /// Inference jobs waiting at most (node.max_queue); beyond it infer and swap_run refuse.
@@ -127,6 +136,14 @@ class ExecutorEngine {
   bool infer(const model_key& key, std::vector<gpu::HostTensor> inputs, std::function<void(InferResult)> done);
   /// Late binding: see the header comment. Returns false, without calling `done`, when the queue is full.
   bool swap_run(SwapRun run, std::function<void(SwapRunResult)> done);
+  /// An inline run (see the header): runs resident `key` on the calling thread when the worker is
+  /// idle and nothing is queued; nullopt, without running, otherwise, or when the model is not
+  /// resident or batches (its requests wait for company on the router's way).
+  std::optional<InferResult> run_here(const model_key& key, const std::vector<gpu::HostTensor>& inputs);
+  /// The gate front-end threads reach this engine through (never null).
+  const std::shared_ptr<EngineGate>& gate() const { return gate_; }
+  /// Resident now (a hint for callers choosing a device; the answer may change at once).
+  bool holds(const model_key& key) const;
   /// Where a resident model's weights live, for a device-to-device swap onto another device;
   /// nullopt when not resident. Valid while the model stays resident (the router's lock).
   std::optional<gpu::PeerWeights> weights_of(const model_key& key) const;
@@ -173,11 +190,45 @@ class ExecutorEngine {
   std::string broken_;             // guarded by mu_: why the engine refuses work ("" = fine)
   uint64_t pool_free_ = 0;         // guarded by mu_: a copy for other threads
   std::map<model_key, std::vector<gpu::WeightSegment>> published_;  // guarded by mu_
-  std::map<model_key, Resident> models_;                            // worker thread only
+  std::map<model_key, Resident> models_;                            // the thread running jobs only
   std::map<const void*, std::shared_ptr<const gpu::Model>> pinned_;  // worker thread only
   /// The worker: bind/unbind through post(), inference through try_post() (bounded by max_queue).
   /// Reset first in the destructor, so every job has run before the models and the device go.
   std::unique_ptr<WorkQueue> jobs_;
+  /// Closed first in the destructor.
+  std::shared_ptr<EngineGate> gate_;
+};
+
+/// The client's answer from a run: the outputs asked for (all when `wanted` is empty), in `skeleton`
+/// (the request's model, id, node and device); invalid_argument for an output the model lacks.
+Result<infer_reply> build_reply(infer_reply skeleton, const std::vector<std::string>& wanted,
+                                ExecutorEngine::InferResult& r);
+
+/// A front-end thread's way onto an engine it does not own (actors/node/inline_runs.hpp): shared
+/// with the engine, whose destructor closes it, waiting for a run inside. Thread-safe.
+class EngineGate {
+ public:
+  explicit EngineGate(ExecutorEngine* engine, std::string device) : engine_(engine), device_(std::move(device)) {}
+  /// ExecutorEngine::run_here; nullopt too once the engine is going.
+  std::optional<ExecutorEngine::InferResult> run_here(const model_key& key, const std::vector<gpu::HostTensor>& inputs);
+  /// ExecutorEngine::holds; false once the engine is going.
+  bool holds(const model_key& key);
+  bool open() const;
+  const std::string& device() const { return device_; }
+
+ private:
+  friend class ExecutorEngine;
+  /// Refuses every later call and waits for the calls inside to return.
+  void close();
+  /// The engine, kept alive until leave(); null once closed.
+  ExecutorEngine* enter();
+  void leave();
+
+  mutable std::mutex mu_;
+  std::condition_variable left_;
+  ExecutorEngine* engine_;  // guarded by mu_: null once closed
+  uint32_t inside_ = 0;     // guarded by mu_
+  const std::string device_;
 };
 
 }  // namespace ember

@@ -16,6 +16,7 @@
 #include "actors/errors.hpp"
 #include "actors/gpu_executor_interface.hpp"
 #include "actors/node/executor_engine.hpp"
+#include "actors/node/inline_runs.hpp"
 #include "actors/node/node_instruments.hpp"
 #include "actors/node/request_batch.hpp"
 #include "actors/offload.hpp"
@@ -76,6 +77,8 @@ struct executor_state {
     std::deque<Waiting> waiting;
   };
   std::map<model_key, Lane> lanes;
+  /// Where each engine adopted is offered to front-end threads.
+  InlineSlot inline_slot;
 };
 
 using executor_pointer = gpu_executor_actor::stateful_pointer<executor_state>;
@@ -83,26 +86,6 @@ using executor_pointer = gpu_executor_actor::stateful_pointer<executor_state>;
 device_report report_device(const ExecutorEngine& engine) {
   const auto mem = engine.memory();
   return {engine.device_info().name, mem.capacity_bytes, mem.used_bytes};
-}
-
-/// The client's answer from an engine result: the outputs asked for (all when none named).
-Result<infer_reply> build_reply(infer_reply skeleton, const std::vector<std::string>& wanted,
-                                ExecutorEngine::InferResult& r) {
-  if (!r.outputs.ok()) return r.outputs.error();
-  for (const auto& name : wanted) {
-    const bool known = std::any_of(r.outputs->begin(), r.outputs->end(),
-                                   [&](const gpu::HostTensor& t) { return t.name == name; });
-    if (!known) return invalid_argument("the model has no output '" + name + "'");
-  }
-  infer_reply reply = std::move(skeleton);
-  reply.queue_us = r.queue_us;
-  reply.compute_us = r.compute_us;
-  for (const auto& t : *r.outputs) {
-    if (wanted.empty() || std::find(wanted.begin(), wanted.end(), t.name) != wanted.end()) {
-      reply.outputs.push_back(encode_tensor(t));
-    }
-  }
-  return reply;
 }
 
 infer_reply skeleton_of(executor_pointer self, const infer_request& req) {
@@ -126,6 +109,12 @@ Error queue_full(executor_pointer self, const model_key& model) {
   if (self->state.instruments) self->state.instruments->count_rejected(model);
   return unavailable("the queue of " + self->state.engine->device_info().name + " on node " + self->state.node +
                      " is full");
+}
+
+/// Offers the engine just adopted to front-end threads (InlineRuns).
+void offer_inline(executor_pointer self) {
+  const auto& st = self->state;
+  if (st.inline_slot.runs && st.engine) st.inline_slot.runs->attach(st.inline_slot.device, st.engine->gate());
 }
 
 void report_memory(executor_pointer self) {
@@ -366,6 +355,7 @@ caf::result<device_report> restart(executor_pointer self) {
       return;
     }
     st.engine = std::move(*fresh);
+    offer_inline(self);
     report_memory(self);
     for (auto& [w, id] : waiters) {
       st.answers.settle(id);
@@ -415,8 +405,11 @@ caf::result<std::string> inject(executor_pointer self, const fault_command& f) {
 
 gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, EngineHandle engine, std::string device,
                                                     std::string node, NodeInstruments* instruments,
-                                                    WorkQueue* maintenance, engine_factory reopen) {
+                                                    WorkQueue* maintenance, engine_factory reopen,
+                                                    InlineSlot inline_slot) {
   self->state.engine = std::move(engine);
+  self->state.inline_slot = std::move(inline_slot);
+  offer_inline(self);
   self->state.maintenance = maintenance;
   if (self->state.engine) self->state.device = self->state.engine->device_info().name;
   if (!device.empty()) self->state.device = std::move(device);
@@ -492,16 +485,17 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, Engin
 }  // namespace
 
 gpu_executor_actor spawn_gpu_executor(caf::actor_system& sys, std::unique_ptr<ExecutorEngine> engine, std::string node,
-                                      NodeInstruments* instruments, WorkQueue& maintenance, engine_factory reopen) {
+                                      NodeInstruments* instruments, WorkQueue& maintenance, engine_factory reopen,
+                                      InlineSlot inline_slot) {
   return sys.spawn(executor_behavior, adopt(maintenance, std::move(engine)), std::string{}, std::move(node),
-                   instruments, &maintenance, std::move(reopen));
+                   instruments, &maintenance, std::move(reopen), std::move(inline_slot));
 }
 
 gpu_executor_actor spawn_replacement_executor(caf::actor_system& sys, std::string device, std::string node,
                                               NodeInstruments* instruments, WorkQueue& maintenance,
-                                              engine_factory reopen) {
+                                              engine_factory reopen, InlineSlot inline_slot) {
   return sys.spawn(executor_behavior, EngineHandle{}, std::move(device), std::move(node), instruments, &maintenance,
-                   std::move(reopen));
+                   std::move(reopen), std::move(inline_slot));
 }
 
 }  // namespace ember

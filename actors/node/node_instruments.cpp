@@ -39,8 +39,9 @@ NodeInstruments::NodeInstruments()
       load_seconds_(registry_.histogram("ember_replica_load_duration_seconds",
                                         "Time from load request to a ready replica (fetch and bind)")),
       dispatches_(registry_.counter("ember_swap_dispatches_total",
-                                    "Requests bound to a device (late binding), by how the model got there: run "
-                                    "(resident), host or peer (swapped in)",
+                                    "Requests bound to a device, by how the model got there: run (resident), host "
+                                    "or peer (swapped in) under late binding; inline (resident, run on the front "
+                                    "end's thread) under either binding",
                                     {"kind"})),
       evictions_(registry_.counter("ember_swap_evictions_total", "Device copies of models evicted to make room")
                      .with(std::vector<std::string>{})),

@@ -29,6 +29,8 @@ struct StageHandoff {
   WorkQueue* fetches = nullptr;
 };
 
+class InlineRuns;
+
 /// Late binding (Torpor): models live in host memory and are swapped onto a device per request.
 struct LateBinding {
   SwapControllerOptions options;
@@ -59,6 +61,9 @@ struct NodeRouterConfig {
   /// Where the router keeps what a successor needs (actors/node/replica_ledger.hpp). A router
   /// spawned over a ledger with entries restores them. Null: nothing is kept (tests).
   std::shared_ptr<ReplicaLedger> ledger;
+  /// The node's inline runs (actors/node/inline_runs.hpp): the late-binding router drains their
+  /// records into its policies. Null: none happen on this node.
+  std::shared_ptr<InlineRuns> inline_runs;
 };
 
 /// `devices[i]` describes the device of `executors[i]`.

@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "actors/errors.hpp"
+#include "actors/node/inline_runs.hpp"
 #include "actors/node/node_router_state.hpp"
 #include "actors/node/request_batch.hpp"
 #include "actors/offload.hpp"
@@ -296,9 +297,24 @@ SwapController::BatchJoin batch_join(router_pointer self) {
   };
 }
 
+/// What ran inline since the last call (actors/node/inline_runs.hpp) enters the policies: each run's
+/// last use (eviction order) and SLO outcome, as a dispatch's answer would have.
+void absorb_inline(router_pointer self, int64_t now) {
+  auto& st = self->state;
+  if (!st.config.inline_runs) return;
+  for (const auto& r : st.config.inline_runs->drain()) {
+    const std::string name = r.model.to_string();
+    auto m = st.swap->model(name);
+    if (!m) continue;
+    st.swap->ran_inline(name, r.device, r.latency_us, now);
+    if (st.instruments) st.instruments->count_slo(m->deadline_us == 0 || r.latency_us <= m->deadline_us);
+  }
+}
+
 void pump(router_pointer self) {
   auto& st = self->state;
   const int64_t now = now_us(self);
+  absorb_inline(self, now);
   for (auto& d : st.swap->dispatch(now, batch_join(self))) {
     spdlog::debug("node {}: request {} of {} (+{} batched) -> {}: {}", st.config.name, d.request, d.model,
                   d.batch.size(), d.device, d.reason);
@@ -342,6 +358,7 @@ void late_start(router_pointer self) {
   if (!st.config.late) return;
   const auto& late = *st.config.late;
   st.swap = std::make_unique<SwapController>(late.topology, late.pool_bytes, late.options);
+  if (st.config.inline_runs) st.config.inline_runs->keep_records(true);
   late_tick(self);
 }
 

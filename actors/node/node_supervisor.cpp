@@ -13,6 +13,7 @@
 #include <random>
 
 #include "actors/errors.hpp"
+#include "actors/node/inline_runs.hpp"
 #include "actors/node/node_instruments.hpp"
 
 namespace ember {
@@ -123,6 +124,7 @@ void end_interposer(supervisor_pointer self, const char* how) {
   spdlog::warn("node {}: fault {} on the router {}: it took {} of {} message(s) (seed {})", st.config.node, ip.kind,
                how, ip.hit, ip.seen, ip.seed);
   st.interposer.reset();
+  if (st.config.inline_runs) st.config.inline_runs->suspend(false);
 }
 
 /// Every message for the router: passed on, unless the interposer takes it.
@@ -270,6 +272,8 @@ caf::result<std::string> inject(supervisor_pointer self, fault_command& f) {
                              (f.duration_ms ? "for " + std::to_string(f.duration_ms) + " ms" : "until healed") +
                              ", seed " + std::to_string(ip.seed);
     st.interposer = std::move(ip);
+    // Every request passes the router while its messages are interposed: none runs inline.
+    if (st.config.inline_runs) st.config.inline_runs->suspend(true);
     counted(st, f.kind);
     spdlog::warn("node {}: fault injected: {}", node, what);
     return what;

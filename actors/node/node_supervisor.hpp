@@ -38,6 +38,7 @@
 
 namespace ember {
 
+class InlineRuns;
 class NodeInstruments;
 
 /// The actors a supervisor holds now (answer to roster_atom; local only): what the node process
@@ -61,6 +62,9 @@ struct SupervisorConfig {
   /// The node's data-plane and hop fault knobs (corrupt-chunk; throttle, stall). May be null.
   std::shared_ptr<std::atomic<uint64_t>> corrupt_next;
   std::shared_ptr<HopFault> hop_fault;
+  /// The node's inline runs, suspended while an interposer drops, delays or duplicates the router's
+  /// messages (a request run inline would pass it by). May be null.
+  std::shared_ptr<InlineRuns> inline_runs;
 };
 
 /// The supervisor, typed as the router it stands for. It answers roster_atom with a node_roster.

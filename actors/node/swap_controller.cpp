@@ -251,6 +251,15 @@ std::vector<SwapDispatch> SwapController::dispatch(int64_t now_us, const BatchJo
   return out;
 }
 
+void SwapController::ran_inline(const std::string& model, uint32_t device, uint64_t latency_us, int64_t now_us) {
+  if (device >= devices_.size() || !models_.count(model)) return;
+  auto it = devices_[device].replicas.find(model);
+  if (it == devices_[device].replicas.end()) return;
+  it->second.last_use = ++tick_;
+  ++counters_.runs;
+  queue_.record(model, latency_us, now_us);
+}
+
 void SwapController::finish(const SwapDispatch& d, const SwapOutcome& o, uint64_t latency_us, int64_t now_us) {
   Device& dev = devices_[d.device];
   if (d.life != dev.life) {

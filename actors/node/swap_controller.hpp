@@ -146,6 +146,11 @@ class SwapController {
   /// member of d.batch is recorded with its own (now_us minus its arrival).
   void finish(const SwapDispatch& d, const SwapOutcome& outcome, uint64_t latency_us, int64_t now_us);
 
+  /// A request of `model` ran on `device` without a dispatch (an inline run: the device was idle and
+  /// the model resident), answered `latency_us` after it arrived: recorded as a run there (its last
+  /// use, for eviction) and as an outcome (the SLO). Nothing when the model or its copy there is gone.
+  void ran_inline(const std::string& model, uint32_t device, uint64_t latency_us, int64_t now_us);
+
   /// The device faulted: nothing is resident there and nothing is dispatched to it until device_up.
   void device_down(uint32_t device);
   /// The device's executor restarted with an empty pool of `pool_bytes`.

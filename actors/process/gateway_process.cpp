@@ -20,7 +20,8 @@
 namespace ember {
 
 Result<std::unique_ptr<GatewayProcess>> GatewayProcess::start(caf::actor_system& sys, const GatewayConfig& config,
-                                                              const cluster_manager_actor& manager) {
+                                                              const cluster_manager_actor& manager,
+                                                              std::vector<LocalNode> local) {
   std::unique_ptr<GatewayProcess> p(new GatewayProcess());
   p->sys_ = &sys;
   p->instruments_ = std::make_unique<GatewayInstruments>();
@@ -34,7 +35,8 @@ Result<std::unique_ptr<GatewayProcess>> GatewayProcess::start(caf::actor_system&
   }
   p->gateway_ = spawn_gateway(sys, config, caf::actor_cast<caf::actor>(manager), p->view_, p->instruments_.get(),
                               *p->metrics_queue_, p->dial_queue_.get());
-  p->client_ = std::make_shared<GatewayClient>(sys, config, p->gateway_, p->view_, p->instruments_.get());
+  p->client_ =
+      std::make_shared<GatewayClient>(sys, config, p->gateway_, p->view_, p->instruments_.get(), std::move(local));
   EMBER_ASSIGN_OR_RETURN(p->http_, HttpFrontend::start(p->client_, p->instruments_.get()));
   if (config.grpc) {
     EMBER_ASSIGN_OR_RETURN(p->grpc_, GrpcFrontend::start(p->client_));

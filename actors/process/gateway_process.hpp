@@ -6,8 +6,10 @@
 
 #include <atomic>
 #include <memory>
+#include <vector>
 
 #include "actors/cluster_manager_interface.hpp"
+#include "actors/gateway/gateway_client.hpp"
 #include "actors/gateway_interface.hpp"
 #include "base/status.hpp"
 #include "config/cluster_config.hpp"
@@ -18,7 +20,6 @@ class actor_system;
 
 namespace ember {
 
-class GatewayClient;
 class GatewayInstruments;
 class GrpcFrontend;
 class HttpFrontend;
@@ -28,9 +29,11 @@ class WorkQueue;
 class GatewayProcess {
  public:
   /// A gateway of `manager` (in this process). A standalone gateway (`ember gateway`) passes a null
-  /// handle and then runs serve_remote().
+  /// handle and then runs serve_remote(). `local`: nodes in this process that run warm requests on
+  /// the front ends' threads (`ember serve`); each must outlive this gateway process.
   static Result<std::unique_ptr<GatewayProcess>> start(caf::actor_system& sys, const GatewayConfig& config,
-                                                       const cluster_manager_actor& manager);
+                                                       const cluster_manager_actor& manager,
+                                                       std::vector<LocalNode> local = {});
   /// A standalone gateway's link to its manager (config.manager): connects, hands the manager to
   /// the gateway actor (which subscribes and monitors it), and after losing it tries again every
   /// config.reconnect_interval while the gateway serves warm requests from its last table; until

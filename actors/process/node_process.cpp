@@ -12,6 +12,7 @@
 #include "actors/node/blob_store.hpp"
 #include "actors/node/executor_engine.hpp"
 #include "actors/node/gpu_executor.hpp"
+#include "actors/node/inline_runs.hpp"
 #include "actors/node/model_cache.hpp"
 #include "actors/node/node_instruments.hpp"
 #include "actors/node/node_router.hpp"
@@ -91,6 +92,7 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   std::unique_ptr<NodeProcess> p(new NodeProcess(sys));
   p->name_ = node.name.empty() ? default_node_name() : node.name;
   p->instruments_ = std::make_unique<NodeInstruments>();
+  if (binding.inline_runs) p->inline_runs_ = std::make_shared<InlineRuns>(p->name_, p->instruments_.get());
   EMBER_ASSIGN_OR_RETURN(auto opened, gpu::open_devices(devices));
   std::vector<device_report> reports;
   std::vector<uint64_t> pools;
@@ -114,8 +116,9 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
       };
     }
     reopens.push_back(reopen);
+    const InlineSlot slot{p->inline_runs_, static_cast<uint32_t>(p->executors_.size())};
     p->executors_.push_back(spawn_gpu_executor(sys, std::move(engine), p->name_, p->instruments_.get(), p->maintenance_,
-                                               std::move(reopen)));
+                                               std::move(reopen), slot));
   }
   p->store_ = std::make_shared<BlobStore>();
   transport::BlobServerOptions server = data_server_options(transfer);
@@ -142,6 +145,7 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   NodeRouterConfig router{p->name_, {node.data_listen.host, p->blob_server_->port()}, transfer.rack, std::nullopt};
   router.handoff = StageHandoff{p->store_, kind, &p->handoffs_};
   router.ledger = std::make_shared<ReplicaLedger>();
+  router.inline_runs = p->inline_runs_;
   if (binding.mode == BindingMode::late) {
     EMBER_ASSIGN_OR_RETURN(auto late, late_binding(node, binding, devices, pools));
     router.late = std::move(late);
@@ -151,6 +155,7 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   supervision.node = p->name_;
   supervision.allow_faults = node.allow_faults;
   supervision.instruments = p->instruments_.get();
+  supervision.inline_runs = p->inline_runs_;
   if (node.allow_faults) {
     supervision.corrupt_next = corrupt_next;
     supervision.hop_fault = hop_fault;
@@ -164,8 +169,9 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
     return spawn_model_cache(sys, cache, store, instruments, *fetches, *hops);
   };
   supervision.spawn_executor = [&sys, reports, reopens, name = p->name_, instruments = p->instruments_.get(),
-                                maintenance = &p->maintenance_](uint32_t device) {
-    return spawn_replacement_executor(sys, reports[device].name, name, instruments, *maintenance, reopens[device]);
+                                maintenance = &p->maintenance_, runs = p->inline_runs_](uint32_t device) {
+    return spawn_replacement_executor(sys, reports[device].name, name, instruments, *maintenance, reopens[device],
+                                      InlineSlot{runs, device});
   };
   p->router_ = spawn_node_supervisor(sys, std::move(supervision), std::move(first), p->executors_, p->cache_);
   if (node.allow_faults) spdlog::warn("node {}: fault injection is allowed (--allow-faults)", p->name_);
@@ -184,6 +190,8 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
                p->control_.port ? ", router at " + p->control_.to_string() : "");
   return p;
 }
+
+std::shared_ptr<InlineRunner> NodeProcess::inline_runner() const { return inline_runs_; }
 
 NodeProcess::~NodeProcess() {
   if (blob_server_) blob_server_->stop();

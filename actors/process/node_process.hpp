@@ -39,6 +39,8 @@ class DataServer;
 namespace ember {
 
 class BlobStore;
+class InlineRunner;
+class InlineRuns;
 class NodeInstruments;
 
 class NodeProcess {
@@ -50,6 +52,10 @@ class NodeProcess {
 
   const node_router_actor& router() const { return router_; }
   const std::string& name() const { return name_; }
+  /// Warm runs on a caller's thread (actors/node/inline_runs.hpp), for a gateway in this process;
+  /// null when binding.inline is off. It uses the node's instruments: whoever holds it (a gateway
+  /// process) must stop using it before this process is destroyed.
+  std::shared_ptr<InlineRunner> inline_runner() const;
 
   /// Joins the manager at `config.manager` over the network and stays joined: rejoins every
   /// rejoin_interval after losing it, until `stop` becomes true. Blocks the calling thread.
@@ -67,6 +73,7 @@ class NodeProcess {
   WorkQueue handoffs_;  // tensors handed between pipeline stages
   WorkQueue maintenance_;
   std::unique_ptr<NodeInstruments> instruments_;
+  std::shared_ptr<InlineRuns> inline_runs_;
   std::shared_ptr<BlobStore> store_;
   std::unique_ptr<transport::DataServer> blob_server_;
   std::vector<gpu_executor_actor> executors_;

@@ -100,5 +100,107 @@ TEST(WorkQueue, OnThreadStartRunsOnEachThreadBeforeAnyJob) {
   EXPECT_TRUE(ordered.load());
 }
 
+TEST(WorkQueue, RunHereRunsOnTheCallingThreadWhenTheQueueIsIdle) {
+  WorkQueue q;
+  const auto caller = std::this_thread::get_id();
+  bool here = false;
+  EXPECT_TRUE(q.run_here([&] { here = std::this_thread::get_id() == caller && !q.on_worker_thread(); }));
+  EXPECT_TRUE(here);
+  WorkQueue several({.threads = 2});
+  EXPECT_FALSE(several.run_here([] {}));  // serial queues only
+}
+
+TEST(WorkQueue, RunHereIsRefusedWhileTheWorkerRunsAJobOrJobsWait) {
+  std::promise<void> release;
+  std::shared_future<void> gate = release.get_future().share();
+  WorkQueue q;
+  std::promise<void> started;
+  q.post([&] {
+    started.set_value();
+    gate.wait();
+  });
+  started.get_future().wait();
+  bool ran = false;
+  EXPECT_FALSE(q.run_here([&] { ran = true; }));  // the worker runs a job
+  q.post([] {});
+  EXPECT_FALSE(q.run_here([&] { ran = true; }));  // and one waits
+  EXPECT_FALSE(ran);
+  release.set_value();
+}
+
+TEST(WorkQueue, AJobPostedWhileRunHereRunsStartsAfterIt) {
+  std::vector<int> order;
+  std::mutex mu;
+  {
+    WorkQueue q;
+    ASSERT_TRUE(q.run_here([&] {
+      q.post([&] {
+        std::lock_guard lock(mu);
+        order.push_back(2);
+      });
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the worker would have started it by now
+      std::lock_guard lock(mu);
+      order.push_back(1);
+    }));
+  }
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+}
+
+TEST(WorkQueue, RunHereCallersTakeTurnsAndNeverOverlapTheWorker) {
+  WorkQueue q;
+  std::atomic<int> inside{0};
+  std::atomic<bool> overlapped{false};
+  std::atomic<int> here{0}, posted{0};
+  auto body = [&] {
+    if (inside.fetch_add(1) != 0) overlapped = true;
+    std::this_thread::yield();
+    inside.fetch_sub(1);
+  };
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t) {
+    callers.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        if (q.run_here(body)) {
+          ++here;
+        } else if (t % 2 == 0) {
+          q.post([&] {
+            body();
+            ++posted;
+          });
+        }
+      }
+    });
+  }
+  for (auto& c : callers) c.join();
+  q.post([] {});
+  EXPECT_FALSE(overlapped.load());
+  EXPECT_GT(here.load(), 0);
+}
+
+TEST(WorkQueue, CallersWaitingForTheTurnAllReturnWhenAJobIsQueuedMeanwhile) {
+  std::promise<void> release;
+  std::shared_future<void> gate = release.get_future().share();
+  WorkQueue q;
+  std::promise<void> holding;
+  std::thread holder([&] {
+    EXPECT_TRUE(q.run_here([&] {
+      holding.set_value();
+      gate.wait();
+    }));
+  });
+  holding.get_future().wait();
+  std::vector<std::future<bool>> waiters;
+  for (int i = 0; i < 3; ++i) waiters.push_back(std::async(std::launch::async, [&] { return q.run_here([] {}); }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // they wait for the turn
+  std::atomic<bool> job_ran{false};
+  q.post([&] { job_ran = true; });
+  release.set_value();
+  holder.join();
+  for (auto& w : waiters) {
+    ASSERT_EQ(w.wait_for(std::chrono::seconds(30)), std::future_status::ready);  // none is left asleep
+    w.get();  // true only if it got the turn before the job was queued: either is fine
+  }
+}
+
 }  // namespace work_queue_test
 }  // namespace ember

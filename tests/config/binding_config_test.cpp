@@ -26,6 +26,7 @@ void expect_binding_defaults(const BindingConfig& b) {
   EXPECT_EQ(b.repartition_us, 1'000'000u);
   EXPECT_EQ(b.alpha_period_us, 10'000'000u);
   EXPECT_EQ(b.seed, 1u);
+  EXPECT_TRUE(b.inline_runs);
 }
 
 Result<BindingConfig> parse_binding(const std::string& body) {
@@ -59,6 +60,7 @@ TEST(BindingConfig, ReadsEveryKey) {
   repartition: 2s
   alpha_period: 40s
   seed: 42
+  inline: false
 )");
   ASSERT_TRUE(b.ok()) << b.error().message();
   EXPECT_EQ(b->mode, BindingMode::pinned);
@@ -74,6 +76,7 @@ TEST(BindingConfig, ReadsEveryKey) {
   EXPECT_EQ(b->repartition_us, 2'000'000u);
   EXPECT_EQ(b->alpha_period_us, 40'000'000u);
   EXPECT_EQ(b->seed, 42u);
+  EXPECT_FALSE(b->inline_runs);
 }
 
 TEST(BindingConfig, GroupAutoAndZeroBothMeanMeasured) {
@@ -164,7 +167,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"binding:\n  seed: -1\n", "binding.seed: '-1' is not an integer in 0..18446744073709551615"},
         BadCase{"binding:\n  seed: 18446744073709551616\n", "binding.seed: '18446744073709551616' is not an integer"},
         BadCase{"binding:\n  seed: 1.5\n", "binding.seed: '1.5' is not an integer"},
-        BadCase{"binding:\n  seed: lucky\n", "binding.seed: 'lucky' is not an integer"}));
+        BadCase{"binding:\n  seed: lucky\n", "binding.seed: 'lucky' is not an integer"},
+        BadCase{"binding:\n  inline: sometimes\n", "binding.inline: 'sometimes' is not a boolean (true or false)"}));
 
 INSTANTIATE_TEST_SUITE_P(
     UnknownKeysAndShapes, BindingConfigErrors,

@@ -271,7 +271,12 @@ def run(ember):
                 raise Failure(f"/metrics lacks {family}")
         if 'outcome="invalid_argument"' not in metrics or 'outcome="success"' not in metrics:
             raise Failure("/metrics does not count outcomes")
-        print("ok: /metrics")
+        # Warm requests ran on the HTTP threads themselves (binding.inline, on by default).
+        inline = [line for line in metrics.splitlines()
+                  if line.startswith("ember_swap_dispatches_total{") and 'kind="inline"' in line]
+        if not inline or float(inline[0].split()[-1]) < 1:
+            raise Failure(f"no request ran inline: {inline}")
+        print(f"ok: /metrics ({inline[0]})")
         if server.poll() is not None:
             raise Failure("the server died")
         print("PASS")

@@ -14,6 +14,7 @@
 #include "actors/node/blob_store.hpp"
 #include "actors/node/executor_engine.hpp"
 #include "actors/node/gpu_executor.hpp"
+#include "actors/node/inline_runs.hpp"
 #include "actors/node/model_cache.hpp"
 #include "actors/node/node_instruments.hpp"
 #include "actors/node/node_router.hpp"
@@ -154,7 +155,9 @@ struct LateNode {
   // `make` writes them); device 0 faults after `fault_after` kernels when set; devices compute on a
   // dilated clock when `dilation` > 0.
   LateNode(uint32_t devices, int count, int64_t fault_after = -1, double dilation = 0, ModelMaker make = {},
-           uint64_t device_bytes = 16 * MiB, NodeInstruments* instruments = nullptr) {
+           uint64_t device_bytes = 16 * MiB, NodeInstruments* instruments = nullptr,
+           std::shared_ptr<InlineRuns> inline_runs = nullptr,
+           placement::EvictionRule eviction = placement::EvictionRule::torpor) {
     for (int i = 0; i < count; ++i) {
       const std::string dir = repo / ("m" + std::to_string(i)) + "/1";
       models.push_back(make ? make(dir, i) : write_mlp(dir, i + 1, 3));
@@ -175,7 +178,8 @@ struct LateNode {
         }
         return engine(gpu::testing::sim_device(device_bytes, d, dilation));
       };
-      execs.push_back(spawn_gpu_executor(*sys, std::move(e), "n1", nullptr, maintenance, reopen));
+      execs.push_back(
+          spawn_gpu_executor(*sys, std::move(e), "n1", nullptr, maintenance, reopen, InlineSlot{inline_runs, d}));
     }
     ModelCacheConfig c;
     c.repository = repo.path();
@@ -187,6 +191,8 @@ struct LateNode {
         std::vector<double>(devices, 16.0));
     EXPECT_TRUE(topology.ok());
     NodeRouterConfig rc{"n1", "127.0.0.1", 0, "", LateBinding{{}, *topology, pools}};
+    rc.late->options.eviction = eviction;
+    rc.inline_runs = std::move(inline_runs);
     router = spawn_node_router(*sys, rc, execs, reports, cache, instruments);
   }
   ~LateNode() {
@@ -291,6 +297,38 @@ TEST(LateBindingRouter, TellsTheAutoscalerHowManyRequestsWaitPerModel) {
 
 // The density benchmark's devices: compute on a dilated clock (devices.compute_dilation), swaps
 // pipelined against it. Same answers, bit for bit.
+// Requests run inline (on a front end's thread, actors/node/inline_runs.hpp) are uses the router
+// learns of: the model run inline most recently is not the one evicted, though the router itself
+// last ran the other; and each counts as an SLO outcome.
+TEST(LateBindingRouter, InlineRunsCountAsUsesForEvictionAndAsSloOutcomes) {
+  NodeInstruments instruments;
+  auto runs = std::make_shared<InlineRuns>("n1", &instruments);
+  // One 8 MiB pool, 3 MiB models: two fit.
+  LateNode node(1, 3, -1, 0, {}, 16 * MiB, &instruments, runs, placement::EvictionRule::lru);
+  ASSERT_TRUE(node.load(0).ok());
+  ASSERT_TRUE(node.load(1).ok());  // its profile ran last: plain LRU would evict m0 next
+  auto request = [&](int i) {
+    infer_request req;
+    req.model = {"m" + std::to_string(i), 1};
+    req.inputs = encode_tensors(gpu::testing::arch_inputs(*node.models[i], 2, 1, 5));
+    return req;
+  };
+  auto run_when_idle = [&](int i) {
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+      if (auto ran = runs->run(request(i))) return ran->ok();
+      std::this_thread::sleep_for(1ms);
+    }
+    return false;
+  };
+  for (int k = 0; k < 3; ++k) ASSERT_TRUE(run_when_idle(0));
+  ASSERT_TRUE(node.load(2).ok());                   // its profile swaps it in, evicting one
+  EXPECT_TRUE(run_when_idle(0));                    // m0 stayed
+  EXPECT_FALSE(runs->run(request(1)).has_value());  // m1 went
+  const std::string text = instruments.registry().render();
+  EXPECT_NE(text.find("ember_swap_dispatches_total{kind=\"inline\"} 4"), std::string::npos) << text;
+  EXPECT_NE(text.find("ember_slo_requests_total{outcome=\"on_time\"}"), std::string::npos) << text;
+}
+
 TEST(LateBindingRouter, DilatedDevicesSwapAndAnswerAlike) {
   LateNode node(2, 8, -1, 3);
   for (int i = 0; i < 8; ++i) ASSERT_TRUE(node.load(i).ok()) << i;

@@ -197,6 +197,35 @@ TEST(SwapController, LruRuleEvictsTheLeastRecentlyUsedWhateverItsWeight) {
   EXPECT_EQ(d[0].evict, (std::vector<std::string>{"heavy"}));
 }
 
+// A run the router did not dispatch (inline, on the front end's thread) still counts as a use of the
+// model on that device, and as an SLO outcome.
+TEST(SwapController, AnInlineRunIsAUseForEvictionAndAnOutcomeForTheSlo) {
+  SwapControllerOptions o;
+  o.eviction = placement::EvictionRule::lru;
+  auto c = SwapController(*placement::NodeTopology::create({0}, {{0}}, {16}), {100 * MiB}, o);
+  ASSERT_TRUE(c.add_model(model("heavy", 40 * MiB, true)).ok());
+  ASSERT_TRUE(c.add_model(model("light", 40 * MiB)).ok());
+  ASSERT_TRUE(c.add_model(model("new", 40 * MiB)).ok());
+  int64_t now = 0;
+  for (const char* m : {"heavy", "light"}) {
+    ++now;
+    auto d = run_one(c, static_cast<uint64_t>(now), m, now);
+    c.finish(d[0], done(d[0], 40 * MiB, 100 * MiB - 40 * MiB * static_cast<uint64_t>(now)), 1, now);
+  }
+  const uint64_t runs = c.counters().runs;
+  c.ran_inline("heavy", 0, 50'000, ++now);  // heavy is now the more recent, and its run was late
+  c.ran_inline("gone", 0, 1, now);          // an unknown model, a device without the model: nothing
+  c.ran_inline("new", 0, 1, now);
+  c.ran_inline("heavy", 7, 1, now);
+  EXPECT_EQ(c.counters().runs, runs + 1);
+  const auto slo = c.queue().view("heavy");
+  ASSERT_TRUE(slo.has_value());
+  EXPECT_EQ(slo->counters.misses, 1u);  // 50 ms against its 10 ms deadline
+  auto d = run_one(c, 10, "new", ++now);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].evict, (std::vector<std::string>{"light"}));
+}
+
 TEST(SwapController, AFaultTakesTheDeviceDownUntilItIsUpAgainAndTheRequestIsRetriedElsewhere) {
   auto c = controller();
   ASSERT_TRUE(c.add_model(model("a", 40 * MiB)).ok());

@@ -1,0 +1,260 @@
+// Inline runs (actors/node/inline_runs.hpp): a warm request run on the caller's thread through an
+// engine's gate, beside the executor actor that owns the engine, and what it declines.
+#include "actors/node/inline_runs.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include "actors/gpu_executor_interface.hpp"
+#include "actors/node/executor_engine.hpp"
+#include "actors/node/gpu_executor.hpp"
+#include "actors/node/node_instruments.hpp"
+#include "actors/tensor_codec.hpp"
+#include "gpu/architectures.hpp"
+#include "tests/actors/actor_test_util.hpp"
+
+namespace ember {
+namespace inline_runs_test {
+
+using namespace std::chrono_literals;
+using testing::ask;
+
+std::unique_ptr<ExecutorEngine> engine(uint64_t memory = 64 << 20) {
+  auto e = ExecutorEngine::create(gpu::testing::sim_device(memory), EngineOptions{16, 0, 2 << 20});
+  EXPECT_TRUE(e.ok()) << e.error().message();
+  return std::move(*e);
+}
+
+infer_request request_for(const gpu::Model& m, const model_key& key, uint64_t seed) {
+  infer_request req;
+  req.model = key;
+  req.id = "r" + std::to_string(seed);
+  req.inputs = encode_tensors(gpu::testing::arch_inputs(m, 2, 5, seed));
+  return req;
+}
+
+/// The outputs of `req` on a device of their own.
+std::vector<gpu::HostTensor> direct(const std::shared_ptr<const gpu::Model>& m, const infer_request& req) {
+  auto d = gpu::testing::sim_device();
+  auto ex = gpu::LayerExecutor::create(*d, m, {0, m->num_layers()});
+  auto out = (*ex)->run_host(*decode_tensors(req.inputs));
+  EXPECT_TRUE(out.ok());
+  return *out;
+}
+
+bool same_outputs(const infer_reply& reply, const std::vector<gpu::HostTensor>& want) {
+  if (reply.outputs.size() != want.size()) return false;
+  for (size_t i = 0; i < want.size(); ++i) {
+    auto got = decode_tensor(reply.outputs[i]);
+    if (!got.ok() || !gpu::testing::bitwise_equal(*got, want[i])) return false;
+  }
+  return true;
+}
+
+/// An inline run of `req`, tried until the engine's worker has finished the job it was running (an
+/// actor's answer comes from inside the job, which may still be ending): nullopt if it never runs.
+std::optional<Result<infer_reply>> run_when_idle(InlineRuns& runs, const infer_request& req) {
+  for (int i = 0; i < 1000; ++i) {
+    if (auto ran = runs.run(req)) return ran;
+    std::this_thread::sleep_for(1ms);
+  }
+  return std::nullopt;
+}
+
+/// An executor whose engines are offered to `runs` as device 0, with `model` bound as `key`.
+struct Node {
+  WorkQueue maintenance{{.threads = 1}};  // outlives the actors (as in NodeProcess)
+  NodeInstruments instruments;
+  std::shared_ptr<InlineRuns> runs = std::make_shared<InlineRuns>("n1", &instruments);
+  std::unique_ptr<caf::actor_system> sys = testing::make_system();
+  gpu_executor_actor exec;
+
+  Node() { exec = spawn_gpu_executor(*sys, engine(), "n1", &instruments, maintenance, {}, InlineSlot{runs, 0}); }
+  ~Node() {
+    caf::anon_send_exit(exec, caf::exit_reason::user_shutdown);
+    sys->await_all_actors_done();
+  }
+  void bind(const model_key& key, std::shared_ptr<const gpu::Model> model) {
+    auto bound = ask<std::string>(*sys, exec, 10s, bind_model{key, std::move(model)});
+    ASSERT_TRUE(bound.ok()) << bound.error().message();
+  }
+};
+
+TEST(InlineRuns, AnswersAWarmRequestAsTheExecutorWouldAndRecordsItForTheRouter) {
+  testing::Repository repo;
+  auto model = *gpu::Model::load(repo.dir / "bert/1");
+  const model_key key{"bert", 1};
+  Node node;
+  node.bind(key, model);
+  node.runs->keep_records(true);
+
+  const infer_request req = request_for(*model, key, 7);
+  auto ran = run_when_idle(*node.runs, req);
+  ASSERT_TRUE(ran.has_value());
+  ASSERT_TRUE(ran->ok()) << ran->error().message();
+  EXPECT_EQ((*ran)->id, "r7");
+  EXPECT_EQ((*ran)->node, "n1");
+  EXPECT_EQ((*ran)->device, "sim:0");
+  EXPECT_EQ((*ran)->model, key);
+  EXPECT_TRUE(same_outputs(**ran, direct(model, req)));
+  // The executor's own answer is the same.
+  auto by_actor = ask<infer_reply>(*node.sys, node.exec, 10s, req);
+  ASSERT_TRUE(by_actor.ok());
+  EXPECT_TRUE(same_outputs(*by_actor, direct(model, req)));
+
+  // One output asked for; an output the model lacks is the client's error, answered here.
+  infer_request one = req;
+  one.outputs = {"pooler.activation"};
+  ran = run_when_idle(*node.runs, one);
+  ASSERT_TRUE(ran.has_value() && ran->ok());
+  ASSERT_EQ((*ran)->outputs.size(), 1u);
+  one.outputs = {"logits"};
+  ran = run_when_idle(*node.runs, one);
+  ASSERT_TRUE(ran.has_value());
+  ASSERT_FALSE(ran->ok());
+  EXPECT_EQ(ran->error().code(), ErrorCode::invalid_argument);
+
+  auto records = node.runs->drain();
+  ASSERT_EQ(records.size(), 3u);
+  EXPECT_EQ(records[0].model, key);
+  EXPECT_EQ(records[0].device, 0u);
+  EXPECT_GT(records[0].latency_us, 0u);
+  EXPECT_TRUE(node.runs->drain().empty());
+  node.runs->keep_records(false);
+  ASSERT_TRUE(run_when_idle(*node.runs, req).has_value());
+  EXPECT_TRUE(node.runs->drain().empty());  // nobody asks for them: none kept
+
+  const std::string text = node.instruments.registry().render();
+  EXPECT_NE(text.find("ember_swap_dispatches_total{kind=\"inline\"} 4"), std::string::npos) << text;
+  EXPECT_NE(text.find("ember_execution_count_total{model=\"bert\",version=\"1\"} 5"), std::string::npos) << text;
+}
+
+TEST(InlineRuns, DeclinesWhatTheRouterShouldTake) {
+  testing::Repository repo;
+  auto mlp = *gpu::Model::load(repo.dir / "mlp/1");
+  const model_key key{"mlp", 1};
+  Node node;
+  const infer_request req = request_for(*mlp, key, 1);
+  EXPECT_FALSE(node.runs->run(req).has_value());  // not resident
+  node.bind(key, mlp);
+  EXPECT_TRUE(run_when_idle(*node.runs, req).has_value());
+  infer_request other = req;
+  other.model = {"mlp", 2};
+  EXPECT_FALSE(node.runs->run(other).has_value());  // another version
+
+  // While an interposer holds the router's messages, nothing passes it by.
+  node.runs->suspend(true);
+  EXPECT_FALSE(node.runs->run(req).has_value());
+  node.runs->suspend(false);
+  EXPECT_TRUE(run_when_idle(*node.runs, req).has_value());
+
+  // A model that batches waits for company on the router's way.
+  auto built = gpu::build_architecture("mlp", {.tiny = true, .seed = 3, .name = "batched"});
+  ASSERT_TRUE(built.ok());
+  built->serving().dynamic_batching = true;
+  gpu::testing::TempDir dir;
+  ASSERT_TRUE(built->write(dir / "batched").ok());
+  auto batched = *gpu::Model::load(dir / "batched");
+  node.bind({"batched", 1}, batched);
+  infer_request b = request_for(*batched, {"batched", 1}, 2);
+  ASSERT_TRUE(run_when_idle(*node.runs, req).has_value());  // the device is idle ...
+  EXPECT_FALSE(node.runs->run(b).has_value());              // ... and still it declines
+
+  // A device fault is the router's to answer (it restarts the device and runs the request again):
+  // declined, and the executor's next answer shows the engine broken.
+  ASSERT_TRUE(run_when_idle(*node.runs, req).has_value());
+  ASSERT_TRUE(
+      ask<std::string>(*node.sys, node.exec, 10s, fault_atom_v, fault_command{"fault-kernel", "executor:0"}).ok());
+  EXPECT_FALSE(node.runs->run(req).has_value());  // arming the fault ran no job: the inline run met it
+  auto after = ask<infer_reply>(*node.sys, node.exec, 10s, req);
+  ASSERT_FALSE(after.ok());
+  EXPECT_EQ(after.error().code(), ErrorCode::device_fault);
+}
+
+TEST(InlineRuns, WaitsForNoWorkerJobAndTheGateClosesWithItsEngine) {
+  testing::Repository repo;
+  auto mlp = *gpu::Model::load(repo.dir / "mlp/1");
+  const model_key key{"mlp", 1};
+  auto e = engine();
+  std::shared_ptr<EngineGate> gate = e->gate();
+  std::promise<void> bound;
+  e->bind(key, mlp, [&](Status s) {
+    EXPECT_TRUE(s.ok());
+    bound.set_value();
+  });
+  bound.get_future().wait();
+  const auto inputs = *decode_tensors(request_for(*mlp, key, 4).inputs);
+  ASSERT_TRUE(gate->holds(key));
+  // `done` ran inside the bind job: the worker may still be finishing it.
+  std::optional<ExecutorEngine::InferResult> ran;
+  for (int i = 0; i < 1000 && !ran; ++i) {
+    ran = gate->run_here(key, inputs);
+    if (!ran) std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_TRUE(ran.has_value());
+  EXPECT_TRUE(ran->outputs.ok());
+
+  // The worker runs a job: an inline run does not wait for it, it declines.
+  std::promise<void> release;
+  std::promise<void> started;
+  e->unbind({"nothing", 1}, [&] {
+    started.set_value();
+    release.get_future().wait();
+  });
+  started.get_future().wait();
+  EXPECT_FALSE(gate->run_here(key, inputs).has_value());
+  release.set_value();
+
+  e.reset();  // the engine goes: its gate refuses from now on
+  EXPECT_FALSE(gate->open());
+  EXPECT_FALSE(gate->holds(key));
+  EXPECT_FALSE(gate->run_here(key, inputs).has_value());
+}
+
+// Front-end threads running inline beside the executor actor's own jobs: every answer right, no
+// run lost, none overlapping another on the device (the engine's queue hands out one turn at a time).
+TEST(InlineRuns, ManyThreadsBesideTheExecutorsOwnJobsAllGetRightAnswers) {
+  testing::Repository repo;
+  auto model = *gpu::Model::load(repo.dir / "mlp/1");
+  const model_key key{"mlp", 1};
+  Node node;
+  node.bind(key, model);
+  node.runs->keep_records(true);
+  const infer_request req = request_for(*model, key, 9);
+  const auto want = direct(model, req);
+  std::atomic<int> inline_ok{0}, declined{0}, wrong{0};
+  std::vector<std::thread> fronts;
+  for (int t = 0; t < 4; ++t) {
+    fronts.emplace_back([&] {
+      // Until 100 ran inline here (a declined attempt, the worker being busy, takes no time).
+      for (int ran_here = 0, i = 0; ran_here < 100 && i < 100'000; ++i) {
+        auto ran = node.runs->run(req);
+        if (!ran) {
+          ++declined;
+          std::this_thread::yield();
+        } else if (ran->ok() && same_outputs(**ran, want)) {
+          ++inline_ok;
+          ++ran_here;
+        } else {
+          ++wrong;
+        }
+      }
+    });
+  }
+  int actor_ok = 0;
+  for (int i = 0; i < 50; ++i) {
+    auto r = ask<infer_reply>(*node.sys, node.exec, 10s, req);
+    if (r.ok() && same_outputs(*r, want)) ++actor_ok;
+  }
+  for (auto& f : fronts) f.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(actor_ok, 50);
+  EXPECT_EQ(inline_ok.load(), 400);
+  EXPECT_EQ(node.runs->drain().size(), static_cast<size_t>(inline_ok.load()));
+}
+
+}  // namespace inline_runs_test
+}  // namespace ember
