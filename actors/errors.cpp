@@ -46,6 +46,8 @@ int http_status(ErrorCode code) {
       return 504;
     case ErrorCode::permission_denied:
       return 403;
+    case ErrorCode::unauthenticated:
+      return 401;
     case ErrorCode::internal:
       return 500;
   }

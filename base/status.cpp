@@ -16,6 +16,8 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::deadline_exceeded: return "deadline_exceeded";
     case ErrorCode::permission_denied:
       return "permission_denied";
+    case ErrorCode::unauthenticated:
+      return "unauthenticated";
   }
   return "unknown";
 }

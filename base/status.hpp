@@ -38,8 +38,10 @@ enum class ErrorCode : uint8_t {
   unavailable,
   /// The caller's deadline passed before an answer came.
   deadline_exceeded,
-  /// The caller may not do this (a missing or wrong admin token). Not retryable.
+  /// The caller may not do this (a wrong admin or API token). Not retryable.
   permission_denied,
+  /// The caller did not say who it is (no credentials, or malformed ones). Not retryable as is.
+  unauthenticated,
 };
 
 /// Short stable name of a code, for logs and error bodies ("invalid_argument").
@@ -115,6 +117,7 @@ inline Error internal_error(std::string msg) { return {ErrorCode::internal, std:
 inline Error unavailable(std::string msg) { return {ErrorCode::unavailable, std::move(msg)}; }
 inline Error deadline_exceeded(std::string msg) { return {ErrorCode::deadline_exceeded, std::move(msg)}; }
 inline Error permission_denied(std::string msg) { return {ErrorCode::permission_denied, std::move(msg)}; }
+inline Error unauthenticated(std::string msg) { return {ErrorCode::unauthenticated, std::move(msg)}; }
 
 }  // namespace ember
 

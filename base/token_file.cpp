@@ -1,5 +1,6 @@
 #include "base/token_file.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -10,6 +11,52 @@ namespace ember {
 namespace {
 constexpr size_t kMaxTokenFileBytes = 4096;
 }  // namespace
+
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
+
+Result<std::vector<std::string>> read_token_list(const std::string& path, std::string_view what) {
+  constexpr size_t kMaxBytes = 1 << 20, kMaxTokens = 4096;
+  const std::string at = std::string(what) + " (" + path + ")";
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return io_error(at + ": cannot read: " + std::strerror(errno));
+  std::string text;
+  text.resize(kMaxBytes + 1);
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxBytes) return invalid_argument(at + ": longer than 1 MiB: not a token file");
+  std::vector<std::string> tokens;
+  size_t line_no = 0;
+  for (size_t start = 0; start <= text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    ++line_no;
+    std::string_view line(text.data() + start, end - start);
+    start = end + 1;
+    const char* space = " \t\r";
+    const size_t first = line.find_first_not_of(space);
+    if (first == std::string_view::npos || line[first] == '#') continue;
+    line = line.substr(first, line.find_last_not_of(space) - first + 1);
+    for (char ch : line) {
+      if (ch <= ' ' || ch > '~') {
+        return invalid_argument(at + ": line " + std::to_string(line_no) +
+                                ": a token holds a space or a character outside printable ASCII");
+      }
+    }
+    if (tokens.size() == kMaxTokens) return invalid_argument(at + ": more than 4096 tokens");
+    tokens.emplace_back(line);
+  }
+  if (tokens.empty()) return invalid_argument(at + ": no token in the file");
+  return tokens;
+}
 
 Result<std::string> read_token_file(const std::string& path, std::string_view what) {
   const std::string at = std::string(what) + " (" + path + ")";

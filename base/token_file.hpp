@@ -1,8 +1,10 @@
-// Secrets kept in files (the console's admin token): read once, surrounding whitespace dropped.
+// Secrets kept in files: the console's admin token (one token) and the API's bearer tokens (a
+// list), read once at start; and their comparison in constant time.
 #pragma once
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "base/status.hpp"
 
@@ -12,5 +14,14 @@ namespace ember {
 /// (the config key or option that named the file): io_error when it cannot be read,
 /// invalid_argument when it is empty or too long.
 Result<std::string> read_token_file(const std::string& path, std::string_view what);
+
+/// The tokens in `path`, one per line: surrounding whitespace dropped, blank lines and lines
+/// starting with '#' skipped. At most 1 MiB and 4096 tokens. Errors name `what` and the line:
+/// io_error when it cannot be read; invalid_argument when it holds no token, or a token with a
+/// character outside printable ASCII or a space inside (it could not travel in an HTTP header).
+Result<std::vector<std::string>> read_token_list(const std::string& path, std::string_view what);
+
+/// a == b, in a time that depends on the lengths only, never on where the first difference is.
+bool constant_time_equal(std::string_view a, std::string_view b);
 
 }  // namespace ember

@@ -65,6 +65,7 @@ struct ClusterOptions {
   uint64_t fault_corrupt_frame = 0;
   std::string fault_receive_rate;
   bool allow_faults = false;
+  std::string api_tokens_file;  // gateway.api_tokens_file
 };
 
 /// Applies one override: `field = parse(text)` unless text is empty; errors name the option.
@@ -98,6 +99,7 @@ Result<ClusterConfig> cluster_config(const ClusterOptions& o, ProcessRole role) 
     c.gateway.grpc = *hp;
   }
   if (o.grpc_threads) c.gateway.grpc_threads = o.grpc_threads;
+  if (!o.api_tokens_file.empty()) c.gateway.api_tokens_file = o.api_tokens_file;
   if (!o.manager.empty()) {
     auto hp = parse_host_port(o.manager);
     if (!hp.ok()) return hp.error().with_context("--manager");
@@ -268,6 +270,9 @@ void add_gateway_flags(CLI::App* cmd, ClusterOptions& o) {
   cmd->add_option("--http-threads", o.http_threads, "HTTP server threads (gateway.http_threads)");
   cmd->add_option("--grpc", o.grpc, "Also serve KServe v2 over gRPC here, e.g. 127.0.0.1:8001 (gateway.grpc)");
   cmd->add_option("--grpc-threads", o.grpc_threads, "gRPC server threads (gateway.grpc_threads)");
+  cmd->add_option("--api-tokens-file", o.api_tokens_file,
+                  "Bearer tokens, one per line, that every API call but the health checks must carry "
+                  "(gateway.api_tokens_file)");
   cmd->add_option("--cold-start-timeout", o.cold_start_timeout,
                   "How long requests for a cold model are held, e.g. 30s (gateway.cold_start_timeout)");
   cmd->add_option("--load", o.load, "Models to load at start (comma-separated names)")->delimiter(',');

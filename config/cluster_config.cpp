@@ -64,7 +64,7 @@ Status parse_gateway(const YamlSection& s, GatewayConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
   EMBER_RETURN_IF_ERROR(
       s.check_keys({"http", "http_threads", "http_queue", "grpc", "grpc_threads", "max_body", "request_timeout",
-                    "cold_start_timeout", "max_pending", "manager", "reconnect_interval"}));
+                    "cold_start_timeout", "max_pending", "manager", "reconnect_interval", "api_tokens_file"}));
   EMBER_RETURN_IF_ERROR(s.read("http", c.http, parse_host_port));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("http_threads", 1024, c.http_threads));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("http_queue", 65536, c.http_queue));
@@ -84,6 +84,7 @@ Status parse_gateway(const YamlSection& s, GatewayConfig& c) {
     c.manager = manager;
   }
   EMBER_RETURN_IF_ERROR(s.read("reconnect_interval", c.reconnect_interval_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read_string("api_tokens_file", c.api_tokens_file));
   return Status::OK();
 }
 

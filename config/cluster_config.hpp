@@ -131,6 +131,13 @@ struct GatewayConfig {
   /// A standalone gateway that lost its manager tries to reach it again this often, serving warm
   /// requests from its last routing table meanwhile. Microseconds; default 1s; 10ms..60s.
   uint64_t reconnect_interval_us = 1'000'000;
+  /// A file of API bearer tokens, one per line (blank lines and '#' comments skipped), read at
+  /// start. When set, every HTTP and gRPC call except the health checks (/v2/health/live and
+  /// /ready, gRPC ServerLive, ServerReady and the standard health service) must carry
+  /// `Authorization: Bearer TOKEN` (gRPC: the `authorization` metadata): without one, or with a
+  /// malformed one, 401 / UNAUTHENTICATED; with a token not in the file, 403 / PERMISSION_DENIED.
+  /// Empty (the default): the API is open to whoever reaches its address.
+  std::string api_tokens_file;
 };
 
 /// `node:` — one host's node router, executors and model cache. Its devices are `devices:`.

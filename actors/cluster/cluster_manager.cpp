@@ -31,6 +31,7 @@
 #include "actors/cluster/repository_index.hpp"
 #include "actors/cluster/routing_publisher.hpp"
 #include "actors/errors.hpp"
+#include "base/token_file.hpp"
 
 namespace ember {
 namespace {
@@ -1039,11 +1040,7 @@ Status check_admin(manager_pointer self, const admin_auth& auth, const std::stri
   if (want.empty()) {
     return permission_denied("no admin token is configured (manager.admin_token_file): the console may only read");
   }
-  unsigned char diff = auth.token.size() == want.size() ? 0 : 1;
-  for (size_t i = 0; i < want.size(); ++i) {
-    diff |= static_cast<unsigned char>(want[i] ^ (i < auth.token.size() ? auth.token[i] : 0));
-  }
-  if (diff != 0) {
+  if (!constant_time_equal(auth.token, want)) {
     spdlog::warn("manager: console command from {} refused: wrong or missing admin token", auth.who);
     return permission_denied("wrong or missing admin token");
   }

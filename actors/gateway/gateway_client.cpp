@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
+#include <cctype>
 
 #include "actors/errors.hpp"
 #include "actors/gateway/gateway_instruments.hpp"
+#include "base/token_file.hpp"
 
 namespace ember {
 
@@ -37,13 +39,48 @@ Result<T> ask(caf::actor_system& sys, const gateway_actor& gateway, std::chrono:
 
 GatewayClient::GatewayClient(caf::actor_system& sys, GatewayConfig config, gateway_actor gateway,
                              std::shared_ptr<RoutingView> view, GatewayInstruments* instruments,
-                             std::vector<LocalNode> local)
+                             std::vector<LocalNode> local, std::vector<std::string> api_tokens)
     : sys_(sys),
       config_(std::move(config)),
       gateway_(std::move(gateway)),
       view_(std::move(view)),
       instruments_(instruments),
-      local_(std::move(local)) {}
+      local_(std::move(local)),
+      api_tokens_(std::move(api_tokens)) {}
+
+namespace {
+
+/// The token of "Bearer TOKEN" (the scheme in any case), or nullopt for anything else.
+std::optional<std::string_view> bearer_token(std::string_view v) {
+  constexpr std::string_view kScheme = "bearer ";
+  if (v.size() <= kScheme.size()) return std::nullopt;
+  for (size_t i = 0; i < kScheme.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(v[i])) != kScheme[i]) return std::nullopt;
+  }
+  v.remove_prefix(kScheme.size());
+  while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+  while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
+  if (v.empty()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+Status GatewayClient::authorize(std::string_view protocol, std::optional<std::string_view> authorization) const {
+  if (api_tokens_.empty()) return Status::OK();
+  Status verdict = Status::OK();
+  if (!authorization) {
+    verdict = unauthenticated("this API needs a bearer token (Authorization: Bearer TOKEN)");
+  } else if (auto token = bearer_token(*authorization); !token) {
+    verdict = unauthenticated("the Authorization credential is not a bearer token (Authorization: Bearer TOKEN)");
+  } else {
+    bool known = false;
+    for (const auto& t : api_tokens_) known |= constant_time_equal(*token, t);  // every one, no early exit
+    if (!known) verdict = permission_denied("the bearer token is not one of this gateway's (gateway.api_tokens_file)");
+  }
+  if (!verdict.ok() && instruments_) instruments_->count_auth_refusal(protocol, to_string(verdict.error().code()));
+  return verdict;
+}
 
 std::chrono::microseconds GatewayClient::timeout() const {
   return std::chrono::microseconds(config_.request_timeout_us + config_.cold_start_timeout_us + 5'000'000);

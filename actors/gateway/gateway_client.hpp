@@ -53,9 +53,18 @@ struct LocalNode {
 class GatewayClient {
  public:
   GatewayClient(caf::actor_system& sys, GatewayConfig config, gateway_actor gateway, std::shared_ptr<RoutingView> view,
-                GatewayInstruments* instruments, std::vector<LocalNode> local = {});
+                GatewayInstruments* instruments, std::vector<LocalNode> local = {},
+                std::vector<std::string> api_tokens = {});
 
   const GatewayConfig& config() const { return config_; }
+
+  /// Whether a call may use the API (gateway.api_tokens_file): OK when no token is configured, or
+  /// when `authorization` (the Authorization header, the gRPC `authorization` metadata) is
+  /// "Bearer TOKEN" with TOKEN one of them (compared in constant time); unauthenticated when it is
+  /// absent or not a bearer credential, permission_denied otherwise, counted by `protocol` (http,
+  /// grpc) in ember_auth_refusals_total. Health checks never ask.
+  Status authorize(std::string_view protocol, std::optional<std::string_view> authorization) const;
+  bool requires_token() const { return !api_tokens_.empty(); }
   std::shared_ptr<const RoutingSnapshot> snapshot() const { return view_->snapshot(); }
 
   /// OK when the gateway holds the manager's routing table (what /v2/health/ready reports);
@@ -92,6 +101,7 @@ class GatewayClient {
   std::shared_ptr<RoutingView> view_;
   GatewayInstruments* instruments_;
   const std::vector<LocalNode> local_;
+  const std::vector<std::string> api_tokens_;
 };
 
 }  // namespace ember

@@ -25,6 +25,11 @@ GatewayInstruments::GatewayInstruments()
                                   "HTTP connections answered 503 at once because every HTTP thread was busy and "
                                   "gateway.http_queue connections already waited")
                          .with(std::vector<std::string>{})),
+      auth_refusals_(registry_.counter("ember_auth_refusals_total",
+                                       "API calls refused for their credentials (gateway.api_tokens_file), by "
+                                       "protocol and reason (unauthenticated: none or malformed; permission_denied: "
+                                       "an unknown token)",
+                                       {"protocol", "reason"})),
       manager_connected_(registry_
                              .gauge("ember_gateway_manager_connected",
                                     "1 while the gateway holds a live connection to the cluster manager; 0 while it "
@@ -54,6 +59,10 @@ void GatewayInstruments::count_pipeline(const model_key& model) {
 void GatewayInstruments::set_held(uint64_t held) { held_.set(static_cast<double>(held)); }
 
 void GatewayInstruments::count_http_rejected() { http_rejected_.inc(); }
+
+void GatewayInstruments::count_auth_refusal(std::string_view protocol, std::string_view reason) {
+  auth_refusals_.with({protocol, reason}).inc();
+}
 void GatewayInstruments::set_manager_connected(bool connected) { manager_connected_.set(connected ? 1 : 0); }
 
 }  // namespace ember

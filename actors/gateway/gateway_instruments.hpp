@@ -26,6 +26,9 @@ class GatewayInstruments {
   void set_held(uint64_t held);
   /// A connection was refused with 503: every HTTP thread was busy and gateway.http_queue full.
   void count_http_rejected();
+  /// A call refused for its credentials (gateway.api_tokens_file): `protocol` http or grpc, `reason`
+  /// unauthenticated (none, or malformed) or permission_denied (a token not configured).
+  void count_auth_refusal(std::string_view protocol, std::string_view reason);
   /// The gateway reached (true) or lost (false) the cluster manager.
   void set_manager_connected(bool connected);
 
@@ -38,6 +41,7 @@ class GatewayInstruments {
   metrics::CounterFamily& pipelined_;
   metrics::Gauge& held_;
   metrics::Counter& http_rejected_;
+  metrics::CounterFamily& auth_refusals_;
   metrics::Gauge& manager_connected_;
 };
 

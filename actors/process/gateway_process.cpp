@@ -15,6 +15,7 @@
 #include "actors/gateway/grpc/grpc_frontend.hpp"
 #include "actors/gateway/http/http_frontend.hpp"
 #include "actors/gateway/routing_view.hpp"
+#include "base/token_file.hpp"
 #include "base/work_queue.hpp"
 
 namespace ember {
@@ -22,6 +23,10 @@ namespace ember {
 Result<std::unique_ptr<GatewayProcess>> GatewayProcess::start(caf::actor_system& sys, const GatewayConfig& config,
                                                               const cluster_manager_actor& manager,
                                                               std::vector<LocalNode> local) {
+  std::vector<std::string> tokens;
+  if (!config.api_tokens_file.empty()) {
+    EMBER_ASSIGN_OR_RETURN(tokens, read_token_list(config.api_tokens_file, "gateway.api_tokens_file"));
+  }
   std::unique_ptr<GatewayProcess> p(new GatewayProcess());
   p->sys_ = &sys;
   p->instruments_ = std::make_unique<GatewayInstruments>();
@@ -35,8 +40,8 @@ Result<std::unique_ptr<GatewayProcess>> GatewayProcess::start(caf::actor_system&
   }
   p->gateway_ = spawn_gateway(sys, config, caf::actor_cast<caf::actor>(manager), p->view_, p->instruments_.get(),
                               *p->metrics_queue_, p->dial_queue_.get());
-  p->client_ =
-      std::make_shared<GatewayClient>(sys, config, p->gateway_, p->view_, p->instruments_.get(), std::move(local));
+  p->client_ = std::make_shared<GatewayClient>(sys, config, p->gateway_, p->view_, p->instruments_.get(),
+                                               std::move(local), std::move(tokens));
   EMBER_ASSIGN_OR_RETURN(p->http_, HttpFrontend::start(p->client_, p->instruments_.get()));
   if (config.grpc) {
     EMBER_ASSIGN_OR_RETURN(p->grpc_, GrpcFrontend::start(p->client_));

@@ -31,6 +31,7 @@ void expect_defaults(const ClusterConfig& c) {
   EXPECT_EQ(c.gateway.max_pending, 1024u);
   EXPECT_FALSE(c.gateway.manager.has_value());
   EXPECT_EQ(c.gateway.reconnect_interval_us, 1'000'000u);
+  EXPECT_EQ(c.gateway.api_tokens_file, "");
 
   EXPECT_FALSE(c.node.manager.has_value());
   EXPECT_EQ(c.node.listen, (HostPort{"127.0.0.1", 0}));
@@ -185,6 +186,7 @@ gateway:
   max_pending: 10
   manager: manager.internal:7100
   reconnect_interval: 500ms
+  api_tokens_file: /etc/ember/api.tokens
 node:
   manager: manager.internal:7100
   listen: 0.0.0.0:7201
@@ -223,6 +225,7 @@ devices:
   ASSERT_TRUE(c->gateway.manager.has_value());
   EXPECT_EQ(*c->gateway.manager, (HostPort{"manager.internal", 7100}));
   EXPECT_EQ(c->gateway.reconnect_interval_us, 500'000u);
+  EXPECT_EQ(c->gateway.api_tokens_file, "/etc/ember/api.tokens");
   EXPECT_EQ(c->manager.recovery_window_us, 5'000'000u);
   EXPECT_EQ(c->manager.admin_token_file, "/etc/ember/admin.token");
   EXPECT_FALSE(c->manager.open_reads);

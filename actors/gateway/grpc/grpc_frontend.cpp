@@ -37,6 +37,8 @@ grpc::StatusCode grpc_code(ErrorCode code) {
       return grpc::StatusCode::DEADLINE_EXCEEDED;
     case ErrorCode::permission_denied:
       return grpc::StatusCode::PERMISSION_DENIED;
+    case ErrorCode::unauthenticated:
+      return grpc::StatusCode::UNAUTHENTICATED;
     case ErrorCode::internal:
       return grpc::StatusCode::INTERNAL;
   }
@@ -44,6 +46,17 @@ grpc::StatusCode grpc_code(ErrorCode code) {
 }
 
 grpc::Status to_grpc(const Error& e) { return {grpc_code(e.code()), e.message()}; }
+
+/// Whether the call's `authorization` metadata may use the API (GatewayClient::authorize).
+grpc::Status authorized(const GatewayClient& client, const grpc::ServerContext& ctx) {
+  if (!client.requires_token()) return grpc::Status::OK;
+  std::optional<std::string_view> header;
+  const auto& md = ctx.client_metadata();
+  if (auto it = md.find("authorization"); it != md.end())
+    header = std::string_view(it->second.data(), it->second.size());
+  const Status s = client.authorize("grpc", header);
+  return s.ok() ? grpc::Status::OK : to_grpc(s.error());
+}
 
 /// The time left before the client's deadline, if it set one.
 std::optional<std::chrono::microseconds> time_left(const grpc::ServerContext& ctx) {
@@ -71,16 +84,18 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
     return grpc::Status::OK;
   }
 
-  grpc::Status ModelReady(grpc::ServerContext*, const inference::ModelReadyRequest* in,
+  grpc::Status ModelReady(grpc::ServerContext* ctx, const inference::ModelReadyRequest* in,
                           inference::ModelReadyResponse* out) override {
+    if (auto denied = authorized(*client_, *ctx); !denied.ok()) return denied;
     auto m = find(in->name(), in->version());
     if (!m.ok()) return to_grpc(m.error());
     out->set_ready(m->ready);
     return grpc::Status::OK;
   }
 
-  grpc::Status ServerMetadata(grpc::ServerContext*, const inference::ServerMetadataRequest*,
+  grpc::Status ServerMetadata(grpc::ServerContext* ctx, const inference::ServerMetadataRequest*,
                               inference::ServerMetadataResponse* out) override {
+    if (auto denied = authorized(*client_, *ctx); !denied.ok()) return denied;
     const ServerIdentity id = server_identity();
     out->set_name(id.name);
     out->set_version(id.version);
@@ -88,8 +103,9 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
     return grpc::Status::OK;
   }
 
-  grpc::Status ModelMetadata(grpc::ServerContext*, const inference::ModelMetadataRequest* in,
+  grpc::Status ModelMetadata(grpc::ServerContext* ctx, const inference::ModelMetadataRequest* in,
                              inference::ModelMetadataResponse* out) override {
+    if (auto denied = authorized(*client_, *ctx); !denied.ok()) return denied;
     auto version = parse_model_version(in->version(), "version");
     if (!version.ok()) return to_grpc(version.error());
     auto snap = client_->snapshot();
@@ -105,6 +121,7 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
 
   grpc::Status ModelInfer(grpc::ServerContext* ctx, const inference::ModelInferRequest* in,
                           inference::ModelInferResponse* out) override {
+    if (auto denied = authorized(*client_, *ctx); !denied.ok()) return denied;
     auto decoded = decode_infer_request(*in);
     if (!decoded.ok()) {
       client_->count_invalid({in->model_name(), 0});
@@ -117,8 +134,9 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
     return grpc::Status::OK;
   }
 
-  grpc::Status RepositoryIndex(grpc::ServerContext*, const inference::RepositoryIndexRequest* in,
+  grpc::Status RepositoryIndex(grpc::ServerContext* ctx, const inference::RepositoryIndexRequest* in,
                                inference::RepositoryIndexResponse* out) override {
+    if (auto denied = authorized(*client_, *ctx); !denied.ok()) return denied;
     auto index = client_->index();
     if (!index.ok()) return to_grpc(index.error());
     for (const auto& s : *index) {
@@ -133,8 +151,9 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
     return grpc::Status::OK;
   }
 
-  grpc::Status RepositoryModelLoad(grpc::ServerContext*, const inference::RepositoryModelLoadRequest* in,
+  grpc::Status RepositoryModelLoad(grpc::ServerContext* ctx, const inference::RepositoryModelLoadRequest* in,
                                    inference::RepositoryModelLoadResponse*) override {
+    if (auto denied = authorized(*client_, *ctx); !denied.ok()) return denied;
     if (in->model_name().empty()) return to_grpc(invalid_argument("model_name is empty"));
     auto replicas = decode_load_parameters(in->parameters());
     if (!replicas.ok()) return to_grpc(replicas.error());
@@ -145,8 +164,9 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
     return state.ok() ? grpc::Status::OK : to_grpc(state.error());
   }
 
-  grpc::Status RepositoryModelUnload(grpc::ServerContext*, const inference::RepositoryModelUnloadRequest* in,
+  grpc::Status RepositoryModelUnload(grpc::ServerContext* ctx, const inference::RepositoryModelUnloadRequest* in,
                                      inference::RepositoryModelUnloadResponse*) override {
+    if (auto denied = authorized(*client_, *ctx); !denied.ok()) return denied;
     if (in->model_name().empty()) return to_grpc(invalid_argument("model_name is empty"));
     model_command cmd;
     cmd.model.name = in->model_name();

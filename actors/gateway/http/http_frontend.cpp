@@ -80,10 +80,13 @@ struct HttpFrontend::Impl {
 
   /// A POST route whose body is read by RFC 9112's framing (http_request.hpp): a request without
   /// Content-Length or Transfer-Encoding has an empty body, which is what `curl -X POST URL` sends.
+  /// Checked after the body was read (and dropped when refused), so that a refused request leaves
+  /// its keep-alive connection in step.
   void post(const std::string& pattern, BodyHandler handler) {
     server.Post(pattern, [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
                                                               const httplib::ContentReader& reader) {
       RequestBody body = read_body(req, reader, config.max_body_bytes);
+      if (refused(req, res)) return;
       if (body.error_status != 0) {
         res.status = body.error_status;
         res.set_content(render_error(body.error), kJson);
@@ -91,6 +94,21 @@ struct HttpFrontend::Impl {
       }
       handler(req, res, body.text);
     });
+  }
+
+  /// A call without the credentials gateway.api_tokens_file asks for: answered 401 or 403 here
+  /// (true), counted. Health checks are always open.
+  bool refused(const httplib::Request& req, httplib::Response& res) {
+    if (!client->requires_token() || req.path == "/v2/health/live" || req.path == "/v2/health/ready") return false;
+    std::optional<std::string> header;
+    if (req.has_header("Authorization")) header = req.get_header_value("Authorization");
+    const Status allowed = client->authorize("http", header ? std::optional<std::string_view>(*header) : std::nullopt);
+    if (allowed.ok()) return false;
+    if (allowed.error().code() == ErrorCode::unauthenticated) {
+      res.set_header("WWW-Authenticate", R"(Bearer realm="ember")");
+    }
+    reply_error(res, allowed.error());
+    return true;
   }
 
   /// load or unload: the repository command of `atom` on the model the path names.
@@ -183,6 +201,12 @@ struct HttpFrontend::Impl {
       auto text = client->metrics();
       if (!text.ok()) return reply_error(res, text.error());
       res.set_content(*text, std::string(metrics::kContentType));
+    });
+    // Credentials: every call but a POST (its route checks them once the body is read) and the
+    // health checks, before routing.
+    server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      if (req.method == "POST" || !refused(req, res)) return httplib::Server::HandlerResponse::Unhandled;
+      return httplib::Server::HandlerResponse::Handled;
     });
     // Errors httplib produces itself (no route, a malformed request, a body over the limit) get a
     // JSON body that says what was wrong too; answers that already carry one keep it.

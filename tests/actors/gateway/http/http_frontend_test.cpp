@@ -179,14 +179,15 @@ std::string error_of(const Reply& r) {
 
 class HttpFrontendTest : public ::testing::Test {
  protected:
-  void start(uint32_t threads = 4, uint32_t queue = 16) {
+  void start(uint32_t threads = 4, uint32_t queue = 16, std::vector<std::string> tokens = {}) {
     GatewayConfig config;
     config.http = {"127.0.0.1", 0};
     config.http_threads = threads;
     config.http_queue = queue;
     config.max_body_bytes = 1024;
     gateway_ = sys_->spawn(fake_gateway, calls_);
-    auto f = HttpFrontend::start(std::make_shared<GatewayClient>(*sys_, config, gateway_, view_, &instruments_),
+    auto f = HttpFrontend::start(std::make_shared<GatewayClient>(*sys_, config, gateway_, view_, &instruments_,
+                                                                 std::vector<LocalNode>{}, std::move(tokens)),
                                  &instruments_);
     ASSERT_TRUE(f.ok()) << f.error().message();
     frontend_ = std::move(*f);
@@ -259,6 +260,44 @@ TEST_F(HttpFrontendTest, BodylessPostsLeaveAKeepAliveConnectionReadyForTheNextRe
   c.send(post_with_body("/v2/repository/models/mlp/load", R"({"parameters": {"replicas": 2}})"));
   EXPECT_EQ(c.read_reply().status, 200);
   EXPECT_EQ(calls_->take(), (std::vector<std::string>{"index", "load mlp 0", "evict mlp/0 chain", "load mlp 2"}));
+}
+
+// gateway.api_tokens_file: the health checks stay open; everything else needs a bearer token: none or
+// a malformed one is 401 with WWW-Authenticate, an unknown one 403, both JSON and counted; a refused
+// POST's body is read and dropped, so its keep-alive connection serves the next request.
+TEST_F(HttpFrontendTest, WithTokensEveryCallButTheHealthChecksNeedsOne) {
+  start(4, 16, {"s3cret-one", "s3cret-two"});
+  const std::string good = "Authorization: Bearer s3cret-two\r\n";
+  EXPECT_EQ(exchange(get("/v2/health/live")).status, 200);
+  EXPECT_NE(exchange(get("/v2/health/ready")).status, 401);
+  for (const std::string path : {"/v2", "/metrics", "/v2/models/mlp"}) {
+    Reply none = exchange(get(path));
+    EXPECT_EQ(none.status, 401) << path;
+    EXPECT_EQ(none.headers["www-authenticate"], R"(Bearer realm="ember")") << path;
+    EXPECT_NE(none.body.find("needs a bearer token"), std::string::npos) << none.body;
+    EXPECT_EQ(exchange(get(path, "Authorization: Basic dXNlcjpwYXNz\r\n")).status, 401) << path;
+    EXPECT_EQ(exchange(get(path, "Authorization: Bearer \r\n")).status, 401) << path;
+    const Reply wrong = exchange(get(path, "Authorization: Bearer s3cret-on\r\n"));
+    EXPECT_EQ(wrong.status, 403) << path;
+    EXPECT_NE(wrong.body.find("not one of this gateway's"), std::string::npos) << wrong.body;
+    EXPECT_NE(exchange(get(path, good)).status, 401) << path;
+    EXPECT_NE(exchange(get(path, "authorization: bearer   s3cret-one  \r\n")).status, 403) << path;
+  }
+  RawConnection c(port());
+  c.send(post_with_body("/v2/repository/models/mlp/load", R"({"parameters": {"replicas": 2}})"));
+  const Reply refused = c.read_reply();
+  EXPECT_EQ(refused.status, 401);
+  EXPECT_FALSE(refused.closed);
+  EXPECT_TRUE(calls_->take().empty());  // nothing reached the gateway
+  c.send("POST /v2/repository/models/mlp/load HTTP/1.1\r\n" + host() + good +
+         "Content-Type: application/json\r\nContent-Length: 31\r\n\r\n" + R"({"parameters": {"replicas": 2}})");
+  EXPECT_EQ(c.read_reply().status, 200);
+  EXPECT_EQ(calls_->take(), std::vector<std::string>{"load mlp 2"});
+  const std::string text = metrics::render(instruments_.registry().snapshot());
+  EXPECT_NE(text.find(R"(ember_auth_refusals_total{protocol="http",reason="unauthenticated"} 10)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(ember_auth_refusals_total{protocol="http",reason="permission_denied"} 3)"), std::string::npos)
+      << text;
 }
 
 TEST_F(HttpFrontendTest, BodiesFramedByContentLengthOrChunksArrive) {

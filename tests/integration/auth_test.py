@@ -1,0 +1,169 @@
+#!/usr/bin/python3
+"""API bearer tokens (gateway.api_tokens_file) on `ember serve`, over HTTP and gRPC, end to end.
+
+A server started with a token file that cannot be read, or holds no token, refuses to start and
+names the file. A server with tokens keeps its health checks open (HTTP /v2/health/live and /ready,
+gRPC ServerLive, ServerReady and grpc.health.v1) and refuses every other call without a token (401
+with WWW-Authenticate, gRPC UNAUTHENTICATED), with a malformed one (the same) and with an unknown
+one (403, PERMISSION_DENIED); with a token from the file, inference, metadata, the repository and
+/metrics answer as without tokens. The refusals are counted in ember_auth_refusals_total.
+
+Usage: auth_test.py --ember PATH
+"""
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import grpc
+import numpy as np
+
+from grpc_api_test import Failure, health, http_call, stubs, wait_for
+from ports import free_port
+
+TOKENS = "# API tokens of the test\nfirst-token-123\n\n  second_token-456  \n"
+BODY = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 16], "data": [0.5] * 16}]})
+
+
+def bad_starts(ember, work, repo):
+    """A token file that is missing or empty stops the start with an error naming it."""
+    empty = os.path.join(work, "empty.tokens")
+    with open(empty, "w") as f:
+        f.write("# nothing here\n")
+    for path, text in ((os.path.join(work, "missing.tokens"), "cannot read"), (empty, "no token in the file")):
+        r = subprocess.run([ember, "serve", "--repository", repo, "--http", f"127.0.0.1:{free_port()}",
+                            "--device-memory", "256MiB", "--cache", "256MiB", "--api-tokens-file", path],
+                           capture_output=True, text=True, timeout=60)
+        said = r.stdout + r.stderr
+        if r.returncode == 0 or f"gateway.api_tokens_file ({path})" not in said or text not in said:
+            raise Failure(f"a start with {path}: rc {r.returncode}, said: {said[-300:]}")
+        print(f"ok: a start with a bad token file fails: ...{said.strip().splitlines()[-1][-110:]}")
+
+
+def check_http(port):
+    def expect(method, path, status, headers=None, body=None, text=None):
+        h = {"Content-Type": "application/json"}
+        h.update(headers or {})
+        got, reply, got_headers = http_call(port, method, path, body, h)
+        if got != status or (text and text not in reply.decode(errors="replace")):
+            raise Failure(f"{method} {path} {headers}: HTTP {got} {reply[:200]}, expected {status} {text or ''}")
+        return got_headers, reply
+
+    expect("GET", "/v2/health/live", 200)
+    expect("GET", "/v2/health/ready", 200)
+    good = {"Authorization": "Bearer second_token-456"}
+    for method, path, body in (("GET", "/v2", None), ("GET", "/v2/models/mlp", None), ("GET", "/metrics", None),
+                               ("POST", "/v2/models/mlp/infer", BODY), ("POST", "/v2/repository/index", "{}")):
+        headers, _ = expect(method, path, 401, body=body, text="needs a bearer token")
+        if headers.get("www-authenticate") != 'Bearer realm="ember"':
+            raise Failure(f"{path}: 401 without WWW-Authenticate: {headers}")
+        expect(method, path, 401, {"Authorization": "Basic Zm9vOmJhcg=="}, body, "not a bearer token")
+        expect(method, path, 403, {"Authorization": "Bearer first-token-12"}, body, "not one of this gateway's")
+        expect(method, path, 200, good, body)
+    _, reply = expect("POST", "/v2/models/mlp/infer", 200, {"Authorization": "bearer first-token-123"}, BODY)
+    if json.loads(reply)["outputs"][0]["shape"] != [1, 4]:
+        raise Failure(f"the authorized inference: {reply[:200]}")
+    _, metrics = expect("GET", "/metrics", 200, good)
+    text = metrics.decode()
+    for line in ('ember_auth_refusals_total{node="gateway",protocol="http",reason="unauthenticated"} 10',
+                 'ember_auth_refusals_total{node="gateway",protocol="http",reason="permission_denied"} 5'):
+        if line not in text:
+            counted = [x for x in text.splitlines() if x.startswith("ember_auth_refusals_total")]
+            raise Failure(f"/metrics lacks {line}: {counted}")
+    print("ok: HTTP: health open; 401, 401, 403, 200 on every other endpoint; refusals counted")
+
+
+def check_grpc(pb, rpc, port):
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    stub = rpc.GRPCInferenceServiceStub(channel)
+    if not stub.ServerLive(pb.ServerLiveRequest(), timeout=10).live:
+        raise Failure("ServerLive without a token")
+    if not stub.ServerReady(pb.ServerReadyRequest(), timeout=10).ready:
+        raise Failure("ServerReady without a token")
+    if health(channel) != 1:
+        raise Failure("the health service without a token")
+    req = pb.ModelInferRequest(model_name="mlp")
+    t = req.inputs.add()
+    t.name, t.datatype = "input", "FP32"
+    t.shape.extend([1, 16])
+    req.raw_input_contents.append(np.full(16, 0.5, dtype=np.float32).tobytes())
+    calls = (("ModelInfer", lambda md: stub.ModelInfer(req, timeout=30, metadata=md)),
+             ("ModelMetadata", lambda md: stub.ModelMetadata(pb.ModelMetadataRequest(name="mlp"), timeout=10,
+                                                             metadata=md)),
+             ("RepositoryIndex", lambda md: stub.RepositoryIndex(pb.RepositoryIndexRequest(), timeout=10,
+                                                                 metadata=md)))
+    for name, call in calls:
+        for md, code, text in ((None, grpc.StatusCode.UNAUTHENTICATED, "needs a bearer token"),
+                               ((("authorization", "Token first-token-123"),), grpc.StatusCode.UNAUTHENTICATED,
+                                "not a bearer token"),
+                               ((("authorization", "Bearer nope"),), grpc.StatusCode.PERMISSION_DENIED,
+                                "not one of this gateway's")):
+            try:
+                call(md)
+            except grpc.RpcError as e:
+                if e.code() != code or text not in e.details():
+                    raise Failure(f"{name} with {md}: {e.code()} {e.details()}, expected {code}")
+                continue
+            raise Failure(f"{name} with {md}: answered, expected {code}")
+        call((("authorization", "Bearer first-token-123"),))
+    reply = stub.ModelInfer(req, timeout=30, metadata=(("authorization", "Bearer second_token-456"),))
+    if list(reply.outputs[0].shape) != [1, 4]:
+        raise Failure(f"the authorized gRPC inference: {reply}")
+    channel.close()
+    print("ok: gRPC: ServerLive, ServerReady and health open; UNAUTHENTICATED, UNAUTHENTICATED, "
+          "PERMISSION_DENIED, OK on every other call")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ember", required=True)
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="ember-auth-")
+    server = None
+    try:
+        pb, rpc = stubs(work)
+        repo = os.path.join(work, "repo")
+        subprocess.run([args.ember, "model", "new", "--arch", "mlp", "--tiny", "--seed", "5", "--out",
+                        os.path.join(repo, "mlp", "1")], check=True, capture_output=True)
+        bad_starts(args.ember, work, repo)
+        tokens = os.path.join(work, "api.tokens")
+        with open(tokens, "w") as f:
+            f.write(TOKENS)
+        port, grpc_port = free_port(), free_port()
+        log = open(os.path.join(work, "serve.log"), "w")
+        server = subprocess.Popen([args.ember, "serve", "--repository", repo, "--http", f"127.0.0.1:{port}",
+                                   "--grpc", f"127.0.0.1:{grpc_port}", "--device-memory", "256MiB", "--cache",
+                                   "256MiB", "--threads", "1", "--api-tokens-file", tokens, "--load", "mlp"],
+                                  stdout=log, stderr=subprocess.STDOUT)
+        wait_for("the server to be ready", lambda: http_call(port, "GET", "/v2/health/ready")[0] == 200, 30)
+        wait_for("mlp to be ready", lambda: http_call(port, "GET", "/v2/models/mlp/ready", None,
+                                                      {"Authorization": "Bearer first-token-123"})[0] == 200, 60)
+        check_http(port)
+        check_grpc(pb, rpc, grpc_port)
+        if server.poll() is not None:
+            raise Failure("the server died")
+    except Failure as e:
+        print(f"FAIL: {e}")
+        try:
+            with open(os.path.join(work, "serve.log")) as f:
+                print("--- serve.log\n" + "\n".join(f.read().splitlines()[-20:]))
+        except OSError:
+            pass
+        return 1
+    finally:
+        if server and server.poll() is None:
+            server.terminate()
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+        shutil.rmtree(work, ignore_errors=True)
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
