@@ -15,10 +15,11 @@
 #include "actors/process/gateway_process.hpp"
 #include "actors/process/manager_process.hpp"
 #include "actors/process/node_process.hpp"
+#include "base/host_port.hpp"
+#include "base/service_notify.hpp"
+#include "base/units.hpp"
 #include "cli/commands.hpp"
 #include "config/cluster_config.hpp"
-#include "base/host_port.hpp"
-#include "base/units.hpp"
 
 namespace ember::cli {
 
@@ -37,6 +38,14 @@ void install_signal_handlers() {
 void wait_for_signal() {
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   spdlog::info("shutting down");
+  (void)notify_service_manager("STOPPING=1");
+}
+
+/// Tells a service manager (systemd, Type=notify: deploy/systemd/) that this process serves.
+void notify_ready(const std::string& status) {
+  if (Status s = notify_service_manager("READY=1\nSTATUS=" + status); !s.ok()) {
+    spdlog::warn("cannot tell the service manager that this process is ready: {}", s.error().message());
+  }
 }
 
 /// Options every cluster command shares; empty strings mean "keep the config file's value".
@@ -174,6 +183,7 @@ int run_serve(const ClusterOptions& o) {
     preload(sys, (*manager)->manager(), o.load);
     spdlog::info("ember serve: ready on http://{}:{} (repository {})", config->gateway.http.host,
                  (*gateway)->http_port(), config->manager.repository);
+    notify_ready("serving on http://" + config->gateway.http.host + ":" + std::to_string((*gateway)->http_port()));
     wait_for_signal();
   }
   return 0;
@@ -196,6 +206,9 @@ int run_manager(const ClusterOptions& o) {
       if (!g.ok()) return report(g.error());
       gateway = std::move(*g);
     }
+    notify_ready(gateway ? "managing; serving on http://" + config->gateway.http.host + ":" +
+                               std::to_string(gateway->http_port())
+                         : std::string("managing"));
     std::thread loader([&] { preload(sys, (*manager)->manager(), o.load); });
     wait_for_signal();
     loader.join();
@@ -215,7 +228,9 @@ int run_gateway(const ClusterOptions& o) {
     if (!gateway.ok()) return report(gateway.error());
     spdlog::info("ember gateway: ready on http://{}:{} (manager {})", config->gateway.http.host,
                  (*gateway)->http_port(), config->gateway.manager->to_string());
+    notify_ready("serving on http://" + config->gateway.http.host + ":" + std::to_string((*gateway)->http_port()));
     (*gateway)->serve_remote(config->gateway, g_stop);
+    (void)notify_service_manager("STOPPING=1");
   }
   return 0;
 }
@@ -230,7 +245,9 @@ int run_node(const ClusterOptions& o) {
   {
     auto node = NodeProcess::start(sys, config->node, config->devices, config->transfer, config->binding);
     if (!node.ok()) return report(node.error());
+    notify_ready("node " + (*node)->name() + " started; joining " + config->node.manager->to_string());
     (*node)->serve_remote(config->node, g_stop);
+    (void)notify_service_manager("STOPPING=1");
   }
   return 0;
 }

@@ -19,6 +19,7 @@
 #include "actors/node/node_supervisor.hpp"
 #include "actors/node/replica_ledger.hpp"
 #include "actors/process/data_server_options.hpp"
+#include "base/service_notify.hpp"
 #include "base/units.hpp"
 #include "gpu/device_registry.hpp"
 #include "transport/data_plane.hpp"
@@ -246,6 +247,7 @@ void NodeProcess::serve_remote(const NodeConfig& config, const std::atomic<bool>
       if (!said_unreachable) {
         spdlog::warn("node {}: manager {} unreachable ({}); retrying every {} ms", name_, config.manager->to_string(),
                      found.error().message(), config.rejoin_interval_us / 1000);
+        (void)notify_service_manager("STATUS=manager " + config.manager->to_string() + " unreachable; retrying");
         said_unreachable = true;
       }
       std::this_thread::sleep_for(interval);
@@ -260,6 +262,8 @@ void NodeProcess::serve_remote(const NodeConfig& config, const std::atomic<bool>
       continue;
     }
     spdlog::info("node {}: joined the cluster at {} as #{}", name_, config.manager->to_string(), *id);
+    (void)notify_service_manager("STATUS=joined the cluster at " + config.manager->to_string() + " as #" +
+                                 std::to_string(*id));
     caf::scoped_actor self{sys_};
     self->monitor(manager);
     bool lost = false;
@@ -267,7 +271,10 @@ void NodeProcess::serve_remote(const NodeConfig& config, const std::atomic<bool>
       self->receive([&](caf::down_msg&) { lost = true; },
                     caf::after(std::chrono::milliseconds(200)) >> [] { /* check `stop` */ });
     }
-    if (lost) spdlog::warn("node {}: lost the manager; rejoining", name_);
+    if (lost) {
+      spdlog::warn("node {}: lost the manager; rejoining", name_);
+      (void)notify_service_manager("STATUS=lost the manager; rejoining");
+    }
   }
 }
 
