@@ -75,6 +75,7 @@ struct ClusterOptions {
   std::string fault_receive_rate;
   bool allow_faults = false;
   std::string api_tokens_file;  // gateway.api_tokens_file
+  std::string metrics;          // gateway.metrics
 };
 
 /// Applies one override: `field = parse(text)` unless text is empty; errors name the option.
@@ -109,6 +110,11 @@ Result<ClusterConfig> cluster_config(const ClusterOptions& o, ProcessRole role) 
   }
   if (o.grpc_threads) c.gateway.grpc_threads = o.grpc_threads;
   if (!o.api_tokens_file.empty()) c.gateway.api_tokens_file = o.api_tokens_file;
+  if (!o.metrics.empty()) {
+    auto hp = parse_host_port(o.metrics);
+    if (!hp.ok()) return hp.error().with_context("--metrics");
+    c.gateway.metrics = *hp;
+  }
   if (!o.manager.empty()) {
     auto hp = parse_host_port(o.manager);
     if (!hp.ok()) return hp.error().with_context("--manager");
@@ -283,13 +289,19 @@ void add_fault_flags(CLI::App* cmd, ClusterOptions& o) {
       ->group("Fault injection");
 }
 
+void add_api_security_flags(CLI::App* cmd, ClusterOptions& o) {
+  cmd->add_option("--api-tokens-file", o.api_tokens_file,
+                  "Bearer tokens, one per line, that every API call but the health checks must carry "
+                  "(gateway.api_tokens_file)");
+  cmd->add_option("--metrics", o.metrics,
+                  "Also serve /metrics alone here, without tokens, e.g. 0.0.0.0:8002 (gateway.metrics)");
+}
+
 void add_gateway_flags(CLI::App* cmd, ClusterOptions& o) {
   cmd->add_option("--http-threads", o.http_threads, "HTTP server threads (gateway.http_threads)");
   cmd->add_option("--grpc", o.grpc, "Also serve KServe v2 over gRPC here, e.g. 127.0.0.1:8001 (gateway.grpc)");
   cmd->add_option("--grpc-threads", o.grpc_threads, "gRPC server threads (gateway.grpc_threads)");
-  cmd->add_option("--api-tokens-file", o.api_tokens_file,
-                  "Bearer tokens, one per line, that every API call but the health checks must carry "
-                  "(gateway.api_tokens_file)");
+  add_api_security_flags(cmd, o);
   cmd->add_option("--cold-start-timeout", o.cold_start_timeout,
                   "How long requests for a cold model are held, e.g. 30s (gateway.cold_start_timeout)");
   cmd->add_option("--load", o.load, "Models to load at start (comma-separated names)")->delimiter(',');
@@ -336,6 +348,7 @@ void add_cluster_commands(CLI::App& app, Runner& runner) {
   g->add_option("--cold-start-timeout", gateway->cold_start_timeout,
                 "How long requests for a cold model are held, e.g. 30s (gateway.cold_start_timeout)");
   g->add_option("--node-timeout", gateway->node_timeout, "Drop a silent manager or node after this long, e.g. 2s");
+  add_api_security_flags(g, *gateway);
   g->callback([gateway, &runner] { runner = [gateway] { return run_gateway(*gateway); }; });
 
   auto node = std::make_shared<ClusterOptions>();

@@ -62,9 +62,9 @@ Status parse_manager(const YamlSection& s, ManagerConfig& c) {
 
 Status parse_gateway(const YamlSection& s, GatewayConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
-  EMBER_RETURN_IF_ERROR(
-      s.check_keys({"http", "http_threads", "http_queue", "grpc", "grpc_threads", "max_body", "request_timeout",
-                    "cold_start_timeout", "max_pending", "manager", "reconnect_interval", "api_tokens_file"}));
+  EMBER_RETURN_IF_ERROR(s.check_keys({"http", "http_threads", "http_queue", "grpc", "grpc_threads", "max_body",
+                                      "request_timeout", "cold_start_timeout", "max_pending", "manager",
+                                      "reconnect_interval", "api_tokens_file", "metrics"}));
   EMBER_RETURN_IF_ERROR(s.read("http", c.http, parse_host_port));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("http_threads", 1024, c.http_threads));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("http_queue", 65536, c.http_queue));
@@ -85,6 +85,11 @@ Status parse_gateway(const YamlSection& s, GatewayConfig& c) {
   }
   EMBER_RETURN_IF_ERROR(s.read("reconnect_interval", c.reconnect_interval_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read_string("api_tokens_file", c.api_tokens_file));
+  if (s.has("metrics")) {
+    HostPort metrics;
+    EMBER_RETURN_IF_ERROR(s.read("metrics", metrics, parse_host_port));
+    c.metrics = metrics;
+  }
   return Status::OK();
 }
 

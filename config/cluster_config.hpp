@@ -138,6 +138,9 @@ struct GatewayConfig {
   /// malformed one, 401 / UNAUTHENTICATED; with a token not in the file, 403 / PERMISSION_DENIED.
   /// Empty (the default): the API is open to whoever reaches its address.
   std::string api_tokens_file;
+  /// Also serve GET /metrics alone here, without bearer tokens, for a Prometheus inside the cluster
+  /// (Triton's metrics port is 8002). Unset (the default): /metrics only on the API's port.
+  std::optional<HostPort> metrics;
 };
 
 /// `node:` — one host's node router, executors and model cache. Its devices are `devices:`.

@@ -46,10 +46,14 @@ Result<std::unique_ptr<GatewayProcess>> GatewayProcess::start(caf::actor_system&
   if (config.grpc) {
     EMBER_ASSIGN_OR_RETURN(p->grpc_, GrpcFrontend::start(p->client_));
   }
+  if (config.metrics) {
+    EMBER_ASSIGN_OR_RETURN(p->metrics_, MetricsEndpoint::start(p->client_, *config.metrics));
+  }
   return p;
 }
 
 GatewayProcess::~GatewayProcess() {
+  metrics_.reset();
   if (grpc_) grpc_->stop();
   if (http_) http_->stop();
   if (gateway_) {
@@ -62,6 +66,8 @@ GatewayProcess::~GatewayProcess() {
 uint16_t GatewayProcess::http_port() const { return http_->port(); }
 
 uint16_t GatewayProcess::grpc_port() const { return grpc_ ? grpc_->port() : 0; }
+
+uint16_t GatewayProcess::metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 
 void GatewayProcess::serve_remote(const GatewayConfig& config, const std::atomic<bool>& stop) {
   const HostPort& at = *config.manager;

@@ -23,6 +23,7 @@ namespace ember {
 class GatewayInstruments;
 class GrpcFrontend;
 class HttpFrontend;
+class MetricsEndpoint;
 class RoutingView;
 class WorkQueue;
 
@@ -45,6 +46,8 @@ class GatewayProcess {
   uint16_t http_port() const;
   /// The gRPC port, 0 when gateway.grpc is off.
   uint16_t grpc_port() const;
+  /// The token-free /metrics port, 0 when gateway.metrics is off.
+  uint16_t metrics_port() const;
 
  private:
   GatewayProcess() = default;
@@ -60,6 +63,7 @@ class GatewayProcess {
   std::shared_ptr<GatewayClient> client_;
   std::unique_ptr<HttpFrontend> http_;
   std::unique_ptr<GrpcFrontend> grpc_;  // null when gateway.grpc is off
+  std::unique_ptr<MetricsEndpoint> metrics_;  // null when gateway.metrics is off
 };
 
 }  // namespace ember

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""API bearer tokens (gateway.api_tokens_file) on `ember serve`, over HTTP and gRPC, end to end.
+"""API bearer tokens (gateway.api_tokens_file) on `ember serve`, over HTTP and gRPC, end to end; and
+the token-free metrics port (gateway.metrics), which serves /metrics and nothing else.
 
 A server started with a token file that cannot be read, or holds no token, refuses to start and
 names the file. A server with tokens keeps its health checks open (HTTP /v2/health/live and /ready,
@@ -117,6 +118,17 @@ def check_grpc(pb, rpc, port):
           "PERMISSION_DENIED, OK on every other call")
 
 
+def check_metrics_port(port):
+    """gateway.metrics: /metrics without a token, for a Prometheus inside the cluster; nothing else."""
+    status, body, headers = http_call(port, "GET", "/metrics")
+    if status != 200 or "ember_requests_total" not in body.decode() or "text/plain" not in headers["content-type"]:
+        raise Failure(f"the metrics port: HTTP {status} {body[:200]}")
+    status, body, _ = http_call(port, "POST", "/v2/models/mlp/infer", BODY)
+    if status != 404 or "serves GET /metrics only" not in body.decode():
+        raise Failure(f"the metrics port answered an inference: HTTP {status} {body[:200]}")
+    print("ok: gateway.metrics serves /metrics without a token, and nothing else")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--ember", required=True)
@@ -132,17 +144,19 @@ def main():
         tokens = os.path.join(work, "api.tokens")
         with open(tokens, "w") as f:
             f.write(TOKENS)
-        port, grpc_port = free_port(), free_port()
+        port, grpc_port, metrics_port = free_port(), free_port(), free_port()
         log = open(os.path.join(work, "serve.log"), "w")
         server = subprocess.Popen([args.ember, "serve", "--repository", repo, "--http", f"127.0.0.1:{port}",
                                    "--grpc", f"127.0.0.1:{grpc_port}", "--device-memory", "256MiB", "--cache",
-                                   "256MiB", "--threads", "1", "--api-tokens-file", tokens, "--load", "mlp"],
+                                   "256MiB", "--threads", "1", "--api-tokens-file", tokens, "--load", "mlp",
+                                   "--metrics", f"127.0.0.1:{metrics_port}"],
                                   stdout=log, stderr=subprocess.STDOUT)
         wait_for("the server to be ready", lambda: http_call(port, "GET", "/v2/health/ready")[0] == 200, 30)
         wait_for("mlp to be ready", lambda: http_call(port, "GET", "/v2/models/mlp/ready", None,
                                                       {"Authorization": "Bearer first-token-123"})[0] == 200, 60)
         check_http(port)
         check_grpc(pb, rpc, grpc_port)
+        check_metrics_port(metrics_port)
         if server.poll() is not None:
             raise Failure("the server died")
     except Failure as e:

@@ -267,4 +267,47 @@ Result<std::unique_ptr<HttpFrontend>> HttpFrontend::start(std::shared_ptr<Gatewa
   return std::unique_ptr<HttpFrontend>(new HttpFrontend(std::move(impl)));
 }
 
+struct MetricsEndpoint::Impl {
+  std::shared_ptr<GatewayClient> client;
+  HttpServer server{HttpServerOptions{.threads = 2, .max_queued = 16}};
+  std::thread thread;
+  uint16_t port = 0;
+};
+
+MetricsEndpoint::MetricsEndpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+MetricsEndpoint::~MetricsEndpoint() {
+  if (!impl_->thread.joinable()) return;
+  impl_->server.stop();
+  impl_->thread.join();
+}
+
+uint16_t MetricsEndpoint::port() const { return impl_->port; }
+
+Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::start(std::shared_ptr<GatewayClient> client,
+                                                                const HostPort& at) {
+  auto impl = std::make_unique<Impl>();
+  impl->client = std::move(client);
+  impl->server.set_tcp_nodelay(true);
+  Impl* raw = impl.get();
+  impl->server.Get("/metrics", [raw](const httplib::Request&, httplib::Response& res) {
+    auto text = raw->client->metrics();
+    if (!text.ok()) return reply_error(res, text.error());
+    res.set_content(*text, std::string(metrics::kContentType));
+  });
+  impl->server.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req,
+                                                                         httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    res.set_content(render_error("this address serves GET /metrics only, not " + req.method + " " + req.path), kJson);
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  const int port = at.port == 0 ? impl->server.bind_to_any_port(at.host)
+                                : (impl->server.bind_to_port(at.host, at.port) ? at.port : -1);
+  if (port <= 0) return io_error("cannot listen for metrics on " + at.to_string() + ": " + std::strerror(errno));
+  impl->port = static_cast<uint16_t>(port);
+  impl->thread = std::thread([raw] { raw->server.listen_after_bind(); });
+  spdlog::info("gateway: /metrics (no token) on http://{}:{}", at.host, port);
+  return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(std::move(impl)));
+}
+
 }  // namespace ember

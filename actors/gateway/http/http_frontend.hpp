@@ -39,6 +39,7 @@
 #include <memory>
 #include <string>
 
+#include "base/host_port.hpp"
 #include "base/status.hpp"
 
 namespace ember {
@@ -62,6 +63,23 @@ class HttpFrontend {
  private:
   struct Impl;
   explicit HttpFrontend(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+/// gateway.metrics: GET /metrics alone, without bearer tokens, on an address of its own, for a
+/// Prometheus inside the cluster (Triton's metrics port). Two threads; at most 16 connections wait
+/// (beyond, 503 at once). Everything else is 404. Lifecycle as HttpFrontend's.
+class MetricsEndpoint {
+ public:
+  static Result<std::unique_ptr<MetricsEndpoint>> start(std::shared_ptr<GatewayClient> client, const HostPort& at);
+  ~MetricsEndpoint();
+  MetricsEndpoint(const MetricsEndpoint&) = delete;
+  MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
+  uint16_t port() const;
+
+ private:
+  struct Impl;
+  explicit MetricsEndpoint(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 
