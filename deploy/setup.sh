@@ -30,8 +30,8 @@ PACKAGES=(
   python3-matplotlib
   # network-namespace test clusters
   iproute2 curl
-  # deployment checks: systemd-analyze verify of deploy/systemd's units
-  systemd
+  # deployment checks: systemd-analyze verify of deploy/systemd's units; deploy/k8s's manifests
+  systemd python3-yaml
 )
 
 missing=()
