@@ -9,7 +9,23 @@
 namespace ember {
 
 namespace {
+
 constexpr size_t kMaxTokenFileBytes = 4096;
+
+/// The whole of `path`, refused when longer than `max_bytes`; errors start with `at`.
+Result<std::string> read_capped(const std::string& path, const std::string& at, size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return io_error(at + ": cannot read: " + std::strerror(errno));
+  std::string text;
+  text.resize(max_bytes + 1);
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > max_bytes) {
+    return invalid_argument(at + ": longer than " + std::to_string(max_bytes) + " bytes: not a token file");
+  }
+  return text;
+}
+
 }  // namespace
 
 bool constant_time_equal(std::string_view a, std::string_view b) {
@@ -26,13 +42,7 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
 Result<std::vector<std::string>> read_token_list(const std::string& path, std::string_view what) {
   constexpr size_t kMaxBytes = 1 << 20, kMaxTokens = 4096;
   const std::string at = std::string(what) + " (" + path + ")";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error(at + ": cannot read: " + std::strerror(errno));
-  std::string text;
-  text.resize(kMaxBytes + 1);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > kMaxBytes) return invalid_argument(at + ": longer than 1 MiB: not a token file");
+  EMBER_ASSIGN_OR_RETURN(const std::string text, read_capped(path, at, kMaxBytes));
   std::vector<std::string> tokens;
   size_t line_no = 0;
   for (size_t start = 0; start <= text.size();) {
@@ -60,15 +70,7 @@ Result<std::vector<std::string>> read_token_list(const std::string& path, std::s
 
 Result<std::string> read_token_file(const std::string& path, std::string_view what) {
   const std::string at = std::string(what) + " (" + path + ")";
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error(at + ": cannot read: " + std::strerror(errno));
-  std::string text;
-  text.resize(kMaxTokenFileBytes + 1);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > kMaxTokenFileBytes) {
-    return invalid_argument(at + ": longer than " + std::to_string(kMaxTokenFileBytes) + " bytes: not a token file");
-  }
+  EMBER_ASSIGN_OR_RETURN(const std::string text, read_capped(path, at, kMaxTokenFileBytes));
   const char* space = " \t\r\n";
   const size_t first = text.find_first_not_of(space);
   if (first == std::string::npos) return invalid_argument(at + ": the file is empty");

@@ -15,6 +15,7 @@
 #include "actors/tensor_codec.hpp"
 #include "gpu/architectures.hpp"
 #include "tests/actors/actor_test_util.hpp"
+#include "tests/actors/node/node_test_util.hpp"
 
 namespace ember {
 namespace inline_runs_test {
@@ -22,28 +23,9 @@ namespace inline_runs_test {
 using namespace std::chrono_literals;
 using testing::ask;
 
-std::unique_ptr<ExecutorEngine> engine(uint64_t memory = 64 << 20) {
-  auto e = ExecutorEngine::create(gpu::testing::sim_device(memory), EngineOptions{16, 0, 2 << 20});
-  EXPECT_TRUE(e.ok()) << e.error().message();
-  return std::move(*e);
-}
-
-infer_request request_for(const gpu::Model& m, const model_key& key, uint64_t seed) {
-  infer_request req;
-  req.model = key;
-  req.id = "r" + std::to_string(seed);
-  req.inputs = encode_tensors(gpu::testing::arch_inputs(m, 2, 5, seed));
-  return req;
-}
-
-/// The outputs of `req` on a device of their own.
-std::vector<gpu::HostTensor> direct(const std::shared_ptr<const gpu::Model>& m, const infer_request& req) {
-  auto d = gpu::testing::sim_device();
-  auto ex = gpu::LayerExecutor::create(*d, m, {0, m->num_layers()});
-  auto out = (*ex)->run_host(*decode_tensors(req.inputs));
-  EXPECT_TRUE(out.ok());
-  return *out;
-}
+using testing::direct;
+using testing::engine;
+using testing::request_for;
 
 bool same_outputs(const infer_reply& reply, const std::vector<gpu::HostTensor>& want) {
   if (reply.outputs.size() != want.size()) return false;

@@ -3,17 +3,18 @@
 
 #include <thread>
 
+#include "actors/gpu_executor_interface.hpp"
+#include "actors/model_cache_interface.hpp"
 #include "actors/node/blob_store.hpp"
 #include "actors/node/executor_engine.hpp"
 #include "actors/node/gpu_executor.hpp"
 #include "actors/node/model_cache.hpp"
-#include "actors/node/node_router.hpp"
-#include "actors/gpu_executor_interface.hpp"
-#include "actors/model_cache_interface.hpp"
 #include "actors/node/node_instruments.hpp"
+#include "actors/node/node_router.hpp"
 #include "actors/node_router_interface.hpp"
 #include "actors/tensor_codec.hpp"
 #include "tests/actors/actor_test_util.hpp"
+#include "tests/actors/node/node_test_util.hpp"
 #include "transport/tcp_blob_server.hpp"
 
 namespace ember {
@@ -30,28 +31,9 @@ struct NodeQueues {
   WorkQueue maintenance{{.threads = 1}};
 };
 
-std::unique_ptr<ExecutorEngine> engine(uint64_t memory = 64 << 20) {
-  auto e = ExecutorEngine::create(gpu::testing::sim_device(memory), EngineOptions{16, 0, 2 << 20});
-  EXPECT_TRUE(e.ok()) << e.error().message();
-  return std::move(*e);
-}
-
-infer_request request_for(const gpu::Model& m, const model_key& key, uint64_t seed) {
-  infer_request req;
-  req.model = key;
-  req.id = "r" + std::to_string(seed);
-  req.inputs = encode_tensors(gpu::testing::arch_inputs(m, 2, 5, seed));
-  return req;
-}
-
-std::vector<gpu::HostTensor> direct(const std::shared_ptr<const gpu::Model>& m, const infer_request& req) {
-  auto d = gpu::testing::sim_device();
-  auto ex = gpu::LayerExecutor::create(*d, m, {0, m->num_layers()});
-  auto copy = req.inputs;
-  auto out = (*ex)->run_host(*decode_tensors(std::move(copy)));
-  EXPECT_TRUE(out.ok());
-  return *out;
-}
+using testing::direct;
+using testing::engine;
+using testing::request_for;
 
 TEST(GpuExecutor, BindRunUnbind) {
   NodeQueues queues;
