@@ -76,6 +76,9 @@ struct ClusterOptions {
   bool allow_faults = false;
   std::string api_tokens_file;  // gateway.api_tokens_file
   std::string metrics;          // gateway.metrics
+  std::string tls_certificate;  // gateway.tls_*
+  std::string tls_key;
+  std::string tls_client_ca;
 };
 
 /// Applies one override: `field = parse(text)` unless text is empty; errors name the option.
@@ -110,6 +113,9 @@ Result<ClusterConfig> cluster_config(const ClusterOptions& o, ProcessRole role) 
   }
   if (o.grpc_threads) c.gateway.grpc_threads = o.grpc_threads;
   if (!o.api_tokens_file.empty()) c.gateway.api_tokens_file = o.api_tokens_file;
+  if (!o.tls_certificate.empty()) c.gateway.tls_certificate = o.tls_certificate;
+  if (!o.tls_key.empty()) c.gateway.tls_key = o.tls_key;
+  if (!o.tls_client_ca.empty()) c.gateway.tls_client_ca = o.tls_client_ca;
   if (!o.metrics.empty()) {
     auto hp = parse_host_port(o.metrics);
     if (!hp.ok()) return hp.error().with_context("--metrics");
@@ -169,6 +175,7 @@ int run_serve(const ClusterOptions& o) {
   install_signal_handlers();
   caf::actor_system_config cfg;
   configure_actor_system(cfg, system_options(*config));
+  if (Status s = GatewayProcess::preflight(config->gateway); !s.ok()) return report(s.error());
   caf::actor_system sys{cfg};
   {
     // Remote nodes may join too when --listen is given.
@@ -203,6 +210,9 @@ int run_manager(const ClusterOptions& o) {
   configure_actor_system(cfg, system_options(*config));
   caf::actor_system sys{cfg};
   {
+    if (!o.http.empty() || !o.grpc.empty()) {
+      if (Status s = GatewayProcess::preflight(config->gateway); !s.ok()) return report(s.error());
+    }
     auto manager =
         ManagerProcess::start(sys, config->manager, config->transfer, config->autoscale, config->autoscaler, true);
     if (!manager.ok()) return report(manager.error());
@@ -293,6 +303,11 @@ void add_api_security_flags(CLI::App* cmd, ClusterOptions& o) {
   cmd->add_option("--api-tokens-file", o.api_tokens_file,
                   "Bearer tokens, one per line, that every API call but the health checks must carry "
                   "(gateway.api_tokens_file)");
+  cmd->add_option("--tls-certificate", o.tls_certificate,
+                  "Serve HTTP and gRPC over TLS with this PEM certificate chain (gateway.tls_certificate)");
+  cmd->add_option("--tls-key", o.tls_key, "The certificate's PEM private key (gateway.tls_key)");
+  cmd->add_option("--tls-client-ca", o.tls_client_ca,
+                  "Require client certificates signed by this PEM CA: mutual TLS (gateway.tls_client_ca)");
   cmd->add_option("--metrics", o.metrics,
                   "Also serve /metrics alone here, without tokens, e.g. 0.0.0.0:8002 (gateway.metrics)");
 }

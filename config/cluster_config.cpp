@@ -62,9 +62,10 @@ Status parse_manager(const YamlSection& s, ManagerConfig& c) {
 
 Status parse_gateway(const YamlSection& s, GatewayConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
-  EMBER_RETURN_IF_ERROR(s.check_keys({"http", "http_threads", "http_queue", "grpc", "grpc_threads", "max_body",
-                                      "request_timeout", "cold_start_timeout", "max_pending", "manager",
-                                      "reconnect_interval", "api_tokens_file", "metrics"}));
+  EMBER_RETURN_IF_ERROR(
+      s.check_keys({"http", "http_threads", "http_queue", "grpc", "grpc_threads", "max_body", "request_timeout",
+                    "cold_start_timeout", "max_pending", "manager", "reconnect_interval", "api_tokens_file", "metrics",
+                    "tls_certificate", "tls_key", "tls_key_passphrase_file", "tls_client_ca"}));
   EMBER_RETURN_IF_ERROR(s.read("http", c.http, parse_host_port));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("http_threads", 1024, c.http_threads));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("http_queue", 65536, c.http_queue));
@@ -85,6 +86,10 @@ Status parse_gateway(const YamlSection& s, GatewayConfig& c) {
   }
   EMBER_RETURN_IF_ERROR(s.read("reconnect_interval", c.reconnect_interval_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read_string("api_tokens_file", c.api_tokens_file));
+  EMBER_RETURN_IF_ERROR(s.read_string("tls_certificate", c.tls_certificate));
+  EMBER_RETURN_IF_ERROR(s.read_string("tls_key", c.tls_key));
+  EMBER_RETURN_IF_ERROR(s.read_string("tls_key_passphrase_file", c.tls_key_passphrase_file));
+  EMBER_RETURN_IF_ERROR(s.read_string("tls_client_ca", c.tls_client_ca));
   if (s.has("metrics")) {
     HostPort metrics;
     EMBER_RETURN_IF_ERROR(s.read("metrics", metrics, parse_host_port));
@@ -212,6 +217,14 @@ Status validate(const ClusterConfig& c, std::string_view source) {
   }
   EMBER_RETURN_IF_ERROR(check_range(at, "gateway.max_pending", g.max_pending, 1, 1'000'000));
   EMBER_RETURN_IF_ERROR(check_duration(at, "gateway.reconnect_interval", g.reconnect_interval_us, 10'000, 60'000'000));
+  if (g.tls_certificate.empty() != g.tls_key.empty()) {
+    return invalid_argument(at + ": gateway.tls_certificate and gateway.tls_key go together: set both or neither");
+  }
+  if (g.tls_certificate.empty() && (!g.tls_client_ca.empty() || !g.tls_key_passphrase_file.empty())) {
+    return invalid_argument(at + ": gateway." +
+                            (g.tls_client_ca.empty() ? "tls_key_passphrase_file" : "tls_client_ca") +
+                            " needs TLS: set gateway.tls_certificate and gateway.tls_key");
+  }
 
   const NodeConfig& n = c.node;
   if (n.manager) {

@@ -141,6 +141,15 @@ struct GatewayConfig {
   /// Also serve GET /metrics alone here, without bearer tokens, for a Prometheus inside the cluster
   /// (Triton's metrics port is 8002). Unset (the default): /metrics only on the API's port.
   std::optional<HostPort> metrics;
+  /// TLS on the API (HTTP and gRPC; not the metrics port): PEM files of the server's certificate
+  /// chain and its private key, both or neither; the key's passphrase (a file, first line) when it
+  /// is encrypted. Every file is checked at start (a wrong path, passphrase or a key of another
+  /// certificate stops the process, naming the file). Empty (the default): plain HTTP and gRPC.
+  std::string tls_certificate;
+  std::string tls_key;
+  std::string tls_key_passphrase_file;
+  /// With TLS: clients must present a certificate this CA (PEM) signed (mutual TLS). Empty: none.
+  std::string tls_client_ca;
 };
 
 /// `node:` — one host's node router, executors and model cache. Its devices are `devices:`.

@@ -14,19 +14,44 @@
 #include "actors/gateway/gateway_instruments.hpp"
 #include "actors/gateway/grpc/grpc_frontend.hpp"
 #include "actors/gateway/http/http_frontend.hpp"
+#include "actors/gateway/http/tls_context.hpp"
 #include "actors/gateway/routing_view.hpp"
 #include "base/token_file.hpp"
 #include "base/work_queue.hpp"
 
 namespace ember {
 
-Result<std::unique_ptr<GatewayProcess>> GatewayProcess::start(caf::actor_system& sys, const GatewayConfig& config,
-                                                              const cluster_manager_actor& manager,
-                                                              std::vector<LocalNode> local) {
+namespace {
+
+/// The API's bearer tokens and TLS context, every file read and checked.
+Result<std::pair<std::vector<std::string>, std::shared_ptr<const TlsContext>>> load_credentials(
+    const GatewayConfig& config) {
   std::vector<std::string> tokens;
   if (!config.api_tokens_file.empty()) {
     EMBER_ASSIGN_OR_RETURN(tokens, read_token_list(config.api_tokens_file, "gateway.api_tokens_file"));
   }
+  std::shared_ptr<const TlsContext> tls;
+  if (!config.tls_certificate.empty()) {
+    EMBER_ASSIGN_OR_RETURN(tls, make_tls_context({config.tls_certificate, config.tls_key,
+                                                  config.tls_key_passphrase_file, config.tls_client_ca},
+                                                 "gateway"));
+  }
+  return std::make_pair(std::move(tokens), std::move(tls));
+}
+
+}  // namespace
+
+Status GatewayProcess::preflight(const GatewayConfig& config) {
+  auto loaded = load_credentials(config);
+  if (!loaded.ok()) return loaded.error();
+  return Status::OK();
+}
+
+Result<std::unique_ptr<GatewayProcess>> GatewayProcess::start(caf::actor_system& sys, const GatewayConfig& config,
+                                                              const cluster_manager_actor& manager,
+                                                              std::vector<LocalNode> local) {
+  EMBER_ASSIGN_OR_RETURN(auto credentials, load_credentials(config));
+  auto& [tokens, tls] = credentials;
   std::unique_ptr<GatewayProcess> p(new GatewayProcess());
   p->sys_ = &sys;
   p->instruments_ = std::make_unique<GatewayInstruments>();
@@ -42,9 +67,9 @@ Result<std::unique_ptr<GatewayProcess>> GatewayProcess::start(caf::actor_system&
                               *p->metrics_queue_, p->dial_queue_.get());
   p->client_ = std::make_shared<GatewayClient>(sys, config, p->gateway_, p->view_, p->instruments_.get(),
                                                std::move(local), std::move(tokens));
-  EMBER_ASSIGN_OR_RETURN(p->http_, HttpFrontend::start(p->client_, p->instruments_.get()));
+  EMBER_ASSIGN_OR_RETURN(p->http_, HttpFrontend::start(p->client_, p->instruments_.get(), tls));
   if (config.grpc) {
-    EMBER_ASSIGN_OR_RETURN(p->grpc_, GrpcFrontend::start(p->client_));
+    EMBER_ASSIGN_OR_RETURN(p->grpc_, GrpcFrontend::start(p->client_, tls));
   }
   if (config.metrics) {
     EMBER_ASSIGN_OR_RETURN(p->metrics_, MetricsEndpoint::start(p->client_, *config.metrics));

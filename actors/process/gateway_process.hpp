@@ -35,6 +35,10 @@ class GatewayProcess {
   static Result<std::unique_ptr<GatewayProcess>> start(caf::actor_system& sys, const GatewayConfig& config,
                                                        const cluster_manager_actor& manager,
                                                        std::vector<LocalNode> local = {});
+  /// Reads and checks the files the gateway will need (api_tokens_file, tls_*), as start() does:
+  /// for a process that starts other parts first (`ember serve`, `ember manager --http`), so that a
+  /// bad file stops it before anything else starts.
+  static Status preflight(const GatewayConfig& config);
   /// A standalone gateway's link to its manager (config.manager): connects, hands the manager to
   /// the gateway actor (which subscribes and monitors it), and after losing it tries again every
   /// config.reconnect_interval while the gateway serves warm requests from its last table; until

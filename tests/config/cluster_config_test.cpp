@@ -187,6 +187,11 @@ gateway:
   manager: manager.internal:7100
   reconnect_interval: 500ms
   api_tokens_file: /etc/ember/api.tokens
+  metrics: 0.0.0.0:8002
+  tls_certificate: /etc/ember/tls/gw.crt
+  tls_key: /etc/ember/tls/gw.key
+  tls_key_passphrase_file: /etc/ember/tls/gw.pass
+  tls_client_ca: /etc/ember/tls/ca.crt
 node:
   manager: manager.internal:7100
   listen: 0.0.0.0:7201
@@ -226,6 +231,11 @@ devices:
   EXPECT_EQ(*c->gateway.manager, (HostPort{"manager.internal", 7100}));
   EXPECT_EQ(c->gateway.reconnect_interval_us, 500'000u);
   EXPECT_EQ(c->gateway.api_tokens_file, "/etc/ember/api.tokens");
+  EXPECT_EQ(c->gateway.metrics, (HostPort{"0.0.0.0", 8002}));
+  EXPECT_EQ(c->gateway.tls_certificate, "/etc/ember/tls/gw.crt");
+  EXPECT_EQ(c->gateway.tls_key, "/etc/ember/tls/gw.key");
+  EXPECT_EQ(c->gateway.tls_key_passphrase_file, "/etc/ember/tls/gw.pass");
+  EXPECT_EQ(c->gateway.tls_client_ca, "/etc/ember/tls/ca.crt");
   EXPECT_EQ(c->manager.recovery_window_us, 5'000'000u);
   EXPECT_EQ(c->manager.admin_token_file, "/etc/ember/admin.token");
   EXPECT_FALSE(c->manager.open_reads);
@@ -408,11 +418,18 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"manager:\n  heartbeat: 2s\n", "manager.heartbeat (2s) must be shorter than manager.node_timeout (2s)"},
         BadCase{"manager:\n  heartbeat: 3s\n  node_timeout: 1s\n",
                 "manager.heartbeat (3s) must be shorter than manager.node_timeout (1s)"},
-        BadCase{"manager:\n  node_timeout: 200ms\n", "manager.heartbeat (250ms) must be shorter than manager.node_timeout (200ms)"},
+        BadCase{"manager:\n  node_timeout: 200ms\n",
+                "manager.heartbeat (250ms) must be shorter than manager.node_timeout (200ms)"},
         BadCase{"gateway:\n  cold_start_timeout: 90s\n",
                 "gateway.cold_start_timeout (90s) must not exceed gateway.request_timeout (1min)"},
         BadCase{"gateway:\n  request_timeout: 10s\n",
                 "gateway.cold_start_timeout (30s) must not exceed gateway.request_timeout (10s)"},
+        BadCase{"gateway:\n  tls_certificate: a.crt\n",
+                "gateway.tls_certificate and gateway.tls_key go together: set both or neither"},
+        BadCase{"gateway:\n  tls_key: a.key\n", "gateway.tls_certificate and gateway.tls_key go together"},
+        BadCase{"gateway:\n  tls_client_ca: ca.crt\n",
+                "gateway.tls_client_ca needs TLS: set gateway.tls_certificate and gateway.tls_key"},
+        BadCase{"gateway:\n  tls_key_passphrase_file: p.txt\n", "gateway.tls_key_passphrase_file needs TLS"},
         BadCase{"node:\n  manager: 127.0.0.1:7300\n  data_listen: 127.0.0.1:7300\n",
                 "node.data_listen (127.0.0.1:7300) is the same endpoint as node.manager"},
         BadCase{"manager:\n  data_listen: 127.0.0.1:7070\n",

@@ -14,6 +14,7 @@
 #include "actors/gateway/grpc/grpc_service.grpc.pb.h"
 #include "actors/gateway/grpc/kserve_grpc.hpp"
 #include "actors/gateway/http/repository_json.hpp"
+#include "actors/gateway/http/tls_context.hpp"
 
 namespace ember {
 
@@ -233,7 +234,8 @@ void GrpcFrontend::stop() {
   impl_->server.reset();
 }
 
-Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::start(std::shared_ptr<GatewayClient> client) {
+Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::start(std::shared_ptr<GatewayClient> client,
+                                                          std::shared_ptr<const TlsContext> tls) {
   const GatewayConfig& config = client->config();
   if (!config.grpc) return invalid_argument("gateway.grpc is not set");
   auto impl = std::make_unique<Impl>(client);
@@ -241,7 +243,15 @@ Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::start(std::shared_ptr<Gatewa
   grpc::ServerBuilder builder;
   int port = 0;
   const std::string at = config.grpc->host + ":" + std::to_string(config.grpc->port);
-  builder.AddListeningPort(at, grpc::InsecureServerCredentials(), &port);
+  std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+  if (tls) {
+    grpc::SslServerCredentialsOptions ssl(tls->mutual ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                                      : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+    ssl.pem_key_cert_pairs.push_back({tls->key_pem, tls->certificate_pem});
+    ssl.pem_root_certs = tls->client_ca_pem;
+    credentials = grpc::SslServerCredentials(ssl);
+  }
+  builder.AddListeningPort(at, credentials, &port);
   builder.RegisterService(&impl->service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<uint64_t>(config.max_body_bytes, INT32_MAX)));
   // One completion queue polled by 1..2 threads; the quota counts those pollers too, and a thread

@@ -35,11 +35,14 @@
 namespace ember {
 
 class GatewayClient;
+struct TlsContext;
 
 class GrpcFrontend {
  public:
-  /// Binds the client's config().grpc (port 0: an ephemeral port, see port()) and starts serving.
-  static Result<std::unique_ptr<GrpcFrontend>> start(std::shared_ptr<GatewayClient> client);
+  /// Binds the client's config().grpc (port 0: an ephemeral port, see port()) and starts serving;
+  /// over TLS with `tls` (gRPC's SSL credentials from the same files as HTTP's), else in the clear.
+  static Result<std::unique_ptr<GrpcFrontend>> start(std::shared_ptr<GatewayClient> client,
+                                                     std::shared_ptr<const TlsContext> tls = nullptr);
   ~GrpcFrontend();
   GrpcFrontend(const GrpcFrontend&) = delete;
   GrpcFrontend& operator=(const GrpcFrontend&) = delete;

@@ -33,8 +33,10 @@ void reply_error(httplib::Response& res, const Error& e) {
   res.set_content(render_error(e.message()), kJson);
 }
 
-HttpServerOptions server_options(const GatewayConfig& config, GatewayInstruments* instruments) {
+HttpServerOptions server_options(const GatewayConfig& config, GatewayInstruments* instruments,
+                                 std::shared_ptr<const TlsContext> tls) {
   HttpServerOptions o;
+  o.tls = std::move(tls);
   o.threads = config.http_threads;
   o.max_queued = config.http_queue;
   o.refusal_body =
@@ -73,8 +75,11 @@ struct HttpFrontend::Impl {
   std::thread thread;
   uint16_t port = 0;
 
-  Impl(std::shared_ptr<GatewayClient> c, GatewayInstruments* i)
-      : client(std::move(c)), config(client->config()), instruments(i), server(server_options(config, instruments)) {}
+  Impl(std::shared_ptr<GatewayClient> c, GatewayInstruments* i, std::shared_ptr<const TlsContext> tls)
+      : client(std::move(c)),
+        config(client->config()),
+        instruments(i),
+        server(server_options(config, instruments, std::move(tls))) {}
 
   using BodyHandler = std::function<void(const httplib::Request&, httplib::Response&, const std::string& body)>;
 
@@ -244,8 +249,10 @@ void HttpFrontend::stop() {
 }
 
 Result<std::unique_ptr<HttpFrontend>> HttpFrontend::start(std::shared_ptr<GatewayClient> client,
-                                                          GatewayInstruments* instruments) {
-  auto impl = std::make_unique<Impl>(std::move(client), instruments);
+                                                          GatewayInstruments* instruments,
+                                                          std::shared_ptr<const TlsContext> tls) {
+  const bool secure = tls != nullptr;
+  auto impl = std::make_unique<Impl>(std::move(client), instruments, std::move(tls));
   const GatewayConfig& config = impl->config;
   impl->server.set_payload_max_length(config.max_body_bytes);
   impl->server.set_keep_alive_max_count(1'000'000);  // httplib's default (5) would close busy connections
@@ -263,7 +270,7 @@ Result<std::unique_ptr<HttpFrontend>> HttpFrontend::start(std::shared_ptr<Gatewa
   }
   Impl* raw = impl.get();
   impl->thread = std::thread([raw] { raw->server.listen_after_bind(); });
-  spdlog::info("gateway: KServe v2 HTTP API on http://{}:{}", config.http.host, port);
+  spdlog::info("gateway: KServe v2 HTTP API on {}://{}:{}", secure ? "https" : "http", config.http.host, port);
   return std::unique_ptr<HttpFrontend>(new HttpFrontend(std::move(impl)));
 }
 

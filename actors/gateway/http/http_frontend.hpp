@@ -46,13 +46,16 @@ namespace ember {
 
 class GatewayClient;
 class GatewayInstruments;
+struct TlsContext;
 
 class HttpFrontend {
  public:
   /// Binds the client's config().http (port 0: an ephemeral port, see port()) and starts serving.
   /// `instruments` (may be null) counts the connections refused at the limit.
+  /// `tls` (may be null: plain HTTP) serves TLS only.
   static Result<std::unique_ptr<HttpFrontend>> start(std::shared_ptr<GatewayClient> client,
-                                                     GatewayInstruments* instruments);
+                                                     GatewayInstruments* instruments,
+                                                     std::shared_ptr<const TlsContext> tls = nullptr);
   ~HttpFrontend();
   HttpFrontend(const HttpFrontend&) = delete;
   HttpFrontend& operator=(const HttpFrontend&) = delete;

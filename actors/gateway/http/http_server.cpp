@@ -3,6 +3,8 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,6 +16,7 @@
 #include <memory>
 #include <vector>
 
+#include "actors/gateway/http/tls_context.hpp"
 #include "base/work_queue.hpp"
 
 namespace ember {
@@ -126,6 +129,42 @@ class HttpServer::SocketStream final : public httplib::Stream {
   size_t size_ = 0;
 };
 
+/// A connection after its TLS handshake: the same timeouts, reads and writes through OpenSSL (which
+/// keeps what it decrypted ahead: buffered()). The socket stays blocking with SO_RCVTIMEO and
+/// SO_SNDTIMEO at the stream's timeouts, so that a record that never completes cannot hold a thread.
+class HttpServer::TlsStream final : public httplib::Stream {
+ public:
+  TlsStream(socket_t sock, SSL* ssl, int read_timeout_ms, int write_timeout_ms)
+      : sock_(sock), ssl_(ssl), read_timeout_ms_(read_timeout_ms), write_timeout_ms_(write_timeout_ms) {}
+
+  bool buffered() const { return SSL_pending(ssl_) > 0; }
+  bool is_readable() const override { return buffered() || poll_one(sock_, POLLIN, read_timeout_ms_) > 0; }
+  bool is_writable() const override { return poll_one(sock_, POLLOUT, write_timeout_ms_) > 0; }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (!is_readable()) return -1;
+    const int n = SSL_read(ssl_, ptr, static_cast<int>(std::min<size_t>(size, INT32_MAX)));
+    if (n > 0) return n;
+    return SSL_get_error(ssl_, n) == SSL_ERROR_ZERO_RETURN ? 0 : -1;
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!is_writable()) return -1;
+    const int n = SSL_write(ssl_, ptr, static_cast<int>(std::min<size_t>(size, INT32_MAX)));
+    return n > 0 ? n : -1;
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { ip_and_port(sock_, true, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { ip_and_port(sock_, false, ip, port); }
+  socket_t socket() const override { return sock_; }
+
+ private:
+  const socket_t sock_;
+  SSL* const ssl_;
+  const int read_timeout_ms_;
+  const int write_timeout_ms_;
+};
+
 /// The bounded queue between the accept thread and the serving threads (see the header).
 class HttpServer::ConnectionQueue final : public httplib::TaskQueue {
  public:
@@ -168,8 +207,33 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
 }
 
 bool HttpServer::serve(socket_t sock) {
-  SocketStream strm(sock, millis(read_timeout_sec_, read_timeout_usec_),
-                    millis(write_timeout_sec_, write_timeout_usec_));
+  const int read_ms = millis(read_timeout_sec_, read_timeout_usec_);
+  const int write_ms = millis(write_timeout_sec_, write_timeout_usec_);
+  bool ok = false;
+  if (options_.tls) {
+    const timeval rt{read_ms / 1000, (read_ms % 1000) * 1000}, wt{write_ms / 1000, (write_ms % 1000) * 1000};
+    ::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &rt, sizeof(rt));
+    ::setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &wt, sizeof(wt));
+    SSL* ssl = SSL_new(options_.tls->ctx.get());
+    if (ssl && SSL_set_fd(ssl, sock) == 1 && SSL_accept(ssl) == 1) {
+      TlsStream strm(sock, ssl, read_ms, write_ms);
+      ok = serve_on(strm, sock);
+      SSL_shutdown(ssl);
+    } else {
+      ERR_clear_error();  // a client that is no TLS client, or one without an accepted certificate
+    }
+    if (ssl) SSL_free(ssl);
+  } else {
+    SocketStream strm(sock, read_ms, write_ms);
+    ok = serve_on(strm, sock);
+  }
+  ::shutdown(sock, SHUT_RDWR);
+  ::close(sock);
+  return ok;
+}
+
+template <class Stream>
+bool HttpServer::serve_on(Stream& strm, socket_t sock) {
   const auto keep_alive = std::chrono::seconds(keep_alive_timeout_sec_);
   bool ok = false;
   for (size_t left = keep_alive_max_count_; left > 0 && svr_sock_ != INVALID_SOCKET; --left) {
@@ -189,12 +253,14 @@ bool HttpServer::serve(socket_t sock) {
     ok = process_request(strm, left == 1, closed, nullptr);
     if (!ok || closed) break;
   }
-  ::shutdown(sock, SHUT_RDWR);
-  ::close(sock);
   return ok;
 }
 
 void HttpServer::refuse(socket_t sock) {
+  if (options_.tls) {  // no handshake on the accept thread: the client sees the connection close
+    ::close(sock);
+    return;
+  }
   // A new socket's send buffer is empty and far larger than the answer: this send takes it whole.
   (void)::send(sock, refusal_.data(), refusal_.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
   char sink[4096];

@@ -34,9 +34,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 
 namespace ember {
+
+struct TlsContext;
 
 struct HttpServerOptions {
   /// Threads serving connections (gateway.http_threads).
@@ -47,6 +50,9 @@ struct HttpServerOptions {
   std::string refusal_body = R"({"error":"the server is at its connection limit; retry later"})";
   /// Called on the accept thread for each refused connection; must not block (a counter).
   std::function<void()> on_refused;
+  /// Serve TLS only (tls_context.hpp): each connection's handshake runs on its serving thread,
+  /// bounded by the read timeout; a failed one closes the connection. Null: plain HTTP.
+  std::shared_ptr<const TlsContext> tls;
 };
 
 class HttpServer : public httplib::Server {
@@ -64,10 +70,13 @@ class HttpServer : public httplib::Server {
  private:
   class ConnectionQueue;
   class SocketStream;
+  class TlsStream;
 
   bool process_and_close_socket(socket_t sock) override;
   /// httplib's keep-alive loop: requests on `sock` until the client, a limit or stop() ends it.
   bool serve(socket_t sock);
+  template <class Stream>
+  bool serve_on(Stream& strm, socket_t sock);
   /// The 503 answer on the accept thread (see the header); never blocks.
   void refuse(socket_t sock);
 

@@ -1,0 +1,109 @@
+#include "actors/gateway/http/tls_context.hpp"
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "base/token_file.hpp"
+
+namespace ember {
+
+namespace {
+
+/// OpenSSL's error queue, drained into one line.
+std::string openssl_errors() {
+  std::string out;
+  for (unsigned long e = ERR_get_error(); e != 0; e = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof(buf));
+    if (!out.empty()) out += "; ";
+    out += buf;
+  }
+  return out.empty() ? "no detail from OpenSSL" : out;
+}
+
+Result<std::string> read_whole(const std::string& path, const std::string& key) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return io_error(key + " (" + path + "): cannot read: " + std::strerror(errno));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int passphrase_callback(char* buf, int size, int, void* user) {
+  const auto* pass = static_cast<const std::string*>(user);
+  if (pass->size() > static_cast<size_t>(size)) return 0;
+  std::copy(pass->begin(), pass->end(), buf);
+  return static_cast<int>(pass->size());
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const TlsContext>> make_tls_context(const TlsFiles& files, const std::string& what) {
+  const std::string cert_key = what + ".tls_certificate", key_key = what + ".tls_key";
+  if (files.certificate.empty() || files.key.empty()) {
+    return invalid_argument(what + ": TLS needs both tls_certificate and tls_key");
+  }
+  std::string passphrase;
+  if (!files.passphrase_file.empty()) {
+    EMBER_ASSIGN_OR_RETURN(passphrase, read_token_file(files.passphrase_file, what + ".tls_key_passphrase_file"));
+  }
+  auto out = std::make_shared<TlsContext>();
+  ERR_clear_error();
+  SSL_CTX* raw = SSL_CTX_new(TLS_server_method());
+  if (!raw) return internal_error("SSL_CTX_new: " + openssl_errors());
+  out->ctx.reset(raw, SSL_CTX_free);
+  SSL_CTX_set_min_proto_version(raw, TLS1_2_VERSION);
+  SSL_CTX_set_default_passwd_cb(raw, passphrase_callback);
+  SSL_CTX_set_default_passwd_cb_userdata(raw, &passphrase);
+  EMBER_ASSIGN_OR_RETURN(out->certificate_pem, read_whole(files.certificate, cert_key));
+  if (SSL_CTX_use_certificate_chain_file(raw, files.certificate.c_str()) != 1) {
+    return invalid_argument(cert_key + " (" + files.certificate +
+                            "): not a PEM certificate chain: " + openssl_errors());
+  }
+  EMBER_ASSIGN_OR_RETURN(const std::string key_text, read_whole(files.key, key_key));
+  BIO* key_bio = BIO_new_mem_buf(key_text.data(), static_cast<int>(key_text.size()));
+  std::unique_ptr<EVP_PKEY, void (*)(EVP_PKEY*)> pkey(
+      key_bio ? PEM_read_bio_PrivateKey(key_bio, nullptr, passphrase_callback, &passphrase) : nullptr, EVP_PKEY_free);
+  if (key_bio) BIO_free(key_bio);
+  SSL_CTX_set_default_passwd_cb_userdata(raw, nullptr);  // `passphrase` ends with this call
+  if (!pkey) {
+    return invalid_argument(key_key + " (" + files.key + "): cannot load the private key" +
+                            (files.passphrase_file.empty() ? " (encrypted? set tls_key_passphrase_file)"
+                                                           : " with the passphrase of " + files.passphrase_file) +
+                            ": " + openssl_errors());
+  }
+  if (SSL_CTX_use_PrivateKey(raw, pkey.get()) != 1 || SSL_CTX_check_private_key(raw) != 1) {
+    return invalid_argument(key_key + " (" + files.key + ") is not the key of " + cert_key + " (" + files.certificate +
+                            "): " + openssl_errors());
+  }
+  // gRPC takes the key as PEM text without a passphrase: the key as loaded, written out plain.
+  BIO* bio = BIO_new(BIO_s_mem());
+  if (!bio || PEM_write_bio_PrivateKey(bio, pkey.get(), nullptr, nullptr, 0, nullptr, nullptr) != 1) {
+    if (bio) BIO_free(bio);
+    return internal_error("writing the TLS key for gRPC: " + openssl_errors());
+  }
+  char* data = nullptr;
+  const long len = BIO_get_mem_data(bio, &data);
+  out->key_pem.assign(data, static_cast<size_t>(len));
+  BIO_free(bio);
+  if (!files.client_ca.empty()) {
+    const std::string ca_key = what + ".tls_client_ca";
+    if (SSL_CTX_load_verify_locations(raw, files.client_ca.c_str(), nullptr) != 1) {
+      return invalid_argument(ca_key + " (" + files.client_ca + "): not a PEM CA certificate: " + openssl_errors());
+    }
+    STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(files.client_ca.c_str());
+    if (names) SSL_CTX_set_client_CA_list(raw, names);
+    SSL_CTX_set_verify(raw, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+    EMBER_ASSIGN_OR_RETURN(out->client_ca_pem, read_whole(files.client_ca, ca_key));
+    out->mutual = true;
+  }
+  return std::shared_ptr<const TlsContext>(std::move(out));
+}
+
+}  // namespace ember
