@@ -69,7 +69,7 @@ def port_of(container, ref):
     return ports[ref]
 
 
-def check_probes(container, http_port):
+def check_probes(container, http_port, tls=False):
     for kind in ("startupProbe", "readinessProbe", "livenessProbe"):
         probe = container.get(kind)
         if not probe:
@@ -79,6 +79,9 @@ def check_probes(container, http_port):
                 raise Failure(f"{container['name']}: {kind} asks {probe['httpGet']['path']}, not a health endpoint")
             if port_of(container, probe["httpGet"]["port"]) != http_port:
                 raise Failure(f"{container['name']}: {kind} is not on the HTTP port {http_port}")
+            if (probe["httpGet"].get("scheme", "HTTP") == "HTTPS") != tls:
+                raise Failure(f"{container['name']}: {kind} speaks {'plain HTTP' if tls else 'HTTPS'} to "
+                              f"{'a TLS' if tls else 'a plain'} port")
         elif "tcpSocket" in probe:
             port_of(container, probe["tcpSocket"]["port"])
         else:
@@ -98,6 +101,8 @@ def check_manifests(ember):
     kinds = sorted(f"{d['kind']}/{d['metadata']['name']}" for d in objects)
     print(f"ok: {len(objects)} objects parse: {', '.join(kinds)}")
     services = [d for d in objects if d["kind"] == "Service"]
+    (cm,) = [d for d in objects if d["kind"] == "ConfigMap"]
+    gateway_tls = "tls_certificate" in (yaml.safe_load(cm["data"]["ember.yaml"]).get("gateway") or {})
     workloads = [d for d in objects if d["kind"] in ("StatefulSet", "Deployment")]
     for w in workloads:
         pod = w["spec"]["template"]
@@ -107,7 +112,7 @@ def check_manifests(ember):
         declared = {p["containerPort"] for p in c["ports"]}
         if set(listens.values()) - declared:
             raise Failure(f"{where}: listens on {sorted(listens.values())}, declares {sorted(declared)}")
-        check_probes(c, listens.get("--http"))
+        check_probes(c, listens.get("--http"), tls=c["args"][0] == "gateway" and gateway_tls)
         if w["kind"] == "StatefulSet" and not any(s["metadata"]["name"] == w["spec"]["serviceName"] for s in services):
             raise Failure(f"{where}: its serviceName {w['spec']['serviceName']} is no Service here")
         mine = [s for s in services
