@@ -24,6 +24,8 @@ void add_cluster_commands(CLI::App& app, Runner& runner);
 void add_infer_command(CLI::App& app, Runner& runner);
 /// `ember console`.
 void add_console_command(CLI::App& app, Runner& runner);
+/// `ember certs init|issue`.
+void add_certs_command(CLI::App& app, Runner& runner);
 
 /// Prints "error: <message>" to stderr and returns the exit code for that error.
 int report(const Error& error);

@@ -12,6 +12,9 @@ client certificate of its own).
   with its passphrase file serves the same.
 - Mutual TLS (tls_client_ca): no client certificate, or one from the other CA, is refused at the
   handshake (HTTP and gRPC); the cluster CA's client certificate is served.
+- Certificates made by `ember certs init` and `ember certs issue` serve the same: a client that
+  checks the server's address against the certificate (Python's default) and presents an
+  `ember certs` client certificate is served over mutual TLS.
 
 Usage: tls_test.py --ember PATH
 """
@@ -231,6 +234,24 @@ def check_mutual(ember, pb, rpc, repo, work, d):
         stop(server)
 
 
+def check_ember_certs(ember, pb, rpc, repo, work):
+    d = os.path.join(work, "ember-certs")
+    for args in (["init", "--dir", d], ["issue", "--dir", d, "--name", "gateway", "--role", "gateway", "--san",
+                                        "127.0.0.1,localhost"],
+                 ["issue", "--dir", d, "--name", "client", "--role", "client"]):
+        subprocess.run([ember, "certs", *args], check=True, capture_output=True)
+    extra = ["--tls-certificate", os.path.join(d, "gateway.crt"), "--tls-key", os.path.join(d, "gateway.key"),
+             "--tls-client-ca", os.path.join(d, "ca.crt")]
+    server, port, grpc_port = start(ember, repo, work, extra)
+    try:
+        wait_ready(server, port, d, cert="client")  # Python checks 127.0.0.1 against the certificate's SAN
+        grpc_infer(pb, rpc, grpc_port, d, cert="client")
+        refused("HTTPS without a client certificate (ember certs CA)", lambda: https(port, d, "GET", "/v2/health/live"))
+        print("ok: `ember certs` made the CA, the gateway's and a client's certificate: mutual TLS serves them")
+    finally:
+        stop(server)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--ember", required=True)
@@ -247,6 +268,7 @@ def main():
         bad_starts(args.ember, repo, work, d)
         check_tls(args.ember, pb, rpc, repo, work, d)
         check_mutual(args.ember, pb, rpc, repo, work, d)
+        check_ember_certs(args.ember, pb, rpc, repo, work)
     except Failure as e:
         print(f"FAIL: {e}")
         try:
