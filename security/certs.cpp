@@ -18,16 +18,9 @@
 #include <filesystem>
 #include <memory>
 
+#include "security/openssl_errors.hpp"
+
 namespace ember::security {
-
-namespace {
-
-template <class T, void (*Free)(T*)>
-struct Deleter {
-  void operator()(T* p) const { Free(p); }
-};
-using Key = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY, EVP_PKEY_free>>;
-using Cert = std::unique_ptr<X509, Deleter<X509, X509_free>>;
 
 std::string openssl_errors() {
   std::string out;
@@ -39,6 +32,15 @@ std::string openssl_errors() {
   }
   return out.empty() ? "no detail from OpenSSL" : out;
 }
+
+namespace {
+
+template <class T, void (*Free)(T*)>
+struct Deleter {
+  void operator()(T* p) const { Free(p); }
+};
+using Key = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY, EVP_PKEY_free>>;
+using Cert = std::unique_ptr<X509, Deleter<X509, X509_free>>;
 
 Result<Key> new_key() {
   Key key(EVP_EC_gen("P-256"));

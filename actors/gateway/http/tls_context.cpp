@@ -10,22 +10,13 @@
 #include <sstream>
 
 #include "base/token_file.hpp"
+#include "security/openssl_errors.hpp"
 
 namespace ember {
 
-namespace {
+using security::openssl_errors;
 
-/// OpenSSL's error queue, drained into one line.
-std::string openssl_errors() {
-  std::string out;
-  for (unsigned long e = ERR_get_error(); e != 0; e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out.empty() ? "no detail from OpenSSL" : out;
-}
+namespace {
 
 Result<std::string> read_whole(const std::string& path, const std::string& key) {
   std::ifstream in(path, std::ios::binary);
