@@ -50,8 +50,6 @@ Result<std::shared_ptr<const TlsContext>> make_tls_context(const TlsFiles& files
   if (!raw) return internal_error("SSL_CTX_new: " + openssl_errors());
   out->ctx.reset(raw, SSL_CTX_free);
   SSL_CTX_set_min_proto_version(raw, TLS1_2_VERSION);
-  SSL_CTX_set_default_passwd_cb(raw, passphrase_callback);
-  SSL_CTX_set_default_passwd_cb_userdata(raw, &passphrase);
   EMBER_ASSIGN_OR_RETURN(out->certificate_pem, read_whole(files.certificate, cert_key));
   if (SSL_CTX_use_certificate_chain_file(raw, files.certificate.c_str()) != 1) {
     return invalid_argument(cert_key + " (" + files.certificate +
@@ -62,7 +60,6 @@ Result<std::shared_ptr<const TlsContext>> make_tls_context(const TlsFiles& files
   std::unique_ptr<EVP_PKEY, void (*)(EVP_PKEY*)> pkey(
       key_bio ? PEM_read_bio_PrivateKey(key_bio, nullptr, passphrase_callback, &passphrase) : nullptr, EVP_PKEY_free);
   if (key_bio) BIO_free(key_bio);
-  SSL_CTX_set_default_passwd_cb_userdata(raw, nullptr);  // `passphrase` ends with this call
   if (!pkey) {
     return invalid_argument(key_key + " (" + files.key + "): cannot load the private key" +
                             (files.passphrase_file.empty() ? " (encrypted? set tls_key_passphrase_file)"

@@ -179,19 +179,26 @@ TEST(SwapController, EvictsLightBeforeHeavyAndPassesTheRestAsFallback) {
   EXPECT_EQ(c.resident(0), (std::vector<std::string>{"heavy", "new"}));
 }
 
-TEST(SwapController, LruRuleEvictsTheLeastRecentlyUsedWhateverItsWeight) {
+/// One 100 MiB device under the LRU rule, models heavy, light and new (40 MiB each); heavy, then light
+/// ran there (at times 1 and 2: `now` is 2 after).
+SwapController lru_device_with_heavy_then_light(int64_t& now) {
   SwapControllerOptions o;
   o.eviction = placement::EvictionRule::lru;
   auto c = SwapController(*placement::NodeTopology::create({0}, {{0}}, {16}), {100 * MiB}, o);
-  ASSERT_TRUE(c.add_model(model("heavy", 40 * MiB, true)).ok());
-  ASSERT_TRUE(c.add_model(model("light", 40 * MiB)).ok());
-  ASSERT_TRUE(c.add_model(model("new", 40 * MiB)).ok());
-  int64_t now = 0;
+  EXPECT_TRUE(c.add_model(model("heavy", 40 * MiB, true)).ok());
+  EXPECT_TRUE(c.add_model(model("light", 40 * MiB)).ok());
+  EXPECT_TRUE(c.add_model(model("new", 40 * MiB)).ok());
   for (const char* m : {"heavy", "light"}) {
     ++now;
     auto d = run_one(c, static_cast<uint64_t>(now), m, now);
     c.finish(d[0], done(d[0], 40 * MiB, 100 * MiB - 40 * MiB * static_cast<uint64_t>(now)), 1, now);
   }
+  return c;
+}
+
+TEST(SwapController, LruRuleEvictsTheLeastRecentlyUsedWhateverItsWeight) {
+  int64_t now = 0;
+  auto c = lru_device_with_heavy_then_light(now);
   auto d = run_one(c, 10, "new", ++now);
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].evict, (std::vector<std::string>{"heavy"}));
@@ -200,18 +207,8 @@ TEST(SwapController, LruRuleEvictsTheLeastRecentlyUsedWhateverItsWeight) {
 // A run the router did not dispatch (inline, on the front end's thread) still counts as a use of the
 // model on that device, and as an SLO outcome.
 TEST(SwapController, AnInlineRunIsAUseForEvictionAndAnOutcomeForTheSlo) {
-  SwapControllerOptions o;
-  o.eviction = placement::EvictionRule::lru;
-  auto c = SwapController(*placement::NodeTopology::create({0}, {{0}}, {16}), {100 * MiB}, o);
-  ASSERT_TRUE(c.add_model(model("heavy", 40 * MiB, true)).ok());
-  ASSERT_TRUE(c.add_model(model("light", 40 * MiB)).ok());
-  ASSERT_TRUE(c.add_model(model("new", 40 * MiB)).ok());
   int64_t now = 0;
-  for (const char* m : {"heavy", "light"}) {
-    ++now;
-    auto d = run_one(c, static_cast<uint64_t>(now), m, now);
-    c.finish(d[0], done(d[0], 40 * MiB, 100 * MiB - 40 * MiB * static_cast<uint64_t>(now)), 1, now);
-  }
+  auto c = lru_device_with_heavy_then_light(now);
   const uint64_t runs = c.counters().runs;
   c.ran_inline("heavy", 0, 50'000, ++now);  // heavy is now the more recent, and its run was late
   c.ran_inline("gone", 0, 1, now);          // an unknown model, a device without the model: nothing
