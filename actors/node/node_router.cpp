@@ -8,6 +8,7 @@
 #include <chrono>
 #include <map>
 #include <optional>
+#include <utility>
 
 #include "actors/actor_system.hpp"
 #include "actors/errors.hpp"
@@ -306,12 +307,16 @@ void lose_replica(router_pointer self, const model_key& key, const std::string& 
   if (it == st.replicas.end()) return;
   spdlog::error("node {}: replica {} is lost: {}", st.config.name, key.to_string(), why);
   if (it->second.pinned) self->send(st.cache, unpin_atom_v, it->second.blob_key);
+  auto waiters = std::move(it->second.waiters);  // loads asked while it was being bound again
   st.replicas.erase(it);
   forget(self, key);
   if (st.instruments) {
     st.instruments->count_unrestored("replica");
     st.instruments->set_replicas(st.ready_count());
   }
+  const auto err =
+      to_caf(unavailable("replica " + key.to_string() + " on node " + st.config.name + " is lost: " + why));
+  for (auto& w : waiters) w.deliver(err);
 }
 
 /// Pinned binding: binds a replica again on its (restarted) device from the host copy it kept.
@@ -329,6 +334,9 @@ void rebind(router_pointer self, const model_key& key, size_t device) {
             if (st.instruments) st.instruments->set_replicas(st.ready_count());
             spdlog::info("node {}: replica {} bound again on {} from host memory", st.config.name, key.to_string(),
                          st.devices[device].name);
+            // A load of it asked meanwhile (the manager placing it again, having counted it lost)
+            // waits on it like on a first load: it is answered now.
+            for (auto& w : std::exchange(it->second.waiters, {})) w.deliver(it->second.info);
           },
           [self, key](caf::error& err) {
             lose_replica(self, key, "binding it again failed: " + from_caf(err).message());

@@ -464,6 +464,22 @@ TEST_P(FaultsBothBindings, KillsUnderLoadLoseNoRequest) {
   ASSERT_TRUE(last.ok()) << last.error().message();
 }
 
+TEST(Faults, ALoadAskedWhileAPinnedReplicaIsBoundAgainIsAnsweredOnceItIs) {
+  // The manager, having counted the replica lost while its executor was replaced, places it on the
+  // same node again: the router answers that load when the replica is bound again (it once never
+  // did, and the model stayed unplaced: the manager waited for the answer, the node held it).
+  Cluster c(1, 20'000'000, true, BindingMode::pinned);
+  ASSERT_TRUE(c.infer("mlp", 1, 1).ok());
+  ASSERT_TRUE(c.fault(0, "kill", "executor:0").ok());
+  std::this_thread::sleep_for(20ms);  // the supervisor's replacement reaches the router
+  load_replica again;
+  again.model = {"mlp", 1};
+  auto info = ask<replica_info>(*c.sys, c.nodes[0]->router(), 10s, again);
+  ASSERT_TRUE(info.ok()) << info.error().message();
+  EXPECT_EQ(info->model, (model_key{"mlp", 1}));
+  EXPECT_TRUE(c.infer("mlp", 1, 1).ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Bindings, FaultsBothBindings, ::testing::Values(BindingMode::late, BindingMode::pinned),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
