@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/manager.hpp>
+#include <caf/openssl/publish.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/timespan.hpp>
 #include <set>
@@ -30,7 +32,23 @@ void configure_actor_system(caf::actor_system_config& cfg, const ActorSystemOpti
       cfg.set("middleman.heartbeat-interval", caf::timespan{std::chrono::microseconds(options.heartbeat_us)});
       cfg.set("middleman.connection-timeout", caf::timespan{std::chrono::microseconds(options.connection_timeout_us)});
     }
+    if (options.tls) {
+      // All four set, and checked (security/control_tls.hpp): CAF falls back to anonymous TLS,
+      // which authenticates nobody, when certificate, key, passphrase and CA are all empty.
+      cfg.load<caf::openssl::manager>();
+      cfg.openssl_certificate = options.tls->certificate;
+      cfg.openssl_key = options.tls->key;
+      cfg.openssl_passphrase = options.tls->passphrase;
+      cfg.openssl_cafile = options.tls->ca;
+    }
   }
+}
+
+Result<uint16_t> publish_remote(caf::actor_system& sys, const caf::actor& actor, const HostPort& at) {
+  auto port = sys.has_openssl_manager() ? caf::openssl::publish(actor, at.port, at.host.c_str(), true)
+                                        : sys.middleman().publish(actor, at.port, at.host.c_str(), true);
+  if (!port) return unavailable("cannot listen on " + at.to_string() + ": " + caf::to_string(port.error()));
+  return *port;
 }
 
 Result<caf::actor> connect_remote(caf::actor_system& sys, const std::string& host, uint16_t port,
@@ -38,7 +56,9 @@ Result<caf::actor> connect_remote(caf::actor_system& sys, const std::string& hos
   const std::string at = host + ":" + std::to_string(port);
   Result<caf::actor> out = unavailable("no answer from " + at);
   caf::scoped_actor self{sys};
-  self->request(sys.middleman().actor_handle(), timeout, caf::connect_atom::value, host, port)
+  const auto& broker =
+      sys.has_openssl_manager() ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
+  self->request(broker, timeout, caf::connect_atom::value, host, port)
       .receive(
           [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
             if (ptr) {

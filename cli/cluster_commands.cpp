@@ -152,10 +152,16 @@ Result<ClusterConfig> cluster_config(const ClusterOptions& o, ProcessRole role) 
   return c;
 }
 
-ActorSystemOptions system_options(const ClusterConfig& c) {
+/// The actor system's settings; with security.tls_*, its files checked (an error names the file).
+Result<ActorSystemOptions> system_options(const ClusterConfig& c) {
   ActorSystemOptions o;
   o.heartbeat_us = c.manager.heartbeat_us;
   o.connection_timeout_us = c.manager.node_timeout_us;
+  if (c.security.tls()) {
+    EMBER_ASSIGN_OR_RETURN(o.tls, check_control_tls({c.security.tls_certificate, c.security.tls_key,
+                                                     c.security.tls_key_passphrase_file, c.security.tls_ca},
+                                                    "security"));
+  }
   return o;
 }
 
@@ -173,8 +179,10 @@ int run_serve(const ClusterOptions& o) {
   auto config = cluster_config(o, ProcessRole::manager);
   if (!config.ok()) return report(config.error());
   install_signal_handlers();
+  auto options = system_options(*config);
+  if (!options.ok()) return report(options.error());
   caf::actor_system_config cfg;
-  configure_actor_system(cfg, system_options(*config));
+  configure_actor_system(cfg, *options);
   if (Status s = GatewayProcess::preflight(config->gateway); !s.ok()) return report(s.error());
   caf::actor_system sys{cfg};
   {
@@ -206,8 +214,10 @@ int run_manager(const ClusterOptions& o) {
   auto config = cluster_config(o, ProcessRole::manager);
   if (!config.ok()) return report(config.error());
   install_signal_handlers();
+  auto options = system_options(*config);
+  if (!options.ok()) return report(options.error());
   caf::actor_system_config cfg;
-  configure_actor_system(cfg, system_options(*config));
+  configure_actor_system(cfg, *options);
   caf::actor_system sys{cfg};
   {
     if (!o.http.empty() || !o.grpc.empty()) {
@@ -236,8 +246,10 @@ int run_gateway(const ClusterOptions& o) {
   auto config = cluster_config(o, ProcessRole::gateway);
   if (!config.ok()) return report(config.error());
   install_signal_handlers();
+  auto options = system_options(*config);
+  if (!options.ok()) return report(options.error());
   caf::actor_system_config cfg;
-  configure_actor_system(cfg, system_options(*config));
+  configure_actor_system(cfg, *options);
   caf::actor_system sys{cfg};
   {
     auto gateway = GatewayProcess::start(sys, config->gateway, cluster_manager_actor{});
@@ -255,8 +267,10 @@ int run_node(const ClusterOptions& o) {
   auto config = cluster_config(o, ProcessRole::node);
   if (!config.ok()) return report(config.error());
   install_signal_handlers();
+  auto options = system_options(*config);
+  if (!options.ok()) return report(options.error());
   caf::actor_system_config cfg;
-  configure_actor_system(cfg, system_options(*config));
+  configure_actor_system(cfg, *options);
   caf::actor_system sys{cfg};
   {
     auto node = NodeProcess::start(sys, config->node, config->devices, config->transfer, config->binding);

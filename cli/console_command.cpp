@@ -32,6 +32,7 @@ struct ConsoleArgs {
   std::vector<std::string> commands;
   bool json = false;
   std::string token_file;
+  ControlTlsFiles tls;  // the cluster's security.tls_*: the console is a member too
 };
 
 std::atomic<bool> g_interrupted{false};
@@ -119,8 +120,14 @@ int run_console(const ConsoleArgs& a) {
     if (!token.ok()) return report(token.error());
     options.auth.token = *token;
   }
+  ActorSystemOptions system;
+  if (!a.tls.empty()) {
+    auto tls = check_control_tls(a.tls, "--tls");
+    if (!tls.ok()) return report(tls.error());
+    system.tls = std::move(*tls);
+  }
   caf::actor_system_config cfg;
-  configure_actor_system(cfg, ActorSystemOptions{});
+  configure_actor_system(cfg, system);
   caf::actor_system sys{cfg};
   auto console = Console::connect(sys, *manager, options);
   if (!console.ok()) return report(console.error());
@@ -175,6 +182,11 @@ void add_console_command(CLI::App& app, Runner& runner) {
   c->add_flag("--json", a->json, "Answer in JSON (one document per command) instead of tables");
   c->add_option("--token-file", a->token_file,
                 "The admin token (manager.admin_token_file's content); default $EMBER_ADMIN_TOKEN_FILE");
+  c->add_option("--tls-certificate", a->tls.certificate,
+                "A cluster with security.tls_*: the console's certificate (PEM; ember certs issue console)");
+  c->add_option("--tls-key", a->tls.key, "Its private key (PEM)");
+  c->add_option("--tls-key-passphrase-file", a->tls.passphrase_file, "The key's passphrase, when it is encrypted");
+  c->add_option("--tls-ca", a->tls.ca, "The cluster CA (PEM) the manager's certificate must chain to");
   c->callback([a, &runner] { runner = [a] { return run_console(*a); }; });
 }
 

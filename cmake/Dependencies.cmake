@@ -33,6 +33,11 @@ set_target_properties(CAF::core PROPERTIES IMPORTED_LOCATION "${CAF_CORE_LIBRARY
   INTERFACE_INCLUDE_DIRECTORIES "${CAF_INCLUDE_DIR}" INTERFACE_LINK_LIBRARIES Threads::Threads)
 add_library(CAF::io SHARED IMPORTED)
 set_target_properties(CAF::io PROPERTIES IMPORTED_LOCATION "${CAF_IO_LIBRARY}" INTERFACE_LINK_LIBRARIES CAF::core)
+# The control plane's TLS (security.tls_*): the same package's OpenSSL module.
+find_library(CAF_OPENSSL_LIBRARY NAMES caf_openssl REQUIRED)
+add_library(CAF::openssl SHARED IMPORTED)
+set_target_properties(CAF::openssl PROPERTIES IMPORTED_LOCATION "${CAF_OPENSSL_LIBRARY}"
+  INTERFACE_LINK_LIBRARIES "CAF::io;OpenSSL::SSL")
 
 # cpp-httplib: Debian builds it as a library whose class layout depends on the feature macros its
 # .pc file passes (OpenSSL, zlib, brotli), so it must come through pkg-config.

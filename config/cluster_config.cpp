@@ -60,6 +60,16 @@ Status parse_manager(const YamlSection& s, ManagerConfig& c) {
   return Status::OK();
 }
 
+Status parse_security(const YamlSection& s, SecurityConfig& c) {
+  EMBER_RETURN_IF_ERROR(s.check_unique_keys());
+  EMBER_RETURN_IF_ERROR(s.check_keys({"tls_certificate", "tls_key", "tls_key_passphrase_file", "tls_ca"}));
+  EMBER_RETURN_IF_ERROR(s.read_string("tls_certificate", c.tls_certificate));
+  EMBER_RETURN_IF_ERROR(s.read_string("tls_key", c.tls_key));
+  EMBER_RETURN_IF_ERROR(s.read_string("tls_key_passphrase_file", c.tls_key_passphrase_file));
+  EMBER_RETURN_IF_ERROR(s.read_string("tls_ca", c.tls_ca));
+  return Status::OK();
+}
+
 Status parse_gateway(const YamlSection& s, GatewayConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
   EMBER_RETURN_IF_ERROR(
@@ -226,6 +236,18 @@ Status validate(const ClusterConfig& c, std::string_view source) {
                             " needs TLS: set gateway.tls_certificate and gateway.tls_key");
   }
 
+  const SecurityConfig& sec = c.security;
+  const bool some = !sec.tls_certificate.empty() || !sec.tls_key.empty() || !sec.tls_ca.empty();
+  if (some && (sec.tls_certificate.empty() || sec.tls_key.empty() || sec.tls_ca.empty())) {
+    return invalid_argument(at +
+                            ": security.tls_certificate, security.tls_key and security.tls_ca go together: set all "
+                            "three or none (a certificate without the CA would accept anonymous peers)");
+  }
+  if (!some && !sec.tls_key_passphrase_file.empty()) {
+    return invalid_argument(at +
+                            ": security.tls_key_passphrase_file needs security.tls_certificate, tls_key and tls_ca");
+  }
+
   const NodeConfig& n = c.node;
   if (n.manager) {
     if (n.manager->port == 0) {
@@ -314,7 +336,7 @@ Result<ClusterConfig> parse_cluster_config(std::string_view yaml, std::string_vi
   const YamlSection top = YamlSection::root(root, source);
   EMBER_RETURN_IF_ERROR(top.check_unique_keys());
   EMBER_RETURN_IF_ERROR(
-      top.check_keys({"manager", "gateway", "node", "devices", "binding", "transfer", "autoscale"},
+      top.check_keys({"manager", "gateway", "node", "devices", "binding", "transfer", "autoscale", "security"},
                      config_yaml::Values::anything));
   config.has_manager = top.has("manager");
   config.has_gateway = top.has("gateway");
@@ -326,6 +348,8 @@ Result<ClusterConfig> parse_cluster_config(std::string_view yaml, std::string_vi
   EMBER_RETURN_IF_ERROR(parse_gateway(gateway, config.gateway));
   EMBER_ASSIGN_OR_RETURN(auto node, YamlSection::open(root, "node", source));
   EMBER_RETURN_IF_ERROR(parse_node(node, config.node));
+  EMBER_ASSIGN_OR_RETURN(auto security, YamlSection::open(root, "security", source));
+  EMBER_RETURN_IF_ERROR(parse_security(security, config.security));
   EMBER_ASSIGN_OR_RETURN(auto transfer, YamlSection::open(root, "transfer", source));
   EMBER_RETURN_IF_ERROR(parse_transfer(transfer, config.transfer));
   EMBER_ASSIGN_OR_RETURN(auto binding, YamlSection::open(root, "binding", source));

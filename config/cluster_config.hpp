@@ -16,6 +16,7 @@
 //              target_queue_latency, target_requests_per_minute, upscale_delay, downscale_delay,
 //              idle_timeout, host_keep_alive, downscale_tolerance   (config/autoscale_config.hpp;
 //              the defaults of every model, which its model.json may override)
+//   security:  tls_certificate, tls_key, tls_key_passphrase_file, tls_ca (the control plane's mutual TLS)
 //   transfer:  transport, chunk, socket_buffer, progress_interval, idle_timeout, stall_timeout,
 //              slow_fraction, min_rate, lag, max_attempts, rack
 //
@@ -300,12 +301,34 @@ struct BindingConfig {
   bool inline_runs = true;
 };
 
+/// `security:` — the control plane (CAF: manager, nodes, gateways, consoles). Read by every process
+/// kind that joins a cluster; the API's TLS is gateway.tls_*, separately.
+struct SecurityConfig {
+  /// Mutual TLS on every control-plane connection: this process's certificate chain and private
+  /// key (PEM; `ember certs issue`), the key's passphrase (a file, first line) when it is
+  /// encrypted, and the cluster CA (PEM) that must have signed every peer's certificate. All of
+  /// certificate, key and CA, or none: a process with TLS neither accepts nor makes plain
+  /// connections, and one without refuses nothing, so a cluster turns it on everywhere at once.
+  /// Every file is checked at start (a wrong path, passphrase, a key of another certificate, a
+  /// certificate the CA did not sign stops the process, naming the file). Any certificate the CA
+  /// signed is a member: roles are not told apart by certificate (CAF cannot show the peer's), so
+  /// the console's changes also need manager.admin_token_file's token, and the CA should sign
+  /// nothing but cluster members (the API's client certificates come from another CA).
+  std::string tls_certificate;
+  std::string tls_key;
+  std::string tls_key_passphrase_file;
+  std::string tls_ca;
+
+  bool tls() const { return !tls_certificate.empty(); }
+};
+
 struct ClusterConfig {
   ManagerConfig manager;
   GatewayConfig gateway;
   NodeConfig node;
   TransferConfig transfer;
   BindingConfig binding;
+  SecurityConfig security;
   AutoscaleConfig autoscale;
   /// The loop's settings, from the same `autoscale:` section (enabled, interval, look_back,
   /// drain_timeout).

@@ -6,6 +6,7 @@
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include "actors/actor_system.hpp"
 #include "actors/cluster/cluster_manager.hpp"
 #include "actors/cluster/model_repository.hpp"
 #include "actors/cluster/repository_index.hpp"
@@ -61,13 +62,11 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
   mc.plan_queue = p->plan_queue_.get();
   p->manager_ = spawn_cluster_manager(sys, mc, std::move(entries), p->index_, *p->scan_queue_);
   if (publish) {
-    auto port = sys.middleman().publish(p->manager_, config.listen.port, config.listen.host.c_str(), true);
-    if (!port) {
-      return io_error("cannot listen for nodes on " + config.listen.to_string() + ": " + caf::to_string(port.error()));
-    }
+    auto port = publish_remote(sys, caf::actor_cast<caf::actor>(p->manager_), config.listen);
+    if (!port.ok()) return io_error("manager: cannot listen for nodes: " + port.error().message());
     p->listen_port_ = *port;
-    spdlog::info("manager: listening for nodes on {}:{}, repository served on {}:{}", config.listen.host, *port,
-                 mc.data.host, mc.data.port);
+    spdlog::info("manager: listening for nodes on {}:{}{}, repository served on {}:{}", config.listen.host, *port,
+                 sys.has_openssl_manager() ? " (mutual TLS)" : "", mc.data.host, mc.data.port);
   }
   return p;
 }

@@ -178,10 +178,8 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   if (node.allow_faults) spdlog::warn("node {}: fault injection is allowed (--allow-faults)", p->name_);
   if (node.manager) {
     // A node of a cluster (not one inside `ember serve`): gateways dial its router directly.
-    auto port = sys.middleman().publish(p->router_, node.listen.port, node.listen.host.c_str(), true);
-    if (!port) {
-      return io_error("cannot listen for gateways on " + node.listen.to_string() + ": " + caf::to_string(port.error()));
-    }
+    auto port = publish_remote(sys, caf::actor_cast<caf::actor>(p->router_), node.listen);
+    if (!port.ok()) return io_error("node: cannot listen for gateways: " + port.error().message());
     p->control_ = {node.listen.host, *port};
   }
   uint64_t memory = 0;

@@ -210,6 +210,11 @@ devices:
   memory: 1GiB
   pcie_bandwidth: 16GB/s
   compute_threads: 4
+security:
+  tls_certificate: /etc/ember/tls/gpu-03.crt
+  tls_key: /etc/ember/tls/gpu-03.key
+  tls_key_passphrase_file: /etc/ember/tls/gpu-03.pass
+  tls_ca: /etc/ember/tls/ca.crt
 )",
                                 "ember.yaml");
   ASSERT_TRUE(c.ok()) << c.error().message();
@@ -236,6 +241,11 @@ devices:
   EXPECT_EQ(c->gateway.tls_key, "/etc/ember/tls/gw.key");
   EXPECT_EQ(c->gateway.tls_key_passphrase_file, "/etc/ember/tls/gw.pass");
   EXPECT_EQ(c->gateway.tls_client_ca, "/etc/ember/tls/ca.crt");
+  EXPECT_TRUE(c->security.tls());
+  EXPECT_EQ(c->security.tls_certificate, "/etc/ember/tls/gpu-03.crt");
+  EXPECT_EQ(c->security.tls_key, "/etc/ember/tls/gpu-03.key");
+  EXPECT_EQ(c->security.tls_key_passphrase_file, "/etc/ember/tls/gpu-03.pass");
+  EXPECT_EQ(c->security.tls_ca, "/etc/ember/tls/ca.crt");
   EXPECT_EQ(c->manager.recovery_window_us, 5'000'000u);
   EXPECT_EQ(c->manager.admin_token_file, "/etc/ember/admin.token");
   EXPECT_FALSE(c->manager.open_reads);
@@ -394,7 +404,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         BadCase{"managr:\n  listen: a:1\n",
                 "ember.yaml: managr: unknown key (known: manager, gateway, node, devices, binding, transfer, "
-                "autoscale)"},
+                "autoscale, security)"},
         BadCase{"transport: tcp\n", "ember.yaml: transport: unknown key"},
         BadCase{"manager:\n  heartbeats: 1s\n", "manager.heartbeats: unknown key (known: listen, data_listen,"},
         BadCase{"gateway:\n  threads: 4\n", "gateway.threads: unknown key"},
@@ -403,8 +413,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"manager: 3\n", "ember.yaml: manager: must be a mapping"},
         BadCase{"gateway: [a]\n", "ember.yaml: gateway: must be a mapping"},
         BadCase{"node: text\n", "ember.yaml: node: must be a mapping"},
-        BadCase{"devices: 3\n", "ember.yaml: devices: must be a mapping"},
-        BadCase{"- a\n- b\n", "must be a mapping"},
+        BadCase{"devices: 3\n", "ember.yaml: devices: must be a mapping"}, BadCase{"- a\n- b\n", "must be a mapping"},
         BadCase{"manager: [\n", "not valid YAML"},
         BadCase{"manager:\n  heartbeat: 1s\n  heartbeat: 2s\n", "manager.heartbeat: appears twice"},
         BadCase{"gateway:\n  http_threads: 1\n  http_threads: 2\n", "gateway.http_threads: appears twice"},
@@ -430,6 +439,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"gateway:\n  tls_client_ca: ca.crt\n",
                 "gateway.tls_client_ca needs TLS: set gateway.tls_certificate and gateway.tls_key"},
         BadCase{"gateway:\n  tls_key_passphrase_file: p.txt\n", "gateway.tls_key_passphrase_file needs TLS"},
+        BadCase{"security:\n  tls_certificate: a.crt\n  tls_key: a.key\n",
+                "security.tls_certificate, security.tls_key and security.tls_ca go together"},
+        BadCase{"security:\n  tls_ca: ca.crt\n", "security.tls_certificate, security.tls_key and security.tls_ca go"},
+        BadCase{"security:\n  tls_key_passphrase_file: p.txt\n", "security.tls_key_passphrase_file needs"},
+        BadCase{"security:\n  tls_cert: a.crt\n", "security.tls_cert: unknown key"},
         BadCase{"node:\n  manager: 127.0.0.1:7300\n  data_listen: 127.0.0.1:7300\n",
                 "node.data_listen (127.0.0.1:7300) is the same endpoint as node.manager"},
         BadCase{"manager:\n  data_listen: 127.0.0.1:7070\n",

@@ -4,36 +4,13 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
-#include <sstream>
-
 #include "base/token_file.hpp"
 #include "security/openssl_errors.hpp"
+#include "security/private_key.hpp"
 
 namespace ember {
 
 using security::openssl_errors;
-
-namespace {
-
-Result<std::string> read_whole(const std::string& path, const std::string& key) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return io_error(key + " (" + path + "): cannot read: " + std::strerror(errno));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-int passphrase_callback(char* buf, int size, int, void* user) {
-  const auto* pass = static_cast<const std::string*>(user);
-  if (pass->size() > static_cast<size_t>(size)) return 0;
-  std::copy(pass->begin(), pass->end(), buf);
-  return static_cast<int>(pass->size());
-}
-
-}  // namespace
 
 Result<std::shared_ptr<const TlsContext>> make_tls_context(const TlsFiles& files, const std::string& what) {
   const std::string cert_key = what + ".tls_certificate", key_key = what + ".tls_key";
@@ -50,26 +27,13 @@ Result<std::shared_ptr<const TlsContext>> make_tls_context(const TlsFiles& files
   if (!raw) return internal_error("SSL_CTX_new: " + openssl_errors());
   out->ctx.reset(raw, SSL_CTX_free);
   SSL_CTX_set_min_proto_version(raw, TLS1_2_VERSION);
-  EMBER_ASSIGN_OR_RETURN(out->certificate_pem, read_whole(files.certificate, cert_key));
+  EMBER_ASSIGN_OR_RETURN(out->certificate_pem, security::read_file(files.certificate, cert_key));
   if (SSL_CTX_use_certificate_chain_file(raw, files.certificate.c_str()) != 1) {
     return invalid_argument(cert_key + " (" + files.certificate +
                             "): not a PEM certificate chain: " + openssl_errors());
   }
-  EMBER_ASSIGN_OR_RETURN(const std::string key_text, read_whole(files.key, key_key));
-  BIO* key_bio = BIO_new_mem_buf(key_text.data(), static_cast<int>(key_text.size()));
-  std::unique_ptr<EVP_PKEY, void (*)(EVP_PKEY*)> pkey(
-      key_bio ? PEM_read_bio_PrivateKey(key_bio, nullptr, passphrase_callback, &passphrase) : nullptr, EVP_PKEY_free);
-  if (key_bio) BIO_free(key_bio);
-  if (!pkey) {
-    return invalid_argument(key_key + " (" + files.key + "): cannot load the private key" +
-                            (files.passphrase_file.empty() ? " (encrypted? set tls_key_passphrase_file)"
-                                                           : " with the passphrase of " + files.passphrase_file) +
-                            ": " + openssl_errors());
-  }
-  if (SSL_CTX_use_PrivateKey(raw, pkey.get()) != 1 || SSL_CTX_check_private_key(raw) != 1) {
-    return invalid_argument(key_key + " (" + files.key + ") is not the key of " + cert_key + " (" + files.certificate +
-                            "): " + openssl_errors());
-  }
+  EMBER_ASSIGN_OR_RETURN(auto pkey, security::load_private_key(files.key, passphrase, key_key, files.passphrase_file));
+  EMBER_RETURN_IF_ERROR(security::use_private_key(raw, pkey.get(), key_key, files.key, cert_key, files.certificate));
   // gRPC takes the key as PEM text without a passphrase: the key as loaded, written out plain.
   BIO* bio = BIO_new(BIO_s_mem());
   if (!bio || PEM_write_bio_PrivateKey(bio, pkey.get(), nullptr, nullptr, 0, nullptr, nullptr) != 1) {
@@ -88,7 +52,7 @@ Result<std::shared_ptr<const TlsContext>> make_tls_context(const TlsFiles& files
     STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(files.client_ca.c_str());
     if (names) SSL_CTX_set_client_CA_list(raw, names);
     SSL_CTX_set_verify(raw, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
-    EMBER_ASSIGN_OR_RETURN(out->client_ca_pem, read_whole(files.client_ca, ca_key));
+    EMBER_ASSIGN_OR_RETURN(out->client_ca_pem, security::read_file(files.client_ca, ca_key));
     out->mutual = true;
   }
   return std::shared_ptr<const TlsContext>(std::move(out));
