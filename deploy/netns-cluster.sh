@@ -4,6 +4,9 @@
 #
 #   deploy/netns-cluster.sh up K [--rate 1gbit] [--repository-rate R] [--delay 0ms] [--mtu 1500] [--config FILE]
 #                                [--host-args I "ARGS"]... [--repository DIR] [--dir STATE_DIR] [-- node args...]
+#   deploy/netns-cluster.sh net K [--rate R] [--repository-rate R] [--delay D] [--mtu M]
+#                                 only the network of `up` (namespaces, bridge, links), no ember: for
+#                                 processes started otherwise (deploy/cluster.sh over sshd in each host)
 #   deploy/netns-cluster.sh status [--dir STATE_DIR]
 #   deploy/netns-cluster.sh pids [--dir STATE_DIR]     "name pid" lines: manager, h1 .. hK
 #   deploy/netns-cluster.sh exec I CMD...              run CMD inside host I's namespace (ember-hI)
@@ -27,7 +30,7 @@ DIR=${EMBER_NETNS_DIR:-$ROOT/netns-cluster}
 EMBER=${EMBER:-$ROOT/build/bin/ember}
 NET=10.231.0 BRIDGE=ember-br0 MANAGER=10.231.0.1:7070 HTTP=10.231.0.1:8000
 
-usage() { sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 die() { echo "netns-cluster: $*" >&2; exit 1; }
 need_root() { [ "$(id -u)" -eq 0 ] || die "needs root (network namespaces, veth, bridge, tc): run with sudo"; }
 namespaces() { ip netns list 2>/dev/null | awk '$1 ~ /^ember-h[0-9]+$/ {print $1}' | sort -V; }
@@ -65,6 +68,39 @@ shape() {
   tc ${ns:+-n "$ns"} qdisc add dev "$dev" "${parent[@]}" handle 10: tbf rate "$rate" burst "$burst" limit "$limit"
 }
 
+# make_net K RATE REPOSITORY_RATE DELAY MTU: namespaces ember-h0..ember-hK on the bridge, links shaped.
+make_net() {
+  local k=$1 rate=$2 repo_rate=$3 delay=$4 mtu=$5 err
+  err=$(ip netns add ember-h0 2>&1) || die "'ip netns add' is not permitted here ($err); network namespaces are needed"
+  ip link add "$BRIDGE" type bridge
+  ip addr add "$NET.254/24" dev "$BRIDGE"
+  ip link set "$BRIDGE" mtu "$mtu" up
+  for i in $(seq 0 "$k"); do
+    local ns=ember-h$i
+    [ "$i" -eq 0 ] || ip netns add "$ns"
+    ip link add "ember-v$i" type veth peer name eth0 netns "$ns"
+    ip link set "ember-v$i" mtu "$mtu" master "$BRIDGE" up
+    ip -n "$ns" link set eth0 mtu "$mtu"
+    ip -n "$ns" addr add "$NET.$((i + 1))/24" dev eth0
+    ip -n "$ns" link set lo up
+    ip -n "$ns" link set eth0 up
+    local link=$rate
+    [ "$i" -ne 0 ] || [ -z "$repo_rate" ] || link=$repo_rate
+    shape "$ns" eth0 "$link" "$delay"
+    shape "" "ember-v$i" "$link" "$delay"
+  done
+  ip link set "$BRIDGE" mtu "$mtu"  # a bridge takes its ports' smallest MTU; say it explicitly
+}
+
+# Checks (and normalizes) up's and net's $rate, $repo_rate, $delay and $mtu.
+check_net_options() {
+  [ -z "$rate" ] || rate_bits "$rate" >/dev/null || die "--rate $rate: expected e.g. 1gbit, 100mbit (at least 100kbit)"
+  [ -z "$repo_rate" ] || rate_bits "$repo_rate" >/dev/null || die "--repository-rate $repo_rate: expected e.g. 10gbit"
+  [[ -z "$delay" || "$delay" =~ ^[0-9]+(\.[0-9]+)?(us|ms|s)$ ]] || die "--delay $delay: expected e.g. 5ms"
+  [[ "$delay" =~ ^0+(\.0+)?(us|ms|s)$ ]] && delay=""
+  [[ "$mtu" =~ ^[0-9]+$ ]] && [ "$mtu" -ge 576 ] && [ "$mtu" -le 65535 ] || die "--mtu $mtu: expected 576..65535"
+}
+
 up_exit() {  # the EXIT trap while `up` runs: undo everything when it fails
   local rc=$?
   trap - EXIT
@@ -96,11 +132,7 @@ up() {
   done
   need_root
   for f in ip tc curl; do command -v "$f" >/dev/null || die "needs $f (apt install iproute2 curl)"; done
-  [ -z "$rate" ] || rate_bits "$rate" >/dev/null || die "--rate $rate: expected e.g. 1gbit, 100mbit (at least 100kbit)"
-  [ -z "$repo_rate" ] || rate_bits "$repo_rate" >/dev/null || die "--repository-rate $repo_rate: expected e.g. 10gbit"
-  [[ -z "$delay" || "$delay" =~ ^[0-9]+(\.[0-9]+)?(us|ms|s)$ ]] || die "--delay $delay: expected e.g. 5ms"
-  [[ "$delay" =~ ^0+(\.0+)?(us|ms|s)$ ]] && delay=""
-  [[ "$mtu" =~ ^[0-9]+$ ]] && [ "$mtu" -ge 576 ] && [ "$mtu" -le 65535 ] || die "--mtu $mtu: expected 576..65535"
+  check_net_options
   [ -x "$EMBER" ] || die "$EMBER not built (run deploy/build.sh, or set EMBER)"
   EMBER=$(readlink -f "$EMBER")
   [ -z "$(namespaces)" ] && ! ip link show "$BRIDGE" >/dev/null 2>&1 ||
@@ -112,26 +144,7 @@ up() {
 
   trap up_exit EXIT
   trap 'exit 130' INT TERM
-  ip netns add ember-h0 2>"$DIR/netns.err" ||
-    die "'ip netns add' is not permitted here ($(cat "$DIR/netns.err")); network namespaces are needed"
-  ip link add "$BRIDGE" type bridge
-  ip addr add "$NET.254/24" dev "$BRIDGE"
-  ip link set "$BRIDGE" mtu "$mtu" up
-  for i in $(seq 0 "$k"); do
-    local ns=ember-h$i
-    [ "$i" -eq 0 ] || ip netns add "$ns"
-    ip link add "ember-v$i" type veth peer name eth0 netns "$ns"
-    ip link set "ember-v$i" mtu "$mtu" master "$BRIDGE" up
-    ip -n "$ns" link set eth0 mtu "$mtu"
-    ip -n "$ns" addr add "$NET.$((i + 1))/24" dev eth0
-    ip -n "$ns" link set lo up
-    ip -n "$ns" link set eth0 up
-    local link=$rate
-    [ "$i" -ne 0 ] || [ -z "$repo_rate" ] || link=$repo_rate
-    shape "$ns" eth0 "$link" "$delay"
-    shape "" "ember-v$i" "$link" "$delay"
-  done
-  ip link set "$BRIDGE" mtu "$mtu"  # a bridge takes its ports' smallest MTU; say it explicitly
+  make_net "$k" "$rate" "$repo_rate" "$delay" "$mtu"
 
   # `ip netns exec` execs the command in place, so $! is the pid of ember itself (checked below).
   start() {  # name, namespace, ember args...
@@ -160,6 +173,31 @@ up() {
   echo "netns-cluster: bridge $BRIDGE $NET.254/24; hosts ember-h0..ember-h$k = $NET.1..$NET.$((k + 1))"
   echo "netns-cluster: links ${rate:-unlimited}${repo_rate:+ (manager: $repo_rate)}, delay ${delay:-none} per direction, MTU $mtu"
   echo "netns-cluster: manager $MANAGER, HTTP http://$HTTP, $k node(s) joined; logs and pids in $DIR/"
+}
+
+net() {  # the network of `up` alone
+  local k=${1:-}; shift || true
+  [[ "$k" =~ ^[0-9]+$ ]] && [ "$k" -ge 1 ] && [ "$k" -le 200 ] || usage
+  local rate="" repo_rate="" delay="" mtu=1500 f
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --rate) rate=${2:?}; shift 2 ;;
+      --repository-rate) repo_rate=${2:?}; shift 2 ;;
+      --delay) delay=${2:?}; shift 2 ;;
+      --mtu) mtu=${2:?}; shift 2 ;;
+      *) usage ;;
+    esac
+  done
+  need_root
+  for f in ip tc; do command -v "$f" >/dev/null || die "needs $f (apt install iproute2)"; done
+  check_net_options
+  [ -z "$(namespaces)" ] && ! ip link show "$BRIDGE" >/dev/null 2>&1 ||
+    die "a cluster is already up (deploy/netns-cluster.sh down first)"
+  trap up_exit EXIT
+  trap 'exit 130' INT TERM
+  make_net "$k" "$rate" "$repo_rate" "$delay" "$mtu"
+  trap - EXIT INT TERM
+  echo "netns-cluster: bridge $BRIDGE $NET.254/24; hosts ember-h0..ember-h$k = $NET.1..$NET.$((k + 1)), nothing started"
 }
 
 down() {
@@ -209,6 +247,7 @@ dir_arg() {  # the only option of status, pids and down
 
 case "${1:-}" in
   up) shift; up "$@" ;;
+  net) shift; net "$@" ;;
   down) shift; dir_arg "$@"; need_root; down ;;
   status) shift; dir_arg "$@"; status ;;
   pids) shift; dir_arg "$@"; pids ;;

@@ -32,6 +32,8 @@ PACKAGES=(
   iproute2 curl
   # deployment checks: systemd-analyze verify of deploy/systemd's units; deploy/k8s's manifests
   systemd python3-yaml
+  # deploy/cluster.sh over ssh, and its test (an sshd in each network-namespace host)
+  openssh-client openssh-server
 )
 
 missing=()
