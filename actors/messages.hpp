@@ -15,6 +15,16 @@
 
 #include "base/host_port.hpp"
 #include "base/status.hpp"
+#include "transport/ticket.hpp"
+
+namespace ember::transport {
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Ticket& x) {
+  return f(caf::meta::type_name("ticket"), x.receiver, x.not_after, x.mac);
+}
+
+}  // namespace ember::transport
 
 namespace ember {
 
@@ -119,11 +129,14 @@ struct blob_source {
   std::string name;
   /// Its blob server.
   HostPort endpoint;
+  /// The receiver's ticket for the blob there (transport/ticket.hpp), issued by the manager when
+  /// the cluster's data plane needs tickets (security.ticket_key_file); empty otherwise.
+  transport::Ticket ticket;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, blob_source& x) {
-  return f(caf::meta::type_name("blob_source"), x.kind, x.name, x.endpoint);
+  return f(caf::meta::type_name("blob_source"), x.kind, x.name, x.endpoint, x.ticket);
 }
 
 /// One pipeline stage's share of a weights file (Flashpoint's partitioned cold start): the
@@ -257,11 +270,12 @@ struct tensor_handoff {
   std::string key;
   std::vector<uint64_t> sizes;
   std::string sha256;
+  transport::Ticket ticket;  // issued by the upstream for the downstream, when the data plane needs tickets
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tensor_handoff& x) {
-  return f(caf::meta::type_name("tensor_handoff"), x.from, x.key, x.sizes, x.sha256);
+  return f(caf::meta::type_name("tensor_handoff"), x.from, x.key, x.sizes, x.sha256, x.ticket);
 }
 
 /// A request travelling a pipeline: gateway -> first stage's router -> ... -> last stage's router,

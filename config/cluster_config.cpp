@@ -62,7 +62,9 @@ Status parse_manager(const YamlSection& s, ManagerConfig& c) {
 
 Status parse_security(const YamlSection& s, SecurityConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
-  EMBER_RETURN_IF_ERROR(s.check_keys({"tls_certificate", "tls_key", "tls_key_passphrase_file", "tls_ca"}));
+  EMBER_RETURN_IF_ERROR(
+      s.check_keys({"tls_certificate", "tls_key", "tls_key_passphrase_file", "tls_ca", "ticket_key_file"}));
+  EMBER_RETURN_IF_ERROR(s.read_string("ticket_key_file", c.ticket_key_file));
   EMBER_RETURN_IF_ERROR(s.read_string("tls_certificate", c.tls_certificate));
   EMBER_RETURN_IF_ERROR(s.read_string("tls_key", c.tls_key));
   EMBER_RETURN_IF_ERROR(s.read_string("tls_key_passphrase_file", c.tls_key_passphrase_file));
@@ -243,6 +245,11 @@ Status validate(const ClusterConfig& c, std::string_view source) {
                             ": security.tls_certificate, security.tls_key and security.tls_ca go together: set all "
                             "three or none (a certificate without the CA would accept anonymous peers)");
   }
+  if (!some && !sec.ticket_key_file.empty()) {
+    return invalid_argument(at +
+                            ": security.ticket_key_file needs the control plane's TLS (security.tls_*): tickets "
+                            "travel in its messages");
+  }
   if (!some && !sec.tls_key_passphrase_file.empty()) {
     return invalid_argument(at +
                             ": security.tls_key_passphrase_file needs security.tls_certificate, tls_key and tls_ca");
@@ -352,6 +359,7 @@ Result<ClusterConfig> parse_cluster_config(std::string_view yaml, std::string_vi
   EMBER_RETURN_IF_ERROR(parse_security(security, config.security));
   EMBER_ASSIGN_OR_RETURN(auto transfer, YamlSection::open(root, "transfer", source));
   EMBER_RETURN_IF_ERROR(parse_transfer(transfer, config.transfer));
+  config.transfer.ticket_key_file = config.security.ticket_key_file;
   EMBER_ASSIGN_OR_RETURN(auto binding, YamlSection::open(root, "binding", source));
   EMBER_RETURN_IF_ERROR(config_detail::parse_binding(binding, config.binding));
   EMBER_ASSIGN_OR_RETURN(auto autoscale, YamlSection::open(root, "autoscale", source));

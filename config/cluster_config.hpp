@@ -16,7 +16,8 @@
 //              target_queue_latency, target_requests_per_minute, upscale_delay, downscale_delay,
 //              idle_timeout, host_keep_alive, downscale_tolerance   (config/autoscale_config.hpp;
 //              the defaults of every model, which its model.json may override)
-//   security:  tls_certificate, tls_key, tls_key_passphrase_file, tls_ca (the control plane's mutual TLS)
+//   security:  tls_certificate, tls_key, tls_key_passphrase_file, tls_ca (the control plane's mutual TLS),
+//              ticket_key_file (tickets on the data plane)
 //   transfer:  transport, chunk, socket_buffer, progress_interval, idle_timeout, stall_timeout,
 //              slow_fraction, min_rate, lag, max_attempts, rack
 //
@@ -242,6 +243,8 @@ struct TransferConfig {
   uint32_t max_attempts = 16;
   /// This node's rack (racks order chains so each inter-rack link is crossed once). Default "" (unknown).
   std::string rack;
+  /// security.ticket_key_file, copied here by the parser: the data plane is where it is used.
+  std::string ticket_key_file;
 
   // Fault seams for tests and drills: set only from the command line (`ember node --fault-...`),
   // never from the file. 0 = off.
@@ -318,6 +321,14 @@ struct SecurityConfig {
   std::string tls_key;
   std::string tls_key_passphrase_file;
   std::string tls_ca;
+  /// Tickets on the data plane (transport/ticket.hpp): a file holding the cluster's ticket key (at
+  /// least 32 characters: `openssl rand -hex 32`), the same file on the manager and every node.
+  /// Set: every fetch of model bytes or of a pipeline stage's tensors must carry a ticket a member
+  /// issued with it (the manager for each source it gives a node; a stage for its handoff), for
+  /// that blob and receiver and a time window; a blob server refuses any other fetch before it sends
+  /// a byte. Needs tls_* (tickets travel in control-plane messages). Empty (the default): the data
+  /// plane serves whoever reaches it.
+  std::string ticket_key_file;
 
   bool tls() const { return !tls_certificate.empty(); }
 };

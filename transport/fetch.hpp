@@ -40,6 +40,7 @@
 
 #include "transport/checksum.hpp"
 #include "transport/fetch_cancel.hpp"
+#include "transport/ticket.hpp"
 
 namespace ember::transport {
 
@@ -86,6 +87,8 @@ struct FetchOptions {
   uint64_t expected_bytes = 0;
   /// SO_RCVBUF/SO_SNDBUF in bytes (0 = kernel autotuning). TCP only (UCX: UCX_TCP_RCVBUF).
   int socket_buffer_bytes = 4 << 20;
+  /// The data-plane ticket for this blob (transport/ticket.hpp), sent in the request; empty: none.
+  Ticket ticket;
   /// Lets another thread stop the fetch (nullptr: nobody can). A cancelled fetch returns
   /// `unavailable` naming the cancellation; the sink's verified prefix stays valid for a resume.
   std::shared_ptr<FetchCancel> cancel;

@@ -32,6 +32,15 @@ Result<std::vector<uint8_t>> encode_fetch_request(const FetchRequest& request) {
   r.setKey(capnp::Text::Reader(request.key.data(), request.key.size()));
   r.setOffset(request.offset);
   r.setLength(request.length);
+  if (request.ticket.receiver.size() > kMaxTicketReceiverBytes || request.ticket.mac.size() > kMaxTicketMacBytes) {
+    return invalid_argument("a fetch request's ticket is too long");
+  }
+  if (!request.ticket.empty()) {
+    r.setTicketReceiver(capnp::Text::Reader(request.ticket.receiver.data(), request.ticket.receiver.size()));
+    r.setTicketNotAfter(request.ticket.not_after);
+    r.setTicketMac(capnp::Data::Reader(reinterpret_cast<const capnp::byte*>(request.ticket.mac.data()),
+                                       request.ticket.mac.size()));
+  }
   kj::Array<capnp::word> flat = capnp::messageToFlatArray(message);
   const auto bytes = flat.asBytes();
   std::vector<uint8_t> out(4 + bytes.size());
@@ -68,6 +77,14 @@ Result<FetchRequest> decode_fetch_request(const uint8_t* data, size_t available,
     request.key.assign(key.begin(), key.size());
     request.offset = r.getOffset();
     request.length = r.getLength();
+    auto receiver = r.getTicketReceiver();
+    auto mac = r.getTicketMac();
+    if (receiver.size() > kMaxTicketReceiverBytes || mac.size() > kMaxTicketMacBytes) {
+      return corrupt("fetch request's ticket is longer than a ticket can be");
+    }
+    request.ticket.receiver.assign(receiver.begin(), receiver.size());
+    request.ticket.not_after = r.getTicketNotAfter();
+    request.ticket.mac.assign(reinterpret_cast<const char*>(mac.begin()), mac.size());
   } catch (const kj::Exception& e) {
     return corrupt(std::string("fetch request does not parse: ") + e.getDescription().cStr());
   }

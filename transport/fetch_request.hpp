@@ -5,7 +5,8 @@
 //                kMaxFetchRequestBytes)
 //   2. R bytes   one single-segment Cap'n Proto message of struct FetchRequest (frame.capnp):
 //                transfer id, key (1..kMaxFetchKeyBytes bytes), offset of the first byte wanted,
-//                length (0: to the end of the blob)
+//                length (0: to the end of the blob), and the ticket (transport/ticket.hpp) when the
+//                cluster's data plane requires one
 //
 // The server answers on the same connection with frames of that transfer id: data frames from
 // `offset` on and an end frame carrying the SHA-256 of the whole blob, or one abort frame. A range
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "base/status.hpp"
+#include "transport/ticket.hpp"
 
 namespace ember::transport {
 
@@ -37,7 +39,11 @@ struct FetchRequest {
   std::string key;
   uint64_t offset = 0;  // bytes; 0 = the whole blob
   uint64_t length = 0;  // bytes from offset; 0 = up to the end of the blob
+  Ticket ticket;        // empty: none
 };
+
+inline constexpr size_t kMaxTicketReceiverBytes = 255;
+inline constexpr size_t kMaxTicketMacBytes = 64;
 
 /// Prefix plus Cap'n Proto message. invalid_argument when the key is empty or too long.
 Result<std::vector<uint8_t>> encode_fetch_request(const FetchRequest& request);

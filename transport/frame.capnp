@@ -31,4 +31,8 @@ struct FetchRequest {
   key @1 :Text;            # which blob: the server's lookup decides what keys mean (1..1024 bytes)
   offset @2 :UInt64;       # first byte wanted; 0 for a whole blob, more to resume a broken transfer
   length @3 :UInt64;       # bytes wanted from `offset` (a layer range); 0 = up to the end of the blob
+  # The data-plane ticket (transport/ticket.hpp); empty where the cluster runs without tickets.
+  ticketReceiver @4 :Text;   # the node it was issued to (at most 255 bytes)
+  ticketNotAfter @5 :UInt64; # unix seconds
+  ticketMac @6 :Data;        # HMAC-SHA256 (32 bytes)
 }

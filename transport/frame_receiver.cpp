@@ -14,6 +14,7 @@ FrameReceiver::FrameReceiver(const FetchOptions& options, BlobSink& sink)
       ranged_(options.range_length > 0),
       first_byte_(ranged_ ? std::max(options.range_offset, options.resume_offset) : options.resume_offset),
       range_end_(options.range_offset + options.range_length),
+      ticket_(options.ticket),
       sink_(sink),
       accepted_(first_byte_),
       verified_(first_byte_) {}
@@ -24,7 +25,8 @@ Result<std::vector<uint8_t>> FrameReceiver::request(const std::string& key) cons
                             std::to_string(first_byte_));
   }
   if (ranged_ && range_end_ == first_byte_) return invalid_argument("the range has no bytes left to fetch");
-  return encode_fetch_request(FetchRequest{transfer_id_, key, first_byte_, ranged_ ? range_end_ - first_byte_ : 0});
+  return encode_fetch_request(
+      FetchRequest{transfer_id_, key, first_byte_, ranged_ ? range_end_ - first_byte_ : 0, ticket_});
 }
 
 Error FrameReceiver::fail(Error e) {

@@ -104,6 +104,7 @@ class FrameReceiver {
   const bool ranged_;          // a range fetch (FetchOptions::range_length > 0)
   const uint64_t first_byte_;  // what the request asks for first: resume_offset, or the range's start
   const uint64_t range_end_;   // a range: its end (checked against the blob once sized)
+  const Ticket ticket_;        // sent in the request
   uint64_t end_at_ = 0;        // where the end frame is due: blob_bytes_, or range_end_
   BlobSink& sink_;
 

@@ -34,6 +34,7 @@
 #include "base/host_port.hpp"
 #include "base/status.hpp"
 #include "transport/blob.hpp"
+#include "transport/ticket.hpp"
 
 namespace ember::transport {
 
@@ -67,6 +68,9 @@ struct BlobServerOptions {
   /// data frame sent takes one off it and goes out corrupted as corrupt_frame's does. Shared with
   /// whoever arms it; null = never.
   std::shared_ptr<std::atomic<uint64_t>> corrupt_next;
+  /// Set: every request must carry a ticket these keys verify (transport/ticket.hpp); one without
+  /// is answered with an abort frame (permission_denied) before any byte. Null: no tickets asked.
+  std::shared_ptr<const TicketKeys> tickets;
 };
 
 /// A connection turned away ("busy": max_transfers in progress) gets an abort frame and is kept open

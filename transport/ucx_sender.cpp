@@ -66,7 +66,7 @@ class Sender {
 bool Sender::run() {
   Status st = await_request();
   if (st.ok()) {
-    frames_.open(decode_request(), server_.lookup);
+    frames_.open(check_ticket(decode_request(), server_.options.tickets.get()), server_.lookup);
     st = stream();
   }
   const bool served = st.ok();

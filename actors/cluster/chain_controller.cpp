@@ -92,6 +92,11 @@ std::vector<TransferSplice> ChainController::check_stalls(int64_t now_ms) {
   return out;
 }
 
+std::string ChainController::model_of(uint64_t id) const {
+  auto it = transfers_.find(id);
+  return it == transfers_.end() ? std::string() : it->second.model;
+}
+
 bool ChainController::finished(uint64_t id) const {
   auto it = transfers_.find(id);
   if (it == transfers_.end()) return true;

@@ -68,6 +68,8 @@ class ChainController {
   std::vector<TransferSplice> check_stalls(int64_t now_ms);
 
   bool finished(uint64_t id) const;
+  /// The model ("name/version", also its blob key) transfer `id` carries; empty for an unknown one.
+  std::string model_of(uint64_t id) const;
   /// Ids of the transfers whose every hop is done or failed.
   std::vector<uint64_t> finished_transfers() const;
   void erase(uint64_t id);

@@ -11,7 +11,8 @@ std::vector<SpliceOrder> ChainRelay::orders(const std::vector<TransferSplice>& s
     auto upstream = planner_.source_named(sp.upstream);
     spdlog::info("manager: transfer {}: splice: {} now pulls from {}{}", sp.transfer_id, sp.hop, sp.upstream,
                  peer == peers_.end() ? " (when it reports)" : "");
-    if (peer != peers_.end() && upstream) out.push_back({peer->second, chain_splice{sp.transfer_id, *upstream}});
+    if (peer != peers_.end() && upstream)
+      out.push_back({peer->second, chain_splice{sp.transfer_id, *upstream}, sp.hop});
   }
   return out;
 }

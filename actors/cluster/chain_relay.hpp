@@ -31,6 +31,7 @@ namespace ember {
 struct SpliceOrder {
   caf::actor peer;  // the hop's transfer_peer
   chain_splice splice;
+  std::string hop;  // its node's name (the receiver of the new upstream's ticket)
 };
 
 class ChainRelay {

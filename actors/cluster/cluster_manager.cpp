@@ -203,8 +203,23 @@ caf::typed_response_promise<T> after_rescan(manager_pointer self, const std::str
   return rp;
 }
 
-void send_all(manager_pointer self, const std::vector<SpliceOrder>& orders) {
-  for (const auto& o : orders) self->send(caf::actor_cast<transfer_peer_actor>(o.peer), o.splice);
+/// With tickets on the data plane: each of `sources` gets `receiver`'s ticket for `blob_key`.
+void issue_tickets(manager_pointer self, std::vector<blob_source>& sources, const std::string& blob_key,
+                   const std::string& receiver) {
+  if (!self->state.config.tickets) return;
+  for (auto& s : sources) s.ticket = self->state.config.tickets->issue(blob_key, receiver);
+}
+
+void issue_ticket(manager_pointer self, blob_source& source, uint64_t transfer, const std::string& receiver) {
+  if (!self->state.config.tickets) return;
+  source.ticket = self->state.config.tickets->issue(self->state.chains.model_of(transfer), receiver);
+}
+
+void send_all(manager_pointer self, std::vector<SpliceOrder> orders) {
+  for (auto& o : orders) {
+    issue_ticket(self, o.splice.upstream, o.splice.transfer_id, o.hop);
+    self->send(caf::actor_cast<transfer_peer_actor>(o.peer), o.splice);
+  }
 }
 
 void arm_chain_timer(manager_pointer self) {
@@ -222,6 +237,7 @@ void request_load(manager_pointer self, const ModelVersion& v, const LoadPlan& p
   auto msg = load_request(v, plan);
   if (plan.transfer_id != 0) msg.controller = caf::actor_cast<caf::actor>(self);
   const ClusterNode& node = *self->state.members.find(plan.node);
+  issue_tickets(self, msg.sources, msg.blob_key, node.report.name);
   auto finish = [self, done, transfer = plan.transfer_id, hop = node.report.name](Result<replica_info> r) mutable {
     send_all(self, self->state.relay.hop_ended(transfer, hop, r.ok(), now_ms(self)));
     done(r);
@@ -348,6 +364,7 @@ void complete_member(manager_pointer self, const model_key& key, StageSpot& s) {
   const auto* n = st.members.find(s.node);
   if (!n) return;
   load_replica msg = load_request(*v, plan);
+  issue_tickets(self, msg.sources, msg.blob_key, n->report.name);
   msg.max_bytes_per_s = static_cast<uint64_t>(st.config.autoscaler.completion_rate);
   // Only the layers outside its stage cross the network; all are checked against the profile.
   msg.reuse = s.part;
@@ -478,6 +495,7 @@ bool start_pipeline(manager_pointer self, ModelVersion& v) {
     msg.load = load_request(v, plan);
     msg.part = s.part;
     const auto* n = st.members.find(s.node);
+    if (n) issue_tickets(self, msg.load.sources, msg.load.blob_key, n->report.name);
     self->request(n->router, kLoadTimeout, std::move(msg))
         .then([self, key, node = s.node,
                attempt = s.attempt](replica_info& info) { stage_loaded(self, key, node, attempt, std::move(info)); },
@@ -1144,8 +1162,10 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
       [self](const chain_upstream_request& r) -> caf::result<blob_source> {
         std::vector<SpliceOrder> orders;
         auto upstream = self->state.relay.upstream_after_failure(r, orders);
-        send_all(self, orders);
-        return upstream.ok() ? caf::result<blob_source>(*upstream) : to_caf(upstream.error());
+        send_all(self, std::move(orders));
+        if (!upstream.ok()) return to_caf(upstream.error());
+        issue_ticket(self, *upstream, r.transfer_id, r.node);
+        return caf::result<blob_source>(std::move(*upstream));
       },
       [self](const load_report& r) { on_load_report(self, r); },
       [self](metrics_atom) { return self->state.instruments.registry().snapshot(); },

@@ -14,6 +14,7 @@
 #include "actors/cluster_manager_interface.hpp"
 #include "config/autoscale_config.hpp"
 #include "placement/chain_plan.hpp"
+#include "transport/ticket.hpp"
 
 namespace ember {
 
@@ -25,6 +26,9 @@ struct ClusterManagerConfig {
   std::string repository;
   /// Where the manager's blob server listens, as nodes should dial it.
   HostPort data;
+  /// The cluster's ticket keys (security.ticket_key_file): every source the manager gives a node
+  /// carries a ticket for that node (transport/ticket.hpp). Null: no tickets.
+  std::shared_ptr<const transport::TicketKeys> tickets;
   /// Re-place the replicas of a lost node on the survivors.
   bool replace_on_failure = true;
   /// How often the chain controller looks for stalled hops while transfers run.

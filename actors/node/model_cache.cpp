@@ -91,6 +91,7 @@ Result<blob_ref> fetch_from_sources(const ModelCacheConfig& config, const fetch_
     BufferSink sink(req.max_bytes_per_s);
     transport::FetchOptions options;
     options.expected_bytes = req.blob_bytes;
+    options.ticket = src.ticket;
     auto got = transport::fetch_blob(config.transport, src.endpoint, req.blob_key, options, sink);
     if (got.ok()) {
       return blob_ref{std::move(sink.buffer), src.kind, src.name, got->bytes_received, elapsed_us(), got->digest};
@@ -158,6 +159,7 @@ Status fetch_range(const ModelCacheConfig& config, const blob_source& src, const
   if (to <= from) return Status::OK();
   transport::FetchOptions options;
   options.expected_bytes = req.blob_bytes;
+  options.ticket = src.ticket;
   options.range_offset = from;
   options.range_length = to - from;
   sink.verified_end = from;

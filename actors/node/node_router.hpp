@@ -13,6 +13,7 @@
 #include "actors/node_router_interface.hpp"
 #include "config/choices.hpp"
 #include "placement/swap_scheduler.hpp"
+#include "transport/ticket.hpp"
 
 namespace ember {
 
@@ -27,6 +28,9 @@ struct StageHandoff {
   std::shared_ptr<BlobStore> store;
   TransportKind transport = TransportKind::tcp;
   WorkQueue* fetches = nullptr;
+  /// The cluster's ticket keys (security.ticket_key_file): each handoff carries a ticket for the
+  /// downstream's fetch. Null: none.
+  std::shared_ptr<const transport::TicketKeys> tickets;
 };
 
 class InlineRuns;

@@ -33,6 +33,8 @@ using Pending = router_state::Stage::Pending;
 
 /// Handed-off tensors beyond this are refused: a forged size must not allocate the node away.
 constexpr uint64_t kMaxHandoffBytes = uint64_t{4} << 30;
+/// A handoff is fetched at once by the next stage: its ticket needs only a short window.
+constexpr std::chrono::seconds kHandoffTicket{120};
 
 void stage_pump(router_pointer self, const model_key& key);
 void take_credit(router_pointer self, const Pending& p);
@@ -103,6 +105,7 @@ Result<tensor_handoff> hand_off(router_pointer self, uint64_t hop, std::vector<t
   h.from = st.config.data;
   h.key = "handoff:" + st.config.name + ":" + std::to_string(self->id()) + ":" + std::to_string(hop);
   h.sha256 = transport::to_hex(digest);
+  if (st.config.handoff->tickets) h.ticket = st.config.handoff->tickets->issue(h.key, "next stage", kHandoffTicket);
   const uint8_t* data = buffer->data();
   st.config.handoff->store->put_handoff(
       h.key, std::make_shared<transport::MemoryBlob>(std::move(buffer), data, total, digest));
@@ -133,6 +136,7 @@ Result<std::shared_ptr<gpu::HostBuffer>> fetch_handoff(TransportKind transport, 
   transport::FetchOptions options;
   options.expected_bytes = total;
   options.total_timeout = std::chrono::seconds(60);
+  options.ticket = h.ticket;
   HandoffSink sink(total);
   EMBER_ASSIGN_OR_RETURN(auto got, transport::fetch_blob(transport, h.from, h.key, options, sink));
   if (transport::to_hex(got.digest) != h.sha256) {

@@ -35,13 +35,14 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
   }
   p->index_ = std::make_shared<RepositoryIndex>();
   p->index_->replace(entries);
-  transport::BlobServerOptions server = data_server_options(transfer);
+  EMBER_ASSIGN_OR_RETURN(transport::BlobServerOptions server, data_server_options(transfer));
   server.listen = config.data_listen;
   const TransportKind kind = transfer.transport;
   EMBER_ASSIGN_OR_RETURN(p->blob_server_, transport::start_data_server(kind, server, p->index_->lookup()));
   ClusterManagerConfig mc;
   mc.repository = config.repository;
   mc.data = {config.data_listen.host, p->blob_server_->port()};
+  mc.tickets = server.tickets;
   mc.replace_on_failure = config.replace_on_failure;
   mc.recovery_window = std::chrono::microseconds(config.recovery_window_us);
   mc.heartbeat = std::chrono::microseconds(config.heartbeat_us);

@@ -122,7 +122,7 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
                                                std::move(reopen), slot));
   }
   p->store_ = std::make_shared<BlobStore>();
-  transport::BlobServerOptions server = data_server_options(transfer);
+  EMBER_ASSIGN_OR_RETURN(transport::BlobServerOptions server, data_server_options(transfer));
   server.listen = node.data_listen;
   server.corrupt_frame = transfer.fault_corrupt_frame;
   auto corrupt_next = std::make_shared<std::atomic<uint64_t>>(0);
@@ -144,7 +144,7 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   if (node.allow_faults) cache.transfer.fault = hop_fault;
   p->cache_ = spawn_model_cache(sys, cache, p->store_, p->instruments_.get(), p->fetches_, p->hops_);
   NodeRouterConfig router{p->name_, {node.data_listen.host, p->blob_server_->port()}, transfer.rack, std::nullopt};
-  router.handoff = StageHandoff{p->store_, kind, &p->handoffs_};
+  router.handoff = StageHandoff{p->store_, kind, &p->handoffs_, server.tickets};
   router.ledger = std::make_shared<ReplicaLedger>();
   router.inline_runs = p->inline_runs_;
   if (binding.mode == BindingMode::late) {

@@ -215,6 +215,7 @@ security:
   tls_key: /etc/ember/tls/gpu-03.key
   tls_key_passphrase_file: /etc/ember/tls/gpu-03.pass
   tls_ca: /etc/ember/tls/ca.crt
+  ticket_key_file: /etc/ember/tickets.key
 )",
                                 "ember.yaml");
   ASSERT_TRUE(c.ok()) << c.error().message();
@@ -246,6 +247,8 @@ security:
   EXPECT_EQ(c->security.tls_key, "/etc/ember/tls/gpu-03.key");
   EXPECT_EQ(c->security.tls_key_passphrase_file, "/etc/ember/tls/gpu-03.pass");
   EXPECT_EQ(c->security.tls_ca, "/etc/ember/tls/ca.crt");
+  EXPECT_EQ(c->security.ticket_key_file, "/etc/ember/tickets.key");
+  EXPECT_EQ(c->transfer.ticket_key_file, "/etc/ember/tickets.key");  // where the data plane reads it
   EXPECT_EQ(c->manager.recovery_window_us, 5'000'000u);
   EXPECT_EQ(c->manager.admin_token_file, "/etc/ember/admin.token");
   EXPECT_FALSE(c->manager.open_reads);
@@ -443,6 +446,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "security.tls_certificate, security.tls_key and security.tls_ca go together"},
         BadCase{"security:\n  tls_ca: ca.crt\n", "security.tls_certificate, security.tls_key and security.tls_ca go"},
         BadCase{"security:\n  tls_key_passphrase_file: p.txt\n", "security.tls_key_passphrase_file needs"},
+        BadCase{"security:\n  ticket_key_file: t.key\n",
+                "security.ticket_key_file needs the control plane's TLS (security.tls_*)"},
         BadCase{"security:\n  tls_cert: a.crt\n", "security.tls_cert: unknown key"},
         BadCase{"node:\n  manager: 127.0.0.1:7300\n  data_listen: 127.0.0.1:7300\n",
                 "node.data_listen (127.0.0.1:7300) is the same endpoint as node.manager"},

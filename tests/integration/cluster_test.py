@@ -271,24 +271,46 @@ def stop_all(procs, work):
     shutil.rmtree(work, ignore_errors=True)
 
 
-def run(ember, clients, total):
+def secure_config(ember, work):
+    """--config for a cluster with mutual TLS on the control plane (a certificate per process from
+    `ember certs`, all from one CA) and tickets on the data plane: {process name: [--config, file]}."""
+    d = os.path.join(work, "certs")
+    subprocess.run([ember, "certs", "init", "--dir", d], check=True, capture_output=True)
+    with open(os.path.join(d, "tickets.key"), "w") as f:
+        f.write(os.urandom(32).hex() + "\n")
+    out = {}
+    for name in ("manager", "node1", "node2", "node3"):
+        subprocess.run([ember, "certs", "issue", "--dir", d, "--name", name, "--role",
+                        "manager" if name == "manager" else "node", "--san", "127.0.0.1"],
+                       check=True, capture_output=True)
+        path = os.path.join(work, f"{name}.yaml")
+        with open(path, "w") as f:
+            f.write(f"security:\n  tls_certificate: {d}/{name}.crt\n  tls_key: {d}/{name}.key\n"
+                    f"  tls_ca: {d}/ca.crt\n  ticket_key_file: {d}/tickets.key\n")
+        out[name] = ["--config", path]
+    return out
+
+
+def run(ember, clients, total, secure=False):
     work = tempfile.mkdtemp(prefix="ember-cluster-")
     procs = {}
     logs = {}
     try:
         repo, cases = make_cases(ember, work)
         mport, hport = free_port(), free_port()
+        configs = secure_config(ember, work) if secure else {}
 
         def spawn(name, args):
             logs[name] = open(os.path.join(work, name + ".log"), "w")
             procs[name] = subprocess.Popen([ember, *args], stdout=logs[name], stderr=subprocess.STDOUT)
 
         spawn("manager", ["manager", "--listen", f"127.0.0.1:{mport}", "--repository", repo, "--http",
-                          f"127.0.0.1:{hport}", "--node-timeout", "2s", "--cold-start-timeout", "20s"])
+                          f"127.0.0.1:{hport}", "--node-timeout", "2s", "--cold-start-timeout", "20s",
+                          *configs.get("manager", [])])
         wait_for("the gateway", lambda: request(hport, "GET", "/v2/health/ready")[0] == 200, 20)
         for i in (1, 2, 3):
             spawn(f"node{i}", ["node", "--manager", f"127.0.0.1:{mport}", "--name", f"node{i}", "--device-memory",
-                               "512MiB", "--cache", "512MiB", "--threads", "1"])
+                               "512MiB", "--cache", "512MiB", "--threads", "1", *configs.get(f"node{i}", [])])
         wait_for("three nodes", lambda: len(node_replicas(hport)) == 3, 30)
         for name in MODELS:
             status, text = request(hport, "POST", f"/v2/repository/models/{name}/load")
@@ -386,8 +408,10 @@ def main():
     ap.add_argument("--ember", required=True)
     ap.add_argument("--clients", type=int, default=6)
     ap.add_argument("--requests", type=int, default=600)
+    ap.add_argument("--secure", action="store_true",
+                    help="mutual TLS on the control plane and tickets on the data plane, every process")
     args = ap.parse_args()
-    return run(args.ember, args.clients, args.requests)
+    return run(args.ember, args.clients, args.requests, args.secure)
 
 
 if __name__ == "__main__":

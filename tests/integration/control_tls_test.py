@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Mutual TLS on the control plane (security.tls_certificate, tls_key, tls_key_passphrase_file,
-tls_ca): a manager with the HTTP gateway, two nodes, a standalone gateway and consoles, every one
-with a certificate from `ember certs`, on loopback.
+tls_ca) and tickets on the data plane (security.ticket_key_file): a manager with the HTTP gateway,
+two nodes, a standalone gateway and consoles, every one with a certificate from `ember certs`, on
+loopback.
 
 - Acceptance: the nodes join, a model loads and is served through the manager's gateway and through
   a standalone gateway (which dials the manager and each node over TLS); a console with the cluster's
@@ -12,6 +13,9 @@ with a certificate from `ember certs`, on loopback.
   or is answered, and none of them disturbs the members: the nodes stay joined (the manager logs no
   node lost) and requests sent all along are all served. (CAF 0.17.6 alone failed this last part:
   security/ssl_io_shim.cpp.)
+- Data plane: the nodes fetch the model's bytes from the manager's repository server with the
+  manager's tickets; a raw fetch with no ticket, a forged one or one for another blob is refused by
+  the manager's and a node's blob servers with an abort naming the reason, and no byte of the blob.
 - Start-up errors name the file: a certificate that does not exist, an encrypted key without its
   passphrase and with a wrong one, a key of another certificate, a certificate another CA signed,
   and a config with a certificate but no CA.
@@ -19,12 +23,15 @@ with a certificate from `ember certs`, on loopback.
 Usage: control_tls_test.py --ember PATH
 """
 import argparse
+import hashlib
+import hmac
 import http.client
 import json
 import os
 import shutil
 import socket
 import ssl
+import struct
 import subprocess
 import sys
 import tempfile
@@ -116,6 +123,10 @@ def certs(ember, work):
     run("issue", "--dir", other, "--name", "intruder", "--role", "node", "--san", "127.0.0.1")
     with open(os.path.join(d, "pass.txt"), "w") as f:
         f.write("correct horse battery staple\n")
+    with open(os.path.join(d, "tickets.key"), "w") as f:
+        f.write(os.urandom(32).hex() + "\n")
+    with open(os.path.join(d, "short.key"), "w") as f:
+        f.write("0123456789abcdef\n")
     with open(os.path.join(d, "wrong-pass.txt"), "w") as f:
         f.write("tr0ub4dor\n")
     subprocess.run(["openssl", "pkey", "-in", "n2.key", "-aes256", "-passout", "file:pass.txt", "-out", "n2-enc.key"],
@@ -123,12 +134,50 @@ def certs(ember, work):
     return d, other
 
 
-def member(d, name, key=None, passphrase=None, ca=None):
+def member(d, name, key=None, passphrase=None, ca=None, tickets=False):
     s = {"tls_certificate": os.path.join(d, f"{name}.crt"), "tls_key": key or os.path.join(d, f"{name}.key"),
          "tls_ca": ca or os.path.join(d, "ca.crt")}
     if passphrase:
         s["tls_key_passphrase_file"] = passphrase
+    if tickets:
+        s["ticket_key_file"] = os.path.join(d, "tickets.key")
     return s
+
+
+def fetch_request(key, receiver=b"", not_after=0, mac=b""):
+    """A data-plane fetch request (transport/fetch_request.hpp): Ember's 4-byte length, then one
+    single-segment Cap'n Proto message of struct FetchRequest (transport/frame.capnp), by hand:
+    data words transferId, offset, length, ticketNotAfter; pointers key, ticketReceiver, ticketMac."""
+    def blob(data, text):
+        body = data + (b"\0" if text else b"")
+        return body + b"\0" * (-len(body) % 8), len(body)
+
+    parts = [blob(key.encode(), True), blob(receiver, True), blob(mac, False)]
+    words = [struct.pack("<Q", 0 | (4 << 32) | (3 << 48))]  # root: a struct right after, 4 data words, 3 pointers
+    words += [struct.pack("<QQQQ", 7, 0, 0, not_after)]
+    after = 0  # words between the end of each pointer and its content
+    for i, (padded, count) in enumerate(parts):
+        offset = (2 - i) + after  # the pointers left after this one, then the earlier contents
+        kind = 2  # byte elements
+        words.append(struct.pack("<Q", 1 | (offset << 2) | (kind << 32) | (count << 35)))
+        after += len(padded) // 8
+    words += [p for p, _ in parts]
+    segment = b"".join(words)
+    message = struct.pack("<II", 0, len(segment) // 8) + segment
+    return struct.pack("<I", len(message)) + message
+
+
+def raw_fetch(port, request):
+    """Everything the server sends back before it closes (at most 64 KiB)."""
+    out = b""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(request)
+        while len(out) < 65536:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            out += chunk
+    return out
 
 
 def bad_starts(ember, work, d, other):
@@ -143,6 +192,10 @@ def bad_starts(ember, work, d, other):
         ("a key of another certificate", member(d, "n1", key=os.path.join(d, "n2.key")), "is not the key of"),
         ("a certificate another CA signed", member(other, "intruder", ca=os.path.join(d, "ca.crt")),
          "does not verify against security.tls_ca"),
+        ("a ticket key file that does not exist", dict(member(d, "n1"), ticket_key_file=os.path.join(d, "nope.key")),
+         "security.ticket_key_file (" + d + "/nope.key)"),
+        ("a ticket key too short", dict(member(d, "n1"), ticket_key_file=os.path.join(d, "short.key")),
+         "at least 32 characters"),
     )
     for what, security, expected in cases:
         path = c.config("bad", security)
@@ -241,6 +294,47 @@ def tls_without_certificate(port):
     return "refused"
 
 
+def data_port(log, pattern):
+    for line in log.splitlines():
+        if pattern in line:
+            return int(line.split(pattern)[1].split()[0].split(":")[1].rstrip(",)"))
+    raise Failure(f"no '{pattern}' in the log:\n{log[-600:]}")
+
+
+def ticket(key_file, blob, receiver, not_after):
+    """The mac transport/ticket.hpp computes, from the cluster's key file."""
+    with open(key_file) as f:
+        secret = f.read().strip().encode()
+    data = b"\0".join([b"ember-ticket/1", blob.encode(), receiver.encode(), str(not_after).encode()])
+    return hmac.new(secret, data, hashlib.sha256).digest()
+
+
+def check_tickets(c, key_file):
+    """Raw fetches of mlp/1 (7 KiB) from the manager's repository server and from node n1 (which holds
+    it): without a ticket, with a forged one, one for another blob or an expired one, each answered
+    by a short abort naming the reason and no byte of the blob; with a valid one, the blob."""
+    ports = {"the manager": data_port(c.log("manager"), "repository served on "),
+             "node n1": data_port(c.log("n1"), "data plane ")}
+    later, earlier = int(time.time()) + 300, int(time.time()) - 600
+    cases = (("no ticket", fetch_request("mlp/1"), b"without a ticket"),
+             ("a forged ticket", fetch_request("mlp/1", b"n1", later, b"\x01" * 32), b"not valid here"),
+             ("a ticket for another blob",
+              fetch_request("mlp/1", b"n1", later, ticket(key_file, "bert/1", "n1", later)), b"not valid here"),
+             ("an expired ticket",
+              fetch_request("mlp/1", b"n1", earlier, ticket(key_file, "mlp/1", "n1", earlier)), b"expired"))
+    for where, port in ports.items():
+        for what, request, says in cases:
+            answer = raw_fetch(port, request)
+            if says not in answer or len(answer) > 1024:
+                raise Failure(f"{where}: a fetch with {what} got {len(answer)} bytes: {answer[:300]!r}")
+        valid = raw_fetch(port, fetch_request("mlp/1", b"n1", later, ticket(key_file, "mlp/1", "n1", later)))
+        if len(valid) < 7000:
+            raise Failure(f"{where}: a fetch with a valid ticket got {len(valid)} bytes: {valid[:300]!r}")
+    print(f"ok: fetches without a ticket, with a forged one, one for another blob or an expired one refused by the "
+          f"manager's and a node's blob servers, no byte of the blob sent; a valid ticket is served "
+          f"({len(valid)} bytes)")
+
+
 def run(ember, work):
     d, other = certs(ember, work)
     bad_starts(ember, work, d, other)
@@ -256,7 +350,8 @@ def run(ember, work):
     c = Cluster(ember, work)
     manager_port, http_port, gw_port = free_port(), free_port(), free_port()
     node_port = free_port()
-    manager_yaml = c.config("manager", member(d, "manager"), f"manager:\n  admin_token_file: {token}\n")
+    manager_yaml = c.config("manager", member(d, "manager", tickets=True),
+                            f"manager:\n  admin_token_file: {token}\n")
     try:
         c.start("manager", ["manager", "--listen", f"127.0.0.1:{manager_port}", "--http", f"127.0.0.1:{http_port}",
                             "--repository", repo, "--config", manager_yaml])
@@ -266,10 +361,10 @@ def run(ember, work):
         node_args = ["--manager", f"127.0.0.1:{manager_port}", "--device-memory", "256MiB", "--cache", "256MiB",
                      "--threads", "1"]
         c.start("n1", ["node", "--name", "n1", "--listen", f"127.0.0.1:{node_port}", *node_args,
-                       "--config", c.config("n1", member(d, "n1"))])
+                       "--config", c.config("n1", member(d, "n1", tickets=True))])
         c.start("n2", ["node", "--name", "n2", *node_args, "--config",
                        c.config("n2", member(d, "n2", key=os.path.join(d, "n2-enc.key"),
-                                             passphrase=os.path.join(d, "pass.txt")))])
+                                             passphrase=os.path.join(d, "pass.txt"), tickets=True))])
         wait_for("n1 and n2 to join", lambda: nodes_joined(http_port) == {"n1", "n2"}, 30)
         status, text = http_call(http_port, "POST", "/v2/repository/models/mlp/load", "{}", timeout=60)
         if status != 200:
@@ -282,7 +377,8 @@ def run(ember, work):
         wait_for("the standalone gateway to serve mlp",
                  lambda: http_call(gw_port, "POST", "/v2/models/mlp/infer", BODY)[0] == 200, 30)
         print("ok: nodes n1 and n2 (its key encrypted) joined over mutual TLS; mlp served through the manager's "
-              "gateway and a standalone gateway")
+              "gateway and a standalone gateway, its bytes fetched with the manager's ticket")
+        check_tickets(c, os.path.join(d, "tickets.key"))
 
         ok = console(ember, manager_port, member(d, "console"), token, "nodes")
         if ok.returncode != 0 or "n1" not in ok.stdout or "n2" not in ok.stdout:

@@ -67,12 +67,12 @@ class Cluster:
     node1..node5), or with --netns in network namespaces behind 1 Gbit/s links (deploy/netns-cluster.sh:
     nodes h1..h5, the manager in ember-h0)."""
 
-    def __init__(self, ember, work, transport, node_args, netns=False):
+    def __init__(self, ember, work, transport, node_args, netns=False, security=""):
         self.ember, self.work, self.transport, self.netns = ember, work, transport, netns
         self.procs, self.logs, self.killed = {}, {}, set()
         cfg = os.path.join(work, "ember.yaml")
         with open(cfg, "w") as f:
-            f.write(CONFIG + f"  transport: {transport}\n")
+            f.write(CONFIG + f"  transport: {transport}\n" + security)
         if netns:
             self.prefix, self.host = "h", "10.231.0.1"
             self.http, self.state = 8000, os.path.join(work, "cluster")
@@ -285,6 +285,21 @@ SCENARIOS = {
 }
 
 
+def secure(ember, work):
+    """The `security:` section of a cluster with mutual TLS on the control plane (one certificate
+    from `ember certs` for every member, which the cluster's CA signed) and tickets on the data plane
+    (every hop's fetch, spliced or not, carries the manager's ticket)."""
+    d = os.path.join(work, "certs")
+    for args in (["init", "--dir", d], ["issue", "--dir", d, "--name", "member", "--role", "node", "--san",
+                                        "127.0.0.1,10.231.0.1"]):
+        subprocess.run([ember, "certs", *args], check=True, capture_output=True)
+    with open(os.path.join(d, "tickets.key"), "w") as f:
+        f.write(os.urandom(32).hex() + "\n")
+    return ("security:\n" + "".join(f"  {k}: {os.path.join(d, v)}\n" for k, v in (
+        ("tls_certificate", "member.crt"), ("tls_key", "member.key"), ("tls_ca", "ca.crt"),
+        ("ticket_key_file", "tickets.key"))))
+
+
 def netns_unavailable():
     """Why the namespace cluster cannot run here, or None."""
     if os.geteuid() != 0:
@@ -302,6 +317,8 @@ def main():
     ap.add_argument("--ember", required=True)
     ap.add_argument("--transport", default="tcp", choices=["tcp", "ucx"])
     ap.add_argument("--only", choices=sorted(SCENARIOS))
+    ap.add_argument("--secure", action="store_true",
+                    help="every process with mutual TLS on the control plane and tickets on the data plane")
     ap.add_argument("--netns", action="store_true",
                     help="run in network namespaces behind 1 Gbit/s links (deploy/netns-cluster.sh; needs root)")
     args = ap.parse_args()
@@ -316,6 +333,7 @@ def main():
         repo = os.path.join(work, "repo")
         subprocess.run([args.ember, "model", "new", "--arch", "resnet50", "--seed", "5", "--out",
                         os.path.join(repo, MODEL, "1")], check=True, capture_output=True)
+        security = secure(args.ember, work) if args.secure else ""
         for name, (fn, node_args) in SCENARIOS.items():
             if args.only and name != args.only:
                 continue
@@ -325,8 +343,8 @@ def main():
             start = time.time()
             c = None
             try:
-                c = Cluster(args.ember, sub, args.transport, node_args, args.netns)
-                where = "netns" if args.netns else "loopback"
+                c = Cluster(args.ember, sub, args.transport, node_args, args.netns, security)
+                where = ("netns" if args.netns else "loopback") + (", secure" if args.secure else "")
                 print(f"{name} [{args.transport}, {where}]: {fn(c)} ({time.time() - start:.1f} s)", flush=True)
             except Failure as e:
                 ok = False

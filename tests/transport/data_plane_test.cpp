@@ -297,6 +297,48 @@ TEST_P(DataPlane, UnknownKeyIsNotFound) {
   EXPECT_TRUE(eventually([&] { return server->transfers_failed() == 1 && server->transfers_active() == 0; }));
 }
 
+TEST_P(DataPlane, WithTicketsOnlyAValidTicketForThatBlobIsServedAndNoByteGoesToAnyOther) {
+  auto bytes = testing::random_bytes(3 * kMiB + 7, 41);
+  auto keys = TicketKeys::from_secret(std::string(64, 'k'));
+  ASSERT_TRUE(keys.ok());
+  auto other_cluster = TicketKeys::from_secret(std::string(64, 'x'));
+  BlobServerOptions options;
+  options.tickets = *keys;
+  auto server = start(lookup_of({{"mlp/1", MemoryBlob::of(bytes)}, {"bert/1", MemoryBlob::of(bytes)}}), options);
+  ASSERT_TRUE(server);
+  auto refused = [&](const char* what, const Ticket& ticket, const char* says) {
+    VectorSink sink;
+    FetchOptions o;
+    o.ticket = ticket;
+    auto r = fetch(*server, "mlp/1", sink, o);
+    ASSERT_FALSE(r.ok()) << what;
+    EXPECT_EQ(r.error().code(), ErrorCode::permission_denied) << what << ": " << r.error().to_string();
+    EXPECT_NE(r.error().message().find(says), std::string::npos) << what << ": " << r.error().message();
+    EXPECT_EQ(sink.allocations, 0) << what;  // refused before the first frame
+  };
+  refused("no ticket", Ticket{}, "without a ticket");
+  Ticket forged = (*keys)->issue("mlp/1", "n1");
+  forged.mac[0] ^= 1;
+  refused("a forged mac", forged, "not valid here");
+  Ticket renamed = (*keys)->issue("mlp/1", "n1");
+  renamed.receiver = "n2";  // the mac binds the receiver
+  refused("another receiver's name", renamed, "not valid here");
+  Ticket longer = (*keys)->issue("mlp/1", "n1");
+  longer.not_after += 3600;  // and the expiry
+  refused("a stretched window", longer, "not valid here");
+  refused("a ticket for another blob", (*keys)->issue("bert/1", "n1"), "not valid here");
+  refused("another cluster's ticket", (*other_cluster)->issue("mlp/1", "n1"), "not valid here");
+  refused("an expired ticket", (*keys)->issue("mlp/1", "n1", -kTicketSkew - std::chrono::seconds(5)), "expired");
+  EXPECT_EQ(server->bytes_sent(), 0u);
+
+  VectorSink sink;
+  FetchOptions o;
+  o.ticket = (*keys)->issue("mlp/1", "n1");
+  auto served = fetch(*server, "mlp/1", sink, o);
+  ASSERT_TRUE(served.ok()) << served.error().to_string();
+  EXPECT_EQ(sink.bytes, bytes);
+}
+
 TEST_P(DataPlane, ACorruptedChunkIsCaughtBeforeTheSinkHearsOfIt) {
   auto bytes = testing::random_bytes(6 * kMiB, 36);
   BlobServerOptions options;

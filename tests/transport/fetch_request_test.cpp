@@ -20,6 +20,22 @@ TEST(FetchRequest, RoundTrip) {
   EXPECT_EQ(back->key, r.key);
   EXPECT_EQ(back->offset, r.offset);
   EXPECT_EQ(back->length, r.length);  // a layer range
+  EXPECT_TRUE(back->ticket.empty());
+}
+
+TEST(FetchRequest, ATicketRoundTripsAndAnOverLongOneIsRefused) {
+  FetchRequest r{5, "mlp/1", 0, 0};
+  r.ticket = Ticket{"gpu-a", 1'900'000'000ull, std::string(32, '\x9c')};
+  auto wire = encode_fetch_request(r);
+  ASSERT_TRUE(wire.ok());
+  size_t consumed = 0;
+  auto back = decode_fetch_request(wire->data(), wire->size(), consumed);
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->ticket.receiver, "gpu-a");
+  EXPECT_EQ(back->ticket.not_after, 1'900'000'000ull);
+  EXPECT_EQ(back->ticket.mac, r.ticket.mac);
+  r.ticket.receiver = std::string(kMaxTicketReceiverBytes + 1, 'n');
+  EXPECT_FALSE(encode_fetch_request(r).ok());
 }
 
 TEST(FetchRequest, PartialInputAsksForMore) {
