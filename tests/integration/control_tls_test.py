@@ -310,11 +310,12 @@ def ticket(key_file, blob, receiver, not_after):
 
 
 def check_tickets(c, key_file):
-    """Raw fetches of mlp/1 (7 KiB) from the manager's repository server and from node n1 (which holds
-    it): without a ticket, with a forged one, one for another blob or an expired one, each answered
-    by a short abort naming the reason and no byte of the blob; with a valid one, the blob."""
+    """Raw fetches of mlp/1 (7 KiB) from the manager's repository server and from the nodes' (one of
+    which holds it): without a ticket, with a forged one, one for another blob or an expired one, each
+    answered by a short abort naming the reason and no byte of the blob; with a valid one, the blob
+    from the manager and from the node that holds it."""
     ports = {"the manager": data_port(c.log("manager"), "repository served on "),
-             "node n1": data_port(c.log("n1"), "data plane ")}
+             "node n1": data_port(c.log("n1"), "data plane "), "node n2": data_port(c.log("n2"), "data plane ")}
     later, earlier = int(time.time()) + 300, int(time.time()) - 600
     cases = (("no ticket", fetch_request("mlp/1"), b"without a ticket"),
              ("a forged ticket", fetch_request("mlp/1", b"n1", later, b"\x01" * 32), b"not valid here"),
@@ -327,12 +328,18 @@ def check_tickets(c, key_file):
             answer = raw_fetch(port, request)
             if says not in answer or len(answer) > 1024:
                 raise Failure(f"{where}: a fetch with {what} got {len(answer)} bytes: {answer[:300]!r}")
+    served = {}
+    for where, port in ports.items():
         valid = raw_fetch(port, fetch_request("mlp/1", b"n1", later, ticket(key_file, "mlp/1", "n1", later)))
-        if len(valid) < 7000:
+        if len(valid) >= 7000:
+            served[where] = len(valid)
+        elif b"does not hold" not in valid:
             raise Failure(f"{where}: a fetch with a valid ticket got {len(valid)} bytes: {valid[:300]!r}")
-    print(f"ok: fetches without a ticket, with a forged one, one for another blob or an expired one refused by the "
-          f"manager's and a node's blob servers, no byte of the blob sent; a valid ticket is served "
-          f"({len(valid)} bytes)")
+    if "the manager" not in served or len(served) != 2:
+        raise Failure(f"a valid ticket was served by {sorted(served)}: expected the manager and the node holding mlp/1")
+    print("ok: fetches without a ticket, with a forged one, one for another blob or an expired one refused by the "
+          "blob servers of the manager and both nodes, no byte of the blob sent; a valid ticket is served by the "
+          f"manager and the node holding mlp/1 ({served})")
 
 
 def run(ember, work):
