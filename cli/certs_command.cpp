@@ -1,4 +1,4 @@
-// `ember certs init|issue`: the cluster's CA and its processes' certificates (security/certs.hpp).
+// `ember certs init|issue|rotate`: the cluster's CA and its processes' certificates (security/certs.hpp).
 #include <iostream>
 #include <memory>
 #include <string>
@@ -17,6 +17,7 @@ struct CertsOptions {
   std::string role;
   std::vector<std::string> sans;
   uint32_t days = 0;
+  uint32_t ca_days = 0;
   bool force = false;
 };
 
@@ -58,6 +59,30 @@ void add_certs_command(CLI::App& app, Runner& runner) {
       if (Status s = security::issue_certificate(o->dir, r); !s.ok()) return report(s.error());
       std::cout << "wrote " << o->dir << "/" << o->name << ".key and " << o->dir << "/" << o->name << ".crt ("
                 << o->role << ", valid " << r.days << " days)\n";
+      return 0;
+    };
+  });
+  auto* rotate =
+      certs->add_subcommand("rotate",
+                            "Make a new CA and re-issue every certificate of DIR from it into DIR/next, with a bundle "
+                            "trusting both CAs, for a rollout without downtime");
+  rotate->add_option("--dir", o->dir, "Where the CA's files and the certificates are")->capture_default_str();
+  rotate->add_option("--days", o->days, "Validity of the re-issued certificates in days (default 365)");
+  rotate->add_option("--ca-days", o->ca_days, "Validity of the new CA in days (default 3650)");
+  rotate->add_flag("--force", o->force, "Start again over an existing DIR/next");
+  rotate->callback([o, &runner] {
+    runner = [o] {
+      auto r = security::rotate_ca(o->dir, o->days ? o->days : 365, o->ca_days ? o->ca_days : 3650, o->force);
+      if (!r.ok()) return report(r.error());
+      const std::string& n = r->next_dir;
+      std::cout << "wrote " << n << "/ca.key (keep it secret), " << n << "/ca.crt, " << n
+                << "/ca-bundle.crt (new CA, then the old) and " << r->reissued.size() << " certificate(s) in " << n
+                << ":";
+      for (const auto& name : r->reissued) std::cout << " " << name;
+      std::cout << "\nRollout, one process at a time each, every member serving throughout:\n"
+                << "  1. security.tls_ca: " << n << "/ca-bundle.crt (both CAs trusted); restart\n"
+                << "  2. security.tls_certificate and tls_key: " << n << "/NAME.crt and .key; restart\n"
+                << "  3. security.tls_ca: " << n << "/ca.crt (the old CA no longer trusted); restart\n";
       return 0;
     };
   });

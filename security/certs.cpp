@@ -208,3 +208,84 @@ Status issue_certificate(const std::string& dir, const CertificateRequest& r) {
 }
 
 }  // namespace ember::security
+
+namespace ember::security {
+
+namespace {
+
+/// The text of the subject's `nid` entry ("" when it has none).
+std::string subject_entry(X509* cert, int nid) {
+  char buf[256] = {0};
+  const int n = X509_NAME_get_text_by_NID(X509_get_subject_name(cert), nid, buf, sizeof(buf));
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+/// The certificate's DNS names and IP addresses, as `ember certs issue --san` takes them.
+std::vector<std::string> alt_names(X509* cert) {
+  std::vector<std::string> out;
+  auto* names = static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  if (!names) return out;
+  for (int i = 0; i < sk_GENERAL_NAME_num(names); ++i) {
+    const GENERAL_NAME* g = sk_GENERAL_NAME_value(names, i);
+    if (g->type == GEN_DNS) {
+      const auto* s = g->d.dNSName;
+      out.emplace_back(reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)),
+                       static_cast<size_t>(ASN1_STRING_length(s)));
+    } else if (g->type == GEN_IPADD) {
+      const auto* s = g->d.iPAddress;
+      char text[INET6_ADDRSTRLEN] = {0};
+      const int family = ASN1_STRING_length(s) == 4 ? AF_INET : AF_INET6;
+      if (::inet_ntop(family, ASN1_STRING_get0_data(s), text, sizeof(text))) out.emplace_back(text);
+    }
+  }
+  GENERAL_NAMES_free(names);
+  return out;
+}
+
+}  // namespace
+
+Result<Rotation> rotate_ca(const std::string& dir, uint32_t days, uint32_t ca_days, bool force) {
+  EMBER_RETURN_IF_ERROR(check_days(days));
+  EMBER_RETURN_IF_ERROR(check_days(ca_days));
+  ERR_clear_error();
+  EMBER_ASSIGN_OR_RETURN(Cert old_ca, read_cert(dir + "/ca.crt"));
+  Rotation out;
+  out.next_dir = dir + "/next";
+  std::error_code ec;
+  if (std::filesystem::exists(out.next_dir, ec) && !force) {
+    return invalid_argument(out.next_dir + " exists already: a rotation is under way (--force to start it again)");
+  }
+  const std::string old_name = subject_entry(old_ca.get(), NID_commonName);
+  EMBER_RETURN_IF_ERROR(init_ca(out.next_dir, old_name.empty() ? "ember cluster CA" : old_name, ca_days, force));
+  EMBER_ASSIGN_OR_RETURN(Cert new_ca, read_cert(out.next_dir + "/ca.crt"));
+  {
+    EMBER_ASSIGN_OR_RETURN(FILE * f, create(out.next_dir + "/ca-bundle.crt", 0644, force));
+    const bool ok = PEM_write_X509(f, new_ca.get()) == 1 && PEM_write_X509(f, old_ca.get()) == 1;
+    if (std::fclose(f) != 0 || !ok) return io_error(out.next_dir + "/ca-bundle.crt: cannot write: " + openssl_errors());
+  }
+  std::vector<std::filesystem::path> certs;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    if (e.is_regular_file() && e.path().extension() == ".crt" && e.path().filename() != "ca.crt")
+      certs.push_back(e.path());
+  }
+  if (ec) return io_error(dir + ": cannot list: " + ec.message());
+  std::sort(certs.begin(), certs.end());
+  for (const auto& path : certs) {
+    auto cert = read_cert(path.string());
+    // Only what this CA signed (a certificate of another CA kept here is none of the rotation's business).
+    if (!cert.ok() || X509_check_issued(old_ca.get(), cert->get()) != X509_V_OK) continue;
+    CertificateRequest r;
+    r.name = path.stem().string();
+    r.role = subject_entry(cert->get(), NID_organizationalUnitName);
+    r.subject_alt_names = alt_names(cert->get());
+    r.days = days;
+    r.force = force;
+    if (Status s = issue_certificate(out.next_dir, r); !s.ok()) {
+      return Error(s.error().code(), path.string() + ": cannot re-issue: " + s.error().message());
+    }
+    out.reissued.push_back(r.name);
+  }
+  return out;
+}
+
+}  // namespace ember::security

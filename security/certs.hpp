@@ -41,4 +41,19 @@ struct CertificateRequest {
 /// Issues DIR/NAME.key and DIR/NAME.crt signed by DIR/ca.key and DIR/ca.crt.
 Status issue_certificate(const std::string& dir, const CertificateRequest& request);
 
+/// What rotate_ca wrote.
+struct Rotation {
+  std::string next_dir;               // DIR/next
+  std::vector<std::string> reissued;  // the names re-issued there
+};
+
+/// A new CA for the cluster, without touching what runs: DIR/next/ca.key and ca.crt (a new CA,
+/// `ca_days`), DIR/next/ca-bundle.crt (the new CA, then DIR/ca.crt: a trust list that accepts both),
+/// and for every DIR/NAME.crt that DIR/ca.crt signed, DIR/next/NAME.key and NAME.crt from the new CA
+/// with the same name, role and alternative names (`days`). Refuses when DIR/next exists, unless
+/// `force`. The rollout without downtime (README, Security): every process's tls_ca to the bundle,
+/// restarted one at a time; then its certificate and key to DIR/next's, one at a time; then tls_ca
+/// to DIR/next/ca.crt alone.
+Result<Rotation> rotate_ca(const std::string& dir, uint32_t days, uint32_t ca_days, bool force);
+
 }  // namespace ember::security

@@ -69,6 +69,51 @@ TEST(Certs, AnIssuedCertificateVerifiesAgainstItsCaForServerAndClient) {
   EXPECT_FALSE(verifies(ca.get(), intruder.get(), X509_PURPOSE_SSL_CLIENT));
 }
 
+TEST(Certs, RotateMakesANewCaABundleAndEveryCertificateAgainWithItsNameRoleAndAddresses) {
+  gpu::testing::TempDir dir;
+  ASSERT_TRUE(init_ca(dir.path(), "test CA", 30, false).ok());
+  ASSERT_TRUE(
+      issue_certificate(dir.path(), {"manager", "manager", {"10.0.0.10", "ctl.example", "::1"}, 10, false}).ok());
+  ASSERT_TRUE(issue_certificate(dir.path(), {"gpu-a", "node", {}, 10, false}).ok());
+  gpu::testing::TempDir other;  // a certificate of another CA kept alongside is left alone
+  ASSERT_TRUE(init_ca(other.path(), "other CA", 30, false).ok());
+  ASSERT_TRUE(issue_certificate(other.path(), {"stranger", "client", {}, 10, false}).ok());
+  ASSERT_EQ(std::rename((other / "stranger.crt").c_str(), (dir / "stranger.crt").c_str()), 0);
+  auto old_ca = load(dir / "ca.crt");
+  auto old_manager = load(dir / "manager.crt");
+
+  auto r = rotate_ca(dir.path(), 20, 40, false);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->reissued, (std::vector<std::string>{"gpu-a", "manager"}));
+  auto new_ca = load(dir / "next/ca.crt");
+  auto manager = load(dir / "next/manager.crt");
+  ASSERT_TRUE(old_ca && new_ca && manager && old_manager);
+  EXPECT_TRUE(verifies(new_ca.get(), manager.get(), X509_PURPOSE_SSL_SERVER));
+  EXPECT_FALSE(verifies(old_ca.get(), manager.get(), X509_PURPOSE_SSL_CLIENT));
+  EXPECT_TRUE(verifies(old_ca.get(), old_manager.get(), X509_PURPOSE_SSL_CLIENT));  // untouched
+  char subject[256];
+  X509_NAME_oneline(X509_get_subject_name(manager.get()), subject, sizeof(subject));
+  EXPECT_STREQ(subject, "/O=ember/OU=manager/CN=manager");
+  EXPECT_EQ(X509_check_ip_asc(manager.get(), "10.0.0.10", 0), 1);
+  EXPECT_EQ(X509_check_ip_asc(manager.get(), "::1", 0), 1);
+  EXPECT_EQ(X509_check_host(manager.get(), "ctl.example", 0, 0, nullptr), 1);
+  EXPECT_EQ(mode_of(dir / "next/manager.key"), 0600u);
+  EXPECT_EQ(mode_of(dir / "next/ca.key"), 0600u);
+  // The bundle trusts both: the old certificates and the new verify against it.
+  std::unique_ptr<X509_STORE, void (*)(X509_STORE*)> store(X509_STORE_new(), X509_STORE_free);
+  ASSERT_EQ(X509_STORE_load_file(store.get(), (dir / "next/ca-bundle.crt").c_str()), 1);
+  for (X509* leaf : {manager.get(), old_manager.get()}) {
+    std::unique_ptr<X509_STORE_CTX, void (*)(X509_STORE_CTX*)> ctx(X509_STORE_CTX_new(), X509_STORE_CTX_free);
+    X509_STORE_CTX_init(ctx.get(), store.get(), leaf, nullptr);
+    EXPECT_EQ(X509_verify_cert(ctx.get()), 1);
+  }
+  // Once under way, a second rotation is refused unless forced.
+  auto again = rotate_ca(dir.path(), 20, 40, false);
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.error().message().find("under way"), std::string::npos) << again.error().message();
+  EXPECT_TRUE(rotate_ca(dir.path(), 20, 40, true).ok());
+}
+
 TEST(Certs, BadRequestsAreRefusedAndNothingIsOverwrittenWithoutForce) {
   gpu::testing::TempDir dir;
   auto issue = [&](CertificateRequest r) { return issue_certificate(dir.path(), r); };
