@@ -2,13 +2,15 @@
 """deploy/cluster.sh for real: three emulated hosts (network namespaces on a bridge, built by
 `deploy/netns-cluster.sh net 2`), each running Debian's sshd on its own address with a throwaway host key
 and a client key made here, and an inventory naming them: the manager (with the HTTP API) and a standalone
-gateway on h0, a node on h1 and on h2, a config whose gateway.api_tokens_file and manager.admin_token_file
-(with open_reads: false) point at credentials the inventory lists, and console_args giving `up`'s console
-the admin token.
+gateway on h0, a node on h1 and on h2, a config with security on every plane, from credentials the
+inventory lists: bearer tokens and HTTPS on the API (gateway.api_tokens_file, tls_certificate), the admin
+token (manager.admin_token_file, with open_reads: false), mutual TLS between the processes and tickets on
+the data plane (security.tls_*, ticket_key_file; one `ember certs` member certificate for all, since the
+config is one file); console_args give `up`'s console the admin token and the certificate, curl_args the CA.
 
 `cluster.sh up` must copy the binary, the config and the token file into each host's own directory, start
 every role in its host's namespace, and wait until they are ready; the API refuses a request without the
-token (401), serves a model loaded through the repository API with it, and every answer matches `ember run`
+token (401), plain HTTP, a console without the token and one without the certificate; it serves a model loaded through the repository API with it, and every answer matches `ember run`
 on the same model and input, through the manager and through the gateway. `up` again changes nothing
 (same pids, says so); a node killed (SIGKILL) is started again by `up`; `status` shows every role running
 and ready; `logs` prints the roles' logs; `down` leaves no ember process and no pid file, and again finds
@@ -27,6 +29,7 @@ import json
 import os
 import shutil
 import signal
+import ssl
 import socket
 import stat
 import subprocess
@@ -83,8 +86,13 @@ def cluster_ok(command, inventory, *extra, timeout=90):
     return out
 
 
+TLS = {}  # "ca": the cluster CA's certificate, once made (run): the API is HTTPS
+
+
 def request(where, method, path, body=None, token=None, timeout=30):
-    conn = http.client.HTTPConnection(*where, timeout=timeout)
+    ctx = ssl.create_default_context(cafile=TLS["ca"]) if TLS else None
+    conn = (http.client.HTTPSConnection(*where, timeout=timeout, context=ctx) if ctx
+            else http.client.HTTPConnection(*where, timeout=timeout))
     headers = {"Content-Type": "application/json"}
     if token:
         headers["Authorization"] = f"Bearer {token}"
@@ -236,13 +244,18 @@ Subsystem sftp internal-sftp
 
 def write_inventory(path, hosts, repo, config, tokens, roles=None, drop=()):
     """The test's inventory (roles replaced, or top-level keys dropped, for the bad ones)."""
+    certs = os.path.join(hosts.work, "certs")
     inv = {
         "cluster": "ssh-test",
         "binary": os.path.join(hosts.work, "ember"),
         "config": config,
-        "credentials": [tokens, os.path.join(hosts.work, "admin.token")],
-        # the manager's reads need the admin token (open_reads: false), so `up` must pass it to its console
-        "console_args": ["--token-file", "{dir}/credentials/admin.token"],
+        "credentials": [tokens, os.path.join(hosts.work, "admin.token")] +
+                       [os.path.join(certs, f) for f in ("ca.crt", "member.crt", "member.key", "tickets.key")],
+        # the manager's reads need the admin token (open_reads: false) and the control plane mutual TLS,
+        # so `up` must pass both to its console
+        "console_args": ["--token-file", "{dir}/credentials/admin.token"] + CONSOLE_TLS,
+        # the API is HTTPS with a certificate the cluster CA signed: `up` checks readiness trusting it
+        "curl_args": ["--cacert", os.path.join(certs, "ca.crt")],
         "ready_timeout": 30,
         "stop_timeout": 5,
         "ssh": {"user": "root", "identity_file": os.path.join(hosts.ssh, "id_ed25519"),
@@ -339,6 +352,23 @@ def check_copies(hosts, ember):
     print(f"ember, ember.yaml ({{dir}} replaced) and credentials/api.tokens (0600) in each of {HOSTS} host directories")
 
 
+CONSOLE_TLS = ["--tls-certificate", "{dir}/credentials/member.crt", "--tls-key", "{dir}/credentials/member.key",
+               "--tls-ca", "{dir}/credentials/ca.crt"]
+
+
+def make_certificates(ember, work):
+    """The cluster CA, one member certificate for every process (the config is the same file on
+    every host) with the hosts' addresses, and the data plane's ticket key; the API is served with
+    the member certificate too."""
+    d = os.path.join(work, "certs")
+    sh([ember, "certs", "init", "--dir", d])
+    sh([ember, "certs", "issue", "--dir", d, "--name", "member", "--role", "node", "--san",
+        ",".join(f"{NET}.{i + 1}" for i in range(HOSTS))])
+    with open(os.path.join(d, "tickets.key"), "w") as f:
+        f.write(os.urandom(32).hex() + "\n")
+    TLS["ca"] = os.path.join(d, "ca.crt")
+
+
 def check_serving(body, expected):
     for where in (MANAGER_HTTP, GATEWAY_HTTP):
         status, text = request(where, "POST", "/v2/models/mlp/infer", body)
@@ -380,11 +410,16 @@ def run(ember):
             f.write(TOKEN + "\n")
         with open(os.path.join(work, "admin.token"), "w") as f:
             f.write("cluster-ssh-test-admin-91c4\n")
+        make_certificates(ember, work)
         config = os.path.join(work, "ember.yaml")
         with open(config, "w") as f:
             f.write('gateway:\n  api_tokens_file: "{dir}/credentials/api.tokens"\n'
+                    '  tls_certificate: "{dir}/credentials/member.crt"\n  tls_key: "{dir}/credentials/member.key"\n'
                     'manager:\n  admin_token_file: "{dir}/credentials/admin.token"\n  open_reads: false\n'
-                    '  node_timeout: 1s\n')
+                    '  node_timeout: 1s\n'
+                    'security:\n  tls_certificate: "{dir}/credentials/member.crt"\n'
+                    '  tls_key: "{dir}/credentials/member.key"\n  tls_ca: "{dir}/credentials/ca.crt"\n'
+                    '  ticket_key_file: "{dir}/credentials/tickets.key"\n')
         hosts.keys()
         check_bad_inventories(hosts, repo, config, tokens)
 
@@ -395,12 +430,27 @@ def run(ember):
         if out.count("started") < 4 or "copied" not in out:
             raise Failure("the first `up` did not say it copied files and started four roles")
         check_copies(hosts, ember)
-        r = subprocess.run(["ip", "netns", "exec", "ember-h0", os.path.join(hosts.dir(0), "ember"), "--log-level", "off",
-                            "console", "--manager", f"{NET}.1:7070", "-c", "nodes"], capture_output=True, text=True,
-                           timeout=15)
+        console = ["ip", "netns", "exec", "ember-h0", os.path.join(hosts.dir(0), "ember"), "--log-level", "off",
+                   "console", "--manager", f"{NET}.1:7070", "-c", "nodes"]
+        tls = [a.replace("{dir}", hosts.dir(0)) for a in CONSOLE_TLS]
+        r = subprocess.run(console + tls, capture_output=True, text=True, timeout=15)
         if r.returncode == 0:
             raise Failure(f"the console read the nodes without the admin token: {r.stdout}")
         print(f"`ember console` without the admin token refused: {(r.stdout + r.stderr).strip()[-200:]}")
+        r = subprocess.run(console + ["--token-file", os.path.join(hosts.dir(0), "credentials", "admin.token")],
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode == 0:
+            raise Failure(f"the console without the cluster's certificate read the nodes: {r.stdout}")
+        print("`ember console` with the admin token but without the cluster's certificate refused")
+        try:
+            plain = http.client.HTTPConnection(*MANAGER_HTTP, timeout=5)
+            plain.request("GET", "/v2/health/ready")
+            raise Failure(f"plain HTTP to the HTTPS API answered: {plain.getresponse().status}")
+        except (OSError, http.client.HTTPException):
+            print("plain HTTP to the API refused (it is HTTPS)")
+        with open(os.path.join(hosts.dir(0), "log", "h0", "manager.log")) as f:
+            if "(mutual TLS)" not in f.read():
+                raise Failure("the manager does not say its control plane is mutual TLS")
         pids = read_pids(hosts)
         check_placement(hosts, pids)
 
