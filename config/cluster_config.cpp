@@ -62,9 +62,17 @@ Status parse_manager(const YamlSection& s, ManagerConfig& c) {
 
 Status parse_security(const YamlSection& s, SecurityConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
-  EMBER_RETURN_IF_ERROR(
-      s.check_keys({"tls_certificate", "tls_key", "tls_key_passphrase_file", "tls_ca", "ticket_key_file"}));
+  EMBER_RETURN_IF_ERROR(s.check_keys(
+      {"tls_certificate", "tls_key", "tls_key_passphrase_file", "tls_ca", "ticket_key_file", "data_plane"}));
   EMBER_RETURN_IF_ERROR(s.read_string("ticket_key_file", c.ticket_key_file));
+  if (s.has("data_plane")) {
+    std::string mode;
+    EMBER_RETURN_IF_ERROR(s.read_string("data_plane", mode));
+    if (mode != "tickets" && mode != "tls") {
+      return invalid_argument(s.where("data_plane") + ": '" + mode + "' is neither tickets nor tls");
+    }
+    c.data_plane_tls = mode == "tls";
+  }
   EMBER_RETURN_IF_ERROR(s.read_string("tls_certificate", c.tls_certificate));
   EMBER_RETURN_IF_ERROR(s.read_string("tls_key", c.tls_key));
   EMBER_RETURN_IF_ERROR(s.read_string("tls_key_passphrase_file", c.tls_key_passphrase_file));
@@ -245,6 +253,12 @@ Status validate(const ClusterConfig& c, std::string_view source) {
                             ": security.tls_certificate, security.tls_key and security.tls_ca go together: set all "
                             "three or none (a certificate without the CA would accept anonymous peers)");
   }
+  if (sec.data_plane_tls && !some) {
+    return invalid_argument(at + ": security.data_plane: tls needs the certificates of security.tls_*");
+  }
+  if (sec.data_plane_tls && c.transfer.transport != TransportKind::tcp) {
+    return invalid_argument(at + ": security.data_plane: tls needs transfer.transport: tcp (UCX carries no TLS here)");
+  }
   if (!some && !sec.ticket_key_file.empty()) {
     return invalid_argument(at +
                             ": security.ticket_key_file needs the control plane's TLS (security.tls_*): tickets "
@@ -360,6 +374,13 @@ Result<ClusterConfig> parse_cluster_config(std::string_view yaml, std::string_vi
   EMBER_ASSIGN_OR_RETURN(auto transfer, YamlSection::open(root, "transfer", source));
   EMBER_RETURN_IF_ERROR(parse_transfer(transfer, config.transfer));
   config.transfer.ticket_key_file = config.security.ticket_key_file;
+  if (config.security.data_plane_tls) {
+    config.transfer.tls = true;
+    config.transfer.tls_certificate = config.security.tls_certificate;
+    config.transfer.tls_key = config.security.tls_key;
+    config.transfer.tls_key_passphrase_file = config.security.tls_key_passphrase_file;
+    config.transfer.tls_ca = config.security.tls_ca;
+  }
   EMBER_ASSIGN_OR_RETURN(auto binding, YamlSection::open(root, "binding", source));
   EMBER_RETURN_IF_ERROR(config_detail::parse_binding(binding, config.binding));
   EMBER_ASSIGN_OR_RETURN(auto autoscale, YamlSection::open(root, "autoscale", source));

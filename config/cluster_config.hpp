@@ -245,6 +245,12 @@ struct TransferConfig {
   std::string rack;
   /// security.ticket_key_file, copied here by the parser: the data plane is where it is used.
   std::string ticket_key_file;
+  /// security.data_plane: tls, with security.tls_*'s files, copied here likewise.
+  bool tls = false;
+  std::string tls_certificate;
+  std::string tls_key;
+  std::string tls_key_passphrase_file;
+  std::string tls_ca;
 
   // Fault seams for tests and drills: set only from the command line (`ember node --fault-...`),
   // never from the file. 0 = off.
@@ -329,6 +335,11 @@ struct SecurityConfig {
   /// a byte. Needs tls_* (tickets travel in control-plane messages). Empty (the default): the data
   /// plane serves whoever reaches it.
   std::string ticket_key_file;
+  /// How the data plane's bytes travel: "tickets" (the default: in the clear, with tickets when
+  /// ticket_key_file is set) or "tls" (encrypted too, both ends authenticated by the cluster CA with
+  /// the certificates above; needs tls_* and transfer.transport tcp). TLS costs CPU on every hop
+  /// of a chain (each hop decrypts and encrypts again): README, Security, has the measurement.
+  bool data_plane_tls = false;
 
   bool tls() const { return !tls_certificate.empty(); }
 };

@@ -41,6 +41,7 @@
 #include "transport/checksum.hpp"
 #include "transport/fetch_cancel.hpp"
 #include "transport/ticket.hpp"
+#include "transport/tls_stream.hpp"
 
 namespace ember::transport {
 
@@ -89,6 +90,8 @@ struct FetchOptions {
   int socket_buffer_bytes = 4 << 20;
   /// The data-plane ticket for this blob (transport/ticket.hpp), sent in the request; empty: none.
   Ticket ticket;
+  /// Set: the connection is TLS (transport/tls_stream.hpp; TCP only). The server must be too.
+  std::shared_ptr<const DataTls> tls;
   /// Lets another thread stop the fetch (nullptr: nobody can). A cancelled fetch returns
   /// `unavailable` naming the cancellation; the sink's verified prefix stays valid for a resume.
   std::shared_ptr<FetchCancel> cancel;

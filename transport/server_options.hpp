@@ -35,6 +35,7 @@
 #include "base/status.hpp"
 #include "transport/blob.hpp"
 #include "transport/ticket.hpp"
+#include "transport/tls_stream.hpp"
 
 namespace ember::transport {
 
@@ -71,6 +72,9 @@ struct BlobServerOptions {
   /// Set: every request must carry a ticket these keys verify (transport/ticket.hpp); one without
   /// is answered with an abort frame (permission_denied) before any byte. Null: no tickets asked.
   std::shared_ptr<const TicketKeys> tickets;
+  /// Set: every connection is TLS (transport/tls_stream.hpp; TCP only), the receiver's certificate
+  /// checked against the cluster CA. Null: plain TCP.
+  std::shared_ptr<const DataTls> tls;
 };
 
 /// A connection turned away ("busy": max_transfers in progress) gets an abort frame and is kept open

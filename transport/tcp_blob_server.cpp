@@ -27,11 +27,11 @@ void send_turn_away(int fd, const Error& error) {
   (void)::send(fd, header.data(), header.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
 }
 
-/// One frame: header and payload gathered into one sendmsg.
-Status send_frame(int fd, const FrameSender::Frame& f) {
+/// One frame: header and payload gathered into one sendmsg (through TLS when the stream is).
+Status send_frame(Stream& stream, const FrameSender::Frame& f, std::chrono::milliseconds timeout) {
   iovec iov[2] = {{const_cast<uint8_t*>(f.header.data()), f.header.size()},
                   {const_cast<uint8_t*>(f.payload), f.payload_bytes}};
-  return send_all(fd, iov, f.payload_bytes > 0 ? 2 : 1);
+  return stream.write_all(iov, f.payload_bytes > 0 ? 2 : 1, timeout);
 }
 
 }  // namespace
@@ -182,8 +182,11 @@ void BlobServer::admit(Socket socket) {
       wake();
     });
   } catch (const std::system_error& e) {
-    // No thread for it: tell the receiver, and let reap() drop the record (nothing to join).
-    send_turn_away(c.socket.fd(), io_error(std::string("blob server cannot start a transfer: ") + e.what()));
+    // No thread for it: tell the receiver (in plain TCP; over TLS it sees the close), and let reap()
+    // drop the record (nothing to join).
+    if (!options_.tls) {
+      send_turn_away(c.socket.fd(), io_error(std::string("blob server cannot start a transfer: ") + e.what()));
+    }
     counters_.failed.fetch_add(1);
     counters_.active.fetch_sub(1);
     c.done.store(true);
@@ -195,7 +198,8 @@ void BlobServer::reject(Socket socket, std::list<Lingering>& lingering) {
   const Error busy = io_error("blob server busy: " + std::to_string(options_.max_transfers) +
                               " transfers in progress, the limit; retry later or from another source");
   // Transfer id 0: the request was never read. The frame is small enough for any socket buffer.
-  send_turn_away(socket.fd(), busy);
+  // Over TLS there is no session to say it in: the receiver sees the close, and retries.
+  if (!options_.tls) send_turn_away(socket.fd(), busy);
   ::shutdown(socket.fd(), SHUT_WR);
   if (lingering.size() < kMaxLingering) lingering.push_back({std::move(socket), Clock::now() + kRejectLinger});
 }
@@ -211,12 +215,16 @@ bool BlobServer::serve(int fd) {
   size_t want = 4;
   size_t have = 0;
   const auto deadline = Clock::now() + options_.request_timeout;
+  Result<Stream> opened =
+      options_.tls ? Stream::handshake(fd, *options_.tls, true, deadline) : Result<Stream>(Stream(fd));
+  if (!opened.ok()) return false;  // a plain client, or one without a certificate the CA signed
+  Stream& stream = *opened;
   Result<FetchRequest> request = not_found("need more bytes");
   while (true) {
     size_t got = 0;
     std::string error_text;
     const RecvEnd end =
-        recv_exact(fd, buffer + have, want - have, options_.request_timeout, got, error_text, deadline);
+        stream.read_exact(buffer + have, want - have, options_.request_timeout, got, error_text, deadline);
     have += got;
     if (end != RecvEnd::done) return false;  // the receiver went away or never asked: nothing to say
     request = decode_fetch_request(buffer, have, want);
@@ -236,12 +244,12 @@ bool BlobServer::serve(int fd) {
       case FrameSender::Step::wait:
         (void)sender.wait(kUpstreamPoll);  // its outcome comes back through the next next()
         if (stopping_.load()) {
-          (void)send_frame(fd, sender.abort(io_error("blob server stopping")));  // best effort
+          (void)send_frame(stream, sender.abort(io_error("blob server stopping")), options_.send_timeout);
           return false;
         }
         break;
       case FrameSender::Step::send:
-        if (!send_frame(fd, frame).ok()) return false;  // the receiver is gone: nobody to tell
+        if (!send_frame(stream, frame, options_.send_timeout).ok()) return false;        // the receiver is gone
         counters_.bytes_sent.fetch_add(frame.payload_bytes, std::memory_order_relaxed);  // 0 for end and abort
         break;
     }

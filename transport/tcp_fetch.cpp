@@ -2,6 +2,8 @@
 
 #include <sys/socket.h>
 
+#include <optional>
+
 #include "transport/fetch_call.hpp"
 #include "transport/frame.hpp"
 #include "transport/tcp_socket.hpp"
@@ -22,6 +24,7 @@ class TcpFetch {
     Result<FetchResult> result = receive();
     // Before the socket closes: no shutdown of a reused descriptor.
     if (call_.options.cancel) call_.options.cancel->detach();
+    stream_.reset();  // its SSL, before the socket
     return call_.outcome(std::move(result));
   }
 
@@ -34,13 +37,14 @@ class TcpFetch {
   FrameReceiver& frames_ = call_.frames;
   const FetchOptions& options_ = call_.options;
   Socket socket_;
+  std::optional<Stream> stream_;  // over socket_: plain or TLS
   Clock::time_point deadline_ = Clock::time_point::max();
 };
 
 Status TcpFetch::read_exact(void* dst, size_t bytes) {
   size_t got = 0;
   std::string error_text;
-  const RecvEnd end = recv_exact(socket_.fd(), dst, bytes, options_.idle_timeout, got, error_text, deadline_);
+  const RecvEnd end = stream_->read_exact(dst, bytes, options_.idle_timeout, got, error_text, deadline_);
   if (end == RecvEnd::timed_out && Clock::now() >= deadline_) {
     return call_.fail(frames_.total_timeout(options_.total_timeout));
   }
@@ -86,8 +90,16 @@ Result<FetchResult> TcpFetch::receive() {
     if (!options_.cancel->attach([fd] { ::shutdown(fd, SHUT_RDWR); })) return call_.fail(frames_.cancelled());
   }
   set_send_timeout(socket_.fd(), options_.idle_timeout);
+  if (options_.tls) {
+    auto tls = Stream::handshake(socket_.fd(), *options_.tls, false,
+                                 std::min(deadline_, Clock::now() + options_.connect_budget()));
+    if (!tls.ok()) return call_.fail(tls.error().with_context("the data plane's TLS with " + call_.from.to_string()));
+    stream_.emplace(std::move(*tls));
+  } else {
+    stream_.emplace(socket_.fd());
+  }
   iovec iov{request->data(), request->size()};
-  if (Status st = send_all(socket_.fd(), &iov, 1); !st.ok()) {
+  if (Status st = stream_->write_all(&iov, 1, options_.idle_timeout); !st.ok()) {
     return call_.fail(st.error().with_context("sending the request"));
   }
 

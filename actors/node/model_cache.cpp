@@ -92,6 +92,7 @@ Result<blob_ref> fetch_from_sources(const ModelCacheConfig& config, const fetch_
     transport::FetchOptions options;
     options.expected_bytes = req.blob_bytes;
     options.ticket = src.ticket;
+    options.tls = config.tls;
     auto got = transport::fetch_blob(config.transport, src.endpoint, req.blob_key, options, sink);
     if (got.ok()) {
       return blob_ref{std::move(sink.buffer), src.kind, src.name, got->bytes_received, elapsed_us(), got->digest};
@@ -160,6 +161,7 @@ Status fetch_range(const ModelCacheConfig& config, const blob_source& src, const
   transport::FetchOptions options;
   options.expected_bytes = req.blob_bytes;
   options.ticket = src.ticket;
+  options.tls = config.tls;
   options.range_offset = from;
   options.range_length = to - from;
   sink.verified_end = from;

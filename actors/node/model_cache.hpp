@@ -25,6 +25,8 @@ struct ModelCacheConfig {
   TransferPeerConfig transfer;
   /// The data plane peers and the repository serve on.
   transport::TransportKind transport = transport::TransportKind::tcp;
+  /// The data plane's TLS (security.data_plane: tls); null: plain TCP.
+  std::shared_ptr<const transport::DataTls> tls;
 };
 
 /// Spawns the cache over `store` (shared with the node's blob server, which serves from it).

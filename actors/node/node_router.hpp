@@ -14,6 +14,7 @@
 #include "config/choices.hpp"
 #include "placement/swap_scheduler.hpp"
 #include "transport/ticket.hpp"
+#include "transport/tls_stream.hpp"
 
 namespace ember {
 
@@ -31,6 +32,8 @@ struct StageHandoff {
   /// The cluster's ticket keys (security.ticket_key_file): each handoff carries a ticket for the
   /// downstream's fetch. Null: none.
   std::shared_ptr<const transport::TicketKeys> tickets;
+  /// The data plane's TLS (security.data_plane: tls); null: plain TCP.
+  std::shared_ptr<const transport::DataTls> tls;
 };
 
 class InlineRuns;

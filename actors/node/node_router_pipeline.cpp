@@ -131,12 +131,14 @@ class HandoffSink final : public transport::BlobSink {
 };
 
 /// Runs on the node's handoff queue: the upstream's tensors, checked against their digest.
-Result<std::shared_ptr<gpu::HostBuffer>> fetch_handoff(TransportKind transport, const tensor_handoff& h,
-                                                       uint64_t total) {
+Result<std::shared_ptr<gpu::HostBuffer>> fetch_handoff(TransportKind transport,
+                                                       const std::shared_ptr<const transport::DataTls>& tls,
+                                                       const tensor_handoff& h, uint64_t total) {
   transport::FetchOptions options;
   options.expected_bytes = total;
   options.total_timeout = std::chrono::seconds(60);
   options.ticket = h.ticket;
+  options.tls = tls;
   HandoffSink sink(total);
   EMBER_ASSIGN_OR_RETURN(auto got, transport::fetch_blob(transport, h.from, h.key, options, sink));
   if (transport::to_hex(got.digest) != h.sha256) {
@@ -308,7 +310,9 @@ void stage_receive(router_pointer self, const model_key& key, std::shared_ptr<Pe
   }
   const bool taken = offload(
       self, *st.config.handoff->fetches,
-      [transport = st.config.handoff->transport, h, total] { return fetch_handoff(transport, h, total); },
+      [transport = st.config.handoff->transport, tls = st.config.handoff->tls, h, total] {
+        return fetch_handoff(transport, tls, h, total);
+      },
       [self, key, p, upstream](Result<std::shared_ptr<gpu::HostBuffer>>& got) {
         if (!got.ok()) {
           p->promise.deliver(to_caf(

@@ -1,18 +1,29 @@
 // Blob-server settings shared by the node and manager processes (internal to actors/process/).
 #pragma once
 
+#include "base/token_file.hpp"
 #include "config/cluster_config.hpp"
 #include "transport/tcp_blob_server.hpp"
 
 namespace ember {
 
 /// Blob-server settings shared by nodes and the manager's repository server; with
-/// security.ticket_key_file, its keys (read here: an unreadable or short file is the error).
+/// security.ticket_key_file, its keys (read here: an unreadable or short file is the error), and with
+/// security.data_plane: tls, the TLS context (its fetches use the same one).
 inline Result<transport::BlobServerOptions> data_server_options(const TransferConfig& transfer) {
   transport::BlobServerOptions o;
   if (!transfer.ticket_key_file.empty()) {
     EMBER_ASSIGN_OR_RETURN(o.tickets,
                            transport::TicketKeys::load(transfer.ticket_key_file, "security.ticket_key_file"));
+  }
+  if (transfer.tls) {
+    std::string passphrase;
+    if (!transfer.tls_key_passphrase_file.empty()) {
+      EMBER_ASSIGN_OR_RETURN(passphrase,
+                             read_token_file(transfer.tls_key_passphrase_file, "security.tls_key_passphrase_file"));
+    }
+    EMBER_ASSIGN_OR_RETURN(
+        o.tls, transport::DataTls::make(transfer.tls_certificate, transfer.tls_key, passphrase, transfer.tls_ca));
   }
   o.chunk_bytes = static_cast<uint32_t>(transfer.chunk_bytes);
   o.socket_buffer_bytes = static_cast<int>(transfer.socket_buffer_bytes);

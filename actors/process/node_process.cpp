@@ -134,6 +134,8 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   cache.capacity_bytes = node.cache_bytes;
   cache.repository = node.repository;
   cache.transport = kind;
+  cache.tls = server.tls;
+  cache.transfer.tls = server.tls;
   cache.transfer.node = p->name_;
   cache.transfer.transport = kind;
   cache.transfer.progress_interval = std::chrono::milliseconds(transfer.progress_interval_us / 1000);
@@ -144,7 +146,7 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   if (node.allow_faults) cache.transfer.fault = hop_fault;
   p->cache_ = spawn_model_cache(sys, cache, p->store_, p->instruments_.get(), p->fetches_, p->hops_);
   NodeRouterConfig router{p->name_, {node.data_listen.host, p->blob_server_->port()}, transfer.rack, std::nullopt};
-  router.handoff = StageHandoff{p->store_, kind, &p->handoffs_, server.tickets};
+  router.handoff = StageHandoff{p->store_, kind, &p->handoffs_, server.tickets, server.tls};
   router.ledger = std::make_shared<ReplicaLedger>();
   router.inline_runs = p->inline_runs_;
   if (binding.mode == BindingMode::late) {

@@ -189,6 +189,7 @@ void start_attempt(peer_pointer self, std::chrono::milliseconds delay = std::chr
   options.socket_buffer_bytes = st.config.socket_buffer_bytes;
   options.cancel = st.cancel;
   options.ticket = st.upstream.ticket;  // the manager's, with this upstream
+  options.tls = st.config.tls;
   if (attempt > 1 && delay.count() == 0) {
     spdlog::info("transfer {}: node {} resumes {} from {} at offset {} (attempt {})", st.req.transfer_id,
                  st.config.node, st.req.model.to_string(), st.upstream.name, options.resume_offset, attempt);

@@ -54,6 +54,8 @@ struct TransferPeerConfig {
   std::chrono::milliseconds orphan_window{30'000};
   /// Socket buffer bytes of the hop's connection (0 = kernel autotuning).
   int socket_buffer_bytes = 4 << 20;
+  /// The data plane's TLS (security.data_plane: tls); null: plain TCP.
+  std::shared_ptr<const transport::DataTls> tls;
   /// Fault seam (tests, drills): receive at most this many bytes per second. 0 = no limit.
   uint64_t throttle_bytes_per_s = 0;
   /// Fault injection at run time (may be null).

@@ -216,6 +216,7 @@ security:
   tls_key_passphrase_file: /etc/ember/tls/gpu-03.pass
   tls_ca: /etc/ember/tls/ca.crt
   ticket_key_file: /etc/ember/tickets.key
+  data_plane: tls
 )",
                                 "ember.yaml");
   ASSERT_TRUE(c.ok()) << c.error().message();
@@ -249,6 +250,10 @@ security:
   EXPECT_EQ(c->security.tls_ca, "/etc/ember/tls/ca.crt");
   EXPECT_EQ(c->security.ticket_key_file, "/etc/ember/tickets.key");
   EXPECT_EQ(c->transfer.ticket_key_file, "/etc/ember/tickets.key");  // where the data plane reads it
+  EXPECT_TRUE(c->security.data_plane_tls);
+  EXPECT_TRUE(c->transfer.tls);
+  EXPECT_EQ(c->transfer.tls_certificate, "/etc/ember/tls/gpu-03.crt");
+  EXPECT_EQ(c->transfer.tls_key_passphrase_file, "/etc/ember/tls/gpu-03.pass");
   EXPECT_EQ(c->manager.recovery_window_us, 5'000'000u);
   EXPECT_EQ(c->manager.admin_token_file, "/etc/ember/admin.token");
   EXPECT_FALSE(c->manager.open_reads);
@@ -446,6 +451,11 @@ INSTANTIATE_TEST_SUITE_P(
                 "security.tls_certificate, security.tls_key and security.tls_ca go together"},
         BadCase{"security:\n  tls_ca: ca.crt\n", "security.tls_certificate, security.tls_key and security.tls_ca go"},
         BadCase{"security:\n  tls_key_passphrase_file: p.txt\n", "security.tls_key_passphrase_file needs"},
+        BadCase{"security:\n  data_plane: encrypted\n", "security.data_plane: 'encrypted' is neither tickets nor tls"},
+        BadCase{"security:\n  data_plane: tls\n", "security.data_plane: tls needs the certificates of security.tls_*"},
+        BadCase{"security:\n  tls_certificate: a.crt\n  tls_key: a.key\n  tls_ca: ca.crt\n  data_plane: tls\n"
+                "transfer:\n  transport: ucx\n",
+                "security.data_plane: tls needs transfer.transport: tcp"},
         BadCase{"security:\n  ticket_key_file: t.key\n",
                 "security.ticket_key_file needs the control plane's TLS (security.tls_*)"},
         BadCase{"security:\n  tls_cert: a.crt\n", "security.tls_cert: unknown key"},

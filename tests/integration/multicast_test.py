@@ -319,6 +319,8 @@ def main():
     ap.add_argument("--only", choices=sorted(SCENARIOS))
     ap.add_argument("--secure", action="store_true",
                     help="every process with mutual TLS on the control plane and tickets on the data plane")
+    ap.add_argument("--data-plane-tls", action="store_true",
+                    help="with --secure: model bytes over TLS too (security.data_plane: tls)")
     ap.add_argument("--netns", action="store_true",
                     help="run in network namespaces behind 1 Gbit/s links (deploy/netns-cluster.sh; needs root)")
     args = ap.parse_args()
@@ -334,6 +336,8 @@ def main():
         subprocess.run([args.ember, "model", "new", "--arch", "resnet50", "--seed", "5", "--out",
                         os.path.join(repo, MODEL, "1")], check=True, capture_output=True)
         security = secure(args.ember, work) if args.secure else ""
+        if args.data_plane_tls:
+            security += "  data_plane: tls\n"
         for name, (fn, node_args) in SCENARIOS.items():
             if args.only and name != args.only:
                 continue
@@ -344,7 +348,8 @@ def main():
             c = None
             try:
                 c = Cluster(args.ember, sub, args.transport, node_args, args.netns, security)
-                where = ("netns" if args.netns else "loopback") + (", secure" if args.secure else "")
+                where = ("netns" if args.netns else "loopback") + (", secure" if args.secure else "") + \
+                    (", data plane TLS" if args.data_plane_tls else "")
                 print(f"{name} [{args.transport}, {where}]: {fn(c)} ({time.time() - start:.1f} s)", flush=True)
             except Failure as e:
                 ok = False

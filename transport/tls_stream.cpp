@@ -1,0 +1,154 @@
+#include "transport/tls_stream.hpp"
+
+#include <fcntl.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace ember::transport {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string ssl_errors() {
+  std::string out;
+  for (unsigned long e = ERR_get_error(); e != 0; e = ERR_get_error()) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof(buf));
+    if (!out.empty()) out += "; ";
+    out += buf;
+  }
+  return out.empty() ? "the connection closed" : out;
+}
+
+int passphrase_callback(char* buf, int size, int, void* user) {
+  const auto* pass = static_cast<const std::string*>(user);
+  if (pass->size() > static_cast<size_t>(size)) return 0;
+  std::copy(pass->begin(), pass->end(), buf);
+  return static_cast<int>(pass->size());
+}
+
+/// Waits for `events` on `fd` at most `wait` (and not past `deadline`): true when ready.
+bool wait_for(int fd, short events, std::chrono::milliseconds wait, Clock::time_point deadline) {
+  if (deadline != Clock::time_point::max()) {
+    const auto now = Clock::now();
+    if (now >= deadline) return false;
+    wait = std::min(wait, std::chrono::ceil<std::chrono::milliseconds>(deadline - now));
+  }
+  pollfd pf{fd, events, 0};
+  for (;;) {
+    const int rc = ::poll(&pf, 1, static_cast<int>(std::max<int64_t>(wait.count(), 1)));
+    if (rc < 0 && errno == EINTR) continue;
+    return rc > 0;
+  }
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const DataTls>> DataTls::make(const std::string& certificate, const std::string& key,
+                                                     const std::string& passphrase, const std::string& ca) {
+  ERR_clear_error();
+  SSL_CTX* ctx = SSL_CTX_new(TLS_method());
+  if (!ctx) return internal_error("the data plane's TLS context: " + ssl_errors());
+  std::shared_ptr<const DataTls> out(new DataTls(ctx));
+  SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+  std::string pass = passphrase;
+  SSL_CTX_set_default_passwd_cb(ctx, passphrase_callback);
+  SSL_CTX_set_default_passwd_cb_userdata(ctx, &pass);
+  const bool ok = SSL_CTX_use_certificate_chain_file(ctx, certificate.c_str()) == 1 &&
+                  SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) == 1 &&
+                  SSL_CTX_check_private_key(ctx) == 1 && SSL_CTX_load_verify_locations(ctx, ca.c_str(), nullptr) == 1;
+  SSL_CTX_set_default_passwd_cb_userdata(ctx, nullptr);
+  if (!ok) {
+    return invalid_argument("the data plane's TLS (" + certificate + ", " + key + ", " + ca + "): " + ssl_errors());
+  }
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  return out;
+}
+
+DataTls::~DataTls() { SSL_CTX_free(ctx_); }
+
+Stream::~Stream() {
+  if (ssl_) SSL_free(ssl_);  // no close_notify: the protocol's end frame says where the data ends
+}
+
+Result<Stream> Stream::handshake(int fd, const DataTls& tls, bool server, Clock::time_point deadline) {
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+  ERR_clear_error();
+  SSL* ssl = SSL_new(tls.ctx());
+  if (!ssl) return internal_error("SSL_new: " + ssl_errors());
+  Stream s(fd, ssl);
+  SSL_set_fd(ssl, fd);
+  for (;;) {
+    ERR_clear_error();
+    const int rc = server ? SSL_accept(ssl) : SSL_connect(ssl);
+    if (rc == 1) return s;
+    const int err = SSL_get_error(ssl, rc);
+    const short events = err == SSL_ERROR_WANT_READ ? POLLIN : err == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+    if (events == 0) return io_error("TLS handshake failed: " + ssl_errors());
+    if (!wait_for(fd, events, std::chrono::hours(1), deadline)) return io_error("TLS handshake timed out");
+  }
+}
+
+RecvEnd Stream::read_exact(void* dst, size_t bytes, std::chrono::milliseconds idle, size_t& got,
+                           std::string& error_text, Clock::time_point deadline) {
+  if (!ssl_) return recv_exact(fd_, dst, bytes, idle, got, error_text, deadline);
+  auto* p = static_cast<uint8_t*>(dst);
+  got = 0;
+  while (got < bytes) {
+    ERR_clear_error();
+    const int chunk = static_cast<int>(std::min<size_t>(bytes - got, 1u << 30));
+    const int n = SSL_read(ssl_, p + got, chunk);
+    if (n > 0) {
+      got += static_cast<size_t>(n);
+      continue;
+    }
+    const int err = SSL_get_error(ssl_, n);
+    if (err == SSL_ERROR_ZERO_RETURN) return RecvEnd::closed;
+    if (err == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) {
+      if (errno != 0 && errno != ECONNRESET) error_text = std::strerror(errno);
+      return RecvEnd::closed;
+    }
+    const short events = err == SSL_ERROR_WANT_READ ? POLLIN : err == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+    if (events == 0) {
+      error_text = "TLS: " + ssl_errors();
+      return RecvEnd::failed;
+    }
+    if (!wait_for(fd_, events, idle, deadline)) return RecvEnd::timed_out;
+  }
+  return RecvEnd::done;
+}
+
+Status Stream::write_all(iovec* iov, int iov_count, std::chrono::milliseconds timeout) {
+  if (!ssl_) return send_all(fd_, iov, iov_count);
+  for (int i = 0; i < iov_count; ++i) {
+    const auto* p = static_cast<const uint8_t*>(iov[i].iov_base);
+    size_t left = iov[i].iov_len;
+    while (left > 0) {
+      ERR_clear_error();
+      const int chunk = static_cast<int>(std::min<size_t>(left, 1u << 20));
+      const int n = SSL_write(ssl_, p, chunk);
+      if (n > 0) {
+        p += n;
+        left -= static_cast<size_t>(n);
+        continue;
+      }
+      const int err = SSL_get_error(ssl_, n);
+      const short events = err == SSL_ERROR_WANT_READ ? POLLIN : err == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+      if (events == 0) return io_error("TLS send failed: " + ssl_errors());
+      if (!wait_for(fd_, events, timeout, Clock::time_point::max())) {
+        return io_error("peer stopped reading (send timed out)");
+      }
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace ember::transport
