@@ -4,8 +4,8 @@
 and a client key made here, and an inventory naming them: the manager (with the HTTP API) and a standalone
 gateway on h0, a node on h1 and on h2, a config with security on every plane, from credentials the
 inventory lists: bearer tokens and HTTPS on the API (gateway.api_tokens_file, tls_certificate), the admin
-token (manager.admin_token_file, with open_reads: false), mutual TLS between the processes and tickets on
-the data plane (security.tls_*, ticket_key_file; one `ember certs` member certificate for all, since the
+token (manager.admin_token_file, with open_reads: false), mutual TLS between the processes, and tickets
+and TLS on the data plane (security.tls_*, ticket_key_file, data_plane: tls; one `ember certs` member certificate for all, since the
 config is one file); console_args give `up`'s console the admin token and the certificate, curl_args the CA.
 
 `cluster.sh up` must copy the binary, the config and the token file into each host's own directory, start
@@ -419,7 +419,7 @@ def run(ember):
                     '  node_timeout: 1s\n'
                     'security:\n  tls_certificate: "{dir}/credentials/member.crt"\n'
                     '  tls_key: "{dir}/credentials/member.key"\n  tls_ca: "{dir}/credentials/ca.crt"\n'
-                    '  ticket_key_file: "{dir}/credentials/tickets.key"\n')
+                    '  ticket_key_file: "{dir}/credentials/tickets.key"\n  data_plane: tls\n')
         hosts.keys()
         check_bad_inventories(hosts, repo, config, tokens)
 
