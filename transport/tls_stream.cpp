@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <openssl/err.h>
-#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <poll.h>
 
@@ -10,29 +9,14 @@
 #include <cerrno>
 #include <cstring>
 
+#include "security/openssl_errors.hpp"
+#include "security/private_key.hpp"
+
 namespace ember::transport {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string ssl_errors() {
-  std::string out;
-  for (unsigned long e = ERR_get_error(); e != 0; e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out.empty() ? "the connection closed" : out;
-}
-
-int passphrase_callback(char* buf, int size, int, void* user) {
-  const auto* pass = static_cast<const std::string*>(user);
-  if (pass->size() > static_cast<size_t>(size)) return 0;
-  std::copy(pass->begin(), pass->end(), buf);
-  return static_cast<int>(pass->size());
-}
 
 /// Waits for `events` on `fd` at most `wait` (and not past `deadline`): true when ready.
 bool wait_for(int fd, short events, std::chrono::milliseconds wait, Clock::time_point deadline) {
@@ -55,19 +39,17 @@ Result<std::shared_ptr<const DataTls>> DataTls::make(const std::string& certific
                                                      const std::string& passphrase, const std::string& ca) {
   ERR_clear_error();
   SSL_CTX* ctx = SSL_CTX_new(TLS_method());
-  if (!ctx) return internal_error("the data plane's TLS context: " + ssl_errors());
+  if (!ctx) return internal_error("the data plane's TLS context: " + security::openssl_errors());
   std::shared_ptr<const DataTls> out(new DataTls(ctx));
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
-  std::string pass = passphrase;
-  SSL_CTX_set_default_passwd_cb(ctx, passphrase_callback);
-  SSL_CTX_set_default_passwd_cb_userdata(ctx, &pass);
-  const bool ok = SSL_CTX_use_certificate_chain_file(ctx, certificate.c_str()) == 1 &&
-                  SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) == 1 &&
-                  SSL_CTX_check_private_key(ctx) == 1 && SSL_CTX_load_verify_locations(ctx, ca.c_str(), nullptr) == 1;
-  SSL_CTX_set_default_passwd_cb_userdata(ctx, nullptr);
-  if (!ok) {
-    return invalid_argument("the data plane's TLS (" + certificate + ", " + key + ", " + ca + "): " + ssl_errors());
+  if (SSL_CTX_use_certificate_chain_file(ctx, certificate.c_str()) != 1 ||
+      SSL_CTX_load_verify_locations(ctx, ca.c_str(), nullptr) != 1) {
+    return invalid_argument("the data plane's TLS (" + certificate + ", " + ca + "): " + security::openssl_errors());
   }
+  EMBER_ASSIGN_OR_RETURN(auto pkey, security::load_private_key(key, passphrase, "security.tls_key",
+                                                               passphrase.empty() ? "" : "its passphrase"));
+  EMBER_RETURN_IF_ERROR(
+      security::use_private_key(ctx, pkey.get(), "security.tls_key", key, "security.tls_certificate", certificate));
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
   SSL_CTX_set_mode(ctx, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   return out;
@@ -83,7 +65,7 @@ Result<Stream> Stream::handshake(int fd, const DataTls& tls, bool server, Clock:
   ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
   ERR_clear_error();
   SSL* ssl = SSL_new(tls.ctx());
-  if (!ssl) return internal_error("SSL_new: " + ssl_errors());
+  if (!ssl) return internal_error("SSL_new: " + security::openssl_errors());
   Stream s(fd, ssl);
   SSL_set_fd(ssl, fd);
   for (;;) {
@@ -92,7 +74,13 @@ Result<Stream> Stream::handshake(int fd, const DataTls& tls, bool server, Clock:
     if (rc == 1) return s;
     const int err = SSL_get_error(ssl, rc);
     const short events = err == SSL_ERROR_WANT_READ ? POLLIN : err == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
-    if (events == 0) return io_error("TLS handshake failed: " + ssl_errors());
+    if (events == 0) {
+      return io_error("TLS handshake failed: " +
+                      (ERR_peek_error() == 0
+                           ? std::string("the peer closed the connection (plain TCP, or it refused this "
+                                         "certificate)")
+                           : security::openssl_errors()));
+    }
     if (!wait_for(fd, events, std::chrono::hours(1), deadline)) return io_error("TLS handshake timed out");
   }
 }
@@ -118,7 +106,7 @@ RecvEnd Stream::read_exact(void* dst, size_t bytes, std::chrono::milliseconds id
     }
     const short events = err == SSL_ERROR_WANT_READ ? POLLIN : err == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
     if (events == 0) {
-      error_text = "TLS: " + ssl_errors();
+      error_text = "TLS: " + security::openssl_errors();
       return RecvEnd::failed;
     }
     if (!wait_for(fd_, events, idle, deadline)) return RecvEnd::timed_out;
@@ -142,7 +130,7 @@ Status Stream::write_all(iovec* iov, int iov_count, std::chrono::milliseconds ti
       }
       const int err = SSL_get_error(ssl_, n);
       const short events = err == SSL_ERROR_WANT_READ ? POLLIN : err == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
-      if (events == 0) return io_error("TLS send failed: " + ssl_errors());
+      if (events == 0) return io_error("TLS send failed: " + security::openssl_errors());
       if (!wait_for(fd_, events, timeout, Clock::time_point::max())) {
         return io_error("peer stopped reading (send timed out)");
       }

@@ -57,17 +57,11 @@ def skip(reason):
 try:  # cluster_test.py's helpers (and through it tools/ember_torch.py, which needs numpy)
     sys.path.insert(0, HERE)
     from cluster_test import KSERVE, Failure, check_answer, ember_torch, wait_for
+    from netns_cluster_test import alive, cluster_namespaces, sh
 except ImportError as e:
     if __name__ == "__main__":
         sys.exit(skip(f"cluster_test.py's helpers are not importable by {sys.executable}: {e}"))
     raise
-
-
-def sh(args, timeout=30, check=True):
-    r = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
-    if check and r.returncode != 0:
-        raise Failure(f"{' '.join(args)} exited {r.returncode}: {(r.stdout + r.stderr).strip()[-2500:]}")
-    return r.stdout
 
 
 def cluster(command, inventory, *extra, timeout=90):
@@ -123,19 +117,6 @@ def why_skip(ember):
         return f"'ip netns add' is not permitted here: {r.stderr.strip()}"
     subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=10)
     return None
-
-
-def cluster_namespaces():
-    return [line.split()[0] for line in sh(["ip", "netns", "list"]).splitlines()
-            if line.split() and line.split()[0].startswith("ember-h")]
-
-
-def alive(pid):  # a zombie counts as gone
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def exe_of(pid):
