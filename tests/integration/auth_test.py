@@ -24,6 +24,7 @@ import numpy as np
 
 from grpc_api_test import Failure, health, http_call, stubs, wait_for
 from ports import free_port
+from procs import print_tail, stop
 
 TOKENS = "# API tokens of the test\nfirst-token-123\n\n  second_token-456  \n"
 BODY = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 16], "data": [0.5] * 16}]})
@@ -161,19 +162,10 @@ def main():
             raise Failure("the server died")
     except Failure as e:
         print(f"FAIL: {e}")
-        try:
-            with open(os.path.join(work, "serve.log")) as f:
-                print("--- serve.log\n" + "\n".join(f.read().splitlines()[-20:]))
-        except OSError:
-            pass
+        print_tail(os.path.join(work, "serve.log"))
         return 1
     finally:
-        if server and server.poll() is None:
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        stop(server)
         shutil.rmtree(work, ignore_errors=True)
     print("PASS")
     return 0

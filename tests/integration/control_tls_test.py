@@ -39,6 +39,7 @@ import threading
 import time
 
 from ports import free_port
+from procs import print_tail, stop
 
 BODY = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 16], "data": [0.5] * 16}]})
 ADMIN_TOKEN = "control-plane-admin-token-1"
@@ -93,14 +94,7 @@ class Cluster:
             return f.read()
 
     def stop(self, name):
-        p = self.procs.pop(name, None)
-        if p and p.poll() is None:
-            p.terminate()
-            try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        stop(self.procs.pop(name, None), timeout=15)
 
     def stop_all(self):
         for name in list(self.procs):
@@ -471,9 +465,7 @@ def run(ember, work):
     except (Failure, subprocess.TimeoutExpired, OSError) as e:
         print(f"FAIL: {e}")
         for name in ("manager", "n1", "n2", "gw", "intruder", "plain"):
-            path = os.path.join(work, f"{name}.log")
-            if os.path.exists(path):
-                print(f"--- {name}.log (last lines)\n" + "\n".join(c.log(name).splitlines()[-20:]))
+            print_tail(os.path.join(work, f"{name}.log"))
         return 1
     finally:
         c.stop_all()

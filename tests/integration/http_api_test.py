@@ -18,6 +18,7 @@ import tempfile
 import time
 
 from ports import free_port
+from procs import print_tail, stop
 
 
 class Failure(Exception):
@@ -283,19 +284,10 @@ def run(ember):
         return 0
     except Failure as e:
         print(f"FAIL: {e}")
-        try:
-            with open(os.path.join(work, "serve.log")) as f:
-                print("--- serve.log\n" + "\n".join(f.read().splitlines()[-20:]))
-        except OSError:
-            pass
+        print_tail(os.path.join(work, "serve.log"))
         return 1
     finally:
-        if server and server.poll() is None:
-            server.terminate()
-            try:
-                server.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                server.kill()
+        stop(server)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from grpc_api_test import Failure, stubs
 from ports import free_port
+from procs import stop
 
 BODY = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 16], "data": [0.5] * 16}]})
 
@@ -74,15 +75,6 @@ def start(ember, repo, work, extra, config=None):
         argv += ["--config", path]
     log = open(os.path.join(work, "serve.log"), "w")
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT), port, grpc_port
-
-
-def stop(server):
-    if server and server.poll() is None:
-        server.terminate()
-        try:
-            server.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            server.kill()
 
 
 def https(port, d, method, path, body=None, cert=None):
