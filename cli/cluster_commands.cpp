@@ -188,12 +188,12 @@ int run_serve(const ClusterOptions& o) {
   {
     // Remote nodes may join too when --listen is given.
     auto manager = ManagerProcess::start(sys, config->manager, config->transfer, config->autoscale, config->autoscaler,
-                                         !o.listen.empty());
+                                         !o.listen.empty(), config->security);
     if (!manager.ok()) return report(manager.error());
     NodeConfig node = config->node;
     if (node.repository.empty()) node.repository = config->manager.repository;  // read bytes from disk directly
     if (node.name.empty()) node.name = "local";
-    auto local = NodeProcess::start(sys, node, config->devices, config->transfer, config->binding);
+    auto local = NodeProcess::start(sys, node, config->devices, config->transfer, config->binding, config->security);
     if (!local.ok()) return report(local.error());
     auto joined = (*local)->join_local((*manager)->manager());
     if (!joined.ok()) return report(joined.error());
@@ -223,8 +223,8 @@ int run_manager(const ClusterOptions& o) {
     if (!o.http.empty() || !o.grpc.empty()) {
       if (Status s = GatewayProcess::preflight(config->gateway); !s.ok()) return report(s.error());
     }
-    auto manager =
-        ManagerProcess::start(sys, config->manager, config->transfer, config->autoscale, config->autoscaler, true);
+    auto manager = ManagerProcess::start(sys, config->manager, config->transfer, config->autoscale, config->autoscaler,
+                                         true, config->security);
     if (!manager.ok()) return report(manager.error());
     std::unique_ptr<GatewayProcess> gateway;
     if (!o.http.empty() || !o.grpc.empty()) {
@@ -273,7 +273,8 @@ int run_node(const ClusterOptions& o) {
   configure_actor_system(cfg, *options);
   caf::actor_system sys{cfg};
   {
-    auto node = NodeProcess::start(sys, config->node, config->devices, config->transfer, config->binding);
+    auto node =
+        NodeProcess::start(sys, config->node, config->devices, config->transfer, config->binding, config->security);
     if (!node.ok()) return report(node.error());
     notify_ready("node " + (*node)->name() + " started; joining " + config->node.manager->to_string());
     (*node)->serve_remote(config->node, g_stop);

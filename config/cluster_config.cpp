@@ -373,14 +373,6 @@ Result<ClusterConfig> parse_cluster_config(std::string_view yaml, std::string_vi
   EMBER_RETURN_IF_ERROR(parse_security(security, config.security));
   EMBER_ASSIGN_OR_RETURN(auto transfer, YamlSection::open(root, "transfer", source));
   EMBER_RETURN_IF_ERROR(parse_transfer(transfer, config.transfer));
-  config.transfer.ticket_key_file = config.security.ticket_key_file;
-  if (config.security.data_plane_tls) {
-    config.transfer.tls = true;
-    config.transfer.tls_certificate = config.security.tls_certificate;
-    config.transfer.tls_key = config.security.tls_key;
-    config.transfer.tls_key_passphrase_file = config.security.tls_key_passphrase_file;
-    config.transfer.tls_ca = config.security.tls_ca;
-  }
   EMBER_ASSIGN_OR_RETURN(auto binding, YamlSection::open(root, "binding", source));
   EMBER_RETURN_IF_ERROR(config_detail::parse_binding(binding, config.binding));
   EMBER_ASSIGN_OR_RETURN(auto autoscale, YamlSection::open(root, "autoscale", source));

@@ -243,14 +243,6 @@ struct TransferConfig {
   uint32_t max_attempts = 16;
   /// This node's rack (racks order chains so each inter-rack link is crossed once). Default "" (unknown).
   std::string rack;
-  /// security.ticket_key_file, copied here by the parser: the data plane is where it is used.
-  std::string ticket_key_file;
-  /// security.data_plane: tls, with security.tls_*'s files, copied here likewise.
-  bool tls = false;
-  std::string tls_certificate;
-  std::string tls_key;
-  std::string tls_key_passphrase_file;
-  std::string tls_ca;
 
   // Fault seams for tests and drills: set only from the command line (`ember node --fault-...`),
   // never from the file. 0 = off.

@@ -10,20 +10,21 @@ namespace ember {
 /// Blob-server settings shared by nodes and the manager's repository server; with
 /// security.ticket_key_file, its keys (read here: an unreadable or short file is the error), and with
 /// security.data_plane: tls, the TLS context (its fetches use the same one).
-inline Result<transport::BlobServerOptions> data_server_options(const TransferConfig& transfer) {
+inline Result<transport::BlobServerOptions> data_server_options(const TransferConfig& transfer,
+                                                                const SecurityConfig& security) {
   transport::BlobServerOptions o;
-  if (!transfer.ticket_key_file.empty()) {
+  if (!security.ticket_key_file.empty()) {
     EMBER_ASSIGN_OR_RETURN(o.tickets,
-                           transport::TicketKeys::load(transfer.ticket_key_file, "security.ticket_key_file"));
+                           transport::TicketKeys::load(security.ticket_key_file, "security.ticket_key_file"));
   }
-  if (transfer.tls) {
+  if (security.data_plane_tls) {
     std::string passphrase;
-    if (!transfer.tls_key_passphrase_file.empty()) {
+    if (!security.tls_key_passphrase_file.empty()) {
       EMBER_ASSIGN_OR_RETURN(passphrase,
-                             read_token_file(transfer.tls_key_passphrase_file, "security.tls_key_passphrase_file"));
+                             read_token_file(security.tls_key_passphrase_file, "security.tls_key_passphrase_file"));
     }
     EMBER_ASSIGN_OR_RETURN(
-        o.tls, transport::DataTls::make(transfer.tls_certificate, transfer.tls_key, passphrase, transfer.tls_ca));
+        o.tls, transport::DataTls::make(security.tls_certificate, security.tls_key, passphrase, security.tls_ca));
   }
   o.chunk_bytes = static_cast<uint32_t>(transfer.chunk_bytes);
   o.socket_buffer_bytes = static_cast<int>(transfer.socket_buffer_bytes);

@@ -27,7 +27,8 @@ ManagerProcess::ManagerProcess(caf::actor_system& sys) : sys_(sys) {}
 Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system& sys, const ManagerConfig& config,
                                                               const TransferConfig& transfer,
                                                               const AutoscaleConfig& autoscale,
-                                                              const AutoscalerSettings& autoscaler, bool publish) {
+                                                              const AutoscalerSettings& autoscaler, bool publish,
+                                                              const SecurityConfig& security) {
   std::unique_ptr<ManagerProcess> p(new ManagerProcess(sys));
   auto entries = scan_repository(config.repository);
   for (const auto& e : entries) {
@@ -35,7 +36,7 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
   }
   p->index_ = std::make_shared<RepositoryIndex>();
   p->index_->replace(entries);
-  EMBER_ASSIGN_OR_RETURN(transport::BlobServerOptions server, data_server_options(transfer));
+  EMBER_ASSIGN_OR_RETURN(transport::BlobServerOptions server, data_server_options(transfer, security));
   server.listen = config.data_listen;
   const TransportKind kind = transfer.transport;
   EMBER_ASSIGN_OR_RETURN(p->blob_server_, transport::start_data_server(kind, server, p->index_->lookup()));

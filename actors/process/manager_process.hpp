@@ -27,10 +27,12 @@ class ManagerProcess {
  public:
   /// Scans the repository, starts the blob server that serves it and spawns the manager. With
   /// `publish`, also makes the manager reachable for remote nodes at config.listen. `autoscale` and
-  /// `autoscaler` are the `autoscale:` section (the models' defaults, the loop's settings).
+  /// `autoscaler` are the `autoscale:` section (the models' defaults, the loop's settings);
+  /// `security` gives its blob server tickets and TLS (security.ticket_key_file, data_plane).
   static Result<std::unique_ptr<ManagerProcess>> start(caf::actor_system& sys, const ManagerConfig& config,
                                                        const TransferConfig& transfer, const AutoscaleConfig& autoscale,
-                                                       const AutoscalerSettings& autoscaler, bool publish);
+                                                       const AutoscalerSettings& autoscaler, bool publish,
+                                                       const SecurityConfig& security = {});
   ~ManagerProcess();
 
   const cluster_manager_actor& manager() const { return manager_; }

@@ -89,7 +89,7 @@ NodeProcess::NodeProcess(caf::actor_system& sys)
 
 Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, const NodeConfig& node,
                                                         const DevicesConfig& devices, const TransferConfig& transfer,
-                                                        const BindingConfig& binding) {
+                                                        const BindingConfig& binding, const SecurityConfig& security) {
   std::unique_ptr<NodeProcess> p(new NodeProcess(sys));
   p->name_ = node.name.empty() ? default_node_name() : node.name;
   p->instruments_ = std::make_unique<NodeInstruments>();
@@ -122,7 +122,7 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
                                                std::move(reopen), slot));
   }
   p->store_ = std::make_shared<BlobStore>();
-  EMBER_ASSIGN_OR_RETURN(transport::BlobServerOptions server, data_server_options(transfer));
+  EMBER_ASSIGN_OR_RETURN(transport::BlobServerOptions server, data_server_options(transfer, security));
   server.listen = node.data_listen;
   server.corrupt_frame = transfer.fault_corrupt_frame;
   auto corrupt_next = std::make_shared<std::atomic<uint64_t>>(0);

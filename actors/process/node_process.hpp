@@ -45,9 +45,11 @@ class NodeInstruments;
 
 class NodeProcess {
  public:
+  /// `security` gives the node's data plane tickets and TLS (security.ticket_key_file, data_plane).
   static Result<std::unique_ptr<NodeProcess>> start(caf::actor_system& sys, const NodeConfig& node,
                                                     const DevicesConfig& devices, const TransferConfig& transfer = {},
-                                                    const BindingConfig& binding = {});
+                                                    const BindingConfig& binding = {},
+                                                    const SecurityConfig& security = {});
   ~NodeProcess();
 
   const node_router_actor& router() const { return router_; }

@@ -249,11 +249,7 @@ security:
   EXPECT_EQ(c->security.tls_key_passphrase_file, "/etc/ember/tls/gpu-03.pass");
   EXPECT_EQ(c->security.tls_ca, "/etc/ember/tls/ca.crt");
   EXPECT_EQ(c->security.ticket_key_file, "/etc/ember/tickets.key");
-  EXPECT_EQ(c->transfer.ticket_key_file, "/etc/ember/tickets.key");  // where the data plane reads it
   EXPECT_TRUE(c->security.data_plane_tls);
-  EXPECT_TRUE(c->transfer.tls);
-  EXPECT_EQ(c->transfer.tls_certificate, "/etc/ember/tls/gpu-03.crt");
-  EXPECT_EQ(c->transfer.tls_key_passphrase_file, "/etc/ember/tls/gpu-03.pass");
   EXPECT_EQ(c->manager.recovery_window_us, 5'000'000u);
   EXPECT_EQ(c->manager.admin_token_file, "/etc/ember/admin.token");
   EXPECT_FALSE(c->manager.open_reads);
