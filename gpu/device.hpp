@@ -78,6 +78,12 @@ class Stream {
   virtual void then(std::function<void(const Status&)> fn) = 0;
   /// Blocks until all work enqueued so far completed.
   virtual Status synchronize() = 0;
+  /// A hint, until called with false: the caller will wait for all it enqueues before it does
+  /// anything else (a resident model's run: no copy to overlap), so a stream whose device is the
+  /// host's own CPU may run each operation, then() callbacks included, on the calling thread while
+  /// the stream is idle instead of waking its own thread (SimDevice does: two thread wake-ups per
+  /// synchronize saved; order and results are the same). CUDA ignores it.
+  virtual void set_caller_waits(bool on) { (void)on; }
 };
 
 class Device {

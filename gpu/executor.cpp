@@ -355,6 +355,12 @@ Result<std::vector<HostTensor>> LayerExecutor::run_host(const std::vector<HostTe
   }
   EMBER_RETURN_IF_ERROR(check_ids(used, ids));
   std::lock_guard lock(mu_);
+  // A resident model's run copies in, computes and copies out on one stream, and this thread waits.
+  struct CallerWaits {
+    Stream& s;
+    explicit CallerWaits(Stream& stream, bool on) : s(stream) { s.set_caller_waits(on); }
+    ~CallerWaits() { s.set_caller_waits(false); }
+  } caller_waits(*stream_, !weights_pending_);
   EMBER_ASSIGN_OR_RETURN(Activations in, upload(device_, *stream_, used, ids));
   auto out = run_locked(in);
   if (!out.ok()) {

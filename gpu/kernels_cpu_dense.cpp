@@ -1,11 +1,12 @@
 // CPU kernels built on matrix products: linear, conv2d (im2col + GEMM), attention, and embedding.
+#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
-#include <cblas.h>
 #include <cmath>
 #include <cstring>
 
+#include "gpu/cpu_parallel.hpp"
 #include "gpu/cpu_vector_math.hpp"
 #include "gpu/kernels_cpu.hpp"
 
@@ -15,8 +16,8 @@ namespace {
 
 // y[rows, n] (leading dim ldy) = bias broadcast over rows, so a following GEMM can accumulate.
 void fill_rows(float* y, int64_t rows, int64_t n, int64_t ldy, const float* bias) {
-#pragma omp parallel for if (rows * n > 65536)
-  for (int64_t r = 0; r < rows; ++r) std::memcpy(y + r * ldy, bias, static_cast<size_t>(n) * sizeof(float));
+  parallel_for(rows, rows * n > 65536,
+               [&](int64_t r) { std::memcpy(y + r * ldy, bias, static_cast<size_t>(n) * sizeof(float)); });
 }
 
 // col[(c*kh + i)*kw + j][oh*wo + ow] = x[c][oh*s - p + i*d][ow*s - p + j*d], zero outside the image.
@@ -24,43 +25,40 @@ void fill_rows(float* y, int64_t rows, int64_t n, int64_t ldy, const float* bias
 void im2col(const float* x, int64_t channels, int64_t h, int64_t w, const LayerAttrs& a, int64_t ho, int64_t wo,
             float* col, int64_t ldcol) {
   const int64_t kh = a.kernel[0], kw = a.kernel[1];
-#pragma omp parallel for collapse(2) if (channels * kh * kw * ho * wo > 32768)
-  for (int64_t c = 0; c < channels; ++c) {
-    for (int64_t i = 0; i < kh; ++i) {
-      for (int64_t j = 0; j < kw; ++j) {
-        float* dst = col + ((c * kh + i) * kw + j) * ldcol;
-        const float* src = x + c * h * w;
-        for (int64_t oh = 0; oh < ho; ++oh) {
-          const int64_t ih = oh * a.stride[0] - a.padding[0] + i * a.dilation[0];
-          float* row = dst + oh * wo;
-          if (ih < 0 || ih >= h) {
-            std::memset(row, 0, static_cast<size_t>(wo) * sizeof(float));
-            continue;
-          }
-          const float* in_row = src + ih * w;
-          const int64_t off = j * a.dilation[1] - a.padding[1];
-          if (a.stride[1] == 1) {
-            // Contiguous run: zero the out-of-image ends, copy the middle.
-            const int64_t lo = std::clamp<int64_t>(-off, 0, wo), hi = std::clamp<int64_t>(w - off, 0, wo);
-            for (int64_t ow = 0; ow < lo; ++ow) row[ow] = 0.f;
-            if (hi > lo) std::memcpy(row + lo, in_row + lo + off, static_cast<size_t>(hi - lo) * sizeof(float));
-            for (int64_t ow = std::max(hi, lo); ow < wo; ++ow) row[ow] = 0.f;
-          } else {
-            for (int64_t ow = 0; ow < wo; ++ow) {
-              const int64_t iw = ow * a.stride[1] + off;
-              row[ow] = (iw >= 0 && iw < w) ? in_row[iw] : 0.f;
-            }
+  parallel_for(channels * kh, channels * kh * kw * ho * wo > 32768, [&](int64_t ci) {
+    const int64_t c = ci / kh, i = ci % kh;
+    for (int64_t j = 0; j < kw; ++j) {
+      float* dst = col + ((c * kh + i) * kw + j) * ldcol;
+      const float* src = x + c * h * w;
+      for (int64_t oh = 0; oh < ho; ++oh) {
+        const int64_t ih = oh * a.stride[0] - a.padding[0] + i * a.dilation[0];
+        float* row = dst + oh * wo;
+        if (ih < 0 || ih >= h) {
+          std::memset(row, 0, static_cast<size_t>(wo) * sizeof(float));
+          continue;
+        }
+        const float* in_row = src + ih * w;
+        const int64_t off = j * a.dilation[1] - a.padding[1];
+        if (a.stride[1] == 1) {
+          // Contiguous run: zero the out-of-image ends, copy the middle.
+          const int64_t lo = std::clamp<int64_t>(-off, 0, wo), hi = std::clamp<int64_t>(w - off, 0, wo);
+          for (int64_t ow = 0; ow < lo; ++ow) row[ow] = 0.f;
+          if (hi > lo) std::memcpy(row + lo, in_row + lo + off, static_cast<size_t>(hi - lo) * sizeof(float));
+          for (int64_t ow = std::max(hi, lo); ow < wo; ++ow) row[ow] = 0.f;
+        } else {
+          for (int64_t ow = 0; ow < wo; ++ow) {
+            const int64_t iw = ow * a.stride[1] + off;
+            row[ow] = (iw >= 0 && iw < w) ? in_row[iw] : 0.f;
           }
         }
       }
     }
-  }
+  });
 }
 
 // y[r, :] = value[r] for r < rows (row length n): per-channel biases before a GEMM accumulates.
 void fill_rows_with(float* y, int64_t rows, int64_t n, const float* value) {
-#pragma omp parallel for if (rows * n > 65536)
-  for (int64_t r = 0; r < rows; ++r) std::fill(y + r * n, y + (r + 1) * n, value[r]);
+  parallel_for(rows, rows * n > 65536, [&](int64_t r) { std::fill(y + r * n, y + (r + 1) * n, value[r]); });
 }
 
 }  // namespace
@@ -100,10 +98,10 @@ void cpu_conv2d(const CpuKernelArgs& k) {
     for (int64_t b = 0; b < batch; ++b) im2col(k.in_f32(0) + b * c * h * w, c, h, w, a, ho, wo, col + b * hw, cols);
     if (bias) fill_rows_with(acc, o, cols, bias);
     gemm(o, cols, k.w_f32(0), col, acc, cols);
-#pragma omp parallel for collapse(2) if (o * cols > 65536)
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t oc = 0; oc < o; ++oc)
-        std::memcpy(k.out_f32() + (b * o + oc) * hw, acc + oc * cols + b * hw, static_cast<size_t>(hw) * sizeof(float));
+    parallel_for(batch * o, o * cols > 65536, [&](int64_t bo) {
+      const int64_t b = bo / o, oc = bo % o;
+      std::memcpy(k.out_f32() + bo * hw, acc + oc * cols + b * hw, static_cast<size_t>(hw) * sizeof(float));
+    });
     return;
   }
   for (int64_t b = 0; b < batch; ++b) {
@@ -144,22 +142,28 @@ void cpu_attention(const CpuKernelArgs& k) {
   const float scale = 1.f / std::sqrt(static_cast<float>(d));
   const int64_t slices = std::min<int64_t>(batch * heads, kAttentionParallelSlices);
   const int threads = static_cast<int>(std::min<int64_t>(slices, omp_get_max_threads()));
+  // One (image, head) slice; `p` is the calling thread's seq x seq scores.
+  auto slice = [&](int64_t bh, float* p) {
+    const int64_t b = bh / heads, h = bh % heads;
+    const float* q = qkv + b * seq * 3 * e + h * d;
+    const float* kmat = q + e;
+    const float* v = q + 2 * e;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(seq), static_cast<int>(seq),
+                static_cast<int>(d), scale, q, static_cast<int>(3 * e), kmat, static_cast<int>(3 * e), 0.f, p,
+                static_cast<int>(seq));
+    for (int64_t i = 0; i < seq; ++i) softmax_row(p + i * seq, seq, a.causal ? i + 1 : seq);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(seq), static_cast<int>(d),
+                static_cast<int>(seq), 1.f, p, static_cast<int>(seq), v, static_cast<int>(3 * e), 0.f,
+                ctx + b * seq * e + h * d, static_cast<int>(e));
+  };
+  if (threads < 2) {  // no parallel region at all (cpu_parallel.hpp says why)
+    for (int64_t bh = 0; bh < batch * heads; ++bh) slice(bh, scores);
+  } else {
 #pragma omp parallel num_threads(threads)
-  {
-    float* p = scores + static_cast<int64_t>(omp_get_thread_num()) * seq * seq;
+    {
+      float* p = scores + static_cast<int64_t>(omp_get_thread_num()) * seq * seq;
 #pragma omp for schedule(dynamic)
-    for (int64_t bh = 0; bh < batch * heads; ++bh) {
-      const int64_t b = bh / heads, h = bh % heads;
-      const float* q = qkv + b * seq * 3 * e + h * d;
-      const float* kmat = q + e;
-      const float* v = q + 2 * e;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(seq), static_cast<int>(seq),
-                  static_cast<int>(d), scale, q, static_cast<int>(3 * e), kmat, static_cast<int>(3 * e), 0.f, p,
-                  static_cast<int>(seq));
-      for (int64_t i = 0; i < seq; ++i) softmax_row(p + i * seq, seq, a.causal ? i + 1 : seq);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(seq), static_cast<int>(d),
-                  static_cast<int>(seq), 1.f, p, static_cast<int>(seq), v, static_cast<int>(3 * e), 0.f,
-                  ctx + b * seq * e + h * d, static_cast<int>(e));
+      for (int64_t bh = 0; bh < batch * heads; ++bh) slice(bh, p);
     }
   }
 
@@ -179,8 +183,7 @@ void cpu_embedding(const CpuKernelArgs& k) {
   const auto* ids32 = reinterpret_cast<const int32_t*>(k.inputs[0]);
   const float* table = k.w_f32(0);
   float* y = k.out_f32();
-#pragma omp parallel for if (n * dim > 65536)
-  for (int64_t i = 0; i < n; ++i) {
+  parallel_for(n, n * dim > 65536, [&](int64_t i) {
     const int64_t id = a.positional ? i % seq : (wide ? ids64[i] : ids32[i]);
     float* row = y + i * dim;
     if (id < 0 || id >= a.num_embeddings) {
@@ -188,7 +191,7 @@ void cpu_embedding(const CpuKernelArgs& k) {
     } else {
       std::memcpy(row, table + id * dim, static_cast<size_t>(dim) * sizeof(float));
     }
-  }
+  });
 }
 
 }  // namespace ember::gpu

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "gpu/cpu_parallel.hpp"
 #include "gpu/kernels_cpu.hpp"
 
 namespace ember::gpu {
@@ -17,8 +18,7 @@ void pool2d(const CpuKernelArgs& k, Fn&& per_window) {
   const Shape& xs = k.in_shape(0);
   const Shape& ys = k.args->output.desc.shape;
   const int64_t planes = xs[0] * xs[1], h = xs[2], w = xs[3], ho = ys[2], wo = ys[3];
-#pragma omp parallel for if (planes * ho * wo > 16384)
-  for (int64_t p = 0; p < planes; ++p) {
+  parallel_for(planes, planes * ho * wo > 16384, [&](int64_t p) {
     const float* x = k.in_f32(0) + p * h * w;
     float* y = k.out_f32() + p * ho * wo;
     for (int64_t oh = 0; oh < ho; ++oh) {
@@ -30,7 +30,7 @@ void pool2d(const CpuKernelArgs& k, Fn&& per_window) {
         y[oh * wo + ow] = per_window(x, hs, he, ws, we, w);
       }
     }
-  }
+  });
 }
 
 }  // namespace
@@ -57,13 +57,12 @@ void cpu_avg_pool2d(const CpuKernelArgs& k) {
 void cpu_global_avg_pool(const CpuKernelArgs& k) {
   const Shape& xs = k.in_shape(0);
   const int64_t planes = xs[0] * xs[1], hw = xs[2] * xs[3];
-#pragma omp parallel for if (planes * hw > 65536)
-  for (int64_t p = 0; p < planes; ++p) {
+  parallel_for(planes, planes * hw > 65536, [&](int64_t p) {
     const float* x = k.in_f32(0) + p * hw;
     float s = 0.f;
     for (int64_t i = 0; i < hw; ++i) s += x[i];
     k.out_f32()[p] = s / static_cast<float>(hw);
-  }
+  });
 }
 
 void cpu_copy(const CpuKernelArgs& k) {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gpu/cpu_parallel.hpp"
 #include "gpu/cpu_vector_math.hpp"
 #include "gpu/kernels_cpu.hpp"
 
@@ -56,8 +57,7 @@ template <class Fn>
 void parallel_chunks(int64_t n, Fn&& fn) {
   constexpr int64_t kChunk = 1 << 14;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for if (n > kParallelElements)
-  for (int64_t c = 0; c < chunks; ++c) fn(c * kChunk, std::min(n, (c + 1) * kChunk));
+  parallel_for(chunks, n > kParallelElements, [&](int64_t c) { fn(c * kChunk, std::min(n, (c + 1) * kChunk)); });
 }
 
 }  // namespace
@@ -98,8 +98,7 @@ void cpu_batch_norm(const CpuKernelArgs& k) {
   const int64_t batch = s[0], channels = s[1], inner = s.prod(2, s.rank);
   const float eps = k.attrs().eps;
   const float *w = k.w_f32(0), *bias = k.w_f32(1), *mean = k.w_f32(2), *var = k.w_f32(3);
-#pragma omp parallel for if (s.numel() > kParallelElements)
-  for (int64_t nc = 0; nc < batch * channels; ++nc) {
+  parallel_for(batch * channels, s.numel() > kParallelElements, [&](int64_t nc) {
     const int64_t c = nc % channels;
     const float scale = w[c] / std::sqrt(var[c] + eps);
     const float shift = bias[c] - mean[c] * scale;
@@ -107,7 +106,7 @@ void cpu_batch_norm(const CpuKernelArgs& k) {
     float* y = k.out_f32() + nc * inner;
 #pragma omp simd
     for (int64_t i = 0; i < inner; ++i) y[i] = x[i] * scale + shift;
-  }
+  });
 }
 
 void cpu_layer_norm(const CpuKernelArgs& k) {
@@ -115,8 +114,7 @@ void cpu_layer_norm(const CpuKernelArgs& k) {
   const int64_t rows = k.in_shape(0).numel() / n;
   const float eps = k.attrs().eps;
   const float *w = k.w_f32(0), *bias = k.w_f32(1);
-#pragma omp parallel for if (rows * n > kParallelElements)
-  for (int64_t r = 0; r < rows; ++r) {
+  parallel_for(rows, rows * n > kParallelElements, [&](int64_t r) {
     const float* x = k.in_f32(0) + r * n;
     float* y = k.out_f32() + r * n;
     float sum = 0.f;
@@ -129,7 +127,7 @@ void cpu_layer_norm(const CpuKernelArgs& k) {
     const float rstd = 1.f / std::sqrt(sq / static_cast<float>(n) + eps);
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * rstd * w[i] + bias[i];
-  }
+  });
 }
 
 void cpu_softmax(const CpuKernelArgs& k) {
@@ -139,26 +137,23 @@ void cpu_softmax(const CpuKernelArgs& k) {
   const float* x = k.in_f32(0);
   float* y = k.out_f32();
   if (inner == 1) {
-#pragma omp parallel for if (outer * n > kParallelElements)
-    for (int64_t r = 0; r < outer; ++r) {
+    parallel_for(outer, outer * n > kParallelElements, [&](int64_t r) {
       std::copy(x + r * n, x + (r + 1) * n, y + r * n);
       softmax_row(y + r * n, n, n);
-    }
+    });
     return;
   }
   // Strided: softmax along a middle dim, column by column.
-#pragma omp parallel for collapse(2) if (outer * n * inner > kParallelElements)
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t in = 0; in < inner; ++in) {
-      const float* xc = x + o * n * inner + in;
-      float* yc = y + o * n * inner + in;
-      float max = xc[0];
-      for (int64_t i = 1; i < n; ++i) max = std::max(max, xc[i * inner]);
-      float sum = 0.f;
-      for (int64_t i = 0; i < n; ++i) sum += (yc[i * inner] = std::exp(xc[i * inner] - max));
-      for (int64_t i = 0; i < n; ++i) yc[i * inner] /= sum;
-    }
-  }
+  parallel_for(outer * inner, outer * n * inner > kParallelElements, [&](int64_t oi) {
+    const int64_t o = oi / inner, in = oi % inner;
+    const float* xc = x + o * n * inner + in;
+    float* yc = y + o * n * inner + in;
+    float max = xc[0];
+    for (int64_t i = 1; i < n; ++i) max = std::max(max, xc[i * inner]);
+    float sum = 0.f;
+    for (int64_t i = 0; i < n; ++i) sum += (yc[i * inner] = std::exp(xc[i * inner] - max));
+    for (int64_t i = 0; i < n; ++i) yc[i * inner] /= sum;
+  });
 }
 
 }  // namespace ember::gpu

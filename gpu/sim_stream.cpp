@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -151,8 +152,22 @@ class SimStream final : public Stream {
     return done.synchronize();
   }
 
+  void set_caller_waits(bool on) override { caller_waits_ = on; }
+
  private:
-  void enqueue(std::function<void()> task) { tasks_.post(std::move(task)); }
+  // With the caller waiting anyway, an idle stream's operation runs on the caller's thread (with the
+  // stream's OpenMP thread count), in the stream's order (WorkQueue::run_here); else it is queued.
+  void enqueue(std::function<void()> task) {
+    if (caller_waits_ && tasks_.run_here([&] {
+          const int before = omp_get_max_threads();
+          omp_set_num_threads(static_cast<int>(device_.compute_threads()));
+          task();
+          omp_set_num_threads(before);
+        })) {
+      return;
+    }
+    tasks_.post(std::move(task));
+  }
 
   // Host copies hold their direction's copy engine for the whole transfer and are paced at the
   // device's own rate for this host memory (pinned or pageable) and through the switch uplink.
@@ -239,7 +254,8 @@ class SimStream final : public Stream {
   }
 
   SimDevice& device_;
-  ComputeClock::Clock::time_point kernels_end_{};  // worker thread only: modelled end of its kernels
+  std::atomic<bool> caller_waits_{false};
+  ComputeClock::Clock::time_point kernels_end_{};  // the queue's turn holder only: modelled end of its kernels
   WorkQueue tasks_;  // last: destroyed (drained and joined) before the members its tasks use
 };
 

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <future>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "gpu/device_registry.hpp"
@@ -77,6 +78,45 @@ TEST(SimDevice, WorkIsAsynchronousAndEventsOrderStreams) {
   ASSERT_TRUE(done->synchronize().ok());
   EXPECT_TRUE(ready->query());
   EXPECT_EQ(out[0], 42);
+}
+
+// Stream::set_caller_waits: an idle stream runs each operation on the calling thread (no wake-up of
+// its own), a busy one queues it behind the work it has, in order, as ever.
+TEST(SimDevice, ACallerThatWaitsRunsAnIdleStreamsWorkItselfAndABusyStreamsInOrder) {
+  auto d = sim_device();
+  auto s = d->create_stream();
+  const auto caller = std::this_thread::get_id();
+  std::vector<float> src(1024), dst(1024, 0.f);
+  std::iota(src.begin(), src.end(), 1.f);
+  auto buf = DeviceBuffer::allocate(*d, src.size() * 4);
+  s->set_caller_waits(true);
+  std::thread::id ran_on;
+  s->copy_to_device((*buf)->ptr(), src.data(), src.size() * 4);
+  s->copy_to_host(dst.data(), (*buf)->ptr(), src.size() * 4);
+  s->then([&](const Status&) { ran_on = std::this_thread::get_id(); });
+  EXPECT_EQ(dst, src) << "the copies had not run when enqueue returned";
+  EXPECT_EQ(ran_on, caller);
+  ASSERT_TRUE(s->synchronize().ok());
+
+  s->set_caller_waits(false);
+  std::promise<void> gate;
+  auto opened = gate.get_future().share();
+  s->then([opened](const Status&) { opened.wait(); });  // the stream's own thread is busy
+  s->set_caller_waits(true);
+  std::vector<float> later(1024, 0.f);
+  std::vector<int> order;
+  s->then([&](const Status&) { order.push_back(1); });
+  s->copy_to_host(later.data(), (*buf)->ptr(), src.size() * 4);
+  s->then([&](const Status&) {
+    order.push_back(2);
+    ran_on = std::this_thread::get_id();
+  });
+  EXPECT_TRUE(order.empty()) << "work ran ahead of the operation in progress";
+  gate.set_value();
+  ASSERT_TRUE(s->synchronize().ok());
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  EXPECT_NE(ran_on, caller);
+  EXPECT_EQ(later, src);
 }
 
 TEST(SimDevice, UnrecordedEventIsComplete) {

@@ -15,6 +15,7 @@
 #include <chrono>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "actors/gateway/gateway_client.hpp"
 #include "actors/gateway/gateway_instruments.hpp"
@@ -31,6 +32,7 @@ using nlohmann::json;
 struct Calls {
   std::mutex mu;
   std::vector<std::string> seen;
+  std::string metrics = "ember_fake 1\n";  // what /metrics answers
   void add(std::string s) {
     std::lock_guard lock(mu);
     seen.push_back(std::move(s));
@@ -58,7 +60,10 @@ gateway_actor::behavior_type fake_gateway(gateway_actor::pointer, std::shared_pt
         return r;
       },
       [](routing_update&) {},
-      [](metrics_atom) -> caf::result<std::string> { return std::string("ember_fake 1\n"); },
+      [calls](metrics_atom) -> caf::result<std::string> {
+        std::lock_guard lock(calls->mu);
+        return calls->metrics;
+      },
       [calls](load_atom, model_command& c) -> caf::result<model_state> {
         calls->add("load " + c.model.name + " " + std::to_string(c.replicas));
         return model_state{c.model, ModelReadiness::ready, "", false, 1};
@@ -120,6 +125,18 @@ class RawConnection {
 
   void send(const std::string& bytes) {
     ASSERT_EQ(::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  }
+
+  /// The header block of an answer without a body (HEAD, 100 Continue); empty past `limit`.
+  std::string read_head(std::chrono::milliseconds limit = 3000ms) {
+    const auto start = Clock::now();
+    size_t end;
+    while ((end = buffer_.find("\r\n\r\n")) == std::string::npos) {
+      if (!fill(start + limit)) return {};
+    }
+    std::string head = buffer_.substr(0, end + 4);
+    buffer_.erase(0, end + 4);
+    return head;
   }
 
   /// One answer, waiting at most `limit` in all (far below httplib's 5 s read timeout).
@@ -320,6 +337,43 @@ TEST_F(HttpFrontendTest, BodiesFramedByContentLengthOrChunksArrive) {
   ASSERT_EQ(infer.status, 200) << infer.body;
   EXPECT_EQ(json::parse(infer.body)["outputs"][0]["data"], json::parse("[4, 5]"));
   EXPECT_EQ(calls_->take(), (std::vector<std::string>{"load mlp 3", "distribute mlp/0 unicast a b", "infer mlp/1"}));
+}
+
+// The server's socket stream holds an answer's header block until its body follows and sends the two
+// at once (http_server.cpp): answers without a body still go out at once (HEAD, the interim 100
+// Continue, whose block has no Content-Length), and an answer larger than the socket's buffers
+// reaches a client that reads it late, whole, on a connection that then serves the next request.
+TEST_F(HttpFrontendTest, AnswersWithoutABodyGoOutAtOnceAndOneLargerThanTheSocketBuffersArrivesWhole) {
+  start();
+  RawConnection c(port());
+  c.send("HEAD /v2/health/live HTTP/1.1\r\n" + host() + "\r\n");
+  const std::string head = c.read_head(1000ms);
+  EXPECT_EQ(head.substr(0, 15), "HTTP/1.1 200 OK") << head;
+
+  const std::string body = R"({"parameters": {"replicas": 2}})";
+  c.send("POST /v2/repository/models/mlp/load HTTP/1.1\r\n" + host() +
+         "Expect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n");
+  const std::string interim = c.read_head(1000ms);
+  EXPECT_EQ(interim.substr(0, 21), "HTTP/1.1 100 Continue") << interim;
+  c.send(body);
+  EXPECT_EQ(c.read_reply().status, 200);
+  EXPECT_EQ(calls_->take(), std::vector<std::string>{"load mlp 2"});
+
+  std::string big;
+  for (int i = 0; big.size() < (24u << 20); ++i) big += "ember_line_" + std::to_string(i) + " 1\n";
+  {
+    std::lock_guard lock(calls_->mu);
+    calls_->metrics = big;
+  }
+  c.send(get("/metrics"));
+  std::this_thread::sleep_for(300ms);  // 24 MiB is more than both sockets buffer: the server's sends meet a full one
+  const Reply r = c.read_reply(20000ms);
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.body.size(), big.size());
+  EXPECT_TRUE(r.body == big) << "the answer's bytes differ";
+  c.send(get("/v2/health/ready"));
+  EXPECT_NE(c.read_reply().status, 0) << "the connection did not serve the next request";
 }
 
 TEST_F(HttpFrontendTest, AnInferenceWithoutABodyOrWithABadModeIsAClearErrorAtTheEdge) {
