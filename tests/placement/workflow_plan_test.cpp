@@ -1,0 +1,105 @@
+#include "placement/workflow_plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace ember {
+namespace workflow_plan_test {
+
+// StreamBox's Traffic shape: a detector fans out to two classifiers, which fan in to a merger; the
+// detector's features are also part of the answer.
+WorkflowConfig traffic() {
+  auto wf = parse_workflow(R"({
+    "inputs": ["image", "unused"],
+    "steps": [
+      {"name": "join", "model": "merger", "inputs": {"a": "left.logits", "b": "right.logits"}},
+      {"name": "detect", "model": "detector", "inputs": {"input": "image"}},
+      {"name": "left", "model": "classifier", "inputs": {"input": "detect.features", "mask": "image"}},
+      {"name": "right", "model": "classifier", "inputs": {"input": "detect.features"}}
+    ],
+    "outputs": {"label": "join.out", "features": "detect.features"}
+  })",
+                           "traffic", "traffic/workflow.json");
+  EXPECT_TRUE(wf.ok()) << wf.error().message();
+  return wf.ok() ? *wf : WorkflowConfig{};
+}
+
+size_t step(const WorkflowConfig& wf, const std::string& name) {
+  for (size_t s = 0; s < wf.steps.size(); ++s) {
+    if (wf.steps[s].name == name) return s;
+  }
+  ADD_FAILURE() << "no step " << name;
+  return 0;
+}
+
+std::vector<std::string> names(const WorkflowConfig& wf, const std::vector<size_t>& steps) {
+  std::vector<std::string> out;
+  for (size_t s : steps) out.push_back(wf.steps[s].name);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+TEST(WorkflowPlan, SlotsAreTheInputsThenEveryStepOutputSomethingReads) {
+  const WorkflowConfig wf = traffic();
+  const WorkflowPlan plan(wf);
+  // image, unused; detect.features, left.logits, right.logits, join.out.
+  EXPECT_EQ(plan.slots(), 6u);
+  const auto& detect = plan.step_outputs(step(wf, "detect"));
+  ASSERT_EQ(detect.size(), 1u);
+  EXPECT_EQ(detect[0].tensor, "features");
+  EXPECT_EQ(plan.readers(detect[0].slot), 2u);  // left and right; left reads it once
+  EXPECT_TRUE(plan.answered(detect[0].slot));
+  EXPECT_EQ(plan.readers(0), 2u);  // image: detect and left's mask
+  ASSERT_EQ(plan.answer().size(), 2u);
+  const auto& left = plan.step_inputs(step(wf, "left"));
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_EQ(left[0].model_input, "input");
+  EXPECT_EQ(left[0].slot, detect[0].slot);
+  EXPECT_EQ(left[1].model_input, "mask");
+  EXPECT_EQ(left[1].slot, 0u);
+}
+
+TEST(WorkflowProgress, AFanOutIsReadyTogetherAndIntermediatesGoAfterTheirLastReader) {
+  const WorkflowConfig wf = traffic();
+  const WorkflowPlan plan(wf);
+  WorkflowProgress run(plan);
+  EXPECT_EQ(names(wf, run.take_ready()), std::vector<std::string>{"detect"});
+  EXPECT_TRUE(run.take_ready().empty()) << "a step was handed out twice";
+  EXPECT_TRUE(run.complete(step(wf, "detect")).empty()) << "image is still read by left";
+  EXPECT_EQ(names(wf, run.take_ready()), (std::vector<std::string>{"left", "right"}));
+
+  // right finishes first: detect.features is still read by left (and is in the answer anyway).
+  EXPECT_TRUE(run.complete(step(wf, "right")).empty());
+  EXPECT_TRUE(run.take_ready().empty()) << "join needs left's logits too";
+  EXPECT_EQ(run.complete(step(wf, "left")), std::vector<size_t>{0}) << "image's last reader was left";
+  EXPECT_EQ(names(wf, run.take_ready()), std::vector<std::string>{"join"});
+  const auto freed = run.complete(step(wf, "join"));
+  EXPECT_EQ(freed.size(), 2u) << "both logits go once join has read them";
+  EXPECT_TRUE(run.done());
+  // What is left: the unused input and the answer's two tensors.
+  std::vector<size_t> answer;
+  for (const auto& a : plan.answer()) answer.push_back(a.slot);
+  answer.push_back(1);
+  std::sort(answer.begin(), answer.end());
+  EXPECT_EQ(run.held_slots(), answer);
+}
+
+TEST(WorkflowProgress, AStepThatIsNotRunningCannotCompleteAndAFailedRequestKnowsWhatItHolds) {
+  const WorkflowConfig wf = traffic();
+  const WorkflowPlan plan(wf);
+  WorkflowProgress run(plan);
+  EXPECT_TRUE(run.complete(step(wf, "join")).empty());  // never taken: ignored
+  EXPECT_FALSE(run.done());
+  ASSERT_EQ(run.take_ready().size(), 1u);
+  run.complete(step(wf, "detect"));
+  run.complete(step(wf, "detect"));  // twice: ignored
+  ASSERT_EQ(run.take_ready().size(), 2u);
+  // left fails here: the caller frees what is held, the inputs and detect's features.
+  EXPECT_EQ(run.held_slots(), (std::vector<size_t>{0, 1, plan.step_outputs(step(wf, "detect"))[0].slot}));
+}
+
+}  // namespace workflow_plan_test
+}  // namespace ember
