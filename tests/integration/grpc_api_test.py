@@ -155,7 +155,29 @@ def check_serve(ember, pb, rpc, work, repo):
         for service in ("", "inference.GRPCInferenceService"):
             if health(c.channel, service) != 1:
                 raise Failure(f"health of '{service}': {health(c.channel, service)}, expected SERVING")
-        print("ok: ServerLive, ServerReady, ServerMetadata, health SERVING")
+        c.expect_error("health of an unknown service", lambda: health(c.channel, "no.Such"), OK.NOT_FOUND,
+                       "unknown service 'no.Such'")
+        # Watch streams the status now (and at each change); an unknown service is SERVICE_UNKNOWN (3).
+        watch = c.channel.unary_stream("/grpc.health.v1.Health/Watch", request_serializer=lambda b: b,
+                                       response_deserializer=lambda b: b)
+        for service, expected in (("", b"\x08\x01"), ("no.Such", b"\x08\x03")):
+            name = service.encode()
+            stream = watch(b"\x0a" + bytes([len(name)]) + name if name else b"", timeout=10)
+            first = next(stream)
+            stream.cancel()
+            if first != expected:
+                raise Failure(f"Watch of '{service}': first answer {first!r}, expected {expected!r}")
+        # Each watch holds a server thread: the ninth at once is refused, and a freed place is taken again.
+        time.sleep(0.5)  # the server notices a cancelled watch within 100 ms and frees its place
+        held = [watch(b"", timeout=30) for _ in range(8)]
+        for h in held:
+            next(h)
+        c.expect_error("a ninth health watch", lambda: next(watch(b"", timeout=10)), OK.RESOURCE_EXHAUSTED,
+                       "at most 8 health watches at once")
+        for h in held:
+            h.cancel()
+        wait_for("a watch after the others ended", lambda: next(watch(b"", timeout=10)) == b"\x08\x01", 10)
+        print("ok: ServerLive, ServerReady, ServerMetadata, health SERVING (Check and Watch), unknown service")
 
         # Index, metadata, readiness before and after a load.
         index = {(m.name, m.version): m.state for m in c.stub.RepositoryIndex(pb.RepositoryIndexRequest()).models}

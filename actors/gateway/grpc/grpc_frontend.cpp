@@ -2,16 +2,18 @@
 #include "actors/gateway/grpc/grpc_frontend.hpp"
 
 #include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "actors/gateway/gateway_client.hpp"
 #include "actors/gateway/grpc/grpc_service.grpc.pb.h"
+#include "actors/gateway/grpc/health.grpc.pb.h"
 #include "actors/gateway/grpc/kserve_grpc.hpp"
 #include "actors/gateway/http/repository_json.hpp"
 #include "actors/gateway/http/tls_context.hpp"
@@ -185,31 +187,99 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
   std::shared_ptr<GatewayClient> client_;
 };
 
+/// Readiness as the health service reports it, and who watches it.
+struct HealthState {
+  std::mutex mu;
+  std::condition_variable changed;  // readiness changed, or stopping
+  std::optional<bool> ready;        // guarded by mu: as last seen (every 100 ms)
+  uint32_t watchers = 0;            // guarded by mu
+  bool stopping = false;            // guarded by mu
+};
+
+/// grpc.health.v1.Health (health.proto): SERVING exactly when the gateway is ready, for the service
+/// "" and the inference service; any other name is NOT_FOUND to Check and SERVICE_UNKNOWN to Watch,
+/// as the specification says. Watch sends the status now and at every change until the client goes
+/// or the server stops. Each watch holds one of the synchronous server's threads, so at most
+/// kMaxWatchers run at once; one more is refused with RESOURCE_EXHAUSTED.
+class HealthService final : public grpc::health::v1::Health::Service {
+ public:
+  static constexpr uint32_t kMaxWatchers = 8;
+  using Response = grpc::health::v1::HealthCheckResponse;
+
+  HealthService(std::shared_ptr<GatewayClient> client, HealthState& state)
+      : client_(std::move(client)), state_(state) {}
+
+  grpc::Status Check(grpc::ServerContext*, const grpc::health::v1::HealthCheckRequest* in, Response* out) override {
+    if (!known(in->service())) {
+      return {grpc::StatusCode::NOT_FOUND, "unknown service '" + in->service() + "' (this server reports '' and '" +
+                                               std::string(inference::GRPCInferenceService::service_full_name()) +
+                                               "')"};
+    }
+    out->set_status(client_->ready().ok() ? Response::SERVING : Response::NOT_SERVING);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Watch(grpc::ServerContext* ctx, const grpc::health::v1::HealthCheckRequest* in,
+                     grpc::ServerWriter<Response>* writer) override {
+    std::unique_lock lock(state_.mu);
+    if (state_.watchers >= kMaxWatchers) {
+      return {grpc::StatusCode::RESOURCE_EXHAUSTED,
+              "at most " + std::to_string(kMaxWatchers) + " health watches at once; use Check, or watch fewer"};
+    }
+    ++state_.watchers;
+    const bool known_service = known(in->service());
+    std::optional<Response::ServingStatus> sent;
+    while (!state_.stopping && !ctx->IsCancelled()) {
+      const auto status = !known_service                 ? Response::SERVICE_UNKNOWN
+                          : state_.ready.value_or(false) ? Response::SERVING
+                                                         : Response::NOT_SERVING;
+      if (sent != status) {
+        Response r;
+        r.set_status(status);
+        lock.unlock();
+        const bool written = writer->Write(r);
+        lock.lock();
+        if (!written) break;
+        sent = status;
+      }
+      state_.changed.wait_for(lock, std::chrono::milliseconds(100));
+    }
+    --state_.watchers;
+    return grpc::Status::OK;
+  }
+
+ private:
+  static bool known(const std::string& service) {
+    return service.empty() || service == inference::GRPCInferenceService::service_full_name();
+  }
+
+  std::shared_ptr<GatewayClient> client_;
+  HealthState& state_;
+};
+
 struct GrpcFrontend::Impl {
   std::shared_ptr<GatewayClient> client;
   KserveGrpcService service;
+  HealthState health_state;
+  HealthService health_service;
   std::unique_ptr<grpc::Server> server;
   uint16_t port = 0;
-  /// Keeps the health service's status equal to readiness until stopped.
+  /// Reads readiness every 100 ms for the health watches until stopped.
   std::thread health;
-  std::mutex mu;
-  std::condition_variable wake;
-  bool stopping = false;  // guarded by mu
 
-  explicit Impl(std::shared_ptr<GatewayClient> c) : client(c), service(std::move(c)) {}
+  explicit Impl(std::shared_ptr<GatewayClient> c) : client(c), service(c), health_service(c, health_state) {}
 
   void watch_health() {
-    auto* health_service = server->GetHealthCheckService();
-    std::optional<bool> said;
-    std::unique_lock lock(mu);
-    while (!stopping) {
+    std::unique_lock lock(health_state.mu);
+    while (!health_state.stopping) {
+      lock.unlock();
       const bool ready = client->ready().ok();
-      if (said != ready && health_service) {
-        health_service->SetServingStatus("", ready);
-        health_service->SetServingStatus(inference::GRPCInferenceService::service_full_name(), ready);
-        said = ready;
+      lock.lock();
+      if (health_state.ready != ready) {
+        health_state.ready = ready;
+        health_state.changed.notify_all();
       }
-      wake.wait_for(lock, std::chrono::milliseconds(100));
+      health_state.changed.wait_for(lock, std::chrono::milliseconds(100));
     }
   }
 };
@@ -223,10 +293,10 @@ uint16_t GrpcFrontend::port() const { return impl_->port; }
 void GrpcFrontend::stop() {
   if (!impl_ || !impl_->server) return;
   {
-    std::lock_guard lock(impl_->mu);
-    impl_->stopping = true;
+    std::lock_guard lock(impl_->health_state.mu);
+    impl_->health_state.stopping = true;
   }
-  impl_->wake.notify_all();
+  impl_->health_state.changed.notify_all();
   if (impl_->health.joinable()) impl_->health.join();
   // Calls in progress get until their answer or the gateway's timeout; new ones are refused.
   impl_->server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
@@ -239,7 +309,7 @@ Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::start(std::shared_ptr<Gatewa
   const GatewayConfig& config = client->config();
   if (!config.grpc) return invalid_argument("gateway.grpc is not set");
   auto impl = std::make_unique<Impl>(client);
-  grpc::EnableDefaultHealthCheckService(true);
+  grpc::EnableDefaultHealthCheckService(false);  // Ember's own (HealthService above)
   grpc::ServerBuilder builder;
   int port = 0;
   const std::string at = config.grpc->host + ":" + std::to_string(config.grpc->port);
@@ -253,6 +323,7 @@ Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::start(std::shared_ptr<Gatewa
   }
   builder.AddListeningPort(at, credentials, &port);
   builder.RegisterService(&impl->service);
+  builder.RegisterService(&impl->health_service);
   builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<uint64_t>(config.max_body_bytes, INT32_MAX)));
   // One completion queue polled by 1..2 threads; the quota counts those pollers too, and a thread
   // the server keeps in reserve: so many more than the calls it lets run.

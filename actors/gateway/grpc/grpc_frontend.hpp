@@ -8,7 +8,8 @@
 //   RepositoryIndex                         every model version and its state (READY, LOADING, UNAVAILABLE)
 //   RepositoryModelLoad, RepositoryModelUnload
 //   grpc.health.v1.Health/Check, Watch      SERVING exactly when ServerReady says ready, for the
-//                                           service "" and "inference.GRPCInferenceService"
+//                                           service "" and "inference.GRPCInferenceService"; Ember's
+//                                           own (health.proto), at most 8 watches at once
 //
 // A thin adapter: every call decodes into the gateway's messages and asks through the same
 // GatewayClient as HTTP, so routing, holding cold requests, retries and errors are decided in one
