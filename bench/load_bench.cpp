@@ -521,13 +521,17 @@ int run(const Options& o) {
   if (!o.sweep.empty()) {
     // Throughput by concurrency, batching off and on (same weights, same request), over HTTP.
     const std::string batched_path = "/v2/models/" + batched + "/infer";
-    std::printf("concurrency sweep, HTTP JSON, %.1f s each (batching: max_batch %u, max_queue_delay_us %llu):\n",
-                o.seconds, o.max_batch, static_cast<unsigned long long>(o.queue_delay_us));
+    // With --binary the sweep sends binary tensors: what batching saves is then the model's work alone,
+    // not hidden behind the JSON of large inputs.
+    const Encoded& sweep_body = o.binary ? binary : body;
+    std::printf("concurrency sweep, HTTP %s, %.1f s each (batching: max_batch %u, max_queue_delay_us %llu):\n",
+                o.binary ? "binary tensors" : "JSON", o.seconds, o.max_batch,
+                static_cast<unsigned long long>(o.queue_delay_us));
     std::printf("  %8s | %10s %10s %10s | %10s %10s %10s | %8s %8s\n", "clients", "off req/s", "off p50", "off p99",
                 "on req/s", "on p50", "on p99", "on/off", "p99 on/off");
     for (int c : o.sweep) {
-      const MakeClient off = http_client(host, port, path, body);
-      const MakeClient on = http_client(host, port, batched_path, body);
+      const MakeClient off = http_client(host, port, path, sweep_body);
+      const MakeClient on = http_client(host, port, batched_path, sweep_body);
       drive(on, c, 0.5, INT64_MAX);
       const Phase a = drive(off, c, o.seconds, INT64_MAX);
       const Phase b = drive(on, c, o.seconds, INT64_MAX);

@@ -1,9 +1,13 @@
 #include "gpu/host_tensor.hpp"
 
+#include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string_view>
 
 #include "gpu/safetensors.hpp"
 
@@ -167,6 +171,72 @@ Result<HostTensor> tensor_from_kserve_json(const json& j, const std::string& whe
       case DType::i32: ok = store_int<int32_t>(v, dst); break;
       case DType::u8: ok = store_int<uint8_t>(v, dst); break;
       default: ok = false;
+    }
+    if (!ok) {
+      return invalid_argument(at + ": field 'data': element " + std::to_string(i) + " (" + v.dump() +
+                              ") is not a valid " + std::string(dtype_kserve_name(desc.dtype)));
+    }
+  }
+  return t;
+}
+
+namespace {
+
+/// A JSON number's value as a JSON parser gives it: integers as int64 or uint64 converted to
+/// double, anything else (a fraction, an exponent, an integer beyond 64 bits) parsed as a double.
+std::optional<double> json_number_value(std::string_view t) {
+  const char* first = t.data();
+  const char* last = t.data() + t.size();
+  if (std::none_of(t.begin(), t.end(), [](char c) { return c == '.' || c == 'e' || c == 'E'; })) {
+    int64_t s = 0;
+    if (auto r = std::from_chars(first, last, s); r.ec == std::errc() && r.ptr == last) return static_cast<double>(s);
+    uint64_t u = 0;
+    if (auto r = std::from_chars(first, last, u); r.ec == std::errc() && r.ptr == last) return static_cast<double>(u);
+  }
+  double d = 0;
+  if (auto r = std::from_chars(first, last, d); r.ec == std::errc() && r.ptr == last) return d;
+  return std::nullopt;  // out of a double's range: the caller asks the JSON parser
+}
+
+}  // namespace
+
+Result<HostTensor> tensor_from_kserve_numbers(const json& j, const std::vector<std::string_view>& numbers,
+                                              const std::string& where) {
+  std::string at;
+  EMBER_ASSIGN_OR_RETURN(auto header, kserve_header(j, where, false, at));
+  const TensorDesc& desc = header.second;
+  const uint64_t numel = static_cast<uint64_t>(desc.shape.numel());
+  if (numbers.size() != numel) {
+    return invalid_argument(at + ": field 'data' holds " + std::to_string(numbers.size()) + " values but shape " +
+                            desc.shape.to_string() + " needs " + std::to_string(numel));
+  }
+  EMBER_ASSIGN_OR_RETURN(HostTensor t, HostTensor::allocate(header.first, desc));
+  const uint32_t size = dtype_size(desc.dtype);
+  for (size_t i = 0; i < numbers.size(); ++i) {
+    uint8_t* dst = t.data() + i * size;
+    if (desc.dtype == DType::f32) {
+      const auto d = json_number_value(numbers[i]);
+      if (d && std::isfinite(*d) && std::fabs(*d) <= std::numeric_limits<float>::max()) {
+        const float f = static_cast<float>(*d);
+        std::memcpy(dst, &f, 4);
+        continue;
+      }
+    }
+    // Other datatypes, and numbers an FP32 cannot hold: as the JSON parser reads them (and says why).
+    const json v = json::parse(numbers[i], nullptr, false);
+    bool ok = false;
+    switch (desc.dtype) {
+      case DType::i64:
+        ok = store_int<int64_t>(v, dst);
+        break;
+      case DType::i32:
+        ok = store_int<int32_t>(v, dst);
+        break;
+      case DType::u8:
+        ok = store_int<uint8_t>(v, dst);
+        break;
+      default:
+        break;
     }
     if (!ok) {
       return invalid_argument(at + ": field 'data': element " + std::to_string(i) + " (" + v.dump() + ") is not a valid " +

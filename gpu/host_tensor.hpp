@@ -42,6 +42,12 @@ Status write_tensor_file(const std::string& path, const std::vector<HostTensor>&
 /// Decodes one KServe v2 JSON tensor: {"name", "datatype" ("FP32", "INT64", ...), "shape", "data"};
 /// `data` may be flat or nested (row-major). `where` prefixes errors.
 Result<HostTensor> tensor_from_kserve_json(const nlohmann::json& j, const std::string& where);
+/// tensor_from_kserve_json with the 'data' numbers given as their JSON text, row-major (each one a
+/// valid JSON number: the gateway scans large lists itself, kserve_data_scan.hpp); `j`'s own 'data'
+/// is not read. The same checks, the same values (FP32: the correctly rounded double, then float, as
+/// a JSON parser gives), the same errors.
+Result<HostTensor> tensor_from_kserve_numbers(const nlohmann::json& j, const std::vector<std::string_view>& numbers,
+                                              const std::string& where);
 /// The binary tensor data extension (Triton's): the tensor's name, datatype and shape from `j`
 /// (which must have no 'data'), its bytes `bytes`, exactly the shape's size. Any datatype,
 /// FP16 and BF16 too.

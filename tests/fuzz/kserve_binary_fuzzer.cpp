@@ -1,6 +1,7 @@
 // libFuzzer target for actors/gateway/http/kserve_json.cpp: parse_infer_http, the HTTP inference
 // body with the binary tensor data extension (Inference-Header-Content-Length), and
-// render_infer_http on the answer.
+// render_infer_http on the answer; and that reading the data lists from the text (the default from
+// 4 KiB on; here for every body) gives exactly what the JSON parser gives.
 //
 // Input: a 4-byte little-endian header length (0xFFFFFFFF: no header, the body is all JSON), then
 // the body. On success every input holds exactly its shape's bytes in a dtype Ember runs, and an
@@ -9,6 +10,7 @@
 // which JSON does not carry, and non-finite FP32 values, which JSON renders as null: binary
 // outputs carry them). On failure the message is not empty.
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "actors/gateway/http/kserve_json.hpp"
@@ -22,10 +24,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   std::optional<uint64_t> json_bytes;
   if (header != 0xFFFFFFFFu) json_bytes = header;
-  auto parsed = parse_infer_http(body, json_bytes, {"m", 1});
+  auto parsed = parse_infer_http(body, json_bytes, {"m", 1}, 0);
+  // Data lists read from the text give what the JSON parser gives: the same tensors, the same error.
+  auto whole = parse_infer_http(body, json_bytes, {"m", 1}, SIZE_MAX);
+  EMBER_FUZZ_CHECK(parsed.ok() == whole.ok());
   if (!parsed.ok()) {
     EMBER_FUZZ_CHECK(!parsed.error().message().empty());
+    EMBER_FUZZ_CHECK(parsed.error().message() == whole.error().message());
     return 0;
+  }
+  EMBER_FUZZ_CHECK(parsed->request.inputs.size() == whole->request.inputs.size());
+  for (size_t i = 0; i < parsed->request.inputs.size(); ++i) {
+    const tensor_msg& a = parsed->request.inputs[i];
+    const tensor_msg& b = whole->request.inputs[i];
+    EMBER_FUZZ_CHECK(a.name == b.name && a.dtype == b.dtype && a.shape == b.shape && a.data == b.data);
   }
   const infer_request& req = parsed->request;
   EMBER_FUZZ_CHECK(req.model.name == "m");

@@ -4,7 +4,11 @@
 #include <algorithm>
 #include <cstring>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
 
+#include "actors/gateway/http/kserve_data_scan.hpp"
 #include "actors/tensor_codec.hpp"
 #include "base/json_text.hpp"
 #include "gpu/host_tensor.hpp"
@@ -71,7 +75,7 @@ bool flag(const json& j, const char* name) {
 }  // namespace
 
 Result<HttpInferRequest> parse_infer_http(std::string_view body, std::optional<uint64_t> json_bytes,
-                                          const model_key& key) {
+                                          const model_key& key, size_t scan_from) {
   std::string_view binary;
   if (json_bytes) {
     if (*json_bytes > body.size()) {
@@ -84,7 +88,32 @@ Result<HttpInferRequest> parse_infer_http(std::string_view body, std::optional<u
   if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) {
     return invalid_argument("the request body is empty; an inference request is a JSON object with 'inputs'");
   }
-  EMBER_ASSIGN_OR_RETURN(json j, parse_json_text(body));
+  // Large requests: the inputs' data lists are read from the text (kserve_data_scan.hpp) and the
+  // parser gets the rest; anything the scanner declines, or the rest failing to parse, takes the
+  // whole body through the parser as before, so that every error reads as it always did.
+  std::optional<std::vector<InputDataSpan>> scanned;
+  json j;
+  if (body.size() >= scan_from) scanned = scan_input_data(body);
+  if (scanned && !scanned->empty()) {
+    std::string rest;
+    rest.reserve(body.size());
+    size_t from = 0;
+    for (const auto& span : *scanned) {
+      rest.append(body.substr(from, span.begin - from)).append("[]");
+      from = span.end;
+    }
+    rest.append(body.substr(from));
+    if (auto parsed = parse_json_text(rest); parsed.ok()) {
+      j = std::move(*parsed);
+    } else {
+      scanned.reset();
+    }
+  } else {
+    scanned.reset();
+  }
+  if (!scanned) {
+    EMBER_ASSIGN_OR_RETURN(j, parse_json_text(body));
+  }
   if (!j.is_object()) return invalid_argument("the request body must be a JSON object");
   HttpInferRequest out;
   out.all_binary = flag(j, "binary_data_output");
@@ -109,7 +138,12 @@ Result<HttpInferRequest> parse_infer_http(std::string_view body, std::optional<u
       }
     }
     if (!size) {
-      EMBER_ASSIGN_OR_RETURN(gpu::HostTensor t, gpu::tensor_from_kserve_json(in, where));
+      const InputDataSpan* span = nullptr;
+      if (scanned) {
+        for (const auto& s : *scanned) span = s.input == i ? &s : span;
+      }
+      EMBER_ASSIGN_OR_RETURN(gpu::HostTensor t, span ? gpu::tensor_from_kserve_numbers(in, span->numbers, where)
+                                                     : gpu::tensor_from_kserve_json(in, where));
       req.inputs.push_back(encode_tensor(t));
       continue;
     }

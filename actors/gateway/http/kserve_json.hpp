@@ -71,8 +71,11 @@ struct HttpInferRequest {
 /// and for binary data: the header's length beyond the body ("... but the body has only N
 /// bytes"), an input with binary_data_size but no binary section, a size that is not the tensor's
 /// ("... needs N"), too few bytes left, bytes left over after the inputs.
+/// For bodies of `scan_from` bytes or more, the inputs' data lists are read from the text rather than
+/// by the JSON parser (kserve_data_scan.hpp), with the same values and errors (tests and the fuzzer
+/// compare the two ways: 0 always, SIZE_MAX never).
 Result<HttpInferRequest> parse_infer_http(std::string_view body, std::optional<uint64_t> json_bytes,
-                                          const model_key& key);
+                                          const model_key& key, size_t scan_from = 4096);
 
 /// The reply for `asked`: JSON alone (json_bytes unset), or, when any output goes as raw bytes,
 /// the JSON header (those outputs with parameters.binary_data_size and no data) followed by their

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -233,6 +234,85 @@ TEST(KserveJson, ServerMetadataAndErrorsAreJson) {
   EXPECT_EQ(server["name"], "ember");
   EXPECT_EQ(server["extensions"], json::parse(R"(["model_repository", "binary_tensor_data"])"));
   EXPECT_EQ(json::parse(render_error("a \"quoted\"\nline")), json::parse(R"({"error": "a \"quoted\"\nline"})"));
+}
+
+// Data lists read from the text (the default from 4 KiB on) against the JSON parser reading the
+// whole body: the same tensors, bit for bit, for every way JSON writes a number, and the same error
+// for every body the scanner declines or the checks refuse.
+TEST(KserveJson, DataListsReadFromTheTextEqualTheParsersValuesAndErrors) {
+  auto both = [](const std::string& body) {
+    auto fast = parse_infer_http(body, std::nullopt, {"m", 1}, 0);
+    auto whole = parse_infer_http(body, std::nullopt, {"m", 1}, SIZE_MAX);
+    EXPECT_EQ(fast.ok(), whole.ok()) << body.substr(0, 200);
+    if (!fast.ok() || !whole.ok()) {
+      if (!fast.ok() && !whole.ok()) {
+        EXPECT_EQ(fast.error().message(), whole.error().message()) << body.substr(0, 200);
+      }
+      return fast.ok() ? std::string() : fast.error().message();
+    }
+    EXPECT_EQ(fast->request.inputs.size(), whole->request.inputs.size());
+    for (size_t i = 0; i < std::min(fast->request.inputs.size(), whole->request.inputs.size()); ++i) {
+      const auto& a = fast->request.inputs[i];
+      const auto& b = whole->request.inputs[i];
+      EXPECT_TRUE(a.name == b.name && a.dtype == b.dtype && a.shape == b.shape && a.data == b.data)
+          << "input " << i << " differs: " << body.substr(0, 200);
+    }
+    return std::string();
+  };
+  auto request = [](const std::string& datatype, const std::string& shape, const std::string& data,
+                    const std::string& extra = "") {
+    return R"({"id": "x", "inputs": [{"name": "a", "datatype": ")" + datatype + R"(", "shape": )" + shape +
+           R"(, "data": )" + data + "}" + extra + R"(], "outputs": [{"name": "y"}]})";
+  };
+  // Every form of number JSON allows, flat and nested, in FP32 and the integer types.
+  const std::string forms =
+      "[0, -0, 1, -1, 0.5, -0.0, 1e3, 1E-3, 2.5e+2, 123456789012, 9007199254740993, "
+      "18446744073709551615, 3.4028234663852886e38, 1e-50, 0.1]";
+  EXPECT_EQ(both(request("FP32", "[15]", forms)), "");
+  EXPECT_EQ(both(request("FP32", "[3, 5]", "[[0, -0, 1], [-1, 0.5, -0.0], [1e3, 1E-3, 2.5e+2], [7, 8, 9], [1, 2, 3]]")),
+            "");
+  EXPECT_EQ(both(request("INT64", "[3]", "[-9223372036854775808, 9223372036854775807, 0]")), "");
+  EXPECT_EQ(both(request("INT32", "[2, 2]", " [ [1 ,2] ,\n\t[3,4] ] ")), "");
+  EXPECT_EQ(both(request("UINT8", "[2]", "[0, 255]")), "");
+  // Two inputs, the second one binary-less but given before a key named like the first's.
+  EXPECT_EQ(both(request("FP32", "[2]", "[1, 2]",
+                         R"(, {"name": "b", "data": [3, 4], "shape": [2], "datatype": "FP32", "x": {"data": "no"}})")),
+            "");
+  // Refused by the checks after the scan: the same messages.
+  EXPECT_NE(both(request("FP32", "[2]", "[1, 2, 3]")), "");  // count
+  EXPECT_NE(both(request("UINT8", "[2]", "[1, 256]")), "");  // range
+  EXPECT_NE(both(request("INT32", "[2]", "[1, 2.5]")), "");  // not an integer
+  EXPECT_NE(both(request("FP32", "[1]", "[1e39]")), "");     // beyond FP32
+  EXPECT_NE(both(request("FP32", "[1]", "[1e400]")), "");    // beyond a double
+  both(request("FP32", "[1]", "[1e-400]"));                  // below one: as the parser says
+  both(request("FP32", "[1]", "[1" + std::string(400, '0') + "]"));
+  EXPECT_NE(both(request("FP16", "[1]", "[1]")), "");  // not in JSON
+  // Declined by the scanner, judged by the parser: the same messages.
+  for (const char* data : {"[01]", "[+1]", "[1.]", "[.5]", "[NaN]", "[1,]", "[,1]", "[1 2]", "[[1]2]", "[true]",
+                           "[\"1\"]", "[1", "[[[[[[[[1]]]]]]]]", "[-]", "[1e]", "[0x10]"}) {
+    EXPECT_NE(both(request("FP32", "[1]", data)), "") << data;
+  }
+  // A key given twice: declined by the scanner; the parser takes the last, both ways alike.
+  EXPECT_EQ(both(R"({"inputs": [{"name": "a", "datatype": "FP32", "shape": [1], "data": [1], "data": [2]}]})"), "");
+  EXPECT_EQ(both(R"({"inputs": [], "inputs": [{"name": "a", "datatype": "FP32", "shape": [1], "data": [1]}]})"), "");
+  EXPECT_NE(both(R"({"inputs": [{"name": "a", "datatype": "FP32", "shape": [1], "data": [1]}]} trailing)"), "");
+  EXPECT_NE(both(std::string(100, '[')), "");
+}
+
+TEST(KserveJson, ALargeRequestsDataListIsReadFromTheText) {
+  std::string data = "[";
+  for (int k = 0; k < 4096; ++k) data += (k ? ", " : "") + std::to_string(k * 0.25);
+  data += "]";
+  const std::string body =
+      R"({"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4096], "data": )" + data + "}]}";
+  ASSERT_GE(body.size(), 4096u);
+  auto fast = parse_infer_http(body, std::nullopt, {"m", 1});  // the default: scanned
+  auto whole = parse_infer_http(body, std::nullopt, {"m", 1}, SIZE_MAX);
+  ASSERT_TRUE(fast.ok() && whole.ok());
+  EXPECT_EQ(fast->request.inputs[0].data, whole->request.inputs[0].data);
+  float last;
+  std::memcpy(&last, fast->request.inputs[0].data.data() + 4095 * 4, 4);
+  EXPECT_EQ(last, 1023.75f);
 }
 
 }  // namespace kserve_json_test
