@@ -61,7 +61,7 @@ bool WorkQueue::on_worker_thread() const {
   return std::any_of(threads_.begin(), threads_.end(), [&](const std::thread& t) { return t.get_id() == self; });
 }
 
-bool WorkQueue::run_here(const Job& job) {
+bool WorkQueue::run_here(const Job& job, bool wait_for_turn) {
   if (threads_.empty()) {
     {
       std::lock_guard lock(mu_);
@@ -80,6 +80,7 @@ bool WorkQueue::run_here(const Job& job) {
         return false;
       }
       if (!here_busy_) break;
+      if (!wait_for_turn) return false;
       turn_cv_.wait(lock);
     }
     here_busy_ = true;

@@ -64,9 +64,10 @@ class WorkQueue {
 
   /// Runs `job` on this thread, in the queue's order, if the queue would start it now; false, without
   /// running it, when a job is queued, the worker runs one, or the queue is stopping (see the
-  /// header). Waits while another run_here() job runs. Only for serial queues (threads = 1; a queue
-  /// with no threads runs it inline as post() would); false on a queue with several threads.
-  bool run_here(const Job& job);
+  /// header). Waits while another run_here() job runs, unless `wait_for_turn` is false (then false
+  /// at once). Only for serial queues (threads = 1; a queue with no threads runs it inline as post()
+  /// would); false on a queue with several threads.
+  bool run_here(const Job& job, bool wait_for_turn = true);
 
   /// try_post() jobs waiting now (not those running).
   size_t queued() const;

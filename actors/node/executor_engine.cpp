@@ -114,12 +114,20 @@ void ExecutorEngine::evict(const model_key& key) {
   pool_->free_model(key.to_string());
   std::lock_guard lock(mu_);
   published_.erase(key);
+  batching_.erase(key);
   pool_free_ = pool_->stats().free_bytes;
 }
 
 void ExecutorEngine::publish(const model_key& key, const gpu::LayerExecutor* ex) {
   std::lock_guard lock(mu_);
-  if (ex) published_[key] = ex->weight_segments();
+  if (ex) {
+    published_[key] = ex->weight_segments();
+    if (ex->model().manifest().serving.dynamic_batching) {
+      batching_.insert(key);
+    } else {
+      batching_.erase(key);
+    }
+  }
   pool_free_ = pool_->stats().free_bytes;
 }
 
@@ -265,15 +273,29 @@ void ExecutorEngine::swap_job(SwapRun& run, SwapRunResult& r) {
 std::optional<ExecutorEngine::InferResult> ExecutorEngine::run_here(const model_key& key,
                                                                     const std::vector<gpu::HostTensor>& inputs) {
   std::optional<InferResult> out;
-  jobs_->run_here([&] {
-    auto it = models_.find(key);
-    if (it == models_.end() || it->second.model->manifest().serving.dynamic_batching) return;
-    InferResult r;
-    const auto start = Clock::now();
-    r.outputs = run_checked(*it->second.ex, inputs);
-    r.compute_us = us_between(start, Clock::now());
-    out = std::move(r);
-  });
+  bool batches = false;
+  {
+    std::lock_guard lock(mu_);
+    batches = batching_.count(key) > 0;
+  }
+  // A batching model's request that would wait for another inline run goes to the router instead,
+  // where it can join a batch; other models' requests take their turn.
+  jobs_->run_here(
+      [&] {
+        auto it = models_.find(key);
+        if (it == models_.end()) return;
+        // A batching model runs here only when it would run alone anyway: nothing is configured to wait
+        // for company (max_queue_delay_us 0) and the device is idle (this turn), so the router would
+        // send it on at once as a batch of one.
+        const gpu::ServingConfig& serving = it->second.model->manifest().serving;
+        if (serving.dynamic_batching && serving.max_queue_delay_us > 0) return;
+        InferResult r;
+        const auto start = Clock::now();
+        r.outputs = run_checked(*it->second.ex, inputs);
+        r.compute_us = us_between(start, Clock::now());
+        out = std::move(r);
+      },
+      /*wait_for_turn=*/!batches);
   return out;
 }
 

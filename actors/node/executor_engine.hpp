@@ -41,6 +41,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -138,7 +139,8 @@ class ExecutorEngine {
   bool swap_run(SwapRun run, std::function<void(SwapRunResult)> done);
   /// An inline run (see the header): runs resident `key` on the calling thread when the worker is
   /// idle and nothing is queued; nullopt, without running, otherwise, or when the model is not
-  /// resident or batches (its requests wait for company on the router's way).
+  /// resident or batches with a queue delay (its requests wait for company on the router's way;
+  /// without one, a request that finds the device idle is a batch of one).
   std::optional<InferResult> run_here(const model_key& key, const std::vector<gpu::HostTensor>& inputs);
   /// The gate front-end threads reach this engine through (never null).
   const std::shared_ptr<EngineGate>& gate() const { return gate_; }
@@ -190,6 +192,7 @@ class ExecutorEngine {
   std::string broken_;             // guarded by mu_: why the engine refuses work ("" = fine)
   uint64_t pool_free_ = 0;         // guarded by mu_: a copy for other threads
   std::map<model_key, std::vector<gpu::WeightSegment>> published_;  // guarded by mu_
+  std::set<model_key> batching_;  // guarded by mu_: published models with dynamic batching
   std::map<model_key, Resident> models_;                            // the thread running jobs only
   std::map<const void*, std::shared_ptr<const gpu::Model>> pinned_;  // worker thread only
   /// The worker: bind/unbind through post(), inference through try_post() (bounded by max_queue).

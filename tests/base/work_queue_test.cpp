@@ -177,6 +177,28 @@ TEST(WorkQueue, RunHereCallersTakeTurnsAndNeverOverlapTheWorker) {
   EXPECT_GT(here.load(), 0);
 }
 
+TEST(WorkQueue, ACallerThatWillNotWaitForTheTurnIsRefusedAtOnceWhileAnotherHoldsIt) {
+  WorkQueue q;
+  std::promise<void> entered, release;
+  auto gate = release.get_future().share();
+  std::thread holder([&] {
+    EXPECT_TRUE(q.run_here([&] {
+      entered.set_value();
+      gate.wait();
+    }));
+  });
+  entered.get_future().wait();
+  bool ran = false;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(q.run_here([&] { ran = true; }, /*wait_for_turn=*/false));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  release.set_value();
+  holder.join();
+  EXPECT_FALSE(ran);
+  EXPECT_TRUE(q.run_here([&] { ran = true; }, false));  // the turn is free again
+  EXPECT_TRUE(ran);
+}
+
 TEST(WorkQueue, CallersWaitingForTheTurnAllReturnWhenAJobIsQueuedMeanwhile) {
   std::promise<void> release;
   std::shared_future<void> gate = release.get_future().share();

@@ -133,10 +133,12 @@ TEST(InlineRuns, DeclinesWhatTheRouterShouldTake) {
   node.runs->suspend(false);
   EXPECT_TRUE(run_when_idle(*node.runs, req).has_value());
 
-  // A model that batches waits for company on the router's way.
+  // A model that batches with a queue delay waits for company on the router's way; without a delay,
+  // a request that finds its device idle is a batch of one and runs here.
   auto built = gpu::build_architecture("mlp", {.tiny = true, .seed = 3, .name = "batched"});
   ASSERT_TRUE(built.ok());
   built->serving().dynamic_batching = true;
+  built->serving().max_queue_delay_us = 500;
   gpu::testing::TempDir dir;
   ASSERT_TRUE(built->write(dir / "batched").ok());
   auto batched = *gpu::Model::load(dir / "batched");
@@ -144,6 +146,11 @@ TEST(InlineRuns, DeclinesWhatTheRouterShouldTake) {
   infer_request b = request_for(*batched, {"batched", 1}, 2);
   ASSERT_TRUE(run_when_idle(*node.runs, req).has_value());  // the device is idle ...
   EXPECT_FALSE(node.runs->run(b).has_value());              // ... and still it declines
+  built->serving().max_queue_delay_us = 0;
+  ASSERT_TRUE(built->write(dir / "now").ok());
+  auto at_once = *gpu::Model::load(dir / "now");
+  node.bind({"now", 1}, at_once);
+  EXPECT_TRUE(run_when_idle(*node.runs, request_for(*at_once, {"now", 1}, 2)).has_value());
 
   // A device fault is the router's to answer (it restarts the device and runs the request again):
   // declined, and the executor's next answer shows the engine broken.
