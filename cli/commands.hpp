@@ -18,6 +18,8 @@ void add_model_commands(CLI::App& app, Runner& runner);
 void add_run_command(CLI::App& app, Runner& runner);
 /// `ember devices`.
 void add_devices_command(CLI::App& app, Runner& runner);
+/// `ember workflow run DIR`: a workflow of the repository, run on one device (run_command.cpp).
+void add_workflow_command(CLI::App& app, Runner& runner);
 /// `ember serve`, `ember manager`, `ember gateway`, `ember node`.
 void add_cluster_commands(CLI::App& app, Runner& runner);
 /// `ember infer`.

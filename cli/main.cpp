@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
   ember::cli::add_model_commands(app, runner);
   ember::cli::add_run_command(app, runner);
   ember::cli::add_devices_command(app, runner);
+  ember::cli::add_workflow_command(app, runner);
   ember::cli::add_cluster_commands(app, runner);
   ember::cli::add_infer_command(app, runner);
   ember::cli::add_console_command(app, runner);

@@ -1,23 +1,26 @@
 // `ember run DIR`: loads a model, binds a layer range of it to a device, runs inputs through it
-// and prints (or writes) the outputs with timings. `ember devices`: what this host serves with.
+// and prints (or writes) the outputs with timings. `ember workflow run DIR`: the same for a workflow
+// (config/workflow_config.hpp), step by step. `ember devices`: what this host serves with.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "cli/commands.hpp"
+#include "base/json_text.hpp"
 #include "base/units.hpp"
+#include "cli/commands.hpp"
 #include "gpu/device_registry.hpp"
 #include "gpu/executor.hpp"
 #include "gpu/host_tensor.hpp"
-#include "base/json_text.hpp"
 #include "gpu/sample_inputs.hpp"
+#include "placement/workflow_plan.hpp"
 
 namespace ember::cli {
 
@@ -254,6 +257,93 @@ int list_devices(const RunOptions& o) {
   return 0;
 }
 
+/// The newest version of `model` under `root` (a folder holding model.json itself is version 1), or 0.
+uint32_t newest_version(const std::string& root, const std::string& model) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  uint32_t newest = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(root) / model, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.empty() || n.size() > 9 || !std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      continue;
+    }
+    const auto v = static_cast<uint32_t>(std::stoul(n));
+    if (v > newest && !gpu::repository_version_dir(root, model, v).empty()) newest = v;
+  }
+  if (newest == 0 && !gpu::repository_version_dir(root, model, 1).empty()) newest = 1;
+  return newest;
+}
+
+// `ember workflow run DIR`: a workflow (ROOT/<name>/workflow.json) run on one device of this host,
+// its models from the same repository ROOT, each step on the host tensors of the steps before it.
+int run_workflow_command(const RunOptions& o) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(o.dir).lexically_normal();
+  const std::string name = (dir.has_filename() ? dir : dir.parent_path()).filename().string();
+  const std::string root = (dir.has_filename() ? dir : dir.parent_path()).parent_path().string();
+  auto text = read_text((dir / "workflow.json").string());
+  if (!text.ok()) return report(text.error());
+  auto wf = parse_workflow(*text, name, name + "/workflow.json");
+  if (!wf.ok()) return report(wf.error());
+  const WorkflowPlan plan(*wf);
+  if (o.input.empty()) {
+    return report(
+        invalid_argument("--input is required: a KServe v2 request .json or a .safetensors file holding "
+                         "the workflow's inputs by name"));
+  }
+  auto read = ends_with(o.input, ".json") ? read_json_inputs(o.input) : gpu::read_tensor_file(o.input);
+  if (!read.ok()) return report(read.error());
+
+  auto config = devices_config(o);
+  if (!config.ok()) return report(config.error());
+  auto devices = gpu::open_devices(*config);
+  if (!devices.ok()) return report(devices.error());
+  gpu::Device& device = *devices->devices.front();
+  // One executor per model version, shared by the steps that use it.
+  std::map<std::string, std::unique_ptr<gpu::LayerExecutor>> executors;
+  std::vector<gpu::LayerExecutor*> step_executor;
+  for (const auto& step : wf->steps) {
+    const uint32_t version = step.version ? step.version : newest_version(root, step.model);
+    const std::string at = version ? gpu::repository_version_dir(root, step.model, version) : std::string();
+    if (at.empty()) {
+      return report(not_found("step '" + step.name + "': model '" + step.model + "'" +
+                              (step.version ? " version " + std::to_string(step.version) : std::string()) +
+                              " is not in the repository " + root));
+    }
+    auto& ex = executors[at];
+    if (!ex) {
+      auto loaded = gpu::Model::load(at);
+      if (!loaded.ok()) return report(loaded.error().with_context("step '" + step.name + "'"));
+      auto created = gpu::LayerExecutor::create(device, *loaded, {0, (*loaded)->num_layers()});
+      if (!created.ok()) return report(created.error().with_context("step '" + step.name + "'"));
+      ex = std::move(*created);
+    }
+    step_executor.push_back(ex.get());
+  }
+  std::vector<double> step_ms(wf->steps.size(), 0.0);
+  const auto t0 = Clock::now();
+  auto answer = run_workflow(*wf, plan, std::move(*read), [&](size_t s, std::vector<gpu::HostTensor> in) {
+    const auto start = Clock::now();
+    auto out = step_executor[s]->run_host(in);
+    step_ms[s] = ms_since(start);
+    return out;
+  });
+  if (!answer.ok()) return report(answer.error().with_context("workflow '" + name + "'"));
+  const double total_ms = ms_since(t0);
+  std::printf("workflow '%s': %zu steps, %zu models, on %s\n", name.c_str(), wf->steps.size(), executors.size(),
+              device.info().name.c_str());
+  for (const auto& t : *answer) print_tensor(t, o.print);
+  std::printf("time: %.2f ms in all;", total_ms);
+  for (size_t s = 0; s < wf->steps.size(); ++s) std::printf(" %s %.2f ms", wf->steps[s].name.c_str(), step_ms[s]);
+  std::printf("\n");
+  if (!o.output.empty()) {
+    Status st = write_outputs(o.output, name, *answer);
+    if (!st.ok()) return report(st.error());
+    std::printf("wrote %zu output(s) to %s\n", answer->size(), o.output.c_str());
+  }
+  return 0;
+}
+
 void add_device_options(CLI::App* cmd, RunOptions& o) {
   cmd->add_option("--device", o.device, "auto, sim or cuda")->default_val("auto");
   cmd->add_option("--device-memory", o.device_memory, "Simulated device memory")->default_val("8GiB");
@@ -279,6 +369,21 @@ void add_run_command(CLI::App& app, Runner& runner) {
   cmd->add_flag("--profile", o->profile, "Time every layer of the last run and print a table by op");
   add_device_options(cmd, *o);
   cmd->callback([o, &runner] { runner = [o] { return run(*o); }; });
+}
+
+void add_workflow_command(CLI::App& app, Runner& runner) {
+  auto o = std::make_shared<RunOptions>();
+  auto* workflow = app.add_subcommand("workflow", "Workflows: DAGs of models in the repository (workflow.json)");
+  workflow->require_subcommand(1);
+  auto* cmd = workflow->add_subcommand("run", "Run a workflow on one device of this host, step by step");
+  cmd->add_option("dir", o->dir, "The workflow's folder in the repository (ROOT/NAME, holding workflow.json)")
+      ->required();
+  cmd->add_option("--input", o->input, "The workflow's inputs: a KServe v2 request .json or a .safetensors file")
+      ->required();
+  cmd->add_option("--output", o->output, "Write the answer to a .safetensors or .json file");
+  cmd->add_option("--print", o->print, "Values of each output to print")->default_val(8);
+  add_device_options(cmd, *o);
+  cmd->callback([o, &runner] { runner = [o] { return run_workflow_command(*o); }; });
 }
 
 void add_devices_command(CLI::App& app, Runner& runner) {

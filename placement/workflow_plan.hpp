@@ -13,11 +13,14 @@
 // end). A failed step fails the request: the caller frees every slot it holds (held_slots()).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "base/status.hpp"
 #include "config/workflow_config.hpp"
 
 namespace ember {
@@ -80,5 +83,72 @@ class WorkflowProgress {
   std::vector<int> state_;  // per step: 0 waiting, 1 running, 2 completed
   size_t completed_ = 0;
 };
+
+/// One request through a workflow on the calling thread, a step at a time in ready order (the
+/// host hand-off: every intermediate is a host tensor; device-resident hand-off is the server's).
+/// `inputs` are the request's tensors by name, each workflow input exactly once. `run_step(step,
+/// inputs)` runs step `step`'s model on `inputs` (named as the model's inputs) and returns its
+/// outputs by name. Each intermediate is dropped once its last reader has run. Returns the answer,
+/// named as the workflow's outputs. Errors name the input, or the step and its model: a missing or
+/// unknown input, an output the model does not give, or the step's own error. Tensor: any type with
+/// a std::string member `name`, copyable (host tensors share their buffers).
+template <class Tensor, class RunStep>
+Result<std::vector<Tensor>> run_workflow(const WorkflowConfig& config, const WorkflowPlan& plan,
+                                         std::vector<Tensor> inputs, RunStep&& run_step) {
+  std::vector<std::optional<Tensor>> slots(plan.slots());
+  std::string takes;
+  for (const auto& name : config.inputs) takes += (takes.empty() ? "" : ", ") + name;
+  for (auto& t : inputs) {
+    const auto at = std::find(config.inputs.begin(), config.inputs.end(), t.name);
+    if (at == config.inputs.end()) {
+      return invalid_argument("input '" + t.name + "' is not one of workflow '" + config.name +
+                              "''s (it takes: " + takes + ")");
+    }
+    auto& slot = slots[static_cast<size_t>(at - config.inputs.begin())];
+    if (slot) return invalid_argument("input '" + t.name + "' is given twice");
+    slot = std::move(t);
+  }
+  for (size_t i = 0; i < config.inputs.size(); ++i) {
+    if (!slots[i]) {
+      return invalid_argument("workflow '" + config.name + "' takes input '" + config.inputs[i] +
+                              "', which the request does not give");
+    }
+  }
+  WorkflowProgress progress(plan);
+  while (!progress.done()) {
+    const std::vector<size_t> ready = progress.take_ready();
+    if (ready.empty())
+      return internal_error("workflow '" + config.name + "': no step can run");  // parse_workflow forbids it
+    for (size_t s : ready) {
+      const WorkflowStep& step = config.steps[s];
+      const std::string what = "step '" + step.name + "' (model " + step.model + ")";
+      std::vector<Tensor> given;
+      for (const auto& b : plan.step_inputs(s)) {
+        Tensor t = *slots[b.slot];
+        t.name = b.model_input;
+        given.push_back(std::move(t));
+      }
+      Result<std::vector<Tensor>> out = run_step(s, std::move(given));
+      if (!out.ok()) return out.error().with_context(what);
+      for (const auto& kept : plan.step_outputs(s)) {
+        auto it = std::find_if(out->begin(), out->end(), [&](const Tensor& t) { return t.name == kept.tensor; });
+        if (it == out->end()) {
+          std::string gives;
+          for (const auto& t : *out) gives += (gives.empty() ? "" : ", ") + t.name;
+          return invalid_argument(what + ": the model gives no output '" + kept.tensor + "' (it gives: " + gives + ")");
+        }
+        slots[kept.slot] = std::move(*it);
+      }
+      for (size_t freed : progress.complete(s)) slots[freed].reset();
+    }
+  }
+  std::vector<Tensor> answer;
+  for (const auto& a : plan.answer()) {
+    Tensor t = *slots[a.slot];
+    t.name = a.tensor;
+    answer.push_back(std::move(t));
+  }
+  return answer;
+}
 
 }  // namespace ember

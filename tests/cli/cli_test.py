@@ -157,8 +157,60 @@ def case_devices(ember, work):
         expect_error(ember, ["run", d, "--device", "cuda"], "devices.kind is cuda")
 
 
+def case_workflow(ember, work):
+    """`ember workflow run`: a fan-out of one input to two models (the newest version where none is
+    named) answers what `ember run` of each model answers, exactly; bad workflows, inputs and
+    repositories are errors naming what is wrong."""
+    repo = os.path.join(work, "repo")
+    for name, version, seed in (("left", 1, 1), ("right", 1, 2), ("right", 2, 3)):
+        run(ember, "model", "new", "--arch", "mlp", "--tiny", "--seed", str(seed), "--name", name,
+            "--out", os.path.join(repo, name, str(version)))
+    os.makedirs(os.path.join(repo, "pair"))
+    wf = {"inputs": ["x"],
+          "steps": [{"name": "a", "model": "left", "inputs": {"input": "x"}},
+                    {"name": "b", "model": "right", "inputs": {"input": "x"}}],
+          "outputs": {"ya": "a.fc3", "yb": "b.fc3"}}
+    with open(os.path.join(repo, "pair", "workflow.json"), "w") as f:
+        json.dump(wf, f)
+    rows = [[0.1 * i - 0.7 for i in range(16)], [0.05 * i for i in range(16)]]
+    for name, tensor in (("wf.json", "x"), ("model.json", "input")):
+        with open(os.path.join(work, name), "w") as f:
+            json.dump({"inputs": [{"name": tensor, "datatype": "FP32", "shape": [2, 16], "data": rows}]}, f)
+    out = os.path.join(work, "answer.json")
+    run(ember, "workflow", "run", os.path.join(repo, "pair"), "--input", os.path.join(work, "wf.json"),
+        "--output", out, "--device", "sim")
+    answer = {o["name"]: o["data"] for o in json.load(open(out))["outputs"]}
+    for output, model in (("ya", "left/1"), ("yb", "right/2")):
+        alone = os.path.join(work, f"alone-{output}.json")
+        run(ember, "run", os.path.join(repo, model), "--input", os.path.join(work, "model.json"), "--output", alone,
+            "--repeat", "0", "--device", "sim")
+        if json.load(open(alone))["outputs"][0]["data"] != answer[output]:
+            raise Failure(f"workflow output {output} differs from {model} run alone")
+    print("ok: the workflow's answers equal its models run by hand (newest version taken)")
+
+    expect_error(ember, ["workflow", "run", os.path.join(repo, "pair"), "--input", os.path.join(work, "model.json")],
+                 "input 'input' is not one of workflow 'pair''s (it takes: x)")
+    expect_error(ember, ["workflow", "run", os.path.join(repo, "none"), "--input", os.path.join(work, "wf.json")],
+                 "workflow.json: cannot open")
+    wf["steps"][1]["model"] = "missing"
+    with open(os.path.join(repo, "pair", "workflow.json"), "w") as f:
+        json.dump(wf, f)
+    expect_error(ember, ["workflow", "run", os.path.join(repo, "pair"), "--input", os.path.join(work, "wf.json")],
+                 "step 'b': model 'missing' is not in the repository")
+    wf["steps"][1]["model"] = "right"
+    wf["outputs"]["yb"] = "b.nothing"
+    with open(os.path.join(repo, "pair", "workflow.json"), "w") as f:
+        json.dump(wf, f)
+    expect_error(ember, ["workflow", "run", os.path.join(repo, "pair"), "--input", os.path.join(work, "wf.json")],
+                 "step 'b' (model right): the model gives no output 'nothing' (it gives: fc3)")
+    with open(os.path.join(repo, "pair", "workflow.json"), "w") as f:
+        f.write('{"inputs": ["x"], "steps": []}')
+    expect_error(ember, ["workflow", "run", os.path.join(repo, "pair"), "--input", os.path.join(work, "wf.json")],
+                 "pair/workflow.json")
+
+
 CASES = {"inspect": case_inspect, "json_io": case_json_io, "layers": case_layers, "bad_input": case_bad_input,
-         "bad_model": case_bad_model, "devices": case_devices}
+         "bad_model": case_bad_model, "devices": case_devices, "workflow": case_workflow}
 
 
 def main():

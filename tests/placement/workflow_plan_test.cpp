@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -99,6 +100,91 @@ TEST(WorkflowProgress, AStepThatIsNotRunningCannotCompleteAndAFailedRequestKnows
   ASSERT_EQ(run.take_ready().size(), 2u);
   // left fails here: the caller frees what is held, the inputs and detect's features.
   EXPECT_EQ(run.held_slots(), (std::vector<size_t>{0, 1, plan.step_outputs(step(wf, "detect"))[0].slot}));
+}
+
+struct Value {
+  std::string name;
+  double value = 0;
+};
+
+/// The Traffic workflow's models as arithmetic: detector doubles, classifier adds one, merger
+/// multiplies; each logs what it ran.
+struct Models {
+  std::vector<std::string> ran;
+  std::string fail;  // this step's model fails
+  Result<std::vector<Value>> operator()(const WorkflowConfig& wf, size_t step, std::vector<Value> in) {
+    const WorkflowStep& s = wf.steps[step];
+    ran.push_back(s.name);
+    if (s.name == fail) return unavailable("the device went away");
+    auto get = [&](const std::string& name) {
+      for (const auto& v : in) {
+        if (v.name == name) return v.value;
+      }
+      ADD_FAILURE() << s.name << " was not given " << name;
+      return 0.0;
+    };
+    if (s.model == "detector") return std::vector<Value>{{"features", get("input") * 2}, {"boxes", 1}};
+    if (s.model == "classifier") return std::vector<Value>{{"logits", get("input") + 1}};
+    return std::vector<Value>{{"out", get("a") * get("b")}};
+  }
+};
+
+TEST(RunWorkflow, TheAnswerIsTheStepsRunByHandInDependencyOrder) {
+  const WorkflowConfig wf = traffic();
+  const WorkflowPlan plan(wf);
+  Models models;
+  auto answer = run_workflow(wf, plan, std::vector<Value>{{"unused", 0}, {"image", 3}},
+                             [&](size_t s, std::vector<Value> in) { return models(wf, s, std::move(in)); });
+  ASSERT_TRUE(answer.ok()) << answer.error().message();
+  ASSERT_EQ(answer->size(), 2u);
+  std::map<std::string, double> got;
+  for (const auto& v : *answer) got[v.name] = v.value;
+  EXPECT_EQ(got["label"], 49.0);  // (3*2 + 1) * (3*2 + 1)
+  EXPECT_EQ(got["features"], 6.0);
+  ASSERT_EQ(models.ran.size(), 4u);
+  EXPECT_EQ(models.ran.front(), "detect");
+  EXPECT_EQ(models.ran.back(), "join");
+}
+
+TEST(RunWorkflow, BadInputsMissingOutputsAndFailedStepsAreErrorsNamingThem) {
+  const WorkflowConfig wf = traffic();
+  const WorkflowPlan plan(wf);
+  auto run = [&](std::vector<Value> in, Models& models) {
+    return run_workflow(wf, plan, std::move(in),
+                        [&](size_t s, std::vector<Value> given) { return models(wf, s, std::move(given)); });
+  };
+  Models models;
+  auto missing = run({{"image", 1}}, models);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.error().message(), "workflow 'traffic' takes input 'unused', which the request does not give");
+  auto unknown = run({{"image", 1}, {"unused", 0}, {"other", 0}}, models);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.error().message(), "input 'other' is not one of workflow 'traffic''s (it takes: image, unused)");
+  auto twice = run({{"image", 1}, {"image", 2}, {"unused", 0}}, models);
+  ASSERT_FALSE(twice.ok());
+  EXPECT_EQ(twice.error().message(), "input 'image' is given twice");
+  EXPECT_TRUE(models.ran.empty()) << "a step ran on a bad request";
+
+  Models failing;
+  failing.fail = "left";
+  auto failed = run({{"image", 1}, {"unused", 0}}, failing);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.error().code(), ErrorCode::unavailable);
+  EXPECT_NE(failed.error().message().find("step 'left' (model classifier)"), std::string::npos)
+      << failed.error().message();
+  EXPECT_EQ(std::count(failing.ran.begin(), failing.ran.end(), "join"), 0) << "a step after the failure ran";
+
+  auto renamed = parse_workflow(R"({"inputs": ["x"], "steps": [{"name": "d", "model": "detector",
+      "inputs": {"input": "x"}}], "outputs": {"y": "d.scores"}})",
+                                "w", "w/workflow.json");
+  ASSERT_TRUE(renamed.ok()) << renamed.error().message();
+  const WorkflowPlan renamed_plan(*renamed);
+  Models plain;
+  auto no_output = run_workflow(*renamed, renamed_plan, std::vector<Value>{{"x", 1}},
+                                [&](size_t s, std::vector<Value> in) { return plain(*renamed, s, std::move(in)); });
+  ASSERT_FALSE(no_output.ok());
+  EXPECT_EQ(no_output.error().message(),
+            "step 'd' (model detector): the model gives no output 'scores' (it gives: features, boxes)");
 }
 
 }  // namespace workflow_plan_test
