@@ -53,6 +53,18 @@ bool flatten_numbers(const json& j, std::vector<const json*>& out, int depth) {
   return true;
 }
 
+/// The tensor `header` describes, once `count` values were given for it: exactly its shape's.
+Result<HostTensor> allocate_for_values(const std::pair<std::string, TensorDesc>& header, size_t count,
+                                       const std::string& at) {
+  const TensorDesc& desc = header.second;
+  const uint64_t numel = static_cast<uint64_t>(desc.shape.numel());
+  if (count != numel) {
+    return invalid_argument(at + ": field 'data' holds " + std::to_string(count) + " values but shape " +
+                            desc.shape.to_string() + " needs " + std::to_string(numel));
+  }
+  return HostTensor::allocate(header.first, desc);
+}
+
 // `shape` for an error message. dump() recurses, and the caller's parser allows any depth, so a
 // list holding nested values is not printed.
 std::string shape_text(const json& shape) {
@@ -143,16 +155,11 @@ Result<HostTensor> tensor_from_kserve_json(const json& j, const std::string& whe
   std::string at;
   EMBER_ASSIGN_OR_RETURN(auto header, kserve_header(j, where, false, at));
   const TensorDesc& desc = header.second;
-  const uint64_t numel = static_cast<uint64_t>(desc.shape.numel());
   auto data = j.find("data");
   if (data == j.end()) return invalid_argument(at + ": field 'data' is missing");
   std::vector<const json*> values;
   if (!flatten_numbers(*data, values, 0)) return invalid_argument(at + ": field 'data' must hold numbers");
-  if (values.size() != numel) {
-    return invalid_argument(at + ": field 'data' holds " + std::to_string(values.size()) + " values but shape " +
-                            desc.shape.to_string() + " needs " + std::to_string(numel));
-  }
-  EMBER_ASSIGN_OR_RETURN(HostTensor t, HostTensor::allocate(header.first, desc));
+  EMBER_ASSIGN_OR_RETURN(HostTensor t, allocate_for_values(header, values.size(), at));
   const uint32_t size = dtype_size(desc.dtype);
   for (size_t i = 0; i < values.size(); ++i) {
     const json& v = *values[i];
@@ -205,12 +212,7 @@ Result<HostTensor> tensor_from_kserve_numbers(const json& j, const std::vector<s
   std::string at;
   EMBER_ASSIGN_OR_RETURN(auto header, kserve_header(j, where, false, at));
   const TensorDesc& desc = header.second;
-  const uint64_t numel = static_cast<uint64_t>(desc.shape.numel());
-  if (numbers.size() != numel) {
-    return invalid_argument(at + ": field 'data' holds " + std::to_string(numbers.size()) + " values but shape " +
-                            desc.shape.to_string() + " needs " + std::to_string(numel));
-  }
-  EMBER_ASSIGN_OR_RETURN(HostTensor t, HostTensor::allocate(header.first, desc));
+  EMBER_ASSIGN_OR_RETURN(HostTensor t, allocate_for_values(header, numbers.size(), at));
   const uint32_t size = dtype_size(desc.dtype);
   for (size_t i = 0; i < numbers.size(); ++i) {
     uint8_t* dst = t.data() + i * size;
