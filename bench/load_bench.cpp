@@ -265,7 +265,7 @@ class GrpcFloor final : public inference::GRPCInferenceService::Service {
     b.RegisterService(this);
     b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
     b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
-    b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 2);
+    b.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 8);
     grpc::ResourceQuota quota("floor");
     quota.SetMaxThreads(static_cast<int>(threads) + 4);
     b.SetResourceQuota(quota);
