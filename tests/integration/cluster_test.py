@@ -26,26 +26,12 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import ember_torch  # noqa: E402  (safetensors and input helpers; torch is not needed)
 from ports import free_port  # noqa: E402,F401  (re-exported to the scenario tests)
+from procs import Failure, wait_for  # noqa: E402,F401  (re-exported to the scenario tests)
 import numpy as np  # noqa: E402
 
 MODELS = {"mlp": ("mlp", 11), "bert": ("bert-base", 12), "resnet": ("resnet50", 13)}
 KSERVE = {np.dtype(np.float32): "FP32", np.dtype(np.int64): "INT64"}
 
-
-class Failure(Exception):
-    pass
-
-
-def wait_for(what, predicate, seconds):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            if predicate():
-                return
-        except (OSError, http.client.HTTPException):
-            pass
-        time.sleep(0.2)
-    raise Failure(f"timed out after {seconds} s waiting for {what}")
 
 
 def request(port, method, path, body=None, timeout=60):

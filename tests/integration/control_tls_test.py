@@ -39,14 +39,10 @@ import threading
 import time
 
 from ports import free_port
-from procs import print_tail, stop
+from procs import Failure, print_tail, stop, wait_for
 
 BODY = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 16], "data": [0.5] * 16}]})
 ADMIN_TOKEN = "control-plane-admin-token-1"
-
-
-class Failure(Exception):
-    pass
 
 
 def http_call(port, method, path, body=None, timeout=10):
@@ -57,18 +53,6 @@ def http_call(port, method, path, body=None, timeout=10):
         return r.status, r.read().decode()
     finally:
         conn.close()
-
-
-def wait_for(what, predicate, seconds):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            if predicate():
-                return
-        except OSError:
-            pass
-        time.sleep(0.1)
-    raise Failure(f"timed out waiting for {what}")
 
 
 class Cluster:

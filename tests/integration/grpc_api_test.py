@@ -12,6 +12,7 @@ query, infer and unload.
 Usage: grpc_api_test.py --ember PATH
 """
 import argparse
+import functools
 import http.client
 import json
 import os
@@ -23,14 +24,12 @@ import time
 import grpc
 import numpy as np
 
+import procs
 from ports import free_port
+from procs import Failure
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROTO_DIR = os.path.join(HERE, "..", "..", "actors", "gateway", "grpc")
-
-
-class Failure(Exception):
-    pass
 
 
 def stubs(work):
@@ -66,17 +65,8 @@ def http_call(port, method, path, body=None, headers=None):
         conn.close()
 
 
-def wait_for(what, check, seconds):
-    deadline = time.time() + seconds
-    while True:
-        try:
-            if check():
-                return
-        except (OSError, grpc.RpcError):
-            pass
-        if time.time() > deadline:
-            raise Failure(f"timed out waiting for {what}")
-        time.sleep(0.1)
+# gRPC calls that fail while the server starts are "not yet" too.
+wait_for = functools.partial(procs.wait_for, ignore=(OSError, grpc.RpcError))
 
 
 class Client:
