@@ -40,6 +40,23 @@ typename Inspector::result_type inspect(Inspector& f, routing_entry& x) {
   return f(caf::meta::type_name("routing_entry"), x.state, x.manifest_json, x.replicas, x.pipeline);
 }
 
+/// A workflow of the repository (config/workflow_config.hpp): its name (its folder's), workflow.json
+/// as read, and why it cannot run when the manager found it invalid (empty when it parsed).
+struct workflow_entry {
+  std::string name;
+  std::string json;
+  std::string error;
+
+  friend bool operator==(const workflow_entry& a, const workflow_entry& b) {
+    return a.name == b.name && a.json == b.json && a.error == b.error;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, workflow_entry& x) {
+  return f(caf::meta::type_name("workflow_entry"), x.name, x.json, x.error);
+}
+
 /// A change of the table. `full`: the entries are the whole table (replace everything); otherwise
 /// they replace the entries of the same model key, and `removed` lists keys that are gone.
 struct routing_update {
@@ -52,12 +69,16 @@ struct routing_update {
   /// How often the manager wants each gateway's load_report (its autoscaler's tick); 0 = none
   /// (autoscaling is off). Set in every update.
   uint64_t report_interval_us = 0;
+  /// Every workflow of the repository, replacing the gateway's, when `workflows_set` (always in a
+  /// full update, and in a delta when a rescan changed them); ignored otherwise.
+  bool workflows_set = false;
+  std::vector<workflow_entry> workflows;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, routing_update& x) {
   return f(caf::meta::type_name("routing_update"), x.epoch, x.full, x.entries, x.removed, x.members,
-           x.report_interval_us);
+           x.report_interval_us, x.workflows_set, x.workflows);
 }
 
 }  // namespace ember

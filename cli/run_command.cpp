@@ -281,9 +281,9 @@ int run_workflow_command(const RunOptions& o) {
   const fs::path dir = fs::path(o.dir).lexically_normal();
   const std::string name = (dir.has_filename() ? dir : dir.parent_path()).filename().string();
   const std::string root = (dir.has_filename() ? dir : dir.parent_path()).parent_path().string();
-  auto text = read_text((dir / "workflow.json").string());
+  auto text = read_text((dir / kWorkflowFile).string());
   if (!text.ok()) return report(text.error());
-  auto wf = parse_workflow(*text, name, name + "/workflow.json");
+  auto wf = parse_workflow(*text, name, name + "/" + kWorkflowFile);
   if (!wf.ok()) return report(wf.error());
   const WorkflowPlan plan(*wf);
   if (o.input.empty()) {

@@ -66,6 +66,9 @@ struct WorkflowConfig {
   std::vector<std::pair<std::string, WorkflowSource>> outputs;
 };
 
+/// The file that makes a repository folder a workflow.
+inline constexpr const char* kWorkflowFile = "workflow.json";
+
 /// Bounds: a workflow is a handful of models, not a program.
 inline constexpr size_t kMaxWorkflowSteps = 64;
 inline constexpr size_t kMaxWorkflowTensors = 256;  // inputs, outputs, and inputs of one step

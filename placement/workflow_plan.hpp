@@ -121,7 +121,8 @@ Result<std::vector<Tensor>> run_workflow(const WorkflowConfig& config, const Wor
       return internal_error("workflow '" + config.name + "': no step can run");  // parse_workflow forbids it
     for (size_t s : ready) {
       const WorkflowStep& step = config.steps[s];
-      const std::string what = "step '" + step.name + "' (model " + step.model + ")";
+      const std::string what = "step '" + step.name + "' (model " + step.model +
+                               (step.version ? " version " + std::to_string(step.version) : "") + ")";
       std::vector<Tensor> given;
       for (const auto& b : plan.step_inputs(s)) {
         Tensor t = *slots[b.slot];

@@ -22,6 +22,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
+#include <optional>
 
 #include "actors/actor_system.hpp"
 #include "actors/cluster/autoscaler_loop.hpp"
@@ -52,6 +53,8 @@ struct manager_state {
   ChainRelay relay{chains, planner};
   DistributionTracker distributions;
   RoutingPublisher routing;
+  /// The repository's workflows as the last whole scan found them (gateways get them in updates).
+  std::vector<workflow_entry> workflows;
   bool chain_timer = false;
   // -- autoscaling --
   std::unique_ptr<AutoscalerLoop> autoscaler;  // null when autoscale.enabled is false
@@ -119,9 +122,14 @@ std::function<void(const Result<T>&)> answer_to(caf::typed_response_promise<T> r
   return [rp](const Result<T>& r) mutable { r.ok() ? void(rp.deliver(*r)) : void(rp.deliver(to_caf(r.error()))); };
 }
 
-void publish(manager_pointer self, const std::set<model_key>& changed, const std::vector<model_key>& removed = {}) {
+void publish(manager_pointer self, const std::set<model_key>& changed, const std::vector<model_key>& removed = {},
+             bool workflows = false) {
   auto update = self->state.routing.delta(self->state.registry, self->state.members, changed, removed);
   update.report_interval_us = self->state.autoscaler ? self->state.config.autoscaler.interval_us : 0;
+  if (workflows) {
+    update.workflows_set = true;
+    update.workflows = self->state.workflows;
+  }
   for (const auto& g : self->state.routing.subscribers()) self->send(g, update);
 }
 
@@ -166,7 +174,9 @@ void prepare_plans(manager_pointer self) {
   }
 }
 
-void apply_scan(manager_pointer self, const std::string& model, std::vector<RepositoryEntry> entries) {
+/// A rescan's models (`workflows`: its workflows changed too; the update carries them).
+void apply_scan(manager_pointer self, const std::string& model, std::vector<RepositoryEntry> entries,
+                bool workflows = false) {
   auto& st = self->state;
   auto changes = st.registry.apply_scan(model, std::move(entries));
   const auto now = st.registry.entries(model);
@@ -184,19 +194,44 @@ void apply_scan(manager_pointer self, const std::string& model, std::vector<Repo
       }
     }
   }
-  publish(self, changes.changed, changes.removed);
+  publish(self, changes.changed, changes.removed, workflows);
 }
 
-/// Rescans `model` ("" = the whole repository) off the actor, applies it, then answers the
-/// request through `then(rp)`; unavailable at once when the scan queue is full.
+/// A whole scan's workflows; true when they changed (then the scan's update carries them).
+bool take_workflows(manager_pointer self, std::vector<workflow_entry> workflows) {
+  auto& st = self->state;
+  if (workflows == st.workflows) return false;
+  for (const auto& w : workflows) {
+    if (!w.error.empty()) spdlog::warn("manager: workflow {} cannot run: {}", w.name, w.error);
+  }
+  st.workflows = std::move(workflows);
+  return true;
+}
+
+/// What a rescan found: the models, and for a whole scan the workflows too.
+struct RepositoryScan {
+  std::vector<RepositoryEntry> models;
+  std::optional<std::vector<workflow_entry>> workflows;
+};
+
+/// Rescans `model` ("" = the whole repository, workflows included) off the actor, applies it, then
+/// answers the request through `then(rp)`; unavailable at once when the scan queue is full.
 template <class T, class Then>
 caf::typed_response_promise<T> after_rescan(manager_pointer self, const std::string& model, Then then) {
   auto rp = self->make_response_promise<T>();
   auto scan = [root = self->state.config.repository, model] {
-    return model.empty() ? scan_repository(root) : scan_repository_model(root, model);
+    RepositoryScan out;
+    if (!model.empty()) {
+      out.models = scan_repository_model(root, model);
+      return out;
+    }
+    out.models = scan_repository(root);
+    out.workflows = scan_workflows(root);
+    return out;
   };
-  auto done = [self, model, then, rp](std::vector<RepositoryEntry>& entries) mutable {
-    apply_scan(self, model, std::move(entries));
+  auto done = [self, model, then, rp](RepositoryScan& found) mutable {
+    const bool workflows = found.workflows && take_workflows(self, std::move(*found.workflows));
+    apply_scan(self, model, std::move(found.models), workflows);
     then(rp);
   };
   if (!offload(self, *self->state.scan_queue, scan, done)) rp.deliver(to_caf(unavailable(kScanQueueFull)));
@@ -1073,13 +1108,17 @@ routing_update subscribe(manager_pointer self, const gateway_actor& gateway) {
   st.routing.subscribe(gateway);
   auto table = st.routing.full(st.registry, st.members);
   table.report_interval_us = st.autoscaler ? st.config.autoscaler.interval_us : 0;
+  table.workflows_set = true;
+  table.workflows = st.workflows;
   return table;
 }
 
 cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, ClusterManagerConfig config,
                                                       std::vector<RepositoryEntry> initial,
+                                                      std::vector<workflow_entry> workflows,
                                                       std::shared_ptr<RepositoryIndex> index, WorkQueue* scan_queue) {
   auto& st = self->state;
+  st.workflows = std::move(workflows);
   st.started = self->clock().now();
   st.config = std::move(config);
   st.index = std::move(index);
@@ -1308,8 +1347,10 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
 
 cluster_manager_actor spawn_cluster_manager(caf::actor_system& sys, ClusterManagerConfig config,
                                             std::vector<RepositoryEntry> initial,
-                                            std::shared_ptr<RepositoryIndex> index, WorkQueue& scan_queue) {
-  return sys.spawn(manager_behavior, std::move(config), std::move(initial), std::move(index), &scan_queue);
+                                            std::shared_ptr<RepositoryIndex> index, WorkQueue& scan_queue,
+                                            std::vector<workflow_entry> workflows) {
+  return sys.spawn(manager_behavior, std::move(config), std::move(initial), std::move(workflows), std::move(index),
+                   &scan_queue);
 }
 
 }  // namespace ember

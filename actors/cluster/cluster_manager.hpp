@@ -62,8 +62,11 @@ struct ClusterManagerConfig {
 /// blob server, which serves weights files by key) is kept in step with the registry. Rescans (load,
 /// index) run on `scan_queue`, which must outlive the actor (the manager process owns it: one
 /// thread; deterministic tests pass threads = 0); a full queue answers those requests unavailable.
+/// `workflows`: the initial scan's (scan_workflows); whole rescans (index) read them again, and
+/// gateways get them with the routing table.
 cluster_manager_actor spawn_cluster_manager(caf::actor_system& sys, ClusterManagerConfig config,
                                             std::vector<RepositoryEntry> initial,
-                                            std::shared_ptr<RepositoryIndex> index, WorkQueue& scan_queue);
+                                            std::shared_ptr<RepositoryIndex> index, WorkQueue& scan_queue,
+                                            std::vector<workflow_entry> workflows = {});
 
 }  // namespace ember

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "config/workflow_config.hpp"
 #include "gpu/manifest.hpp"
 #include "gpu/model.hpp"
 
@@ -95,6 +96,32 @@ std::vector<RepositoryEntry> scan_repository(const std::string& root) {
     auto versions = scan_repository_model(root, name);
     out.insert(out.end(), versions.begin(), versions.end());
   }
+  return out;
+}
+
+std::vector<workflow_entry> scan_workflows(const std::string& root) {
+  std::vector<workflow_entry> out;
+  std::error_code ec;
+  for (const auto& m : fs::directory_iterator(root, ec)) {
+    const std::string name = m.path().filename().string();
+    if (!m.is_directory() || name.empty() || name[0] == '.' || !fs::exists(m.path() / kWorkflowFile, ec)) continue;
+    workflow_entry w;
+    w.name = name;
+    const std::string source = name + "/" + kWorkflowFile;
+    std::ifstream f(m.path() / kWorkflowFile, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    w.json = ss.str();
+    if (!f) {
+      w.error = source + ": cannot read";
+    } else if (!scan_repository_model(root, name).empty()) {
+      w.error = source + ": the folder also holds a model; a folder is one model or one workflow";
+    } else if (auto parsed = parse_workflow(w.json, name, source); !parsed.ok()) {
+      w.error = parsed.error().message();
+    }
+    out.push_back(std::move(w));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
   return out;
 }
 

@@ -5,6 +5,7 @@
 //   ROOT/<model>/<version>/model.json            version = 1, 2, ... (digits only)
 //   ROOT/<model>/<version>/weights.safetensors
 //   ROOT/<model>/model.json                      a model folder that is itself a version: version 1
+//   ROOT/<workflow>/workflow.json                a workflow of models (config/workflow_config.hpp)
 //
 // The folder name is the model's name on the API. Every version is validated as Model::load would
 // (manifest, weights header, byte layout) without reading the weights, and a version that fails
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "actors/messages.hpp"
+#include "actors/routing.hpp"
 #include "config/autoscale_config.hpp"
 #include "gpu/model_profile.hpp"
 
@@ -46,6 +48,11 @@ struct RepositoryEntry {
 
 /// Every version of every model under `root`, sorted by name then version.
 std::vector<RepositoryEntry> scan_repository(const std::string& root);
+
+/// Every workflow under `root` (folders holding workflow.json), sorted by name, each parsed: one that
+/// does not parse, or whose folder also holds a model, is listed with its error. Whether its steps'
+/// models exist is checked when a request runs it (models come and go between scans).
+std::vector<workflow_entry> scan_workflows(const std::string& root);
 
 /// The versions of one model (empty when the folder does not exist).
 std::vector<RepositoryEntry> scan_repository_model(const std::string& root, const std::string& name);

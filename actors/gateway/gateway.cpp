@@ -34,6 +34,7 @@ void publish_view(gateway_pointer self) {
     v.signature = st.catalog.signature(key);
     snap->models[key.name][key.version] = std::move(v);
   }
+  snap->workflows = st.workflows;
   st.view->publish(std::move(snap));
 }
 
@@ -101,6 +102,16 @@ void apply_update(gateway_pointer self, routing_update& u) {
   for (const auto& key : u.removed) {
     st.table.erase(key);
     st.catalog.remove(key);
+  }
+  if (u.workflows_set) {
+    std::map<std::string, std::shared_ptr<const WorkflowView>> next;
+    for (auto& w : u.workflows) {
+      const std::string name = w.name;
+      auto held = st.workflows.find(name);
+      next[name] =
+          held != st.workflows.end() && held->second->entry == w ? held->second : WorkflowView::of(std::move(w));
+    }
+    st.workflows = std::move(next);
   }
   st.members = std::move(u.members);
   for (const auto& m : st.members) watch(self, m.router);

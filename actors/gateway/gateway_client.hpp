@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/gateway/http/kserve_json.hpp"
 #include "actors/gateway/routing_view.hpp"
 #include "actors/gateway_interface.hpp"
 #include "actors/inline_runner.hpp"
@@ -81,6 +82,31 @@ class GatewayClient {
   /// gateway's requests, as invalid_argument.
   void count_invalid(const model_key& key);
 
+  // -- workflows (gateway_workflows.cpp) --
+  // A workflow (config/workflow_config.hpp) is served here, by the gateway: its steps go through
+  // infer() one at a time in dependency order, each asking its model for only the outputs later
+  // steps or the answer read, and every intermediate tensor comes back to this process between
+  // steps (counted as host or network hand-off). Device-resident hand-off between the steps of one
+  // request is the nodes' (not built yet).
+
+  /// The workflow `name`, or not_found "unknown workflow '<name>'".
+  Result<std::shared_ptr<const WorkflowView>> workflow(const std::string& name) const;
+  /// OK when the workflow parsed and every step's model has a ready replica; otherwise why not
+  /// (invalid_argument for a workflow that cannot run at all, unavailable for a model not warm).
+  Status workflow_ready(const WorkflowView& w) const;
+  /// What the workflow takes and gives, typed as its steps' models declare the tensors they read
+  /// and give (a tensor whose model the gateway does not know is left out).
+  ModelSignature workflow_signature(const WorkflowView& w) const;
+  /// A request to workflow `name`: its inputs named as the workflow's, `req.outputs` (optional)
+  /// among the workflow's outputs. The answer names the workflow (version 1) and its outputs.
+  /// Errors: not_found (unknown workflow), invalid_argument (the workflow cannot run: it did not
+  /// parse or a step's model is not in the repository; an input or output it does not have), or
+  /// the failing step's error prefixed "step '<s>' (model <m>): ". `within` bounds the whole request.
+  Result<infer_reply> infer_workflow(const std::string& name, infer_request req,
+                                     std::optional<std::chrono::microseconds> within = std::nullopt);
+  /// A workflow request that never reached infer_workflow because it did not decode.
+  void count_invalid_workflow(const std::string& name);
+
   Result<std::vector<model_state>> index();
   Result<model_state> load(model_command cmd);
   Result<model_state> unload(model_command cmd);
@@ -94,6 +120,8 @@ class GatewayClient {
   std::chrono::microseconds timeout() const;
   /// The warm path (see the file comment): the answer, or nullopt to take the gateway's way.
   std::optional<Result<infer_reply>> infer_direct(const infer_request& req, std::chrono::microseconds wait);
+  Result<infer_reply> run_workflow_request(const WorkflowView& w, infer_request req,
+                                           std::optional<std::chrono::microseconds> within);
 
   caf::actor_system& sys_;
   GatewayConfig config_;

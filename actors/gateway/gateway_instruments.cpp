@@ -34,8 +34,34 @@ GatewayInstruments::GatewayInstruments()
                              .gauge("ember_gateway_manager_connected",
                                     "1 while the gateway holds a live connection to the cluster manager; 0 while it "
                                     "serves warm requests from its last routing table without one")
-                             .with(std::vector<std::string>{})) {
+                             .with(std::vector<std::string>{})),
+      workflow_requests_(
+          registry_.counter("ember_workflow_requests_total", "Workflow requests by outcome", {"workflow", "outcome"})),
+      workflow_duration_(registry_.histogram("ember_workflow_duration_seconds",
+                                             "Workflow request time at the gateway, from arrival to answer",
+                                             {"workflow"})),
+      workflow_step_duration_(registry_.histogram("ember_workflow_step_duration_seconds",
+                                                  "Time of one step of a workflow request, from sending its inputs "
+                                                  "to its answer",
+                                                  {"workflow", "step"})),
+      handoff_bytes_(registry_.counter("ember_workflow_handoff_bytes_total",
+                                       "Bytes of intermediate tensors handed from one workflow step to the next, by "
+                                       "path (same_device, peer, host, network)",
+                                       {"workflow", "path"})) {
   manager_connected_.set(1);
+}
+
+void GatewayInstruments::count_workflow(const std::string& workflow, const std::string& outcome, double seconds) {
+  workflow_requests_.with({workflow, outcome}).inc();
+  workflow_duration_.with({workflow}).observe(seconds);
+}
+
+void GatewayInstruments::observe_workflow_step(const std::string& workflow, const std::string& step, double seconds) {
+  workflow_step_duration_.with({workflow, step}).observe(seconds);
+}
+
+void GatewayInstruments::count_handoff(const std::string& workflow, std::string_view path, uint64_t bytes) {
+  handoff_bytes_.with({workflow, path}).inc(static_cast<double>(bytes));
 }
 
 void GatewayInstruments::count_request(const model_key& model, const std::string& outcome, double seconds) {

@@ -29,6 +29,13 @@ class GatewayInstruments {
   /// A call refused for its credentials (gateway.api_tokens_file): `protocol` http or grpc, `reason`
   /// unauthenticated (none, or malformed) or permission_denied (a token not configured).
   void count_auth_refusal(std::string_view protocol, std::string_view reason);
+  /// A workflow request finished (outcome as count_request's), end to end.
+  void count_workflow(const std::string& workflow, const std::string& outcome, double seconds);
+  /// One step of a workflow request answered (or failed) after `seconds` at the gateway.
+  void observe_workflow_step(const std::string& workflow, const std::string& step, double seconds);
+  /// `bytes` of intermediate tensors went from one step to the next by `path`: same_device, peer,
+  /// host (through this process's memory) or network.
+  void count_handoff(const std::string& workflow, std::string_view path, uint64_t bytes);
   /// The gateway reached (true) or lost (false) the cluster manager.
   void set_manager_connected(bool connected);
 
@@ -43,6 +50,10 @@ class GatewayInstruments {
   metrics::Counter& http_rejected_;
   metrics::CounterFamily& auth_refusals_;
   metrics::Gauge& manager_connected_;
+  metrics::CounterFamily& workflow_requests_;
+  metrics::HistogramFamily& workflow_duration_;
+  metrics::HistogramFamily& workflow_step_duration_;
+  metrics::CounterFamily& handoff_bytes_;
 };
 
 }  // namespace ember

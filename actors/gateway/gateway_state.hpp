@@ -73,6 +73,8 @@ struct gateway_state {
   std::map<model_key, routing_entry> table;
   /// The metadata bodies of the versions in `table`, built once per version.
   ModelCatalog catalog;
+  /// The repository's workflows, each parsed once (per change of its workflow.json).
+  std::map<std::string, std::shared_ptr<const WorkflowView>> workflows;
   std::vector<replica_ref> members;
   uint64_t epoch = 0;
   /// Requests routed to a replica, by request id, with the router they went to.

@@ -12,12 +12,14 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "actors/messages.hpp"
 #include "actors/routing.hpp"
+#include "placement/workflow_plan.hpp"
 
 namespace ember {
 
@@ -36,9 +38,23 @@ struct ModelView {
   std::vector<replica_ref> replicas;
 };
 
+/// A workflow as the gateway serves it: parsed once when its workflow.json arrives or changes, and
+/// shared by every snapshot until then.
+struct WorkflowView {
+  workflow_entry entry;
+  /// Set when the workflow parsed (entry.error empty).
+  std::optional<WorkflowConfig> config;
+  std::optional<WorkflowPlan> plan;
+
+  /// Parses `e` (its error, when the manager found one, is kept as is).
+  static std::shared_ptr<const WorkflowView> of(workflow_entry e);
+};
+
 struct RoutingSnapshot {
   /// model name -> version -> view.
   std::map<std::string, std::map<uint32_t, ModelView>> models;
+  /// workflow name -> view.
+  std::map<std::string, std::shared_ptr<const WorkflowView>> workflows;
   /// The gateway has received the manager's table at least once.
   bool subscribed = false;
 

@@ -34,6 +34,10 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
   for (const auto& e : entries) {
     if (!e.error.empty()) spdlog::warn("manager: {} cannot load: {}", e.key.to_string(), e.error);
   }
+  auto workflows = scan_workflows(config.repository);
+  for (const auto& w : workflows) {
+    if (!w.error.empty()) spdlog::warn("manager: workflow {} cannot run: {}", w.name, w.error);
+  }
   p->index_ = std::make_shared<RepositoryIndex>();
   p->index_->replace(entries);
   EMBER_ASSIGN_OR_RETURN(transport::BlobServerOptions server, data_server_options(transfer, security));
@@ -62,7 +66,7 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
   p->scan_queue_ = std::make_unique<WorkQueue>(WorkQueueOptions{.threads = 1, .capacity = kScanQueueCapacity});
   p->plan_queue_ = std::make_unique<WorkQueue>(WorkQueueOptions{.threads = 1, .capacity = 1});
   mc.plan_queue = p->plan_queue_.get();
-  p->manager_ = spawn_cluster_manager(sys, mc, std::move(entries), p->index_, *p->scan_queue_);
+  p->manager_ = spawn_cluster_manager(sys, mc, std::move(entries), p->index_, *p->scan_queue_, std::move(workflows));
   if (publish) {
     auto port = publish_remote(sys, caf::actor_cast<caf::actor>(p->manager_), config.listen);
     if (!port.ok()) return io_error("manager: cannot listen for nodes: " + port.error().message());

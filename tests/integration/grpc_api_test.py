@@ -123,6 +123,36 @@ def outputs_of(reply):
     return out
 
 
+def check_workflow(c, pb, hport, x, v1):
+    """The workflow 'pair' (mlp versions 1 and 2 side by side) over gRPC: metadata as an ensemble,
+    readiness, and the answer its models give alone, as over HTTP; errors with their codes."""
+    meta = c.stub.ModelMetadata(pb.ModelMetadataRequest(name="pair"))
+    if meta.platform != "ensemble" or [(t.name, list(t.shape)) for t in meta.inputs] != [("x", [-1, 16])] or \
+            sorted(t.name for t in meta.outputs) != ["one", "two"]:
+        raise Failure(f"workflow metadata: {meta}")
+    if not c.stub.ModelReady(pb.ModelReadyRequest(name="pair")).ready:
+        raise Failure("ModelReady(pair): its models are warm, yet not ready")
+    reply = c.infer("pair", [("x", x)], rid="w-1")
+    got = outputs_of(reply)
+    v2 = outputs_of(c.infer("mlp", [("input", x)]))["fc3"]
+    if reply.id != "w-1" or reply.model_name != "pair" or not np.array_equal(got["one"], outputs_of(v1)["fc3"]) \
+            or not np.array_equal(got["two"], v2):
+        raise Failure(f"workflow over gRPC: {reply.model_name} {got}")
+    status, body, _ = http_call(hport, "POST", "/v2/workflows/pair/infer", json.dumps(
+        {"inputs": [{"name": "x", "datatype": "FP32", "shape": list(x.shape), "data": x.ravel().tolist()}]}))
+    answer = {o["name"]: np.array(o["data"], dtype=np.float32).reshape(o["shape"]) for o in json.loads(body)["outputs"]}
+    if status != 200 or any(not np.array_equal(answer[k], got[k]) for k in ("one", "two")):
+        raise Failure(f"workflow over HTTP: {status} {body[:200]}")
+    typed = outputs_of(c.infer("pair", [("x", x)], typed=True, outputs=["two"]))
+    if list(typed) != ["two"] or not np.array_equal(typed["two"], v2):
+        raise Failure(f"workflow, typed, one output: {typed}")
+    c.expect_error("workflow input unknown", lambda: c.infer("pair", [("input", x)]), grpc.StatusCode.INVALID_ARGUMENT,
+                   "input 'input' is not one of workflow 'pair''s")
+    c.expect_error("workflow step fails", lambda: c.infer("pair", [("x", x[:, :8].copy())]), grpc.StatusCode.INVALID_ARGUMENT,
+                   "step 'a' (model mlp version 1)")
+    print("ok: a workflow over gRPC: ensemble metadata, ready, the answer of its models alone and of HTTP")
+
+
 def check_serve(ember, pb, rpc, work, repo):
     hport, gport = free_port(), free_port()
     config = os.path.join(work, "small.yaml")
@@ -220,6 +250,9 @@ def check_serve(ember, pb, rpc, work, repo):
         if v1.model_version != "1" or [o.name for o in v1.outputs] != ["fc3"]:
             raise Failure(f"version 1: {v1.model_version} {[o.name for o in v1.outputs]}")
         print("ok: model_version '1' and a requested output")
+
+        # A workflow is served as a model named like it (as Triton serves ensembles).
+        check_workflow(c, pb, hport, x, v1)
 
         # Errors and their status codes.
         good = np.zeros((1, 16), np.float32)
@@ -328,6 +361,9 @@ def check_cluster(ember, pb, rpc, work, repo):
         y = outputs_of(c.infer("mlp", [("input", x)]))["fc3"]
         if y.shape != (2, 4):
             raise Failure(f"cluster infer: shape {y.shape}")
+        pair = outputs_of(c.infer("pair", [("x", x)]))
+        if not np.array_equal(pair["two"], y) or pair["one"].shape != (2, 4):
+            raise Failure(f"cluster workflow: {pair}, expected two = {y}")
         c.stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="mlp"))
         print("ok: a cluster's standalone gateway lists, loads, answers and unloads over gRPC")
     finally:
@@ -356,6 +392,11 @@ def main():
         f.write(manifest)
     with open(os.path.join(repo, "broken", "1", "weights.safetensors"), "wb") as f:
         f.write(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json}")
+    os.makedirs(os.path.join(repo, "pair"))
+    with open(os.path.join(repo, "pair", "workflow.json"), "w") as f:
+        json.dump({"inputs": ["x"], "steps": [{"name": "a", "model": "mlp", "version": 1, "inputs": {"input": "x"}},
+                                              {"name": "b", "model": "mlp", "inputs": {"input": "x"}}],
+                   "outputs": {"one": "a.fc3", "two": "b.fc3"}}, f)
     try:
         check_serve(args.ember, pb, rpc, work, repo)
         check_cluster(args.ember, pb, rpc, work, repo)

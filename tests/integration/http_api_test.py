@@ -18,11 +18,7 @@ import tempfile
 import time
 
 from ports import free_port
-from procs import print_tail, stop
-
-
-class Failure(Exception):
-    pass
+from procs import Failure, print_tail, stop
 
 
 class Api:

@@ -90,6 +90,10 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
   grpc::Status ModelReady(grpc::ServerContext* ctx, const inference::ModelReadyRequest* in,
                           inference::ModelReadyResponse* out) override {
     if (auto denied = authorized(*client_, *ctx); !denied.ok()) return denied;
+    if (auto w = workflow(in->name())) {
+      out->set_ready(client_->workflow_ready(**w).ok());
+      return grpc::Status::OK;
+    }
     auto m = find(in->name(), in->version());
     if (!m.ok()) return to_grpc(m.error());
     out->set_ready(m->ready);
@@ -111,6 +115,10 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
     if (auto denied = authorized(*client_, *ctx); !denied.ok()) return denied;
     auto version = parse_model_version(in->version(), "version");
     if (!version.ok()) return to_grpc(version.error());
+    if (auto w = workflow(in->name())) {
+      encode_model_metadata(in->name(), {1}, client_->workflow_signature(**w), *out, "ensemble");
+      return grpc::Status::OK;
+    }
     auto snap = client_->snapshot();
     auto m = client_->model({in->name(), *version});
     if (!m.ok()) return to_grpc(m.error());
@@ -126,11 +134,15 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
                           inference::ModelInferResponse* out) override {
     if (auto denied = authorized(*client_, *ctx); !denied.ok()) return denied;
     auto decoded = decode_infer_request(*in);
+    const bool workflow_named = workflow(in->model_name()).has_value();
     if (!decoded.ok()) {
-      client_->count_invalid({in->model_name(), 0});
+      workflow_named ? client_->count_invalid_workflow(in->model_name())
+                     : client_->count_invalid({in->model_name(), 0});
       return to_grpc(decoded.error());
     }
-    auto reply = client_->infer(std::move(decoded->request), time_left(*ctx));
+    auto reply = workflow_named
+                     ? client_->infer_workflow(in->model_name(), std::move(decoded->request), time_left(*ctx))
+                     : client_->infer(std::move(decoded->request), time_left(*ctx));
     if (!reply.ok()) return to_grpc(reply.error());
     auto encoded = encode_infer_reply(*reply, *decoded, *out);
     if (!encoded.ok()) return to_grpc(encoded.error());
@@ -178,6 +190,15 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
   }
 
  private:
+  /// The workflow `name` when no model has that name (a workflow is served as a model named like
+  /// it, as Triton serves ensembles; a model of the same name wins).
+  std::optional<std::shared_ptr<const WorkflowView>> workflow(const std::string& name) const {
+    auto snap = client_->snapshot();
+    auto it = snap->workflows.find(name);
+    if (it == snap->workflows.end() || snap->models.count(name)) return std::nullopt;
+    return it->second;
+  }
+
   Result<ModelView> find(const std::string& name, const std::string& version) const {
     auto v = parse_model_version(version, "version");
     if (!v.ok()) return v.error();

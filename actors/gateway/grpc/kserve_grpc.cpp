@@ -264,10 +264,11 @@ Status encode_infer_reply(const infer_reply& reply, const GrpcInferRequest& aske
 }
 
 void encode_model_metadata(const std::string& name, const std::vector<uint32_t>& versions,
-                           const ModelSignature& signature, inference::ModelMetadataResponse& out) {
+                           const ModelSignature& signature, inference::ModelMetadataResponse& out,
+                           std::string_view platform) {
   out.set_name(name);
   for (uint32_t v : versions) out.add_versions(std::to_string(v));
-  out.set_platform("ember");
+  out.set_platform(std::string(platform));
   auto add = [](const gpu::TensorSpec& spec, inference::ModelMetadataResponse::TensorMetadata* t) {
     t->set_name(spec.name);
     t->set_datatype(std::string(gpu::dtype_kserve_name(spec.dtype)));

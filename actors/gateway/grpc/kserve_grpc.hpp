@@ -51,7 +51,8 @@ Status encode_infer_reply(const infer_reply& reply, const GrpcInferRequest& aske
 
 /// A model version's metadata: `versions` every version of the model the gateway knows.
 void encode_model_metadata(const std::string& name, const std::vector<uint32_t>& versions,
-                           const ModelSignature& signature, inference::ModelMetadataResponse& out);
+                           const ModelSignature& signature, inference::ModelMetadataResponse& out,
+                           std::string_view platform = "ember");
 
 /// Replicas to keep from RepositoryModelLoad's parameters: int64_param "replicas" in 1..1024, 0
 /// (the manager's "at least one") when absent. Errors: "parameter 'replicas' must be an int64_param in

@@ -67,6 +67,15 @@ Result<std::optional<uint64_t>> binary_header_length(const httplib::Request& req
 
 }  // namespace
 
+/// An inference answer as JSON, or with the binary tensor data extension when the request asked.
+void send_reply(httplib::Response& res, const infer_reply& reply, const HttpInferRequest& asked) {
+  auto rendered = render_infer_http(reply, asked);
+  if (!rendered.ok()) return reply_error(res, rendered.error());
+  if (!rendered->json_bytes) return res.set_content(rendered->body, kJson);
+  res.set_header(kBinaryHeader, std::to_string(*rendered->json_bytes));
+  res.set_content(rendered->body, "application/octet-stream");
+}
+
 struct HttpFrontend::Impl {
   std::shared_ptr<GatewayClient> client;
   const GatewayConfig& config;
@@ -186,12 +195,35 @@ struct HttpFrontend::Impl {
            }
            auto reply = client->infer(std::move(parsed->request));
            if (!reply.ok()) return reply_error(res, reply.error());
-           auto rendered = render_infer_http(*reply, *parsed);
-           if (!rendered.ok()) return reply_error(res, rendered.error());
-           if (!rendered->json_bytes) return res.set_content(rendered->body, kJson);
-           res.set_header(kBinaryHeader, std::to_string(*rendered->json_bytes));
-           res.set_content(rendered->body, "application/octet-stream");
+           send_reply(res, *reply, *parsed);
          });
+    // Workflows (config/workflow_config.hpp): metadata with the platform "ensemble", as Triton
+    // names a DAG of models; readiness (every step's model warm); inference, bodies as a model's.
+    server.Get(R"(/v2/workflows/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+      auto w = client->workflow(req.matches[1].str());
+      if (!w.ok()) return reply_error(res, w.error());
+      res.set_content(render_model_metadata((*w)->entry.name, {1}, client->workflow_signature(**w), "ensemble"), kJson);
+    });
+    server.Get(R"(/v2/workflows/([^/]+)/ready)", [this](const httplib::Request& req, httplib::Response& res) {
+      auto w = client->workflow(req.matches[1].str());
+      if (!w.ok()) return reply_error(res, w.error());
+      const Status ready = client->workflow_ready(**w);
+      res.status = ready.ok() ? 200 : 400;
+      res.set_content(render_readiness((*w)->entry.name, ready), kJson);
+    });
+    post(R"(/v2/workflows/([^/]+)/infer)", [this](const httplib::Request& req, httplib::Response& res,
+                                                  const std::string& body) {
+      const std::string name = req.matches[1].str();
+      auto header = binary_header_length(req);
+      auto parsed = header.ok() ? parse_infer_http(body, *header, {name, 1}) : Result<HttpInferRequest>(header.error());
+      if (!parsed.ok()) {
+        client->count_invalid_workflow(name);
+        return reply_error(res, parsed.error());
+      }
+      auto reply = client->infer_workflow(name, std::move(parsed->request));
+      if (!reply.ok()) return reply_error(res, reply.error());
+      send_reply(res, *reply, *parsed);
+    });
     post("/v2/repository/index", [this](const httplib::Request&, httplib::Response& res, const std::string&) {
       auto index = client->index();
       if (!index.ok()) return reply_error(res, index.error());

@@ -49,14 +49,14 @@ Result<ModelSignature> parse_model_signature(std::string_view manifest_json, std
 }
 
 std::string render_model_metadata(const std::string& name, const std::vector<uint32_t>& versions,
-                                  const ModelSignature& signature) {
+                                  const ModelSignature& signature, std::string_view platform) {
   std::vector<std::string> words;
   words.reserve(versions.size());
   for (uint32_t v : versions) words.push_back(std::to_string(v));
   json j;
   j["name"] = name;
   j["versions"] = std::move(words);
-  j["platform"] = "ember";
+  j["platform"] = platform;
   j["inputs"] = tensor_specs(signature.inputs);
   j["outputs"] = tensor_specs(signature.outputs);
   return j.dump();
@@ -250,6 +250,12 @@ std::string render_model_readiness(const std::string& name, bool ready, const mo
       body["error"] = "no warm replica (" + std::string(to_string(state.state)) + "); the first request loads one";
     }
   }
+  return body.dump();
+}
+
+std::string render_readiness(const std::string& name, const Status& ready) {
+  json body{{"name", name}, {"ready", ready.ok()}};
+  if (!ready.ok()) body["error"] = ready.error().message();
   return body.dump();
 }
 

@@ -41,9 +41,10 @@ Result<ModelSignature> parse_model_signature(std::string_view manifest_json, std
 
 /// The model metadata body of one version of `name`; `versions` are every version of the model
 /// the gateway knows, ascending. A version whose manifest does not parse is rendered with an empty
-/// signature (empty inputs and outputs), as a model that cannot load still has metadata.
+/// signature (empty inputs and outputs), as a model that cannot load still has metadata. A workflow's
+/// platform is "ensemble" (Triton's name for a DAG of models, which its clients know).
 std::string render_model_metadata(const std::string& name, const std::vector<uint32_t>& versions,
-                                  const ModelSignature& signature);
+                                  const ModelSignature& signature, std::string_view platform = "ember");
 
 /// An inference request over HTTP: the request, and which outputs the client wants as raw bytes
 /// (the binary tensor data extension, Triton's).
@@ -91,6 +92,9 @@ Result<HttpInferReply> render_infer_http(const infer_reply& reply, const HttpInf
 
 /// The readiness body of a model version; `ready` false explains why from `state`.
 std::string render_model_readiness(const std::string& name, bool ready, const model_state& state);
+
+/// The readiness body of anything else (a workflow): not ready says `ready`'s error.
+std::string render_readiness(const std::string& name, const Status& ready);
 
 /// What the server metadata says, over HTTP and gRPC alike.
 struct ServerIdentity {

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <caf/event_based_actor.hpp>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <memory>
 
@@ -595,6 +597,58 @@ TEST(PartitionedColdStart, AModelWithoutAProfileOrOneReplicaLoadsWhole) {
   ASSERT_TRUE(two->ok());
   EXPECT_TRUE(c.nodes["a"]->stage_loads.empty() && c.nodes["b"]->stage_loads.empty());
   EXPECT_EQ(c.table.replicas(kGpt).size(), 2u);
+}
+
+// -- workflows --------------------------------------------------------------------------------
+
+TEST(ClusterManager, AWholeRescanPublishesTheRepositorysWorkflowsWhenTheyChangeAndSubscribersGetThem) {
+  gpu::testing::TempDir repo;
+  gpu::testing::tiny_model("mlp", repo / "mlp/1");
+  ClusterManagerConfig config;
+  config.repository = repo.path();
+  Cluster c(config, 0, {{"mlp", 1}});
+  ASSERT_TRUE(c.table.updates.back().workflows_set) << "a subscriber's full table carries the workflows";
+  EXPECT_TRUE(c.table.updates.back().workflows.empty());
+  auto write = [&](const std::string& text) {
+    std::filesystem::create_directories(repo / "flow");
+    std::ofstream(repo / "flow/workflow.json") << text;
+  };
+  auto rescan = [&] {
+    auto index = c.d.request<std::vector<model_state>>(c.manager, index_atom_v);
+    c.d.run();
+    ASSERT_TRUE(index->ok());
+  };
+  write(R"({"inputs": ["x"], "steps": [{"name": "a", "model": "mlp", "inputs": {"input": "x"}}],
+            "outputs": {"y": "a.fc3"}})");
+  size_t before = c.table.updates.size();
+  rescan();
+  ASSERT_EQ(c.table.updates.size(), before + 1);
+  const routing_update& added = c.table.updates.back();
+  ASSERT_TRUE(added.workflows_set);
+  ASSERT_EQ(added.workflows.size(), 1u);
+  EXPECT_EQ(added.workflows[0].name, "flow");
+  EXPECT_TRUE(added.workflows[0].error.empty()) << added.workflows[0].error;
+
+  before = c.table.updates.size();
+  rescan();
+  ASSERT_EQ(c.table.updates.size(), before + 1);
+  EXPECT_FALSE(c.table.updates.back().workflows_set) << "unchanged workflows are not sent again";
+  before = c.table.updates.size();
+
+  write(R"({"inputs": ["x"]})");
+  rescan();
+  ASSERT_EQ(c.table.updates.size(), before + 1);
+  ASSERT_EQ(c.table.updates.back().workflows.size(), 1u);
+  EXPECT_NE(c.table.updates.back().workflows[0].error.find("flow/workflow.json"), std::string::npos);
+
+  // A new subscriber gets them in its full table.
+  auto gateway = c.d.sys().spawn([] { return caf::behavior{[](const routing_update&) {}}; });
+  c.others.push_back(gateway);
+  auto full = c.d.request<routing_update>(c.manager, subscribe_atom_v, caf::actor_cast<gateway_actor>(gateway));
+  c.d.run();
+  ASSERT_TRUE(full->ok());
+  EXPECT_TRUE(full->value().workflows_set);
+  EXPECT_EQ(full->value().workflows, c.table.updates.back().workflows);
 }
 
 }  // namespace cluster_manager_test

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "actors/cluster/model_repository.hpp"
 #include "gpu/model_profile.hpp"
 #include "tests/gpu/test_util.hpp"
@@ -341,6 +344,35 @@ TEST(ModelRepository, ReadsAVersionsProfileAndRefusesAStaleOne) {
   EXPECT_TRUE(m.error.empty()) << "a stale profile does not make the model invalid";
   EXPECT_FALSE(m.profile);
   EXPECT_NE(m.profile_error.find("stale"), std::string::npos) << m.profile_error;
+}
+
+TEST(ModelRepository, WorkflowsAreFoldersWithWorkflowJsonParsedAndTheirErrorsKept) {
+  gpu::testing::TempDir root;
+  gpu::testing::tiny_model("mlp", root / "mlp/1");
+  auto write = [&](const std::string& rel, const std::string& text) {
+    std::filesystem::create_directories(std::filesystem::path(root / rel).parent_path());
+    std::ofstream(root / rel) << text;
+  };
+  const std::string good =
+      R"({"inputs": ["x"], "steps": [{"name": "a", "model": "mlp", "inputs": {"input": "x"}}],
+          "outputs": {"y": "a.fc3"}})";
+  write("pipeline/workflow.json", good);
+  write("broken/workflow.json", R"({"inputs": ["x"], "steps": []})");
+  write("mlp/workflow.json", good);  // beside a model: refused
+
+  auto workflows = scan_workflows(root.path());
+  ASSERT_EQ(workflows.size(), 3u);
+  EXPECT_EQ(workflows[0].name, "broken");
+  EXPECT_NE(workflows[0].error.find("broken/workflow.json"), std::string::npos) << workflows[0].error;
+  EXPECT_EQ(workflows[1].name, "mlp");
+  EXPECT_NE(workflows[1].error.find("also holds a model"), std::string::npos) << workflows[1].error;
+  EXPECT_EQ(workflows[2].name, "pipeline");
+  EXPECT_TRUE(workflows[2].error.empty()) << workflows[2].error;
+  EXPECT_EQ(workflows[2].json, good);
+  // A workflow folder is no model: the models are as before.
+  auto models = scan_repository(root.path());
+  ASSERT_EQ(models.size(), 1u);
+  EXPECT_EQ(models[0].key, (model_key{"mlp", 1}));
 }
 
 }  // namespace model_repository_test

@@ -359,6 +359,42 @@ TEST_F(GatewayTest, ARoutingUpdateThatMovesOnlyReplicasReusesEveryVersionsMetada
   EXPECT_NE(after->find(R"("versions":["1","2"])"), std::string::npos) << *after;
 }
 
+TEST_F(GatewayTest, WorkflowsAreParsedOncePerChangeKeptAcrossUpdatesWithoutThemAndReplacedWhole) {
+  const std::string text = R"({"inputs": ["x"], "steps": [{"name": "a", "model": "m", "inputs": {"input": "x"}}],
+                                "outputs": {"y": "a.fc3"}})";
+  manager_script_->table.entries = {entry(kModel, {})};
+  manager_script_->table.workflows_set = true;
+  manager_script_->table.workflows = {{"flow", text, ""}, {"bad", "{", ""}, {"refused", text, "the manager's reason"}};
+  start();
+  auto snap = view_->snapshot();
+  ASSERT_EQ(snap->workflows.size(), 3u);
+  const auto flow = snap->workflows.at("flow");
+  ASSERT_TRUE(flow->config && flow->plan);
+  EXPECT_EQ(flow->plan->steps(), 1u);
+  EXPECT_FALSE(snap->workflows.at("bad")->config);
+  EXPECT_NE(snap->workflows.at("bad")->entry.error.find("bad/workflow.json"), std::string::npos);
+  EXPECT_FALSE(snap->workflows.at("refused")->config) << "the manager's error is kept, not parsed over";
+  EXPECT_EQ(snap->workflows.at("refused")->entry.error, "the manager's reason");
+
+  routing_update replicas_only;  // carries no workflows: they stay
+  replicas_only.epoch = 2;
+  replicas_only.entries = {entry(kModel, {router(1)})};
+  caf::anon_send(gateway_, replicas_only);
+  d_.run();
+  EXPECT_EQ(view_->snapshot()->workflows.at("flow"), flow) << "the same parsed view";
+
+  routing_update changed;  // the whole list again: flow unchanged, bad gone
+  changed.epoch = 3;
+  changed.workflows_set = true;
+  changed.workflows = {{"flow", text, ""}, {"refused", text, ""}};
+  caf::anon_send(gateway_, changed);
+  d_.run();
+  snap = view_->snapshot();
+  EXPECT_EQ(snap->workflows.size(), 2u);
+  EXPECT_EQ(snap->workflows.at("flow"), flow) << "unchanged text is not parsed again";
+  EXPECT_TRUE(snap->workflows.at("refused")->config) << "its entry changed: parsed";
+}
+
 TEST_F(GatewayTest, AScrapeMergesTheGatewayWithEveryNodeThatAnswersInTime) {
   auto answering = router(1);
   auto silent = router(2);
