@@ -17,6 +17,7 @@
 #include "base/units.hpp"
 #include "cli/commands.hpp"
 #include "gpu/device_registry.hpp"
+#include "gpu/device_workflow.hpp"
 #include "gpu/executor.hpp"
 #include "gpu/host_tensor.hpp"
 #include "gpu/sample_inputs.hpp"
@@ -45,6 +46,7 @@ struct RunOptions {
   std::string config;
   int print = 8;
   bool profile = false;
+  std::string handoff = "device";  // workflow run: device or host
 };
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -320,22 +322,34 @@ int run_workflow_command(const RunOptions& o) {
     }
     step_executor.push_back(ex.get());
   }
-  std::vector<double> step_ms(wf->steps.size(), 0.0);
+  gpu::DeviceWorkflowStats stats;
   const auto t0 = Clock::now();
-  auto answer = run_workflow(*wf, plan, std::move(*read), [&](size_t s, std::vector<gpu::HostTensor> in) {
-    const auto start = Clock::now();
-    auto out = step_executor[s]->run_host(in);
-    step_ms[s] = ms_since(start);
-    return out;
-  });
+  Result<std::vector<gpu::HostTensor>> answer = internal_error("not run");
+  if (o.handoff == "device") {
+    answer = gpu::run_workflow_on_device(*wf, plan, step_executor, *read, &stats);
+  } else {
+    stats.step_ms.assign(wf->steps.size(), 0.0);
+    answer = run_workflow(*wf, plan, std::move(*read), [&](size_t s, std::vector<gpu::HostTensor> in) {
+      const auto start = Clock::now();
+      auto out = step_executor[s]->run_host(in);
+      stats.step_ms[s] = ms_since(start);
+      return out;
+    });
+  }
   if (!answer.ok()) return report(answer.error().with_context("workflow '" + name + "'"));
   const double total_ms = ms_since(t0);
   std::printf("workflow '%s': %zu steps, %zu models, on %s\n", name.c_str(), wf->steps.size(), executors.size(),
               device.info().name.c_str());
   for (const auto& t : *answer) print_tensor(t, o.print);
   std::printf("time: %.2f ms in all;", total_ms);
-  for (size_t s = 0; s < wf->steps.size(); ++s) std::printf(" %s %.2f ms", wf->steps[s].name.c_str(), step_ms[s]);
+  for (size_t s = 0; s < wf->steps.size(); ++s) std::printf(" %s %.2f ms", wf->steps[s].name.c_str(), stats.step_ms[s]);
   std::printf("\n");
+  if (o.handoff == "device") {
+    std::printf("device hand-off: %llu bytes between steps on %s, none through the host; %llu bytes in, %llu out\n",
+                static_cast<unsigned long long>(stats.handoff_bytes), device.info().name.c_str(),
+                static_cast<unsigned long long>(stats.uploaded_bytes),
+                static_cast<unsigned long long>(stats.downloaded_bytes));
+  }
   if (!o.output.empty()) {
     Status st = write_outputs(o.output, name, *answer);
     if (!st.ok()) return report(st.error());
@@ -382,6 +396,11 @@ void add_workflow_command(CLI::App& app, Runner& runner) {
       ->required();
   cmd->add_option("--output", o->output, "Write the answer to a .safetensors or .json file");
   cmd->add_option("--print", o->print, "Values of each output to print")->default_val(8);
+  cmd->add_option("--handoff", o->handoff,
+                  "device: intermediates stay on the device, only the answer is copied back; host: each step's "
+                  "outputs come back to the host and go out again")
+      ->check(CLI::IsMember({"device", "host"}))
+      ->default_val("device");
   add_device_options(cmd, *o);
   cmd->callback([o, &runner] { runner = [o] { return run_workflow_command(*o); }; });
 }

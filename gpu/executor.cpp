@@ -323,35 +323,51 @@ Status LayerExecutor::check_ids(const std::vector<HostTensor>& tensors, const st
   return Status::OK();
 }
 
-Result<std::vector<HostTensor>> LayerExecutor::run_host(const std::vector<HostTensor>& tensors) {
+Result<std::vector<std::pair<size_t, uint32_t>>> LayerExecutor::resolve_inputs(
+    const std::vector<std::pair<const std::string*, const TensorDesc*>>& given) const {
   const Graph& g = model_->graph();
   // Names of values this range does not read (e.g. outputs of an earlier range that are not handed
   // on to this one) are ignored; names the model does not have are errors.
-  std::vector<uint32_t> ids;
-  std::vector<HostTensor> used;
-  for (const HostTensor& t : tensors) {
-    auto id = g.find(t.name);
+  std::vector<std::pair<size_t, uint32_t>> used;
+  std::vector<uint32_t> seen;
+  for (size_t i = 0; i < given.size(); ++i) {
+    const std::string& name = *given[i].first;
+    auto id = g.find(name);
     if (!id) {
       std::string expected;
-      for (uint32_t i : inputs_) expected += (expected.empty() ? "" : ", ") + g.value_names[i];
+      for (uint32_t v : inputs_) expected += (expected.empty() ? "" : ", ") + g.value_names[v];
       const bool whole = range_.first == 0 && range_.last == model_->num_layers();
-      return invalid_argument("unexpected input '" + t.name + "' (" + (whole ? "the model takes: " : "this layer range reads: ") +
-                              expected + ")");
+      return invalid_argument("unexpected input '" + name + "' (" +
+                              (whole ? "the model takes: " : "this layer range reads: ") + expected + ")");
     }
-    if (std::find(ids.begin(), ids.end(), *id) != ids.end()) return invalid_argument("input '" + t.name + "' given twice");
+    if (std::find(seen.begin(), seen.end(), *id) != seen.end())
+      return invalid_argument("input '" + name + "' given twice");
+    seen.push_back(*id);
     if (!std::binary_search(inputs_.begin(), inputs_.end(), *id)) continue;
-    ids.push_back(*id);
-    used.push_back(t);
-  }
-  // Declared model inputs are checked against model.json (dtype, fixed dims).
-  for (size_t i = 0; i < used.size(); ++i) {
-    if (ids[i] >= g.num_inputs) continue;
-    const TensorSpec& d = model_->manifest().inputs[ids[i]];
-    if (used[i].desc.dtype != d.dtype || !used[i].desc.shape.matches(d.shape) || used[i].desc.shape.numel() <= 0) {
-      return invalid_argument("input '" + d.name + "' is " + std::string(dtype_name(used[i].desc.dtype)) +
-                              used[i].desc.shape.to_string() + ", expected " + std::string(dtype_name(d.dtype)) +
-                              d.shape.to_string() + " (-1: any size)");
+    // Declared model inputs are checked against model.json (dtype, fixed dims).
+    const TensorDesc& desc = *given[i].second;
+    if (*id < g.num_inputs) {
+      const TensorSpec& d = model_->manifest().inputs[*id];
+      if (desc.dtype != d.dtype || !desc.shape.matches(d.shape) || desc.shape.numel() <= 0) {
+        return invalid_argument("input '" + d.name + "' is " + std::string(dtype_name(desc.dtype)) +
+                                desc.shape.to_string() + ", expected " + std::string(dtype_name(d.dtype)) +
+                                d.shape.to_string() + " (-1: any size)");
+      }
     }
+    used.emplace_back(i, *id);
+  }
+  return used;
+}
+
+Result<std::vector<HostTensor>> LayerExecutor::run_host(const std::vector<HostTensor>& tensors) {
+  std::vector<std::pair<const std::string*, const TensorDesc*>> given;
+  for (const HostTensor& t : tensors) given.emplace_back(&t.name, &t.desc);
+  EMBER_ASSIGN_OR_RETURN(auto resolved, resolve_inputs(given));
+  std::vector<uint32_t> ids;
+  std::vector<HostTensor> used;
+  for (const auto& [i, id] : resolved) {
+    used.push_back(tensors[i]);
+    ids.push_back(id);
   }
   EMBER_RETURN_IF_ERROR(check_ids(used, ids));
   std::lock_guard lock(mu_);
@@ -368,7 +384,40 @@ Result<std::vector<HostTensor>> LayerExecutor::run_host(const std::vector<HostTe
     (void)stream_->synchronize();
     return out.error();
   }
-  return download(*stream_, *out, g.value_names);
+  return download(*stream_, *out, model_->graph().value_names);
+}
+
+Result<std::vector<NamedValue>> LayerExecutor::run_device(const std::vector<NamedValue>& values) {
+  std::vector<std::pair<const std::string*, const TensorDesc*>> given;
+  for (const NamedValue& v : values) given.emplace_back(&v.name, &v.value.desc);
+  EMBER_ASSIGN_OR_RETURN(auto resolved, resolve_inputs(given));
+  Activations in;
+  for (const auto& [i, id] : resolved) {
+    if (!values[i].value.buffer || values[i].value.buffer->bytes() < values[i].value.desc.bytes()) {
+      return invalid_argument("input '" + values[i].name + "' has no device buffer of its size");
+    }
+    in[id] = values[i].value;
+  }
+  std::lock_guard lock(mu_);
+  // Embedding ids: read back (a few bytes) and checked as run_host checks them, since an id outside
+  // the table would read outside the weights on the device.
+  std::vector<HostTensor> ids_back;
+  std::vector<uint32_t> ids;
+  const Graph& g = model_->graph();
+  for (uint32_t l = range_.first; l < range_.last; ++l) {
+    const LayerSpec& spec = model_->layer(l);
+    if (spec.op != OpKind::embedding || spec.attrs.positional) continue;
+    auto it = in.find(g.layer_inputs[l][0]);
+    if (it == in.end() || std::count(ids.begin(), ids.end(), it->first)) continue;
+    EMBER_ASSIGN_OR_RETURN(auto back, download(*stream_, {{it->first, it->second}}, g.value_names));
+    ids_back.push_back(std::move(back.front()));
+    ids.push_back(it->first);
+  }
+  EMBER_RETURN_IF_ERROR(check_ids(ids_back, ids));
+  EMBER_ASSIGN_OR_RETURN(Activations out, run_locked(in));
+  std::vector<NamedValue> named;
+  for (auto& [id, v] : out) named.push_back({g.value_names[id], std::move(v)});
+  return named;
 }
 
 Result<Activations> upload(Device& device, Stream& stream, const std::vector<HostTensor>& tensors,

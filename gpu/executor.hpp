@@ -23,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.hpp"
@@ -40,6 +41,13 @@ struct DeviceValue {
 
 /// Values keyed by value id (see Graph).
 using Activations = std::map<uint32_t, DeviceValue>;
+
+/// A value on the device under a tensor name: what one workflow step hands the next without a copy
+/// (the consumer reads the producer's buffer, which lives as long as someone holds it).
+struct NamedValue {
+  std::string name;
+  DeviceValue value;
+};
 
 /// Where one piece of a range's weights lives: bytes [model_offset, model_offset + length) of the
 /// model's weights (model.hpp's byte offsets) at device address `ptr`.
@@ -119,6 +127,13 @@ class LayerExecutor {
   /// the next even when some of them are final outputs); names the model lacks are errors.
   Result<std::vector<HostTensor>> run_host(const std::vector<HostTensor>& inputs);
 
+  /// Device hand-off (a workflow's steps on one device): as run_host, but the inputs are on this
+  /// executor's device already (another device's are invalid_argument) and the outputs stay there,
+  /// named after output_values(). Nothing is copied to the host but the few bytes of embedding ids,
+  /// read back to be checked as run_host checks them. The caller owns the outputs, each in a buffer
+  /// of its own that no later run touches.
+  Result<std::vector<NamedValue>> run_device(const std::vector<NamedValue>& inputs);
+
   /// Device bytes the last run used for intermediates and scratch.
   uint64_t last_plan_bytes() const { return last_plan_bytes_; }
 
@@ -139,6 +154,11 @@ class LayerExecutor {
   Result<Activations> run_locked(const Activations& inputs);  // requires mu_
   Result<const Plan*> plan_for(const Activations& inputs);     // requires mu_
   Status check_ids(const std::vector<HostTensor>& inputs, const std::vector<uint32_t>& ids) const;
+  /// Named inputs resolved to the value ids this range reads, as (index into `given`, id): unknown
+  /// names and duplicates are errors, names of values the range does not read are skipped, and
+  /// declared model inputs are checked against model.json (dtype, fixed dims).
+  Result<std::vector<std::pair<size_t, uint32_t>>> resolve_inputs(
+      const std::vector<std::pair<const std::string*, const TensorDesc*>>& given) const;
 
   Device& device_;
   std::shared_ptr<const Model> model_;

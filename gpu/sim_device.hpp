@@ -104,6 +104,25 @@ class SimDevice final : public Device {
   /// The device's compute timeline (enabled when config.compute_dilation > 0).
   ComputeClock& compute_clock() { return compute_clock_; }
 
+  /// Copies this device's streams made so far, by direction (what tests count: a workflow's hand-off
+  /// on one device copies nothing to the host but its answer).
+  struct CopyCounts {
+    uint64_t to_device = 0, to_host = 0, on_device = 0, from_peer = 0;
+    uint64_t to_host_bytes = 0;
+  };
+  CopyCounts copy_counts() const {
+    return {to_device_.load(), to_host_.load(), on_device_.load(), from_peer_.load(), to_host_bytes_.load()};
+  }
+  void count_copy(CopyEngine engine, uint64_t bytes) {
+    if (engine == kToDevice) ++to_device_;
+    if (engine == kFromPeer) ++from_peer_;
+    if (engine == kToHost) {
+      ++to_host_;
+      to_host_bytes_ += bytes;
+    }
+  }
+  void count_copy_on_device() { ++on_device_; }
+
  private:
   SimDevice(const SimDeviceConfig& config, uint32_t ordinal, uint8_t* arena, uint64_t mapped,
             std::shared_ptr<SwitchUplink> uplink);
@@ -125,6 +144,7 @@ class SimDevice final : public Device {
   std::atomic<int64_t> kernels_until_fault_{-1};
 
   ComputeClock compute_clock_;
+  std::atomic<uint64_t> to_device_{0}, to_host_{0}, on_device_{0}, from_peer_{0}, to_host_bytes_{0};
   FifoMutex copy_engine_[3];
   std::unique_ptr<LinkPacer> lanes_[2][2];  // [to device, to host][pinned, pageable]
   std::map<uint32_t, std::unique_ptr<LinkPacer>> peer_lanes_;  // by source ordinal; kFromPeer engine's holder

@@ -109,6 +109,7 @@ class SimStream final : public Stream {
       if (device_.faulted()) return;
       uint8_t* d = device_.resolve(dst, bytes, "copy_on_device destination");
       uint8_t* s = device_.resolve(src, bytes, "copy_on_device source");
+      device_.count_copy_on_device();
       if (d && s) std::memmove(d, s, bytes);
     });
   }
@@ -176,6 +177,7 @@ class SimStream final : public Stream {
     uint8_t* d = device_.resolve(dst, bytes, "copy_to_device");
     if (!d) return;
     std::lock_guard engine(device_.copy_engine(SimDevice::kToDevice));
+    device_.count_copy(SimDevice::kToDevice, bytes);
     LinkPacer& lane = device_.host_lane(SimDevice::kToDevice, src, bytes);
     paced_memcpy(d, src, bytes, {&lane, &device_.uplink()->to_device});
   }
@@ -185,6 +187,7 @@ class SimStream final : public Stream {
     const uint8_t* s = device_.resolve(src, bytes, "copy_to_host");
     if (!s) return;
     std::lock_guard engine(device_.copy_engine(SimDevice::kToHost));
+    device_.count_copy(SimDevice::kToHost, bytes);
     LinkPacer& lane = device_.host_lane(SimDevice::kToHost, dst, bytes);
     paced_memcpy(dst, s, bytes, {&lane, &device_.uplink()->to_host});
   }
@@ -210,6 +213,7 @@ class SimStream final : public Stream {
     }
     if (peer == &device_) return void(std::memmove(d, s, bytes));
     std::lock_guard engine(device_.copy_engine(SimDevice::kFromPeer));
+    device_.count_copy(SimDevice::kFromPeer, bytes);
     if (device_.peer_bytes_per_s(peer->info().ordinal) > 0) {
       // Point to point: nobody else's traffic, and not the PCIe uplink.
       return paced_memcpy(d, s, bytes, {&device_.peer_lane(peer->info().ordinal)});

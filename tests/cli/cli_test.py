@@ -177,9 +177,16 @@ def case_workflow(ember, work):
         with open(os.path.join(work, name), "w") as f:
             json.dump({"inputs": [{"name": tensor, "datatype": "FP32", "shape": [2, 16], "data": rows}]}, f)
     out = os.path.join(work, "answer.json")
-    run(ember, "workflow", "run", os.path.join(repo, "pair"), "--input", os.path.join(work, "wf.json"),
-        "--output", out, "--device", "sim")
+    printed = run(ember, "workflow", "run", os.path.join(repo, "pair"), "--input", os.path.join(work, "wf.json"),
+                  "--output", out, "--device", "sim")
+    if "device hand-off: 0 bytes between steps on sim:0, none through the host" not in printed.stdout:
+        raise Failure(f"the device hand-off's summary is missing: {printed.stdout}")
     answer = {o["name"]: o["data"] for o in json.load(open(out))["outputs"]}
+    by_host = os.path.join(work, "answer-host.json")
+    run(ember, "workflow", "run", os.path.join(repo, "pair"), "--input", os.path.join(work, "wf.json"),
+        "--output", by_host, "--device", "sim", "--handoff", "host")
+    if {o["name"]: o["data"] for o in json.load(open(by_host))["outputs"]} != answer:
+        raise Failure("the host hand-off answers differently from the device hand-off")
     for output, model in (("ya", "left/1"), ("yb", "right/2")):
         alone = os.path.join(work, f"alone-{output}.json")
         run(ember, "run", os.path.join(repo, model), "--input", os.path.join(work, "model.json"), "--output", alone,
