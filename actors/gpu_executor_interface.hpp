@@ -40,12 +40,15 @@ struct executor_status {
   uint64_t pool_capacity = 0;
   uint64_t pool_free = 0;
   uint64_t group_bytes = 0;
+  /// Values kept on the device for later workflow steps, and their bytes.
+  uint64_t kept_values = 0;
+  uint64_t kept_bytes = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, executor_status& x) {
   return f(caf::meta::type_name("executor_status"), x.device, x.bound, x.queued, x.pool_capacity, x.pool_free,
-           x.group_bytes);
+           x.group_bytes, x.kept_values, x.kept_bytes);
 }
 
 /// Late binding: run a request on a model that may have to be swapped in first (local only).
@@ -59,6 +62,11 @@ struct swap_request {
   std::vector<model_key> fallback;
   /// Registration profile: the reply's warm_us is a second, warm run.
   bool profile = false;
+  /// Device hand-off (a workflow's steps; ExecutorEngine's SwapRun): inputs this executor kept on
+  /// its device, by handle, named as the model's inputs; and outputs to keep there (the reply's
+  /// `kept`) instead of sending them back. The request's `outputs` are what comes back.
+  std::vector<std::pair<std::string, uint64_t>> device_inputs;
+  std::vector<std::string> keep;
 };
 
 /// The answer to a swap_request: always delivered (errors included), since the device changed.
@@ -74,6 +82,8 @@ struct swap_reply {
   uint64_t warm_us = 0;
   /// The executor is broken (device fault, or it threw) until restarted.
   bool fault = false;
+  /// The outputs kept on the device (swap_request::keep), by handle.
+  std::vector<gpu::KeptValue> kept;
 };
 
 /// Where a model's device copy lives (nullopt: not resident).
@@ -94,6 +104,11 @@ using gpu_executor_actor = caf::typed_actor<
     /// Replaces the engine by a fresh one over a reopened device (its models are gone); answers the
     /// new device's report. Errors: as reopening the device.
     caf::replies_to<restart_atom>::with<device_report>,
+    /// Drops values kept on the device for later steps (after the jobs queued before).
+    caf::reacts_to<release_atom, std::vector<uint64_t>>,
+    /// Copies kept values back (a step that runs on another device reads them from the host).
+    /// Errors: not_found (released, or gone with a restart), device_fault, unavailable.
+    caf::replies_to<fetch_atom, std::vector<uint64_t>>::with<std::vector<tensor_msg>>,
     /// Unbinds every model (a router that restarted and no longer knows what is resident).
     caf::replies_to<forget_atom>::with<bool>,
     /// Fault injection, checked by the node's supervisor: fail-alloc (the next `count` allocations)

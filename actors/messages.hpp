@@ -297,6 +297,21 @@ typename Inspector::result_type inspect(Inspector& f, stage_request& x) {
   return f(caf::meta::type_name("stage_request"), x.request, x.hops, x.at, x.upstream, x.seq, x.handoff);
 }
 
+/// A whole workflow request for one node (issue 18): it runs the steps itself, each on the device
+/// its scheduler picks, the intermediates left on that device for the steps that read them. The
+/// gateway sends the workflow as the manager read it and the model version of each step.
+struct workflow_request {
+  std::string name;
+  std::string json;
+  std::vector<model_key> models;  // per step of the parsed workflow, in its order
+  infer_request request;          // model {name, 1}; inputs named as the workflow's; outputs asked
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, workflow_request& x) {
+  return f(caf::meta::type_name("workflow_request"), x.name, x.json, x.models, x.request);
+}
+
 /// One device of a node, as the manager sees it.
 struct device_report {
   std::string name;

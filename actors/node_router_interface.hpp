@@ -63,6 +63,11 @@ using node_router_actor = caf::typed_actor<
     caf::replies_to<stage_request>::with<infer_reply>,
     /// From a downstream stage: it took request `seq` of this node's stage `stage`.
     caf::reacts_to<credit_atom, model_key, uint64_t>,
+    /// A workflow request (late binding): its steps run here, each as a request of its model, the
+    /// intermediates handed on the device (node_router_workflow.cpp). Errors: unavailable (a step's
+    /// model has no ready replica here, or the node binds models pinned: the caller runs the steps
+    /// itself), invalid_argument (the workflow or the request), a step's error prefixed with it.
+    caf::replies_to<workflow_request>::with<infer_reply>,
     /// Drops the model's bytes from the host cache unless a replica here uses them.
     caf::replies_to<evict_atom, model_key>::with<bool>, caf::replies_to<report_atom>::with<node_report>,
     caf::replies_to<metrics_atom>::with<metrics_snapshot>,

@@ -49,6 +49,14 @@ struct NamedValue {
   DeviceValue value;
 };
 
+/// A value someone keeps on a device for a later run, as others refer to it: by handle (a serving
+/// node's executor keeps a workflow's intermediates this way, actors/node/executor_engine.hpp).
+struct KeptValue {
+  std::string name;
+  uint64_t handle = 0;
+  TensorDesc desc;
+};
+
 /// Where one piece of a range's weights lives: bytes [model_offset, model_offset + length) of the
 /// model's weights (model.hpp's byte offsets) at device address `ptr`.
 struct WeightSegment {

@@ -168,6 +168,46 @@ std::optional<Result<infer_reply>> GatewayClient::infer_direct(const infer_reque
   return out;
 }
 
+std::optional<Result<infer_reply>> GatewayClient::workflow_on_node(const WorkflowView& w, const RoutingSnapshot& snap,
+                                                                   const infer_request& req,
+                                                                   std::chrono::microseconds wait) {
+  if (!w.config || w.config->steps.empty()) return std::nullopt;
+  workflow_request msg;
+  std::vector<const ModelView*> views;
+  for (const auto& step : w.config->steps) {
+    const ModelView* m = snap.find(step.model, step.version);
+    if (!m || m->replicas.empty()) return std::nullopt;
+    views.push_back(m);
+    msg.models.push_back(m->state.model);
+  }
+  // The least loaded node of this process holding every step's model.
+  DirectTraffic& traffic = view_->direct();
+  const replica_ref* target = nullptr;
+  uint32_t least = 0;
+  for (const auto& r : views.front()->replicas) {
+    if (r.router.node() != sys_.node()) continue;
+    const bool all = std::all_of(views.begin(), views.end(), [&](const ModelView* m) {
+      return std::any_of(m->replicas.begin(), m->replicas.end(),
+                         [&](const replica_ref& o) { return o.node_id == r.node_id; });
+    });
+    const uint32_t load = traffic.outstanding(r.node_id);
+    if (all && (!target || load < least)) {
+      target = &r;
+      least = load;
+    }
+  }
+  if (!target) return std::nullopt;
+  msg.name = w.entry.name;
+  msg.json = w.entry.json;
+  msg.request = req;
+  Result<infer_reply> out = internal_error("no answer from node " + target->node);
+  thread_actor(sys_)
+      ->request(target->router, wait, std::move(msg))
+      .receive([&](infer_reply& x) { out = std::move(x); }, [&](caf::error& err) { out = from_caf(err); });
+  if (!out.ok() && out.error().code() == ErrorCode::unavailable) return std::nullopt;
+  return out;
+}
+
 void GatewayClient::count_invalid(const model_key& key) {
   if (instruments_) instruments_->count_request(key, "invalid_argument", 0);
 }

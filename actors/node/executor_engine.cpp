@@ -76,6 +76,8 @@ ExecutorEngine::~ExecutorEngine() {
   if (gate_) gate_->close();  // no front-end thread inside from here on
   jobs_.reset();    // the jobs still queued run (each answers), then the worker is joined
   models_.clear();  // before the pool region and the device go
+  kept_.clear();
+  handoff_stream_.reset();
   for (const auto& [ptr, model] : pinned_) device_->unregister_host(ptr);
   region_.reset();
 }
@@ -161,8 +163,8 @@ void ExecutorEngine::unbind_all(std::function<void()> done) {
   });
 }
 
-Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_checked(gpu::LayerExecutor& ex,
-                                                                 const std::vector<gpu::HostTensor>& in) {
+template <class Fn>
+auto ExecutorEngine::guarded(Fn&& fn) -> decltype(fn()) {
   {
     std::lock_guard lock(mu_);
     if (!broken_.empty()) return device_fault(broken_);
@@ -172,7 +174,7 @@ Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_checked(gpu::LayerExecu
     }
   }
   try {
-    auto out = ex.run_host(in);
+    auto out = fn();
     if (!device_->status().ok()) {
       std::lock_guard lock(mu_);
       broken_ = device_->status().error().message();
@@ -183,6 +185,103 @@ Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_checked(gpu::LayerExecu
     broken_ = device_->info().name + ": executor threw: " + e.what();
     return device_fault(broken_);
   }
+}
+
+Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_checked(gpu::LayerExecutor& ex,
+                                                                 const std::vector<gpu::HostTensor>& in) {
+  return guarded([&] { return ex.run_host(in); });
+}
+
+Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_handoff(gpu::LayerExecutor& ex, const SwapRun& run,
+                                                                 SwapRunResult& r) {
+  return guarded([&]() -> Result<std::vector<gpu::HostTensor>> {
+    if (!handoff_stream_) handoff_stream_ = device_->create_stream();
+    std::vector<gpu::NamedValue> in;
+    for (const auto& [name, handle] : run.device_inputs) {
+      auto it = kept_.find(handle);
+      if (it == kept_.end()) {
+        return unavailable("input '" + name + "': the value handed on " + device_->info().name +
+                           " is gone (the device restarted)");
+      }
+      in.push_back({name, it->second.value});
+    }
+    for (const auto& t : run.inputs) {
+      EMBER_ASSIGN_OR_RETURN(auto b, gpu::DeviceBuffer::allocate(*device_, std::max<uint64_t>(t.desc.bytes(), 1)));
+      handoff_stream_->copy_to_device(b->ptr(), t.data(), t.desc.bytes());
+      in.push_back({t.name, gpu::DeviceValue{t.desc, std::move(b)}});
+    }
+    EMBER_RETURN_IF_ERROR(handoff_stream_->synchronize());
+    EMBER_ASSIGN_OR_RETURN(auto out, ex.run_device(in));
+    for (const auto& name : run.keep) {
+      if (std::none_of(out.begin(), out.end(), [&](const gpu::NamedValue& v) { return v.name == name; })) {
+        return invalid_argument("the model has no output '" + name + "'");
+      }
+    }
+    std::vector<gpu::HostTensor> back;
+    for (auto& v : out) {
+      const bool keep = std::count(run.keep.begin(), run.keep.end(), v.name) > 0;
+      const bool wanted =
+          std::count(run.wanted.begin(), run.wanted.end(), v.name) > 0 || (run.wanted.empty() && run.keep.empty());
+      if (wanted) {
+        EMBER_ASSIGN_OR_RETURN(auto t, gpu::HostTensor::allocate(v.name, v.value.desc));
+        handoff_stream_->copy_to_host(t.data(), v.value.buffer->ptr(), v.value.desc.bytes());
+        back.push_back(std::move(t));
+      }
+      if (keep) {
+        const uint64_t handle = next_handle_++;
+        r.kept.push_back({v.name, handle, v.value.desc});
+        {
+          std::lock_guard lock(mu_);
+          ++kept_count_;
+          kept_bytes_ += v.value.desc.bytes();
+        }
+        kept_.emplace(handle, std::move(v));
+      }
+    }
+    EMBER_RETURN_IF_ERROR(handoff_stream_->synchronize());
+    return back;
+  });
+}
+
+void ExecutorEngine::release(std::vector<uint64_t> handles) {
+  jobs_->post([this, handles = std::move(handles)] {
+    for (uint64_t h : handles) {
+      auto it = kept_.find(h);
+      if (it == kept_.end()) continue;
+      {
+        std::lock_guard lock(mu_);
+        --kept_count_;
+        kept_bytes_ -= it->second.value.desc.bytes();
+      }
+      kept_.erase(it);
+    }
+  });
+}
+
+void ExecutorEngine::fetch(std::vector<uint64_t> handles,
+                           std::function<void(Result<std::vector<gpu::HostTensor>>)> done) {
+  jobs_->post([this, handles = std::move(handles), done = std::move(done)] {
+    done(guarded([&]() -> Result<std::vector<gpu::HostTensor>> {
+      if (!handoff_stream_) handoff_stream_ = device_->create_stream();
+      std::vector<gpu::HostTensor> out;
+      for (uint64_t h : handles) {
+        auto it = kept_.find(h);
+        if (it == kept_.end()) {
+          return not_found("no value " + std::to_string(h) + " is kept on " + device_->info().name);
+        }
+        EMBER_ASSIGN_OR_RETURN(auto t, gpu::HostTensor::allocate(it->second.name, it->second.value.desc));
+        handoff_stream_->copy_to_host(t.data(), it->second.value.buffer->ptr(), it->second.value.desc.bytes());
+        out.push_back(std::move(t));
+      }
+      EMBER_RETURN_IF_ERROR(handoff_stream_->synchronize());
+      return out;
+    }));
+  });
+}
+
+std::pair<size_t, uint64_t> ExecutorEngine::kept() const {
+  std::lock_guard lock(mu_);
+  return {kept_count_, kept_bytes_};
 }
 
 bool ExecutorEngine::infer(const model_key& key, std::vector<gpu::HostTensor> inputs,
@@ -252,7 +351,7 @@ void ExecutorEngine::swap_job(SwapRun& run, SwapRunResult& r) {
     r.swapped = true;
   }
   gpu::LayerExecutor& ex = *it->second.ex;
-  r.run.outputs = run_checked(ex, run.inputs);
+  r.run.outputs = run.device_inputs.empty() && run.keep.empty() ? run_checked(ex, run.inputs) : run_handoff(ex, run, r);
   // The copy may outlast a run that failed early: the source stays locked until this job answers.
   Status copied = ex.wait_weights();
   if (!copied.ok() && r.run.outputs.ok()) r.run.outputs = copied.error();

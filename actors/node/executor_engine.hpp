@@ -79,6 +79,13 @@ struct SwapRun {
   std::vector<model_key> fallback;
   /// Registration profile: time the run (cold when not resident), then run again warm.
   bool profile = false;
+  /// Device hand-off (a workflow's steps): inputs kept on this device by an earlier run, by handle,
+  /// named as the model's inputs; the consumer reads the producer's buffer.
+  std::vector<std::pair<std::string, uint64_t>> device_inputs;
+  /// Outputs to keep on the device (SwapRunResult::kept) instead of copying them back; the others
+  /// `wanted` names (all when empty and nothing is kept) come back as usual.
+  std::vector<std::string> keep;
+  std::vector<std::string> wanted;
 };
 
 struct EngineMemory {
@@ -108,6 +115,8 @@ class ExecutorEngine {
     uint64_t warm_us = 0;
     /// The device faulted or the job threw: the engine is broken until restarted.
     bool fault = false;
+    /// The outputs kept on the device (SwapRun::keep), each under a new handle.
+    std::vector<gpu::KeptValue> kept;
   };
 
   /// Takes the device, reserves its model pool and measures the copy elbow (blocking, ~0.1 s).
@@ -125,6 +134,15 @@ class ExecutorEngine {
   uint64_t group_bytes() const { return group_bytes_; }
   /// The elbow probe, (size, GB/s) per size; empty when group_bytes was configured.
   const std::vector<std::pair<uint64_t, double>>& elbow_curve() const { return elbow_curve_; }
+
+  /// Drops values kept on the device (a job: after the jobs queued before it). Unknown handles are
+  /// ignored (the value went with a restart).
+  void release(std::vector<uint64_t> handles);
+  /// Copies kept values to the host (a job), named as kept; not_found for a handle the engine does
+  /// not hold (released, or gone with a restart).
+  void fetch(std::vector<uint64_t> handles, std::function<void(Result<std::vector<gpu::HostTensor>>)> done);
+  /// Values kept on the device now, and their bytes (tests, metrics).
+  std::pair<size_t, uint64_t> kept() const;
 
   /// Uploads the model's weights (all layers) into the pool. Binding a bound key again is OK.
   void bind(const model_key& key, std::shared_ptr<const gpu::Model> model, std::function<void(Status)> done);
@@ -177,6 +195,12 @@ class ExecutorEngine {
   void publish(const model_key& key, const gpu::LayerExecutor* ex);
   void swap_job(SwapRun& run, SwapRunResult& r);
   Result<std::vector<gpu::HostTensor>> run_checked(gpu::LayerExecutor& ex, const std::vector<gpu::HostTensor>& in);
+  /// A run with device hand-off (SwapRun::device_inputs or keep): outputs asked for come back, kept
+  /// ones go into kept_ and r.kept.
+  Result<std::vector<gpu::HostTensor>> run_handoff(gpu::LayerExecutor& ex, const SwapRun& run, SwapRunResult& r);
+  /// Runs `fn` unless the engine is broken, marking it broken when the device faults or fn throws.
+  template <class Fn>
+  auto guarded(Fn&& fn) -> decltype(fn());
 
   std::unique_ptr<gpu::Device> device_;
   const EngineOptions options_;
@@ -195,6 +219,12 @@ class ExecutorEngine {
   std::set<model_key> batching_;  // guarded by mu_: published models with dynamic batching
   std::map<model_key, Resident> models_;                            // the thread running jobs only
   std::map<const void*, std::shared_ptr<const gpu::Model>> pinned_;  // worker thread only
+  /// Values runs left on the device for later runs, by handle (worker thread only; counts under mu_).
+  std::map<uint64_t, gpu::NamedValue> kept_;
+  uint64_t next_handle_ = 1;
+  size_t kept_count_ = 0;                        // guarded by mu_
+  uint64_t kept_bytes_ = 0;                      // guarded by mu_
+  std::unique_ptr<gpu::Stream> handoff_stream_;  // worker thread only: uploads and downloads of hand-off runs
   /// The worker: bind/unbind through post(), inference through try_post() (bounded by max_queue).
   /// Reset first in the destructor, so every job has run before the models and the device go.
   std::unique_ptr<WorkQueue> jobs_;

@@ -308,10 +308,12 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
         out.compute_us = r.run.compute_us;
         out.warm_us = r.warm_us;
         out.fault = r.fault;
+        out.kept = std::move(r.kept);
         rp.deliver(std::move(out));
       });
-  SwapRun run{request.model, std::move(req.model), std::move(*inputs), std::move(req.peer),
-              std::move(req.evict), std::move(req.fallback), req.profile};
+  SwapRun run{request.model,        std::move(req.model),    std::move(*inputs), std::move(req.peer),
+              std::move(req.evict), std::move(req.fallback), req.profile,        std::move(req.device_inputs),
+              std::move(req.keep),  request.outputs};
   if (!self->state.engine->swap_run(std::move(run), std::move(done))) {
     bad.error = queue_full(self, request.model);
     self->state.answers.settle(pending);
@@ -466,6 +468,24 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, Engin
       // -- requests ------------------------------------------------------------------------------
       [self](infer_request& req) -> caf::result<infer_reply> { return infer(self, req); },
       [self](swap_request& req) -> caf::result<swap_reply> { return swap(self, req); },
+      [self](release_atom, std::vector<uint64_t>& handles) {
+        if (self->state.engine) self->state.engine->release(std::move(handles));
+      },
+      [self](fetch_atom, std::vector<uint64_t>& handles) -> caf::result<std::vector<tensor_msg>> {
+        if (!self->state.engine) return to_caf(no_engine(self));
+        auto rp = self->make_response_promise<std::vector<tensor_msg>>();
+        self->state.engine->fetch(std::move(handles), continue_on<Result<std::vector<gpu::HostTensor>>>(
+                                                          self, [rp](Result<std::vector<gpu::HostTensor>>& r) mutable {
+                                                            if (!r.ok()) {
+                                                              rp.deliver(to_caf(r.error()));
+                                                              return;
+                                                            }
+                                                            std::vector<tensor_msg> out;
+                                                            for (const auto& t : *r) out.push_back(encode_tensor(t));
+                                                            rp.deliver(std::move(out));
+                                                          }));
+        return rp;
+      },
       [self](weights_atom, const model_key& key) -> weights_lease {
         if (!self->state.engine) return {};
         return {self->state.engine->weights_of(key)};
@@ -475,7 +495,9 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, Engin
         if (!self->state.engine) return {{self->state.device, 0, 0}, {}, 0, 0, 0, 0};
         const auto& e = *self->state.engine;
         const auto mem = e.engine_memory();
-        return {report_device(e), e.bound(), e.queued(), mem.pool_capacity, mem.pool_free, e.group_bytes()};
+        const auto [kept_values, kept_bytes] = e.kept();
+        return {report_device(e), e.bound(),       e.queued(),  mem.pool_capacity,
+                mem.pool_free,    e.group_bytes(), kept_values, kept_bytes};
       },
       // -- engine and maintenance completions -----------------------------------------------------
       resume_offloaded(),

@@ -58,6 +58,18 @@ NodeInstruments::NodeInstruments()
                                        "Bytes of carried tensors this node's pipeline stages fetched from the stage "
                                        "before them, over the data plane",
                                        {"transport"})),
+      workflow_handoff_(registry_.counter("ember_workflow_handoff_bytes_total",
+                                          "Bytes of intermediate tensors handed from one workflow step to the next, "
+                                          "by path (same_device, peer, host, network)",
+                                          {"workflow", "path"})),
+      workflows_(registry_.counter("ember_node_workflow_runs_total",
+                                   "Workflow requests this node ran itself (steps on its devices, intermediates "
+                                   "left there), by outcome",
+                                   {"workflow", "outcome"})),
+      workflow_steps_(registry_.histogram("ember_workflow_step_duration_seconds",
+                                          "Time of one step of a workflow request, from sending its inputs to its "
+                                          "answer",
+                                          {"workflow", "step"})),
       faults_(registry_.counter("ember_faults_injected_total",
                                 "Faults injected on purpose into this node (--allow-faults), by kind", {"kind"})),
       actor_restarts_(registry_.counter("ember_actor_restarts_total",
@@ -81,6 +93,18 @@ void NodeInstruments::count_actor_restart(const std::string& actor) { actor_rest
 void NodeInstruments::count_unrestored(const std::string& what) { unrestored_.with({what}).inc(); }
 void NodeInstruments::add_handoff(std::string_view transport, uint64_t bytes) {
   handoff_bytes_.with({std::string(transport)}).inc(static_cast<double>(bytes));
+}
+
+void NodeInstruments::count_handoff(const std::string& workflow, std::string_view path, uint64_t bytes) {
+  workflow_handoff_.with({workflow, path}).inc(static_cast<double>(bytes));
+}
+
+void NodeInstruments::observe_workflow_step(const std::string& workflow, const std::string& step, double seconds) {
+  workflow_steps_.with({workflow, step}).observe(seconds);
+}
+
+void NodeInstruments::count_workflow(const std::string& workflow, const std::string& outcome) {
+  workflows_.with({workflow, outcome}).inc();
 }
 
 void NodeInstruments::observe_run(const model_key& model, uint64_t queue_us, uint64_t compute_us) {

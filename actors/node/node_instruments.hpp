@@ -56,6 +56,13 @@ class NodeInstruments {
   void count_unrestored(const std::string& what);
   /// A pipeline stage here fetched the tensors its upstream handed over, over `transport`.
   void add_handoff(std::string_view transport, uint64_t bytes);
+  /// A workflow step here read `bytes` of an earlier step's output by `path`: same_device (the
+  /// producer's buffer, no copy) or host (copied back from another device of this node first).
+  void count_handoff(const std::string& workflow, std::string_view path, uint64_t bytes);
+  /// A workflow step here answered `seconds` after it was submitted (queue and run).
+  void observe_workflow_step(const std::string& workflow, const std::string& step, double seconds);
+  /// A workflow request run here finished (outcome "success" or the error code's name).
+  void count_workflow(const std::string& workflow, const std::string& outcome);
 
  private:
   metrics::Registry registry_;
@@ -82,6 +89,9 @@ class NodeInstruments {
   metrics::Gauge& queued_;
   metrics::Counter& restarts_;
   metrics::CounterFamily& handoff_bytes_;
+  metrics::CounterFamily& workflow_handoff_;
+  metrics::CounterFamily& workflows_;
+  metrics::HistogramFamily& workflow_steps_;
   metrics::CounterFamily& faults_;
   metrics::CounterFamily& actor_restarts_;
   metrics::CounterFamily& unrestored_;

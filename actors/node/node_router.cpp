@@ -78,6 +78,7 @@ router_state::~router_state() {
     if (promise.pending()) promise.deliver(gone);
   };
   for (auto& [id, h] : held) fail(h.promise);
+  for (auto& [id, w] : workflows) fail(w->promise);
   for (auto& [key, s] : stages)
     for (auto& p : s.pending) fail(p.promise);
   for (auto& [id, w] : hop_waits)
@@ -500,6 +501,7 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
   self->set_down_handler([self](caf::down_msg& down) { stage_downstream_down(self, down.source); });
   return {
       // -- warm path -----------------------------------------------------------------------------
+      [self](workflow_request& req) -> caf::result<infer_reply> { return workflow_take(self, req); },
       [self](infer_request& req) -> caf::result<infer_reply> {
         if (self->state.swap) return late_infer(self, req);
         auto it = self->state.replicas.find(req.model);

@@ -142,9 +142,14 @@ void requeue_all(router_pointer self, const SwapDispatch& d, bool solo) {
     auto h = st.held.find(id);
     if (h == st.held.end()) continue;
     h->second.solo = h->second.solo || solo;
-    if (Status s = st.swap->requeue(id, d.model, arrival); !s.ok()) {
-      h->second.promise.deliver(to_caf(s.error()));
+    // A workflow step reading values kept on a device cannot run again: they went with the fault.
+    Status s = h->second.device_inputs.empty()
+                   ? st.swap->requeue(id, d.model, arrival)
+                   : Status(unavailable("the device holding its inputs (" + st.devices[d.device].name + ") faulted"));
+    if (!s.ok()) {
+      router_state::Held held = std::move(h->second);
       st.held.erase(h);
+      fail_held(self, held, s.error());
     }
   }
 }
@@ -211,6 +216,10 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
   }
   router_state::Held held = std::move(h->second);
   st.held.erase(h);
+  if (held.workflow) {
+    workflow_step_done(self, held, r, d.device);
+    return pump(self);
+  }
   if (!st.keys.count(d.model) && r.footprint > 0) {
     // Unloaded while it ran: its fresh device copy goes too.
     self->request(st.devices[d.device].actor, std::chrono::minutes(1), unload_atom_v, held.request->model)
@@ -227,6 +236,55 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
     held.promise.deliver(to_caf(r.error ? *r.error : internal_error("the executor gave no answer")));
   }
   pump(self);
+}
+
+void send_swap(router_pointer self, SwapDispatch d, swap_request req);
+
+std::string workflow_name(router_pointer self, const router_state::Held& held) {
+  auto it = self->state.workflows.find(held.workflow);
+  return it == self->state.workflows.end() ? std::string() : it->second->config.name;
+}
+
+/// A workflow step whose inputs `handles` are kept on device `source`, not on the dispatch's: they
+/// are copied back from there (counted as hand-off through the host), added to the request as
+/// host tensors, and the step is sent; a failed fetch answers the dispatch with its error. The
+/// step's other inputs kept on a third device (rare: fan-in across devices) are fetched in turn.
+void fetch_then_launch(router_pointer self, SwapDispatch d, swap_request req, uint32_t source,
+                       std::vector<uint64_t> handles) {
+  auto& st = self->state;
+  self->request(st.devices[source].actor, std::chrono::minutes(1), fetch_atom_v, handles)
+      .then(
+          [self, d, req, source](std::vector<tensor_msg>& got) mutable {
+            auto& st = self->state;
+            auto h = st.held.find(d.request);
+            if (h == st.held.end() || !st.running.count(d.request)) return;
+            infer_request next = *req.request;
+            std::vector<uint64_t> more;
+            std::optional<uint32_t> third;
+            for (auto& in : h->second.device_inputs) {
+              if (in.device == source) {
+                auto t =
+                    std::find_if(got.begin(), got.end(), [&](const tensor_msg& m) { return m.name == in.value.name; });
+                if (t == got.end()) continue;
+                if (st.instruments)
+                  st.instruments->count_handoff(workflow_name(self, h->second), "host", t->data.size());
+                next.inputs.push_back(*t);
+                next.inputs.back().name = in.name;
+                in.device = d.device;  // taken care of
+              } else if (in.device != d.device && (!third || *third == in.device)) {
+                third = in.device;
+                more.push_back(in.value.handle);
+              }
+            }
+            req.request = std::make_shared<const infer_request>(std::move(next));
+            if (third) return fetch_then_launch(self, std::move(d), std::move(req), *third, std::move(more));
+            send_swap(self, std::move(d), std::move(req));
+          },
+          [self, d](caf::error& err) {
+            swap_reply r;
+            r.error = from_caf(err).with_context("fetching its inputs from another device");
+            answered(self, d, std::move(r));
+          });
 }
 
 void launch(router_pointer self, SwapDispatch d, std::optional<gpu::PeerWeights> peer) {
@@ -260,6 +318,31 @@ void launch(router_pointer self, SwapDispatch d, std::optional<gpu::PeerWeights>
   to_keys(d.fallback, req.fallback);
   req.profile = h->second.profile;
   st.running[d.request] = {d, now_us(self)};
+  // A workflow step: inputs kept on this device are read where they are; those kept on another
+  // device come back through the host first (a fetch from that executor).
+  const router_state::Held& held = h->second;
+  std::vector<uint64_t> elsewhere;
+  std::optional<uint32_t> source;
+  for (const auto& in : held.device_inputs) {
+    if (in.device == d.device) {
+      req.device_inputs.emplace_back(in.name, in.value.handle);
+      if (st.instruments)
+        st.instruments->count_handoff(workflow_name(self, held), "same_device", in.value.desc.bytes());
+    } else if (!source || *source == in.device) {
+      source = in.device;
+      elsewhere.push_back(in.value.handle);
+    }
+  }
+  req.keep = held.keep;
+  if (source) {
+    fetch_then_launch(self, std::move(d), std::move(req), *source, std::move(elsewhere));
+    return;
+  }
+  send_swap(self, std::move(d), std::move(req));
+}
+
+void send_swap(router_pointer self, SwapDispatch d, swap_request req) {
+  auto& st = self->state;
   self->request(st.devices[d.device].actor, caf::infinite, std::move(req))
       .then([self, d](swap_reply& r) { answered(self, d, std::move(r)); },
             [self, d](caf::error& err) {
@@ -280,14 +363,16 @@ SwapController::BatchJoin batch_join(router_pointer self) {
     auto m = st.swap->model(lead.model);
     if (h == st.held.end() || !m || m->max_batch <= 1) return {};
     const router_state::Held& first = h->second;
-    if (first.solo || first.profile || first.warmup) return {};
+    if (first.solo || first.profile || first.warmup || first.workflow) return {};
     const int64_t lead_rows = batch_rows(*first.request);
     if (lead_rows == 0 || lead_rows >= static_cast<int64_t>(m->max_batch)) return {};
     auto rows = std::make_shared<int64_t>(lead_rows);
     return [self, request = first.request, rows, max = static_cast<int64_t>(m->max_batch)](uint64_t id) {
       auto& held = self->state.held;
       auto c = held.find(id);
-      if (c == held.end() || c->second.solo || c->second.profile || c->second.warmup) return false;
+      if (c == held.end() || c->second.solo || c->second.profile || c->second.warmup || c->second.workflow) {
+        return false;
+      }
       if (!batch_compatible(*request, *c->second.request)) return false;
       const int64_t r = batch_rows(*c->second.request);
       if (*rows + r > max) return false;
@@ -461,19 +546,36 @@ void late_register(router_pointer self, const model_key& key, std::shared_ptr<co
   pump(self);
 }
 
-caf::result<infer_reply> late_infer(router_pointer self, infer_request& req) {
+Status late_submit(router_pointer self, const model_key& key, router_state::Held held) {
   auto& st = self->state;
-  auto it = st.replicas.find(req.model);
+  auto it = st.replicas.find(key);
   if (it == st.replicas.end() || !it->second.ready) {
-    return to_caf(unavailable("node " + st.config.name + " has no ready replica of " + req.model.to_string()));
+    return unavailable("node " + st.config.name + " has no ready replica of " + key.to_string());
   }
   const uint64_t id = st.next_request++;
-  if (Status s = st.swap->submit(id, req.model.to_string(), now_us(self)); !s.ok()) {
-    if (st.instruments) st.instruments->count_rejected(req.model);
-    return to_caf(s.error().with_context("node " + st.config.name));
+  if (Status s = st.swap->submit(id, key.to_string(), now_us(self)); !s.ok()) {
+    if (st.instruments) st.instruments->count_rejected(key);
+    return s.error().with_context("node " + st.config.name);
   }
+  st.held.emplace(id, std::move(held));
+  return Status::OK();
+}
+
+void late_pump(router_pointer self) { pump(self); }
+
+void fail_held(router_pointer self, router_state::Held& held, const Error& e) {
+  if (held.workflow) return workflow_step_failed(self, held, e);
+  if (held.promise.pending()) held.promise.deliver(to_caf(e));
+}
+
+caf::result<infer_reply> late_infer(router_pointer self, infer_request& req) {
   auto rp = self->make_response_promise<infer_reply>();
-  st.held.emplace(id, router_state::Held{std::make_shared<const infer_request>(std::move(req)), rp, false});
+  const model_key key = req.model;
+  if (Status s = late_submit(self, key, router_state::Held{std::make_shared<const infer_request>(std::move(req)), rp});
+      !s.ok()) {
+    rp.deliver(to_caf(s.error()));  // the promise took the request's answer
+    return rp;
+  }
   pump(self);
   return rp;
 }
@@ -484,9 +586,11 @@ void late_unload(router_pointer self, const model_key& key) {
   for (uint64_t id : queued) {
     auto h = st.held.find(id);
     if (h == st.held.end()) continue;
-    h->second.promise.deliver(to_caf(unavailable("model " + key.to_string() + " was unloaded from node " +
-                                                 st.config.name + " while the request waited")));
+    router_state::Held held = std::move(h->second);
     st.held.erase(h);
+    fail_held(self, held,
+              unavailable("model " + key.to_string() + " was unloaded from node " + st.config.name +
+                          " while the request waited"));
   }
   for (uint32_t d : holders) {
     self->request(st.devices[d].actor, std::chrono::minutes(1), unload_atom_v, key)

@@ -14,6 +14,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,6 +22,8 @@
 #include "actors/node/node_router.hpp"
 #include "actors/node/swap_controller.hpp"
 #include "actors/node_router_interface.hpp"
+#include "gpu/executor.hpp"
+#include "placement/workflow_plan.hpp"
 
 namespace ember {
 
@@ -69,6 +72,53 @@ struct router_state {
     bool ready_after = false;  // warmup: the replica is ready once it ran (a member's full model)
     /// Runs alone: a batch it was in failed, and each member is retried once by itself.
     bool solo = false;
+    /// A step of a workflow run here (node_router_workflow.cpp), by run id (0: a client's request):
+    /// its answer goes to the run, not to `promise`.
+    uint64_t workflow = 0;
+    size_t step = 0;
+    /// Its inputs that earlier steps kept on a device, named as the model's inputs, and the
+    /// outputs it keeps on its device for later steps.
+    struct DeviceInput {
+      std::string name;
+      gpu::KeptValue value;
+      uint32_t device = 0;
+    };
+    std::vector<DeviceInput> device_inputs;
+    std::vector<std::string> keep;
+  };
+
+  /// A workflow request running here: its steps are late-binding requests of their models
+  /// (Held::workflow), its intermediates kept on the devices that computed them.
+  struct WorkflowRun {
+    WorkflowRun(WorkflowConfig c, std::vector<model_key> m)
+        : config(std::move(c)),
+          plan(config),
+          progress(plan),
+          models(std::move(m)),
+          slots(plan.slots()),
+          submitted_us(plan.steps(), 0) {}
+    WorkflowRun(const WorkflowRun&) = delete;
+    WorkflowRun& operator=(const WorkflowRun&) = delete;
+
+    WorkflowConfig config;
+    WorkflowPlan plan;  // reads config; progress reads plan: never moved (held by pointer)
+    WorkflowProgress progress;
+    std::vector<model_key> models;   // per step
+    std::string id;                  // the client's request id
+    std::vector<std::string> asked;  // outputs asked (empty: all)
+    caf::typed_response_promise<infer_reply> promise;
+    /// A slot holds a host tensor (a request input, or an output the answer reads) and/or a value
+    /// kept on device `device` (an output a later step reads).
+    struct Slot {
+      std::optional<tensor_msg> host;
+      std::optional<gpu::KeptValue> kept;
+      uint32_t device = 0;
+    };
+    std::vector<Slot> slots;
+    size_t running = 0;                 // steps dispatched and not answered
+    std::vector<int64_t> submitted_us;  // per step, when it was submitted (now_us)
+    bool failed = false;
+    uint64_t queue_us = 0, compute_us = 0;
   };
 
   /// A pipeline stage held here (its replica is under the stage key in `replicas`).
@@ -124,6 +174,9 @@ struct router_state {
   /// late_tick takes an executor that has not answered one for late->run_timeout_us as faulted.
   std::map<uint64_t, std::pair<SwapDispatch, int64_t>> running;
   std::map<std::string, model_key> keys;  // SwapController's model names
+  /// Workflow requests running here, by run id.
+  std::map<uint64_t, std::shared_ptr<WorkflowRun>> workflows;
+  uint64_t next_workflow = 1;
   uint64_t next_request = 1;
   /// Dynamic batching: when the pending wake-up (to dispatch a gathered batch) is due; 0 = none.
   int64_t gather_wake_us = 0;
@@ -167,6 +220,21 @@ caf::result<infer_reply> late_infer(router_pointer self, infer_request& req);
 /// Forgets a model: fails its queued requests, frees its device copies.
 void late_unload(router_pointer self, const model_key& key);
 void late_tick(router_pointer self);
+/// Fails a held request (a client's, or a workflow's step) with `e`.
+void fail_held(router_pointer self, router_state::Held& held, const Error& e);
+/// Submits a request of `key` as `held` (a client's or a step's): queued, dispatched by pump.
+Status late_submit(router_pointer self, const model_key& key, router_state::Held held);
+/// Dispatches what can start now.
+void late_pump(router_pointer self);
+
+// node_router_workflow.cpp
+/// A workflow request: its ready steps submitted at once; answered when the last step answered.
+caf::result<infer_reply> workflow_take(router_pointer self, workflow_request& req);
+/// A step answered (or failed: r.error, r.fault) on `device`.
+void workflow_step_done(router_pointer self, router_state::Held& held, swap_reply& r, uint32_t device);
+/// A step cannot run (unloaded, refused, its inputs' device faulted).
+void workflow_step_failed(router_pointer self, router_state::Held& held, const Error& e);
+
 /// Restarts a faulted executor; a failed restart is tried again later, backing off.
 /// `why` says what happened to it, for the log ("faulted", "died: its supervisor replaced it").
 void restart_device(router_pointer self, uint32_t device, const char* why = "faulted");

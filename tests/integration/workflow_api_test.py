@@ -3,7 +3,8 @@
 a fan-out and fan-in workflow answers exactly what its steps give when run by hand, one model at a
 time, through the same server; its metadata is typed from its models; readiness follows its models;
 every kind of bad workflow, request and failing step gets a clear 4xx while the server keeps serving;
-and the metrics count requests, steps and the bytes handed between steps.
+and the metrics count requests, steps and the bytes handed between steps: through the gateway while
+the models are cold, on the device once the node holds them all.
 
 Usage: workflow_api_test.py --ember PATH
 """
@@ -219,13 +220,20 @@ def run(ember):
             "successes": metric(metrics, "ember_workflow_requests_total", workflow="traffic", outcome="success") >= 4,
             "bad requests": metric(metrics, "ember_workflow_requests_total", workflow="traffic",
                                    outcome="invalid_argument") >= 4,
-            "step durations": metric(metrics, "ember_workflow_step_duration_seconds_count", workflow="traffic",
-                                     step="join") >= 4,
+            "step durations": metric(metrics, "ember_workflow_step_duration_seconds_count", node="gateway",
+                                     workflow="traffic", step="join") == 1 and
+            metric(metrics, "ember_workflow_step_duration_seconds_count", node="local", workflow="traffic",
+                   step="join") == 3,
             # Per request: detect.fc3 to up (2x4 floats), up.fc to left and right (2x16 each), left
-            # and right to join (2x4 each): 352 bytes, through this process's memory, in each of the
-            # four requests that answered.
-            "bytes handed off": metric(metrics, "ember_workflow_handoff_bytes_total", workflow="traffic",
-                                       path="host") == 4 * 352,
+            # and right to join (2x4 each): 352 bytes. The first request found its models cold: the
+            # gateway ran its steps, each answer coming back to it (host). The three after it ran on
+            # the node holding every model, each step reading the last one's output on the device.
+            "bytes handed through the gateway": metric(metrics, "ember_workflow_handoff_bytes_total",
+                                                       workflow="traffic", path="host") == 352,
+            "bytes handed on the device": metric(metrics, "ember_workflow_handoff_bytes_total", node="local",
+                                                 workflow="traffic", path="same_device") == 3 * 352,
+            "runs on the node": metric(metrics, "ember_node_workflow_runs_total", workflow="traffic",
+                                       outcome="success") == 3,
         }
         if not all(checks.values()):
             raise Failure(f"workflow metrics: {checks}\n" +

@@ -8,6 +8,7 @@
 #include <future>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "actors/model_cache_interface.hpp"
@@ -22,6 +23,7 @@
 #include "actors/tensor_codec.hpp"
 #include "gpu/architectures.hpp"
 #include "gpu/model_builder.hpp"
+#include "metrics/metrics.hpp"
 #include "tests/actors/actor_test_util.hpp"
 
 namespace ember {
@@ -666,6 +668,10 @@ gpu_executor_actor::behavior_type silent_executor(gpu_executor_actor::pointer,
         return r;
       },
       [](weights_atom, const model_key&) { return weights_lease{}; },
+      [](release_atom, std::vector<uint64_t>&) {},
+      [](fetch_atom, std::vector<uint64_t>&) -> caf::result<std::vector<tensor_msg>> {
+        return to_caf(not_found("this fake keeps nothing"));
+      },
       [restarts](restart_atom) {
         ++*restarts;
         return device_report{"sim:hung", 16 * MiB, 0};
@@ -713,6 +719,131 @@ TEST(LateBindingRouter, AnExecutorSilentPastTheRunTimeoutIsTakenAsFaultedAndRest
     self->send_exit(a, caf::exit_reason::user_shutdown);
     self->wait_for(a);
   }
+}
+
+// -- workflows run on the node ----------------------------------------------------------------------
+
+// m0, m1, m2: MLPs of 512 (3 MiB each); m3: the sum of two 512-wide inputs "a" and "b".
+std::shared_ptr<const gpu::Model> write_flow_model(const std::string& dir, int i) {
+  if (i < 3) return write_mlp(dir, static_cast<uint64_t>(i + 1), 3);
+  gpu::ModelBuilder b("sum", 1);
+  b.add("sum", gpu::OpKind::add, {},
+        {b.input("a", gpu::DType::f32, {-1, 512}), b.input("b", gpu::DType::f32, {-1, 512})});
+  b.output("sum", gpu::DType::f32, {-1, 512});
+  EXPECT_TRUE(b.write(dir).ok());
+  return gpu::testing::must(gpu::Model::load(dir), "loading the sum");
+}
+
+// a (m0) feeds b (m1) and c (m2), whose outputs d (m3) sums; the answer is d's sum and a's output.
+constexpr const char* kFlow = R"({"inputs": ["x"],
+  "steps": [{"name": "a", "model": "m0", "inputs": {"input": "x"}},
+            {"name": "b", "model": "m1", "inputs": {"input": "a.relu2"}},
+            {"name": "c", "model": "m2", "inputs": {"input": "a.relu2"}},
+            {"name": "d", "model": "m3", "inputs": {"a": "b.relu2", "b": "c.relu2"}}],
+  "outputs": {"y": "d.sum", "f": "a.relu2"}})";
+
+workflow_request flow_request(const std::string& json, const gpu::HostTensor& x) {
+  workflow_request w;
+  w.name = "flow";
+  w.json = json;
+  for (int i = 0; i < 4; ++i) w.models.push_back({"m" + std::to_string(i), 1});
+  w.request.model = {"flow", 1};
+  w.request.id = "w1";
+  w.request.inputs = encode_tensors({x});
+  return w;
+}
+
+/// Waits (bounded) until no executor of the node keeps a value on its device.
+void expect_nothing_kept(LateNode& node) {
+  uint64_t kept = 0;
+  for (int tries = 0; tries < 200; ++tries) {
+    kept = 0;
+    for (auto& e : node.execs) {
+      auto st = testing::ask<executor_status>(*node.sys, e, 10s, status_atom_v);
+      ASSERT_TRUE(st.ok());
+      kept += st->kept_values;
+    }
+    if (kept == 0) return;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(kept, 0u) << "intermediates still kept on a device";
+}
+
+TEST(NodeWorkflows, StepsHandTheirOutputsOnTheDeviceAndAnswerWhatTheModelsGiveByHand) {
+  for (uint32_t devices : {1u, 2u}) {
+    NodeInstruments instruments;
+    LateNode node(devices, 4, -1, 0, write_flow_model, 16 * MiB, &instruments);
+    for (int i = 0; i < 4; ++i) ASSERT_TRUE(node.load(i).ok()) << i;
+    const auto x = gpu::testing::random_tensor("input", {gpu::DType::f32, gpu::Shape{2, 512}}, 7);
+    // By hand, on the host.
+    const auto a = warm_outputs(node.models[0], {x})[0];
+    gpu::HostTensor a_in = a;
+    a_in.name = "input";
+    auto b = warm_outputs(node.models[1], {a_in})[0];
+    auto c = warm_outputs(node.models[2], {a_in})[0];
+    b.name = "a";
+    c.name = "b";
+    const auto d = warm_outputs(node.models[3], {b, c})[0];
+    for (int round = 0; round < 3; ++round) {
+      gpu::HostTensor in = x;
+      in.name = "x";
+      auto reply = testing::ask<infer_reply>(*node.sys, node.router, 30s, flow_request(kFlow, in));
+      ASSERT_TRUE(reply.ok()) << reply.error().message();
+      EXPECT_EQ(reply->id, "w1");
+      auto out = decode_tensors(std::move(reply->outputs));
+      ASSERT_TRUE(out.ok());
+      ASSERT_EQ(out->size(), 2u);
+      std::map<std::string, gpu::HostTensor> got;
+      for (auto& t : *out) got.emplace(t.name, t);
+      EXPECT_TRUE(gpu::testing::bitwise_equal(got.at("y"), d)) << devices << " device(s), round " << round;
+      EXPECT_TRUE(gpu::testing::bitwise_equal(got.at("f"), a)) << devices << " device(s), round " << round;
+    }
+    expect_nothing_kept(node);
+    const std::string text = metrics::render(instruments.registry().snapshot());
+    if (devices == 1) {
+      // Every hand-off on the one device: a.relu2 to b and c, b and c to d, 2 x 512 floats each.
+      EXPECT_NE(text.find(R"(ember_workflow_handoff_bytes_total{workflow="flow",path="same_device"} 49152)"),
+                std::string::npos)
+          << text;
+      EXPECT_EQ(text.find(R"(path="host")"), std::string::npos) << "nothing came back through the host";
+    }
+    // On two devices a step may run where its inputs are not: they come through the host then.
+    // Either way every hand-off is counted once.
+    double handed = 0;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("ember_workflow_handoff_bytes_total{", 0) == 0) handed += std::stod(line.substr(line.rfind(' ')));
+    }
+    EXPECT_EQ(handed, 49152) << text;
+    EXPECT_NE(text.find(R"(ember_node_workflow_runs_total{workflow="flow",outcome="success"} 3)"), std::string::npos);
+  }
+}
+
+TEST(NodeWorkflows, AFailingStepFailsTheRequestByNameAndReleasesEveryIntermediate) {
+  LateNode node(1, 4, -1, 0, write_flow_model);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(node.load(i).ok()) << i;
+  auto x = gpu::testing::random_tensor("x", {gpu::DType::f32, gpu::Shape{2, 512}}, 7);
+  std::string wrong = kFlow;
+  wrong.replace(wrong.find(R"({"input": "a.relu2"}},)"), 22, R"({"nope": "a.relu2"}},)");
+  auto reply = testing::ask<infer_reply>(*node.sys, node.router, 30s, flow_request(wrong, x));
+  ASSERT_FALSE(reply.ok());
+  EXPECT_EQ(reply.error().code(), ErrorCode::invalid_argument);
+  EXPECT_NE(reply.error().message().find("step 'b' (model m1): unexpected input 'nope'"), std::string::npos)
+      << reply.error().message();
+  expect_nothing_kept(node);
+  // Requests the node cannot take: a model it does not hold, a bad input; it still serves.
+  auto request = flow_request(kFlow, x);
+  request.models[3] = {"m9", 1};
+  auto absent = testing::ask<infer_reply>(*node.sys, node.router, 30s, request);
+  ASSERT_FALSE(absent.ok());
+  EXPECT_EQ(absent.error().code(), ErrorCode::unavailable);
+  x.name = "y";
+  auto unknown = testing::ask<infer_reply>(*node.sys, node.router, 30s, flow_request(kFlow, x));
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.error().message().find("input 'y' is not one of workflow 'flow''s"), std::string::npos);
+  x.name = "x";
+  EXPECT_TRUE(testing::ask<infer_reply>(*node.sys, node.router, 30s, flow_request(kFlow, x)).ok());
+  expect_nothing_kept(node);
 }
 
 }  // namespace late_binding_test
