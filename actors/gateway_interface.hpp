@@ -26,6 +26,10 @@ using gateway_actor = caf::typed_actor<
     /// bad inputs), unavailable (no replica came up within the cold-start timeout, node lost twice,
     /// queue full), deadline_exceeded.
     caf::replies_to<infer_request>::with<infer_reply>, caf::reacts_to<routing_update>,
+    /// A whole workflow request for a node holding a ready replica of every step's model (the least
+    /// loaded, watched: a node lost meanwhile answers unavailable). Errors: unavailable (no such
+    /// node, or it declined: the caller runs the steps itself), the node's.
+    caf::replies_to<workflow_request>::with<infer_reply>,
     /// Prometheus text of the gateway and every node.
     caf::replies_to<metrics_atom>::with<std::string>,
     /// Repository commands, forwarded to the manager.

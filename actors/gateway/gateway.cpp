@@ -21,6 +21,10 @@ namespace gateway_impl {
 
 // -- routing table ----------------------------------------------------------------------------
 
+void watch(gateway_pointer self, const node_router_actor& router) {
+  if (router && self->state.monitored.insert(router.address()).second) self->monitor(router);
+}
+
 void publish_view(gateway_pointer self) {
   auto& st = self->state;
   auto snap = std::make_shared<RoutingSnapshot>();
@@ -76,10 +80,6 @@ void dial_members(gateway_pointer self) {
         });
     if (!taken) st.dialed.erase(m.node);
   }
-}
-
-void watch(gateway_pointer self, const node_router_actor& router) {
-  if (router && self->state.monitored.insert(router.address()).second) self->monitor(router);
 }
 
 void apply_update(gateway_pointer self, routing_update& u) {
@@ -275,6 +275,7 @@ gateway_actor::behavior_type gateway_behavior(gateway_pointer self, GatewayConfi
   if (st.manager) subscribe(self);  // a standalone gateway's link sends its manager when it reached it
   return {
       [self](infer_request& req) -> caf::result<infer_reply> { return infer(self, req); },
+      [self](workflow_request& req) -> caf::result<infer_reply> { return route_workflow(self, req); },
       [self](routing_update& u) {
         if (u.epoch <= self->state.epoch) return;  // stale or duplicate
         apply_update(self, u);

@@ -180,30 +180,40 @@ std::optional<Result<infer_reply>> GatewayClient::workflow_on_node(const Workflo
     views.push_back(m);
     msg.models.push_back(m->state.model);
   }
-  // The least loaded node of this process holding every step's model.
+  // The least loaded node of this process holding every step's model; else one elsewhere, through
+  // the gateway actor, which watches it.
   DirectTraffic& traffic = view_->direct();
   const replica_ref* target = nullptr;
+  bool remote = false;
   uint32_t least = 0;
   for (const auto& r : views.front()->replicas) {
-    if (r.router.node() != sys_.node()) continue;
     const bool all = std::all_of(views.begin(), views.end(), [&](const ModelView* m) {
       return std::any_of(m->replicas.begin(), m->replicas.end(),
                          [&](const replica_ref& o) { return o.node_id == r.node_id; });
     });
+    if (!all) continue;
+    if (r.router.node() != sys_.node()) {
+      remote = true;
+      continue;
+    }
     const uint32_t load = traffic.outstanding(r.node_id);
-    if (all && (!target || load < least)) {
+    if (!target || load < least) {
       target = &r;
       least = load;
     }
   }
-  if (!target) return std::nullopt;
+  if (!target && !remote) return std::nullopt;
   msg.name = w.entry.name;
   msg.json = w.entry.json;
   msg.request = req;
-  Result<infer_reply> out = internal_error("no answer from node " + target->node);
-  thread_actor(sys_)
-      ->request(target->router, wait, std::move(msg))
-      .receive([&](infer_reply& x) { out = std::move(x); }, [&](caf::error& err) { out = from_caf(err); });
+  Result<infer_reply> out = internal_error("no answer from the node");
+  if (target) {
+    thread_actor(sys_)
+        ->request(target->router, wait, std::move(msg))
+        .receive([&](infer_reply& x) { out = std::move(x); }, [&](caf::error& err) { out = from_caf(err); });
+  } else {
+    out = ask<infer_reply>(sys_, gateway_, wait, std::move(msg));
+  }
   if (!out.ok() && out.error().code() == ErrorCode::unavailable) return std::nullopt;
   return out;
 }

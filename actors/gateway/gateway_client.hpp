@@ -122,10 +122,11 @@ class GatewayClient {
   std::optional<Result<infer_reply>> infer_direct(const infer_request& req, std::chrono::microseconds wait);
   Result<infer_reply> run_workflow_request(const WorkflowView& w, infer_request req,
                                            std::optional<std::chrono::microseconds> within);
-  /// A workflow request sent whole to a node in this process that holds a ready replica of every
-  /// step's model (the least loaded such node): the node runs the steps with the intermediates on
-  /// its devices. nullopt when no node holds them all, or the node declined (unavailable: the
-  /// gateway runs the steps itself then); its answer or error otherwise.
+  /// A workflow request sent whole to a node holding a ready replica of every step's model (the
+  /// least loaded such node of this process, else one elsewhere through the gateway actor, which
+  /// watches it): the node runs the steps with the intermediates on its devices. nullopt when no
+  /// node holds them all, or the node declined or was lost (unavailable: the steps run through
+  /// the gateway then); its answer or error otherwise.
   std::optional<Result<infer_reply>> workflow_on_node(const WorkflowView& w, const RoutingSnapshot& snap,
                                                       const infer_request& req, std::chrono::microseconds wait);
 

@@ -239,9 +239,53 @@ void on_routed_failure(gateway_pointer self, uint64_t id, const caf::error& err)
 
 /// A node (router) died: its replicas leave the local table at once, without waiting for the
 /// manager, and the requests in flight there are re-sent (or held until a replica is re-placed).
+caf::result<infer_reply> route_workflow(gateway_pointer self, workflow_request& req) {
+  auto& st = self->state;
+  // The least loaded node holding a ready replica of every step's model.
+  const replica_ref* target = nullptr;
+  auto first = st.table.find(req.models.empty() ? model_key{} : req.models.front());
+  if (first != st.table.end()) {
+    for (const auto& r : first->second.replicas) {
+      const bool all = std::all_of(req.models.begin(), req.models.end(), [&](const model_key& k) {
+        auto e = st.table.find(k);
+        return e != st.table.end() && std::any_of(e->second.replicas.begin(), e->second.replicas.end(),
+                                                  [&](const replica_ref& o) { return o.node_id == r.node_id; });
+      });
+      if (all && (!target || st.outstanding[r.node_id] < st.outstanding[target->node_id])) target = &r;
+    }
+  }
+  if (!target) return to_caf(unavailable("no node holds every model of workflow '" + req.name + "'"));
+  const uint64_t id = st.next_id++;
+  auto rp = self->make_response_promise<infer_reply>();
+  st.routed_workflows[id] = {rp, target->router.address(), target->node_id};
+  ++st.outstanding[target->node_id];
+  watch(self, target->router);
+  auto done = [self, id](Result<infer_reply> r) {
+    auto& st = self->state;
+    auto it = st.routed_workflows.find(id);
+    if (it == st.routed_workflows.end()) return;  // its node was lost: answered already
+    --st.outstanding[it->second.node_id];
+    auto promise = it->second.promise;
+    st.routed_workflows.erase(it);
+    r.ok() ? promise.deliver(std::move(*r)) : promise.deliver(to_caf(r.error()));
+  };
+  self->request(target->router, std::chrono::microseconds(st.config.request_timeout_us), std::move(req))
+      .then([done](infer_reply& r) { done(std::move(r)); }, [done](caf::error& e) { done(from_caf(e)); });
+  return rp;
+}
+
 void node_down(gateway_pointer self, const caf::actor_addr& addr) {
   auto& st = self->state;
   st.monitored.erase(addr);
+  for (auto it = st.routed_workflows.begin(); it != st.routed_workflows.end();) {
+    if (it->second.router != addr) {
+      ++it;
+      continue;
+    }
+    --st.outstanding[it->second.node_id];
+    it->second.promise.deliver(to_caf(unavailable("the node running the workflow request was lost")));
+    it = st.routed_workflows.erase(it);
+  }
   std::set<model_key> touched;
   for (auto& [key, e] : st.table) {
     auto before = e.replicas.size();

@@ -87,6 +87,13 @@ struct gateway_state {
     std::vector<caf::actor_addr> via;
   };
   std::map<uint64_t, Routed> routed;
+  /// Whole workflow requests sent to a node, by request id, with the router they went to.
+  struct RoutedWorkflow {
+    caf::typed_response_promise<infer_reply> promise;
+    caf::actor_addr router;
+    uint64_t node_id = 0;
+  };
+  std::map<uint64_t, RoutedWorkflow> routed_workflows;
   std::map<uint64_t, uint32_t> outstanding;  // node id -> requests in flight there
   /// Requests waiting for a replica, per model version, in arrival order.
   std::map<model_key, std::deque<std::shared_ptr<Pending>>> held;
@@ -121,6 +128,8 @@ using gateway_pointer = gateway_actor::stateful_pointer<gateway_state>;
 
 /// Publishes the routing table (with each version's metadata from the catalog) to the HTTP threads.
 void publish_view(gateway_pointer self);
+/// Monitors a node's router once (its loss re-sends or fails what went there: node_down).
+void watch(gateway_pointer self, const node_router_actor& router);
 
 // -- gateway_requests.cpp -----------------------------------------------------------------------
 
@@ -136,6 +145,8 @@ void release_held(gateway_pointer self, const model_key& key);
 void ensure(gateway_pointer self, const model_key& key);
 /// A held or unrouted request's cold-start time is up.
 void expire(gateway_pointer self, uint64_t id);
+/// A whole workflow request: sent to the least loaded node holding every step's model.
+caf::result<infer_reply> route_workflow(gateway_pointer self, workflow_request& req);
 /// A node (router) died: its replicas leave the table, its requests are re-sent.
 void node_down(gateway_pointer self, const caf::actor_addr& addr);
 /// The load_report of this interval: counters since the last one, and what is in flight now.

@@ -361,9 +361,17 @@ def check_cluster(ember, pb, rpc, work, repo):
         y = outputs_of(c.infer("mlp", [("input", x)]))["fc3"]
         if y.shape != (2, 4):
             raise Failure(f"cluster infer: shape {y.shape}")
-        pair = outputs_of(c.infer("pair", [("x", x)]))
+        pair = outputs_of(c.infer("pair", [("x", x)]))  # mlp version 1 cold: the gateway runs the steps
         if not np.array_equal(pair["two"], y) or pair["one"].shape != (2, 4):
             raise Failure(f"cluster workflow: {pair}, expected two = {y}")
+        again = outputs_of(c.infer("pair", [("x", x)]))  # both warm on n1: the node runs it
+        if any(not np.array_equal(again[k], pair[k]) for k in ("one", "two")):
+            raise Failure(f"cluster workflow run on the node: {again}, expected {pair}")
+        status, body, _ = http_call(hport, "GET", "/metrics")
+        if 'ember_node_workflow_runs_total{node="n1",workflow="pair",outcome="success"} 1' not in body.decode():
+            raise Failure("the second workflow request did not run on the node: " +
+                          "\n".join(line for line in body.decode().splitlines() if "workflow" in line))
+        print("ok: a cluster's standalone gateway sends a workflow whose models are warm on one node to that node")
         c.stub.RepositoryModelUnload(pb.RepositoryModelUnloadRequest(model_name="mlp"))
         print("ok: a cluster's standalone gateway lists, loads, answers and unloads over gRPC")
     finally:

@@ -53,6 +53,7 @@ struct RouterScript {
   bool answer_infer = true;
   bool answer_metrics = true;
   int infers = 0;
+  int workflows = 0;
   /// Pipeline requests taken as the first stage: their hops' node names, and the model asked for.
   std::vector<std::vector<std::string>> stage_hops;
   /// Pipeline requests fail with this (a stage further down died).
@@ -71,6 +72,18 @@ caf::behavior fake_router(caf::event_based_actor* self, std::shared_ptr<RouterSc
         infer_reply r;
         r.model = req.model;
         r.id = req.id;
+        r.node = script->node;
+        return r;
+      },
+      [self, script, held](workflow_request& req) -> caf::result<infer_reply> {
+        ++script->workflows;
+        if (!script->answer_infer) {
+          held->push_back(self->make_response_promise());
+          return held->back();
+        }
+        infer_reply r;
+        r.model = req.request.model;
+        r.id = req.request.id;
         r.node = script->node;
         return r;
       },
@@ -393,6 +406,32 @@ TEST_F(GatewayTest, WorkflowsAreParsedOncePerChangeKeptAcrossUpdatesWithoutThemA
   EXPECT_EQ(snap->workflows.size(), 2u);
   EXPECT_EQ(snap->workflows.at("flow"), flow) << "unchanged text is not parsed again";
   EXPECT_TRUE(snap->workflows.at("refused")->config) << "its entry changed: parsed";
+}
+
+TEST_F(GatewayTest, AWholeWorkflowGoesToANodeHoldingEveryModelAndFailsRetryablyWhenThatNodeIsLost) {
+  const model_key other{"n", 1};
+  auto both = router(1, /*answer_infer=*/false);
+  manager_script_->table.entries = {entry(kModel, {router(2), both}), entry(other, {both})};
+  start();
+  workflow_request w;
+  w.name = "flow";
+  w.models = {kModel, other};
+  w.request.id = "w";
+  auto answer = d_.request<infer_reply>(gateway_, w);
+  d_.run();
+  ASSERT_EQ(routers_[1]->workflows, 1) << "the only node holding both models";
+  EXPECT_EQ(routers_[2]->workflows, 0);
+  ASSERT_FALSE(answer->done());
+  caf::anon_send_exit(actors_[1], caf::exit_reason::kill);
+  d_.run();
+  ASSERT_TRUE(answer->done());
+  ASSERT_FALSE(answer->ok());
+  EXPECT_EQ(answer->error().code(), ErrorCode::unavailable) << "the client runs the steps itself then";
+  // No node holds both any more.
+  auto none = d_.request<infer_reply>(gateway_, w);
+  d_.run();
+  ASSERT_FALSE(none->ok());
+  EXPECT_NE(none->error().message().find("no node holds every model of workflow 'flow'"), std::string::npos);
 }
 
 TEST_F(GatewayTest, AScrapeMergesTheGatewayWithEveryNodeThatAnswersInTime) {

@@ -60,6 +60,7 @@ gateway_actor::behavior_type fake_gateway(gateway_actor::pointer, std::shared_pt
         return r;
       },
       [](routing_update&) {},
+      [](workflow_request&) -> caf::result<infer_reply> { return to_caf(unavailable("no node")); },
       [calls](metrics_atom) -> caf::result<std::string> {
         std::lock_guard lock(calls->mu);
         return calls->metrics;
