@@ -7,6 +7,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <future>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -817,6 +818,33 @@ TEST(NodeWorkflows, StepsHandTheirOutputsOnTheDeviceAndAnswerWhatTheModelsGiveBy
     EXPECT_EQ(handed, 49152) << text;
     EXPECT_NE(text.find(R"(ember_node_workflow_runs_total{workflow="flow",outcome="success"} 3)"), std::string::npos);
   }
+}
+
+// The device faults in a step that reads a value kept there: the value went with the fault, so the
+// request fails as retryable, naming the step; the node restarts the device and serves the workflow
+// again.
+TEST(NodeWorkflows, AFaultUnderAStepThatReadsOnTheDeviceFailsTheRequestRetryablyAndTheNodeServesOn) {
+  // Registration profiles run every model twice (6 kernels an MLP run, 1 the sum): 38 kernels;
+  // step a takes 6 more; the 45th, the first of step b or c, faults.
+  LateNode node(1, 4, /*fault_after=*/44, 0, write_flow_model);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(node.load(i).ok()) << i;
+  const auto x = gpu::testing::random_tensor("x", {gpu::DType::f32, gpu::Shape{2, 512}}, 7);
+  auto failed = testing::ask<infer_reply>(*node.sys, node.router, 30s, flow_request(kFlow, x));
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.error().code(), ErrorCode::unavailable) << failed.error().message();
+  EXPECT_NE(failed.error().message().find("the device holding its inputs (sim:0) faulted"), std::string::npos)
+      << failed.error().message();
+  EXPECT_TRUE(failed.error().message().find("step 'b'") != std::string::npos ||
+              failed.error().message().find("step 'c'") != std::string::npos)
+      << failed.error().message();
+  std::optional<Result<infer_reply>> again;
+  for (int tries = 0; tries < 100 && !(again && again->ok()); ++tries) {
+    again = testing::ask<infer_reply>(*node.sys, node.router, 30s, flow_request(kFlow, x));
+    if (!again->ok()) std::this_thread::sleep_for(50ms);  // the device restarts meanwhile
+  }
+  ASSERT_TRUE(again->ok()) << again->error().message();
+  EXPECT_GE(node.restarts.load(), 1);
+  expect_nothing_kept(node);
 }
 
 TEST(NodeWorkflows, AFailingStepFailsTheRequestByNameAndReleasesEveryIntermediate) {
