@@ -546,14 +546,14 @@ void late_register(router_pointer self, const model_key& key, std::shared_ptr<co
   pump(self);
 }
 
-Status late_submit(router_pointer self, const model_key& key, router_state::Held held) {
+Status late_submit(router_pointer self, const model_key& key, router_state::Held held, std::optional<uint32_t> prefer) {
   auto& st = self->state;
   auto it = st.replicas.find(key);
   if (it == st.replicas.end() || !it->second.ready) {
     return unavailable("node " + st.config.name + " has no ready replica of " + key.to_string());
   }
   const uint64_t id = st.next_request++;
-  if (Status s = st.swap->submit(id, key.to_string(), now_us(self)); !s.ok()) {
+  if (Status s = st.swap->submit(id, key.to_string(), now_us(self), prefer); !s.ok()) {
     if (st.instruments) st.instruments->count_rejected(key);
     return s.error().with_context("node " + st.config.name);
   }

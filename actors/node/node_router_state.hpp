@@ -222,8 +222,10 @@ void late_unload(router_pointer self, const model_key& key);
 void late_tick(router_pointer self);
 /// Fails a held request (a client's, or a workflow's step) with `e`.
 void fail_held(router_pointer self, router_state::Held& held, const Error& e);
-/// Submits a request of `key` as `held` (a client's or a step's): queued, dispatched by pump.
-Status late_submit(router_pointer self, const model_key& key, router_state::Held held);
+/// Submits a request of `key` as `held` (a client's or a step's): queued, dispatched by pump;
+/// `prefer`: the device it would rather run on (SwapController::submit).
+Status late_submit(router_pointer self, const model_key& key, router_state::Held held,
+                   std::optional<uint32_t> prefer = std::nullopt);
 /// Dispatches what can start now.
 void late_pump(router_pointer self);
 

@@ -1,10 +1,11 @@
 // Workflow requests run on a node (issue 18, StreamBox §3): every step is a late-binding request of
 // its model, dispatched by the SwapController like any other (so steps of one request on different
 // models may run at once on different devices, and a step waits for its device as a request
-// does). What a later step reads stays on the device that computed it (the executor keeps it by
-// handle: ExecutorEngine's SwapRun::keep), and the step reads it there without a copy when it is
-// dispatched to that device; on another device of the node it is copied back through the host
-// first (node_router_late.cpp's fetch_then_launch). Only what the answer reads comes back to the
+// does), preferring the device that holds its inputs when its model is resident and idle there
+// (SwapController::submit's `prefer`). What a later step reads stays on the device that computed
+// it (the executor keeps it by handle: ExecutorEngine's SwapRun::keep), and the step reads it there
+// without a copy when it is dispatched to that device; on another device of the node it is copied
+// back through the host first (node_router_late.cpp's fetch_then_launch). Only what the answer reads comes back to the
 // host. A value is released on its device as soon as the last step reading it answered
 // (WorkflowProgress); a failed request releases everything it holds, and steps still running
 // release what they keep when they answer.
@@ -107,7 +108,14 @@ void submit_ready(router_pointer self, uint64_t id, Run& run) {
     held.request = std::make_shared<const infer_request>(std::move(req));
     run.submitted_us[s] = now_us(self);
     ++run.running;
-    if (Status s_ok = late_submit(self, run.models[s], std::move(held)); !s_ok.ok()) {
+    // It would rather run where most of its kept inputs are (no copy there).
+    std::map<uint32_t, uint64_t> bytes_on;
+    for (const auto& in : held.device_inputs) bytes_on[in.device] += in.value.desc.bytes();
+    std::optional<uint32_t> prefer;
+    for (const auto& [device, bytes] : bytes_on) {
+      if (!prefer || bytes > bytes_on[*prefer]) prefer = device;
+    }
+    if (Status s_ok = late_submit(self, run.models[s], std::move(held), prefer); !s_ok.ok()) {
       --run.running;
       return fail_run(self, id, run, s_ok.error().with_context(step_what(run, s)));
     }

@@ -33,7 +33,10 @@ Status SwapController::add_model(const SwapModel& model) {
 
 std::pair<std::vector<uint64_t>, std::vector<uint32_t>> SwapController::remove_model(const std::string& name) {
   std::vector<uint64_t> ids;
-  for (const auto& q : queue_.remove_model(name)) ids.push_back(q.id);
+  for (const auto& q : queue_.remove_model(name)) {
+    ids.push_back(q.id);
+    prefer_.erase(q.id);
+  }
   std::vector<uint32_t> holders;
   for (uint32_t d = 0; d < devices_.size(); ++d) {
     auto& dev = devices_[d];
@@ -53,8 +56,11 @@ std::optional<SwapModel> SwapController::model(const std::string& name) const {
   return it->second;
 }
 
-Status SwapController::submit(uint64_t request, const std::string& model, int64_t now_us) {
-  return queue_.push(request, model, now_us);
+Status SwapController::submit(uint64_t request, const std::string& model, int64_t now_us,
+                              std::optional<uint32_t> prefer) {
+  EMBER_RETURN_IF_ERROR(queue_.push(request, model, now_us));
+  if (prefer && *prefer < devices_.size()) prefer_[request] = *prefer;
+  return Status::OK();
 }
 
 Status SwapController::requeue(uint64_t request, const std::string& model, int64_t arrival_us) {
@@ -210,7 +216,21 @@ std::vector<SwapDispatch> SwapController::dispatch(int64_t now_us, const BatchJo
       return it->second.has_value();
     });
     if (!q) break;
-    SwapDispatch d = start(*q, *plans.at(q->model));
+    Plan plan = *plans.at(q->model);
+    if (auto p = prefer_.find(q->id); p != prefer_.end()) {
+      const uint32_t want = p->second;
+      prefer_.erase(p);
+      const Device& dev = devices_[want];
+      auto r = dev.replicas.find(q->model);
+      if (want != *plan.decision.device && dev.up && !dev.executing && r != dev.replicas.end() &&
+          !r->second.swapping_in && !dev.may_evict.count(q->model)) {
+        plan = Plan{};
+        plan.decision.action = SwapAction::run;
+        plan.decision.device = want;
+        plan.decision.reason = "resident where its inputs are (a workflow's hand-off)";
+      }
+    }
+    SwapDispatch d = start(*q, plan);
     const SwapModel& m = models_.at(q->model);
     if (m.max_batch > 1 && join) {
       if (auto filter = join(*q)) d.batch = queue_.pop_more(now_us, q->model, m.max_batch - 1, filter);
@@ -234,6 +254,7 @@ std::vector<SwapDispatch> SwapController::dispatch(int64_t now_us, const BatchJo
       return target.has_value();
     });
     if (!q) break;
+    prefer_.erase(q->id);
     Device& dev = devices_[*target];
     ++dev.behind;
     dev.replicas[q->model].last_use = ++tick_;

@@ -129,7 +129,12 @@ class SwapController {
   std::optional<SwapModel> model(const std::string& name) const;
 
   /// Queues a request. invalid_argument for an unknown model; unavailable when the queue is full.
-  Status submit(uint64_t request, const std::string& model, int64_t now_us);
+  /// `prefer`: a device the request would rather run on (a workflow step whose inputs are kept
+  /// there). Where Ember departs from Algorithm 1: when the request is dispatched and its model is
+  /// resident and idle on that device, it runs there instead of where the policy chose; otherwise
+  /// the policy's choice stands (moving a model costs more than bringing its inputs over).
+  Status submit(uint64_t request, const std::string& model, int64_t now_us,
+                std::optional<uint32_t> prefer = std::nullopt);
   /// Puts a request back at the end of its model's queue (after a fault), keeping its arrival.
   Status requeue(uint64_t request, const std::string& model, int64_t arrival_us);
   /// For a request about to be dispatched, which other queued requests (by id) may join it; an empty
@@ -210,6 +215,7 @@ class SwapController {
   uint64_t tick_ = 0;  // last-use stamps
   SwapCounters counters_;
   std::optional<int64_t> gathering_until_;
+  std::map<uint64_t, uint32_t> prefer_;  // queued requests' preferred devices (submit)
 };
 
 }  // namespace ember

@@ -366,5 +366,39 @@ TEST(SwapController, RemovingAModelReturnsItsQueuedRequestsAndHolders) {
   for (uint32_t dev = 0; dev < 4; ++dev) EXPECT_TRUE(c.resident(dev).empty()) << dev;
 }
 
+// A workflow step prefers the device its inputs are on: it runs there when its model is resident
+// and the device idle (Ember's departure from Algorithm 1), and where the policy says otherwise.
+TEST(SwapController, ARequestRunsOnItsPreferredDeviceWhenItsModelIsResidentAndIdleThere) {
+  auto c = controller();
+  ASSERT_TRUE(c.add_model(model("a", 40 * MiB)).ok());
+  ASSERT_TRUE(c.add_model(model("b", 40 * MiB)).ok());
+  // a on two devices: the first request swaps it in, a second (while the first runs) copies it.
+  auto first = run_one(c, 1, "a", 0);
+  auto second = run_one(c, 2, "a", 1);
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_EQ(second.size(), 1u);
+  c.finish(first[0], done(first[0], 40 * MiB, 60 * MiB), 1, 2);
+  c.finish(second[0], done(second[0], 40 * MiB, 60 * MiB), 1, 3);
+  const uint32_t p = first[0].device, q = second[0].device;
+  ASSERT_NE(p, q);
+  // Algorithm 1's choice for the next request of a, without a preference, and with the other one.
+  ASSERT_TRUE(c.submit(3, "a", 10).ok());
+  auto plain = c.dispatch(10);
+  ASSERT_EQ(plain.size(), 1u);
+  c.finish(plain[0], done(plain[0], 40 * MiB, 60 * MiB), 1, 11);
+  const uint32_t other = plain[0].device == p ? q : p;
+  ASSERT_TRUE(c.submit(4, "a", 20, other).ok());
+  auto preferred = c.dispatch(20);
+  ASSERT_EQ(preferred.size(), 1u);
+  EXPECT_EQ(preferred[0].device, other);
+  EXPECT_EQ(preferred[0].action, SwapAction::run);
+  c.finish(preferred[0], done(preferred[0], 40 * MiB, 60 * MiB), 1, 21);
+  // b is resident nowhere: a preference does not move a model; the policy decides.
+  ASSERT_TRUE(c.submit(5, "b", 30, p).ok());
+  auto b = c.dispatch(30);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_EQ(b[0].action, SwapAction::swap_from_host);
+}
+
 }  // namespace swap_controller_test
 }  // namespace ember
