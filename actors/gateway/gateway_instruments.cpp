@@ -1,5 +1,7 @@
 #include "actors/gateway/gateway_instruments.hpp"
 
+#include "actors/workflow_metrics.hpp"
+
 namespace ember {
 
 GatewayInstruments::GatewayInstruments()
@@ -40,14 +42,10 @@ GatewayInstruments::GatewayInstruments()
       workflow_duration_(registry_.histogram("ember_workflow_duration_seconds",
                                              "Workflow request time at the gateway, from arrival to answer",
                                              {"workflow"})),
-      workflow_step_duration_(registry_.histogram("ember_workflow_step_duration_seconds",
-                                                  "Time of one step of a workflow request, from sending its inputs "
-                                                  "to its answer",
-                                                  {"workflow", "step"})),
-      handoff_bytes_(registry_.counter("ember_workflow_handoff_bytes_total",
-                                       "Bytes of intermediate tensors handed from one workflow step to the next, by "
-                                       "path (same_device, peer, host, network)",
-                                       {"workflow", "path"})) {
+      workflow_step_duration_(
+          registry_.histogram(workflow_metrics::kStep, workflow_metrics::kStepHelp, {"workflow", "step"})),
+      handoff_bytes_(
+          registry_.counter(workflow_metrics::kHandoff, workflow_metrics::kHandoffHelp, {"workflow", "path"})) {
   manager_connected_.set(1);
 }
 

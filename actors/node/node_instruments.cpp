@@ -1,5 +1,7 @@
 #include "actors/node/node_instruments.hpp"
 
+#include "actors/workflow_metrics.hpp"
+
 namespace ember {
 
 NodeInstruments::NodeInstruments()
@@ -58,18 +60,13 @@ NodeInstruments::NodeInstruments()
                                        "Bytes of carried tensors this node's pipeline stages fetched from the stage "
                                        "before them, over the data plane",
                                        {"transport"})),
-      workflow_handoff_(registry_.counter("ember_workflow_handoff_bytes_total",
-                                          "Bytes of intermediate tensors handed from one workflow step to the next, "
-                                          "by path (same_device, peer, host, network)",
-                                          {"workflow", "path"})),
+      workflow_handoff_(
+          registry_.counter(workflow_metrics::kHandoff, workflow_metrics::kHandoffHelp, {"workflow", "path"})),
       workflows_(registry_.counter("ember_node_workflow_runs_total",
                                    "Workflow requests this node ran itself (steps on its devices, intermediates "
                                    "left there), by outcome",
                                    {"workflow", "outcome"})),
-      workflow_steps_(registry_.histogram("ember_workflow_step_duration_seconds",
-                                          "Time of one step of a workflow request, from sending its inputs to its "
-                                          "answer",
-                                          {"workflow", "step"})),
+      workflow_steps_(registry_.histogram(workflow_metrics::kStep, workflow_metrics::kStepHelp, {"workflow", "step"})),
       faults_(registry_.counter("ember_faults_injected_total",
                                 "Faults injected on purpose into this node (--allow-faults), by kind", {"kind"})),
       actor_restarts_(registry_.counter("ember_actor_restarts_total",

@@ -62,30 +62,26 @@ struct RouterScript {
 
 caf::behavior fake_router(caf::event_based_actor* self, std::shared_ptr<RouterScript> script) {
   auto held = std::make_shared<std::vector<caf::response_promise>>();  // dies with the router
+  // An answer naming this router, or none (held until the router dies).
+  auto answer = [self, script, held](const infer_request& req) -> caf::result<infer_reply> {
+    if (!script->answer_infer) {
+      held->push_back(self->make_response_promise());
+      return held->back();
+    }
+    infer_reply r;
+    r.model = req.model;
+    r.id = req.id;
+    r.node = script->node;
+    return r;
+  };
   return {
-      [self, script, held](infer_request& req) -> caf::result<infer_reply> {
+      [script, answer](infer_request& req) -> caf::result<infer_reply> {
         ++script->infers;
-        if (!script->answer_infer) {
-          held->push_back(self->make_response_promise());
-          return held->back();
-        }
-        infer_reply r;
-        r.model = req.model;
-        r.id = req.id;
-        r.node = script->node;
-        return r;
+        return answer(req);
       },
-      [self, script, held](workflow_request& req) -> caf::result<infer_reply> {
+      [script, answer](workflow_request& req) -> caf::result<infer_reply> {
         ++script->workflows;
-        if (!script->answer_infer) {
-          held->push_back(self->make_response_promise());
-          return held->back();
-        }
-        infer_reply r;
-        r.model = req.request.model;
-        r.id = req.request.id;
-        r.node = script->node;
-        return r;
+        return answer(req.request);
       },
       [self, script, held](stage_request& req) -> caf::result<infer_reply> {
         std::vector<std::string> nodes;
