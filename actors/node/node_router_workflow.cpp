@@ -193,6 +193,11 @@ void workflow_step_done(router_pointer self, router_state::Held& held, swap_repl
     return;
   }
   const size_t s = held.step;
+  if (!r.reply && !r.kept.empty()) {  // kept before the run failed on (a download, say): nobody reads them
+    std::vector<std::pair<uint32_t, uint64_t>> orphans;
+    for (const auto& k : r.kept) orphans.emplace_back(device, k.handle);
+    release(self, orphans);
+  }
   if (st.instruments) {
     st.instruments->observe_workflow_step(run->config.name, run->config.steps[s].name,
                                           static_cast<double>(now_us(self) - run->submitted_us[s]) / 1e6);
