@@ -176,6 +176,8 @@ struct router_state {
   std::map<std::string, model_key> keys;  // SwapController's model names
   /// Workflow requests running here, by run id.
   std::map<uint64_t, std::shared_ptr<WorkflowRun>> workflows;
+  /// Each workflow's last parsed text, by name (a request carries the text; most repeat it).
+  std::map<std::string, std::pair<std::string, std::shared_ptr<const WorkflowConfig>>> parsed_workflows;
   uint64_t next_workflow = 1;
   uint64_t next_request = 1;
   /// Dynamic batching: when the pending wake-up (to dispatch a gathered batch) is due; 0 = none.
