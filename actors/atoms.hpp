@@ -67,13 +67,13 @@ using ping_atom = caf::atom_constant<caf::atom("ping")>;  // the manager asks a 
 inline constexpr ping_atom ping_atom_v{};
 using roster_atom = caf::atom_constant<caf::atom("roster")>;  // a node supervisor's current actors
 inline constexpr roster_atom roster_atom_v{};
-// Workflows (issue 18): a node runs a workflow request; an executor drops or copies back values it
-// kept on its device for a later step.
+// Workflows (issue 18): a node runs a workflow request; an executor drops values it kept on its
+// device for a later step, or says where they are for another device to copy them.
 using workflow_atom = caf::atom_constant<caf::atom("workflow")>;
 inline constexpr workflow_atom workflow_atom_v{};
 using release_atom = caf::atom_constant<caf::atom("release")>;
 inline constexpr release_atom release_atom_v{};
-using fetch_atom = caf::atom_constant<caf::atom("fetch")>;
-inline constexpr fetch_atom fetch_atom_v{};
+using lend_atom = caf::atom_constant<caf::atom("lend")>;
+inline constexpr lend_atom lend_atom_v{};
 
 }  // namespace ember

@@ -67,6 +67,8 @@ struct swap_request {
   /// `kept`) instead of sending them back. The request's `outputs` are what comes back.
   std::vector<std::pair<std::string, uint64_t>> device_inputs;
   std::vector<std::string> keep;
+  /// Inputs kept on another device of the node (value_lease), copied over the devices' link first.
+  std::vector<gpu::PeerValue> peer_inputs;
 };
 
 /// The answer to a swap_request: always delivered (errors included), since the device changed.
@@ -84,6 +86,12 @@ struct swap_reply {
   bool fault = false;
   /// The outputs kept on the device (swap_request::keep), by handle.
   std::vector<gpu::KeptValue> kept;
+};
+
+/// Where values kept on this device live, for another device of the node to copy them from (the
+/// router keeps them kept until that copy answered).
+struct value_lease {
+  std::vector<gpu::PeerValue> values;
 };
 
 /// Where a model's device copy lives (nullopt: not resident).
@@ -106,9 +114,9 @@ using gpu_executor_actor = caf::typed_actor<
     caf::replies_to<restart_atom>::with<device_report>,
     /// Drops values kept on the device for later steps (after the jobs queued before).
     caf::reacts_to<release_atom, std::vector<uint64_t>>,
-    /// Copies kept values back (a step that runs on another device reads them from the host).
-    /// Errors: not_found (released, or gone with a restart), device_fault, unavailable.
-    caf::replies_to<fetch_atom, std::vector<uint64_t>>::with<std::vector<tensor_msg>>,
+    /// Where kept values are (a step that runs on another device copies them from there).
+    /// Errors: not_found (released, or gone with a restart), unavailable.
+    caf::replies_to<lend_atom, std::vector<uint64_t>>::with<value_lease>,
     /// Unbinds every model (a router that restarted and no longer knows what is resident).
     caf::replies_to<forget_atom>::with<bool>,
     /// Fault injection, checked by the node's supervisor: fail-alloc (the next `count` allocations)
@@ -123,3 +131,4 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::bind_model)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::swap_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::swap_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::weights_lease)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::value_lease)

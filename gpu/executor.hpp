@@ -57,6 +57,15 @@ struct KeptValue {
   TensorDesc desc;
 };
 
+/// A value kept on another device, to copy from over the devices' link (Stream::copy_from_peer):
+/// whoever keeps it keeps it until the copy ended.
+struct PeerValue {
+  std::string name;
+  Device* device = nullptr;
+  DevicePtr ptr{};
+  TensorDesc desc;
+};
+
 /// Where one piece of a range's weights lives: bytes [model_offset, model_offset + length) of the
 /// model's weights (model.hpp's byte offsets) at device address `ptr`.
 struct WeightSegment {

@@ -210,6 +210,11 @@ Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_handoff(gpu::LayerExecu
       handoff_stream_->copy_to_device(b->ptr(), t.data(), t.desc.bytes());
       in.push_back({t.name, gpu::DeviceValue{t.desc, std::move(b)}});
     }
+    for (const auto& p : run.peer_inputs) {
+      EMBER_ASSIGN_OR_RETURN(auto b, gpu::DeviceBuffer::allocate(*device_, std::max<uint64_t>(p.desc.bytes(), 1)));
+      handoff_stream_->copy_from_peer(b->ptr(), *p.device, p.ptr, p.desc.bytes());
+      in.push_back({p.name, gpu::DeviceValue{p.desc, std::move(b)}});
+    }
     EMBER_RETURN_IF_ERROR(handoff_stream_->synchronize());
     EMBER_ASSIGN_OR_RETURN(auto out, ex.run_device(in));
     for (const auto& name : run.keep) {
@@ -258,24 +263,17 @@ void ExecutorEngine::release(std::vector<uint64_t> handles) {
   });
 }
 
-void ExecutorEngine::fetch(std::vector<uint64_t> handles,
-                           std::function<void(Result<std::vector<gpu::HostTensor>>)> done) {
+void ExecutorEngine::lend(std::vector<uint64_t> handles,
+                          std::function<void(Result<std::vector<gpu::PeerValue>>)> done) {
   jobs_->post([this, handles = std::move(handles), done = std::move(done)] {
-    done(guarded([&]() -> Result<std::vector<gpu::HostTensor>> {
-      if (!handoff_stream_) handoff_stream_ = device_->create_stream();
-      std::vector<gpu::HostTensor> out;
-      for (uint64_t h : handles) {
-        auto it = kept_.find(h);
-        if (it == kept_.end()) {
-          return not_found("no value " + std::to_string(h) + " is kept on " + device_->info().name);
-        }
-        EMBER_ASSIGN_OR_RETURN(auto t, gpu::HostTensor::allocate(it->second.name, it->second.value.desc));
-        handoff_stream_->copy_to_host(t.data(), it->second.value.buffer->ptr(), it->second.value.desc.bytes());
-        out.push_back(std::move(t));
-      }
-      EMBER_RETURN_IF_ERROR(handoff_stream_->synchronize());
-      return out;
-    }));
+    std::vector<gpu::PeerValue> out;
+    for (uint64_t h : handles) {
+      auto it = kept_.find(h);
+      if (it == kept_.end())
+        return done(not_found("no value " + std::to_string(h) + " is kept on " + device_->info().name));
+      out.push_back({it->second.name, device_.get(), it->second.value.buffer->ptr(), it->second.value.desc});
+    }
+    done(std::move(out));
   });
 }
 
@@ -351,7 +349,8 @@ void ExecutorEngine::swap_job(SwapRun& run, SwapRunResult& r) {
     r.swapped = true;
   }
   gpu::LayerExecutor& ex = *it->second.ex;
-  r.run.outputs = run.device_inputs.empty() && run.keep.empty() ? run_checked(ex, run.inputs) : run_handoff(ex, run, r);
+  const bool handoff = !run.device_inputs.empty() || !run.keep.empty() || !run.peer_inputs.empty();
+  r.run.outputs = handoff ? run_handoff(ex, run, r) : run_checked(ex, run.inputs);
   // The copy may outlast a run that failed early: the source stays locked until this job answers.
   Status copied = ex.wait_weights();
   if (!copied.ok() && r.run.outputs.ok()) r.run.outputs = copied.error();

@@ -86,6 +86,8 @@ struct SwapRun {
   /// `wanted` names (all when empty and nothing is kept) come back as usual.
   std::vector<std::string> keep;
   std::vector<std::string> wanted;
+  /// Inputs kept on another device (ExecutorEngine::lend there), copied over the link first.
+  std::vector<gpu::PeerValue> peer_inputs;
 };
 
 struct EngineMemory {
@@ -138,9 +140,10 @@ class ExecutorEngine {
   /// Drops values kept on the device (a job: after the jobs queued before it). Unknown handles are
   /// ignored (the value went with a restart).
   void release(std::vector<uint64_t> handles);
-  /// Copies kept values to the host (a job), named as kept; not_found for a handle the engine does
-  /// not hold (released, or gone with a restart).
-  void fetch(std::vector<uint64_t> handles, std::function<void(Result<std::vector<gpu::HostTensor>>)> done);
+  /// Where kept values live (a job, after the ones queued before), for another device's copy;
+  /// not_found for a handle the engine does not hold (released, or gone with a restart). They stay
+  /// where they are until released.
+  void lend(std::vector<uint64_t> handles, std::function<void(Result<std::vector<gpu::PeerValue>>)> done);
   /// Values kept on the device now, and their bytes (tests, metrics).
   std::pair<size_t, uint64_t> kept() const;
 

@@ -311,9 +311,10 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
         out.kept = std::move(r.kept);
         rp.deliver(std::move(out));
       });
-  SwapRun run{request.model,        std::move(req.model),    std::move(*inputs), std::move(req.peer),
-              std::move(req.evict), std::move(req.fallback), req.profile,        std::move(req.device_inputs),
-              std::move(req.keep),  request.outputs};
+  SwapRun run{request.model,       std::move(req.model),         std::move(*inputs),
+              std::move(req.peer), std::move(req.evict),         std::move(req.fallback),
+              req.profile,         std::move(req.device_inputs), std::move(req.keep),
+              request.outputs,     std::move(req.peer_inputs)};
   if (!self->state.engine->swap_run(std::move(run), std::move(done))) {
     bad.error = queue_full(self, request.model);
     self->state.answers.settle(pending);
@@ -471,19 +472,17 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, Engin
       [self](release_atom, std::vector<uint64_t>& handles) {
         if (self->state.engine) self->state.engine->release(std::move(handles));
       },
-      [self](fetch_atom, std::vector<uint64_t>& handles) -> caf::result<std::vector<tensor_msg>> {
+      [self](lend_atom, std::vector<uint64_t>& handles) -> caf::result<value_lease> {
         if (!self->state.engine) return to_caf(no_engine(self));
-        auto rp = self->make_response_promise<std::vector<tensor_msg>>();
-        self->state.engine->fetch(std::move(handles), continue_on<Result<std::vector<gpu::HostTensor>>>(
-                                                          self, [rp](Result<std::vector<gpu::HostTensor>>& r) mutable {
-                                                            if (!r.ok()) {
-                                                              rp.deliver(to_caf(r.error()));
-                                                              return;
-                                                            }
-                                                            std::vector<tensor_msg> out;
-                                                            for (const auto& t : *r) out.push_back(encode_tensor(t));
-                                                            rp.deliver(std::move(out));
-                                                          }));
+        auto rp = self->make_response_promise<value_lease>();
+        self->state.engine->lend(std::move(handles), continue_on<Result<std::vector<gpu::PeerValue>>>(
+                                                         self, [rp](Result<std::vector<gpu::PeerValue>>& r) mutable {
+                                                           if (r.ok()) {
+                                                             rp.deliver(value_lease{std::move(*r)});
+                                                           } else {
+                                                             rp.deliver(to_caf(r.error()));
+                                                           }
+                                                         }));
         return rp;
       },
       [self](weights_atom, const model_key& key) -> weights_lease {

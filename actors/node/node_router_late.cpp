@@ -245,44 +245,43 @@ std::string workflow_name(router_pointer self, const router_state::Held& held) {
   return it == self->state.workflows.end() ? std::string() : it->second->config.name;
 }
 
-/// A workflow step whose inputs `handles` are kept on device `source`, not on the dispatch's: they
-/// are copied back from there (counted as hand-off through the host), added to the request as
-/// host tensors, and the step is sent; a failed fetch answers the dispatch with its error. The
-/// step's other inputs kept on a third device (rare: fan-in across devices) are fetched in turn.
-void fetch_then_launch(router_pointer self, SwapDispatch d, swap_request req, uint32_t source,
+/// A workflow step whose inputs `handles` are kept on device `source`, not on the dispatch's: that
+/// executor says where they are, and the step's device copies them over the link first (counted as
+/// peer hand-off); they stay kept there until the step answered (the run releases a value only
+/// after its last reader). A failed lease answers the dispatch with its error. Inputs kept on a
+/// third device (fan-in across devices) are leased in turn.
+void lease_then_launch(router_pointer self, SwapDispatch d, swap_request req, uint32_t source,
                        std::vector<uint64_t> handles) {
   auto& st = self->state;
-  self->request(st.devices[source].actor, std::chrono::minutes(1), fetch_atom_v, handles)
+  self->request(st.devices[source].actor, std::chrono::minutes(1), lend_atom_v, handles)
       .then(
-          [self, d, req, source](std::vector<tensor_msg>& got) mutable {
+          [self, d, req, source](value_lease& lease) mutable {
             auto& st = self->state;
             auto h = st.held.find(d.request);
             if (h == st.held.end() || !st.running.count(d.request)) return;
-            infer_request next = *req.request;
             std::vector<uint64_t> more;
             std::optional<uint32_t> third;
             for (auto& in : h->second.device_inputs) {
               if (in.device == source) {
-                auto t =
-                    std::find_if(got.begin(), got.end(), [&](const tensor_msg& m) { return m.name == in.value.name; });
-                if (t == got.end()) continue;
+                auto v = std::find_if(lease.values.begin(), lease.values.end(),
+                                      [&](const gpu::PeerValue& p) { return p.name == in.value.name; });
+                if (v == lease.values.end()) continue;
                 if (st.instruments)
-                  st.instruments->count_handoff(workflow_name(self, h->second), "host", t->data.size());
-                next.inputs.push_back(*t);
-                next.inputs.back().name = in.name;
+                  st.instruments->count_handoff(workflow_name(self, h->second), "peer", v->desc.bytes());
+                req.peer_inputs.push_back(*v);
+                req.peer_inputs.back().name = in.name;
                 in.device = d.device;  // taken care of
               } else if (in.device != d.device && (!third || *third == in.device)) {
                 third = in.device;
                 more.push_back(in.value.handle);
               }
             }
-            req.request = std::make_shared<const infer_request>(std::move(next));
-            if (third) return fetch_then_launch(self, std::move(d), std::move(req), *third, std::move(more));
+            if (third) return lease_then_launch(self, std::move(d), std::move(req), *third, std::move(more));
             send_swap(self, std::move(d), std::move(req));
           },
           [self, d](caf::error& err) {
             swap_reply r;
-            r.error = from_caf(err).with_context("fetching its inputs from another device");
+            r.error = from_caf(err).with_context("reading its inputs on another device");
             answered(self, d, std::move(r));
           });
 }
@@ -319,7 +318,7 @@ void launch(router_pointer self, SwapDispatch d, std::optional<gpu::PeerWeights>
   req.profile = h->second.profile;
   st.running[d.request] = {d, now_us(self)};
   // A workflow step: inputs kept on this device are read where they are; those kept on another
-  // device come back through the host first (a fetch from that executor).
+  // device are copied over from there first.
   const router_state::Held& held = h->second;
   std::vector<uint64_t> elsewhere;
   std::optional<uint32_t> source;
@@ -335,7 +334,7 @@ void launch(router_pointer self, SwapDispatch d, std::optional<gpu::PeerWeights>
   }
   req.keep = held.keep;
   if (source) {
-    fetch_then_launch(self, std::move(d), std::move(req), *source, std::move(elsewhere));
+    lease_then_launch(self, std::move(d), std::move(req), *source, std::move(elsewhere));
     return;
   }
   send_swap(self, std::move(d), std::move(req));

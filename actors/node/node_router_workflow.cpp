@@ -5,8 +5,9 @@
 // (SwapController::submit's `prefer`). What a later step reads stays on the device that computed
 // it (the executor keeps it by handle: ExecutorEngine's SwapRun::keep), and the step reads it there
 // without a copy when it is dispatched to that device; on another device of the node it is copied
-// back through the host first (node_router_late.cpp's fetch_then_launch). Only what the answer reads comes back to the
-// host. A value is released on its device as soon as the last step reading it answered
+// over the devices' link first (node_router_late.cpp's lease_then_launch). Only what the answer
+// reads comes back to the host. A value is released on its device as soon as the last step
+// reading it answered
 // (WorkflowProgress); a failed request releases everything it holds, and steps still running
 // release what they keep when they answer.
 #include <spdlog/spdlog.h>
