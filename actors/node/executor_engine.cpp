@@ -203,7 +203,8 @@ Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_handoff(gpu::LayerExecu
         return unavailable("input '" + name + "': the value handed on " + device_->info().name +
                            " is gone (the device restarted)");
       }
-      in.push_back({name, it->second.value});
+      EMBER_ASSIGN_OR_RETURN(auto value, on_device(it->second, false));
+      in.push_back({name, std::move(value)});
     }
     for (const auto& t : run.inputs) {
       EMBER_ASSIGN_OR_RETURN(auto b, gpu::DeviceBuffer::allocate(*device_, std::max<uint64_t>(t.desc.bytes(), 1)));
@@ -240,7 +241,7 @@ Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_handoff(gpu::LayerExecu
           ++kept_count_;
           kept_bytes_ += v.value.desc.bytes();
         }
-        kept_.emplace(handle, std::move(v));
+        kept_.emplace(handle, Kept{std::move(v), std::nullopt});
       }
     }
     EMBER_RETURN_IF_ERROR(handoff_stream_->synchronize());
@@ -256,7 +257,7 @@ void ExecutorEngine::release(std::vector<uint64_t> handles) {
       {
         std::lock_guard lock(mu_);
         --kept_count_;
-        kept_bytes_ -= it->second.value.desc.bytes();
+        kept_bytes_ -= it->second.value.value.desc.bytes();
       }
       kept_.erase(it);
     }
@@ -271,10 +272,54 @@ void ExecutorEngine::lend(std::vector<uint64_t> handles,
       auto it = kept_.find(h);
       if (it == kept_.end())
         return done(not_found("no value " + std::to_string(h) + " is kept on " + device_->info().name));
-      out.push_back({it->second.name, device_.get(), it->second.value.buffer->ptr(), it->second.value.desc});
+      auto value = on_device(it->second, true);  // a value moved to the host comes back to be copied
+      if (!value.ok()) return done(value.error());
+      out.push_back({it->second.value.name, device_.get(), value->buffer->ptr(), value->desc});
     }
     done(std::move(out));
   });
+}
+
+Result<gpu::DeviceValue> ExecutorEngine::on_device(Kept& k, bool restore) {
+  if (k.value.value.buffer) return k.value.value;
+  const gpu::TensorDesc& desc = k.value.value.desc;
+  EMBER_ASSIGN_OR_RETURN(auto b, gpu::DeviceBuffer::allocate(*device_, std::max<uint64_t>(desc.bytes(), 1)));
+  if (!handoff_stream_) handoff_stream_ = device_->create_stream();
+  handoff_stream_->copy_to_device(b->ptr(), k.host->data(), desc.bytes());
+  EMBER_RETURN_IF_ERROR(handoff_stream_->synchronize());
+  gpu::DeviceValue value{desc, std::move(b)};
+  if (restore) {
+    k.value.value = value;
+    k.host.reset();
+  }
+  return value;
+}
+
+Result<size_t> ExecutorEngine::spill(const std::vector<uint64_t>& keep) {
+  if (!handoff_stream_) handoff_stream_ = device_->create_stream();
+  size_t moved = 0;
+  uint64_t bytes = 0;
+  for (auto& [handle, k] : kept_) {
+    if (!k.value.value.buffer || std::count(keep.begin(), keep.end(), handle)) continue;
+    EMBER_ASSIGN_OR_RETURN(auto t, gpu::HostTensor::allocate(k.value.name, k.value.value.desc));
+    handoff_stream_->copy_to_host(t.data(), k.value.value.buffer->ptr(), k.value.value.desc.bytes());
+    EMBER_RETURN_IF_ERROR(handoff_stream_->synchronize());
+    k.host = std::move(t);
+    bytes += k.value.value.desc.bytes();
+    k.value.value.buffer.reset();
+    ++moved;
+  }
+  if (moved) {
+    std::lock_guard lock(mu_);
+    spills_ += moved;
+    spilled_bytes_ += bytes;
+  }
+  return moved;
+}
+
+std::pair<uint64_t, uint64_t> ExecutorEngine::spilled() const {
+  std::lock_guard lock(mu_);
+  return {spills_, spilled_bytes_};
 }
 
 std::pair<size_t, uint64_t> ExecutorEngine::kept() const {
@@ -351,6 +396,18 @@ void ExecutorEngine::swap_job(SwapRun& run, SwapRunResult& r) {
   gpu::LayerExecutor& ex = *it->second.ex;
   const bool handoff = !run.device_inputs.empty() || !run.keep.empty() || !run.peer_inputs.empty();
   r.run.outputs = handoff ? run_handoff(ex, run, r) : run_checked(ex, run.inputs);
+  if (!r.run.outputs.ok() && r.run.outputs.error().code() == ErrorCode::out_of_memory) {
+    // Values kept for later workflow steps take the room: they move to host memory (never lost),
+    // and the run tries once more.
+    std::vector<uint64_t> reads;
+    for (const auto& in : run.device_inputs) reads.push_back(in.second);
+    auto moved = spill(reads);
+    if (moved.ok() && *moved > 0) {
+      spdlog::info("{}: moved {} kept value(s) to host memory to make room for a run of {}", device_->info().name,
+                   *moved, run.key.to_string());
+      r.run.outputs = handoff ? run_handoff(ex, run, r) : run_checked(ex, run.inputs);
+    }
+  }
   // The copy may outlast a run that failed early: the source stays locked until this job answers.
   Status copied = ex.wait_weights();
   if (!copied.ok() && r.run.outputs.ok()) r.run.outputs = copied.error();

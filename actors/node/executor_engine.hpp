@@ -144,8 +144,10 @@ class ExecutorEngine {
   /// not_found for a handle the engine does not hold (released, or gone with a restart). They stay
   /// where they are until released.
   void lend(std::vector<uint64_t> handles, std::function<void(Result<std::vector<gpu::PeerValue>>)> done);
-  /// Values kept on the device now, and their bytes (tests, metrics).
+  /// Values kept now, and their bytes (tests, metrics).
   std::pair<size_t, uint64_t> kept() const;
+  /// Kept values moved to host memory so far to make room (see run_handoff), and their bytes.
+  std::pair<uint64_t, uint64_t> spilled() const;
 
   /// Uploads the model's weights (all layers) into the pool. Binding a bound key again is OK.
   void bind(const model_key& key, std::shared_ptr<const gpu::Model> model, std::function<void(Status)> done);
@@ -223,7 +225,18 @@ class ExecutorEngine {
   std::map<model_key, Resident> models_;                            // the thread running jobs only
   std::map<const void*, std::shared_ptr<const gpu::Model>> pinned_;  // worker thread only
   /// Values runs left on the device for later runs, by handle (worker thread only; counts under mu_).
-  std::map<uint64_t, gpu::NamedValue> kept_;
+  /// Under memory pressure a value moves to host memory (StreamBox's last resort: never lost); a
+  /// run reading it then copies it in for itself.
+  struct Kept {
+    gpu::NamedValue value;  // value.buffer null while on the host
+    std::optional<gpu::HostTensor> host;
+  };
+  std::map<uint64_t, Kept> kept_;
+  uint64_t spills_ = 0, spilled_bytes_ = 0;  // guarded by mu_
+  /// Moves the kept values on the device but those in `keep` to host memory; how many moved.
+  Result<size_t> spill(const std::vector<uint64_t>& keep);
+  /// A kept value's device copy: its own, or a fresh one from host memory (`restore`: it stays there).
+  Result<gpu::DeviceValue> on_device(Kept& k, bool restore);
   uint64_t next_handle_ = 1;
   size_t kept_count_ = 0;                        // guarded by mu_
   uint64_t kept_bytes_ = 0;                      // guarded by mu_

@@ -180,6 +180,42 @@ TEST(ExecutorEngineSwap, KeptValuesFeedARunOnTheSameDeviceInPlaceAndOnAnotherOve
   EXPECT_EQ(a->kept().first, 0u);
 }
 
+// A value kept for a later step takes device memory a run needs: it moves to host memory (never
+// lost), the run goes ahead, and the step that reads it later still gets it.
+TEST(ExecutorEngineSwap, AKeptValueMovesToHostMemoryWhenARunNeedsTheRoomAndIsStillRead) {
+  gpu::testing::TempDir dir;
+  auto first = write_mlp(dir / "first", 1, 2);
+  auto second = write_mlp(dir / "second", 2, 2);
+  auto e = engine(gpu::testing::sim_device(16 * MiB, 0));         // 8 MiB for everything but weights
+  const auto big = gpu::testing::arch_inputs(*first, 768, 1, 3);  // 1.5 MiB a value
+  SwapRun produce{{"first", 1}, first, big};
+  produce.keep = {"relu1"};
+  auto made = swap_run(*e, produce);
+  ASSERT_TRUE(made.run.outputs.ok()) << made.run.outputs.error().message();
+  ASSERT_EQ(made.kept.size(), 1u);
+  // A run whose activations need more than what the kept value leaves.
+  const auto wide = gpu::testing::arch_inputs(*second, 896, 1, 4);  // 7 MiB in all
+  auto other = swap_run(*e, SwapRun{{"second", 1}, second, wide});
+  ASSERT_TRUE(other.run.outputs.ok()) << other.run.outputs.error().message();
+  EXPECT_EQ(e->spilled().first, 1u) << "the premise: it did not fit beside the kept value";
+  EXPECT_TRUE(gpu::testing::bitwise_equal((*other.run.outputs)[0], warm_outputs(second, wide)[0]));
+  // The kept value is still there, and right.
+  SwapRun read{{"second", 1}, second, {}};
+  read.device_inputs = {{"input", made.kept[0].handle}};
+  auto got = swap_run(*e, read);
+  ASSERT_TRUE(got.run.outputs.ok()) << got.run.outputs.error().message();
+  auto mid = warm_outputs(first, big);
+  mid[0].name = "input";
+  EXPECT_TRUE(gpu::testing::bitwise_equal((*got.run.outputs)[0], warm_outputs(second, mid)[0]));
+  EXPECT_EQ(e->kept().first, 1u);
+  // A run that fits in no case is out of memory, and the kept value stays.
+  auto huge = swap_run(*e, SwapRun{{"second", 1}, second, gpu::testing::arch_inputs(*second, 8192, 1, 5)});
+  ASSERT_FALSE(huge.run.outputs.ok());
+  EXPECT_EQ(huge.run.outputs.error().code(), ErrorCode::out_of_memory);
+  EXPECT_EQ(e->kept().first, 1u);
+  e->release({made.kept[0].handle});
+}
+
 // -- the router ---------------------------------------------------------------------------------
 
 struct LateNode {
