@@ -20,6 +20,10 @@ class InlineRunner {
   /// having run nothing, when the node would rather take the request through its router: the model
   /// is not resident, its device is busy, it batches, the device faulted, or inline runs are off.
   virtual std::optional<Result<infer_reply>> run(const infer_request& req) = 0;
+  /// A whole workflow request (the node router's workflow_request) run on the calling thread, as
+  /// run() runs one request, when one device holds every step's model and is idle; nullopt, having
+  /// run nothing, when the node would rather take it through its router.
+  virtual std::optional<Result<infer_reply>> run_workflow(const workflow_request& req) = 0;
 };
 
 }  // namespace ember

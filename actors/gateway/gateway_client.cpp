@@ -207,6 +207,17 @@ std::optional<Result<infer_reply>> GatewayClient::workflow_on_node(const Workflo
   msg.json = w.entry.json;
   msg.request = req;
   Result<infer_reply> out = internal_error("no answer from the node");
+  // A node of this process first offers to run it on this thread (one device holding every step's
+  // model, idle), as it does single requests (InlineRunner).
+  const auto local = target ? std::find_if(local_.begin(), local_.end(),
+                                           [&](const LocalNode& n) { return n.router == target->router.id(); })
+                            : local_.end();
+  if (local != local_.end() && local->runner) {
+    if (auto ran = local->runner->run_workflow(msg)) {
+      if (!ran->ok() && ran->error().code() == ErrorCode::unavailable) return std::nullopt;
+      return std::move(*ran);
+    }
+  }
   if (target) {
     thread_actor(sys_)
         ->request(target->router, wait, std::move(msg))

@@ -454,6 +454,26 @@ std::optional<ExecutorEngine::InferResult> ExecutorEngine::run_here(const model_
   return out;
 }
 
+std::optional<Result<std::vector<gpu::HostTensor>>> ExecutorEngine::run_workflow_here(
+    const WorkflowConfig& config, const WorkflowPlan& plan, const std::vector<model_key>& models,
+    const std::vector<gpu::HostTensor>& inputs, gpu::DeviceWorkflowStats* stats) {
+  std::optional<Result<std::vector<gpu::HostTensor>>> out;
+  jobs_->run_here(
+      [&] {
+        std::vector<gpu::LayerExecutor*> steps;
+        for (const auto& key : models) {
+          auto it = models_.find(key);
+          if (it == models_.end()) return;
+          const gpu::ServingConfig& serving = it->second.model->manifest().serving;
+          if (serving.dynamic_batching && serving.max_queue_delay_us > 0) return;
+          steps.push_back(it->second.ex.get());
+        }
+        out = guarded([&] { return gpu::run_workflow_on_device(config, plan, steps, inputs, stats); });
+      },
+      /*wait_for_turn=*/true);
+  return out;
+}
+
 bool ExecutorEngine::holds(const model_key& key) const {
   std::lock_guard lock(mu_);
   return published_.count(key) > 0;
@@ -509,6 +529,16 @@ std::optional<ExecutorEngine::InferResult> EngineGate::run_here(const model_key&
   ExecutorEngine* engine = enter();
   if (!engine) return std::nullopt;
   auto out = engine->run_here(key, inputs);
+  leave();
+  return out;
+}
+
+std::optional<Result<std::vector<gpu::HostTensor>>> EngineGate::run_workflow_here(
+    const WorkflowConfig& config, const WorkflowPlan& plan, const std::vector<model_key>& models,
+    const std::vector<gpu::HostTensor>& inputs, gpu::DeviceWorkflowStats* stats) {
+  ExecutorEngine* engine = enter();
+  if (!engine) return std::nullopt;
+  auto out = engine->run_workflow_here(config, plan, models, inputs, stats);
   leave();
   return out;
 }

@@ -50,6 +50,7 @@
 #include "base/work_queue.hpp"
 #include "gpu/device.hpp"
 #include "gpu/device_memory_pool.hpp"
+#include "gpu/device_workflow.hpp"
 #include "gpu/executor.hpp"
 
 namespace ember {
@@ -165,6 +166,15 @@ class ExecutorEngine {
   /// resident or batches with a queue delay (its requests wait for company on the router's way;
   /// without one, a request that finds the device idle is a batch of one).
   std::optional<InferResult> run_here(const model_key& key, const std::vector<gpu::HostTensor>& inputs);
+  /// A whole workflow request run on the calling thread as run_here runs one request: when every
+  /// step's model (`models`, per step) is resident here, none waits to gather a batch, and the
+  /// device is idle, the steps run one after the other with the hand-off on the device
+  /// (gpu/device_workflow.hpp); nullopt, having run nothing, otherwise.
+  std::optional<Result<std::vector<gpu::HostTensor>>> run_workflow_here(const WorkflowConfig& config,
+                                                                        const WorkflowPlan& plan,
+                                                                        const std::vector<model_key>& models,
+                                                                        const std::vector<gpu::HostTensor>& inputs,
+                                                                        gpu::DeviceWorkflowStats* stats);
   /// The gate front-end threads reach this engine through (never null).
   const std::shared_ptr<EngineGate>& gate() const { return gate_; }
   /// Resident now (a hint for callers choosing a device; the answer may change at once).
@@ -260,6 +270,12 @@ class EngineGate {
   explicit EngineGate(ExecutorEngine* engine, std::string device) : engine_(engine), device_(std::move(device)) {}
   /// ExecutorEngine::run_here; nullopt too once the engine is going.
   std::optional<ExecutorEngine::InferResult> run_here(const model_key& key, const std::vector<gpu::HostTensor>& inputs);
+  /// ExecutorEngine::run_workflow_here; nullopt too once the engine is going.
+  std::optional<Result<std::vector<gpu::HostTensor>>> run_workflow_here(const WorkflowConfig& config,
+                                                                        const WorkflowPlan& plan,
+                                                                        const std::vector<model_key>& models,
+                                                                        const std::vector<gpu::HostTensor>& inputs,
+                                                                        gpu::DeviceWorkflowStats* stats);
   /// ExecutorEngine::holds; false once the engine is going.
   bool holds(const model_key& key);
   bool open() const;

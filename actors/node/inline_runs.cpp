@@ -1,5 +1,6 @@
 #include "actors/node/inline_runs.hpp"
 
+#include <algorithm>
 #include <chrono>
 
 #include "actors/node/executor_engine.hpp"
@@ -70,14 +71,85 @@ std::optional<Result<infer_reply>> InlineRuns::run(const infer_request& req) {
     const auto latency =
         std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - arrived);
     std::lock_guard lock(mu_);
-    if (keep_) {
-      if (records_.size() < kMaxRecords) {
-        records_.push_back({req.model, device, static_cast<uint64_t>(latency.count())});
-      } else {
-        ++dropped_;
+    record(req.model, device, latency);
+    return reply;
+  }
+  return std::nullopt;
+}
+
+void InlineRuns::record(const model_key& model, uint32_t device, std::chrono::microseconds latency) {
+  if (!keep_) return;
+  if (records_.size() < kMaxRecords) {
+    records_.push_back({model, device, static_cast<uint64_t>(latency.count())});
+  } else {
+    ++dropped_;
+  }
+}
+
+std::optional<Result<infer_reply>> InlineRuns::run_workflow(const workflow_request& req) {
+  const auto arrived = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<EngineGate>> gates;
+  Parsed parsed;
+  {
+    std::lock_guard lock(mu_);
+    if (suspended_) return std::nullopt;
+    gates = gates_;
+    auto& p = parsed_[req.name];
+    if (!p.config || p.json != req.json) {
+      auto fresh = parse_workflow(req.json, req.name, req.name + "/" + kWorkflowFile);
+      if (!fresh.ok()) {
+        parsed_.erase(req.name);
+        return std::nullopt;  // the router's way answers it, as ever
+      }
+      p.json = req.json;
+      p.config = std::make_shared<const WorkflowConfig>(std::move(*fresh));
+      p.plan = std::make_shared<const WorkflowPlan>(*p.config);
+    }
+    parsed = p;
+  }
+  if (parsed.config->steps.size() != req.models.size()) return std::nullopt;
+  std::optional<Result<std::vector<gpu::HostTensor>>> inputs;
+  for (uint32_t device = 0; device < gates.size(); ++device) {
+    EngineGate* gate = gates[device].get();
+    if (!gate) continue;
+    bool all = true;
+    for (const auto& m : req.models) all = all && gate->holds(m);
+    if (!all) continue;
+    if (!inputs) {
+      inputs = decode_tensors(req.request.inputs);
+      if (!inputs->ok()) return std::nullopt;
+    }
+    gpu::DeviceWorkflowStats stats;
+    auto ran = gate->run_workflow_here(*parsed.config, *parsed.plan, req.models, **inputs, &stats);
+    if (!ran) continue;
+    if (!ran->ok() && ran->error().code() == ErrorCode::device_fault) return std::nullopt;
+    if (instruments_) {
+      instruments_->count_dispatch("inline");
+      instruments_->count_workflow(req.name, ran->ok() ? "success" : std::string(to_string(ran->error().code())));
+      if (ran->ok()) {
+        instruments_->count_handoff(req.name, "same_device", stats.handoff_bytes);
+        for (size_t s = 0; s < req.models.size(); ++s) {
+          instruments_->observe_workflow_step(req.name, parsed.config->steps[s].name, stats.step_ms[s] / 1000.0);
+        }
       }
     }
-    return reply;
+    if (!ran->ok()) return Result<infer_reply>(ran->error());
+    infer_reply reply;
+    reply.model = {req.name, 1};
+    reply.id = req.request.id;
+    reply.node = node_;
+    reply.device = gate->device();
+    for (auto& t : **ran) {
+      if (req.request.outputs.empty() || std::count(req.request.outputs.begin(), req.request.outputs.end(), t.name)) {
+        reply.outputs.push_back(encode_tensor(t));
+      }
+    }
+    // Each step's model was used here: the router learns it as it learns of any inline run.
+    const auto latency =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - arrived);
+    std::lock_guard lock(mu_);
+    for (const auto& m : req.models) record(m, device, latency);
+    return Result<infer_reply>(std::move(reply));
   }
   return std::nullopt;
 }

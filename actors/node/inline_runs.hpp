@@ -18,7 +18,9 @@
 // Thread-safe; run() blocks for the run and never holds this object's lock while running.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -27,6 +29,7 @@
 
 #include "actors/inline_runner.hpp"
 #include "actors/messages.hpp"
+#include "placement/workflow_plan.hpp"
 
 namespace ember {
 
@@ -60,6 +63,7 @@ class InlineRuns final : public InlineRunner {
   uint64_t dropped() const;
 
   std::optional<Result<infer_reply>> run(const infer_request& req) override;
+  std::optional<Result<infer_reply>> run_workflow(const workflow_request& req) override;
 
  private:
   const std::string node_;
@@ -70,6 +74,15 @@ class InlineRuns final : public InlineRunner {
   bool keep_ = false;                               // guarded by mu_
   std::vector<InlineRecord> records_;               // guarded by mu_
   uint64_t dropped_ = 0;                            // guarded by mu_
+  /// Each workflow's last parsed text, by name.
+  struct Parsed {
+    std::string json;
+    std::shared_ptr<const WorkflowConfig> config;
+    std::shared_ptr<const WorkflowPlan> plan;
+  };
+  std::map<std::string, Parsed> parsed_;  // guarded by mu_
+  /// Records a run of `model` on `device`, `latency` after it arrived (requires mu_).
+  void record(const model_key& model, uint32_t device, std::chrono::microseconds latency);
 };
 
 }  // namespace ember

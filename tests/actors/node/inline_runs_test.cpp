@@ -245,5 +245,47 @@ TEST(InlineRuns, ManyThreadsBesideTheExecutorsOwnJobsAllGetRightAnswers) {
   EXPECT_EQ(node.runs->drain().size(), static_cast<size_t>(inline_ok.load()));
 }
 
+// A whole workflow request runs inline when one device holds every step's model, each step reading
+// on the device what the one before left there; it declines when a model is not resident.
+TEST(InlineRuns, AWorkflowWhoseModelsAreAllResidentRunsOnTheCallersThread) {
+  gpu::testing::TempDir dir;
+  auto left = gpu::testing::tiny_model("mlp", dir / "left", 1);
+  auto right = gpu::testing::tiny_model("mlp", dir / "right", 2);
+  Node node;
+  node.bind({"left", 1}, left);
+  workflow_request w;
+  w.name = "pair";
+  w.json = R"({"inputs": ["x"], "steps": [{"name": "a", "model": "left", "inputs": {"input": "x"}},
+                                         {"name": "b", "model": "right", "inputs": {"input": "x"}}],
+              "outputs": {"ya": "a.fc3", "yb": "b.fc3"}})";
+  w.models = {{"left", 1}, {"right", 1}};
+  w.request = request_for(*left, {"pair", 1}, 3);
+  w.request.inputs[0].name = "x";
+  EXPECT_FALSE(node.runs->run_workflow(w).has_value()) << "right is not resident: the router's way";
+  node.bind({"right", 1}, right);
+  std::optional<Result<infer_reply>> ran;
+  for (int i = 0; i < 1000 && !ran; ++i) {
+    ran = node.runs->run_workflow(w);
+    if (!ran) std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_TRUE(ran.has_value());
+  ASSERT_TRUE(ran->ok()) << ran->error().message();
+  EXPECT_EQ((*ran)->model.name, "pair");
+  infer_request alone = request_for(*left, {"left", 1}, 3);
+  ASSERT_EQ((*ran)->outputs.size(), 2u);
+  infer_reply ya, yb;
+  ya.outputs = {(*ran)->outputs[0]};
+  yb.outputs = {(*ran)->outputs[1]};
+  EXPECT_TRUE(same_outputs(ya, direct(left, alone)));
+  EXPECT_TRUE(same_outputs(yb, direct(right, alone)));
+  // A bad input is the client's error, answered here as the router would.
+  w.request.inputs[0].shape = {2, 7};
+  w.request.inputs[0].data.resize(2 * 7 * 4);
+  auto bad = node.runs->run_workflow(w);
+  ASSERT_TRUE(bad.has_value());
+  ASSERT_FALSE(bad->ok());
+  EXPECT_NE(bad->error().message().find("step 'a' (model left)"), std::string::npos) << bad->error().message();
+}
+
 }  // namespace inline_runs_test
 }  // namespace ember
