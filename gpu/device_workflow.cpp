@@ -7,7 +7,7 @@ namespace ember::gpu {
 Result<std::vector<HostTensor>> run_workflow_on_device(const WorkflowConfig& config, const WorkflowPlan& plan,
                                                        const std::vector<LayerExecutor*>& steps,
                                                        const std::vector<HostTensor>& inputs,
-                                                       DeviceWorkflowStats* stats) {
+                                                       DeviceWorkflowStats* stats, Stream* given) {
   using Clock = std::chrono::steady_clock;
   if (steps.size() != config.steps.size() || steps.empty()) {
     return invalid_argument("workflow '" + config.name + "': " + std::to_string(steps.size()) + " executors for " +
@@ -25,7 +25,9 @@ Result<std::vector<HostTensor>> run_workflow_on_device(const WorkflowConfig& con
   DeviceWorkflowStats& st = stats ? *stats : local;
   st.step_ms.assign(steps.size(), 0.0);
 
-  auto stream = device.create_stream();
+  std::unique_ptr<Stream> own;
+  if (!given) own = device.create_stream();
+  Stream* stream = given ? given : own.get();
   std::vector<NamedValue> uploaded;
   for (const HostTensor& t : inputs) {
     auto b = DeviceBuffer::allocate(device, std::max<uint64_t>(t.desc.bytes(), 1));

@@ -33,9 +33,11 @@ struct DeviceWorkflowStats {
 };
 
 /// `steps[i]` runs step i of `config` (one executor may serve several steps of the same model).
+/// `stream` (a stream of the steps' device, used by nobody else meanwhile) carries the uploads and
+/// downloads; null: one made for the call.
 Result<std::vector<HostTensor>> run_workflow_on_device(const WorkflowConfig& config, const WorkflowPlan& plan,
                                                        const std::vector<LayerExecutor*>& steps,
                                                        const std::vector<HostTensor>& inputs,
-                                                       DeviceWorkflowStats* stats = nullptr);
+                                                       DeviceWorkflowStats* stats = nullptr, Stream* stream = nullptr);
 
 }  // namespace ember::gpu

@@ -468,7 +468,13 @@ std::optional<Result<std::vector<gpu::HostTensor>>> ExecutorEngine::run_workflow
           if (serving.dynamic_batching && serving.max_queue_delay_us > 0) return;
           steps.push_back(it->second.ex.get());
         }
-        out = guarded([&] { return gpu::run_workflow_on_device(config, plan, steps, inputs, stats); });
+        // This turn is the queue's: no job runs meanwhile, so the hand-off stream is this run's.
+        // The caller waits for every copy on it anyway (as a resident run's stream does).
+        if (!handoff_stream_) handoff_stream_ = device_->create_stream();
+        handoff_stream_->set_caller_waits(true);
+        out = guarded(
+            [&] { return gpu::run_workflow_on_device(config, plan, steps, inputs, stats, handoff_stream_.get()); });
+        handoff_stream_->set_caller_waits(false);
       },
       /*wait_for_turn=*/true);
   return out;

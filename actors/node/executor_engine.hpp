@@ -250,7 +250,9 @@ class ExecutorEngine {
   uint64_t next_handle_ = 1;
   size_t kept_count_ = 0;                        // guarded by mu_
   uint64_t kept_bytes_ = 0;                      // guarded by mu_
-  std::unique_ptr<gpu::Stream> handoff_stream_;  // worker thread only: uploads and downloads of hand-off runs
+  /// Uploads and downloads of hand-off runs: used by jobs only (the worker, or an inline run in the
+  /// queue's turn).
+  std::unique_ptr<gpu::Stream> handoff_stream_;
   /// The worker: bind/unbind through post(), inference through try_post() (bounded by max_queue).
   /// Reset first in the destructor, so every job has run before the models and the device go.
   std::unique_ptr<WorkQueue> jobs_;
