@@ -85,4 +85,17 @@ std::vector<size_t> WorkflowProgress::held_slots() const {
   return held;
 }
 
+Result<std::shared_ptr<const ParsedWorkflow>> WorkflowCache::get(const std::string& name, const std::string& json) {
+  auto it = held_.find(name);
+  if (it != held_.end() && it->second->json == json) return it->second;
+  auto config = parse_workflow(json, name, name + "/" + kWorkflowFile);
+  if (!config.ok()) {
+    held_.erase(name);
+    return config.error();
+  }
+  auto parsed = std::make_shared<const ParsedWorkflow>(json, std::move(*config));
+  held_[name] = parsed;
+  return parsed;
+}
+
 }  // namespace ember

@@ -15,6 +15,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -82,6 +84,30 @@ class WorkflowProgress {
   std::vector<size_t> readers_left_;
   std::vector<int> state_;  // per step: 0 waiting, 1 running, 2 completed
   size_t completed_ = 0;
+};
+
+/// A workflow's text, parsed and planned once.
+struct ParsedWorkflow {
+  explicit ParsedWorkflow(std::string text, WorkflowConfig c)
+      : json(std::move(text)), config(std::move(c)), plan(config) {}
+  ParsedWorkflow(const ParsedWorkflow&) = delete;
+  ParsedWorkflow& operator=(const ParsedWorkflow&) = delete;
+  const std::string json;
+  const WorkflowConfig config;
+  const WorkflowPlan plan;  // reads config: never moved (held by pointer)
+};
+
+/// Each workflow's last text parsed, by name, so that requests repeating a workflow's text (a node
+/// gets it with every request) parse and plan it once. One owner (not thread-safe); bounded by the
+/// repository's workflow names.
+class WorkflowCache {
+ public:
+  /// The parsed `json` of workflow `name`: the one held while the text is the same, else parsed now
+  /// (parse_workflow's errors).
+  Result<std::shared_ptr<const ParsedWorkflow>> get(const std::string& name, const std::string& json);
+
+ private:
+  std::map<std::string, std::shared_ptr<const ParsedWorkflow>> held_;
 };
 
 /// One request through a workflow on the calling thread, a step at a time in ready order (the

@@ -147,14 +147,7 @@ Result<infer_reply> GatewayClient::run_workflow_request(const WorkflowView& w, i
   {
     const auto wait = within ? std::min(*within, std::chrono::microseconds(config_.request_timeout_us))
                              : std::chrono::microseconds(config_.request_timeout_us);
-    if (auto ran = workflow_on_node(w, *snap, req, wait)) {
-      if (!ran->ok()) return ran->error();
-      for (auto it = (*ran)->outputs.begin(); it != (*ran)->outputs.end();) {
-        const bool asked = req.outputs.empty() || std::count(req.outputs.begin(), req.outputs.end(), it->name);
-        it = asked ? it + 1 : (*ran)->outputs.erase(it);
-      }
-      return std::move(*ran);
-    }
+    if (auto ran = workflow_on_node(w, *snap, req, wait)) return std::move(*ran);  // the outputs asked only
   }
 
   // Which step fills each slot (inputs: none), and where each step's answer came from: in this

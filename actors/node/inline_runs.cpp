@@ -89,25 +89,16 @@ void InlineRuns::record(const model_key& model, uint32_t device, std::chrono::mi
 std::optional<Result<infer_reply>> InlineRuns::run_workflow(const workflow_request& req) {
   const auto arrived = std::chrono::steady_clock::now();
   std::vector<std::shared_ptr<EngineGate>> gates;
-  Parsed parsed;
+  std::shared_ptr<const ParsedWorkflow> parsed;
   {
     std::lock_guard lock(mu_);
     if (suspended_) return std::nullopt;
     gates = gates_;
-    auto& p = parsed_[req.name];
-    if (!p.config || p.json != req.json) {
-      auto fresh = parse_workflow(req.json, req.name, req.name + "/" + kWorkflowFile);
-      if (!fresh.ok()) {
-        parsed_.erase(req.name);
-        return std::nullopt;  // the router's way answers it, as ever
-      }
-      p.json = req.json;
-      p.config = std::make_shared<const WorkflowConfig>(std::move(*fresh));
-      p.plan = std::make_shared<const WorkflowPlan>(*p.config);
-    }
-    parsed = p;
+    auto got = parsed_.get(req.name, req.json);
+    if (!got.ok()) return std::nullopt;  // the router's way answers it, as ever
+    parsed = std::move(*got);
   }
-  if (parsed.config->steps.size() != req.models.size()) return std::nullopt;
+  if (parsed->config.steps.size() != req.models.size()) return std::nullopt;
   std::optional<Result<std::vector<gpu::HostTensor>>> inputs;
   for (uint32_t device = 0; device < gates.size(); ++device) {
     EngineGate* gate = gates[device].get();
@@ -120,7 +111,7 @@ std::optional<Result<infer_reply>> InlineRuns::run_workflow(const workflow_reque
       if (!inputs->ok()) return std::nullopt;
     }
     gpu::DeviceWorkflowStats stats;
-    auto ran = gate->run_workflow_here(*parsed.config, *parsed.plan, req.models, **inputs, &stats);
+    auto ran = gate->run_workflow_here(parsed->config, parsed->plan, req.models, **inputs, &stats);
     if (!ran) continue;
     if (!ran->ok() && ran->error().code() == ErrorCode::device_fault) return std::nullopt;
     if (instruments_) {
@@ -129,7 +120,7 @@ std::optional<Result<infer_reply>> InlineRuns::run_workflow(const workflow_reque
       if (ran->ok()) {
         instruments_->count_handoff(req.name, "same_device", stats.handoff_bytes);
         for (size_t s = 0; s < req.models.size(); ++s) {
-          instruments_->observe_workflow_step(req.name, parsed.config->steps[s].name, stats.step_ms[s] / 1000.0);
+          instruments_->observe_workflow_step(req.name, parsed->config.steps[s].name, stats.step_ms[s] / 1000.0);
         }
       }
     }

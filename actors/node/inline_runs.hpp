@@ -74,13 +74,7 @@ class InlineRuns final : public InlineRunner {
   bool keep_ = false;                               // guarded by mu_
   std::vector<InlineRecord> records_;               // guarded by mu_
   uint64_t dropped_ = 0;                            // guarded by mu_
-  /// Each workflow's last parsed text, by name.
-  struct Parsed {
-    std::string json;
-    std::shared_ptr<const WorkflowConfig> config;
-    std::shared_ptr<const WorkflowPlan> plan;
-  };
-  std::map<std::string, Parsed> parsed_;  // guarded by mu_
+  WorkflowCache parsed_;                            // guarded by mu_
   /// Records a run of `model` on `device`, `latency` after it arrived (requires mu_).
   void record(const model_key& model, uint32_t device, std::chrono::microseconds latency);
 };

@@ -90,9 +90,10 @@ struct router_state {
   /// A workflow request running here: its steps are late-binding requests of their models
   /// (Held::workflow), its intermediates kept on the devices that computed them.
   struct WorkflowRun {
-    WorkflowRun(WorkflowConfig c, std::vector<model_key> m)
-        : config(std::move(c)),
-          plan(config),
+    WorkflowRun(std::shared_ptr<const ParsedWorkflow> p, std::vector<model_key> m)
+        : parsed(std::move(p)),
+          config(parsed->config),
+          plan(parsed->plan),
           progress(plan),
           models(std::move(m)),
           slots(plan.slots()),
@@ -100,9 +101,10 @@ struct router_state {
     WorkflowRun(const WorkflowRun&) = delete;
     WorkflowRun& operator=(const WorkflowRun&) = delete;
 
-    WorkflowConfig config;
-    WorkflowPlan plan;  // reads config; progress reads plan: never moved (held by pointer)
-    WorkflowProgress progress;
+    std::shared_ptr<const ParsedWorkflow> parsed;  // shared with the cache and other runs
+    const WorkflowConfig& config;
+    const WorkflowPlan& plan;
+    WorkflowProgress progress;       // reads plan: never moved (held by pointer)
     std::vector<model_key> models;   // per step
     std::string id;                  // the client's request id
     std::vector<std::string> asked;  // outputs asked (empty: all)
@@ -176,8 +178,8 @@ struct router_state {
   std::map<std::string, model_key> keys;  // SwapController's model names
   /// Workflow requests running here, by run id.
   std::map<uint64_t, std::shared_ptr<WorkflowRun>> workflows;
-  /// Each workflow's last parsed text, by name (a request carries the text; most repeat it).
-  std::map<std::string, std::pair<std::string, std::shared_ptr<const WorkflowConfig>>> parsed_workflows;
+  /// Each workflow's text, parsed once (a request carries the text; most repeat it).
+  WorkflowCache parsed_workflows;
   uint64_t next_workflow = 1;
   uint64_t next_request = 1;
   /// Dynamic batching: when the pending wake-up (to dispatch a gathered batch) is due; 0 = none.

@@ -131,16 +131,9 @@ caf::result<infer_reply> workflow_take(router_pointer self, workflow_request& re
     return to_caf(unavailable("node " + st.config.name +
                               " binds its models pinned and runs no workflow itself; run the steps one by one"));
   }
-  auto& parsed = st.parsed_workflows[req.name];
-  if (!parsed.second || parsed.first != req.json) {
-    auto fresh = parse_workflow(req.json, req.name, req.name + "/" + kWorkflowFile);
-    if (!fresh.ok()) {
-      st.parsed_workflows.erase(req.name);
-      return to_caf(fresh.error());
-    }
-    parsed = {req.json, std::make_shared<const WorkflowConfig>(std::move(*fresh))};
-  }
-  const std::shared_ptr<const WorkflowConfig> config = parsed.second;
+  auto parsed = st.parsed_workflows.get(req.name, req.json);
+  if (!parsed.ok()) return to_caf(parsed.error());
+  const WorkflowConfig* config = &(*parsed)->config;
   if (req.models.size() != config->steps.size()) {
     return to_caf(invalid_argument("workflow '" + req.name + "': " + std::to_string(req.models.size()) +
                                    " models for " + std::to_string(config->steps.size()) + " steps"));
@@ -153,7 +146,7 @@ caf::result<infer_reply> workflow_take(router_pointer self, workflow_request& re
     }
   }
   const uint64_t id = st.next_workflow++;
-  auto run = std::make_shared<Run>(*config, std::move(req.models));
+  auto run = std::make_shared<Run>(std::move(*parsed), std::move(req.models));
   run->id = req.request.id;
   run->asked = req.request.outputs;
   // The request's tensors fill the input slots (each once, named as the workflow's inputs).

@@ -187,5 +187,24 @@ TEST(RunWorkflow, BadInputsMissingOutputsAndFailedStepsAreErrorsNamingThem) {
             "step 'd' (model detector): the model gives no output 'scores' (it gives: features, boxes)");
 }
 
+TEST(WorkflowCache, ParsesATextOnceAndAgainOnlyWhenItChanges) {
+  WorkflowCache cache;
+  const std::string text = R"({"inputs": ["x"], "steps": [{"name": "a", "model": "m", "inputs": {"input": "x"}}],
+                                "outputs": {"y": "a.out"}})";
+  auto first = cache.get("flow", text);
+  ASSERT_TRUE(first.ok()) << first.error().message();
+  EXPECT_EQ((*first)->plan.steps(), 1u);
+  auto again = cache.get("flow", text);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->get(), first->get()) << "the same text: the same parse";
+  auto bad = cache.get("flow", R"({"inputs": ["x"]})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("flow/workflow.json"), std::string::npos) << bad.error().message();
+  auto back = cache.get("flow", text);
+  ASSERT_TRUE(back.ok());
+  EXPECT_NE(back->get(), first->get()) << "parsed anew after the bad text replaced it";
+  EXPECT_EQ((*first)->config.steps.size(), 1u) << "a run holding the old parse keeps it";
+}
+
 }  // namespace workflow_plan_test
 }  // namespace ember
