@@ -48,6 +48,22 @@ namespace {
 
 using namespace gateway_impl;
 
+/// What repository commands get while no manager is reachable.
+Error no_manager() { return unavailable("the cluster manager is unreachable; retry when it is back"); }
+
+/// Asks the manager and answers with its reply once that reply reaches this gateway. A delegate
+/// would let the reply pass the routing update the manager sent just before it: a client told
+/// "unloaded" could then still be routed to the replica by this gateway's older view.
+template <class Reply, class Atom, class Request>
+caf::result<Reply> relay(gateway_pointer self, Atom atom, Request req) {
+  if (!self->state.manager) return to_caf(no_manager());
+  auto rp = self->make_response_promise<Reply>();
+  self->request(self->state.manager, caf::infinite, atom, std::move(req))
+      .then([rp](Reply& reply) mutable { rp.deliver(std::move(reply)); },
+            [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
+}
+
 /// Connects to the member nodes' routers directly (standalone gateways only; see gateway.hpp).
 void dial_members(gateway_pointer self) {
   auto& st = self->state;
@@ -207,9 +223,6 @@ caf::result<std::string> scrape(gateway_pointer self) {
   return rp;
 }
 
-/// What repository commands get while no manager is reachable.
-Error no_manager() { return unavailable("the cluster manager is unreachable; retry when it is back"); }
-
 /// Every report interval: the counters to the manager (nothing when nothing happened).
 void report_load(gateway_pointer self) {
   auto& st = self->state;
@@ -282,20 +295,16 @@ gateway_actor::behavior_type gateway_behavior(gateway_pointer self, GatewayConfi
       },
       [self](metrics_atom) -> caf::result<std::string> { return scrape(self); },
       [self](load_atom, model_command& cmd) -> caf::result<model_state> {
-        if (!self->state.manager) return to_caf(no_manager());
-        return self->delegate(self->state.manager, load_atom_v, std::move(cmd));
+        return relay<model_state>(self, load_atom_v, std::move(cmd));
       },
       [self](distribute_atom, distribute_request& req) -> caf::result<distribute_result> {
-        if (!self->state.manager) return to_caf(no_manager());
-        return self->delegate(self->state.manager, distribute_atom_v, std::move(req));
+        return relay<distribute_result>(self, distribute_atom_v, std::move(req));
       },
       [self](evict_atom, distribute_request& req) -> caf::result<distribute_result> {
-        if (!self->state.manager) return to_caf(no_manager());
-        return self->delegate(self->state.manager, evict_atom_v, std::move(req));
+        return relay<distribute_result>(self, evict_atom_v, std::move(req));
       },
       [self](unload_atom, model_command& cmd) -> caf::result<model_state> {
-        if (!self->state.manager) return to_caf(no_manager());
-        return self->delegate(self->state.manager, unload_atom_v, std::move(cmd));
+        return relay<model_state>(self, unload_atom_v, std::move(cmd));
       },
       [self](index_atom) -> caf::result<std::vector<model_state>> {
         if (!self->state.manager) return to_caf(no_manager());

@@ -32,12 +32,29 @@ std::string manifest_json() {
 struct ManagerScript {
   routing_update table;
   std::vector<model_key> ensures;
+  gateway_actor subscriber;
 };
 
 caf::behavior fake_manager(caf::event_based_actor* self, std::shared_ptr<ManagerScript> script) {
   auto never_answered = std::make_shared<std::vector<caf::response_promise>>();
   return {
-      [script](subscribe_atom, const gateway_actor&) { return script->table; },
+      [script](subscribe_atom, const gateway_actor& g) {
+        script->subscriber = g;
+        return script->table;
+      },
+      // As the manager does: the routing update to its subscribers, then the answer.
+      [self, script](unload_atom, const model_command& cmd) {
+        routing_update u;
+        u.epoch = ++script->table.epoch;
+        routing_entry e;
+        e.state.model = cmd.model;
+        e.state.state = ModelReadiness::unloaded;
+        e.state.explicitly_unloaded = true;
+        e.manifest_json = manifest_json();
+        u.entries.push_back(e);
+        self->send(script->subscriber, u);
+        return e.state;
+      },
       [self, script, never_answered](ensure_atom, const model_key& key) -> caf::result<model_state> {
         script->ensures.push_back(key);
         never_answered->push_back(self->make_response_promise());
@@ -325,6 +342,25 @@ TEST_F(GatewayTest, ARequestWhoseNodeIsLostIsRetriedOnceOnAnotherReplica) {
   EXPECT_NE(metrics_text().find("ember_request_retries_total{model=\"m\",version=\"1\"} 1"), std::string::npos);
   EXPECT_TRUE(view_->snapshot()->find("m", 1)->ready);
   EXPECT_TRUE(manager_script_->ensures.empty());
+}
+
+TEST_F(GatewayTest, AnUnloadIsAnsweredOnlyOnceTheGatewaysViewShowsIt) {
+  manager_script_->table.entries = {entry(kModel, {router(1)})};
+  start();
+  ASSERT_TRUE(view_->snapshot()->find("m", 1)->ready);
+  model_command cmd;
+  cmd.model = kModel;
+  auto answer = d_.request<model_state>(gateway_, unload_atom_v, cmd);
+  // Newest message first: a reply sent past the gateway would reach the client before the
+  // gateway took the manager's routing update, and the client's next request would be routed
+  // by a view that still holds the replica.
+  while (!answer->done() && d_.sched().try_run_once_lifo()) {
+  }
+  ASSERT_TRUE(answer->ok()) << answer->error().message();
+  EXPECT_TRUE(answer->value().explicitly_unloaded);
+  EXPECT_TRUE(view_->snapshot()->find("m", 1)->state.explicitly_unloaded)
+      << "the client is told before the gateway's view knows";
+  d_.run();
 }
 
 TEST_F(GatewayTest, ARequestWhoseOnlyReplicaIsLostWaitsForAReplacementAndFailsClearlyWhenNoneComes) {
