@@ -86,6 +86,8 @@ struct swap_reply {
   bool fault = false;
   /// The outputs kept on the device (swap_request::keep), by handle.
   std::vector<gpu::KeptValue> kept;
+  /// Device bytes the run's activations took (what a run of the model beside others needs).
+  uint64_t plan_bytes = 0;
 };
 
 /// Where values kept on this device live, for another device of the node to copy them from (the

@@ -64,7 +64,7 @@ Status parse_binding(const YamlSection& s, BindingConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
   EMBER_RETURN_IF_ERROR(s.check_keys({"mode", "scheduler", "eviction", "group", "heavy_factor", "slo_factor",
                                       "slo_deadline", "slo_percentile", "workspace", "window", "repartition",
-                                      "alpha_period", "seed", "run_ahead", "inline"}));
+                                      "alpha_period", "seed", "run_ahead", "streams", "inline"}));
   EMBER_RETURN_IF_ERROR(s.read_word("mode", c.mode, parse_binding_mode));
   EMBER_RETURN_IF_ERROR(s.read_word("scheduler", c.scheduler, parse_swap_scheduler));
   EMBER_RETURN_IF_ERROR(s.read_word("eviction", c.eviction, parse_eviction_rule));
@@ -79,6 +79,7 @@ Status parse_binding(const YamlSection& s, BindingConfig& c) {
   EMBER_RETURN_IF_ERROR(s.read("alpha_period", c.alpha_period_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read("seed", c.seed, parse_seed));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("run_ahead", 16, c.run_ahead));
+  EMBER_RETURN_IF_ERROR(s.read_uint_as("streams", 32, c.streams));
   EMBER_RETURN_IF_ERROR(s.read_bool("inline", c.inline_runs));
   return Status::OK();
 }
@@ -100,6 +101,7 @@ Status validate_binding(const BindingConfig& b, const std::string& at) {
   EMBER_RETURN_IF_ERROR(check_duration(at, "binding.window", b.window_us));
   EMBER_RETURN_IF_ERROR(check_duration(at, "binding.repartition", b.repartition_us));
   EMBER_RETURN_IF_ERROR(check_duration(at, "binding.alpha_period", b.alpha_period_us));
+  if (b.streams == 0) return invalid_argument(at + ": binding.streams: 0 is outside 1..32");
   if (b.repartition_us > b.window_us) {
     return invalid_argument(at + ": binding.repartition (" + format_duration(b.repartition_us) +
                             ") must not exceed binding.window (" + format_duration(b.window_us) + ")");

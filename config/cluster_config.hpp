@@ -296,6 +296,11 @@ struct BindingConfig {
   /// (plain runs only: swaps and evictions still wait for an idle device). Default 1; 0 gives
   /// Torpor's one request per device; at most 16. Hides the router's round trip between requests.
   uint32_t run_ahead = 1;
+  /// Runs of different resident models that one device executes at once, each on its own stream
+  /// (StreamBox's functions as streams; actors/node/executor_engine.hpp). The router admits a run
+  /// beside the running ones while the device's workspace holds the activations they measured.
+  /// Default 4; 1 gives one request at a time per device (Torpor); at most 32.
+  uint32_t streams = 4;
   /// Warm requests from a gateway in the same process (`ember serve`) run on the front end's own
   /// thread when their model is resident on an idle device (actors/node/inline_runs.hpp): no actor
   /// hop, no thread woken. Default true; false sends every request through the router.

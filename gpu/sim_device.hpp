@@ -17,7 +17,8 @@
 //     uplink); without one they go "through the host": at the slower PCIe rate of the two ends
 //     and through the source's uplink (to host) and this device's (to device).
 // Pacing sleeps (LinkPacer); it never spins a core the kernels need.
-// Compute takes the wall time the kernels take on the host, or, with compute_dilation k > 0, the
+// Compute takes the wall time the kernels take on the host (streams in turn, kernel by kernel, on
+// the device's compute threads), or, with compute_dilation k > 0, the
 // device's ComputeClock: each kernel occupies the device for k times its host CPU time, so that
 // devices emulated on fewer cores than devices stay independent of each other (compute_clock.hpp).
 //
@@ -103,6 +104,9 @@ class SimDevice final : public Device {
   uint32_t compute_threads() const { return compute_threads_; }
   /// The device's compute timeline (enabled when config.compute_dilation > 0).
   ComputeClock& compute_clock() { return compute_clock_; }
+  /// The device's compute threads, taken by one kernel at a time in launch order (without a
+  /// dilation): concurrent streams share them, kernel by kernel, as a GPU's streams share its SMs.
+  FifoMutex& compute() { return compute_; }
 
   /// Copies this device's streams made so far, by direction (what tests count: a workflow's hand-off
   /// on one device copies nothing to the host but its answer).
@@ -144,6 +148,7 @@ class SimDevice final : public Device {
   std::atomic<int64_t> kernels_until_fault_{-1};
 
   ComputeClock compute_clock_;
+  FifoMutex compute_;
   std::atomic<uint64_t> to_device_{0}, to_host_{0}, on_device_{0}, from_peer_{0}, to_host_bytes_{0};
   FifoMutex copy_engine_[3];
   std::unique_ptr<LinkPacer> lanes_[2][2];  // [to device, to host][pinned, pageable]

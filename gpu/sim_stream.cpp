@@ -250,6 +250,10 @@ class SimStream final : public Stream {
     const auto started = ComputeClock::Clock::now();
     const auto cpu_before = clock.enabled() ? thread_cpu_time() : ComputeClock::Clock::duration{};
     try {
+      // Without a dilation the host's cores are the device's: one kernel at a time uses them all.
+      // With one, each kernel's CPU time is booked on the device's timeline, which orders them.
+      std::unique_lock<FifoMutex> turn(device_.compute(), std::defer_lock);
+      if (!clock.enabled()) turn.lock();
       run_cpu_kernel(cpu);
     } catch (const std::exception& e) {
       device_.fault(std::string("kernel ") + op + " failed: " + e.what());

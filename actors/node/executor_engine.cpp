@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <exception>
 
 #include "actors/tensor_codec.hpp"
@@ -25,6 +26,19 @@ uint64_t pow2_floor(uint64_t v) {
 }
 }  // namespace
 
+/// The lanes of concurrent runs (see the header).
+struct ExecutorEngine::Lanes {
+  explicit Lanes(uint32_t streams) : threads(std::make_unique<WorkQueue>(WorkQueueOptions{.threads = streams})) {}
+  std::unique_ptr<WorkQueue> threads;
+  mutable std::mutex mu;
+  std::condition_variable idle;  // notified when `strands` empties
+  /// Models with a run in a lane, each with the runs waiting behind it (its strand).
+  std::map<model_key, std::deque<std::function<void()>>> strands;  // guarded by mu
+  size_t waiting = 0;                                              // guarded by mu: runs in the deques
+  uint32_t active = 0, peak = 0;                                   // guarded by mu
+  std::vector<std::unique_ptr<gpu::Stream>> streams;               // guarded by mu: free hand-off streams
+};
+
 ExecutorEngine::ExecutorEngine(std::unique_ptr<gpu::Device> device, EngineOptions options)
     : device_(std::move(device)), options_(options) {}
 
@@ -33,6 +47,7 @@ Result<std::unique_ptr<ExecutorEngine>> ExecutorEngine::create(std::unique_ptr<g
   std::unique_ptr<ExecutorEngine> e(new ExecutorEngine(std::move(device), options));
   EMBER_RETURN_IF_ERROR(e->reserve());
   e->jobs_ = std::make_unique<WorkQueue>(WorkQueueOptions{.threads = 1, .capacity = options.max_queue});
+  if (options.streams > 1) e->lanes_ = std::make_unique<Lanes>(options.streams);
   e->gate_ = std::make_shared<EngineGate>(e.get(), e->device_->info().name);
   return e;
 }
@@ -75,6 +90,8 @@ Status ExecutorEngine::reserve() {
 ExecutorEngine::~ExecutorEngine() {
   if (gate_) gate_->close();  // no front-end thread inside from here on
   jobs_.reset();    // the jobs still queued run (each answers), then the worker is joined
+  drain();          // the runs the last jobs handed on run (each answers; a strand posts its next)
+  lanes_.reset();
   models_.clear();  // before the pool region and the device go
   kept_.clear();
   handoff_stream_.reset();
@@ -137,6 +154,7 @@ void ExecutorEngine::bind(const model_key& key, std::shared_ptr<const gpu::Model
                           std::function<void(Status)> done) {
   jobs_->post([this, key, model = std::move(model), done = std::move(done)] {
     if (models_.count(key)) return done(Status::OK());
+    drain();
     auto ex = gpu::LayerExecutor::create(*device_, model, {0, model->num_layers()}, placer(key));
     if (!ex.ok()) {
       pool_->free_model(key.to_string());
@@ -151,6 +169,7 @@ void ExecutorEngine::bind(const model_key& key, std::shared_ptr<const gpu::Model
 
 void ExecutorEngine::unbind(const model_key& key, std::function<void()> done) {
   jobs_->post([this, key, done = std::move(done)] {
+    drain();
     evict(key);
     done();
   });
@@ -158,6 +177,7 @@ void ExecutorEngine::unbind(const model_key& key, std::function<void()> done) {
 
 void ExecutorEngine::unbind_all(std::function<void()> done) {
   jobs_->post([this, done = std::move(done)] {
+    drain();
     while (!models_.empty()) evict(models_.begin()->first);
     done();
   });
@@ -192,31 +212,38 @@ Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_checked(gpu::LayerExecu
   return guarded([&] { return ex.run_host(in); });
 }
 
+gpu::Stream& ExecutorEngine::handoff_stream() {
+  if (!handoff_stream_) handoff_stream_ = device_->create_stream();
+  return *handoff_stream_;
+}
+
 Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_handoff(gpu::LayerExecutor& ex, const SwapRun& run,
-                                                                 SwapRunResult& r) {
+                                                                 SwapRunResult& r, gpu::Stream& stream) {
   return guarded([&]() -> Result<std::vector<gpu::HostTensor>> {
-    if (!handoff_stream_) handoff_stream_ = device_->create_stream();
     std::vector<gpu::NamedValue> in;
-    for (const auto& [name, handle] : run.device_inputs) {
-      auto it = kept_.find(handle);
-      if (it == kept_.end()) {
-        return unavailable("input '" + name + "': the value handed on " + device_->info().name +
-                           " is gone (the device restarted)");
+    {
+      std::lock_guard lock(kept_mu_);
+      for (const auto& [name, handle] : run.device_inputs) {
+        auto it = kept_.find(handle);
+        if (it == kept_.end()) {
+          return unavailable("input '" + name + "': the value handed on " + device_->info().name +
+                             " is gone (the device restarted)");
+        }
+        EMBER_ASSIGN_OR_RETURN(auto value, on_device(it->second, false, stream));
+        in.push_back({name, std::move(value)});
       }
-      EMBER_ASSIGN_OR_RETURN(auto value, on_device(it->second, false));
-      in.push_back({name, std::move(value)});
     }
     for (const auto& t : run.inputs) {
       EMBER_ASSIGN_OR_RETURN(auto b, gpu::DeviceBuffer::allocate(*device_, std::max<uint64_t>(t.desc.bytes(), 1)));
-      handoff_stream_->copy_to_device(b->ptr(), t.data(), t.desc.bytes());
+      stream.copy_to_device(b->ptr(), t.data(), t.desc.bytes());
       in.push_back({t.name, gpu::DeviceValue{t.desc, std::move(b)}});
     }
     for (const auto& p : run.peer_inputs) {
       EMBER_ASSIGN_OR_RETURN(auto b, gpu::DeviceBuffer::allocate(*device_, std::max<uint64_t>(p.desc.bytes(), 1)));
-      handoff_stream_->copy_from_peer(b->ptr(), *p.device, p.ptr, p.desc.bytes());
+      stream.copy_from_peer(b->ptr(), *p.device, p.ptr, p.desc.bytes());
       in.push_back({p.name, gpu::DeviceValue{p.desc, std::move(b)}});
     }
-    EMBER_RETURN_IF_ERROR(handoff_stream_->synchronize());
+    EMBER_RETURN_IF_ERROR(stream.synchronize());
     EMBER_ASSIGN_OR_RETURN(auto out, ex.run_device(in));
     for (const auto& name : run.keep) {
       if (std::none_of(out.begin(), out.end(), [&](const gpu::NamedValue& v) { return v.name == name; })) {
@@ -230,10 +257,11 @@ Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_handoff(gpu::LayerExecu
           std::count(run.wanted.begin(), run.wanted.end(), v.name) > 0 || (run.wanted.empty() && run.keep.empty());
       if (wanted) {
         EMBER_ASSIGN_OR_RETURN(auto t, gpu::HostTensor::allocate(v.name, v.value.desc));
-        handoff_stream_->copy_to_host(t.data(), v.value.buffer->ptr(), v.value.desc.bytes());
+        stream.copy_to_host(t.data(), v.value.buffer->ptr(), v.value.desc.bytes());
         back.push_back(std::move(t));
       }
       if (keep) {
+        std::lock_guard kept_lock(kept_mu_);
         const uint64_t handle = next_handle_++;
         r.kept.push_back({v.name, handle, v.value.desc});
         {
@@ -244,13 +272,14 @@ Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_handoff(gpu::LayerExecu
         kept_.emplace(handle, Kept{std::move(v), std::nullopt});
       }
     }
-    EMBER_RETURN_IF_ERROR(handoff_stream_->synchronize());
+    EMBER_RETURN_IF_ERROR(stream.synchronize());
     return back;
   });
 }
 
 void ExecutorEngine::release(std::vector<uint64_t> handles) {
   jobs_->post([this, handles = std::move(handles)] {
+    std::lock_guard kept_lock(kept_mu_);
     for (uint64_t h : handles) {
       auto it = kept_.find(h);
       if (it == kept_.end()) continue;
@@ -268,25 +297,28 @@ void ExecutorEngine::lend(std::vector<uint64_t> handles,
                           std::function<void(Result<std::vector<gpu::PeerValue>>)> done) {
   jobs_->post([this, handles = std::move(handles), done = std::move(done)] {
     std::vector<gpu::PeerValue> out;
-    for (uint64_t h : handles) {
-      auto it = kept_.find(h);
-      if (it == kept_.end())
-        return done(not_found("no value " + std::to_string(h) + " is kept on " + device_->info().name));
-      auto value = on_device(it->second, true);  // a value moved to the host comes back to be copied
-      if (!value.ok()) return done(value.error());
-      out.push_back({it->second.value.name, device_.get(), value->buffer->ptr(), value->desc});
+    {
+      std::lock_guard kept_lock(kept_mu_);
+      for (uint64_t h : handles) {
+        auto it = kept_.find(h);
+        if (it == kept_.end())
+          return done(not_found("no value " + std::to_string(h) + " is kept on " + device_->info().name));
+        // A value moved to the host comes back to be copied.
+        auto value = on_device(it->second, true, handoff_stream());
+        if (!value.ok()) return done(value.error());
+        out.push_back({it->second.value.name, device_.get(), value->buffer->ptr(), value->desc});
+      }
     }
     done(std::move(out));
   });
 }
 
-Result<gpu::DeviceValue> ExecutorEngine::on_device(Kept& k, bool restore) {
+Result<gpu::DeviceValue> ExecutorEngine::on_device(Kept& k, bool restore, gpu::Stream& stream) {
   if (k.value.value.buffer) return k.value.value;
   const gpu::TensorDesc& desc = k.value.value.desc;
   EMBER_ASSIGN_OR_RETURN(auto b, gpu::DeviceBuffer::allocate(*device_, std::max<uint64_t>(desc.bytes(), 1)));
-  if (!handoff_stream_) handoff_stream_ = device_->create_stream();
-  handoff_stream_->copy_to_device(b->ptr(), k.host->data(), desc.bytes());
-  EMBER_RETURN_IF_ERROR(handoff_stream_->synchronize());
+  stream.copy_to_device(b->ptr(), k.host->data(), desc.bytes());
+  EMBER_RETURN_IF_ERROR(stream.synchronize());
   gpu::DeviceValue value{desc, std::move(b)};
   if (restore) {
     k.value.value = value;
@@ -295,15 +327,15 @@ Result<gpu::DeviceValue> ExecutorEngine::on_device(Kept& k, bool restore) {
   return value;
 }
 
-Result<size_t> ExecutorEngine::spill(const std::vector<uint64_t>& keep) {
-  if (!handoff_stream_) handoff_stream_ = device_->create_stream();
+Result<size_t> ExecutorEngine::spill(const std::vector<uint64_t>& keep, gpu::Stream& stream) {
+  std::lock_guard kept_lock(kept_mu_);
   size_t moved = 0;
   uint64_t bytes = 0;
   for (auto& [handle, k] : kept_) {
     if (!k.value.value.buffer || std::count(keep.begin(), keep.end(), handle)) continue;
     EMBER_ASSIGN_OR_RETURN(auto t, gpu::HostTensor::allocate(k.value.name, k.value.value.desc));
-    handoff_stream_->copy_to_host(t.data(), k.value.value.buffer->ptr(), k.value.value.desc.bytes());
-    EMBER_RETURN_IF_ERROR(handoff_stream_->synchronize());
+    stream.copy_to_host(t.data(), k.value.value.buffer->ptr(), k.value.value.desc.bytes());
+    EMBER_RETURN_IF_ERROR(stream.synchronize());
     k.host = std::move(t);
     bytes += k.value.value.desc.bytes();
     k.value.value.buffer.reset();
@@ -330,7 +362,20 @@ std::pair<size_t, uint64_t> ExecutorEngine::kept() const {
 bool ExecutorEngine::infer(const model_key& key, std::vector<gpu::HostTensor> inputs,
                            std::function<void(InferResult)> done) {
   const auto enqueued = Clock::now();
-  return jobs_->try_post([this, key, enqueued, inputs = std::move(inputs), done = std::move(done)] {
+  if (lanes_ && queued() >= options_.max_queue) return false;
+  return jobs_->try_post([this, key, enqueued, inputs = std::move(inputs), done = std::move(done)]() mutable {
+    if (auto it = models_.find(key); lanes_ && it != models_.end()) {
+      gpu::LayerExecutor* ex = it->second.ex.get();
+      return beside(key, [this, ex, enqueued, inputs = std::move(inputs), done = std::move(done)] {
+        InferResult r;
+        const auto start = Clock::now();
+        r.queue_us = us_between(enqueued, start);
+        r.outputs = run_checked(*ex, inputs);
+        r.compute_us = us_between(start, Clock::now());
+        done(std::move(r));
+      });
+    }
+    drain();  // a run on the worker runs alone, as it did before lanes
     InferResult r;
     const auto start = Clock::now();
     r.queue_us = us_between(enqueued, start);
@@ -347,7 +392,28 @@ bool ExecutorEngine::infer(const model_key& key, std::vector<gpu::HostTensor> in
 
 bool ExecutorEngine::swap_run(SwapRun run, std::function<void(SwapRunResult)> done) {
   const auto enqueued = Clock::now();
+  if (lanes_ && queued() >= options_.max_queue) return false;
   return jobs_->try_post([this, enqueued, run = std::move(run), done = std::move(done)]() mutable {
+    if (lanes_ && runs_beside(run)) {
+      gpu::LayerExecutor* ex = models_.at(run.key).ex.get();
+      const uint64_t footprint = pool_->model_bytes(run.key.to_string());
+      const model_key key = run.key;
+      return beside(key, [this, ex, footprint, enqueued, run = std::move(run), done = std::move(done)] {
+        SwapRunResult r;
+        const auto start = Clock::now();
+        r.run.queue_us = us_between(enqueued, start);
+        auto stream = take_stream();
+        run_resident(*ex, run, r, *stream);
+        give_stream(std::move(stream));
+        r.run.compute_us = us_between(start, Clock::now());
+        r.footprint = footprint;
+        std::lock_guard lock(mu_);
+        r.fault = !broken_.empty();
+        r.pool_free = pool_free_;
+        done(std::move(r));
+      });
+    }
+    drain();
     SwapRunResult r;
     const auto start = Clock::now();
     r.run.queue_us = us_between(enqueued, start);
@@ -394,20 +460,7 @@ void ExecutorEngine::swap_job(SwapRun& run, SwapRunResult& r) {
     r.swapped = true;
   }
   gpu::LayerExecutor& ex = *it->second.ex;
-  const bool handoff = !run.device_inputs.empty() || !run.keep.empty() || !run.peer_inputs.empty();
-  r.run.outputs = handoff ? run_handoff(ex, run, r) : run_checked(ex, run.inputs);
-  if (!r.run.outputs.ok() && r.run.outputs.error().code() == ErrorCode::out_of_memory) {
-    // Values kept for later workflow steps take the room: they move to host memory (never lost),
-    // and the run tries once more.
-    std::vector<uint64_t> reads;
-    for (const auto& in : run.device_inputs) reads.push_back(in.second);
-    auto moved = spill(reads);
-    if (moved.ok() && *moved > 0) {
-      spdlog::info("{}: moved {} kept value(s) to host memory to make room for a run of {}", device_->info().name,
-                   *moved, run.key.to_string());
-      r.run.outputs = handoff ? run_handoff(ex, run, r) : run_checked(ex, run.inputs);
-    }
-  }
+  run_resident(ex, run, r, handoff_stream());
   // The copy may outlast a run that failed early: the source stays locked until this job answers.
   Status copied = ex.wait_weights();
   if (!copied.ok() && r.run.outputs.ok()) r.run.outputs = copied.error();
@@ -425,6 +478,113 @@ void ExecutorEngine::swap_job(SwapRun& run, SwapRunResult& r) {
   }
 }
 
+void ExecutorEngine::run_resident(gpu::LayerExecutor& ex, const SwapRun& run, SwapRunResult& r, gpu::Stream& stream) {
+  const bool handoff = !run.device_inputs.empty() || !run.keep.empty() || !run.peer_inputs.empty();
+  r.run.outputs = handoff ? run_handoff(ex, run, r, stream) : run_checked(ex, run.inputs);
+  if (!r.run.outputs.ok() && r.run.outputs.error().code() == ErrorCode::out_of_memory) {
+    // Values kept for later workflow steps take the room: they move to host memory (never lost),
+    // and the run tries once more.
+    std::vector<uint64_t> reads;
+    for (const auto& in : run.device_inputs) reads.push_back(in.second);
+    auto moved = spill(reads, stream);
+    if (moved.ok() && *moved > 0) {
+      spdlog::info("{}: moved {} kept value(s) to host memory to make room for a run of {}", device_->info().name,
+                   *moved, run.key.to_string());
+      r.run.outputs = handoff ? run_handoff(ex, run, r, stream) : run_checked(ex, run.inputs);
+    }
+  }
+  r.plan_bytes = ex.last_plan_bytes();
+}
+
+bool ExecutorEngine::runs_beside(const SwapRun& run) const {
+  if (run.profile || !models_.count(run.key)) return false;
+  return std::none_of(run.evict.begin(), run.evict.end(),
+                      [&](const model_key& k) { return k != run.key && models_.count(k); });
+}
+
+void ExecutorEngine::beside(const model_key& key, std::function<void()> run) {
+  Lanes& l = *lanes_;
+  {
+    std::lock_guard lock(l.mu);
+    auto it = l.strands.find(key);
+    if (it != l.strands.end()) {  // the model runs: this run waits its turn behind it
+      it->second.push_back(std::move(run));
+      ++l.waiting;
+      return;
+    }
+    l.strands.emplace(key, std::deque<std::function<void()>>{});
+  }
+  // One run per lane task; the strand's next run goes to the back of the lanes' queue, so models
+  // with many runs waiting take turns with the others.
+  struct Step {
+    ExecutorEngine* engine;
+    model_key key;
+    void operator()(std::function<void()>& run) const {
+      Lanes& l = *engine->lanes_;
+      {
+        std::lock_guard lock(l.mu);
+        l.peak = std::max(l.peak, ++l.active);
+      }
+      run();
+      std::lock_guard lock(l.mu);
+      --l.active;
+      auto it = l.strands.find(key);
+      if (it->second.empty()) {
+        l.strands.erase(it);
+        if (l.strands.empty()) l.idle.notify_all();
+        return;
+      }
+      auto next = std::make_shared<std::function<void()>>(std::move(it->second.front()));
+      it->second.pop_front();
+      --l.waiting;
+      l.threads->post([step = *this, next] { step(*next); });
+    }
+  };
+  auto first = std::make_shared<std::function<void()>>(std::move(run));
+  l.threads->post([step = Step{this, key}, first] { step(*first); });
+}
+
+void ExecutorEngine::drain() {
+  if (!lanes_) return;
+  std::unique_lock lock(lanes_->mu);
+  lanes_->idle.wait(lock, [&] { return lanes_->strands.empty(); });
+}
+
+bool ExecutorEngine::in_lane(const model_key& key) const {
+  if (!lanes_) return false;
+  std::lock_guard lock(lanes_->mu);
+  return lanes_->strands.count(key) > 0;
+}
+
+std::unique_ptr<gpu::Stream> ExecutorEngine::take_stream() {
+  {
+    std::lock_guard lock(lanes_->mu);
+    if (!lanes_->streams.empty()) {
+      auto s = std::move(lanes_->streams.back());
+      lanes_->streams.pop_back();
+      return s;
+    }
+  }
+  return device_->create_stream();
+}
+
+void ExecutorEngine::give_stream(std::unique_ptr<gpu::Stream> stream) {
+  std::lock_guard lock(lanes_->mu);
+  lanes_->streams.push_back(std::move(stream));
+}
+
+uint32_t ExecutorEngine::running() const {
+  if (!lanes_) return 0;
+  std::lock_guard lock(lanes_->mu);
+  return lanes_->active;
+}
+
+uint32_t ExecutorEngine::peak_running() const {
+  if (!lanes_) return 0;
+  std::lock_guard lock(lanes_->mu);
+  return lanes_->peak;
+}
+
 std::optional<ExecutorEngine::InferResult> ExecutorEngine::run_here(const model_key& key,
                                                                     const std::vector<gpu::HostTensor>& inputs) {
   std::optional<InferResult> out;
@@ -438,7 +598,7 @@ std::optional<ExecutorEngine::InferResult> ExecutorEngine::run_here(const model_
   jobs_->run_here(
       [&] {
         auto it = models_.find(key);
-        if (it == models_.end()) return;
+        if (it == models_.end() || in_lane(key)) return;
         // A batching model runs here only when it would run alone anyway: nothing is configured to wait
         // for company (max_queue_delay_us 0) and the device is idle (this turn), so the router would
         // send it on at once as a batch of one.
@@ -463,18 +623,17 @@ std::optional<Result<std::vector<gpu::HostTensor>>> ExecutorEngine::run_workflow
         std::vector<gpu::LayerExecutor*> steps;
         for (const auto& key : models) {
           auto it = models_.find(key);
-          if (it == models_.end()) return;
+          if (it == models_.end() || in_lane(key)) return;
           const gpu::ServingConfig& serving = it->second.model->manifest().serving;
           if (serving.dynamic_batching && serving.max_queue_delay_us > 0) return;
           steps.push_back(it->second.ex.get());
         }
         // This turn is the queue's: no job runs meanwhile, so the hand-off stream is this run's.
         // The caller waits for every copy on it anyway (as a resident run's stream does).
-        if (!handoff_stream_) handoff_stream_ = device_->create_stream();
-        handoff_stream_->set_caller_waits(true);
-        out = guarded(
-            [&] { return gpu::run_workflow_on_device(config, plan, steps, inputs, stats, handoff_stream_.get()); });
-        handoff_stream_->set_caller_waits(false);
+        gpu::Stream& stream = handoff_stream();
+        stream.set_caller_waits(true);
+        out = guarded([&] { return gpu::run_workflow_on_device(config, plan, steps, inputs, stats, &stream); });
+        stream.set_caller_waits(false);
       },
       /*wait_for_turn=*/true);
   return out;
@@ -564,7 +723,14 @@ std::optional<gpu::PeerWeights> ExecutorEngine::weights_of(const model_key& key)
   return gpu::PeerWeights{device_.get(), it->second};
 }
 
-size_t ExecutorEngine::queued() const { return jobs_->queued(); }
+size_t ExecutorEngine::queued() const {
+  size_t n = jobs_->queued();
+  if (lanes_) {
+    std::lock_guard lock(lanes_->mu);
+    n += lanes_->waiting;
+  }
+  return n;
+}
 
 std::vector<model_key> ExecutorEngine::bound() const {
   std::lock_guard lock(mu_);

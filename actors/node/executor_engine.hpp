@@ -20,6 +20,19 @@
 // answering, so callers always get a reply. The actor replaces a broken engine with a fresh one
 // over a reopened device (restart).
 //
+// Concurrent runs (EngineOptions::streams > 1; StreamBox's functions as streams of one runtime):
+// the worker hands each run of a resident model (an infer job, or a swap_run that needs no copy,
+// eviction or profile) to one of `streams` lane threads and goes on with the next job, so runs of
+// different models execute at once, each on its model's own stream (its LayerExecutor's), with its
+// hand-off copies on a stream from the engine's pool (created once, reused). One model's runs keep
+// their order: they form a strand, one run at a time, each next run queued behind the lanes' other
+// work (round robin between models). Every job that changes what is resident, or where (bind,
+// unbind, a swap-in, an eviction, a profile), first waits until no run is in a lane: a model's
+// weights never go while a run reads them. Activations come from the device allocator per run
+// (the executor's liveness plan, one block per run) and go back when the run ends; a run that does
+// not fit moves kept values to host memory and tries once more, else fails out of memory for the
+// router to handle (it admits concurrent runs by their measured activation bytes).
+//
 // Inline runs: a front-end thread may run a warm request itself, in the queue's order, when the
 // device is idle (run_here; WorkQueue::run_here): no thread is woken for it. It reaches the engine
 // through an EngineGate, which it holds without owning the engine; the destructor closes the gate
@@ -65,6 +78,9 @@ struct EngineOptions {
   uint64_t workspace_bytes = 0;
   /// Swap-in copy group size; 0 = the copy elbow, measured at start.
   uint64_t group_bytes = 0;
+  /// Runs of resident models executing at once (binding.streams; see the header). 1: every job
+  /// in turn on the worker.
+  uint32_t streams = 1;
 };
 
 /// One request on a model that may not be resident (late binding).
@@ -120,6 +136,9 @@ class ExecutorEngine {
     bool fault = false;
     /// The outputs kept on the device (SwapRun::keep), each under a new handle.
     std::vector<gpu::KeptValue> kept;
+    /// Device bytes the run's activations took (its liveness plan): what a concurrent run of the
+    /// model needs free.
+    uint64_t plan_bytes = 0;
   };
 
   /// Takes the device, reserves its model pool and measures the copy elbow (blocking, ~0.1 s).
@@ -190,8 +209,11 @@ class ExecutorEngine {
   /// until restarted). Device-independent: it takes the path of a real fault, not the device's.
   void fault_next_kernel() { fault_next_kernel_.store(true); }
 
-  /// Inference jobs waiting (not the one running).
+  /// Inference jobs waiting (not the ones running), on the worker or behind their model's runs.
   size_t queued() const;
+  /// Runs executing in lanes now, and the most seen at once so far (streams > 1; else 0).
+  uint32_t running() const;
+  uint32_t peak_running() const;
   /// The bound on them (EngineOptions::max_queue).
   size_t max_queue() const { return options_.max_queue; }
   std::vector<model_key> bound() const;
@@ -209,10 +231,24 @@ class ExecutorEngine {
   void evict(const model_key& key);
   void publish(const model_key& key, const gpu::LayerExecutor* ex);
   void swap_job(SwapRun& run, SwapRunResult& r);
+  /// The run of a resident model (plain or with hand-off), with one more try after moving kept
+  /// values to host memory when it did not fit. Any thread running a job or a lane.
+  void run_resident(gpu::LayerExecutor& ex, const SwapRun& run, SwapRunResult& r, gpu::Stream& stream);
+  /// Worker thread: whether a swap_run can go to a lane (its model resident, nothing to evict or
+  /// profile), and handing a run to its model's strand.
+  bool runs_beside(const SwapRun& run) const;
+  void beside(const model_key& key, std::function<void()> run);
+  /// Worker thread: waits until no run is in a lane (before any change of residency).
+  void drain();
+  /// A model with a run in a lane (or waiting for one): inline runs leave it to its strand.
+  bool in_lane(const model_key& key) const;
+  std::unique_ptr<gpu::Stream> take_stream();
+  void give_stream(std::unique_ptr<gpu::Stream> stream);
   Result<std::vector<gpu::HostTensor>> run_checked(gpu::LayerExecutor& ex, const std::vector<gpu::HostTensor>& in);
   /// A run with device hand-off (SwapRun::device_inputs or keep): outputs asked for come back, kept
   /// ones go into kept_ and r.kept.
-  Result<std::vector<gpu::HostTensor>> run_handoff(gpu::LayerExecutor& ex, const SwapRun& run, SwapRunResult& r);
+  Result<std::vector<gpu::HostTensor>> run_handoff(gpu::LayerExecutor& ex, const SwapRun& run, SwapRunResult& r,
+                                                   gpu::Stream& stream);
   /// Runs `fn` unless the engine is broken, marking it broken when the device faults or fn throws.
   template <class Fn>
   auto guarded(Fn&& fn) -> decltype(fn());
@@ -241,18 +277,25 @@ class ExecutorEngine {
     gpu::NamedValue value;  // value.buffer null while on the host
     std::optional<gpu::HostTensor> host;
   };
-  std::map<uint64_t, Kept> kept_;
+  std::map<uint64_t, Kept> kept_;  // guarded by kept_mu_ (runs in lanes read and add values)
+  std::mutex kept_mu_;
   uint64_t spills_ = 0, spilled_bytes_ = 0;  // guarded by mu_
-  /// Moves the kept values on the device but those in `keep` to host memory; how many moved.
-  Result<size_t> spill(const std::vector<uint64_t>& keep);
-  /// A kept value's device copy: its own, or a fresh one from host memory (`restore`: it stays there).
-  Result<gpu::DeviceValue> on_device(Kept& k, bool restore);
-  uint64_t next_handle_ = 1;
+  /// Moves the kept values on the device but those in `keep` to host memory; how many moved. A
+  /// run reading one meanwhile holds its buffer until it ends. Takes kept_mu_.
+  Result<size_t> spill(const std::vector<uint64_t>& keep, gpu::Stream& stream);
+  /// A kept value's device copy: its own, or a fresh one from host memory (`restore`: it stays
+  /// there). Requires kept_mu_.
+  Result<gpu::DeviceValue> on_device(Kept& k, bool restore, gpu::Stream& stream);
+  uint64_t next_handle_ = 1;                     // guarded by kept_mu_
   size_t kept_count_ = 0;                        // guarded by mu_
   uint64_t kept_bytes_ = 0;                      // guarded by mu_
   /// Uploads and downloads of hand-off runs: used by jobs only (the worker, or an inline run in the
-  /// queue's turn).
+  /// queue's turn); runs in lanes take streams from `lanes_`.
   std::unique_ptr<gpu::Stream> handoff_stream_;
+  gpu::Stream& handoff_stream();
+  struct Lanes;
+  /// The lanes (streams > 1; null otherwise): reset after jobs_ and before the models go.
+  std::unique_ptr<Lanes> lanes_;
   /// The worker: bind/unbind through post(), inference through try_post() (bounded by max_queue).
   /// Reset first in the destructor, so every job has run before the models and the device go.
   std::unique_ptr<WorkQueue> jobs_;

@@ -309,6 +309,7 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
         out.warm_us = r.warm_us;
         out.fault = r.fault;
         out.kept = std::move(r.kept);
+        out.plan_bytes = r.plan_bytes;
         rp.deliver(std::move(out));
       });
   SwapRun run{request.model,       std::move(req.model),         std::move(*inputs),

@@ -44,6 +44,8 @@ struct LateBinding {
   placement::NodeTopology topology;
   /// Each executor's model pool capacity, by device index.
   std::vector<uint64_t> pool_bytes;
+  /// Each executor's workspace (device memory outside its pool: activations), by device index.
+  std::vector<uint64_t> workspace_bytes;
   /// A model is heavy when its cold request takes more than heavy_factor times a warm one (both
   /// measured when the model is registered on this node).
   double heavy_factor = 1.3;

@@ -105,6 +105,7 @@ void profiled(router_pointer self, const model_key& key, const swap_reply& r) {
   m->deadline_us = use.deadline_us;
   m->percentile = use.percentile;
   m->warm_us = warm;
+  m->activation_bytes = r.plan_bytes;
   if (r.footprint) m->bytes = r.footprint;
   // Dynamic batching from here on (the profile itself ran alone, without waiting for company).
   if (serving.dynamic_batching && serving.max_batch > 1) {
@@ -182,6 +183,7 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
     }
   }
   st.swap->finish(d, o, latency, now);
+  if (r.plan_bytes) st.swap->note_activations(d.model, r.plan_bytes);
   if (r.fault) {
     requeue_all(self, d, false);
     if (st.instruments) st.instruments->count_restart();
@@ -442,6 +444,7 @@ void late_start(router_pointer self) {
   if (!st.config.late) return;
   const auto& late = *st.config.late;
   st.swap = std::make_unique<SwapController>(late.topology, late.pool_bytes, late.options);
+  for (uint32_t d = 0; d < late.workspace_bytes.size(); ++d) st.swap->set_workspace(d, late.workspace_bytes[d]);
   if (st.config.inline_runs) st.config.inline_runs->keep_records(true);
   late_tick(self);
 }

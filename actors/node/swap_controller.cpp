@@ -19,6 +19,32 @@ SwapController::SwapController(placement::NodeTopology topology, std::vector<uin
   }
 }
 
+void SwapController::set_workspace(uint32_t device, uint64_t bytes) {
+  if (device < devices_.size()) devices_[device].workspace = bytes;
+}
+
+bool SwapController::admits_beside(const Device& dev, const SwapModel& m) const {
+  if (!dev.up || !dev.executing || dev.loading.source != LoadSource::none) return false;
+  if (dev.beside + 1 >= options_.streams || dev.running.count(m.name) || dev.may_evict.count(m.name)) return false;
+  auto r = dev.replicas.find(m.name);
+  if (r == dev.replicas.end() || r->second.swapping_in) return false;
+  return dev.workspace > 0 && dev.activations + m.activation_bytes <= dev.workspace;
+}
+
+void SwapController::count_run(Device& dev, SwapDispatch& d) {
+  auto m = models_.find(d.model);
+  d.activation_bytes = m == models_.end() ? 0 : m->second.activation_bytes;
+  d.counted = true;
+  dev.activations += d.activation_bytes;
+  dev.running.insert(d.model);
+}
+
+void SwapController::uncount_run(Device& dev, const SwapDispatch& d) {
+  if (!d.counted) return;
+  dev.activations -= std::min(dev.activations, d.activation_bytes);
+  if (auto it = dev.running.find(d.model); it != dev.running.end()) dev.running.erase(it);
+}
+
 Status SwapController::add_model(const SwapModel& model) {
   uint64_t largest = 0;
   for (const auto& d : devices_) largest = std::max(largest, d.capacity);
@@ -48,6 +74,11 @@ std::pair<std::vector<uint64_t>, std::vector<uint32_t>> SwapController::remove_m
   }
   models_.erase(name);
   return {ids, holders};
+}
+
+void SwapController::note_activations(const std::string& name, uint64_t bytes) {
+  auto it = models_.find(name);
+  if (it != models_.end()) it->second.activation_bytes = std::max(it->second.activation_bytes, bytes);
 }
 
 std::optional<SwapModel> SwapController::model(const std::string& name) const {
@@ -151,6 +182,8 @@ SwapDispatch SwapController::start(const placement::QueuedRequest& q, const Plan
   Device& dev = devices_[out.device];
   out.life = dev.life;
   dev.executing = true;
+  dev.primary = q.model;
+  count_run(dev, out);
   dev.may_evict.insert(plan.fallback.begin(), plan.fallback.end());
   for (const auto& v : plan.evict) {
     out.evict.push_back(v.model);
@@ -237,6 +270,39 @@ std::vector<SwapDispatch> SwapController::dispatch(int64_t now_us, const BatchJo
     }
     out.push_back(std::move(d));
   }
+  // Beside: requests of other models resident on busy devices run there at once (see the header).
+  while (options_.streams > 1) {
+    std::optional<uint32_t> target;
+    auto q = queue_.pop_if(now_us, [&](const std::string& model) {
+      // A batching model's waiting requests do better as one batch when a device frees.
+      auto m = models_.find(model);
+      if (m == models_.end() || m->second.max_batch > 1) return false;
+      target.reset();
+      for (uint32_t i = 0; i < devices_.size(); ++i) {
+        if (!admits_beside(devices_[i], m->second)) continue;
+        if (!target || devices_[i].beside < devices_[*target].beside) target = i;
+      }
+      return target.has_value();
+    });
+    if (!q) break;
+    prefer_.erase(q->id);
+    Device& dev = devices_[*target];
+    ++dev.beside;
+    dev.replicas[q->model].last_use = ++tick_;
+    ++counters_.runs;
+    ++counters_.beside;
+    SwapDispatch d;
+    d.request = q->id;
+    d.model = q->model;
+    d.arrival_us = q->arrival_us;
+    d.device = *target;
+    d.action = SwapAction::run;
+    d.life = dev.life;
+    d.beside = true;
+    d.reason = "resident on a busy device with room: runs beside its current request";
+    count_run(dev, d);
+    out.push_back(std::move(d));
+  }
   // Run-ahead: requests of models resident on busy devices queue behind what runs there.
   while (options_.run_ahead > 0) {
     std::optional<uint32_t> target;
@@ -247,6 +313,8 @@ std::vector<SwapDispatch> SwapController::dispatch(int64_t now_us, const BatchJo
       for (uint32_t i = 0; i < devices_.size(); ++i) {
         const Device& dev = devices_[i];
         if (!dev.up || !dev.executing || dev.behind >= options_.run_ahead || dev.may_evict.count(model)) continue;
+        // With runs beside, only the primary's own model queues behind it: another would run at once.
+        if (options_.streams > 1 && dev.primary != model) continue;
         auto r = dev.replicas.find(model);
         if (r == dev.replicas.end() || r->second.swapping_in) continue;
         if (!target || dev.behind < devices_[*target].behind) target = i;
@@ -283,6 +351,20 @@ void SwapController::ran_inline(const std::string& model, uint32_t device, uint6
 
 void SwapController::finish(const SwapDispatch& d, const SwapOutcome& o, uint64_t latency_us, int64_t now_us) {
   Device& dev = devices_[d.device];
+  if (d.beside) {
+    if (d.life == dev.life) {
+      --dev.beside;
+      uncount_run(dev, d);
+      if (o.fault) {
+        ++counters_.faults;
+        device_down(d.device);
+        return;
+      }
+      if (auto it = dev.replicas.find(d.model); it != dev.replicas.end()) it->second.last_use = ++tick_;
+    }
+    if (o.answered && !o.fault) queue_.record(d.model, latency_us, now_us);
+    return;
+  }
   if (d.life != dev.life) {
     // Dispatched before the device faulted (a run queued behind the faulting one): its state was
     // reset then; only the source's lock and the outcome remain to account for.
@@ -293,12 +375,14 @@ void SwapController::finish(const SwapDispatch& d, const SwapOutcome& o, uint64_
     if (o.answered && !o.fault) queue_.record(d.model, latency_us, now_us);
     return;
   }
+  uncount_run(dev, d);
   // Answers come in dispatch order: while runs wait behind this one, the device stays busy.
   if (dev.behind > 0 && !o.fault) {
     --dev.behind;
   } else {
     dev.executing = false;
     dev.behind = 0;
+    dev.primary.clear();
   }
   dev.loading = {};
   dev.may_evict.clear();
@@ -338,6 +422,10 @@ void SwapController::device_down(uint32_t device) {
   dev.up = false;
   dev.executing = false;
   dev.behind = 0;
+  dev.primary.clear();
+  dev.beside = 0;
+  dev.activations = 0;
+  dev.running.clear();
   ++dev.life;
   dev.loading = {};
   dev.replicas.clear();

@@ -19,6 +19,15 @@
 // the policies decide (a swap, an eviction or a copy still waits for an idle device); it removes
 // the round trip between one request's end and the next one's start.
 //
+// Concurrent runs (options.streams > 1; StreamBox's functions as streams, another departure from
+// Algorithm 1, which assumes one request per device): while a device executes a request (its
+// "primary", which Algorithm 1 placed), requests of other models resident there may run beside it,
+// up to streams at once, each admitted by memory: the activation bytes its model's profile
+// measured must fit in the device's workspace beside those of the runs already there. Only a
+// device that is not loading takes them (a swap-in keeps the device to itself), and the policies
+// still see a device as busy while its primary runs, as before. A device's runs answer in any
+// order; runs ahead then queue only behind the primary's own model (the executor's strand of it).
+//
 // Invariant: a replica another device copies from (a lock) is never dropped while the copy runs.
 // Planned victims leave the device's state at dispatch; fallback victims (dropped only if the pool
 // turns out too fragmented) are hidden from every other decision until the swap answered, so no
@@ -53,6 +62,9 @@ struct SwapControllerOptions {
   /// after its answer has gone to the router and the router's dispatch has come back. 0: Torpor's
   /// one request per device.
   uint32_t run_ahead = 0;
+  /// Runs of different models a device executes at once (binding.streams; see the header). 1:
+  /// one at a time.
+  uint32_t streams = 1;
 };
 
 /// A model the node serves: its bytes live in host memory; device copies come and go.
@@ -74,6 +86,9 @@ struct SwapModel {
   uint64_t max_queue_delay_us = 0;
   /// The model's warm latency (its registration profile), microseconds; 0 before it is known.
   uint64_t warm_us = 0;
+  /// Device bytes a run's activations take (its profile's liveness plan; 0 before it is known):
+  /// what a run beside others needs free in the device's workspace.
+  uint64_t activation_bytes = 0;
 };
 
 /// One request to run now on one device.
@@ -94,6 +109,11 @@ struct SwapDispatch {
   /// The device's life it was dispatched in (a fault ends one): an answer from an earlier life
   /// changes nothing of the device's state.
   uint64_t life = 0;
+  /// Runs beside the device's primary (options.streams > 1).
+  bool beside = false;
+  /// Workspace bytes the run holds on the device until it answers (counted: towards admission).
+  uint64_t activation_bytes = 0;
+  bool counted = false;
 };
 
 /// What the executor answered for a dispatch.
@@ -112,12 +132,17 @@ struct SwapOutcome {
 
 struct SwapCounters {
   uint64_t runs = 0, host_swaps = 0, peer_swaps = 0, evictions = 0, faults = 0, requeued = 0;
+  /// Runs dispatched beside another on a busy device (options.streams > 1).
+  uint64_t beside = 0;
 };
 
 class SwapController {
  public:
   /// `pool_bytes[d]`: device d's model pool capacity; one per topology device.
   SwapController(placement::NodeTopology topology, std::vector<uint64_t> pool_bytes, SwapControllerOptions options);
+  /// Device memory outside device d's pool that runs' activations share (options.streams > 1:
+  /// the admission of runs beside others). 0: not known, nothing runs beside.
+  void set_workspace(uint32_t device, uint64_t bytes);
 
   /// Adds a model or updates its size, heaviness and SLO. invalid_argument when it fits in no
   /// device's pool, or for a bad SLO.
@@ -127,6 +152,9 @@ class SwapController {
   std::pair<std::vector<uint64_t>, std::vector<uint32_t>> remove_model(const std::string& name);
   bool has_model(const std::string& name) const { return models_.count(name) > 0; }
   std::optional<SwapModel> model(const std::string& name) const;
+  /// A run of `name` took `bytes` of activations: its estimate (SwapModel::activation_bytes) grows
+  /// to the largest seen (larger batches and inputs plan more).
+  void note_activations(const std::string& name, uint64_t bytes);
 
   /// Queues a request. invalid_argument for an unknown model; unavailable when the queue is full.
   /// `prefer`: a device the request would rather run on (a workflow step whose inputs are kept
@@ -182,6 +210,13 @@ class SwapController {
     bool executing = false;
     /// Runs dispatched behind the executing request (run_ahead), answered in dispatch order.
     uint32_t behind = 0;
+    /// The executing request's model (runs ahead queue behind it).
+    std::string primary;
+    /// Runs beside the primary, and the activation bytes of every counted run in flight, by model.
+    uint32_t beside = 0;
+    uint64_t workspace = 0;
+    uint64_t activations = 0;
+    std::multiset<std::string> running;
     /// Incremented by device_down.
     uint64_t life = 0;
     placement::DeviceLoad loading;
@@ -205,6 +240,11 @@ class SwapController {
   /// marked busy in it while trying), or nullopt when it has to wait.
   std::optional<Plan> plan_for(const std::string& model, std::vector<placement::DeviceState> st);
   SwapDispatch start(const placement::QueuedRequest& q, const Plan& plan);
+  /// Whether `dev` takes a run of `m` beside what runs there now.
+  bool admits_beside(const Device& dev, const SwapModel& m) const;
+  /// Charges (dispatch) and releases (answer) a counted run's activations on its device.
+  void count_run(Device& dev, SwapDispatch& d);
+  void uncount_run(Device& dev, const SwapDispatch& d);
 
   placement::NodeTopology topology_;
   SwapControllerOptions options_;

@@ -58,7 +58,7 @@ Result<placement::NodeTopology> node_topology(const DevicesConfig& devices, uint
 }
 
 Result<LateBinding> late_binding(const NodeConfig& node, const BindingConfig& binding, const DevicesConfig& devices,
-                                 std::vector<uint64_t> pool_bytes) {
+                                 std::vector<uint64_t> pool_bytes, std::vector<uint64_t> workspace_bytes) {
   EMBER_ASSIGN_OR_RETURN(auto topology, node_topology(devices, static_cast<uint32_t>(pool_bytes.size())));
   SwapControllerOptions options;
   options.scheduler = binding.scheduler;
@@ -70,7 +70,8 @@ Result<LateBinding> late_binding(const NodeConfig& node, const BindingConfig& bi
   options.queue.max_queued_total = node.max_queued_total;
   options.seed = binding.seed;
   options.run_ahead = binding.run_ahead;
-  LateBinding late{options, std::move(topology), std::move(pool_bytes)};
+  options.streams = binding.streams;
+  LateBinding late{options, std::move(topology), std::move(pool_bytes), std::move(workspace_bytes)};
   late.heavy_factor = binding.heavy_factor;
   late.slo_factor = binding.slo_factor;
   late.slo_deadline_us = binding.slo_deadline_us;
@@ -96,18 +97,20 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   if (binding.inline_runs) p->inline_runs_ = std::make_shared<InlineRuns>(p->name_, p->instruments_.get());
   EMBER_ASSIGN_OR_RETURN(auto opened, gpu::open_devices(devices));
   std::vector<device_report> reports;
-  std::vector<uint64_t> pools;
+  std::vector<uint64_t> pools, workspaces;
   std::vector<engine_factory> reopens;  // per device: what a replacement executor reopens
   EngineOptions engine_options;
   engine_options.max_queue = node.max_queue;
   engine_options.workspace_bytes = binding.workspace_bytes;
   engine_options.group_bytes = binding.group_bytes;
+  engine_options.streams = binding.streams;
   for (auto& d : opened.devices) {
     const uint32_t ordinal = d->info().ordinal;
     EMBER_ASSIGN_OR_RETURN(auto engine, ExecutorEngine::create(std::move(d), engine_options));
     const auto mem = engine->memory();
     reports.push_back({engine->device_info().name, mem.capacity_bytes, mem.used_bytes});
     pools.push_back(engine->engine_memory().pool_capacity);
+    workspaces.push_back(engine->engine_memory().workspace);
     p->instruments_->set_device_memory(engine->device_info().name, mem.used_bytes, mem.capacity_bytes);
     engine_factory reopen;
     if (opened.reopen) {
@@ -150,7 +153,7 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   router.ledger = std::make_shared<ReplicaLedger>();
   router.inline_runs = p->inline_runs_;
   if (binding.mode == BindingMode::late) {
-    EMBER_ASSIGN_OR_RETURN(auto late, late_binding(node, binding, devices, pools));
+    EMBER_ASSIGN_OR_RETURN(auto late, late_binding(node, binding, devices, pools, workspaces));
     router.late = std::move(late);
   }
   auto first = spawn_node_router(sys, router, p->executors_, reports, p->cache_, p->instruments_.get());

@@ -7,6 +7,7 @@
 #include <caf/typed_event_based_actor.hpp>
 #include <future>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -132,6 +133,71 @@ TEST(ExecutorEngineSwap, CopiesFromAPeerDeviceAndTwoNeighboursSwapAtOnce) {
   EXPECT_TRUE(rp.swapped);
   EXPECT_TRUE(gpu::testing::bitwise_equal((*rp.run.outputs)[0], (*ra.run.outputs)[0]));
   EXPECT_FALSE(b->weights_of({"absent", 1}).has_value());
+}
+
+// Functions as streams: with three lanes, runs of three resident models (plain inference and
+// late-binding runs, mixed) execute at once, each answer bit for bit the model's answer alone, each
+// model's answers in the order asked; an unbind queued behind them waits for its model's runs.
+TEST(ExecutorEngineStreams, RunsOfDifferentModelsRunAtOnceAnswerAsAloneAndKeepEachModelsOrder) {
+  gpu::testing::TempDir dir;
+  auto e = ExecutorEngine::create(gpu::testing::sim_device(64 * MiB), EngineOptions{256, 32 * MiB, 256 << 10, 3});
+  ASSERT_TRUE(e.ok()) << e.error().message();
+  std::vector<std::shared_ptr<const gpu::Model>> models;
+  for (int i = 0; i < 3; ++i) models.push_back(write_mlp(dir / ("m" + std::to_string(i)), i + 11, 6));
+  auto key = [](size_t i) { return model_key{"m" + std::to_string(i), 1}; };
+  for (size_t i = 0; i < models.size(); ++i) {
+    auto r = swap_run(**e, SwapRun{key(i), models[i], gpu::testing::arch_inputs(*models[i], 1, 1, 1)});
+    ASSERT_TRUE(r.run.outputs.ok()) << r.run.outputs.error().message();
+    EXPECT_GT(r.plan_bytes, 0u) << "a run reports its activations' bytes";
+  }
+  constexpr int kPerModel = 8;
+  std::mutex mu;
+  std::map<size_t, std::vector<int>> order;  // per model, the answers' indices as they came
+  std::vector<std::promise<std::vector<gpu::HostTensor>>> answers(models.size() * kPerModel);
+  std::vector<std::vector<gpu::HostTensor>> inputs(answers.size());
+  for (int k = 0; k < kPerModel; ++k) {
+    for (size_t i = 0; i < models.size(); ++i) {
+      const size_t n = i * kPerModel + k;
+      inputs[n] = gpu::testing::arch_inputs(*models[i], 16, 1, 100 + n);
+      auto record = [&, i, k, n](Result<std::vector<gpu::HostTensor>> out) {
+        {
+          std::lock_guard lock(mu);
+          order[i].push_back(k);
+        }
+        answers[n].set_value(out.ok() ? std::move(*out) : std::vector<gpu::HostTensor>{});
+      };
+      if (k % 2) {
+        ASSERT_TRUE(
+            (*e)->infer(key(i), inputs[n], [record](ExecutorEngine::InferResult r) { record(std::move(r.outputs)); }));
+      } else {
+        ASSERT_TRUE((*e)->swap_run(SwapRun{key(i), models[i], inputs[n]},
+                                   [record](ExecutorEngine::SwapRunResult r) { record(std::move(r.run.outputs)); }));
+      }
+    }
+  }
+  std::promise<void> unbound;
+  (*e)->unbind(key(0), [&] { unbound.set_value(); });
+  for (size_t n = 0; n < answers.size(); ++n) {
+    auto got = answers[n].get_future().get();
+    const auto want = warm_outputs(models[n / kPerModel], inputs[n]);
+    ASSERT_EQ(got.size(), want.size()) << "run " << n << " failed";
+    EXPECT_TRUE(gpu::testing::bitwise_equal(got[0], want[0])) << "run " << n;
+  }
+  unbound.get_future().get();
+  for (const auto& [i, seen] : order) {
+    std::vector<int> asked(kPerModel);
+    std::iota(asked.begin(), asked.end(), 0);
+    EXPECT_EQ(seen, asked) << "model " << i << "'s answers out of order";
+  }
+  EXPECT_GE((*e)->peak_running(), 2u) << "no two runs were ever in lanes at once";
+  EXPECT_LE((*e)->peak_running(), 3u);
+  EXPECT_EQ((*e)->running(), 0u);
+  EXPECT_FALSE((*e)->holds(key(0)));
+  std::promise<ExecutorEngine::InferResult> gone;
+  ASSERT_TRUE((*e)->infer(key(0), inputs[0], [&](ExecutorEngine::InferResult r) { gone.set_value(std::move(r)); }));
+  auto r = gone.get_future().get();
+  ASSERT_FALSE(r.outputs.ok());
+  EXPECT_EQ(r.outputs.error().code(), ErrorCode::unavailable);
 }
 
 // A run's outputs kept on one device (SwapRun::keep) feed a run on another device: lent there

@@ -344,6 +344,71 @@ TEST(SwapController, RunAheadQueuesResidentRunsBehindABusyDeviceAndAFaultResetsI
   EXPECT_TRUE(c.dispatch(42).empty()) << "b still runs there";
 }
 
+// Concurrent runs (streams > 1): other resident models run beside the device's primary while
+// their measured activations fit its workspace; runs answer in any order; a fault ends them all.
+TEST(SwapController, ResidentModelsRunBesideABusyDeviceWhileTheirActivationsFitItsWorkspace) {
+  SwapControllerOptions o;
+  o.streams = 3;
+  o.run_ahead = 1;
+  SwapController c(*placement::NodeTopology::create({0}, {{0}}, {16}), {100 * MiB}, o);
+  c.set_workspace(0, 10 * MiB);
+  for (const char* name : {"a", "b", "c", "d"}) {
+    SwapModel m = model(name, 10 * MiB);
+    m.activation_bytes = 4 * MiB;
+    ASSERT_TRUE(c.add_model(m).ok());
+  }
+  uint64_t id = 1;
+  for (const char* name : {"a", "b", "c"}) {
+    auto swap = run_one(c, id++, name, 0);
+    ASSERT_EQ(swap.size(), 1u);
+    EXPECT_NE(swap[0].action, SwapAction::run);
+    c.finish(swap[0], done(swap[0], 10 * MiB, 70 * MiB), 10, 10);
+  }
+  // A swap keeps the device to itself: nothing runs beside d's.
+  auto swap = run_one(c, id++, "d", 15);
+  ASSERT_EQ(swap.size(), 1u);
+  EXPECT_TRUE(run_one(c, id++, "b", 16).empty()) << "b ran beside a swap";
+  c.finish(swap[0], done(swap[0], 10 * MiB, 60 * MiB), 10, 17);
+  auto b = c.dispatch(18);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_FALSE(b[0].beside);
+  c.finish(b[0], done(b[0], 10 * MiB, 60 * MiB), 10, 19);
+  // a runs (4 MiB); b beside it (8 MiB of 10); c would make 12: it waits.
+  auto primary = run_one(c, 10, "a", 20);
+  ASSERT_EQ(primary.size(), 1u);
+  EXPECT_FALSE(primary[0].beside);
+  auto beside = run_one(c, 11, "b", 21);
+  ASSERT_EQ(beside.size(), 1u);
+  EXPECT_TRUE(beside[0].beside);
+  EXPECT_EQ(beside[0].action, SwapAction::run);
+  EXPECT_TRUE(run_one(c, 12, "c", 22).empty()) << "c's activations do not fit beside a's and b's";
+  EXPECT_TRUE(run_one(c, 13, "d", 23).empty()) << "d's 4 MiB do not fit either";
+  // Another request of b may not run beside b, nor queue behind it: only the primary's model runs ahead.
+  EXPECT_TRUE(run_one(c, 15, "b", 24).empty()) << "b ran beside itself or ahead behind another model";
+  auto ahead = run_one(c, 14, "a", 24);
+  ASSERT_EQ(ahead.size(), 1u);
+  EXPECT_FALSE(ahead[0].beside);
+  EXPECT_EQ(ahead[0].request, 14u);
+  // b answers first (runs answer in any order): one of the waiting models takes its room.
+  c.finish(beside[0], done(beside[0], 10 * MiB, 70 * MiB), 30, 30);
+  auto next = c.dispatch(31);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_TRUE(next[0].beside);
+  EXPECT_EQ(c.counters().beside, 2u);
+  // A fault of a run beside takes the device down with everything on it.
+  SwapOutcome fault;
+  fault.fault = true;
+  fault.answered = false;
+  c.finish(next[0], fault, 10, 40);
+  EXPECT_FALSE(c.device_is_up(0));
+  c.device_up(0, 100 * MiB);
+  c.finish(primary[0], fault, 10, 41);  // answers of the old life change nothing
+  c.finish(ahead[0], fault, 10, 41);
+  EXPECT_TRUE(c.device_is_up(0));
+  EXPECT_TRUE(c.resident(0).empty());
+  EXPECT_TRUE(c.dispatch(42).size() == 1u) << "the queued requests go on on the fresh device";
+}
+
 TEST(SwapController, RefusesAModelNoPoolCanHoldAndUnknownModels) {
   auto c = controller(100 * MiB);
   auto big = c.add_model(model("big", 101 * MiB));
