@@ -109,6 +109,8 @@ TEST(BindingConfig, BoundariesThatPass) {
       {"  window: 24h\n  repartition: 24h\n  alpha_period: 24h\n", "all at the maximum"},
       {"  window: 3s\n  repartition: 3s\n", "repartition equal to window"},
       {"  seed: 0\n", ""},
+      {"  streams: 1\n", "one run at a time"},
+      {"  streams: 32\n", "the most"},
       {"  seed: 18446744073709551615\n", "largest uint64"}};
   for (const Good& g : cases) {
     auto b = parse_binding(g.body);
@@ -164,6 +166,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"binding:\n  repartition: often\n", "binding.repartition: cannot read 'often'"},
         BadCase{"binding:\n  alpha_period: 0ms\n", "binding.alpha_period: 0us is outside 1ms..24h"},
         BadCase{"binding:\n  alpha_period: 2d\n", "binding.alpha_period: cannot read '2d'"},
+        BadCase{"binding:\n  streams: 0\n", "binding.streams: 0 is outside 1..32"},
+        BadCase{"binding:\n  streams: 33\n", "binding.streams"},
         BadCase{"binding:\n  seed: -1\n", "binding.seed: '-1' is not an integer in 0..18446744073709551615"},
         BadCase{"binding:\n  seed: 18446744073709551616\n", "binding.seed: '18446744073709551616' is not an integer"},
         BadCase{"binding:\n  seed: 1.5\n", "binding.seed: '1.5' is not an integer"},
