@@ -1,7 +1,9 @@
 // workflow_bench: a workflow of models served by `ember serve` (StreamBox's Traffic shape: a detector
 // whose features feed two classifiers) against the same models called one at a time by the client
 // with the tensors going through it (independent functions: detect, then both classifiers on its
-// features), under the same Poisson arrivals, alternating rounds, side by side in one run.
+// features), and against the same workflow on a server that runs one request per device at a time
+// (binding.streams 1, Ember before functions ran as streams), under the same Poisson arrivals,
+// alternating rounds, side by side in one run.
 //
 // It writes the models (MLPs at fixed widths, deterministic weights) and the workflow into a
 // temporary repository, starts `ember serve` on it, warms every model, and then, per round and
@@ -29,6 +31,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "bench/subprocess.hpp"
@@ -52,6 +55,7 @@ struct Options {
   int64_t features = 1024;
   double deadline_ms = 50;
   uint32_t threads = 1;
+  uint32_t streams = 4;  // binding.streams of the server under test (the other runs 1)
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -180,15 +184,27 @@ int run(const Options& o) {
     std::fclose(f);
   }
   const int port = 20000 + static_cast<int>(::getpid() % 20000);
-  Subprocess server({o.ember, "--log-level", "warn", "serve", "--repository", repo.string(), "--http",
-                     "127.0.0.1:" + std::to_string(port), "--http-threads", std::to_string(o.workers + 4), "--threads",
-                     std::to_string(o.threads), "--device-memory", "1GiB", "--cache", "1GiB", "--device", "sim"});
+  auto start_server = [&](int at, uint32_t streams) {
+    const fs::path config = repo / ("streams-" + std::to_string(streams) + ".yaml");
+    std::FILE* f = std::fopen(config.c_str(), "w");
+    std::fprintf(f, "binding:\n  streams: %u\n", streams);
+    std::fclose(f);
+    auto server = std::make_unique<Subprocess>(std::vector<std::string>{
+        o.ember, "--log-level", "warn", "serve", "--config", config.string(), "--repository", repo.string(), "--http",
+        "127.0.0.1:" + std::to_string(at), "--http-threads", std::to_string(o.workers + 4), "--threads",
+        std::to_string(o.threads), "--device-memory", "1GiB", "--cache", "1GiB", "--device", "sim"});
+    httplib::Client c("127.0.0.1", at);
+    for (int i = 0; i < 100; ++i) {
+      auto r = c.Get("/v2/health/ready");
+      if (r && r->status == 200) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return server;
+  };
+  auto server = start_server(port, o.streams);
+  auto serial = start_server(port + 1, 1);
   httplib::Client admin("127.0.0.1", port);
-  for (int i = 0; i < 100; ++i) {
-    auto r = admin.Get("/v2/health/ready");
-    if (r && r->status == 200) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  httplib::Client serial_admin("127.0.0.1", port + 1);
 
   const std::vector<int64_t> shape{o.rows, o.width};
   Answer chained = [&](httplib::Client& c, const std::string& image) {
@@ -222,22 +238,25 @@ int run(const Options& o) {
     want.push_back(chained(admin, images.back()));
     if (want.back().empty()) throw std::runtime_error("the chained models did not answer; is `ember serve` up?");
   }
-  if (workflow(admin, images[0]).empty() || workflow(admin, images[0]).empty()) {
-    throw std::runtime_error("the workflow did not answer");
+  for (auto* c : {&admin, &serial_admin}) {
+    if (workflow(*c, images[0]).empty() || workflow(*c, images[0]).empty() || chained(*c, images[0]).empty()) {
+      throw std::runtime_error("the workflow did not answer");
+    }
   }
 
   std::printf(
       "workflow_bench: detect %lld -> 2048 -> %lld, two classifiers %lld -> 256 -> 10; %lld rows a "
-      "request; Poisson arrivals at %.0f req/s, %d requests a round, %d workers; SLO %.0f ms\n",
+      "request; Poisson arrivals at %.0f req/s, %d requests a round, %d workers; SLO %.0f ms; streams %u "
+      "(\"1 stream\": a server running one request per device at a time)\n",
       static_cast<long long>(o.width), static_cast<long long>(o.features), static_cast<long long>(o.features),
-      static_cast<long long>(o.rows), o.rate, o.requests, o.workers, o.deadline_ms);
+      static_cast<long long>(o.rows), o.rate, o.requests, o.workers, o.deadline_ms, o.streams);
   std::printf("%-10s %5s %9s %9s %9s %9s %7s %6s\n", "mode", "round", "req/s", "p50 ms", "p99 ms", "SLO met", "wrong",
               "errors");
   std::map<std::string, std::vector<double>> all;
   for (int round = 0; round < o.rounds; ++round) {
-    for (const auto& [name, answer] :
-         std::vector<std::pair<std::string, Answer>>{{"chained", chained}, {"workflow", workflow}}) {
-      Round r = drive(o, port, answer, images, want, 100 + static_cast<uint64_t>(round));
+    for (const auto& [name, at, answer] : std::vector<std::tuple<std::string, int, Answer>>{
+             {"chained", port, chained}, {"workflow", port, workflow}, {"1 stream", port + 1, workflow}}) {
+      Round r = drive(o, at, answer, images, want, 100 + static_cast<uint64_t>(round));
       const double met = r.latency_ms.empty()
                              ? 0
                              : 100.0 *
@@ -250,9 +269,11 @@ int run(const Options& o) {
       all[name].insert(all[name].end(), r.latency_ms.begin(), r.latency_ms.end());
     }
   }
-  std::printf("all rounds: p50 workflow / chained %.2f, p99 %.2f\n",
+  std::printf("all rounds: p50 workflow / chained %.2f, p99 %.2f; p50 workflow / 1 stream %.2f, p99 %.2f\n",
               percentile(all["workflow"], 0.5) / percentile(all["chained"], 0.5),
-              percentile(all["workflow"], 0.99) / percentile(all["chained"], 0.99));
+              percentile(all["workflow"], 0.99) / percentile(all["chained"], 0.99),
+              percentile(all["workflow"], 0.5) / percentile(all["1 stream"], 0.5),
+              percentile(all["workflow"], 0.99) / percentile(all["1 stream"], 0.99));
   auto metrics = admin.Get("/metrics");
   if (metrics && metrics->status == 200) {
     std::printf("hand-off between steps (the server's counters, warm-up included):\n");
@@ -261,7 +282,8 @@ int run(const Options& o) {
       if (line.rfind("ember_workflow_handoff_bytes_total{", 0) == 0) std::printf("  %s\n", line.c_str());
     }
   }
-  server.terminate();
+  server->terminate();
+  serial->terminate();
   fs::remove_all(repo);
   return 0;
 }
@@ -281,6 +303,7 @@ int main(int argc, char** argv) {
   app.add_option("--rows", o.rows, "Rows per request");
   app.add_option("--deadline-ms", o.deadline_ms, "The SLO deadline the attainment is counted at");
   app.add_option("--threads", o.threads, "Compute threads of the simulated device");
+  app.add_option("--streams", o.streams, "binding.streams of the server under test (the baseline runs 1)");
   CLI11_PARSE(app, argc, argv);
   try {
     return ember::bench::run(o);

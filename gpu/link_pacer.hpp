@@ -26,15 +26,20 @@
 namespace ember::gpu {
 
 /// A lock that is granted in the order it was asked for (a ticket lock). A copy engine is one: it
-/// serves the copy commands of every stream in turn, so a small copy submitted on one stream (a
-/// request's input) waits for the command in progress, not for every command another stream
-/// queued after it (a whole model's weight groups), as a plain std::mutex, which may hand the lock
-/// back to the same thread, would let happen. BasicLockable (std::lock_guard works).
+/// serves copy commands in turn, never handing itself back to the same thread out of order as a
+/// plain std::mutex may. A ticket may also be taken when a command is issued and redeemed when it
+/// runs (take, then lock(ticket)): the engine then serves commands in issue order, as a GPU's does
+/// (sim_stream.cpp). BasicLockable (std::lock_guard works).
 class FifoMutex {
  public:
-  void lock() {
+  void lock() { lock(take()); }
+  /// A place in line, to redeem with lock(ticket) exactly once (or the line stops there).
+  uint64_t take() {
+    std::lock_guard lock(mu_);
+    return next_++;
+  }
+  void lock(uint64_t ticket) {
     std::unique_lock lock(mu_);
-    const uint64_t ticket = next_++;
     cv_.wait(lock, [&] { return serving_ == ticket; });
   }
   void unlock() {

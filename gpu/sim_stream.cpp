@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "base/work_queue.hpp"
@@ -89,10 +90,21 @@ class SimStream final : public Stream {
  public:
   explicit SimStream(SimDevice& device) : device_(device), tasks_(queue_options(device)) {}
 
+  // The host-to-device engine serves copies in issue order, as a GPU's copy engine serves the
+  // commands pushed to it: a copy takes its place in line when issued, unless something ahead of it
+  // on this stream may wait for another stream (an event wait, or a copy still to take its place),
+  // which could wait for a copy behind this one: then it takes its place when it runs.
   void copy_to_device(DevicePtr dst, const void* src, uint64_t bytes) override {
-    enqueue([this, dst, src, bytes] {
+    std::optional<uint64_t> ticket;
+    if (untimely_.load() == 0) {
+      ticket = device_.copy_engine(SimDevice::kToDevice).take();
+    } else {
+      ++untimely_;
+    }
+    enqueue([this, dst, src, bytes, ticket] {
       settle();
-      copy_in(dst, src, bytes);
+      copy_in(dst, src, bytes, ticket);
+      if (!ticket) --untimely_;
     });
   }
 
@@ -137,7 +149,11 @@ class SimStream final : public Stream {
   void wait(Event& event) override {
     auto& e = static_cast<SimEvent&>(event);
     const uint64_t generation = e.recorded();
-    enqueue([&e, generation] { e.wait_for(generation); });
+    ++untimely_;
+    enqueue([this, &e, generation] {
+      e.wait_for(generation);
+      --untimely_;
+    });
   }
 
   void then(std::function<void(const Status&)> fn) override {
@@ -172,11 +188,13 @@ class SimStream final : public Stream {
 
   // Host copies hold their direction's copy engine for the whole transfer and are paced at the
   // device's own rate for this host memory (pinned or pageable) and through the switch uplink.
-  void copy_in(DevicePtr dst, const void* src, uint64_t bytes) {
+  void copy_in(DevicePtr dst, const void* src, uint64_t bytes, std::optional<uint64_t> ticket) {
+    FifoMutex& engine = device_.copy_engine(SimDevice::kToDevice);
+    engine.lock(ticket ? *ticket : engine.take());  // a ticket is always redeemed, fault or not
+    std::lock_guard held(engine, std::adopt_lock);
     if (device_.faulted()) return;
     uint8_t* d = device_.resolve(dst, bytes, "copy_to_device");
     if (!d) return;
-    std::lock_guard engine(device_.copy_engine(SimDevice::kToDevice));
     device_.count_copy(SimDevice::kToDevice, bytes);
     LinkPacer& lane = device_.host_lane(SimDevice::kToDevice, src, bytes);
     paced_memcpy(d, src, bytes, {&lane, &device_.uplink()->to_device});
@@ -263,6 +281,9 @@ class SimStream final : public Stream {
 
   SimDevice& device_;
   std::atomic<bool> caller_waits_{false};
+  /// Operations queued that may wait for another stream: event waits, and copies to the device that
+  /// take their place in the engine's line only when they run (see copy_to_device).
+  std::atomic<int> untimely_{0};
   ComputeClock::Clock::time_point kernels_end_{};  // the queue's turn holder only: modelled end of its kernels
   WorkQueue tasks_;  // last: destroyed (drained and joined) before the members its tasks use
 };
