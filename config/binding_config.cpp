@@ -64,7 +64,7 @@ Status parse_binding(const YamlSection& s, BindingConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
   EMBER_RETURN_IF_ERROR(s.check_keys({"mode", "scheduler", "eviction", "group", "heavy_factor", "slo_factor",
                                       "slo_deadline", "slo_percentile", "workspace", "window", "repartition",
-                                      "alpha_period", "seed", "run_ahead", "streams", "inline"}));
+                                      "alpha_period", "seed", "run_ahead", "streams", "io_batch", "inline"}));
   EMBER_RETURN_IF_ERROR(s.read_word("mode", c.mode, parse_binding_mode));
   EMBER_RETURN_IF_ERROR(s.read_word("scheduler", c.scheduler, parse_swap_scheduler));
   EMBER_RETURN_IF_ERROR(s.read_word("eviction", c.eviction, parse_eviction_rule));
@@ -80,6 +80,7 @@ Status parse_binding(const YamlSection& s, BindingConfig& c) {
   EMBER_RETURN_IF_ERROR(s.read("seed", c.seed, parse_seed));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("run_ahead", 16, c.run_ahead));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("streams", 32, c.streams));
+  EMBER_RETURN_IF_ERROR(s.read_uint_as("io_batch", 64, c.io_batch));
   EMBER_RETURN_IF_ERROR(s.read_bool("inline", c.inline_runs));
   return Status::OK();
 }

@@ -301,6 +301,11 @@ struct BindingConfig {
   /// beside the running ones while the device's workspace holds the activations they measured.
   /// Default 4; 1 gives one request at a time per device (Torpor); at most 32.
   uint32_t streams = 4;
+  /// PCIe sharing (StreamBox): swap-ins from host memory go through the device's I/O scheduler, cut
+  /// into blocks of binding.group, this many blocks a batch, round robin between concurrent copies
+  /// (gpu/io_scheduler.hpp). Default 6; 0 issues each swap's copies at once (the first comer
+  /// holds the copy engine); at most 64.
+  uint32_t io_batch = 6;
   /// Warm requests from a gateway in the same process (`ember serve`) run on the front end's own
   /// thread when their model is resident on an idle device (actors/node/inline_runs.hpp): no actor
   /// hop, no thread woken. Default true; false sends every request through the router.

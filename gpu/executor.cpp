@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/units.hpp"
+#include "gpu/io_scheduler.hpp"
 
 namespace ember::gpu {
 
@@ -35,6 +36,7 @@ LayerExecutor::LayerExecutor(Device& device, std::shared_ptr<const Model> model,
 
 LayerExecutor::~LayerExecutor() {
   // The streams are drained before the weights go, so no kernel or copy touches freed memory.
+  if (io_ticket_) (void)io_ticket_->wait();
   if (stream_) (void)stream_->synchronize();
   if (copy_stream_) (void)copy_stream_->synchronize();
 }
@@ -43,6 +45,16 @@ Result<std::unique_ptr<LayerExecutor>> LayerExecutor::swap_in(Device& device, st
                                                               LayerRange range, SwapInOptions options) {
   EMBER_ASSIGN_OR_RETURN(auto ex, prepare(device, model, range, options.group_bytes, options.place));
   if (ex->segments_.empty()) return ex;
+  if (options.io && !options.peer) {
+    std::vector<CopyPiece> pieces;
+    for (const WeightSegment& seg : ex->segments_) {
+      ex->group_events_.push_back(device.create_event());
+      pieces.push_back({seg.ptr, model->data() + seg.model_offset, seg.length, ex->group_events_.back().get()});
+    }
+    ex->io_ticket_ = options.io->submit(std::move(pieces));
+    ex->weights_pending_ = true;
+    return ex;
+  }
   ex->copy_stream_ = device.create_stream();
   for (size_t g = 0; g < ex->segments_.size(); ++g) {
     ex->copy_group(*ex->copy_stream_, g, options.peer);
@@ -66,16 +78,18 @@ void LayerExecutor::copy_group(Stream& stream, size_t g, const PeerWeights* peer
   }
 }
 
+bool LayerExecutor::copied() { return io_ticket_ ? io_ticket_->done() : group_events_.back()->query(); }
+
 bool LayerExecutor::weights_resident() {
   std::lock_guard lock(mu_);
-  if (weights_pending_ && group_events_.back()->query()) weights_pending_ = false;
+  if (weights_pending_ && copied()) weights_pending_ = false;
   return !weights_pending_;
 }
 
 Status LayerExecutor::wait_weights() {
   std::lock_guard lock(mu_);
   if (!weights_pending_) return device_.status();
-  EMBER_RETURN_IF_ERROR(group_events_.back()->synchronize());
+  EMBER_RETURN_IF_ERROR(io_ticket_ ? io_ticket_->wait() : group_events_.back()->synchronize());
   weights_pending_ = false;
   return Status::OK();
 }
@@ -260,6 +274,7 @@ Result<Activations> LayerExecutor::run_locked(const Activations& inputs) {
     if (weights_pending_) {
       const int64_t group = layer_group_[s.layer - range_.first];
       if (group > waited_group) {
+        if (io_ticket_) io_ticket_->wait_issued(static_cast<size_t>(group) + 1);  // the event is recorded
         stream_->wait(*group_events_[static_cast<size_t>(group)]);  // this layer's weights have arrived
         waited_group = group;
       }
@@ -295,7 +310,7 @@ Result<Activations> LayerExecutor::run_locked(const Activations& inputs) {
   }
   Status done = stream_->synchronize();
   if (!done.ok()) return done.error().with_context(what);
-  if (weights_pending_ && group_events_.back()->query()) weights_pending_ = false;
+  if (weights_pending_ && copied()) weights_pending_ = false;
   return results;
 }
 

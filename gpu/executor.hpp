@@ -33,6 +33,9 @@
 
 namespace ember::gpu {
 
+class IoScheduler;
+class IoTicket;
+
 /// A value (model input or layer output) living in device memory.
 struct DeviceValue {
   TensorDesc desc;
@@ -100,6 +103,9 @@ struct SwapInOptions {
   WeightPlacer place;
   /// Copy from this device copy instead of host memory; nullptr = from the model's host bytes.
   const PeerWeights* peer = nullptr;
+  /// Host copies go through the device's I/O scheduler (gpu/io_scheduler.hpp), interleaved with
+  /// other swaps' in blocks, instead of all issued at once on a copy stream of this swap's own.
+  IoScheduler* io = nullptr;
 };
 
 class LayerExecutor {
@@ -190,7 +196,11 @@ class LayerExecutor {
   // swap_in: the copy stream and one event per group; pending until all arrived.
   std::unique_ptr<Stream> copy_stream_;
   std::vector<std::unique_ptr<Event>> group_events_;
+  /// swap_in through an IoScheduler: the job whose pieces are the groups (events recorded as they
+  /// are issued, so a run waits for a group's issue before its stream waits for the event).
+  std::shared_ptr<IoTicket> io_ticket_;
   bool weights_pending_ = false;
+  bool copied();  // requires mu_ or the caller's exclusive use
 
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Plan>> plans_;  // guarded by mu_; key: input shapes

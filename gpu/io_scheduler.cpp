@@ -15,6 +15,19 @@ bool IoTicket::done() {
   return done_;
 }
 
+void IoTicket::wait_issued(size_t pieces) {
+  std::unique_lock lock(mu_);
+  cv_.wait(lock, [&] { return done_ || pieces_issued_ >= pieces; });
+}
+
+void IoTicket::issued(size_t pieces) {
+  {
+    std::lock_guard lock(mu_);
+    pieces_issued_ = std::max(pieces_issued_, pieces);
+  }
+  cv_.notify_all();
+}
+
 void IoTicket::complete(Status status) {
   {
     std::lock_guard lock(mu_);
@@ -71,6 +84,8 @@ std::vector<IoScheduler::Block> IoScheduler::next_batch(std::vector<std::shared_
     j.offset += len;
     if (j.offset >= p.bytes) {  // the piece's last block carries its event
       b.done = p.done;
+      b.ends = j.ticket.get();
+      b.piece = j.piece;
       ++j.piece;
       j.offset = 0;
     }
@@ -123,6 +138,9 @@ void IoScheduler::loop() {
     }
     stream_->record(*in_flight_[slot]);
     used[slot] = true;
+    for (const Block& b : batch) {
+      if (b.ends) b.ends->issued(b.piece + 1);  // alive: held by its job or finishing[slot]
+    }
   }
 }
 

@@ -58,15 +58,20 @@ class IoTicket {
   bool done();
   /// Blocks the scheduler had issued when the job came (its first block is in the next batch).
   uint64_t issued_before() const { return issued_before_; }
+  /// Blocks until the first `pieces` pieces are issued: their events recorded on the scheduler's
+  /// stream, so that a stream may wait for them (an event not yet recorded is no wait at all).
+  void wait_issued(size_t pieces);
 
  private:
   friend class IoScheduler;
   void complete(Status status);
+  void issued(size_t pieces);
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
   Status status_;
   uint64_t issued_before_ = 0;
+  size_t pieces_issued_ = 0;  // guarded by mu_
 };
 
 class IoScheduler {
@@ -103,6 +108,9 @@ class IoScheduler {
     const void* src = nullptr;
     uint64_t bytes = 0;
     Event* done = nullptr;
+    /// The block ends piece `piece` of this ticket's job (null: it ends no piece).
+    IoTicket* ends = nullptr;
+    size_t piece = 0;
   };
   void loop();
   /// The next batch (mu_ held): blocks taken round robin; jobs fully issued move to `finishing`.

@@ -81,9 +81,12 @@ Status ExecutorEngine::reserve() {
     group_bytes_ = elbow->elbow_bytes;
     elbow_curve_ = std::move(elbow->curve);
   }
-  spdlog::info("{}: model pool {} in {} partitions, workspace {}, swap groups of {}{}", device_->info().name,
+  if (options_.io_batch > 0)
+    io_ = std::make_unique<gpu::IoScheduler>(*device_, gpu::IoSchedulerOptions{group_bytes_, options_.io_batch});
+  spdlog::info("{}: model pool {} in {} partitions, workspace {}, swap groups of {}{}{}", device_->info().name,
                format_bytes(pool_bytes), pool_bytes / pc.partition_bytes, format_bytes(workspace_),
-               format_bytes(group_bytes_), options_.group_bytes ? " (configured)" : " (measured elbow)");
+               format_bytes(group_bytes_), options_.group_bytes ? " (configured)" : " (measured elbow)",
+               io_ ? ", interleaved in batches of " + std::to_string(options_.io_batch) : std::string());
   return Status::OK();
 }
 
@@ -93,6 +96,7 @@ ExecutorEngine::~ExecutorEngine() {
   drain();          // the runs the last jobs handed on run (each answers; a strand posts its next)
   lanes_.reset();
   models_.clear();  // before the pool region and the device go
+  io_.reset();
   kept_.clear();
   handoff_stream_.reset();
   for (const auto& [ptr, model] : pinned_) device_->unregister_host(ptr);
@@ -441,7 +445,7 @@ void ExecutorEngine::swap_job(SwapRun& run, SwapRunResult& r) {
       r.run.outputs = pinned.error();
       return;
     }
-    gpu::SwapInOptions opts{group_bytes_, placer(run.key), run.peer ? &*run.peer : nullptr};
+    gpu::SwapInOptions opts{group_bytes_, placer(run.key), run.peer ? &*run.peer : nullptr, io_.get()};
     auto ex = gpu::LayerExecutor::swap_in(*device_, run.model, {0, run.model->num_layers()}, opts);
     for (size_t f = 0; !ex.ok() && ex.error().code() == ErrorCode::out_of_memory && f < run.fallback.size(); ++f) {
       const model_key& k = run.fallback[f];

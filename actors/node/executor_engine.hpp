@@ -65,6 +65,7 @@
 #include "gpu/device_memory_pool.hpp"
 #include "gpu/device_workflow.hpp"
 #include "gpu/executor.hpp"
+#include "gpu/io_scheduler.hpp"
 
 namespace ember {
 
@@ -81,6 +82,10 @@ struct EngineOptions {
   /// Runs of resident models executing at once (binding.streams; see the header). 1: every job
   /// in turn on the worker.
   uint32_t streams = 1;
+  /// Swap-ins from host memory go through the device's I/O scheduler (gpu/io_scheduler.hpp) in
+  /// blocks of group_bytes, this many per batch (binding.io_batch); 0: each swap issues its copy
+  /// groups at once on a stream of its own.
+  uint32_t io_batch = 6;
 };
 
 /// One request on a model that may not be resident (late binding).
@@ -255,6 +260,9 @@ class ExecutorEngine {
 
   std::unique_ptr<gpu::Device> device_;
   const EngineOptions options_;
+  /// The device's host-to-device copies of swap-ins (io_batch > 0): reset after the models, whose
+  /// destructors wait for their jobs.
+  std::unique_ptr<gpu::IoScheduler> io_;
   uint64_t group_bytes_ = 0;
   std::vector<std::pair<uint64_t, double>> elbow_curve_;
   std::shared_ptr<gpu::DeviceBuffer> region_;  // the pool's reservation

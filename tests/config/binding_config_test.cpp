@@ -92,26 +92,27 @@ TEST(BindingConfig, BoundariesThatPass) {
     const char* body;
     const char* what;
   };
-  const Good cases[] = {
-      {"  group: 64KiB\n", "smallest group"},
-      {"  group: 1GiB\n", "largest group"},
-      {"  heavy_factor: 1\n", ""},
-      {"  heavy_factor: 100\n", ""},
-      {"  slo_factor: 1\n", ""},
-      {"  slo_factor: 1000\n", ""},
-      {"  slo_factor: 1e3\n", "exponent"},
-      {"  slo_deadline: 1ms\n", ""},
-      {"  slo_deadline: 24h\n", ""},
-      {"  slo_percentile: 0.5\n", ""},
-      {"  slo_percentile: 0.9999\n", ""},
-      {"  workspace: 1\n", "any size"},
-      {"  window: 1ms\n  repartition: 1ms\n  alpha_period: 1ms\n", "all at the minimum"},
-      {"  window: 24h\n  repartition: 24h\n  alpha_period: 24h\n", "all at the maximum"},
-      {"  window: 3s\n  repartition: 3s\n", "repartition equal to window"},
-      {"  seed: 0\n", ""},
-      {"  streams: 1\n", "one run at a time"},
-      {"  streams: 32\n", "the most"},
-      {"  seed: 18446744073709551615\n", "largest uint64"}};
+  const Good cases[] = {{"  group: 64KiB\n", "smallest group"},
+                        {"  group: 1GiB\n", "largest group"},
+                        {"  heavy_factor: 1\n", ""},
+                        {"  heavy_factor: 100\n", ""},
+                        {"  slo_factor: 1\n", ""},
+                        {"  slo_factor: 1000\n", ""},
+                        {"  slo_factor: 1e3\n", "exponent"},
+                        {"  slo_deadline: 1ms\n", ""},
+                        {"  slo_deadline: 24h\n", ""},
+                        {"  slo_percentile: 0.5\n", ""},
+                        {"  slo_percentile: 0.9999\n", ""},
+                        {"  workspace: 1\n", "any size"},
+                        {"  window: 1ms\n  repartition: 1ms\n  alpha_period: 1ms\n", "all at the minimum"},
+                        {"  window: 24h\n  repartition: 24h\n  alpha_period: 24h\n", "all at the maximum"},
+                        {"  window: 3s\n  repartition: 3s\n", "repartition equal to window"},
+                        {"  seed: 0\n", ""},
+                        {"  streams: 1\n", "one run at a time"},
+                        {"  streams: 32\n", "the most"},
+                        {"  io_batch: 0\n", "no I/O scheduler"},
+                        {"  io_batch: 64\n", "the most"},
+                        {"  seed: 18446744073709551615\n", "largest uint64"}};
   for (const Good& g : cases) {
     auto b = parse_binding(g.body);
     EXPECT_TRUE(b.ok()) << g.body << g.what << ": " << (b.ok() ? "" : b.error().message());
@@ -168,6 +169,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"binding:\n  alpha_period: 2d\n", "binding.alpha_period: cannot read '2d'"},
         BadCase{"binding:\n  streams: 0\n", "binding.streams: 0 is outside 1..32"},
         BadCase{"binding:\n  streams: 33\n", "binding.streams"},
+        BadCase{"binding:\n  io_batch: 65\n", "binding.io_batch"},
         BadCase{"binding:\n  seed: -1\n", "binding.seed: '-1' is not an integer in 0..18446744073709551615"},
         BadCase{"binding:\n  seed: 18446744073709551616\n", "binding.seed: '18446744073709551616' is not an integer"},
         BadCase{"binding:\n  seed: 1.5\n", "binding.seed: '1.5' is not an integer"},

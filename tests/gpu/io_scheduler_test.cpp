@@ -80,7 +80,9 @@ TEST(IoScheduler, ConcurrentJobsInterleaveRoundRobinANewcomerJoinsTheNextBatchAn
   for (size_t k = i + 1; k < trace.size(); ++k) job1_left += trace[k].first == 1;
   EXPECT_EQ(job1_left, 0u) << "job 1 stopped alternating with blocks left";
   for (size_t k = 1; k < trace.size(); ++k) {
-    if (trace[k].first == trace[k - 1].first) EXPECT_EQ(trace[k].second, trace[k - 1].second + 1);
+    if (trace[k].first == trace[k - 1].first) {
+      EXPECT_EQ(trace[k].second, trace[k - 1].second + 1);
+    }
   }
   for (size_t p = 0; p < sizes1.size(); ++p) EXPECT_EQ(read_back(*device, dev1[p], sizes1[p]), host1[p]);
   EXPECT_EQ(read_back(*device, dev2, host2.size()), host2);
