@@ -41,8 +41,9 @@ NodeInstruments::NodeInstruments()
       load_seconds_(registry_.histogram("ember_replica_load_duration_seconds",
                                         "Time from load request to a ready replica (fetch and bind)")),
       dispatches_(registry_.counter("ember_swap_dispatches_total",
-                                    "Requests bound to a device, by how the model got there: run (resident), host "
-                                    "or peer (swapped in) under late binding; inline (resident, run on the front "
+                                    "Requests bound to a device, by how the model got there: run (resident), beside "
+                                    "(resident, run beside another on a busy device), host or peer (swapped in) "
+                                    "under late binding; inline (resident, run on the front "
                                     "end's thread) under either binding",
                                     {"kind"})),
       evictions_(registry_.counter("ember_swap_evictions_total", "Device copies of models evicted to make room")

@@ -41,7 +41,8 @@ class NodeInstruments {
   /// A replica load finished: "ok" or the error code's name.
   void count_load(const std::string& outcome, double seconds);
   // Late binding.
-  /// A request bound to a device: kind "run" (resident), "host" or "peer" (swapped in from there).
+  /// A request bound to a device: kind "run" (resident), "beside" (resident, beside another run on a
+  /// busy device), "host" or "peer" (swapped in from there).
   void count_dispatch(const std::string& kind);
   void count_evictions(uint64_t n);
   /// An answered request: within its model's SLO deadline or not.

@@ -405,7 +405,8 @@ void pump(router_pointer self) {
     spdlog::debug("node {}: request {} of {} (+{} batched) -> {}: {}", st.config.name, d.request, d.model,
                   d.batch.size(), d.device, d.reason);
     if (st.instruments) {
-      st.instruments->count_dispatch(d.action == placement::SwapAction::run              ? "run"
+      st.instruments->count_dispatch(d.beside                                            ? "beside"
+                                     : d.action == placement::SwapAction::run            ? "run"
                                      : d.action == placement::SwapAction::swap_from_peer ? "peer"
                                                                                          : "host");
       if (auto m = st.swap->model(d.model); m && m->max_batch > 1) {

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <caf/typed_event_based_actor.hpp>
+#include <cstring>
 #include <future>
 #include <map>
 #include <numeric>
@@ -52,11 +53,11 @@ std::shared_ptr<const gpu::Model> write_mlp(const std::string& dir, uint64_t see
   return *m;
 }
 
-std::unique_ptr<ExecutorEngine> engine(std::unique_ptr<gpu::Device> device) {
+std::unique_ptr<ExecutorEngine> engine(std::unique_ptr<gpu::Device> device, uint32_t streams = 1) {
   // 16 MiB devices: 8 MiB of pool in 1 MiB partitions; fixed 256 KiB groups (no elbow probe).
   // Larger devices keep half for activations.
   const uint64_t workspace = std::max<uint64_t>(8 * MiB, device->memory().capacity_bytes / 2);
-  auto e = ExecutorEngine::create(std::move(device), EngineOptions{64, workspace, 256 << 10});
+  auto e = ExecutorEngine::create(std::move(device), EngineOptions{64, workspace, 256 << 10, streams});
   EXPECT_TRUE(e.ok()) << e.error().message();
   return std::move(*e);
 }
@@ -308,26 +309,27 @@ struct LateNode {
   LateNode(uint32_t devices, int count, int64_t fault_after = -1, double dilation = 0, ModelMaker make = {},
            uint64_t device_bytes = 16 * MiB, NodeInstruments* instruments = nullptr,
            std::shared_ptr<InlineRuns> inline_runs = nullptr,
-           placement::EvictionRule eviction = placement::EvictionRule::torpor) {
+           placement::EvictionRule eviction = placement::EvictionRule::torpor, uint32_t streams = 1) {
     for (int i = 0; i < count; ++i) {
       const std::string dir = repo / ("m" + std::to_string(i)) + "/1";
       models.push_back(make ? make(dir, i) : write_mlp(dir, i + 1, 3));
     }
     std::vector<device_report> reports;
-    std::vector<uint64_t> pools;
+    std::vector<uint64_t> pools, workspaces;
     for (uint32_t d = 0; d < devices; ++d) {
       auto dev = gpu::testing::sim_device(device_bytes, d, dilation);
       if (d == 0 && fault_after >= 0) dev->TEST_fail_after_kernels(static_cast<uint64_t>(fault_after));
-      auto e = engine(std::move(dev));
+      auto e = engine(std::move(dev), streams);
       pools.push_back(e->engine_memory().pool_capacity);
+      workspaces.push_back(e->engine_memory().workspace);
       reports.push_back({e->device_info().name, device_bytes, 0});
-      engine_factory reopen = [this, d, dilation, device_bytes]() -> Result<std::unique_ptr<ExecutorEngine>> {
+      engine_factory reopen = [this, d, dilation, device_bytes, streams]() -> Result<std::unique_ptr<ExecutorEngine>> {
         ++restarts;
         if (gpu::SimDevice::TEST_open_on_ordinal(d) > 0) ++reopened_while_open;
         for (int left = reopen_failures.load(); left > 0;) {
           if (reopen_failures.compare_exchange_weak(left, left - 1)) return unavailable("the device did not come back");
         }
-        return engine(gpu::testing::sim_device(device_bytes, d, dilation));
+        return engine(gpu::testing::sim_device(device_bytes, d, dilation), streams);
       };
       execs.push_back(
           spawn_gpu_executor(*sys, std::move(e), "n1", nullptr, maintenance, reopen, InlineSlot{inline_runs, d}));
@@ -341,8 +343,9 @@ struct LateNode {
         switches, std::vector<std::vector<double>>(devices, std::vector<double>(devices, 0.0)),
         std::vector<double>(devices, 16.0));
     EXPECT_TRUE(topology.ok());
-    NodeRouterConfig rc{"n1", "127.0.0.1", 0, "", LateBinding{{}, *topology, pools}};
+    NodeRouterConfig rc{"n1", "127.0.0.1", 0, "", LateBinding{{}, *topology, pools, workspaces}};
     rc.late->options.eviction = eviction;
+    rc.late->options.streams = streams;
     rc.inline_runs = std::move(inline_runs);
     router = spawn_node_router(*sys, rc, execs, reports, cache, instruments);
   }
@@ -966,6 +969,53 @@ TEST(NodeWorkflows, StepsHandTheirOutputsOnTheDeviceAndAnswerWhatTheModelsGiveBy
     EXPECT_EQ(handed, 49152) << text;
     EXPECT_NE(text.find(R"(ember_node_workflow_runs_total{workflow="flow",outcome="success"} 3)"), std::string::npos);
   }
+}
+
+// Functions as streams on the node: b and c read a's output on the one device and run beside each
+// other (the router dispatches one as the device's request and the other beside it); concurrent
+// workflow requests answer what the models give by hand, and nothing stays kept.
+TEST(NodeWorkflows, StepsOfDifferentModelsRunBesideEachOtherOnOneDeviceAndAnswerAsByHand) {
+  NodeInstruments instruments;
+  LateNode node(1, 4, -1, 0, write_flow_model, 32 * MiB, &instruments, nullptr, placement::EvictionRule::torpor,
+                /*streams=*/3);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(node.load(i).ok()) << i;
+  std::vector<gpu::HostTensor> xs, want;
+  for (int r = 0; r < 6; ++r) {
+    xs.push_back(gpu::testing::random_tensor("x", {gpu::DType::f32, gpu::Shape{4, 512}}, 70 + r));
+    gpu::HostTensor in = xs.back();
+    in.name = "input";
+    auto a = warm_outputs(node.models[0], {in})[0];
+    a.name = "input";
+    auto b = warm_outputs(node.models[1], {a})[0];
+    auto c = warm_outputs(node.models[2], {a})[0];
+    b.name = "a";
+    c.name = "b";
+    want.push_back(warm_outputs(node.models[3], {b, c})[0]);
+  }
+  std::vector<std::optional<Result<infer_reply>>> replies(xs.size());
+  std::vector<std::thread> clients;
+  for (size_t r = 0; r < xs.size(); ++r) {
+    clients.emplace_back(
+        [&, r] { replies[r] = testing::ask<infer_reply>(*node.sys, node.router, 30s, flow_request(kFlow, xs[r])); });
+  }
+  for (auto& t : clients) t.join();
+  for (size_t r = 0; r < xs.size(); ++r) {
+    ASSERT_TRUE(replies[r]->ok()) << replies[r]->error().message();
+    auto out = decode_tensors(std::move((*replies[r])->outputs));
+    ASSERT_TRUE(out.ok());
+    bool answered = false;
+    for (const auto& t : *out) {
+      if (t.name != "y") continue;
+      answered = true;
+      EXPECT_TRUE(gpu::testing::bitwise_equal(t, want[r])) << "request " << r;
+    }
+    EXPECT_TRUE(answered) << "request " << r << " has no output y";
+  }
+  expect_nothing_kept(node);
+  const std::string text = metrics::render(instruments.registry().snapshot());
+  const auto at = text.find(R"(ember_swap_dispatches_total{kind="beside"} )");
+  ASSERT_NE(at, std::string::npos) << "no step ran beside another\n" << text;
+  EXPECT_GE(std::stod(text.substr(at + std::strlen(R"(ember_swap_dispatches_total{kind="beside"} )"))), 1.0);
 }
 
 // The device faults in a step that reads a value kept there: the value went with the fault, so the
