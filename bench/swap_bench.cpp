@@ -5,7 +5,8 @@
 // For each model, in one run: the warm latency (weights resident), then a cold request served by
 //   whole     copy every weight from pageable host memory, wait, then execute
 //   +pinned   the same from pinned (registered) host memory
-//   +layer    pinned, pipelined: each layer runs once its own bytes arrived (SwapInOptions{1})
+//   +layer    pinned, pipelined: each layer runs once its own bytes arrived (SwapInOptions{1}; both
+//             pipelined swaps through the device's I/O scheduler, as executors' are)
 //   +grouped  pinned, pipelined in groups at the copy-throughput elbow (what Ember's executors do)
 // each as a ratio to warm (median of --repeat cold starts; every cold start uses a fresh executor).
 // The elbow is measured first (gpu/copy_elbow.hpp, as executors do at start).
@@ -32,6 +33,7 @@
 #include "gpu/device_registry.hpp"
 #include "gpu/executor.hpp"
 #include "gpu/host_buffer.hpp"
+#include "gpu/io_scheduler.hpp"
 #include "gpu/model.hpp"
 #include "gpu/sample_inputs.hpp"
 #include "gpu/sim_device.hpp"
@@ -204,11 +206,15 @@ int main(int argc, char** argv) {
       (void)(*ex)->run_host(*inputs);
       layer_us = (*ex)->last_layer_us();
     }
+    // Pipelined swaps go through the device's I/O scheduler, as an executor's do: the copy engine
+    // serves commands in issue order, so a run's input issued after every group would wait for all.
+    gpu::IoScheduler io(**device, {elbow, 6});
     auto cold = [&](uint64_t group) {
       std::vector<double> t;
       for (uint32_t i = 0; i < repeat; ++i) {
         const auto t0 = Clock::now();
-        auto ex = gpu::LayerExecutor::swap_in(**device, m, all, gpu::SwapInOptions{group});
+        auto ex = gpu::LayerExecutor::swap_in(**device, m, all,
+                                              gpu::SwapInOptions{group, {}, nullptr, group ? &io : nullptr});
         if (!ex.ok() || !(*ex)->run_host(*inputs).ok()) return -1.0;
         t.push_back(ms_since(t0));
       }
