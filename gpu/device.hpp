@@ -118,7 +118,19 @@ class Device {
 class DeviceBuffer {
  public:
   static Result<std::shared_ptr<DeviceBuffer>> allocate(Device& device, uint64_t bytes);
-  ~DeviceBuffer() { device_.free(ptr_); }
+  /// A buffer over memory someone else hands out (an ActivationPool's segment): `release` gets the
+  /// address back when the last holder lets go, instead of the device.
+  static std::shared_ptr<DeviceBuffer> adopt(Device& device, DevicePtr ptr, uint64_t bytes,
+                                             std::function<void(DevicePtr)> release) {
+    return std::shared_ptr<DeviceBuffer>(new DeviceBuffer(device, ptr, bytes, std::move(release)));
+  }
+  ~DeviceBuffer() {
+    if (release_) {
+      release_(ptr_);
+    } else {
+      device_.free(ptr_);
+    }
+  }
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
@@ -127,10 +139,12 @@ class DeviceBuffer {
   uint64_t bytes() const { return bytes_; }
 
  private:
-  DeviceBuffer(Device& device, DevicePtr ptr, uint64_t bytes) : device_(device), ptr_(ptr), bytes_(bytes) {}
+  DeviceBuffer(Device& device, DevicePtr ptr, uint64_t bytes, std::function<void(DevicePtr)> release = {})
+      : device_(device), ptr_(ptr), bytes_(bytes), release_(std::move(release)) {}
   Device& device_;
   DevicePtr ptr_;
   uint64_t bytes_;
+  std::function<void(DevicePtr)> release_;
 };
 
 inline Result<std::shared_ptr<DeviceBuffer>> DeviceBuffer::allocate(Device& device, uint64_t bytes) {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/units.hpp"
+#include "gpu/activation_pool.hpp"
 #include "gpu/io_scheduler.hpp"
 
 namespace ember::gpu {
@@ -78,7 +79,12 @@ void LayerExecutor::copy_group(Stream& stream, size_t g, const PeerWeights* peer
   }
 }
 
-bool LayerExecutor::copied() { return io_ticket_ ? io_ticket_->done() : group_events_.back()->query(); }
+bool LayerExecutor::copied() {
+  // Through the scheduler: every group issued and the last one arrived (its ticket completes a
+  // little later, when the scheduler sees its batch end).
+  if (io_ticket_ && !io_ticket_->done() && io_ticket_->pieces_issued() < group_events_.size()) return false;
+  return group_events_.back()->query();
+}
 
 bool LayerExecutor::weights_resident() {
   std::lock_guard lock(mu_);
@@ -246,7 +252,8 @@ Result<Activations> LayerExecutor::run_locked(const Activations& inputs) {
 
   std::shared_ptr<DeviceBuffer> block;
   if (plan->block_bytes) {
-    auto b = DeviceBuffer::allocate(device_, plan->block_bytes);
+    auto b =
+        activations_ ? activations_->allocate(plan->block_bytes) : DeviceBuffer::allocate(device_, plan->block_bytes);
     if (!b.ok()) return b.error().with_context(what + ": activations");
     block = std::move(*b);
   }
@@ -254,7 +261,7 @@ Result<Activations> LayerExecutor::run_locked(const Activations& inputs) {
   Activations results;
   for (const Plan::Step& s : plan->steps) {
     if (!s.out_returned) continue;
-    auto b = DeviceBuffer::allocate(device_, s.out.bytes());
+    auto b = activations_ ? activations_->allocate(s.out.bytes()) : DeviceBuffer::allocate(device_, s.out.bytes());
     if (!b.ok()) return b.error().with_context(what + ": output '" + g.value_names[g.layer_value(s.layer)] + "'");
     results[g.layer_value(s.layer)] = DeviceValue{s.out, std::move(*b)};
   }
@@ -392,7 +399,7 @@ Result<std::vector<HostTensor>> LayerExecutor::run_host(const std::vector<HostTe
     explicit CallerWaits(Stream& stream, bool on) : s(stream) { s.set_caller_waits(on); }
     ~CallerWaits() { s.set_caller_waits(false); }
   } caller_waits(*stream_, !weights_pending_);
-  EMBER_ASSIGN_OR_RETURN(Activations in, upload(device_, *stream_, used, ids));
+  EMBER_ASSIGN_OR_RETURN(Activations in, upload(device_, *stream_, used, ids, activations_));
   auto out = run_locked(in);
   if (!out.ok()) {
     // The uploads may still be in flight; their buffers must outlive them.
@@ -436,10 +443,11 @@ Result<std::vector<NamedValue>> LayerExecutor::run_device(const std::vector<Name
 }
 
 Result<Activations> upload(Device& device, Stream& stream, const std::vector<HostTensor>& tensors,
-                           const std::vector<uint32_t>& ids) {
+                           const std::vector<uint32_t>& ids, ActivationPool* pool) {
   Activations values;
   for (size_t i = 0; i < tensors.size(); ++i) {
-    auto b = DeviceBuffer::allocate(device, std::max<uint64_t>(tensors[i].desc.bytes(), 1));
+    const uint64_t bytes = std::max<uint64_t>(tensors[i].desc.bytes(), 1);
+    auto b = pool ? pool->allocate(bytes) : DeviceBuffer::allocate(device, bytes);
     if (!b.ok()) return b.error().with_context("input '" + tensors[i].name + "'");
     stream.copy_to_device((*b)->ptr(), tensors[i].data(), tensors[i].desc.bytes());
     values[ids[i]] = DeviceValue{tensors[i].desc, std::move(*b)};

@@ -33,6 +33,7 @@
 
 namespace ember::gpu {
 
+class ActivationPool;
 class IoScheduler;
 class IoTicket;
 
@@ -159,6 +160,9 @@ class LayerExecutor {
 
   /// Device bytes the last run used for intermediates and scratch.
   uint64_t last_plan_bytes() const { return last_plan_bytes_; }
+  /// Runs take their activations (the plan's block and the values they return) from `pool`, which
+  /// must outlive them, instead of the device allocator (gpu/activation_pool.hpp). Before the first run.
+  void set_activation_pool(ActivationPool* pool) { activations_ = pool; }
 
   /// When on, each run waits for every layer in turn and records its wall time (microseconds,
   /// indexed by layer - range().first) in last_layer_us(). Serialises the device: for profiling only.
@@ -205,13 +209,15 @@ class LayerExecutor {
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Plan>> plans_;  // guarded by mu_; key: input shapes
   uint64_t last_plan_bytes_ = 0;
+  ActivationPool* activations_ = nullptr;
   bool profiling_ = false;
   std::vector<double> last_layer_us_;
 };
 
-/// Copies host tensors to new device buffers on `stream` (not waiting), keyed by `ids`.
+/// Copies host tensors to new device buffers on `stream` (not waiting), keyed by `ids`; the buffers
+/// from `pool` when given (else the device allocator).
 Result<Activations> upload(Device& device, Stream& stream, const std::vector<HostTensor>& tensors,
-                           const std::vector<uint32_t>& ids);
+                           const std::vector<uint32_t>& ids, ActivationPool* pool = nullptr);
 /// Copies device values to host tensors named by `names[id]`, and waits for the copies.
 Result<std::vector<HostTensor>> download(Stream& stream, const Activations& values,
                                          const std::vector<std::string>& names);

@@ -20,6 +20,11 @@ void IoTicket::wait_issued(size_t pieces) {
   cv_.wait(lock, [&] { return done_ || pieces_issued_ >= pieces; });
 }
 
+size_t IoTicket::pieces_issued() {
+  std::lock_guard lock(mu_);
+  return pieces_issued_;
+}
+
 void IoTicket::issued(size_t pieces) {
   {
     std::lock_guard lock(mu_);

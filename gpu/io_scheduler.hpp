@@ -61,6 +61,8 @@ class IoTicket {
   /// Blocks until the first `pieces` pieces are issued: their events recorded on the scheduler's
   /// stream, so that a stream may wait for them (an event not yet recorded is no wait at all).
   void wait_issued(size_t pieces);
+  /// Pieces issued so far.
+  size_t pieces_issued();
 
  private:
   friend class IoScheduler;

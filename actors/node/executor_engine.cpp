@@ -74,6 +74,9 @@ Status ExecutorEngine::reserve() {
   pool_.emplace(std::move(*pool));
   pool_free_ = pool_->stats().free_bytes;
   workspace_ = capacity - pool_bytes;
+  activations_ = std::make_unique<gpu::ActivationPool>(
+      *device_, [this](uint64_t bytes) { return lend_activations(bytes); },
+      [this](const gpu::ActivationSegment& s) { free_in_pool("#activations/" + std::to_string(s.id)); });
   group_bytes_ = options_.group_bytes;
   if (group_bytes_ == 0) {
     auto elbow = gpu::measure_copy_elbow(*device_, region_->ptr(), pool_bytes, 64 * kMiB, 16 * kMiB);
@@ -98,6 +101,7 @@ ExecutorEngine::~ExecutorEngine() {
   models_.clear();  // before the pool region and the device go
   io_.reset();
   kept_.clear();
+  activations_.reset();  // every run and kept value is gone: its segments go back
   handoff_stream_.reset();
   for (const auto& [ptr, model] : pinned_) device_->unregister_host(ptr);
   region_.reset();
@@ -116,6 +120,7 @@ gpu::WeightPlacer ExecutorEngine::placer(const model_key& key) {
                              " failed");
       }
     }
+    std::lock_guard lock(pool_mu_);
     EMBER_ASSIGN_OR_RETURN(auto handles, pool_->allocate_model(name, sizes));
     std::vector<gpu::DevicePtr> ptrs;
     for (const auto& h : handles) ptrs.push_back(region_->ptr() + *pool_->offset_of(h));
@@ -132,16 +137,36 @@ Status ExecutorEngine::pin_host(const std::shared_ptr<const gpu::Model>& model) 
   return Status::OK();
 }
 
+void ExecutorEngine::free_in_pool(const std::string& name) {
+  uint64_t free = 0;
+  {
+    std::lock_guard lock(pool_mu_);
+    pool_->free_model(name);
+    free = pool_->stats().free_bytes;
+  }
+  std::lock_guard lock(mu_);
+  pool_free_ = free;
+}
+
+uint64_t ExecutorEngine::pool_bytes_of(const model_key& key) {
+  std::lock_guard lock(pool_mu_);
+  return pool_->model_bytes(key.to_string());
+}
+
 void ExecutorEngine::evict(const model_key& key) {
   models_.erase(key);  // the LayerExecutor drains its streams before its blocks go back
-  pool_->free_model(key.to_string());
+  free_in_pool(key.to_string());
   std::lock_guard lock(mu_);
   published_.erase(key);
   batching_.erase(key);
-  pool_free_ = pool_->stats().free_bytes;
 }
 
 void ExecutorEngine::publish(const model_key& key, const gpu::LayerExecutor* ex) {
+  uint64_t free = 0;
+  {
+    std::lock_guard lock(pool_mu_);
+    free = pool_->stats().free_bytes;
+  }
   std::lock_guard lock(mu_);
   if (ex) {
     published_[key] = ex->weight_segments();
@@ -151,7 +176,24 @@ void ExecutorEngine::publish(const model_key& key, const gpu::LayerExecutor* ex)
       batching_.erase(key);
     }
   }
-  pool_free_ = pool_->stats().free_bytes;
+  pool_free_ = free;
+}
+
+Result<gpu::ActivationSegment> ExecutorEngine::lend_activations(uint64_t bytes) {
+  gpu::ActivationSegment seg;
+  uint64_t free = 0;
+  {
+    std::lock_guard lock(pool_mu_);
+    seg.id = ++activation_segments_;
+    const uint64_t chunk = pool_->config().partition_bytes;
+    seg.bytes = (bytes + chunk - 1) / chunk * chunk;
+    EMBER_ASSIGN_OR_RETURN(auto handles, pool_->allocate_model("#activations/" + std::to_string(seg.id), {seg.bytes}));
+    seg.base = region_->ptr() + *pool_->offset_of(handles[0]);
+    free = pool_->stats().free_bytes;
+  }
+  std::lock_guard lock(mu_);
+  pool_free_ = free;
+  return seg;
 }
 
 void ExecutorEngine::bind(const model_key& key, std::shared_ptr<const gpu::Model> model,
@@ -161,10 +203,10 @@ void ExecutorEngine::bind(const model_key& key, std::shared_ptr<const gpu::Model
     drain();
     auto ex = gpu::LayerExecutor::create(*device_, model, {0, model->num_layers()}, placer(key));
     if (!ex.ok()) {
-      pool_->free_model(key.to_string());
-      publish(key, nullptr);
+      free_in_pool(key.to_string());
       return done(ex.error());
     }
+    (*ex)->set_activation_pool(activations_.get());
     publish(key, ex->get());
     models_[key] = Resident{model, std::move(*ex)};
     done(Status::OK());
@@ -400,7 +442,7 @@ bool ExecutorEngine::swap_run(SwapRun run, std::function<void(SwapRunResult)> do
   return jobs_->try_post([this, enqueued, run = std::move(run), done = std::move(done)]() mutable {
     if (lanes_ && runs_beside(run)) {
       gpu::LayerExecutor* ex = models_.at(run.key).ex.get();
-      const uint64_t footprint = pool_->model_bytes(run.key.to_string());
+      const uint64_t footprint = pool_bytes_of(run.key);
       const model_key key = run.key;
       return beside(key, [this, ex, footprint, enqueued, run = std::move(run), done = std::move(done)] {
         SwapRunResult r;
@@ -455,11 +497,11 @@ void ExecutorEngine::swap_job(SwapRun& run, SwapRunResult& r) {
       ex = gpu::LayerExecutor::swap_in(*device_, run.model, {0, run.model->num_layers()}, opts);
     }
     if (!ex.ok()) {
-      pool_->free_model(run.key.to_string());
-      publish(run.key, nullptr);
+      free_in_pool(run.key.to_string());
       r.run.outputs = ex.error();
       return;
     }
+    (*ex)->set_activation_pool(activations_.get());
     it = models_.emplace(run.key, Resident{run.model, std::move(*ex)}).first;
     r.swapped = true;
   }
@@ -476,7 +518,7 @@ void ExecutorEngine::swap_job(SwapRun& run, SwapRunResult& r) {
       if (!again.ok()) r.run.outputs = again.error();
     }
     publish(run.key, &ex);
-    r.footprint = pool_->model_bytes(run.key.to_string());
+    r.footprint = pool_bytes_of(run.key);
   } else {
     evict(run.key);  // half-copied weights are no replica
   }

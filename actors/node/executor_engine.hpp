@@ -1,5 +1,7 @@
 // ExecutorEngine: the blocking half of a gpu_executor. It owns one device, the device memory it
-// reserved at start (a DeviceMemoryPool for model weights, the rest left for activations), the
+// reserved at start (a DeviceMemoryPool for model weights, the rest left for activations, which
+// borrow whole partitions of the model pool beyond that under a burst and give them back as soon as
+// they are free again: gpu/activation_pool.hpp), the
 // models resident on it (one gpu::LayerExecutor each) and one serial WorkQueue (base/work_queue.hpp,
 // one worker thread) that runs jobs in order: bind, unbind, infer, swap_run.
 //
@@ -61,6 +63,7 @@
 #include "actors/messages.hpp"
 #include "base/status.hpp"
 #include "base/work_queue.hpp"
+#include "gpu/activation_pool.hpp"
 #include "gpu/device.hpp"
 #include "gpu/device_memory_pool.hpp"
 #include "gpu/device_workflow.hpp"
@@ -173,6 +176,8 @@ class ExecutorEngine {
   std::pair<size_t, uint64_t> kept() const;
   /// Kept values moved to host memory so far to make room (see run_handoff), and their bytes.
   std::pair<uint64_t, uint64_t> spilled() const;
+  /// The activation pool's reservation beyond the workspace (grown and shrunk with the load).
+  gpu::ActivationPool::Stats activation_stats() const { return activations_->stats(); }
 
   /// Uploads the model's weights (all layers) into the pool. Binding a bound key again is OK.
   void bind(const model_key& key, std::shared_ptr<const gpu::Model> model, std::function<void(Status)> done);
@@ -234,6 +239,11 @@ class ExecutorEngine {
   gpu::WeightPlacer placer(const model_key& key);
   Status pin_host(const std::shared_ptr<const gpu::Model>& model);
   void evict(const model_key& key);
+  /// Frees a model's (or an activation segment's) blocks of the pool; any thread.
+  void free_in_pool(const std::string& name);
+  uint64_t pool_bytes_of(const model_key& key);
+  /// The activation pool's growth: a segment of whole partitions of the model pool; any thread.
+  Result<gpu::ActivationSegment> lend_activations(uint64_t bytes);
   void publish(const model_key& key, const gpu::LayerExecutor* ex);
   void swap_job(SwapRun& run, SwapRunResult& r);
   /// The run of a resident model (plain or with hand-off), with one more try after moving kept
@@ -266,7 +276,12 @@ class ExecutorEngine {
   uint64_t group_bytes_ = 0;
   std::vector<std::pair<uint64_t, double>> elbow_curve_;
   std::shared_ptr<gpu::DeviceBuffer> region_;  // the pool's reservation
-  std::optional<gpu::DeviceMemoryPool> pool_;  // worker thread only (and start-up)
+  std::optional<gpu::DeviceMemoryPool> pool_;  // guarded by pool_mu_ (runs in lanes borrow from it)
+  std::mutex pool_mu_;
+  /// Activation memory beyond the workspace, lent by the pool (gpu/activation_pool.hpp): reset after
+  /// the models and kept values, before the region.
+  std::unique_ptr<gpu::ActivationPool> activations_;
+  uint64_t activation_segments_ = 0;  // guarded by pool_mu_
   uint64_t workspace_ = 0;
 
   std::atomic<uint64_t> fail_allocations_{0};

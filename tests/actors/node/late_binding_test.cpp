@@ -201,6 +201,65 @@ TEST(ExecutorEngineStreams, RunsOfDifferentModelsRunAtOnceAnswerAsAloneAndKeepEa
   EXPECT_EQ(r.outputs.error().code(), ErrorCode::unavailable);
 }
 
+// The activation pool (StreamBox's Algorithm 1): runs whose activations do not fit the workspace
+// borrow whole partitions of the model pool, lazily, and give them back as soon as the last buffer
+// in them goes; answers stay those of warm runs; with the pool full of weights, a run that needs
+// more than the workspace fails out of memory and leaves nothing behind.
+TEST(ExecutorEngineStreams, ActivationsBorrowFromThePoolUnderABurstAndGiveItBackAfter) {
+  gpu::testing::TempDir dir;
+  auto e = ExecutorEngine::create(gpu::testing::sim_device(64 * MiB), EngineOptions{64, 1 * MiB, 256 << 10, 3});
+  ASSERT_TRUE(e.ok()) << e.error().message();
+  std::vector<std::shared_ptr<const gpu::Model>> models;
+  for (int i = 0; i < 3; ++i) models.push_back(write_mlp(dir / ("m" + std::to_string(i)), i + 21, 3));
+  auto key = [](size_t i) { return model_key{"m" + std::to_string(i), 1}; };
+  for (size_t i = 0; i < models.size(); ++i) {
+    auto r = swap_run(**e, SwapRun{key(i), models[i], gpu::testing::arch_inputs(*models[i], 1, 1, 1)});
+    ASSERT_TRUE(r.run.outputs.ok()) << r.run.outputs.error().message();
+  }
+  const uint64_t pool_free = (*e)->engine_memory().pool_free;
+  EXPECT_EQ((*e)->activation_stats().grows, 0u) << "small runs fit the workspace";
+  // A burst of large runs (1024 rows: megabytes of activations each), three models at once.
+  std::vector<std::vector<gpu::HostTensor>> inputs;
+  std::vector<std::promise<ExecutorEngine::SwapRunResult>> done(6);
+  for (size_t n = 0; n < done.size(); ++n) {
+    inputs.push_back(gpu::testing::arch_inputs(*models[n % 3], 1024, 1, 50 + n));
+    ASSERT_TRUE((*e)->swap_run(SwapRun{key(n % 3), models[n % 3], inputs[n]},
+                               [&, n](ExecutorEngine::SwapRunResult r) { done[n].set_value(std::move(r)); }));
+  }
+  for (size_t n = 0; n < done.size(); ++n) {
+    auto r = done[n].get_future().get();
+    ASSERT_TRUE(r.run.outputs.ok()) << r.run.outputs.error().message();
+    EXPECT_GT(r.plan_bytes, 1 * MiB) << "the premise: a run needs more than the workspace";
+    EXPECT_TRUE(gpu::testing::bitwise_equal((*r.run.outputs)[0], warm_outputs(models[n % 3], inputs[n])[0]));
+  }
+  auto st = (*e)->activation_stats();
+  EXPECT_GE(st.grows, 1u);
+  EXPECT_GT(st.peak_reserved_bytes, 0u);
+  EXPECT_EQ(st.segments, 0u) << "a segment outlived its last buffer";
+  EXPECT_EQ(st.reserved_bytes, 0u);
+  EXPECT_EQ(st.shrinks, st.grows);
+  EXPECT_EQ((*e)->engine_memory().pool_free, pool_free) << "the weights' room came back";
+  // The pool full of weights: nothing to borrow, and a large run says so.
+  std::vector<std::shared_ptr<const gpu::Model>> fill;
+  for (int i = 0;; ++i) {
+    ASSERT_LT(i, 30) << "the pool never filled";
+    fill.push_back(write_mlp(dir / ("f" + std::to_string(i)), i + 31, 3));
+    auto r = swap_run(
+        **e, SwapRun{{"f" + std::to_string(i), 1}, fill.back(), gpu::testing::arch_inputs(*fill.back(), 1, 1, 1)});
+    if (r.run.outputs.ok()) continue;
+    ASSERT_EQ(r.run.outputs.error().code(), ErrorCode::out_of_memory) << r.run.outputs.error().message();
+    break;
+  }
+  auto big = swap_run(**e, SwapRun{key(0), models[0], gpu::testing::arch_inputs(*models[0], 4096, 1, 9)});
+  ASSERT_FALSE(big.run.outputs.ok());
+  EXPECT_EQ(big.run.outputs.error().code(), ErrorCode::out_of_memory);
+  EXPECT_NE(big.run.outputs.error().message().find("lends no"), std::string::npos) << big.run.outputs.error().message();
+  EXPECT_FALSE(big.fault);
+  EXPECT_EQ((*e)->activation_stats().segments, 0u);
+  auto small = swap_run(**e, SwapRun{key(0), models[0], gpu::testing::arch_inputs(*models[0], 1, 1, 2)});
+  EXPECT_TRUE(small.run.outputs.ok()) << "the engine still serves";
+}
+
 // A run's outputs kept on one device (SwapRun::keep) feed a run on another device: lent there
 // (ExecutorEngine::lend) and copied over the link, the answer equal to the models run on the host.
 TEST(ExecutorEngineSwap, KeptValuesFeedARunOnTheSameDeviceInPlaceAndOnAnotherOverTheLink) {
