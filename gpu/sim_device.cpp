@@ -1,8 +1,9 @@
 #include "gpu/sim_device.hpp"
 
+#include <cblas.h>
 #include <sys/mman.h>
 
-#include <cblas.h>
+#include <algorithm>
 #include <cassert>
 #include <cerrno>
 #include <cstdio>
@@ -94,6 +95,7 @@ Result<DevicePtr> SimDevice::allocate(uint64_t bytes) {
   if (!offset) {
     return out_of_memory(info_.name + ": out of device memory: " + allocator_.shortage(bytes));
   }
+  peak_used_ = std::max(peak_used_, allocator_.used());
   return DevicePtr{device_base(info_.ordinal) + *offset};
 }
 
@@ -103,6 +105,16 @@ void SimDevice::free(DevicePtr ptr) {
   [[maybe_unused]] bool ok = ptr.addr >= device_base(info_.ordinal) &&
                              allocator_.free(ptr.addr - device_base(info_.ordinal));
   assert(ok && "SimDevice::free of a pointer this device did not allocate");
+}
+
+uint64_t SimDevice::peak_used_bytes() const {
+  std::lock_guard lock(alloc_mu_);
+  return peak_used_;
+}
+
+void SimDevice::reset_peak() {
+  std::lock_guard lock(alloc_mu_);
+  peak_used_ = allocator_.used();
 }
 
 MemoryInfo SimDevice::memory() const {

@@ -64,6 +64,10 @@ class SimDevice final : public Device {
   bool host_registered(const void* ptr, uint64_t bytes) const override;
 
   const SimDeviceConfig& config() const { return config_; }
+  /// The most device memory allocated at once since the device opened or the last reset_peak()
+  /// (benchmarks: what a set of runs needed).
+  uint64_t peak_used_bytes() const;
+  void reset_peak();
   const std::shared_ptr<SwitchUplink>& uplink() const { return uplink_; }
 
   /// Test seam: the (n+1)-th kernel launched from now on faults the device instead of running.
@@ -141,6 +145,7 @@ class SimDevice final : public Device {
 
   mutable std::mutex alloc_mu_;
   ArenaAllocator allocator_;  // guarded by alloc_mu_
+  uint64_t peak_used_ = 0;    // guarded by alloc_mu_
 
   std::atomic<bool> faulted_{false};
   mutable std::mutex fault_mu_;
