@@ -285,21 +285,11 @@ std::vector<SwapDispatch> SwapController::dispatch(int64_t now_us, const BatchJo
       return target.has_value();
     });
     if (!q) break;
-    prefer_.erase(q->id);
+    SwapDispatch d = run_on_busy(*q, *target, "resident on a busy device with room: runs beside its current request");
     Device& dev = devices_[*target];
     ++dev.beside;
-    dev.replicas[q->model].last_use = ++tick_;
-    ++counters_.runs;
     ++counters_.beside;
-    SwapDispatch d;
-    d.request = q->id;
-    d.model = q->model;
-    d.arrival_us = q->arrival_us;
-    d.device = *target;
-    d.action = SwapAction::run;
-    d.life = dev.life;
     d.beside = true;
-    d.reason = "resident on a busy device with room: runs beside its current request";
     count_run(dev, d);
     out.push_back(std::move(d));
   }
@@ -322,22 +312,27 @@ std::vector<SwapDispatch> SwapController::dispatch(int64_t now_us, const BatchJo
       return target.has_value();
     });
     if (!q) break;
-    prefer_.erase(q->id);
-    Device& dev = devices_[*target];
-    ++dev.behind;
-    dev.replicas[q->model].last_use = ++tick_;
-    ++counters_.runs;
-    SwapDispatch d;
-    d.request = q->id;
-    d.model = q->model;
-    d.arrival_us = q->arrival_us;
-    d.device = *target;
-    d.action = SwapAction::run;
-    d.life = dev.life;
-    d.reason = "resident on a busy device: runs behind its current request";
-    out.push_back(std::move(d));  // never a batch: batching models do not run ahead
+    ++devices_[*target].behind;
+    // Never a batch: batching models do not run ahead.
+    out.push_back(run_on_busy(*q, *target, "resident on a busy device: runs behind its current request"));
   }
   return out;
+}
+
+SwapDispatch SwapController::run_on_busy(const placement::QueuedRequest& q, uint32_t device, const char* reason) {
+  prefer_.erase(q.id);
+  Device& dev = devices_[device];
+  dev.replicas[q.model].last_use = ++tick_;
+  ++counters_.runs;
+  SwapDispatch d;
+  d.request = q.id;
+  d.model = q.model;
+  d.arrival_us = q.arrival_us;
+  d.device = device;
+  d.action = SwapAction::run;
+  d.life = dev.life;
+  d.reason = reason;
+  return d;
 }
 
 void SwapController::ran_inline(const std::string& model, uint32_t device, uint64_t latency_us, int64_t now_us) {

@@ -240,6 +240,8 @@ class SwapController {
   /// marked busy in it while trying), or nullopt when it has to wait.
   std::optional<Plan> plan_for(const std::string& model, std::vector<placement::DeviceState> st);
   SwapDispatch start(const placement::QueuedRequest& q, const Plan& plan);
+  /// A plain run of resident `q` on busy `device` (beside or behind what runs there).
+  SwapDispatch run_on_busy(const placement::QueuedRequest& q, uint32_t device, const char* reason);
   /// Whether `dev` takes a run of `m` beside what runs there now.
   bool admits_beside(const Device& dev, const SwapModel& m) const;
   /// Charges (dispatch) and releases (answer) a counted run's activations on its device.
