@@ -120,8 +120,8 @@ void offer_inline(executor_pointer self) {
 void report_memory(executor_pointer self) {
   if (!self->state.instruments || !self->state.engine) return;
   const auto mem = self->state.engine->memory();
-  self->state.instruments->set_device_memory(self->state.engine->device_info().name, mem.used_bytes,
-                                             mem.capacity_bytes);
+  self->state.instruments->set_device_memory(self->state.engine->device_info().name, mem.used_bytes, mem.capacity_bytes,
+                                             self->state.engine->activation_stats().reserved_bytes);
 }
 
 void run_lane(executor_pointer self, const model_key& key, std::vector<executor_state::Waiting> members);

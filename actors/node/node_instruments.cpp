@@ -35,6 +35,9 @@ NodeInstruments::NodeInstruments()
                           .with(std::vector<std::string>{})),
       device_used_(registry_.gauge("ember_device_memory_used_bytes", "Device memory in use", {"device"})),
       device_capacity_(registry_.gauge("ember_device_memory_capacity_bytes", "Device memory capacity", {"device"})),
+      device_lent_(registry_.gauge("ember_device_activation_lent_bytes",
+                                   "Model-pool memory lent to activations beyond the workspace now (a burst's)",
+                                   {"device"})),
       replicas_(registry_.gauge("ember_replicas", "Model replicas bound to this node's devices")
                     .with(std::vector<std::string>{})),
       loads_(registry_.counter("ember_replica_loads_total", "Replica loads by outcome", {"outcome"})),
@@ -136,9 +139,11 @@ void NodeInstruments::set_cache(uint64_t used_bytes, uint64_t models, uint64_t c
   cache_capacity_.set(static_cast<double>(capacity_bytes));
 }
 
-void NodeInstruments::set_device_memory(const std::string& device, uint64_t used_bytes, uint64_t capacity_bytes) {
+void NodeInstruments::set_device_memory(const std::string& device, uint64_t used_bytes, uint64_t capacity_bytes,
+                                        uint64_t lent_bytes) {
   device_used_.with({device}).set(static_cast<double>(used_bytes));
   device_capacity_.with({device}).set(static_cast<double>(capacity_bytes));
+  device_lent_.with({device}).set(static_cast<double>(lent_bytes));
 }
 
 void NodeInstruments::set_replicas(uint64_t replicas) { replicas_.set(static_cast<double>(replicas)); }

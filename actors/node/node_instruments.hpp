@@ -36,7 +36,9 @@ class NodeInstruments {
   /// node's own repository; peer; repository).
   void add_fetched(SourceTier source, uint64_t bytes);
   void set_cache(uint64_t used_bytes, uint64_t models, uint64_t capacity_bytes);
-  void set_device_memory(const std::string& device, uint64_t used_bytes, uint64_t capacity_bytes);
+  /// `lent_bytes`: model-pool memory the device's activation pool holds now.
+  void set_device_memory(const std::string& device, uint64_t used_bytes, uint64_t capacity_bytes,
+                         uint64_t lent_bytes = 0);
   void set_replicas(uint64_t replicas);
   /// A replica load finished: "ok" or the error code's name.
   void count_load(const std::string& outcome, double seconds);
@@ -80,6 +82,7 @@ class NodeInstruments {
   metrics::Gauge& cache_capacity_;
   metrics::GaugeFamily& device_used_;
   metrics::GaugeFamily& device_capacity_;
+  metrics::GaugeFamily& device_lent_;
   metrics::Gauge& replicas_;
   metrics::CounterFamily& loads_;
   metrics::HistogramFamily& load_seconds_;
