@@ -12,7 +12,10 @@
 // counts from its scheduled arrival). Tensors travel as raw bytes (binary tensor data) in both
 // modes. Every answer is compared byte for byte with the answer of the chained models for the same
 // input, computed once before the clock starts: a wrong answer is counted, never ignored. At the end
-// it prints the server's hand-off counters (bytes between steps by path) from /metrics.
+// it prints the server's hand-off counters (bytes between steps by path) from /metrics. With
+// `--sweep R1,R2,...` it runs one round per offered rate and mode instead, and prints each mode's
+// throughput at the SLO: the highest rate at which `--slo-share` of the requests met the deadline
+// with no wrong answer and no error.
 // Not a test: it prints figures for a human to judge.
 #include <httplib.h>
 #include <unistd.h>
@@ -56,6 +59,10 @@ struct Options {
   double deadline_ms = 50;
   uint32_t threads = 1;
   uint32_t streams = 4;  // binding.streams of the server under test (the other runs 1)
+  /// Offered rates to sweep instead of the rounds: one round per rate and mode, then each mode's
+  /// throughput at the SLO (the highest rate with at least `slo_share` of requests within it).
+  std::vector<double> sweep;
+  double slo_share = 0.98;
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -126,9 +133,9 @@ struct Round {
 };
 
 Round drive(const Options& o, int port, const Answer& answer, const std::vector<std::string>& images,
-            const std::vector<std::map<std::string, std::string>>& want, uint64_t seed) {
+            const std::vector<std::map<std::string, std::string>>& want, uint64_t seed, double rate) {
   std::mt19937_64 rng(seed);
-  std::exponential_distribution<double> gap(o.rate);
+  std::exponential_distribution<double> gap(rate);
   std::vector<double> at;  // scheduled arrivals, seconds from the start
   double t = 0;
   for (int i = 0; i < o.requests; ++i) at.push_back(t += gap(rng));
@@ -250,19 +257,41 @@ int run(const Options& o) {
       "(\"1 stream\": a server running one request per device at a time)\n",
       static_cast<long long>(o.width), static_cast<long long>(o.features), static_cast<long long>(o.features),
       static_cast<long long>(o.rows), o.rate, o.requests, o.workers, o.deadline_ms, o.streams);
+  const std::vector<std::tuple<std::string, int, Answer>> modes{
+      {"chained", port, chained}, {"workflow", port, workflow}, {"1 stream", port + 1, workflow}};
+  auto met_share = [&](const Round& r) {
+    return static_cast<double>(std::count_if(r.latency_ms.begin(), r.latency_ms.end(),
+                                             [&](double ms) { return ms <= o.deadline_ms; })) /
+           static_cast<double>(o.requests);
+  };
+  if (!o.sweep.empty()) {
+    std::printf("%-10s %9s %9s %9s %9s %9s %7s %6s\n", "mode", "offered", "req/s", "p50 ms", "p99 ms", "SLO met",
+                "wrong", "errors");
+    std::map<std::string, double> best;
+    for (double rate : o.sweep) {
+      for (const auto& [name, at, answer] : modes) {
+        Round r = drive(o, at, answer, images, want, 100 + static_cast<uint64_t>(rate), rate);
+        const double met = met_share(r);
+        std::printf("%-10s %9.0f %9.1f %9.2f %9.2f %8.1f%% %7d %6d\n", name.c_str(), rate,
+                    static_cast<double>(r.latency_ms.size()) / r.seconds, percentile(r.latency_ms, 0.5),
+                    percentile(r.latency_ms, 0.99), 100 * met, r.wrong, r.errors);
+        if (met >= o.slo_share && r.wrong == 0 && r.errors == 0) best[name] = std::max(best[name], rate);
+      }
+    }
+    std::printf("throughput at the SLO (%.0f%% within %.0f ms): chained %.0f, workflow %.0f, 1 stream %.0f req/s\n",
+                100 * o.slo_share, o.deadline_ms, best["chained"], best["workflow"], best["1 stream"]);
+    server->terminate();
+    serial->terminate();
+    fs::remove_all(repo);
+    return 0;
+  }
   std::printf("%-10s %5s %9s %9s %9s %9s %7s %6s\n", "mode", "round", "req/s", "p50 ms", "p99 ms", "SLO met", "wrong",
               "errors");
   std::map<std::string, std::vector<double>> all;
   for (int round = 0; round < o.rounds; ++round) {
-    for (const auto& [name, at, answer] : std::vector<std::tuple<std::string, int, Answer>>{
-             {"chained", port, chained}, {"workflow", port, workflow}, {"1 stream", port + 1, workflow}}) {
-      Round r = drive(o, at, answer, images, want, 100 + static_cast<uint64_t>(round));
-      const double met = r.latency_ms.empty()
-                             ? 0
-                             : 100.0 *
-                                   static_cast<double>(std::count_if(r.latency_ms.begin(), r.latency_ms.end(),
-                                                                     [&](double ms) { return ms <= o.deadline_ms; })) /
-                                   static_cast<double>(o.requests);
+    for (const auto& [name, at, answer] : modes) {
+      Round r = drive(o, at, answer, images, want, 100 + static_cast<uint64_t>(round), o.rate);
+      const double met = r.latency_ms.empty() ? 0 : 100.0 * met_share(r);
       std::printf("%-10s %5d %9.1f %9.2f %9.2f %8.1f%% %7d %6d\n", name.c_str(), round,
                   static_cast<double>(r.latency_ms.size()) / r.seconds, percentile(r.latency_ms, 0.5),
                   percentile(r.latency_ms, 0.99), met, r.wrong, r.errors);
@@ -304,6 +333,9 @@ int main(int argc, char** argv) {
   app.add_option("--deadline-ms", o.deadline_ms, "The SLO deadline the attainment is counted at");
   app.add_option("--threads", o.threads, "Compute threads of the simulated device");
   app.add_option("--streams", o.streams, "binding.streams of the server under test (the baseline runs 1)");
+  app.add_option("--sweep", o.sweep, "Offered rates to sweep (req/s), one round each: throughput at the SLO")
+      ->delimiter(',');
+  app.add_option("--slo-share", o.slo_share, "Share of requests within the deadline that meets the SLO");
   CLI11_PARSE(app, argc, argv);
   try {
     return ember::bench::run(o);
