@@ -165,7 +165,10 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
   o.fault = r.fault;
   // A batch that failed short of a fault is retried member by member: no outcome yet.
   const bool retry_members = !d.batch.empty() && !r.fault && !r.reply;
-  o.answered = !r.fault && !retry_members;
+  // A run beside others that found no memory for its activations runs again, alone: no outcome yet.
+  const bool retry_alone =
+      d.beside && !r.fault && r.error && r.error->code() == ErrorCode::out_of_memory && !h->second.alone;
+  o.answered = !r.fault && !retry_members && !retry_alone;
   o.resident = r.footprint > 0;
   o.footprint = r.footprint;
   o.pool_free = r.pool_free;
@@ -188,6 +191,17 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
     requeue_all(self, d, false);
     if (st.instruments) st.instruments->count_restart();
     restart_device(self, d.device);
+    return pump(self);
+  }
+  if (retry_alone) {
+    spdlog::warn("node {}: request {} of {} ran out of device memory beside other runs on {}; it runs again alone",
+                 st.config.name, d.request, d.model, st.devices[d.device].name);
+    h->second.alone = true;
+    if (Status s = st.swap->requeue(d.request, d.model, d.arrival_us, /*alone=*/true); !s.ok()) {
+      router_state::Held held = std::move(h->second);
+      st.held.erase(h);
+      fail_held(self, held, s.error());
+    }
     return pump(self);
   }
   if (retry_members) {

@@ -72,6 +72,9 @@ struct router_state {
     bool ready_after = false;  // warmup: the replica is ready once it ran (a member's full model)
     /// Runs alone: a batch it was in failed, and each member is retried once by itself.
     bool solo = false;
+    /// Runs alone: it ran out of device memory beside other runs, and is retried once as a device's
+    /// only request.
+    bool alone = false;
     /// A step of a workflow run here (node_router_workflow.cpp), by run id (0: a client's request):
     /// its answer goes to the run, not to `promise`.
     uint64_t workflow = 0;

@@ -24,7 +24,7 @@ void SwapController::set_workspace(uint32_t device, uint64_t bytes) {
 }
 
 bool SwapController::admits_beside(const Device& dev, const SwapModel& m) const {
-  if (!dev.up || !dev.executing || dev.loading.source != LoadSource::none) return false;
+  if (!dev.up || !dev.executing || dev.alone || dev.loading.source != LoadSource::none) return false;
   if (dev.beside + 1 >= options_.streams || dev.running.count(m.name) || dev.may_evict.count(m.name)) return false;
   auto r = dev.replicas.find(m.name);
   if (r == dev.replicas.end() || r->second.swapping_in) return false;
@@ -62,7 +62,9 @@ std::pair<std::vector<uint64_t>, std::vector<uint32_t>> SwapController::remove_m
   for (const auto& q : queue_.remove_model(name)) {
     ids.push_back(q.id);
     prefer_.erase(q.id);
+    alone_.erase(q.id);
   }
+  alone_models_.erase(name);
   std::vector<uint32_t> holders;
   for (uint32_t d = 0; d < devices_.size(); ++d) {
     auto& dev = devices_[d];
@@ -94,9 +96,11 @@ Status SwapController::submit(uint64_t request, const std::string& model, int64_
   return Status::OK();
 }
 
-Status SwapController::requeue(uint64_t request, const std::string& model, int64_t arrival_us) {
+Status SwapController::requeue(uint64_t request, const std::string& model, int64_t arrival_us, bool alone) {
   ++counters_.requeued;
-  return queue_.push(request, model, arrival_us);
+  EMBER_RETURN_IF_ERROR(queue_.push(request, model, arrival_us));
+  if (alone && alone_.emplace(request, model).second) ++alone_models_[model];
+  return Status::OK();
 }
 
 std::vector<DeviceState> SwapController::states() const {
@@ -170,6 +174,12 @@ std::optional<SwapController::Plan> SwapController::plan_for(const std::string& 
 }
 
 SwapDispatch SwapController::start(const placement::QueuedRequest& q, const Plan& plan) {
+  bool alone = false;
+  if (auto a = alone_.find(q.id); a != alone_.end()) {
+    if (--alone_models_[a->second] == 0) alone_models_.erase(a->second);
+    alone_.erase(a);
+    alone = true;
+  }
   SwapDispatch out;
   out.request = q.id;
   out.model = q.model;
@@ -183,6 +193,7 @@ SwapDispatch SwapController::start(const placement::QueuedRequest& q, const Plan
   out.life = dev.life;
   dev.executing = true;
   dev.primary = q.model;
+  dev.alone = alone;
   count_run(dev, out);
   dev.may_evict.insert(plan.fallback.begin(), plan.fallback.end());
   for (const auto& v : plan.evict) {
@@ -276,7 +287,7 @@ std::vector<SwapDispatch> SwapController::dispatch(int64_t now_us, const BatchJo
     auto q = queue_.pop_if(now_us, [&](const std::string& model) {
       // A batching model's waiting requests do better as one batch when a device frees.
       auto m = models_.find(model);
-      if (m == models_.end() || m->second.max_batch > 1) return false;
+      if (m == models_.end() || m->second.max_batch > 1 || alone_models_.count(model)) return false;
       target.reset();
       for (uint32_t i = 0; i < devices_.size(); ++i) {
         if (!admits_beside(devices_[i], m->second)) continue;
@@ -299,6 +310,7 @@ std::vector<SwapDispatch> SwapController::dispatch(int64_t now_us, const BatchJo
     auto q = queue_.pop_if(now_us, [&](const std::string& model) {
       // A batching model's waiting requests do better as one batch when the device frees.
       if (auto m = models_.find(model); m == models_.end() || m->second.max_batch > 1) return false;
+      if (alone_models_.count(model)) return false;  // it waits to run as a device's own request
       target.reset();
       for (uint32_t i = 0; i < devices_.size(); ++i) {
         const Device& dev = devices_[i];
@@ -378,6 +390,7 @@ void SwapController::finish(const SwapDispatch& d, const SwapOutcome& o, uint64_
     dev.executing = false;
     dev.behind = 0;
     dev.primary.clear();
+    dev.alone = false;
   }
   dev.loading = {};
   dev.may_evict.clear();
@@ -418,6 +431,7 @@ void SwapController::device_down(uint32_t device) {
   dev.executing = false;
   dev.behind = 0;
   dev.primary.clear();
+  dev.alone = false;
   dev.beside = 0;
   dev.activations = 0;
   dev.running.clear();

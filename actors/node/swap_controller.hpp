@@ -164,7 +164,9 @@ class SwapController {
   Status submit(uint64_t request, const std::string& model, int64_t now_us,
                 std::optional<uint32_t> prefer = std::nullopt);
   /// Puts a request back at the end of its model's queue (after a fault), keeping its arrival.
-  Status requeue(uint64_t request, const std::string& model, int64_t arrival_us);
+  /// `alone`: it ran out of memory beside other runs; no request of its model runs beside others
+  /// until it has been dispatched as a device's own request, and nothing is admitted beside it.
+  Status requeue(uint64_t request, const std::string& model, int64_t arrival_us, bool alone = false);
   /// For a request about to be dispatched, which other queued requests (by id) may join it; an empty
   /// filter: none.
   using BatchJoin = std::function<placement::RrcQueue::RequestFilter(const placement::QueuedRequest& lead)>;
@@ -210,8 +212,10 @@ class SwapController {
     bool executing = false;
     /// Runs dispatched behind the executing request (run_ahead), answered in dispatch order.
     uint32_t behind = 0;
-    /// The executing request's model (runs ahead queue behind it).
+    /// The executing request's model (runs ahead queue behind it), and whether it must run alone
+    /// (nothing is admitted beside it).
     std::string primary;
+    bool alone = false;
     /// Runs beside the primary, and the activation bytes of every counted run in flight, by model.
     uint32_t beside = 0;
     uint64_t workspace = 0;
@@ -258,6 +262,8 @@ class SwapController {
   SwapCounters counters_;
   std::optional<int64_t> gathering_until_;
   std::map<uint64_t, uint32_t> prefer_;  // queued requests' preferred devices (submit)
+  std::map<uint64_t, std::string> alone_;         // queued requests that must run alone, and their models
+  std::map<std::string, uint32_t> alone_models_;  // of those, how many per model
 };
 
 }  // namespace ember

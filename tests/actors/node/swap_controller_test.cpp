@@ -409,6 +409,52 @@ TEST(SwapController, ResidentModelsRunBesideABusyDeviceWhileTheirActivationsFitI
   EXPECT_TRUE(c.dispatch(42).size() == 1u) << "the queued requests go on on the fresh device";
 }
 
+// A run beside others that ran out of memory comes back alone: no request of its model goes beside
+// others until it ran as a device's own request, and nothing is admitted beside it then.
+TEST(SwapController, ARequestRequeuedAloneRunsAsTheDevicesOwnAndNothingBesideIt) {
+  SwapControllerOptions o;
+  o.streams = 3;
+  SwapController c(*placement::NodeTopology::create({0}, {{0}}, {16}), {100 * MiB}, o);
+  c.set_workspace(0, 100 * MiB);
+  for (const char* name : {"a", "b", "c"}) {
+    SwapModel m = model(name, 10 * MiB);
+    m.activation_bytes = 1 * MiB;
+    ASSERT_TRUE(c.add_model(m).ok());
+  }
+  uint64_t id = 1;
+  for (const char* name : {"a", "b", "c"}) {
+    auto swap = run_one(c, id++, name, 0);
+    ASSERT_EQ(swap.size(), 1u);
+    c.finish(swap[0], done(swap[0], 10 * MiB, 70 * MiB), 10, 10);
+  }
+  auto primary = run_one(c, 10, "a", 20);
+  auto beside = run_one(c, 11, "b", 21);
+  ASSERT_EQ(beside.size(), 1u);
+  ASSERT_TRUE(beside[0].beside);
+  // b ran out of memory beside a: the router requeues it alone (no outcome).
+  SwapOutcome oom;
+  oom.answered = false;
+  oom.resident = true;
+  oom.footprint = 10 * MiB;
+  oom.pool_free = 70 * MiB;
+  c.finish(beside[0], oom, 10, 30);
+  ASSERT_TRUE(c.requeue(11, "b", 21, /*alone=*/true).ok());
+  EXPECT_TRUE(run_one(c, 12, "b", 31).empty()) << "a request of b went beside while one must run alone";
+  auto other = run_one(c, 13, "c", 32);
+  ASSERT_EQ(other.size(), 1u) << "another model still runs beside";
+  EXPECT_TRUE(other[0].beside);
+  c.finish(other[0], done(other[0], 10 * MiB, 70 * MiB), 10, 33);
+  c.finish(primary[0], done(primary[0], 10 * MiB, 70 * MiB), 10, 34);
+  auto alone = c.dispatch(35);
+  ASSERT_GE(alone.size(), 1u);
+  EXPECT_EQ(alone[0].request, 11u);
+  EXPECT_FALSE(alone[0].beside);
+  EXPECT_TRUE(run_one(c, 14, "c", 36).empty()) << "a run was admitted beside the one that must run alone";
+  c.finish(alone[0], done(alone[0], 10 * MiB, 70 * MiB), 10, 40);
+  auto after = c.dispatch(41);
+  ASSERT_FALSE(after.empty()) << "b's other request and c's go on once it ran";
+}
+
 TEST(SwapController, RefusesAModelNoPoolCanHoldAndUnknownModels) {
   auto c = controller(100 * MiB);
   auto big = c.add_model(model("big", 101 * MiB));
