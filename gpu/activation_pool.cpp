@@ -19,7 +19,6 @@ Result<std::shared_ptr<DeviceBuffer>> ActivationPool::allocate(uint64_t bytes) {
     auto offset = s.arena.allocate(bytes);
     if (!offset) return nullptr;
     ++s.buffers;
-    ++stats_.buffers_in_segments;
     const uint64_t id = s.lent.id;
     return DeviceBuffer::adopt(device_, s.lent.base + *offset, bytes, [this, id](DevicePtr p) { release(id, p); });
   };
@@ -34,9 +33,8 @@ Result<std::shared_ptr<DeviceBuffer>> ActivationPool::allocate(uint64_t bytes) {
   }
   auto [it, added] = segments_.emplace(lent->id, Segment{*lent, ArenaAllocator(lent->bytes), 0});
   ++stats_.grows;
-  ++stats_.segments;
-  stats_.reserved_bytes += lent->bytes;
-  stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, stats_.reserved_bytes);
+  reserved_ += lent->bytes;
+  stats_.peak_reserved_bytes = std::max(stats_.peak_reserved_bytes, reserved_);
   if (auto b = carve(it->second)) return b;
   return internal_error("a fresh activation segment of " + std::to_string(lent->bytes) + " bytes has no room for " +
                         std::to_string(bytes));
@@ -48,20 +46,21 @@ void ActivationPool::release(uint64_t segment, DevicePtr ptr) {
   if (it == segments_.end()) return;
   Segment& s = it->second;
   s.arena.free(ptr.addr - s.lent.base.addr);
-  --s.buffers;
-  --stats_.buffers_in_segments;
-  if (s.buffers > 0) return;
+  if (--s.buffers > 0) return;
   // Empty: back to the model pool at once.
   shrink_(s.lent);
   ++stats_.shrinks;
-  --stats_.segments;
-  stats_.reserved_bytes -= s.lent.bytes;
+  reserved_ -= s.lent.bytes;
   segments_.erase(it);
 }
 
 ActivationPool::Stats ActivationPool::stats() const {
   std::lock_guard lock(mu_);
-  return stats_;
+  Stats out = stats_;
+  out.segments = segments_.size();
+  out.reserved_bytes = reserved_;
+  for (const auto& [id, s] : segments_) out.buffers_in_segments += s.buffers;
+  return out;
 }
 
 }  // namespace ember::gpu

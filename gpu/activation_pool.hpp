@@ -73,7 +73,8 @@ class ActivationPool {
   Shrink shrink_;
   mutable std::mutex mu_;
   std::map<uint64_t, Segment> segments_;  // guarded by mu_, by id
-  Stats stats_;                           // guarded by mu_
+  uint64_t reserved_ = 0;                 // guarded by mu_: the segments' bytes
+  Stats stats_;                           // guarded by mu_: the counters (the rest is derived)
 };
 
 }  // namespace ember::gpu

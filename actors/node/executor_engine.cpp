@@ -280,12 +280,12 @@ Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_handoff(gpu::LayerExecu
       }
     }
     for (const auto& t : run.inputs) {
-      EMBER_ASSIGN_OR_RETURN(auto b, gpu::DeviceBuffer::allocate(*device_, std::max<uint64_t>(t.desc.bytes(), 1)));
+      EMBER_ASSIGN_OR_RETURN(auto b, activations_->allocate(std::max<uint64_t>(t.desc.bytes(), 1)));
       stream.copy_to_device(b->ptr(), t.data(), t.desc.bytes());
       in.push_back({t.name, gpu::DeviceValue{t.desc, std::move(b)}});
     }
     for (const auto& p : run.peer_inputs) {
-      EMBER_ASSIGN_OR_RETURN(auto b, gpu::DeviceBuffer::allocate(*device_, std::max<uint64_t>(p.desc.bytes(), 1)));
+      EMBER_ASSIGN_OR_RETURN(auto b, activations_->allocate(std::max<uint64_t>(p.desc.bytes(), 1)));
       stream.copy_from_peer(b->ptr(), *p.device, p.ptr, p.desc.bytes());
       in.push_back({p.name, gpu::DeviceValue{p.desc, std::move(b)}});
     }
@@ -362,7 +362,7 @@ void ExecutorEngine::lend(std::vector<uint64_t> handles,
 Result<gpu::DeviceValue> ExecutorEngine::on_device(Kept& k, bool restore, gpu::Stream& stream) {
   if (k.value.value.buffer) return k.value.value;
   const gpu::TensorDesc& desc = k.value.value.desc;
-  EMBER_ASSIGN_OR_RETURN(auto b, gpu::DeviceBuffer::allocate(*device_, std::max<uint64_t>(desc.bytes(), 1)));
+  EMBER_ASSIGN_OR_RETURN(auto b, activations_->allocate(std::max<uint64_t>(desc.bytes(), 1)));
   stream.copy_to_device(b->ptr(), k.host->data(), desc.bytes());
   EMBER_RETURN_IF_ERROR(stream.synchronize());
   gpu::DeviceValue value{desc, std::move(b)};
@@ -421,7 +421,6 @@ bool ExecutorEngine::infer(const model_key& key, std::vector<gpu::HostTensor> in
         done(std::move(r));
       });
     }
-    drain();  // a run on the worker runs alone, as it did before lanes
     InferResult r;
     const auto start = Clock::now();
     r.queue_us = us_between(enqueued, start);
@@ -453,9 +452,11 @@ bool ExecutorEngine::swap_run(SwapRun run, std::function<void(SwapRunResult)> do
         give_stream(std::move(stream));
         r.run.compute_us = us_between(start, Clock::now());
         r.footprint = footprint;
-        std::lock_guard lock(mu_);
-        r.fault = !broken_.empty();
-        r.pool_free = pool_free_;
+        {
+          std::lock_guard lock(mu_);
+          r.fault = !broken_.empty();
+          r.pool_free = pool_free_;
+        }
         done(std::move(r));
       });
     }
@@ -565,7 +566,7 @@ void ExecutorEngine::beside(const model_key& key, std::function<void()> run) {
   struct Step {
     ExecutorEngine* engine;
     model_key key;
-    void operator()(std::function<void()>& run) const {
+    void operator()(const std::function<void()>& run) const {
       Lanes& l = *engine->lanes_;
       {
         std::lock_guard lock(l.mu);
@@ -580,14 +581,12 @@ void ExecutorEngine::beside(const model_key& key, std::function<void()> run) {
         if (l.strands.empty()) l.idle.notify_all();
         return;
       }
-      auto next = std::make_shared<std::function<void()>>(std::move(it->second.front()));
+      l.threads->post([step = *this, next = std::move(it->second.front())] { step(next); });
       it->second.pop_front();
       --l.waiting;
-      l.threads->post([step = *this, next] { step(*next); });
     }
   };
-  auto first = std::make_shared<std::function<void()>>(std::move(run));
-  l.threads->post([step = Step{this, key}, first] { step(*first); });
+  l.threads->post([step = Step{this, key}, run = std::move(run)] { step(run); });
 }
 
 void ExecutorEngine::drain() {
