@@ -277,7 +277,12 @@ void lease_then_launch(router_pointer self, SwapDispatch d, swap_request req, ui
             if (h == st.held.end() || !st.running.count(d.request)) return;
             std::vector<uint64_t> more;
             std::optional<uint32_t> third;
-            for (auto& in : h->second.device_inputs) {
+            for (const auto& in : h->second.device_inputs) {
+              // Read in place, or copied over an earlier lease's link: taken care of. (The held
+              // request is left as it is: a retry elsewhere leases from where the values live.)
+              const bool leased = std::any_of(req.peer_inputs.begin(), req.peer_inputs.end(),
+                                              [&](const gpu::PeerValue& p) { return p.name == in.name; });
+              if (in.device == d.device || leased) continue;
               if (in.device == source) {
                 auto v = std::find_if(lease.values.begin(), lease.values.end(),
                                       [&](const gpu::PeerValue& p) { return p.name == in.value.name; });
@@ -286,8 +291,7 @@ void lease_then_launch(router_pointer self, SwapDispatch d, swap_request req, ui
                   st.instruments->count_handoff(workflow_name(self, h->second), "peer", v->desc.bytes());
                 req.peer_inputs.push_back(*v);
                 req.peer_inputs.back().name = in.name;
-                in.device = d.device;  // taken care of
-              } else if (in.device != d.device && (!third || *third == in.device)) {
+              } else if (!third || *third == in.device) {
                 third = in.device;
                 more.push_back(in.value.handle);
               }
