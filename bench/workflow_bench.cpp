@@ -15,7 +15,10 @@
 // it prints the server's hand-off counters (bytes between steps by path) from /metrics. With
 // `--sweep R1,R2,...` it runs one round per offered rate and mode instead, and prints each mode's
 // throughput at the SLO: the highest rate at which `--slo-share` of the requests met the deadline
-// with no wrong answer and no error.
+// with no wrong answer and no error. Device memory over time: while a round runs, the server's
+// /metrics is read every `--sample-ms` (ember_device_memory_in_use_bytes: weights, activations, kept
+// values, read afresh at each scrape); each round prints the mean and peak, and `--memory-csv`
+// writes every sample.
 // Not a test: it prints figures for a human to judge.
 #include <httplib.h>
 #include <unistd.h>
@@ -63,6 +66,8 @@ struct Options {
   /// throughput at the SLO (the highest rate with at least `slo_share` of requests within it).
   std::vector<double> sweep;
   double slo_share = 0.98;
+  int sample_ms = 50;      // device memory read this often while a round runs
+  std::string memory_csv;  // every sample, when set
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -123,6 +128,52 @@ std::map<std::string, std::string> outputs_of(const httplib::Result& res) {
   return out;
 }
 
+/// Device memory in use at one moment (the server's gauges summed over its devices), in bytes.
+struct MemorySample {
+  double ms = 0;  // since the round started
+  double weights = 0, activations = 0, kept = 0;
+  double total() const { return weights + activations + kept; }
+};
+
+/// Reads the server's device memory gauges every `period` until stopped.
+class MemorySampler {
+ public:
+  MemorySampler(int port, int period_ms) : client_("127.0.0.1", port) {
+    thread_ = std::thread([this, period_ms] {
+      const auto start = Clock::now();
+      while (!stop_.load()) {
+        auto r = client_.Get("/metrics");
+        if (r && r->status == 200) {
+          MemorySample m;
+          m.ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+          std::istringstream lines(r->body);
+          for (std::string line; std::getline(lines, line);) {
+            if (line.rfind("ember_device_memory_in_use_bytes{", 0) != 0) continue;
+            const double v = std::stod(line.substr(line.rfind(' ')));
+            if (line.find("use=\"weights\"") != std::string::npos) m.weights += v;
+            if (line.find("use=\"activations\"") != std::string::npos) m.activations += v;
+            if (line.find("use=\"kept\"") != std::string::npos) m.kept += v;
+          }
+          samples_.push_back(m);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(period_ms));
+      }
+    });
+  }
+  /// Stops sampling; the samples taken.
+  std::vector<MemorySample> stop() {
+    stop_ = true;
+    thread_.join();
+    return std::move(samples_);
+  }
+
+ private:
+  httplib::Client client_;
+  std::atomic<bool> stop_{false};
+  std::vector<MemorySample> samples_;  // written by thread_ only, read after it joined
+  std::thread thread_;
+};
+
 /// One way of answering a request: "a" and "b" (the classifiers' logits), or empty on failure.
 using Answer = std::function<std::map<std::string, std::string>(httplib::Client&, const std::string& image)>;
 
@@ -130,6 +181,7 @@ struct Round {
   std::vector<double> latency_ms;
   int wrong = 0, errors = 0;
   double seconds = 0;
+  std::vector<MemorySample> memory;
 };
 
 Round drive(const Options& o, int port, const Answer& answer, const std::vector<std::string>& images,
@@ -143,6 +195,7 @@ Round drive(const Options& o, int port, const Answer& answer, const std::vector<
   std::vector<std::vector<double>> lat(static_cast<size_t>(o.workers));
   std::atomic<int> next{0}, wrong{0}, errors{0};
   const auto start = Clock::now() + std::chrono::milliseconds(20);
+  MemorySampler sampler(port, o.sample_ms);
   std::vector<std::thread> threads;
   for (int w = 0; w < o.workers; ++w) {
     threads.emplace_back([&, w] {
@@ -167,10 +220,32 @@ Round drive(const Options& o, int port, const Answer& answer, const std::vector<
   }
   for (auto& th : threads) th.join();
   r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  r.memory = sampler.stop();
   for (auto& v : lat) r.latency_ms.insert(r.latency_ms.end(), v.begin(), v.end());
   r.wrong = wrong;
   r.errors = errors;
   return r;
+}
+
+/// Mean and peak of the samples' totals (MiB), and the peaks of activations and kept values (KiB).
+struct MemoryFigures {
+  double mean_mib = 0, peak_mib = 0, activations_kib = 0, kept_kib = 0;
+};
+
+MemoryFigures figures_of(const std::vector<MemorySample>& samples) {
+  MemoryFigures f;
+  if (samples.empty()) return f;
+  for (const auto& m : samples) {
+    f.mean_mib += m.total();
+    f.peak_mib = std::max(f.peak_mib, m.total());
+    f.activations_kib = std::max(f.activations_kib, m.activations);
+    f.kept_kib = std::max(f.kept_kib, m.kept);
+  }
+  f.mean_mib /= static_cast<double>(samples.size()) * (1 << 20);
+  f.peak_mib /= 1 << 20;
+  f.activations_kib /= 1 << 10;
+  f.kept_kib /= 1 << 10;
+  return f;
 }
 
 int run(const Options& o) {
@@ -257,6 +332,16 @@ int run(const Options& o) {
       "(\"1 stream\": a server running one request per device at a time)\n",
       static_cast<long long>(o.width), static_cast<long long>(o.features), static_cast<long long>(o.features),
       static_cast<long long>(o.rows), o.rate, o.requests, o.workers, o.deadline_ms, o.streams);
+  std::FILE* csv = o.memory_csv.empty() ? nullptr : std::fopen(o.memory_csv.c_str(), "w");
+  if (!o.memory_csv.empty() && !csv) throw std::runtime_error("cannot write " + o.memory_csv);
+  if (csv) std::fprintf(csv, "mode,offered,round,ms,weights,activations,kept\n");
+  auto write_samples = [&](const std::string& mode, double offered, int round, const Round& r) {
+    if (!csv) return;
+    for (const auto& m : r.memory) {
+      std::fprintf(csv, "%s,%.0f,%d,%.1f,%.0f,%.0f,%.0f\n", mode.c_str(), offered, round, m.ms, m.weights,
+                   m.activations, m.kept);
+    }
+  };
   const std::vector<std::tuple<std::string, int, Answer>> modes{
       {"chained", port, chained}, {"workflow", port, workflow}, {"1 stream", port + 1, workflow}};
   auto met_share = [&](const Round& r) {
@@ -265,39 +350,54 @@ int run(const Options& o) {
            static_cast<double>(o.requests);
   };
   if (!o.sweep.empty()) {
-    std::printf("%-10s %9s %9s %9s %9s %9s %7s %6s\n", "mode", "offered", "req/s", "p50 ms", "p99 ms", "SLO met",
-                "wrong", "errors");
+    std::printf("%-10s %9s %9s %9s %9s %9s %7s %6s %9s %9s\n", "mode", "offered", "req/s", "p50 ms", "p99 ms",
+                "SLO met", "wrong", "errors", "MiB mean", "MiB peak");
     std::map<std::string, double> best;
     for (double rate : o.sweep) {
       for (const auto& [name, at, answer] : modes) {
         Round r = drive(o, at, answer, images, want, 100 + static_cast<uint64_t>(rate), rate);
         const double met = met_share(r);
-        std::printf("%-10s %9.0f %9.1f %9.2f %9.2f %8.1f%% %7d %6d\n", name.c_str(), rate,
+        const MemoryFigures mem = figures_of(r.memory);
+        std::printf("%-10s %9.0f %9.1f %9.2f %9.2f %8.1f%% %7d %6d %9.2f %9.2f\n", name.c_str(), rate,
                     static_cast<double>(r.latency_ms.size()) / r.seconds, percentile(r.latency_ms, 0.5),
-                    percentile(r.latency_ms, 0.99), 100 * met, r.wrong, r.errors);
+                    percentile(r.latency_ms, 0.99), 100 * met, r.wrong, r.errors, mem.mean_mib, mem.peak_mib);
+        write_samples(name, rate, 0, r);
         if (met >= o.slo_share && r.wrong == 0 && r.errors == 0) best[name] = std::max(best[name], rate);
       }
     }
     std::printf("throughput at the SLO (%.0f%% within %.0f ms): chained %.0f, workflow %.0f, 1 stream %.0f req/s\n",
                 100 * o.slo_share, o.deadline_ms, best["chained"], best["workflow"], best["1 stream"]);
+    if (csv) std::fclose(csv);
     server->terminate();
     serial->terminate();
     fs::remove_all(repo);
     return 0;
   }
-  std::printf("%-10s %5s %9s %9s %9s %9s %7s %6s\n", "mode", "round", "req/s", "p50 ms", "p99 ms", "SLO met", "wrong",
-              "errors");
+  std::printf("%-10s %5s %9s %9s %9s %9s %7s %6s %9s %9s %8s %8s\n", "mode", "round", "req/s", "p50 ms", "p99 ms",
+              "SLO met", "wrong", "errors", "MiB mean", "MiB peak", "act KiB", "kept KiB");
   std::map<std::string, std::vector<double>> all;
+  std::map<std::string, std::vector<MemorySample>> memory;
   for (int round = 0; round < o.rounds; ++round) {
     for (const auto& [name, at, answer] : modes) {
       Round r = drive(o, at, answer, images, want, 100 + static_cast<uint64_t>(round), o.rate);
       const double met = r.latency_ms.empty() ? 0 : 100.0 * met_share(r);
-      std::printf("%-10s %5d %9.1f %9.2f %9.2f %8.1f%% %7d %6d\n", name.c_str(), round,
+      const MemoryFigures mem = figures_of(r.memory);
+      std::printf("%-10s %5d %9.1f %9.2f %9.2f %8.1f%% %7d %6d %9.2f %9.2f %8.0f %8.0f\n", name.c_str(), round,
                   static_cast<double>(r.latency_ms.size()) / r.seconds, percentile(r.latency_ms, 0.5),
-                  percentile(r.latency_ms, 0.99), met, r.wrong, r.errors);
+                  percentile(r.latency_ms, 0.99), met, r.wrong, r.errors, mem.mean_mib, mem.peak_mib,
+                  mem.activations_kib, mem.kept_kib);
       all[name].insert(all[name].end(), r.latency_ms.begin(), r.latency_ms.end());
+      memory[name].insert(memory[name].end(), r.memory.begin(), r.memory.end());
+      write_samples(name, o.rate, round, r);
     }
   }
+  if (csv) std::fclose(csv);
+  std::printf("device memory in use (MiB, mean / peak of %d-ms samples):", o.sample_ms);
+  for (const auto& [name, at, answer] : modes) {
+    const MemoryFigures mem = figures_of(memory[name]);
+    std::printf(" %s %.2f / %.2f;", name.c_str(), mem.mean_mib, mem.peak_mib);
+  }
+  std::printf("\n");
   std::printf("all rounds: p50 workflow / chained %.2f, p99 %.2f; p50 workflow / 1 stream %.2f, p99 %.2f\n",
               percentile(all["workflow"], 0.5) / percentile(all["chained"], 0.5),
               percentile(all["workflow"], 0.99) / percentile(all["chained"], 0.99),
@@ -336,6 +436,9 @@ int main(int argc, char** argv) {
   app.add_option("--sweep", o.sweep, "Offered rates to sweep (req/s), one round each: throughput at the SLO")
       ->delimiter(',');
   app.add_option("--slo-share", o.slo_share, "Share of requests within the deadline that meets the SLO");
+  app.add_option("--sample-ms", o.sample_ms, "Read the server's device memory this often while a round runs")
+      ->check(CLI::Range(1, 10000));
+  app.add_option("--memory-csv", o.memory_csv, "Write every device memory sample here (CSV)");
   CLI11_PARSE(app, argc, argv);
   try {
     return ember::bench::run(o);

@@ -109,7 +109,29 @@ ExecutorEngine::~ExecutorEngine() {
 
 EngineMemory ExecutorEngine::engine_memory() const {
   std::lock_guard lock(mu_);
-  return {pool_ ? pool_->capacity() : 0, pool_free_, workspace_};
+  return {pool_ ? pool_->capacity() : 0, pool_free_, workspace_, {}};
+}
+
+EngineMemory ExecutorEngine::memory_use() const {
+  uint64_t kept_here = 0;  // kept values on the device (not moved to host memory)
+  {
+    std::lock_guard kept_lock(kept_mu_);
+    for (const auto& [handle, k] : kept_) {
+      if (k.value.value.buffer) kept_here += k.value.value.desc.bytes();
+    }
+  }
+  const uint64_t lent = activations_ ? activations_->stats().reserved_bytes : 0;
+  const gpu::MemoryInfo device = device_->memory();
+  EngineMemory m = engine_memory();
+  const uint64_t region = region_ ? region_->bytes() : 0;
+  const uint64_t workspace_used = device.used_bytes > region ? device.used_bytes - region : 0;
+  m.use.capacity = device.capacity_bytes;
+  m.use.used = device.used_bytes;
+  m.use.lent = lent;
+  m.use.weights = m.pool_capacity - std::min(m.pool_capacity, m.pool_free + lent);
+  m.use.kept = kept_here;
+  m.use.activations = workspace_used + lent - std::min(workspace_used + lent, kept_here);
+  return m;
 }
 
 gpu::WeightPlacer ExecutorEngine::placer(const model_key& key) {
@@ -759,6 +781,14 @@ bool EngineGate::holds(const model_key& key) {
   const bool held = engine->holds(key);
   leave();
   return held;
+}
+
+std::optional<EngineMemory> EngineGate::memory_use() {
+  ExecutorEngine* engine = enter();
+  if (!engine) return std::nullopt;
+  const EngineMemory m = engine->memory_use();
+  leave();
+  return m;
 }
 
 std::optional<gpu::PeerWeights> ExecutorEngine::weights_of(const model_key& key) const {

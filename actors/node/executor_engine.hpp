@@ -120,6 +120,15 @@ struct EngineMemory {
   uint64_t pool_free = 0;
   /// Device memory outside the pool (activations, scratch).
   uint64_t workspace = 0;
+  /// What the device holds now, by use (ExecutorEngine::memory_use; zero from engine_memory()).
+  struct Use {
+    uint64_t capacity = 0;     // the device's memory
+    uint64_t used = 0;         // allocated on the device: the pool's region whole, buffers of the workspace
+    uint64_t weights = 0;      // pool bytes models hold
+    uint64_t activations = 0;  // runs' buffers: the workspace's in use and the pool's lent segments
+    uint64_t kept = 0;         // values kept on the device for a workflow's next steps
+    uint64_t lent = 0;         // pool bytes lent to the activation pool (a share of weights' room)
+  } use;
 };
 
 class ExecutorEngine {
@@ -160,6 +169,8 @@ class ExecutorEngine {
   const gpu::DeviceInfo& device_info() const { return device_->info(); }
   gpu::MemoryInfo memory() const { return device_->memory(); }
   EngineMemory engine_memory() const;
+  /// engine_memory() with `use` filled: what is in use now, by use (metrics read it at each scrape).
+  EngineMemory memory_use() const;
   Status device_status() const { return device_->status(); }
   uint64_t group_bytes() const { return group_bytes_; }
   /// The elbow probe, (size, GB/s) per size; empty when group_bytes was configured.
@@ -301,7 +312,7 @@ class ExecutorEngine {
     std::optional<gpu::HostTensor> host;
   };
   std::map<uint64_t, Kept> kept_;  // guarded by kept_mu_ (runs in lanes read and add values)
-  std::mutex kept_mu_;
+  mutable std::mutex kept_mu_;
   uint64_t spills_ = 0, spilled_bytes_ = 0;  // guarded by mu_
   /// Moves the kept values on the device but those in `keep` to host memory; how many moved. A
   /// run reading one meanwhile holds its buffer until it ends. Takes kept_mu_.
@@ -346,6 +357,8 @@ class EngineGate {
                                                                         gpu::DeviceWorkflowStats* stats);
   /// ExecutorEngine::holds; false once the engine is going.
   bool holds(const model_key& key);
+  /// ExecutorEngine::memory_use; nullopt once the engine is going.
+  std::optional<EngineMemory> memory_use();
   bool open() const;
   const std::string& device() const { return device_; }
 

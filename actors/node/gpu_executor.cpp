@@ -111,17 +111,30 @@ Error queue_full(executor_pointer self, const model_key& model) {
                      " is full");
 }
 
-/// Offers the engine just adopted to front-end threads (InlineRuns).
-void offer_inline(executor_pointer self) {
+NodeInstruments::DeviceMemory figures_of(const EngineMemory::Use& u) {
+  return {u.capacity, u.used, u.weights, u.activations, u.kept, u.lent};
+}
+
+/// Offers the engine just adopted to front-end threads (InlineRuns), and to the metrics, which
+/// read its memory afresh at each scrape (runs on lanes and front-end threads change it unseen).
+void offer_engine(executor_pointer self) {
   const auto& st = self->state;
-  if (st.inline_slot.runs && st.engine) st.inline_slot.runs->attach(st.inline_slot.device, st.engine->gate());
+  if (!st.engine) return;
+  if (st.inline_slot.runs) st.inline_slot.runs->attach(st.inline_slot.device, st.engine->gate());
+  if (st.instruments) {
+    st.instruments->on_snapshot(st.engine->device_info().name, [gate = st.engine->gate(), instruments = st.instruments,
+                                                                device = st.engine->device_info().name] {
+      auto m = gate->memory_use();
+      if (m) instruments->set_device_memory(device, figures_of(m->use));
+      return m.has_value();
+    });
+  }
 }
 
 void report_memory(executor_pointer self) {
   if (!self->state.instruments || !self->state.engine) return;
-  const auto mem = self->state.engine->memory();
-  self->state.instruments->set_device_memory(self->state.engine->device_info().name, mem.used_bytes, mem.capacity_bytes,
-                                             self->state.engine->activation_stats().reserved_bytes);
+  self->state.instruments->set_device_memory(self->state.engine->device_info().name,
+                                             figures_of(self->state.engine->memory_use().use));
 }
 
 void run_lane(executor_pointer self, const model_key& key, std::vector<executor_state::Waiting> members);
@@ -359,7 +372,7 @@ caf::result<device_report> restart(executor_pointer self) {
       return;
     }
     st.engine = std::move(*fresh);
-    offer_inline(self);
+    offer_engine(self);
     report_memory(self);
     for (auto& [w, id] : waiters) {
       st.answers.settle(id);
@@ -413,13 +426,13 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, Engin
                                                     InlineSlot inline_slot) {
   self->state.engine = std::move(engine);
   self->state.inline_slot = std::move(inline_slot);
-  offer_inline(self);
   self->state.maintenance = maintenance;
   if (self->state.engine) self->state.device = self->state.engine->device_info().name;
   if (!device.empty()) self->state.device = std::move(device);
   self->state.reopen = std::move(reopen);
   self->state.node = std::move(node);
   self->state.instruments = instruments;
+  offer_engine(self);
   self->state.answers.set_who("executor " + self->state.device + " on node " + self->state.node);
   return {
       // -- models --------------------------------------------------------------------------------

@@ -33,11 +33,18 @@ NodeInstruments::NodeInstruments()
                         .with(std::vector<std::string>{})),
       cache_capacity_(registry_.gauge("ember_cache_capacity_bytes", "Byte cap of the host-memory cache")
                           .with(std::vector<std::string>{})),
-      device_used_(registry_.gauge("ember_device_memory_used_bytes", "Device memory in use", {"device"})),
+      device_used_(registry_.gauge("ember_device_memory_used_bytes",
+                                   "Device memory allocated (the model pool's reservation whole, and the workspace's "
+                                   "buffers)",
+                                   {"device"})),
       device_capacity_(registry_.gauge("ember_device_memory_capacity_bytes", "Device memory capacity", {"device"})),
       device_lent_(registry_.gauge("ember_device_activation_lent_bytes",
                                    "Model-pool memory lent to activations beyond the workspace now (a burst's)",
                                    {"device"})),
+      device_in_use_(registry_.gauge("ember_device_memory_in_use_bytes",
+                                     "Device memory in use now, by use: weights (models resident), activations (runs' "
+                                     "buffers), kept (workflow values waiting for their next step)",
+                                     {"device", "use"})),
       replicas_(registry_.gauge("ember_replicas", "Model replicas bound to this node's devices")
                     .with(std::vector<std::string>{})),
       loads_(registry_.counter("ember_replica_loads_total", "Replica loads by outcome", {"outcome"})),
@@ -139,11 +146,28 @@ void NodeInstruments::set_cache(uint64_t used_bytes, uint64_t models, uint64_t c
   cache_capacity_.set(static_cast<double>(capacity_bytes));
 }
 
-void NodeInstruments::set_device_memory(const std::string& device, uint64_t used_bytes, uint64_t capacity_bytes,
-                                        uint64_t lent_bytes) {
-  device_used_.with({device}).set(static_cast<double>(used_bytes));
-  device_capacity_.with({device}).set(static_cast<double>(capacity_bytes));
-  device_lent_.with({device}).set(static_cast<double>(lent_bytes));
+void NodeInstruments::set_device_memory(const std::string& device, const DeviceMemory& m) {
+  device_used_.with({device}).set(static_cast<double>(m.used));
+  device_capacity_.with({device}).set(static_cast<double>(m.capacity));
+  device_lent_.with({device}).set(static_cast<double>(m.lent));
+  device_in_use_.with({device, "weights"}).set(static_cast<double>(m.weights));
+  device_in_use_.with({device, "activations"}).set(static_cast<double>(m.activations));
+  device_in_use_.with({device, "kept"}).set(static_cast<double>(m.kept));
+}
+
+metrics::MetricsSnapshot NodeInstruments::snapshot() {
+  {
+    std::lock_guard lock(refresh_mu_);
+    for (auto it = refreshers_.begin(); it != refreshers_.end();) {
+      it = it->second() ? std::next(it) : refreshers_.erase(it);
+    }
+  }
+  return registry_.snapshot();
+}
+
+void NodeInstruments::on_snapshot(const std::string& key, std::function<bool()> refresh) {
+  std::lock_guard lock(refresh_mu_);
+  refreshers_[key] = std::move(refresh);
 }
 
 void NodeInstruments::set_replicas(uint64_t replicas) { replicas_.set(static_cast<double>(replicas)); }

@@ -5,6 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -19,6 +22,12 @@ class NodeInstruments {
   NodeInstruments();
 
   metrics::Registry& registry() { return registry_; }
+  /// The registry's snapshot, after every refresher (on_snapshot) brought its gauges up to date.
+  metrics::MetricsSnapshot snapshot();
+  /// Runs `refresh` right before each snapshot(), under `key` (replacing the one before it); it is
+  /// dropped once it returns false. For figures that change where no actor sees it (device memory:
+  /// runs on front-end threads and lanes allocate and free activations).
+  void on_snapshot(const std::string& key, std::function<bool()> refresh);
   /// The node's multicast hops (transfer_peer actors write it).
   TransferInstruments& transfers() { return transfers_; }
 
@@ -36,9 +45,13 @@ class NodeInstruments {
   /// node's own repository; peer; repository).
   void add_fetched(SourceTier source, uint64_t bytes);
   void set_cache(uint64_t used_bytes, uint64_t models, uint64_t capacity_bytes);
-  /// `lent_bytes`: model-pool memory the device's activation pool holds now.
-  void set_device_memory(const std::string& device, uint64_t used_bytes, uint64_t capacity_bytes,
-                         uint64_t lent_bytes = 0);
+  /// What a device's memory holds now (ExecutorEngine's EngineMemory::Use).
+  struct DeviceMemory {
+    uint64_t capacity = 0, used = 0;                  // the device's; allocated (the model pool's region whole)
+    uint64_t weights = 0, activations = 0, kept = 0;  // in use, by use
+    uint64_t lent = 0;                                // model-pool bytes the activation pool holds
+  };
+  void set_device_memory(const std::string& device, const DeviceMemory& m);
   void set_replicas(uint64_t replicas);
   /// A replica load finished: "ok" or the error code's name.
   void count_load(const std::string& outcome, double seconds);
@@ -83,6 +96,7 @@ class NodeInstruments {
   metrics::GaugeFamily& device_used_;
   metrics::GaugeFamily& device_capacity_;
   metrics::GaugeFamily& device_lent_;
+  metrics::GaugeFamily& device_in_use_;
   metrics::Gauge& replicas_;
   metrics::CounterFamily& loads_;
   metrics::HistogramFamily& load_seconds_;
@@ -100,6 +114,8 @@ class NodeInstruments {
   metrics::CounterFamily& actor_restarts_;
   metrics::CounterFamily& unrestored_;
   TransferInstruments transfers_;  // after registry_: registers into it
+  std::mutex refresh_mu_;          // held while refreshing: one snapshot's refresh at a time
+  std::map<std::string, std::function<bool()>> refreshers_;  // guarded by refresh_mu_
 };
 
 }  // namespace ember

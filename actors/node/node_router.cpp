@@ -524,7 +524,7 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
       // -- reporting -----------------------------------------------------------------------------
       [self](report_atom) -> caf::result<node_report> { return report(self); },
       [self](metrics_atom) -> metrics_snapshot {
-        return self->state.instruments ? self->state.instruments->registry().snapshot() : metrics_snapshot{};
+        return self->state.instruments ? self->state.instruments->snapshot() : metrics_snapshot{};
       },
       [self](scale_atom) {
         const auto& st = self->state;

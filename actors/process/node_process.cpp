@@ -112,7 +112,8 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
     reports.push_back({engine->device_info().name, mem.capacity_bytes, mem.used_bytes});
     pools.push_back(engine->engine_memory().pool_capacity);
     workspaces.push_back(engine->engine_memory().workspace);
-    p->instruments_->set_device_memory(engine->device_info().name, mem.used_bytes, mem.capacity_bytes);
+    p->instruments_->set_device_memory(engine->device_info().name,
+                                       {.capacity = mem.capacity_bytes, .used = mem.used_bytes});
     engine_factory reopen;
     if (opened.reopen) {
       reopen = [reopen_device = opened.reopen, ordinal, engine_options]() -> Result<std::unique_ptr<ExecutorEngine>> {

@@ -276,6 +276,12 @@ TEST(ExecutorEngineSwap, KeptValuesFeedARunOnTheSameDeviceInPlaceAndOnAnotherOve
   EXPECT_TRUE(made.run.outputs->empty()) << "a kept output does not come back";
   ASSERT_EQ(made.kept.size(), 1u);
   EXPECT_EQ(a->kept().first, 1u);
+  // What the device holds, by use: the first model's weights, the kept value, no run's buffers.
+  auto use = a->memory_use().use;
+  EXPECT_EQ(use.kept, 2u * 512 * sizeof(float));
+  EXPECT_EQ(use.activations, 0u);
+  EXPECT_GE(use.weights, 2u * 512 * 512 * sizeof(float));
+  EXPECT_EQ(use.weights, a->engine_memory().pool_capacity - a->engine_memory().pool_free);
   auto mid = warm_outputs(first, x);
   mid[0].name = "input";
   const auto want = warm_outputs(second, mid);
@@ -300,7 +306,8 @@ TEST(ExecutorEngineSwap, KeptValuesFeedARunOnTheSameDeviceInPlaceAndOnAnotherOve
   a->release({made.kept[0].handle});
   std::promise<Result<std::vector<gpu::PeerValue>>> gone;
   a->lend({made.kept[0].handle}, [&](Result<std::vector<gpu::PeerValue>> r) { gone.set_value(std::move(r)); });
-  auto after = gone.get_future().get();
+  auto after = gone.get_future().get();  // a job after the release: it ran
+  EXPECT_EQ(a->memory_use().use.kept, 0u);
   ASSERT_FALSE(after.ok());
   EXPECT_EQ(after.error().code(), ErrorCode::not_found);
   EXPECT_EQ(a->kept().first, 0u);
@@ -324,6 +331,7 @@ TEST(ExecutorEngineSwap, AKeptValueMovesToHostMemoryWhenARunNeedsTheRoomAndIsSti
   auto other = swap_run(*e, SwapRun{{"second", 1}, second, wide});
   ASSERT_TRUE(other.run.outputs.ok()) << other.run.outputs.error().message();
   EXPECT_EQ(e->spilled().first, 1u) << "the premise: it did not fit beside the kept value";
+  EXPECT_EQ(e->memory_use().use.kept, 0u) << "a value in host memory holds no device memory";
   EXPECT_TRUE(gpu::testing::bitwise_equal((*other.run.outputs)[0], warm_outputs(second, wide)[0]));
   // The kept value is still there, and right.
   SwapRun read{{"second", 1}, second, {}};
@@ -391,7 +399,7 @@ struct LateNode {
         return engine(gpu::testing::sim_device(device_bytes, d, dilation), streams);
       };
       execs.push_back(
-          spawn_gpu_executor(*sys, std::move(e), "n1", nullptr, maintenance, reopen, InlineSlot{inline_runs, d}));
+          spawn_gpu_executor(*sys, std::move(e), "n1", instruments, maintenance, reopen, InlineSlot{inline_runs, d}));
     }
     ModelCacheConfig c;
     c.repository = repo.path();
@@ -1010,7 +1018,18 @@ TEST(NodeWorkflows, StepsHandTheirOutputsOnTheDeviceAndAnswerWhatTheModelsGiveBy
       EXPECT_TRUE(gpu::testing::bitwise_equal(got.at("f"), a)) << devices << " device(s), round " << round;
     }
     expect_nothing_kept(node);
-    const std::string text = metrics::render(instruments.registry().snapshot());
+    // The scrape reads each device's memory afresh: the models' weights, nothing kept, no run's buffers.
+    const std::string text = metrics::render(instruments.snapshot());
+    double weights = 0;
+    std::istringstream gauges(text);
+    for (std::string line; std::getline(gauges, line);) {
+      if (line.rfind("ember_device_memory_in_use_bytes{", 0) != 0) continue;
+      const double v = std::stod(line.substr(line.rfind(' ')));
+      if (line.find(R"(use="weights")") != std::string::npos) weights += v;
+      if (line.find(R"(use="kept")") != std::string::npos || line.find(R"(use="activations")") != std::string::npos)
+        EXPECT_EQ(v, 0) << line;
+    }
+    EXPECT_GE(weights, 2.0 * 3 * 512 * 512 * sizeof(float)) << "two models at least: " << text;
     if (devices == 1) {
       // Every hand-off on the one device: a.relu2 to b and c, b and c to d, 2 x 512 floats each.
       EXPECT_NE(text.find(R"(ember_workflow_handoff_bytes_total{workflow="flow",path="same_device"} 49152)"),
