@@ -49,6 +49,7 @@ Result<std::unique_ptr<ExecutorEngine>> ExecutorEngine::create(std::unique_ptr<g
   e->jobs_ = std::make_unique<WorkQueue>(WorkQueueOptions{.threads = 1, .capacity = options.max_queue});
   if (options.streams > 1) e->lanes_ = std::make_unique<Lanes>(options.streams);
   e->gate_ = std::make_shared<EngineGate>(e.get(), e->device_->info().name);
+  if (options.node) options.node->attach(e->device_->info().ordinal, e->gate_);
   return e;
 }
 
@@ -100,7 +101,13 @@ ExecutorEngine::~ExecutorEngine() {
   lanes_.reset();
   models_.clear();  // before the pool region and the device go
   io_.reset();
-  kept_.clear();
+  kept_.clear();  // values on other devices go back there
+  {
+    // Values other devices moved here go with this device: their holders find the gate closed.
+    std::lock_guard lock(hosted_->mu);
+    hosted_->buffers.clear();
+    hosted_->bytes = 0;
+  }
   activations_.reset();  // every run and kept value is gone: its segments go back
   handoff_stream_.reset();
   for (const auto& [ptr, model] : pinned_) device_->unregister_host(ptr);
@@ -117,7 +124,7 @@ EngineMemory ExecutorEngine::memory_use() const {
   {
     std::lock_guard kept_lock(kept_mu_);
     for (const auto& [handle, k] : kept_) {
-      if (k.value.value.buffer) kept_here += k.value.value.desc.bytes();
+      if (k.value.value.buffer && !k.at) kept_here += k.value.value.desc.bytes();
     }
   }
   const uint64_t lent = activations_ ? activations_->stats().reserved_bytes : 0;
@@ -129,6 +136,10 @@ EngineMemory ExecutorEngine::memory_use() const {
   m.use.used = device.used_bytes;
   m.use.lent = lent;
   m.use.weights = m.pool_capacity - std::min(m.pool_capacity, m.pool_free + lent);
+  {
+    std::lock_guard lock(hosted_->mu);
+    kept_here += hosted_->bytes;  // other devices' values moved here
+  }
   m.use.kept = kept_here;
   m.use.activations = workspace_used + lent - std::min(workspace_used + lent, kept_here);
   return m;
@@ -382,44 +393,114 @@ void ExecutorEngine::lend(std::vector<uint64_t> handles,
 }
 
 Result<gpu::DeviceValue> ExecutorEngine::on_device(Kept& k, bool restore, gpu::Stream& stream) {
-  if (k.value.value.buffer) return k.value.value;
+  if (k.value.value.buffer && !k.at) return k.value.value;
   const gpu::TensorDesc& desc = k.value.value.desc;
   EMBER_ASSIGN_OR_RETURN(auto b, activations_->allocate(std::max<uint64_t>(desc.bytes(), 1)));
-  stream.copy_to_device(b->ptr(), k.host->data(), desc.bytes());
-  EMBER_RETURN_IF_ERROR(stream.synchronize());
+  if (k.at) {
+    // On another device of the node: copied back over the link while that device stays.
+    ExecutorEngine* there = k.at->enter();
+    if (!there) {
+      return unavailable("the value '" + k.value.name + "' kept for " + device_->info().name + " had moved to " +
+                         k.at->device() + ", which restarted since");
+    }
+    stream.copy_from_peer(b->ptr(), *there->device_, k.value.value.buffer->ptr(), desc.bytes());
+    Status copied = stream.synchronize();
+    k.at->leave();
+    EMBER_RETURN_IF_ERROR(copied);
+  } else {
+    stream.copy_to_device(b->ptr(), k.host->data(), desc.bytes());
+    EMBER_RETURN_IF_ERROR(stream.synchronize());
+  }
   gpu::DeviceValue value{desc, std::move(b)};
   if (restore) {
     k.value.value = value;
     k.host.reset();
+    k.at.reset();
   }
   return value;
 }
 
-Result<size_t> ExecutorEngine::spill(const std::vector<uint64_t>& keep, gpu::Stream& stream) {
-  std::lock_guard kept_lock(kept_mu_);
-  size_t moved = 0;
-  uint64_t bytes = 0;
-  for (auto& [handle, k] : kept_) {
-    if (!k.value.value.buffer || std::count(keep.begin(), keep.end(), handle)) continue;
-    EMBER_ASSIGN_OR_RETURN(auto t, gpu::HostTensor::allocate(k.value.name, k.value.value.desc));
-    stream.copy_to_host(t.data(), k.value.value.buffer->ptr(), k.value.value.desc.bytes());
-    EMBER_RETURN_IF_ERROR(stream.synchronize());
-    k.host = std::move(t);
-    bytes += k.value.value.desc.bytes();
-    k.value.value.buffer.reset();
-    ++moved;
-  }
-  if (moved) {
-    std::lock_guard lock(mu_);
-    spills_ += moved;
-    spilled_bytes_ += bytes;
-  }
-  return moved;
+Result<std::shared_ptr<gpu::DeviceBuffer>> ExecutorEngine::host_for_peer(gpu::Device& from, gpu::DevicePtr src,
+                                                                         uint64_t bytes) {
+  // From the workspace only: a neighbour's value never takes the room this device's weights need.
+  EMBER_ASSIGN_OR_RETURN(auto b, gpu::DeviceBuffer::allocate(*device_, std::max<uint64_t>(bytes, 1)));
+  auto stream = device_->create_stream();
+  stream->copy_from_peer(b->ptr(), from, src, bytes);
+  EMBER_RETURN_IF_ERROR(stream->synchronize());
+  std::lock_guard lock(hosted_->mu);
+  const uint64_t id = ++hosted_->next;
+  const gpu::DevicePtr ptr = b->ptr();
+  hosted_->buffers.emplace(id, std::move(b));
+  hosted_->bytes += bytes;
+  return gpu::DeviceBuffer::adopt(*device_, ptr, bytes, [hosted = hosted_, id, bytes](gpu::DevicePtr) {
+    std::lock_guard lock(hosted->mu);
+    if (hosted->buffers.erase(id)) hosted->bytes -= bytes;
+  });
 }
 
-std::pair<uint64_t, uint64_t> ExecutorEngine::spilled() const {
+bool ExecutorEngine::spill_to_peer(Kept& k) {
+  if (!options_.node) return false;
+  // The others, least pressed first (the most room in their workspace, where values they host go).
+  std::vector<std::pair<uint64_t, std::shared_ptr<EngineGate>>> room;
+  for (auto& gate : options_.node->others(gate_.get())) {
+    ExecutorEngine* there = gate->enter();
+    if (!there) continue;
+    const uint64_t free = there->device_->memory().largest_free_block;
+    gate->leave();
+    room.emplace_back(free, std::move(gate));
+  }
+  std::stable_sort(room.begin(), room.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  const uint64_t bytes = k.value.value.desc.bytes();
+  for (auto& [free, gate] : room) {
+    if (free < bytes) break;
+    ExecutorEngine* there = gate->enter();
+    if (!there) continue;
+    auto moved = there->host_for_peer(*device_, k.value.value.buffer->ptr(), bytes);
+    gate->leave();
+    if (!moved.ok()) continue;  // no room after all: the next, else host memory
+    k.value.value.buffer = std::move(*moved);
+    k.at = std::move(gate);
+    return true;
+  }
+  return false;
+}
+
+Result<size_t> ExecutorEngine::spill(const std::vector<uint64_t>& keep, gpu::Stream& stream) {
+  std::lock_guard kept_lock(kept_mu_);
+  std::vector<Kept*> here;
+  for (auto& [handle, k] : kept_) {
+    if (k.value.value.buffer && !k.at && !std::count(keep.begin(), keep.end(), handle)) here.push_back(&k);
+  }
+  std::stable_sort(here.begin(), here.end(), [](const Kept* a, const Kept* b) {
+    return a->value.value.desc.bytes() > b->value.value.desc.bytes();
+  });
+  Spills moved;
+  for (Kept* k : here) {
+    const uint64_t bytes = k->value.value.desc.bytes();
+    if (spill_to_peer(*k)) {
+      ++moved.to_peer;
+      moved.to_peer_bytes += bytes;
+      continue;
+    }
+    EMBER_ASSIGN_OR_RETURN(auto t, gpu::HostTensor::allocate(k->value.name, k->value.value.desc));
+    stream.copy_to_host(t.data(), k->value.value.buffer->ptr(), bytes);
+    EMBER_RETURN_IF_ERROR(stream.synchronize());
+    k->host = std::move(t);
+    k->value.value.buffer.reset();
+    ++moved.to_host;
+    moved.to_host_bytes += bytes;
+  }
   std::lock_guard lock(mu_);
-  return {spills_, spilled_bytes_};
+  spills_.to_host += moved.to_host;
+  spills_.to_host_bytes += moved.to_host_bytes;
+  spills_.to_peer += moved.to_peer;
+  spills_.to_peer_bytes += moved.to_peer_bytes;
+  return here.size();
+}
+
+ExecutorEngine::Spills ExecutorEngine::spilled() const {
+  std::lock_guard lock(mu_);
+  return spills_;
 }
 
 std::pair<size_t, uint64_t> ExecutorEngine::kept() const {
@@ -557,8 +638,8 @@ void ExecutorEngine::run_resident(gpu::LayerExecutor& ex, const SwapRun& run, Sw
     for (const auto& in : run.device_inputs) reads.push_back(in.second);
     auto moved = spill(reads, stream);
     if (moved.ok() && *moved > 0) {
-      spdlog::info("{}: moved {} kept value(s) to host memory to make room for a run of {}", device_->info().name,
-                   *moved, run.key.to_string());
+      spdlog::info("{}: moved {} kept value(s) to other devices or host memory to make room for a run of {}",
+                   device_->info().name, *moved, run.key.to_string());
       r.run.outputs = handoff ? run_handoff(ex, run, r, stream) : run_checked(ex, run.inputs);
     }
   }
@@ -781,6 +862,20 @@ bool EngineGate::holds(const model_key& key) {
   const bool held = engine->holds(key);
   leave();
   return held;
+}
+
+void NodeEngines::attach(uint32_t ordinal, std::shared_ptr<EngineGate> gate) {
+  std::lock_guard lock(mu_);
+  gates_[ordinal] = std::move(gate);
+}
+
+std::vector<std::shared_ptr<EngineGate>> NodeEngines::others(const EngineGate* self) const {
+  std::lock_guard lock(mu_);
+  std::vector<std::shared_ptr<EngineGate>> out;
+  for (const auto& [ordinal, gate] : gates_) {
+    if (gate.get() != self) out.push_back(gate);
+  }
+  return out;
 }
 
 std::optional<EngineMemory> EngineGate::memory_use() {

@@ -32,8 +32,11 @@
 // unbind, a swap-in, an eviction, a profile), first waits until no run is in a lane: a model's
 // weights never go while a run reads them. Activations come from the device allocator per run
 // (the executor's liveness plan, one block per run) and go back when the run ends; a run that does
-// not fit moves kept values to host memory and tries once more, else fails out of memory for the
-// router to handle (it admits concurrent runs by their measured activation bytes).
+// not fit moves kept values away (largest first, each to the node's other device with the most room
+// in its workspace, else to host memory: StreamBox's rules 3 and 2, never lost) and tries once
+// more, else fails out of memory for the router to handle (it admits concurrent runs by their
+// measured activation bytes). A value moved away comes back when a run here reads it or another
+// device borrows it (lend).
 //
 // Inline runs: a front-end thread may run a warm request itself, in the queue's order, when the
 // device is idle (run_here; WorkQueue::run_here): no thread is woken for it. It reaches the engine
@@ -73,6 +76,7 @@
 namespace ember {
 
 class EngineGate;
+class NodeEngines;
 
 struct EngineOptions {
   /// Inference jobs waiting at most (node.max_queue); beyond it infer and swap_run refuse.
@@ -89,6 +93,10 @@ struct EngineOptions {
   /// blocks of group_bytes, this many per batch (binding.io_batch); 0: each swap issues its copy
   /// groups at once on a stream of its own.
   uint32_t io_batch = 6;
+  /// The node's engines (null: none): a value kept for a workflow's next step that must make room
+  /// moves to the least pressed of them before host memory (StreamBox's rules 2 and 3). The engine
+  /// enters itself there at creation.
+  std::shared_ptr<NodeEngines> node;
 };
 
 /// One request on a model that may not be resident (late binding).
@@ -185,8 +193,17 @@ class ExecutorEngine {
   void lend(std::vector<uint64_t> handles, std::function<void(Result<std::vector<gpu::PeerValue>>)> done);
   /// Values kept now, and their bytes (tests, metrics).
   std::pair<size_t, uint64_t> kept() const;
-  /// Kept values moved to host memory so far to make room (see run_handoff), and their bytes.
-  std::pair<uint64_t, uint64_t> spilled() const;
+  /// Kept values moved so far to make room (see run_resident): to host memory, to another device.
+  struct Spills {
+    uint64_t to_host = 0, to_host_bytes = 0;
+    uint64_t to_peer = 0, to_peer_bytes = 0;
+  };
+  Spills spilled() const;
+  /// Room for a value another device of the node moves here (its spill, StreamBox's rule 2): a
+  /// buffer of this device's workspace, filled from `src` on `from`, held by this engine and
+  /// handed out as a view whose last holder gives it back. When this engine goes first, it frees
+  /// them; their holder finds its gate closed and the value lost with this device.
+  Result<std::shared_ptr<gpu::DeviceBuffer>> host_for_peer(gpu::Device& from, gpu::DevicePtr src, uint64_t bytes);
   /// The activation pool's reservation beyond the workspace (grown and shrunk with the load).
   gpu::ActivationPool::Stats activation_stats() const { return activations_->stats(); }
 
@@ -304,22 +321,36 @@ class ExecutorEngine {
   std::set<model_key> batching_;  // guarded by mu_: published models with dynamic batching
   std::map<model_key, Resident> models_;                            // the thread running jobs only
   std::map<const void*, std::shared_ptr<const gpu::Model>> pinned_;  // worker thread only
-  /// Values runs left on the device for later runs, by handle (worker thread only; counts under mu_).
-  /// Under memory pressure a value moves to host memory (StreamBox's last resort: never lost); a
+  /// Values runs left on the device for later runs, by handle (counts under mu_). Under memory
+  /// pressure a value moves to another device of the node or to host memory (spill: never lost); a
   /// run reading it then copies it in for itself.
   struct Kept {
     gpu::NamedValue value;  // value.buffer null while on the host
     std::optional<gpu::HostTensor> host;
+    /// Set while the value lives on another device of the node (value.buffer is there): its gate,
+    /// entered around every read.
+    std::shared_ptr<EngineGate> at;
   };
   std::map<uint64_t, Kept> kept_;  // guarded by kept_mu_ (runs in lanes read and add values)
   mutable std::mutex kept_mu_;
-  uint64_t spills_ = 0, spilled_bytes_ = 0;  // guarded by mu_
-  /// Moves the kept values on the device but those in `keep` to host memory; how many moved. A
-  /// run reading one meanwhile holds its buffer until it ends. Takes kept_mu_.
+  Spills spills_;  // guarded by mu_
+  /// Moves the kept values on the device but those in `keep` away, largest first (StreamBox's
+  /// rule 3): each to the node's least pressed other device with room (rule 2), else to host
+  /// memory; how many moved. A run reading one meanwhile holds its buffer until it ends. Takes
+  /// kept_mu_.
   Result<size_t> spill(const std::vector<uint64_t>& keep, gpu::Stream& stream);
-  /// A kept value's device copy: its own, or a fresh one from host memory (`restore`: it stays
-  /// there). Requires kept_mu_.
+  /// Moves `k` to another device of the node; false when none has room (or there is none).
+  bool spill_to_peer(Kept& k);
+  /// A kept value's device copy: its own, or a fresh one from host memory or from the device it
+  /// moved to (`restore`: it stays here from then on). Requires kept_mu_.
   Result<gpu::DeviceValue> on_device(Kept& k, bool restore, gpu::Stream& stream);
+  /// Values other devices moved here (host_for_peer), by id; shared with the views handed out.
+  struct Hosted {
+    std::mutex mu;
+    std::map<uint64_t, std::shared_ptr<gpu::DeviceBuffer>> buffers;  // guarded by mu
+    uint64_t next = 0, bytes = 0;                                    // guarded by mu
+  };
+  std::shared_ptr<Hosted> hosted_ = std::make_shared<Hosted>();
   uint64_t next_handle_ = 1;                     // guarded by kept_mu_
   size_t kept_count_ = 0;                        // guarded by mu_
   uint64_t kept_bytes_ = 0;                      // guarded by mu_
@@ -375,6 +406,20 @@ class EngineGate {
   ExecutorEngine* engine_;  // guarded by mu_: null once closed
   uint32_t inside_ = 0;     // guarded by mu_
   const std::string device_;
+};
+
+/// The engines of one node, by device ordinal (EngineOptions::node). Thread-safe.
+class NodeEngines {
+ public:
+  /// Device `ordinal`'s engine is behind `gate` from now on (a restarted device's replacement takes
+  /// the place of the engine before it).
+  void attach(uint32_t ordinal, std::shared_ptr<EngineGate> gate);
+  /// Every engine's gate but `self`.
+  std::vector<std::shared_ptr<EngineGate>> others(const EngineGate* self) const;
+
+ private:
+  mutable std::mutex mu_;
+  std::map<uint32_t, std::shared_ptr<EngineGate>> gates_;  // guarded by mu_
 };
 
 }  // namespace ember

@@ -330,7 +330,7 @@ TEST(ExecutorEngineSwap, AKeptValueMovesToHostMemoryWhenARunNeedsTheRoomAndIsSti
   const auto wide = gpu::testing::arch_inputs(*second, 896, 1, 4);  // 7 MiB in all
   auto other = swap_run(*e, SwapRun{{"second", 1}, second, wide});
   ASSERT_TRUE(other.run.outputs.ok()) << other.run.outputs.error().message();
-  EXPECT_EQ(e->spilled().first, 1u) << "the premise: it did not fit beside the kept value";
+  EXPECT_EQ(e->spilled().to_host, 1u) << "the premise: it did not fit beside the kept value";
   EXPECT_EQ(e->memory_use().use.kept, 0u) << "a value in host memory holds no device memory";
   EXPECT_TRUE(gpu::testing::bitwise_equal((*other.run.outputs)[0], warm_outputs(second, wide)[0]));
   // The kept value is still there, and right.
@@ -348,6 +348,80 @@ TEST(ExecutorEngineSwap, AKeptValueMovesToHostMemoryWhenARunNeedsTheRoomAndIsSti
   EXPECT_EQ(huge.run.outputs.error().code(), ErrorCode::out_of_memory);
   EXPECT_EQ(e->kept().first, 1u);
   e->release({made.kept[0].handle});
+}
+
+// Under memory pressure a kept value moves to the node's other device with the most room (StreamBox's
+// rule 2) rather than to host memory, stays readable there, goes back there when released, and is
+// reported lost (not read from freed memory) when that device restarts before it is read.
+TEST(ExecutorEngineSwap, AKeptValueMovesToTheLeastPressedOtherDeviceBeforeHostMemory) {
+  gpu::testing::TempDir dir;
+  auto first = write_mlp(dir / "first", 1, 2);
+  auto second = write_mlp(dir / "second", 2, 2);
+  auto node = std::make_shared<NodeEngines>();
+  auto make = [&](uint32_t ordinal) {
+    auto e = ExecutorEngine::create(gpu::testing::sim_device(16 * MiB, ordinal),
+                                    EngineOptions{64, 8 * MiB, 256 << 10, 1, 6, node});
+    EXPECT_TRUE(e.ok()) << e.error().message();
+    return std::move(*e);
+  };
+  auto a = make(0), c = make(1), b = make(2);                     // b after c: the first other is not the answer
+  const auto big = gpu::testing::arch_inputs(*first, 768, 1, 3);  // 1.5 MiB a value
+  const uint64_t value_bytes = 768 * 512 * sizeof(float);
+  // c holds a value of its own: b is the less pressed.
+  SwapRun on_c{{"first", 1}, first, big};
+  on_c.keep = {"relu1"};
+  ASSERT_TRUE(swap_run(*c, on_c).run.outputs.ok());
+  SwapRun produce{{"first", 1}, first, big};
+  produce.keep = {"relu1"};
+  auto made = swap_run(*a, produce);
+  ASSERT_TRUE(made.run.outputs.ok()) << made.run.outputs.error().message();
+  ASSERT_EQ(made.kept.size(), 1u);
+  auto mid = warm_outputs(first, big);
+  mid[0].name = "input";
+  const auto want = warm_outputs(second, mid);
+  auto read_on_a = [&] {
+    SwapRun read{{"second", 1}, second, {}};
+    read.device_inputs = {{"input", made.kept[0].handle}};
+    return swap_run(*a, read);
+  };
+  auto crowd = [&] {  // a run on a whose activations need the kept value's room (7 MiB in all)
+    const auto wide = gpu::testing::arch_inputs(*second, 896, 1, 4);
+    auto other = swap_run(*a, SwapRun{{"second", 1}, second, wide});
+    ASSERT_TRUE(other.run.outputs.ok()) << other.run.outputs.error().message();
+    EXPECT_TRUE(gpu::testing::bitwise_equal((*other.run.outputs)[0], warm_outputs(second, wide)[0]));
+  };
+  crowd();
+  EXPECT_EQ(a->spilled().to_peer, 1u) << "moved to another device";
+  EXPECT_EQ(a->spilled().to_host, 0u);
+  EXPECT_EQ(a->memory_use().use.kept, 0u);
+  EXPECT_EQ(b->memory_use().use.kept, value_bytes) << "to the less pressed device";
+  EXPECT_EQ(c->memory_use().use.kept, value_bytes) << "c holds only its own";
+  auto got = read_on_a();
+  ASSERT_TRUE(got.run.outputs.ok()) << got.run.outputs.error().message();
+  EXPECT_TRUE(gpu::testing::bitwise_equal((*got.run.outputs)[0], want[0]));
+  // Released on a: its room on b comes back.
+  a->release({made.kept[0].handle});
+  std::promise<Result<std::vector<gpu::PeerValue>>> after;
+  a->lend({made.kept[0].handle}, [&](Result<std::vector<gpu::PeerValue>> r) { after.set_value(std::move(r)); });
+  EXPECT_FALSE(after.get_future().get().ok());
+  EXPECT_EQ(b->memory_use().use.kept, 0u);
+  // Moved to b again, and b restarts before it is read: the value is reported lost, a still serves.
+  made = swap_run(*a, produce);
+  ASSERT_TRUE(made.run.outputs.ok());
+  crowd();
+  EXPECT_EQ(a->spilled().to_peer, 2u);
+  ASSERT_EQ(b->memory_use().use.kept, value_bytes);
+  b.reset();
+  auto lost = read_on_a();
+  ASSERT_FALSE(lost.run.outputs.ok());
+  EXPECT_EQ(lost.run.outputs.error().code(), ErrorCode::unavailable);
+  EXPECT_NE(lost.run.outputs.error().message().find("restarted"), std::string::npos)
+      << lost.run.outputs.error().message();
+  EXPECT_FALSE(lost.fault) << "the device that lost it is another";
+  a->release({made.kept[0].handle});
+  auto fresh = swap_run(*a, SwapRun{{"second", 1}, second, mid});
+  ASSERT_TRUE(fresh.run.outputs.ok()) << fresh.run.outputs.error().message();
+  EXPECT_TRUE(gpu::testing::bitwise_equal((*fresh.run.outputs)[0], want[0]));
 }
 
 // -- the router ---------------------------------------------------------------------------------
