@@ -21,6 +21,7 @@ using config_yaml::YamlSection;
 
 constexpr uint64_t kMinGroupBytes = 64ull << 10;
 constexpr uint64_t kMaxGroupBytes = 1ull << 30;
+constexpr uint64_t kMaxStagingBytes = 1ull << 30;
 
 // "auto" or a byte size ("auto" and 0 both mean: measure the elbow at executor start).
 Result<uint64_t> parse_group(std::string_view text) {
@@ -62,9 +63,10 @@ Status check_number(const std::string& at, const std::string& key, double v, dou
 
 Status parse_binding(const YamlSection& s, BindingConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
-  EMBER_RETURN_IF_ERROR(s.check_keys({"mode", "scheduler", "eviction", "group", "heavy_factor", "slo_factor",
-                                      "slo_deadline", "slo_percentile", "workspace", "window", "repartition",
-                                      "alpha_period", "seed", "run_ahead", "streams", "io_batch", "inline"}));
+  EMBER_RETURN_IF_ERROR(
+      s.check_keys({"mode", "scheduler", "eviction", "group", "heavy_factor", "slo_factor", "slo_deadline",
+                    "slo_percentile", "workspace", "window", "repartition", "alpha_period", "seed", "run_ahead",
+                    "streams", "io_batch", "staging", "inline"}));
   EMBER_RETURN_IF_ERROR(s.read_word("mode", c.mode, parse_binding_mode));
   EMBER_RETURN_IF_ERROR(s.read_word("scheduler", c.scheduler, parse_swap_scheduler));
   EMBER_RETURN_IF_ERROR(s.read_word("eviction", c.eviction, parse_eviction_rule));
@@ -81,6 +83,7 @@ Status parse_binding(const YamlSection& s, BindingConfig& c) {
   EMBER_RETURN_IF_ERROR(s.read_uint_as("run_ahead", 16, c.run_ahead));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("streams", 32, c.streams));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("io_batch", 64, c.io_batch));
+  EMBER_RETURN_IF_ERROR(s.read("staging", c.staging_bytes, parse_bytes));
   EMBER_RETURN_IF_ERROR(s.read_bool("inline", c.inline_runs));
   return Status::OK();
 }
@@ -103,6 +106,9 @@ Status validate_binding(const BindingConfig& b, const std::string& at) {
   EMBER_RETURN_IF_ERROR(check_duration(at, "binding.repartition", b.repartition_us));
   EMBER_RETURN_IF_ERROR(check_duration(at, "binding.alpha_period", b.alpha_period_us));
   if (b.streams == 0) return invalid_argument(at + ": binding.streams: 0 is outside 1..32");
+  if (b.staging_bytes > kMaxStagingBytes) {
+    return invalid_argument(at + ": binding.staging: " + format_bytes(b.staging_bytes) + " is outside 0..1 GiB");
+  }
   if (b.repartition_us > b.window_us) {
     return invalid_argument(at + ": binding.repartition (" + format_duration(b.repartition_us) +
                             ") must not exceed binding.window (" + format_duration(b.window_us) + ")");

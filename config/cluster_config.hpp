@@ -306,6 +306,11 @@ struct BindingConfig {
   /// (gpu/io_scheduler.hpp). Default 6; 0 issues each swap's copies at once (the first comer
   /// holds the copy engine); at most 64.
   uint32_t io_batch = 6;
+  /// Page-locked host memory per device that copies from and to pageable memory (request inputs,
+  /// answers, workflow values restored from host memory) are staged through
+  /// (gpu/pinned_staging.hpp): a copy engine moves pageable memory at a fraction of its pinned rate.
+  /// Default 16 MiB; 0 copies pageable memory directly; at most 1 GiB.
+  uint64_t staging_bytes = 16ull << 20;
   /// Warm requests from a gateway in the same process (`ember serve`) run on the front end's own
   /// thread when their model is resident on an idle device (actors/node/inline_runs.hpp): no actor
   /// hop, no thread woken. Default true; false sends every request through the router.

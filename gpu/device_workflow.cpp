@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "gpu/pinned_staging.hpp"
+
 namespace ember::gpu {
 
 Result<std::vector<HostTensor>> run_workflow_on_device(const WorkflowConfig& config, const WorkflowPlan& plan,
@@ -32,7 +34,11 @@ Result<std::vector<HostTensor>> run_workflow_on_device(const WorkflowConfig& con
   for (const HostTensor& t : inputs) {
     auto b = DeviceBuffer::allocate(device, std::max<uint64_t>(t.desc.bytes(), 1));
     if (!b.ok()) return b.error().with_context("input '" + t.name + "'");
-    stream->copy_to_device((*b)->ptr(), t.data(), t.desc.bytes());
+    if (PinnedStaging* staging = steps.front()->staging()) {
+      staging->copy_to_device(*stream, (*b)->ptr(), t.data(), t.desc.bytes());
+    } else {
+      stream->copy_to_device((*b)->ptr(), t.data(), t.desc.bytes());
+    }
     st.uploaded_bytes += t.desc.bytes();
     uploaded.push_back({t.name, DeviceValue{t.desc, std::move(*b)}});
   }
@@ -51,13 +57,15 @@ Result<std::vector<HostTensor>> run_workflow_on_device(const WorkflowConfig& con
   if (!answer.ok()) return answer.error();
 
   std::vector<HostTensor> out;
+  PinnedStaging::Downloads staged(steps.front()->staging());
   for (const NamedValue& v : *answer) {
     EMBER_ASSIGN_OR_RETURN(HostTensor t, HostTensor::allocate(v.name, v.value.desc));
-    stream->copy_to_host(t.data(), v.value.buffer->ptr(), v.value.desc.bytes());
+    staged.copy_to_host(*stream, t.data(), v.value.buffer->ptr(), v.value.desc.bytes());
     st.downloaded_bytes += v.value.desc.bytes();
     out.push_back(std::move(t));
   }
   EMBER_RETURN_IF_ERROR(stream->synchronize());
+  staged.finish();
   return out;
 }
 

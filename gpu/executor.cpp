@@ -7,6 +7,7 @@
 #include "base/units.hpp"
 #include "gpu/activation_pool.hpp"
 #include "gpu/io_scheduler.hpp"
+#include "gpu/pinned_staging.hpp"
 
 namespace ember::gpu {
 
@@ -399,14 +400,14 @@ Result<std::vector<HostTensor>> LayerExecutor::run_host(const std::vector<HostTe
     explicit CallerWaits(Stream& stream, bool on) : s(stream) { s.set_caller_waits(on); }
     ~CallerWaits() { s.set_caller_waits(false); }
   } caller_waits(*stream_, !weights_pending_);
-  EMBER_ASSIGN_OR_RETURN(Activations in, upload(device_, *stream_, used, ids, activations_));
+  EMBER_ASSIGN_OR_RETURN(Activations in, upload(device_, *stream_, used, ids, activations_, staging_));
   auto out = run_locked(in);
   if (!out.ok()) {
     // The uploads may still be in flight; their buffers must outlive them.
     (void)stream_->synchronize();
     return out.error();
   }
-  return download(*stream_, *out, model_->graph().value_names);
+  return download(*stream_, *out, model_->graph().value_names, staging_);
 }
 
 Result<std::vector<NamedValue>> LayerExecutor::run_device(const std::vector<NamedValue>& values) {
@@ -443,27 +444,33 @@ Result<std::vector<NamedValue>> LayerExecutor::run_device(const std::vector<Name
 }
 
 Result<Activations> upload(Device& device, Stream& stream, const std::vector<HostTensor>& tensors,
-                           const std::vector<uint32_t>& ids, ActivationPool* pool) {
+                           const std::vector<uint32_t>& ids, ActivationPool* pool, PinnedStaging* staging) {
   Activations values;
   for (size_t i = 0; i < tensors.size(); ++i) {
     const uint64_t bytes = std::max<uint64_t>(tensors[i].desc.bytes(), 1);
     auto b = pool ? pool->allocate(bytes) : DeviceBuffer::allocate(device, bytes);
     if (!b.ok()) return b.error().with_context("input '" + tensors[i].name + "'");
-    stream.copy_to_device((*b)->ptr(), tensors[i].data(), tensors[i].desc.bytes());
+    if (staging) {
+      staging->copy_to_device(stream, (*b)->ptr(), tensors[i].data(), tensors[i].desc.bytes());
+    } else {
+      stream.copy_to_device((*b)->ptr(), tensors[i].data(), tensors[i].desc.bytes());
+    }
     values[ids[i]] = DeviceValue{tensors[i].desc, std::move(*b)};
   }
   return values;
 }
 
 Result<std::vector<HostTensor>> download(Stream& stream, const Activations& values,
-                                         const std::vector<std::string>& names) {
+                                         const std::vector<std::string>& names, PinnedStaging* staging) {
   std::vector<HostTensor> out;
+  PinnedStaging::Downloads staged(staging);
   for (const auto& [id, v] : values) {
     EMBER_ASSIGN_OR_RETURN(HostTensor t, HostTensor::allocate(names.at(id), v.desc));
-    stream.copy_to_host(t.data(), v.buffer->ptr(), v.desc.bytes());
+    staged.copy_to_host(stream, t.data(), v.buffer->ptr(), v.desc.bytes());
     out.push_back(std::move(t));
   }
   EMBER_RETURN_IF_ERROR(stream.synchronize());
+  staged.finish();
   return out;
 }
 

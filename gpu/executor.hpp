@@ -34,6 +34,7 @@
 namespace ember::gpu {
 
 class ActivationPool;
+class PinnedStaging;
 class IoScheduler;
 class IoTicket;
 
@@ -163,6 +164,10 @@ class LayerExecutor {
   /// Runs take their activations (the plan's block and the values they return) from `pool`, which
   /// must outlive them, instead of the device allocator (gpu/activation_pool.hpp). Before the first run.
   void set_activation_pool(ActivationPool* pool) { activations_ = pool; }
+  /// Uploads and downloads of run_host go through `staging` (the device's pinned region, which
+  /// must outlive the runs; gpu/pinned_staging.hpp) instead of copying pageable memory directly.
+  void set_staging(PinnedStaging* staging) { staging_ = staging; }
+  PinnedStaging* staging() const { return staging_; }
 
   /// When on, each run waits for every layer in turn and records its wall time (microseconds,
   /// indexed by layer - range().first) in last_layer_us(). Serialises the device: for profiling only.
@@ -210,16 +215,19 @@ class LayerExecutor {
   std::map<std::string, std::unique_ptr<Plan>> plans_;  // guarded by mu_; key: input shapes
   uint64_t last_plan_bytes_ = 0;
   ActivationPool* activations_ = nullptr;
+  PinnedStaging* staging_ = nullptr;
   bool profiling_ = false;
   std::vector<double> last_layer_us_;
 };
 
 /// Copies host tensors to new device buffers on `stream` (not waiting), keyed by `ids`; the buffers
-/// from `pool` when given (else the device allocator).
+/// from `pool` when given (else the device allocator); through `staging` when given.
 Result<Activations> upload(Device& device, Stream& stream, const std::vector<HostTensor>& tensors,
-                           const std::vector<uint32_t>& ids, ActivationPool* pool = nullptr);
-/// Copies device values to host tensors named by `names[id]`, and waits for the copies.
+                           const std::vector<uint32_t>& ids, ActivationPool* pool = nullptr,
+                           PinnedStaging* staging = nullptr);
+/// Copies device values to host tensors named by `names[id]` (through `staging` when given), and
+/// waits for the copies.
 Result<std::vector<HostTensor>> download(Stream& stream, const Activations& values,
-                                         const std::vector<std::string>& names);
+                                         const std::vector<std::string>& names, PinnedStaging* staging = nullptr);
 
 }  // namespace ember::gpu

@@ -195,7 +195,7 @@ class SimStream final : public Stream {
     if (device_.faulted()) return;
     uint8_t* d = device_.resolve(dst, bytes, "copy_to_device");
     if (!d) return;
-    device_.count_copy(SimDevice::kToDevice, bytes);
+    device_.count_copy(SimDevice::kToDevice, bytes, !device_.host_registered(src, bytes));
     LinkPacer& lane = device_.host_lane(SimDevice::kToDevice, src, bytes);
     paced_memcpy(d, src, bytes, {&lane, &device_.uplink()->to_device});
   }
@@ -205,7 +205,7 @@ class SimStream final : public Stream {
     const uint8_t* s = device_.resolve(src, bytes, "copy_to_host");
     if (!s) return;
     std::lock_guard engine(device_.copy_engine(SimDevice::kToHost));
-    device_.count_copy(SimDevice::kToHost, bytes);
+    device_.count_copy(SimDevice::kToHost, bytes, !device_.host_registered(dst, bytes));
     LinkPacer& lane = device_.host_lane(SimDevice::kToHost, dst, bytes);
     paced_memcpy(dst, s, bytes, {&lane, &device_.uplink()->to_host});
   }

@@ -85,12 +85,18 @@ Status ExecutorEngine::reserve() {
     group_bytes_ = elbow->elbow_bytes;
     elbow_curve_ = std::move(elbow->curve);
   }
+  if (options_.staging_bytes > 0) {
+    auto staging = gpu::PinnedStaging::create(*device_, options_.staging_bytes);
+    if (!staging.ok()) return staging.error().with_context(device_->info().name);
+    staging_ = std::move(*staging);
+  }
   if (options_.io_batch > 0)
     io_ = std::make_unique<gpu::IoScheduler>(*device_, gpu::IoSchedulerOptions{group_bytes_, options_.io_batch});
-  spdlog::info("{}: model pool {} in {} partitions, workspace {}, swap groups of {}{}{}", device_->info().name,
+  spdlog::info("{}: model pool {} in {} partitions, workspace {}, swap groups of {}{}{}{}", device_->info().name,
                format_bytes(pool_bytes), pool_bytes / pc.partition_bytes, format_bytes(workspace_),
                format_bytes(group_bytes_), options_.group_bytes ? " (configured)" : " (measured elbow)",
-               io_ ? ", interleaved in batches of " + std::to_string(options_.io_batch) : std::string());
+               io_ ? ", interleaved in batches of " + std::to_string(options_.io_batch) : std::string(),
+               staging_ ? ", pinned staging " + format_bytes(staging_->capacity()) : std::string());
   return Status::OK();
 }
 
@@ -110,6 +116,7 @@ ExecutorEngine::~ExecutorEngine() {
   }
   activations_.reset();  // every run and kept value is gone: its segments go back
   handoff_stream_.reset();
+  staging_.reset();  // every stream that staged a copy has done it
   for (const auto& [ptr, model] : pinned_) device_->unregister_host(ptr);
   region_.reset();
 }
@@ -240,6 +247,7 @@ void ExecutorEngine::bind(const model_key& key, std::shared_ptr<const gpu::Model
       return done(ex.error());
     }
     (*ex)->set_activation_pool(activations_.get());
+    (*ex)->set_staging(staging_.get());
     publish(key, ex->get());
     models_[key] = Resident{model, std::move(*ex)};
     done(Status::OK());
@@ -314,7 +322,7 @@ Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_handoff(gpu::LayerExecu
     }
     for (const auto& t : run.inputs) {
       EMBER_ASSIGN_OR_RETURN(auto b, activations_->allocate(std::max<uint64_t>(t.desc.bytes(), 1)));
-      stream.copy_to_device(b->ptr(), t.data(), t.desc.bytes());
+      upload(stream, b->ptr(), t.data(), t.desc.bytes());
       in.push_back({t.name, gpu::DeviceValue{t.desc, std::move(b)}});
     }
     for (const auto& p : run.peer_inputs) {
@@ -330,13 +338,14 @@ Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_handoff(gpu::LayerExecu
       }
     }
     std::vector<gpu::HostTensor> back;
+    gpu::PinnedStaging::Downloads staged(staging_.get());
     for (auto& v : out) {
       const bool keep = std::count(run.keep.begin(), run.keep.end(), v.name) > 0;
       const bool wanted =
           std::count(run.wanted.begin(), run.wanted.end(), v.name) > 0 || (run.wanted.empty() && run.keep.empty());
       if (wanted) {
         EMBER_ASSIGN_OR_RETURN(auto t, gpu::HostTensor::allocate(v.name, v.value.desc));
-        stream.copy_to_host(t.data(), v.value.buffer->ptr(), v.value.desc.bytes());
+        staged.copy_to_host(stream, t.data(), v.value.buffer->ptr(), v.value.desc.bytes());
         back.push_back(std::move(t));
       }
       if (keep) {
@@ -352,8 +361,14 @@ Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_handoff(gpu::LayerExecu
       }
     }
     EMBER_RETURN_IF_ERROR(stream.synchronize());
+    staged.finish();
     return back;
   });
+}
+
+void ExecutorEngine::upload(gpu::Stream& stream, gpu::DevicePtr dst, const void* src, uint64_t bytes) {
+  if (staging_) return staging_->copy_to_device(stream, dst, src, bytes);
+  stream.copy_to_device(dst, src, bytes);
 }
 
 void ExecutorEngine::release(std::vector<uint64_t> handles) {
@@ -408,7 +423,7 @@ Result<gpu::DeviceValue> ExecutorEngine::on_device(Kept& k, bool restore, gpu::S
     k.at->leave();
     EMBER_RETURN_IF_ERROR(copied);
   } else {
-    stream.copy_to_device(b->ptr(), k.host->data(), desc.bytes());
+    upload(stream, b->ptr(), k.host->data(), desc.bytes());
     EMBER_RETURN_IF_ERROR(stream.synchronize());
   }
   gpu::DeviceValue value{desc, std::move(b)};
@@ -606,6 +621,7 @@ void ExecutorEngine::swap_job(SwapRun& run, SwapRunResult& r) {
       return;
     }
     (*ex)->set_activation_pool(activations_.get());
+    (*ex)->set_staging(staging_.get());
     it = models_.emplace(run.key, Resident{run.model, std::move(*ex)}).first;
     r.swapped = true;
   }

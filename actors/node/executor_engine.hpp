@@ -72,6 +72,7 @@
 #include "gpu/device_workflow.hpp"
 #include "gpu/executor.hpp"
 #include "gpu/io_scheduler.hpp"
+#include "gpu/pinned_staging.hpp"
 
 namespace ember {
 
@@ -97,6 +98,10 @@ struct EngineOptions {
   /// moves to the least pressed of them before host memory (StreamBox's rules 2 and 3). The engine
   /// enters itself there at creation.
   std::shared_ptr<NodeEngines> node;
+  /// Page-locked host memory that copies from and to pageable memory (request inputs, answers,
+  /// values restored from host memory) go through (binding.staging; gpu/pinned_staging.hpp); 0:
+  /// they copy pageable memory directly.
+  uint64_t staging_bytes = 0;
 };
 
 /// One request on a model that may not be resident (late binding).
@@ -357,6 +362,9 @@ class ExecutorEngine {
   /// Uploads and downloads of hand-off runs: used by jobs only (the worker, or an inline run in the
   /// queue's turn); runs in lanes take streams from `lanes_`.
   std::unique_ptr<gpu::Stream> handoff_stream_;
+  std::unique_ptr<gpu::PinnedStaging> staging_;  // null without EngineOptions::staging_bytes
+  /// stream.copy_to_device from host memory, through staging_ when there is one.
+  void upload(gpu::Stream& stream, gpu::DevicePtr dst, const void* src, uint64_t bytes);
   gpu::Stream& handoff_stream();
   struct Lanes;
   /// The lanes (streams > 1; null otherwise): reset after jobs_ and before the models go.

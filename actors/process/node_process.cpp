@@ -106,6 +106,7 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   engine_options.streams = binding.streams;
   engine_options.io_batch = binding.io_batch;
   engine_options.node = std::make_shared<NodeEngines>();
+  engine_options.staging_bytes = binding.staging_bytes;
   for (auto& d : opened.devices) {
     const uint32_t ordinal = d->info().ordinal;
     EMBER_ASSIGN_OR_RETURN(auto engine, ExecutorEngine::create(std::move(d), engine_options));

@@ -112,6 +112,8 @@ TEST(BindingConfig, BoundariesThatPass) {
                         {"  streams: 32\n", "the most"},
                         {"  io_batch: 0\n", "no I/O scheduler"},
                         {"  io_batch: 64\n", "the most"},
+                        {"  staging: 0\n", "no staging"},
+                        {"  staging: 1GiB\n", "the most"},
                         {"  seed: 18446744073709551615\n", "largest uint64"}};
   for (const Good& g : cases) {
     auto b = parse_binding(g.body);
@@ -170,6 +172,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"binding:\n  streams: 0\n", "binding.streams: 0 is outside 1..32"},
         BadCase{"binding:\n  streams: 33\n", "binding.streams"},
         BadCase{"binding:\n  io_batch: 65\n", "binding.io_batch"},
+        BadCase{"binding:\n  staging: 2GiB\n", "binding.staging: 2.00 GiB is outside 0..1 GiB"},
+        BadCase{"binding:\n  staging: lots\n", "binding.staging: cannot read 'lots'"},
         BadCase{"binding:\n  seed: -1\n", "binding.seed: '-1' is not an integer in 0..18446744073709551615"},
         BadCase{"binding:\n  seed: 18446744073709551616\n", "binding.seed: '18446744073709551616' is not an integer"},
         BadCase{"binding:\n  seed: 1.5\n", "binding.seed: '1.5' is not an integer"},

@@ -350,6 +350,37 @@ TEST(ExecutorEngineSwap, AKeptValueMovesToHostMemoryWhenARunNeedsTheRoomAndIsSti
   e->release({made.kept[0].handle});
 }
 
+// With a pinned staging region, a run's inputs and answers cross to and from the device from pinned
+// memory only (the device counts no pageable copy), weights included (the host copy is registered),
+// and the answers are the same.
+TEST(ExecutorEngineSwap, InputsAndAnswersGoThroughThePinnedStagingRegion) {
+  gpu::testing::TempDir dir;
+  auto m = write_mlp(dir / "m", 5, 3);
+  auto device = gpu::testing::sim_device(16 * MiB, 0);
+  gpu::SimDevice* sim = device.get();
+  EngineOptions options{64, 8 * MiB, 256 << 10, 1};
+  options.staging_bytes = 1 * MiB;
+  auto e = ExecutorEngine::create(std::move(device), options);
+  ASSERT_TRUE(e.ok()) << e.error().message();
+  const auto before = sim->copy_counts();
+  for (int rows : {1, 64}) {
+    const auto x = gpu::testing::arch_inputs(*m, rows, 1, 7 + rows);
+    auto r = swap_run(**e, SwapRun{{"m", 1}, m, x});
+    ASSERT_TRUE(r.run.outputs.ok()) << r.run.outputs.error().message();
+    EXPECT_TRUE(gpu::testing::bitwise_equal((*r.run.outputs)[0], warm_outputs(m, x)[0]));
+    SwapRun kept{{"m", 1}, m, x};  // a hand-off run: its inputs go through the engine's own copies
+    kept.keep = {"relu2"};
+    auto k = swap_run(**e, kept);
+    ASSERT_TRUE(k.run.outputs.ok()) << k.run.outputs.error().message();
+    ASSERT_EQ(k.kept.size(), 1u);
+    (*e)->release({k.kept[0].handle});
+  }
+  const auto after = sim->copy_counts();
+  EXPECT_GT(after.to_device, before.to_device);
+  EXPECT_GT(after.to_host_bytes, before.to_host_bytes);
+  EXPECT_EQ(after.pageable_bytes, before.pageable_bytes) << "a copy from or to pageable memory reached the device";
+}
+
 // Under memory pressure a kept value moves to the node's other device with the most room (StreamBox's
 // rule 2) rather than to host memory, stays readable there, goes back there when released, and is
 // reported lost (not read from freed memory) when that device restarts before it is read.
