@@ -49,13 +49,19 @@ void PinnedStaging::give(uint64_t offset) {
 }
 
 void PinnedStaging::copy_to_device(Stream& stream, DevicePtr dst, const void* src, uint64_t bytes) {
-  std::optional<uint64_t> at;
-  if (bytes > 0 && !device_.host_registered(src, bytes)) at = take(bytes);
-  if (!at) return stream.copy_to_device(dst, src, bytes);
-  uint8_t* slot = region_.get() + *at;
-  std::memcpy(slot, src, bytes);
-  stream.copy_to_device(dst, slot, bytes);
-  stream.then([this, offset = *at](const Status&) { give(offset); });
+  if (bytes == 0 || device_.host_registered(src, bytes)) return stream.copy_to_device(dst, src, bytes);
+  // Chunk by chunk: the stream copies one while this thread fills the next.
+  const auto* from = static_cast<const uint8_t*>(src);
+  for (uint64_t done = 0; done < bytes;) {
+    const uint64_t n = std::min(kChunkBytes, bytes - done);
+    auto at = take(n);
+    if (!at) return stream.copy_to_device(dst + done, from + done, bytes - done);  // the rest directly
+    uint8_t* slot = region_.get() + *at;
+    std::memcpy(slot, from + done, n);
+    stream.copy_to_device(dst + done, slot, n);
+    stream.then([this, offset = *at](const Status&) { give(offset); });
+    done += n;
+  }
 }
 
 PinnedStaging::Stats PinnedStaging::stats() const {

@@ -4,8 +4,9 @@
 // ordinary (pageable) memory; a copy engine moves pageable memory at a fraction of its pinned rate
 // (the driver stages it itself, synchronously), while the model weights, registered once each, run
 // at full rate. Here an upload is a host memcpy into the region and an asynchronous copy from
-// there; its room comes back when the stream has done the copy (Stream::then). A download lands in
-// the region and is copied out once the caller's synchronize returned.
+// there, chunk by chunk so that the memcpy of one overlaps the copy of the one before; a chunk's
+// room comes back when the stream has done its copy (Stream::then). A download lands in the region
+// and is copied out once the caller's synchronize returned.
 //
 // The region is shared by every stream of the device, so it is carved first fit (ArenaAllocator),
 // not used strictly as a ring: copies of concurrent streams complete out of order. A copy that
@@ -30,6 +31,10 @@ namespace ember::gpu {
 
 class PinnedStaging {
  public:
+  /// Uploads are staged in chunks of at most this: the stream copies one while the caller fills
+  /// the next (the host memcpy and the link overlap, as a driver's own staging does).
+  static constexpr uint64_t kChunkBytes = 1ull << 20;
+
   /// `bytes` of host memory registered with `device` (0 is invalid_argument).
   static Result<std::unique_ptr<PinnedStaging>> create(Device& device, uint64_t bytes);
   ~PinnedStaging();
@@ -64,7 +69,7 @@ class PinnedStaging {
   };
 
   struct Stats {
-    uint64_t staged = 0, staged_bytes = 0;  // copies through the region (both directions)
+    uint64_t staged = 0, staged_bytes = 0;  // copies (upload chunks) through the region, both ways
     uint64_t direct = 0;                    // pageable copies that found no room and went directly
     uint64_t peak_bytes = 0;                // of the region in use at once
   };
