@@ -143,6 +143,8 @@ int staged_inputs(gpu::SimDevice& device, const Options& o, gpu::DevicePtr base)
     bool ok = true;
     for (int k = 0; k < o.rounds; ++k) {
       for (bool via : {false, true}) {
+        // The link idle first (longer than the pacer's catch-up): each copy starts a busy period.
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
         const auto t0 = Clock::now();
         if (via) {
           (*staging)->copy_to_device(*stream, base, input.data(), input.size());
