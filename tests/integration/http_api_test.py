@@ -268,6 +268,11 @@ def run(ember):
                 raise Failure(f"/metrics lacks {family}")
         if 'outcome="invalid_argument"' not in metrics or 'outcome="success"' not in metrics:
             raise Failure("/metrics does not count outcomes")
+        # Device memory by use, read at the scrape: the loaded models' weights are on a device.
+        weights = [line for line in metrics.splitlines()
+                   if line.startswith("ember_device_memory_in_use_bytes{") and 'use="weights"' in line]
+        if not weights or sum(float(line.split()[-1]) for line in weights) <= 0:
+            raise Failure(f"/metrics shows no weights in device memory: {weights}")
         # Warm requests ran on the HTTP threads themselves (binding.inline, on by default).
         inline = [line for line in metrics.splitlines()
                   if line.startswith("ember_swap_dispatches_total{") and 'kind="inline"' in line]
