@@ -70,6 +70,8 @@ PinnedStaging::Stats PinnedStaging::stats() const {
 }
 
 PinnedStaging::Downloads::~Downloads() {
+  if (staged_.empty()) return;
+  (void)stream_->synchronize();  // a copy into the region may still be on its way
   for (const auto& s : staged_) staging_->give(s.offset);
 }
 
@@ -78,6 +80,7 @@ void PinnedStaging::Downloads::copy_to_host(Stream& stream, void* dst, DevicePtr
   if (staging_ && bytes > 0 && !staging_->device_.host_registered(dst, bytes)) at = staging_->take(bytes);
   if (!at) return stream.copy_to_host(dst, src, bytes);
   stream.copy_to_host(staging_->region_.get() + *at, src, bytes);
+  stream_ = &stream;
   staged_.push_back({dst, *at, bytes});
 }
 

@@ -46,9 +46,10 @@ class PinnedStaging {
   /// Stream::copy_to_device (a staged copy reads it before this returns).
   void copy_to_device(Stream& stream, DevicePtr dst, const void* src, uint64_t bytes);
 
-  /// Downloads of one synchronisation: copy_to_host() queues each, finish() (after the stream's
-  /// synchronize returned OK) copies the staged ones out and gives their room back. The
-  /// destructor gives the room back too (without copying) when finish() was not called.
+  /// Downloads of one synchronisation, on one stream: copy_to_host() queues each, finish() (after
+  /// the stream's synchronize returned OK) copies the staged ones out and gives their room back.
+  /// When finish() was not called (an error on the way), the destructor waits for the stream and
+  /// gives the room back without copying.
   class Downloads {
    public:
     explicit Downloads(PinnedStaging* staging) : staging_(staging) {}
@@ -65,6 +66,7 @@ class PinnedStaging {
       uint64_t offset, bytes;
     };
     PinnedStaging* staging_;
+    Stream* stream_ = nullptr;  // the stream of the staged copies
     std::vector<Staged> staged_;
   };
 
