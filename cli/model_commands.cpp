@@ -1,8 +1,10 @@
 // `ember model new`, `ember model inspect` and `ember model profile`.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 
 #include "base/units.hpp"
 #include "cli/commands.hpp"
@@ -10,6 +12,8 @@
 #include "gpu/device_registry.hpp"
 #include "gpu/model.hpp"
 #include "gpu/model_profile.hpp"
+#include "gpu/ops.hpp"
+#include "gpu/shadow_split.hpp"
 #include "transport/checksum.hpp"
 
 namespace ember::cli {
@@ -45,9 +49,108 @@ std::string shape_list(const std::vector<gpu::TensorSpec>& specs) {
   return s;
 }
 
-int run_inspect(const std::string& dir, bool as_json) {
+/// Spearman's rank correlation of x and y (ties ranked by their mean rank); 0 for fewer than 2.
+double rank_correlation(const std::vector<double>& x, const std::vector<double>& y) {
+  const size_t n = x.size();
+  if (n < 2) return 0;
+  auto ranks = [n](const std::vector<double>& v) {
+    std::vector<size_t> order(n);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+    std::vector<double> r(n);
+    for (size_t i = 0; i < n;) {
+      size_t j = i;
+      while (j + 1 < n && v[order[j + 1]] == v[order[i]]) ++j;
+      for (size_t k = i; k <= j; ++k) r[order[k]] = (static_cast<double>(i + j) / 2) + 1;
+      i = j + 1;
+    }
+    return r;
+  };
+  const auto rx = ranks(x), ry = ranks(y);
+  const double mean = (static_cast<double>(n) + 1) / 2;
+  double sxy = 0, sxx = 0, syy = 0;
+  for (size_t i = 0; i < n; ++i) {
+    sxy += (rx[i] - mean) * (ry[i] - mean);
+    sxx += (rx[i] - mean) * (rx[i] - mean);
+    syy += (ry[i] - mean) * (ry[i] - mean);
+  }
+  return sxx > 0 && syy > 0 ? sxy / std::sqrt(sxx * syy) : 0;
+}
+
+/// `ember model inspect --profile`: the stored profile layer by layer, with AsyFunc's view of it:
+/// each layer's sensitivity to compute (time at batch 4 minus batch 2), its weights and
+/// multiply-adds, and where a Shadow's range may start or end (cut points, gpu/shadow_split.hpp).
+int run_inspect_profile(const std::string& dir, const gpu::Model& m, bool as_json) {
+  auto profile = gpu::read_profile(dir);
+  if (!profile.ok()) {
+    return report(profile.error().with_context("run `ember model profile " + dir + "` first"));
+  }
+  if (Status st = profile->check_matches(m); !st.ok()) return report(st.error());
+  const auto cuts = gpu::cut_points(m.graph());
+  std::vector<double> sens, bytes, ratio;
+  bool measured = true;
+  for (size_t i = 0; i < profile->layers.size(); ++i) {
+    auto s = profile->sensitivity_us(i);
+    if (!s) {
+      measured = false;
+      break;
+    }
+    sens.push_back(*s);
+    bytes.push_back(static_cast<double>(profile->layers[i].bytes));
+    ratio.push_back(profile->layers[i].bytes
+                        ? static_cast<double>(profile->layers[i].macs) / static_cast<double>(profile->layers[i].bytes)
+                        : 0);
+  }
+  if (as_json) {
+    nlohmann::ordered_json j;
+    j["model"] = m.manifest().name;
+    j["device"] = profile->device;
+    j["batches"] = profile->batches;
+    j["cut_points"] = cuts;
+    j["layers"] = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < profile->layers.size(); ++i) {
+      const auto& l = profile->layers[i];
+      nlohmann::ordered_json e{
+          {"index", i},     {"name", l.name},       {"op", gpu::op_name(m.layer(i).op)}, {"bytes", l.bytes},
+          {"macs", l.macs}, {"exec_us", l.exec_us}, {"out_bytes", l.out_bytes}};
+      if (auto s = profile->sensitivity_us(i)) e["sensitivity_us"] = *s;
+      j["layers"].push_back(std::move(e));
+    }
+    if (measured) j["rank_correlation_sensitivity_bytes"] = rank_correlation(sens, bytes);
+    std::cout << j.dump(1) << "\n";
+    return 0;
+  }
+  std::printf("profile    %s/%s on %s, batches", dir.c_str(), gpu::kProfileFile, profile->device.c_str());
+  for (uint32_t b : profile->batches) std::printf(" %u", b);
+  std::printf(", seq len %lld\n", static_cast<long long>(profile->seq_len));
+  std::printf("\n%5s  %-36s %-14s %12s %14s %10s %14s  %s\n", "#", "layer", "op", "bytes", "MACs/sample", "MACs/byte",
+              measured ? "2->4 us" : "sensitivity", "cut after");
+  for (size_t i = 0; i < profile->layers.size(); ++i) {
+    const auto& l = profile->layers[i];
+    auto s = profile->sensitivity_us(i);
+    const bool cut = std::binary_search(cuts.begin(), cuts.end(), static_cast<uint32_t>(i + 1));
+    std::printf("%5zu  %-36s %-14s %12llu %14llu %10.1f %14s  %s\n", i, l.name.c_str(),
+                std::string(gpu::op_name(m.layer(static_cast<uint32_t>(i)).op)).c_str(),
+                static_cast<unsigned long long>(l.bytes), static_cast<unsigned long long>(l.macs),
+                l.bytes ? static_cast<double>(l.macs) / static_cast<double>(l.bytes) : 0.0,
+                s ? std::to_string(static_cast<int64_t>(std::lround(*s))).c_str() : "-", cut ? "|" : "");
+  }
+  std::printf("\n%zu cut points, %zu blocks\n", cuts.size(), gpu::layer_blocks(m.graph()).size());
+  if (measured) {
+    std::printf(
+        "rank correlation of sensitivity with weight bytes %.2f (AsyFunc: negative on CNNs), with MACs per byte "
+        "%.2f\n",
+        rank_correlation(sens, bytes), rank_correlation(sens, ratio));
+  } else {
+    std::printf("sensitivity needs batches 2 and 4 in the profile (ember model profile --batches 1,2,4)\n");
+  }
+  return 0;
+}
+
+int run_inspect(const std::string& dir, bool as_json, bool with_profile) {
   auto loaded = gpu::Model::load(dir);
   if (!loaded.ok()) return report(loaded.error());
+  if (with_profile) return run_inspect_profile(dir, **loaded, as_json);
   const gpu::Model& m = **loaded;
   const auto& g = m.graph();
   // Shapes shown for batch 1 and, where a dim is free, 128 (or the declared input's limit).
@@ -115,7 +218,7 @@ int run_profile(const ProfileOptions& o) {
   if (!model.ok()) return report(model.error());
   std::vector<uint32_t> batches = o.batches;
   if (batches.empty()) {
-    batches = {1};
+    batches = {1, 2, 4};  // 2 and 4: the sensitivity of each layer to compute (AsyFunc)
     if ((*model)->manifest().serving.max_batch > 1) batches.push_back((*model)->manifest().serving.max_batch);
   }
   std::sort(batches.begin(), batches.end());
@@ -163,7 +266,13 @@ void add_model_commands(CLI::App& app, Runner& runner) {
   auto* inspect = model->add_subcommand("inspect", "Validate a model and print its layers, sizes and byte ranges");
   inspect->add_option("dir", *dir, "Model version directory")->required();
   inspect->add_flag("--json", *as_json, "Machine-readable output");
-  inspect->callback([dir, as_json, &runner] { runner = [dir, as_json] { return run_inspect(*dir, *as_json); }; });
+  auto with_profile = std::make_shared<bool>(false);
+  inspect->add_flag("--profile", *with_profile,
+                    "Show the stored profile: per layer time per batch, sensitivity (batch 2 to 4), weights, "
+                    "MACs, cut points");
+  inspect->callback([dir, as_json, with_profile, &runner] {
+    runner = [dir, as_json, with_profile] { return run_inspect(*dir, *as_json, *with_profile); };
+  });
 
   auto p = std::make_shared<ProfileOptions>();
   auto* profile =

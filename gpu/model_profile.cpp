@@ -9,6 +9,7 @@
 
 #include "base/json_text.hpp"
 #include "gpu/executor.hpp"
+#include "gpu/ops.hpp"
 #include "gpu/sample_inputs.hpp"
 
 namespace ember::gpu {
@@ -19,6 +20,13 @@ size_t ModelProfile::batch_index(uint32_t batch) const {
     if (batches[i] <= batch) best = i;
   }
   return best;
+}
+
+std::optional<double> ModelProfile::sensitivity_us(size_t i, uint32_t from, uint32_t to) const {
+  auto at = [&](uint32_t b) { return std::find(batches.begin(), batches.end(), b); };
+  if (i >= layers.size() || at(from) == batches.end() || at(to) == batches.end()) return std::nullopt;
+  const auto& us = layers[i].exec_us;
+  return us[static_cast<size_t>(at(to) - batches.begin())] - us[static_cast<size_t>(at(from) - batches.begin())];
 }
 
 Status ModelProfile::check_matches(const Model& m) const {
@@ -85,6 +93,17 @@ Result<ModelProfile> measure_profile(const std::shared_ptr<const Model>& model, 
     l.sha256 = hash(model->data() + r.offset, r.length);
   }
 
+  {
+    // Multiply-adds per sample, from the shapes at batch 1.
+    EMBER_ASSIGN_OR_RETURN(auto shapes, model->check_inputs(concrete_inputs(*model, 1, seq_len)));
+    const Graph& g = model->graph();
+    for (uint32_t i = 0; i < model->num_layers(); ++i) {
+      std::vector<TensorDesc> in;
+      for (uint32_t v : g.layer_inputs[i]) in.push_back(*shapes[v]);
+      p.layers[i].macs =
+          static_cast<uint64_t>(flops(model->layer(i).op, model->layer(i).attrs, in, *shapes[g.layer_value(i)]) / 2);
+    }
+  }
   EMBER_ASSIGN_OR_RETURN(auto exec, LayerExecutor::create(device, model, {0, model->num_layers()}));
   exec->set_profiling(true);
   for (uint32_t batch : batches) {
@@ -126,6 +145,7 @@ std::string profile_to_json(const ModelProfile& p) {
     for (double x : l.exec_us) us.push_back(std::round(x * 10) / 10);  // 0.1 us is plenty
     e["exec_us"] = us;
     e["out_bytes"] = l.out_bytes;
+    e["macs"] = l.macs;
     layers.push_back(std::move(e));
   }
   return j.dump(1) + "\n";
@@ -172,6 +192,7 @@ Result<ModelProfile> parse_profile(std::string_view text, std::string_view sourc
       l.sha256 = e.at("sha256").get<std::string>();
       l.exec_us = e.at("exec_us").get<std::vector<double>>();
       l.out_bytes = e.at("out_bytes").get<std::vector<uint64_t>>();
+      l.macs = e.value("macs", uint64_t{0});
       const std::string field = "layers[" + std::to_string(i) + "]";
       if (!is_hex_digest(l.sha256)) return bad(field + ".sha256", "not 64 lower-case hex digits");
       if (l.exec_us.size() != p.batches.size() || l.out_bytes.size() != p.batches.size()) {

@@ -9,7 +9,8 @@
 //   "header_sha256": SHA-256 of [0, header_bytes) (hex),
 //   "device": what ran the measurement ("sim", a GPU's name), "batches": [b1, b2, ...] ascending,
 //   "seq_len": the length free non-batch dims were set to,
-//   "layers": [{"name", "bytes", "sha256", "exec_us": [one per batch], "out_bytes": [one per batch]}]
+//   "layers": [{"name", "bytes", "sha256", "exec_us": [one per batch], "out_bytes": [one per batch],
+//               "macs": multiply-adds per sample (at seq_len; absent in profiles written before it)}]
 // A layer's bytes are Model::layer_bytes(i) (data-section offsets are cumulative, so they are not
 // stored); its sha256 is of those bytes (of nothing for a layer without weights); exec_us is the
 // wall time of the layer in a warm run (the executor's profiling mode: each layer waited for),
@@ -23,6 +24,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +44,7 @@ struct LayerCost {
   std::string sha256;               // hex
   std::vector<double> exec_us;      // per ModelProfile::batches entry
   std::vector<uint64_t> out_bytes;  // per ModelProfile::batches entry
+  uint64_t macs = 0;                // multiply-adds per sample (ops::flops / 2 at batch 1)
 };
 
 struct ModelProfile {
@@ -56,6 +59,9 @@ struct ModelProfile {
 
   /// Index of the largest batch <= `batch` (the first when all are larger).
   size_t batch_index(uint32_t batch) const;
+  /// AsyFunc's sensitivity of layer `i` to compute: how much longer it runs at batch `to` than at
+  /// `from` (us); nullopt unless both batches were measured.
+  std::optional<double> sensitivity_us(size_t i, uint32_t from = 2, uint32_t to = 4) const;
   /// Checks the profile describes `model` (name, sizes, layer names and bytes): a stale profile
   /// left beside a rewritten model is invalid_argument, not silently used.
   Status check_matches(const Model& model) const;
