@@ -87,6 +87,8 @@ int run_inspect_profile(const std::string& dir, const gpu::Model& m, bool as_jso
   }
   if (Status st = profile->check_matches(m); !st.ok()) return report(st.error());
   const auto cuts = gpu::cut_points(m.graph());
+  // The correlations are over the layers with weights (AsyFunc's scatter): a weight-free layer
+  // (an activation, an addition) is small in both and would only tie the ranks.
   std::vector<double> sens, bytes, ratio;
   bool measured = true;
   for (size_t i = 0; i < profile->layers.size(); ++i) {
@@ -95,11 +97,11 @@ int run_inspect_profile(const std::string& dir, const gpu::Model& m, bool as_jso
       measured = false;
       break;
     }
+    const auto& l = profile->layers[i];
+    if (l.bytes == 0) continue;
     sens.push_back(*s);
-    bytes.push_back(static_cast<double>(profile->layers[i].bytes));
-    ratio.push_back(profile->layers[i].bytes
-                        ? static_cast<double>(profile->layers[i].macs) / static_cast<double>(profile->layers[i].bytes)
-                        : 0);
+    bytes.push_back(static_cast<double>(l.bytes));
+    ratio.push_back(static_cast<double>(l.macs) / static_cast<double>(l.bytes));
   }
   if (as_json) {
     nlohmann::ordered_json j;
@@ -116,7 +118,10 @@ int run_inspect_profile(const std::string& dir, const gpu::Model& m, bool as_jso
       if (auto s = profile->sensitivity_us(i)) e["sensitivity_us"] = *s;
       j["layers"].push_back(std::move(e));
     }
-    if (measured) j["rank_correlation_sensitivity_bytes"] = rank_correlation(sens, bytes);
+    if (measured) {
+      j["rank_correlation_sensitivity_bytes"] = rank_correlation(sens, bytes);
+      j["rank_correlation_sensitivity_macs_per_byte"] = rank_correlation(sens, ratio);
+    }
     std::cout << j.dump(1) << "\n";
     return 0;
   }
@@ -138,9 +143,9 @@ int run_inspect_profile(const std::string& dir, const gpu::Model& m, bool as_jso
   std::printf("\n%zu cut points, %zu blocks\n", cuts.size(), gpu::layer_blocks(m.graph()).size());
   if (measured) {
     std::printf(
-        "rank correlation of sensitivity with weight bytes %.2f (AsyFunc: negative on CNNs), with MACs per byte "
-        "%.2f\n",
-        rank_correlation(sens, bytes), rank_correlation(sens, ratio));
+        "over the %zu layers with weights, rank correlation of sensitivity with weight bytes %.2f (AsyFunc: "
+        "negative on CNNs), with MACs per byte %.2f\n",
+        sens.size(), rank_correlation(sens, bytes), rank_correlation(sens, ratio));
   } else {
     std::printf("sensitivity needs batches 2 and 4 in the profile (ember model profile --batches 1,2,4)\n");
   }
@@ -280,7 +285,7 @@ void add_model_commands(CLI::App& app, Runner& runner) {
                             "Measure every layer (bytes, SHA-256, time, activation bytes) and write DIR/profile.json, "
                             "which the partition planner and the nodes read");
   profile->add_option("dir", p->dir, "Model version directory")->required();
-  profile->add_option("--batches", p->batches, "Batch sizes to time (default: 1 and serving.max_batch)")
+  profile->add_option("--batches", p->batches, "Batch sizes to time (default: 1, 2, 4 and serving.max_batch)")
       ->delimiter(',');
   profile->add_option("--seq-len", p->seq_len, "Length of free non-batch input dims")
       ->default_val(16)
