@@ -157,6 +157,45 @@ Result<std::unique_ptr<LayerExecutor>> LayerExecutor::prepare(Device& device, st
   return ex;
 }
 
+Result<std::unique_ptr<LayerExecutor>> LayerExecutor::view(LayerExecutor& parent, LayerRange sub) {
+  if (sub.empty() || sub.first < parent.range_.first || sub.last > parent.range_.last) {
+    return invalid_argument("layers [" + std::to_string(sub.first) + ", " + std::to_string(sub.last) +
+                            ") are not within the executor's [" + std::to_string(parent.range_.first) + ", " +
+                            std::to_string(parent.range_.last) + ")");
+  }
+  if (!parent.weights_resident()) {
+    return unavailable("a view of model '" + parent.model_->manifest().name +
+                       "' needs its weights on the device first");
+  }
+  std::unique_ptr<LayerExecutor> ex(new LayerExecutor(parent.device_, parent.model_, sub));
+  const Model& model = *parent.model_;
+  ex->weight_bytes_ = model.range_bytes(sub);
+  ex->inputs_ = model.graph().range_inputs(sub);
+  ex->outputs_ = model.graph().range_outputs(sub);
+  ex->stream_ = parent.device_.create_stream();
+  ex->activations_ = parent.activations_;
+  ex->staging_ = parent.staging_;
+  ex->layer_group_.assign(sub.size(), 0);
+  if (ex->weight_bytes_.length == 0) return ex;
+  // The parent's segments (whole layers each) that hold the sub-range's bytes, clipped to them.
+  const uint64_t begin = ex->weight_bytes_.offset, end = begin + ex->weight_bytes_.length;
+  std::vector<size_t> from_parent;  // the view's segment -> the parent's
+  for (size_t g = 0; g < parent.segments_.size(); ++g) {
+    const WeightSegment& s = parent.segments_[g];
+    const uint64_t lo = std::max(begin, s.model_offset), hi = std::min(end, s.model_offset + s.length);
+    if (lo >= hi) continue;
+    ex->segments_.push_back({lo, hi - lo, s.ptr + (lo - s.model_offset)});
+    from_parent.push_back(g);
+  }
+  for (uint32_t l = sub.first; l < sub.last; ++l) {
+    const uint32_t parent_group = parent.layer_group_[l - parent.range_.first];
+    auto it = std::lower_bound(from_parent.begin(), from_parent.end(), parent_group);
+    ex->layer_group_[l - sub.first] =
+        static_cast<uint32_t>(std::min<size_t>(it - from_parent.begin(), ex->segments_.size() - 1));
+  }
+  return ex;
+}
+
 Result<std::unique_ptr<LayerExecutor>> LayerExecutor::create(Device& device, std::shared_ptr<const Model> model,
                                                              LayerRange range, WeightPlacer place) {
   EMBER_ASSIGN_OR_RETURN(auto ex, prepare(device, model, range, 0, place));

@@ -122,6 +122,11 @@ class LayerExecutor {
   /// whole model. Errors as create(); a copy that faults makes the run fail (sticky device fault).
   static Result<std::unique_ptr<LayerExecutor>> swap_in(Device& device, std::shared_ptr<const Model> model,
                                                         LayerRange range, SwapInOptions options = {});
+  /// An executor of `sub`, a range within `parent`'s, that reads the parent's weights where they
+  /// are (no copy, no memory of its own but its activations and stream): what a Body runs around
+  /// and inside the layers it shares with a Shadow (gpu/shadow_split.hpp). The parent's weights
+  /// must be resident (unavailable while they are still arriving) and the parent must outlive the view.
+  static Result<std::unique_ptr<LayerExecutor>> view(LayerExecutor& parent, LayerRange sub);
   ~LayerExecutor();
   /// True once every weight byte is on the device (always for create()).
   bool weights_resident();

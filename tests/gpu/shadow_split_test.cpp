@@ -41,7 +41,12 @@ TEST_P(EveryArchitectureSplit, TheBatchSplitBetweenBodyAndShadowAnswersWhatTheBo
   auto body_device = testing::sim_device(256 << 20, 0), shadow_device = testing::sim_device(256 << 20, 1);
   constexpr int64_t kBatch = 4;
   const auto inputs = testing::arch_inputs(*m, kBatch, 6, 41);
-  auto whole_ex = testing::must(LayerExecutor::create(*body_device, m, {0, m->num_layers()}), "creating");
+  // The Body swapped in by groups of 1 KiB (a layer each): its weights in many segments, which views clip.
+  SwapInOptions groups;
+  groups.group_bytes = 1 << 10;
+  auto whole_ex = testing::must(LayerExecutor::swap_in(*body_device, m, {0, m->num_layers()}, groups), "swapping in");
+  ASSERT_TRUE(whole_ex->wait_weights().ok());
+  ASSERT_GT(whole_ex->weight_groups(), 2u);
   const auto whole = testing::must(whole_ex->run_host(inputs), "running the whole batch");
   const auto blocks = layer_blocks(m->graph());
   // The first block, a middle one, and the last two together.
@@ -51,11 +56,14 @@ TEST_P(EveryArchitectureSplit, TheBatchSplitBetweenBodyAndShadowAnswersWhatTheBo
   std::vector<uint32_t> ids;
   for (const auto& t : inputs) ids.push_back(*m->graph().find(t.name));
   for (const LayerRange r : ranges) {
+    // The Body's parts are views of its whole executor (its weights, once); the Shadow holds only
+    // the range, copied from the host.
     std::unique_ptr<LayerExecutor> before, after;
-    if (r.first > 0) before = testing::must(LayerExecutor::create(*body_device, m, {0, r.first}), "before");
+    if (r.first > 0) before = testing::must(LayerExecutor::view(*whole_ex, {0, r.first}), "before");
     if (r.last < m->num_layers())
-      after = testing::must(LayerExecutor::create(*body_device, m, {r.last, m->num_layers()}), "after");
-    auto body = testing::must(LayerExecutor::create(*body_device, m, r), "body");
+      after = testing::must(LayerExecutor::view(*whole_ex, {r.last, m->num_layers()}), "after");
+    auto body = testing::must(LayerExecutor::view(*whole_ex, r), "body");
+    EXPECT_EQ(body->weight_bytes(), m->range_bytes(r).length);
     auto shadow = testing::must(LayerExecutor::create(*shadow_device, m, r), "shadow");
     for (int64_t rows : {int64_t{1}, kBatch / 2, kBatch - 1}) {
       auto in = testing::must(upload(*body_device, *stream, inputs, ids), "uploading");
@@ -96,10 +104,11 @@ TEST(ShadowSplit, AShadowThatFaultsLeavesItsRowsToTheBody) {
   const auto whole = testing::must(whole_ex->run_host(inputs), "running the whole batch");
   const auto blocks = layer_blocks(m->graph());
   const LayerRange r = blocks[1];
-  auto before = testing::must(LayerExecutor::create(*body_device, m, {0, r.first}), "before");
-  auto body = testing::must(LayerExecutor::create(*body_device, m, r), "body");
+  auto before = testing::must(LayerExecutor::view(*whole_ex, {0, r.first}), "before");
+  auto body = testing::must(LayerExecutor::view(*whole_ex, r), "body");
   auto shadow = testing::must(LayerExecutor::create(*shadow_device, m, r), "shadow");
-  auto after = testing::must(LayerExecutor::create(*body_device, m, {r.last, m->num_layers()}), "after");
+  auto after = testing::must(LayerExecutor::view(*whole_ex, {r.last, m->num_layers()}), "after");
+  EXPECT_FALSE(LayerExecutor::view(*whole_ex, {0, m->num_layers() + 1}).ok()) << "a view beyond its parent";
   shadow_device->TEST_fail_after_kernels(0);  // its first kernel faults
   auto stream = body_device->create_stream();
   std::vector<uint32_t> ids;
