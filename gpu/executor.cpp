@@ -449,6 +449,22 @@ Result<std::vector<HostTensor>> LayerExecutor::run_host(const std::vector<HostTe
   return download(*stream_, *out, model_->graph().value_names, staging_);
 }
 
+Result<Activations> LayerExecutor::upload_inputs(const std::vector<HostTensor>& tensors, Stream& stream) {
+  std::vector<std::pair<const std::string*, const TensorDesc*>> given;
+  for (const HostTensor& t : tensors) given.emplace_back(&t.name, &t.desc);
+  EMBER_ASSIGN_OR_RETURN(auto resolved, resolve_inputs(given));
+  std::vector<uint32_t> ids;
+  std::vector<HostTensor> used;
+  for (const auto& [i, id] : resolved) {
+    used.push_back(tensors[i]);
+    ids.push_back(id);
+  }
+  EMBER_RETURN_IF_ERROR(check_ids(used, ids));
+  EMBER_ASSIGN_OR_RETURN(Activations in, upload(device_, stream, used, ids, activations_, staging_));
+  EMBER_RETURN_IF_ERROR(stream.synchronize());
+  return in;
+}
+
 Result<std::vector<NamedValue>> LayerExecutor::run_device(const std::vector<NamedValue>& values) {
   std::vector<std::pair<const std::string*, const TensorDesc*>> given;
   for (const NamedValue& v : values) given.emplace_back(&v.name, &v.value.desc);

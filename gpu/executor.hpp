@@ -157,6 +157,11 @@ class LayerExecutor {
   /// the next even when some of them are final outputs); names the model lacks are errors.
   Result<std::vector<HostTensor>> run_host(const std::vector<HostTensor>& inputs);
 
+  /// run_host's first half: the tensors this range reads (named after input_values(); others are
+  /// skipped, unknown names are errors), checked and copied to new device buffers on `stream`, which
+  /// this waits for. What a caller running the range in parts (gpu/shadow_split.hpp) starts from.
+  Result<Activations> upload_inputs(const std::vector<HostTensor>& inputs, Stream& stream);
+
   /// Device hand-off (a workflow's steps on one device): as run_host, but the inputs are on this
   /// executor's device already (another device's are invalid_argument) and the outputs stay there,
   /// named after output_values(). Nothing is copied to the host but the few bytes of embedding ids,

@@ -106,6 +106,10 @@ ExecutorEngine::~ExecutorEngine() {
   drain();          // the runs the last jobs handed on run (each answers; a strand posts its next)
   lanes_.reset();
   models_.clear();  // before the pool region and the device go
+  {
+    std::lock_guard lock(shadows_mu_);
+    shadows_.clear();  // a split elsewhere holding one has finished: this engine's gate is closed
+  }
   io_.reset();
   kept_.clear();  // values on other devices go back there
   {
@@ -152,8 +156,8 @@ EngineMemory ExecutorEngine::memory_use() const {
   return m;
 }
 
-gpu::WeightPlacer ExecutorEngine::placer(const model_key& key) {
-  return [this, name = key.to_string()](const std::vector<uint64_t>& sizes) -> Result<std::vector<gpu::DevicePtr>> {
+gpu::WeightPlacer ExecutorEngine::placer(std::string name) {
+  return [this, name = std::move(name)](const std::vector<uint64_t>& sizes) -> Result<std::vector<gpu::DevicePtr>> {
     for (uint64_t n = fail_allocations_.load(); n > 0;) {
       if (fail_allocations_.compare_exchange_weak(n, n - 1)) {
         return out_of_memory("injected fault: the allocation of " + name + "'s weights on " + device_->info().name +
@@ -241,7 +245,7 @@ void ExecutorEngine::bind(const model_key& key, std::shared_ptr<const gpu::Model
   jobs_->post([this, key, model = std::move(model), done = std::move(done)] {
     if (models_.count(key)) return done(Status::OK());
     drain();
-    auto ex = gpu::LayerExecutor::create(*device_, model, {0, model->num_layers()}, placer(key));
+    auto ex = gpu::LayerExecutor::create(*device_, model, {0, model->num_layers()}, placer(key.to_string()));
     if (!ex.ok()) {
       free_in_pool(key.to_string());
       return done(ex.error());
@@ -553,6 +557,126 @@ bool ExecutorEngine::infer(const model_key& key, std::vector<gpu::HostTensor> in
   });
 }
 
+ExecutorEngine::Shadow::~Shadow() {
+  ex.reset();  // its stream drained before its weights go back
+  engine->free_in_pool(pool_name);
+}
+
+std::shared_ptr<ExecutorEngine::Shadow> ExecutorEngine::shadow_of(const model_key& key) {
+  std::lock_guard lock(shadows_mu_);
+  auto it = shadows_.find(key);
+  return it == shadows_.end() ? nullptr : it->second;
+}
+
+void ExecutorEngine::load_shadow(const model_key& key, std::shared_ptr<const gpu::Model> model, gpu::LayerRange range,
+                                 std::function<void(Result<ShadowInfo>)> done) {
+  jobs_->post([this, key, model = std::move(model), range, done = std::move(done)] {
+    const auto start = Clock::now();
+    {
+      std::lock_guard lock(shadows_mu_);
+      shadows_.erase(key);  // one Shadow a key: its memory goes back once no split holds it
+    }
+    if (Status pinned = pin_host(model); !pinned.ok()) return done(pinned.error());
+    auto shadow = std::make_shared<Shadow>();
+    shadow->engine = this;
+    shadow->pool_name = "#shadow/" + key.to_string();
+    auto ex = guarded([&] { return gpu::LayerExecutor::create(*device_, model, range, placer(shadow->pool_name)); });
+    if (!ex.ok()) {
+      free_in_pool(shadow->pool_name);
+      shadow->pool_name.clear();
+      return done(ex.error().with_context("a Shadow of " + key.to_string() + " on " + device_->info().name));
+    }
+    (*ex)->set_activation_pool(activations_.get());
+    (*ex)->set_staging(staging_.get());
+    ShadowInfo info{range, (*ex)->weight_bytes(), 0};
+    shadow->ex = std::move(*ex);
+    publish(key, nullptr);  // the pool's free bytes, as others read them
+    {
+      std::lock_guard lock(shadows_mu_);
+      shadows_[key] = std::move(shadow);
+    }
+    info.start_us = us_between(start, Clock::now());
+    done(info);
+  });
+}
+
+void ExecutorEngine::drop_shadow(const model_key& key, std::function<void(bool)> done) {
+  jobs_->post([this, key, done = std::move(done)] {
+    std::shared_ptr<Shadow> gone;
+    {
+      std::lock_guard lock(shadows_mu_);
+      auto it = shadows_.find(key);
+      if (it == shadows_.end()) return done(false);
+      gone = std::move(it->second);
+      shadows_.erase(it);
+    }
+    gone.reset();  // unless a split still runs on it
+    done(true);
+  });
+}
+
+Result<gpu::LayerExecutor*> ExecutorEngine::view_of(Resident& r, gpu::LayerRange range) {
+  auto& v = r.views[{range.first, range.last}];
+  if (!v) {
+    EMBER_ASSIGN_OR_RETURN(v, gpu::LayerExecutor::view(*r.ex, range));
+  }
+  return v.get();
+}
+
+bool ExecutorEngine::infer_split(const model_key& key, std::vector<gpu::HostTensor> inputs,
+                                 std::shared_ptr<EngineGate> shadow, int64_t shadow_rows,
+                                 std::function<void(SplitResult)> done) {
+  const auto enqueued = Clock::now();
+  if (lanes_ && queued() >= options_.max_queue) return false;
+  return jobs_->try_post([this, key, enqueued, inputs = std::move(inputs), shadow = std::move(shadow), shadow_rows,
+                          done = std::move(done)]() mutable {
+    SplitResult r;
+    const auto start = Clock::now();
+    r.run.queue_us = us_between(enqueued, start);
+    auto it = models_.find(key);
+    if (it == models_.end()) {
+      r.run.outputs = unavailable("model " + key.to_string() + " is not bound to " + device_->info().name);
+      return done(std::move(r));
+    }
+    Resident& body = it->second;
+    // The Shadow, held for the run: its engine cannot go meanwhile (its gate), nor its weights.
+    ExecutorEngine* there = shadow ? shadow->enter() : nullptr;
+    std::shared_ptr<Shadow> held = there ? there->shadow_of(key) : nullptr;
+    r.run.outputs = guarded([&]() -> Result<std::vector<gpu::HostTensor>> {
+      auto& stream = handoff_stream();
+      EMBER_ASSIGN_OR_RETURN(gpu::Activations in, body.ex->upload_inputs(inputs, stream));
+      int64_t rows = 0;
+      for (const auto& [id, v] : in) rows = std::max<int64_t>(rows, v.desc.shape.rank ? v.desc.shape[0] : 0);
+      if (!held || shadow_rows <= 0 || shadow_rows >= rows) {
+        r.split.shadow_failed = held != nullptr || shadow_rows > 0;
+        r.split.shadow_error = !held ? "no Shadow of " + key.to_string() +
+                                           " is held there (dropped, or its device "
+                                           "restarted)"
+                                     : "a batch of " + std::to_string(rows) + " rows is too small to split";
+        EMBER_ASSIGN_OR_RETURN(auto whole, body.ex->run(in));
+        return gpu::download(stream, whole, body.model->graph().value_names, staging_.get());
+      }
+      const gpu::LayerRange range = held->ex->range();
+      const uint32_t n = body.model->num_layers();
+      gpu::ShadowSplit split;
+      if (range.first > 0) {
+        EMBER_ASSIGN_OR_RETURN(split.before, view_of(body, {0, range.first}));
+      }
+      EMBER_ASSIGN_OR_RETURN(split.body, view_of(body, range));
+      split.shadow = held->ex.get();
+      if (range.last < n) {
+        EMBER_ASSIGN_OR_RETURN(split.after, view_of(body, {range.last, n}));
+      }
+      EMBER_ASSIGN_OR_RETURN(auto out, gpu::run_split(split, in, shadow_rows, &r.split));
+      return gpu::download(stream, out, body.model->graph().value_names, staging_.get());
+    });
+    held.reset();
+    if (there) shadow->leave();
+    r.run.compute_us = us_between(start, Clock::now());
+    done(std::move(r));
+  });
+}
+
 bool ExecutorEngine::swap_run(SwapRun run, std::function<void(SwapRunResult)> done) {
   const auto enqueued = Clock::now();
   if (lanes_ && queued() >= options_.max_queue) return false;
@@ -606,7 +730,7 @@ void ExecutorEngine::swap_job(SwapRun& run, SwapRunResult& r) {
       r.run.outputs = pinned.error();
       return;
     }
-    gpu::SwapInOptions opts{group_bytes_, placer(run.key), run.peer ? &*run.peer : nullptr, io_.get()};
+    gpu::SwapInOptions opts{group_bytes_, placer(run.key.to_string()), run.peer ? &*run.peer : nullptr, io_.get()};
     auto ex = gpu::LayerExecutor::swap_in(*device_, run.model, {0, run.model->num_layers()}, opts);
     for (size_t f = 0; !ex.ok() && ex.error().code() == ErrorCode::out_of_memory && f < run.fallback.size(); ++f) {
       const model_key& k = run.fallback[f];

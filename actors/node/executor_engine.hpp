@@ -73,6 +73,7 @@
 #include "gpu/executor.hpp"
 #include "gpu/io_scheduler.hpp"
 #include "gpu/pinned_staging.hpp"
+#include "gpu/shadow_split.hpp"
 
 namespace ember {
 
@@ -204,6 +205,32 @@ class ExecutorEngine {
     uint64_t to_peer = 0, to_peer_bytes = 0;
   };
   Spills spilled() const;
+  // -- shadow functions (AsyFunc; gpu/shadow_split.hpp) -----------------------------------------
+  struct ShadowInfo {
+    gpu::LayerRange range;
+    uint64_t bytes = 0;     // its weights, in this device's model pool
+    uint64_t start_us = 0;  // from the job's start to ready (the copy from host memory)
+  };
+  /// Holds layers `range` of `key` on this device as a Shadow (a job): their weights copied from
+  /// the host copy `model` into the model pool (beside whole models, counted as weights), ready to
+  /// share batches with a Body of the same model on another device (infer_split there). A Shadow of
+  /// the key already held is replaced.
+  void load_shadow(const model_key& key, std::shared_ptr<const gpu::Model> model, gpu::LayerRange range,
+                   std::function<void(Result<ShadowInfo>)> done);
+  /// Drops the Shadow of `key` (a job); false when none was held. A split running on it finishes
+  /// first: its memory goes back when the last run using it lets go.
+  void drop_shadow(const model_key& key, std::function<void(bool)> done);
+  struct SplitResult {
+    InferResult run;
+    gpu::SplitStats split;
+  };
+  /// A run of resident `key` (this engine holds its Body) whose last `shadow_rows` rows of the
+  /// Shadow's range run on `shadow`'s engine (a job here). A Shadow that is gone (dropped, its
+  /// device restarted) or fails leaves its rows to the Body, which says so in `split`; a batch too
+  /// small to split runs whole. false when the queue is full.
+  bool infer_split(const model_key& key, std::vector<gpu::HostTensor> inputs, std::shared_ptr<EngineGate> shadow,
+                   int64_t shadow_rows, std::function<void(SplitResult)> done);
+
   /// Room for a value another device of the node moves here (its spill, StreamBox's rule 2): a
   /// buffer of this device's workspace, filled from `src` on `from`, held by this engine and
   /// handed out as a view whose last holder gives it back. When this engine goes first, it frees
@@ -265,11 +292,28 @@ class ExecutorEngine {
   struct Resident {
     std::shared_ptr<const gpu::Model> model;
     std::unique_ptr<gpu::LayerExecutor> ex;
+    /// Views of `ex` a split runs around and inside a Shadow's range, by (first, last) layer.
+    /// Declared after `ex`: destroyed first, their streams drained before ex's weights go.
+    std::map<std::pair<uint32_t, uint32_t>, std::unique_ptr<gpu::LayerExecutor>> views;
   };
+  /// A Shadow held here: its executor, whose pool memory goes back when the last holder lets go.
+  struct Shadow {
+    ExecutorEngine* engine;
+    std::string pool_name;
+    std::unique_ptr<gpu::LayerExecutor> ex;
+    ~Shadow();
+  };
+  std::map<model_key, std::shared_ptr<Shadow>> shadows_;  // guarded by shadows_mu_
+  std::mutex shadows_mu_;
+  /// The Shadow of `key` held here, or null.
+  std::shared_ptr<Shadow> shadow_of(const model_key& key);
+  /// A view of resident `r` over `range`, made on first use (worker thread only).
+  Result<gpu::LayerExecutor*> view_of(Resident& r, gpu::LayerRange range);
   ExecutorEngine(std::unique_ptr<gpu::Device> device, EngineOptions options);
   Status reserve();
   // Worker thread only:
-  gpu::WeightPlacer placer(const model_key& key);
+  /// Places weights in the pool under `name` (a model key's, or a Shadow's "#shadow/KEY").
+  gpu::WeightPlacer placer(std::string name);
   Status pin_host(const std::shared_ptr<const gpu::Model>& model);
   void evict(const model_key& key);
   /// Frees a model's (or an activation segment's) blocks of the pool; any thread.

@@ -381,6 +381,74 @@ TEST(ExecutorEngineSwap, InputsAndAnswersGoThroughThePinnedStagingRegion) {
   EXPECT_EQ(after.pageable_bytes, before.pageable_bytes) << "a copy from or to pageable memory reached the device";
 }
 
+// AsyFunc's Body and Shadow on two engines: a Shadow of a range of blocks loaded on one device from
+// the host copy, a Body on another splitting its batch with it; the answers are the Body's own
+// (within the batch size's 1e-5), and a Shadow dropped, or on a device that restarted, leaves its
+// rows to the Body.
+TEST(ExecutorEngineShadow, ABodySplitsItsBatchWithAShadowOnAnotherDeviceAndTakesItsRowsBackWhenItIsGone) {
+  gpu::testing::TempDir dir;
+  auto m = write_mlp(dir / "m", 9, 4);
+  auto body = engine(gpu::testing::sim_device(16 * MiB, 0));
+  auto shadow = engine(gpu::testing::sim_device(16 * MiB, 1));
+  const model_key key{"m", 1};
+  const auto x = gpu::testing::arch_inputs(*m, 6, 1, 17);
+  auto warm = swap_run(*body, SwapRun{key, m, x});  // the Body: resident
+  ASSERT_TRUE(warm.run.outputs.ok()) << warm.run.outputs.error().message();
+  const auto want = (*warm.run.outputs)[0];
+  const auto blocks = gpu::layer_blocks(m->graph());
+  ASSERT_GE(blocks.size(), 4u);
+  const gpu::LayerRange range{blocks[1].first, blocks[2].last};
+  std::promise<Result<ExecutorEngine::ShadowInfo>> loaded;
+  shadow->load_shadow(key, m, range, [&](Result<ExecutorEngine::ShadowInfo> r) { loaded.set_value(std::move(r)); });
+  auto info = loaded.get_future().get();
+  ASSERT_TRUE(info.ok()) << info.error().message();
+  EXPECT_EQ(info->bytes, m->range_bytes(range).length);
+  EXPECT_LT(info->bytes, m->range_bytes({0, m->num_layers()}).length / 2) << "a Shadow holds part of the model";
+  EXPECT_EQ(shadow->memory_use().use.weights,
+            shadow->engine_memory().pool_capacity - shadow->engine_memory().pool_free);
+  EXPECT_GE(shadow->memory_use().use.weights, info->bytes);
+  auto split = [&](ExecutorEngine& e, std::shared_ptr<EngineGate> gate, int64_t rows) {
+    std::promise<ExecutorEngine::SplitResult> p;
+    EXPECT_TRUE(e.infer_split(key, x, std::move(gate), rows,
+                              [&](ExecutorEngine::SplitResult r) { p.set_value(std::move(r)); }));
+    return p.get_future().get();
+  };
+  for (int64_t rows : {1, 3, 5}) {
+    auto r = split(*body, shadow->gate(), rows);
+    ASSERT_TRUE(r.run.outputs.ok()) << r.run.outputs.error().message();
+    EXPECT_FALSE(r.split.shadow_failed) << r.split.shadow_error;
+    EXPECT_EQ(r.split.shadow_rows, rows);
+    EXPECT_LT(gpu::testing::relative_error((*r.run.outputs)[0], want), 1e-5) << rows << " rows on the Shadow";
+  }
+  // Dropped: the Body computes every row.
+  std::promise<bool> dropped;
+  shadow->drop_shadow(key, [&](bool d) { dropped.set_value(d); });
+  EXPECT_TRUE(dropped.get_future().get());
+  auto alone = split(*body, shadow->gate(), 3);
+  ASSERT_TRUE(alone.run.outputs.ok());
+  EXPECT_TRUE(alone.split.shadow_failed);
+  EXPECT_NE(alone.split.shadow_error.find("no Shadow"), std::string::npos) << alone.split.shadow_error;
+  EXPECT_LT(gpu::testing::relative_error((*alone.run.outputs)[0], want), 1e-5);
+  EXPECT_EQ(shadow->memory_use().use.weights, 0u) << "the Shadow's memory went back";
+  // Loaded again, then its device restarts (the engine goes): the Body still answers.
+  std::promise<Result<ExecutorEngine::ShadowInfo>> again;
+  shadow->load_shadow(key, m, range, [&](Result<ExecutorEngine::ShadowInfo> r) { again.set_value(std::move(r)); });
+  ASSERT_TRUE(again.get_future().get().ok());
+  auto gate = shadow->gate();
+  shadow.reset();
+  auto orphan = split(*body, gate, 3);
+  ASSERT_TRUE(orphan.run.outputs.ok()) << orphan.run.outputs.error().message();
+  EXPECT_TRUE(orphan.split.shadow_failed);
+  EXPECT_LT(gpu::testing::relative_error((*orphan.run.outputs)[0], want), 1e-5);
+  // A model the Body does not hold is refused, as an infer is.
+  std::promise<ExecutorEngine::SplitResult> none;
+  ASSERT_TRUE(body->infer_split({"other", 1}, x, gate, 3,
+                                [&](ExecutorEngine::SplitResult r) { none.set_value(std::move(r)); }));
+  auto refused = none.get_future().get();
+  ASSERT_FALSE(refused.run.outputs.ok());
+  EXPECT_EQ(refused.run.outputs.error().code(), ErrorCode::unavailable);
+}
+
 // Under memory pressure a kept value moves to the node's other device with the most room (StreamBox's
 // rule 2) rather than to host memory, stays readable there, goes back there when released, and is
 // reported lost (not read from freed memory) when that device restarts before it is read.
