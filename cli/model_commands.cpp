@@ -80,7 +80,51 @@ double rank_correlation(const std::vector<double>& x, const std::vector<double>&
 /// `ember model inspect --profile`: the stored profile layer by layer, with AsyFunc's view of it:
 /// each layer's sensitivity to compute (time at batch 4 minus batch 2), its weights and
 /// multiply-adds, and where a Shadow's range may start or end (cut points, gpu/shadow_split.hpp).
-int run_inspect_profile(const std::string& dir, const gpu::Model& m, bool as_json) {
+/// What layer-level scaling (placement/shadow_policy.hpp) would give this model a Shadow of, at
+/// `slo_ms` (0: the model's serving SLO), by each ranking.
+void print_shadow_choice(const gpu::Model& m, const gpu::ModelProfile& profile, double slo_ms) {
+  if (slo_ms <= 0) slo_ms = static_cast<double>(m.manifest().serving.slo_deadline_us) / 1000.0;
+  if (slo_ms <= 0) {
+    std::printf("a Shadow: give --slo-ms (the model sets no serving SLO)\n");
+    return;
+  }
+  const auto p = gpu::shadow_profile(m, profile);
+  const uint32_t max_batch = std::max<uint32_t>(m.manifest().serving.max_batch, profile.batches.back());
+  const auto alone = placement::body_capacity(p, slo_ms * 1000, max_batch);
+  std::printf("\nat an SLO of %.1f ms, batches up to %u: the Body alone serves %.1f rows/s (batch %u)\n", slo_ms,
+              max_batch, alone.rows_per_s, alone.batch);
+  uint64_t total = 0;
+  for (const auto& b : p.blocks) total += b.weight_bytes;
+  // The greatest benefit by each search, then the fewest bytes that add a quarter of the Body's rate.
+  const std::pair<placement::BlockOrder, double> searches[] = {{placement::BlockOrder::exhaustive, 0},
+                                                               {placement::BlockOrder::macs_per_byte, 0},
+                                                               {placement::BlockOrder::sensitivity, 0},
+                                                               {placement::BlockOrder::exhaustive, 0.25}};
+  for (const auto& [order, need] : searches) {
+    std::string by = order == placement::BlockOrder::exhaustive      ? "every span"
+                     : order == placement::BlockOrder::macs_per_byte ? "greedy, MACs per byte"
+                                                                     : "greedy, sensitivity";
+    if (need > 0) by += ", fewest bytes adding 25%";
+    auto c = placement::choose_shadow(p, slo_ms * 1000, max_batch, order, need * alone.rows_per_s);
+    if (!c.ok()) {
+      std::printf("  by %s: %s\n", by.c_str(), c.error().message().c_str());
+      continue;
+    }
+    if (!c->has_value()) {
+      std::printf("  by %s: no Shadow helps\n", by.c_str());
+      continue;
+    }
+    const auto& s = **c;
+    std::printf(
+        "  by %s: a Shadow of layers [%u, %u) (blocks %zu-%zu, %s of %s), batch %u split %u/%u, %.2f ms a batch: "
+        "%.1f rows/s (+%.0f%%), loads in %.2f ms at 12 GB/s\n",
+        by.c_str(), s.first_layer, s.last_layer, s.first_block, s.last_block - 1, format_bytes(s.weight_bytes).c_str(),
+        format_bytes(total).c_str(), s.batch, s.split.body_rows, s.split.shadow_rows, s.split.latency_us / 1000,
+        s.rows_per_s, alone.rows_per_s > 0 ? 100 * s.gain_rows_per_s / alone.rows_per_s : 0.0, s.load_us / 1000);
+  }
+}
+
+int run_inspect_profile(const std::string& dir, const gpu::Model& m, bool as_json, double slo_ms) {
   auto profile = gpu::read_profile(dir);
   if (!profile.ok()) {
     return report(profile.error().with_context("run `ember model profile " + dir + "` first"));
@@ -149,13 +193,14 @@ int run_inspect_profile(const std::string& dir, const gpu::Model& m, bool as_jso
   } else {
     std::printf("sensitivity needs batches 2 and 4 in the profile (ember model profile --batches 1,2,4)\n");
   }
+  print_shadow_choice(m, *profile, slo_ms);
   return 0;
 }
 
-int run_inspect(const std::string& dir, bool as_json, bool with_profile) {
+int run_inspect(const std::string& dir, bool as_json, bool with_profile, double slo_ms) {
   auto loaded = gpu::Model::load(dir);
   if (!loaded.ok()) return report(loaded.error());
-  if (with_profile) return run_inspect_profile(dir, **loaded, as_json);
+  if (with_profile) return run_inspect_profile(dir, **loaded, as_json, slo_ms);
   const gpu::Model& m = **loaded;
   const auto& g = m.graph();
   // Shapes shown for batch 1 and, where a dim is free, 128 (or the declared input's limit).
@@ -275,8 +320,13 @@ void add_model_commands(CLI::App& app, Runner& runner) {
   inspect->add_flag("--profile", *with_profile,
                     "Show the stored profile: per layer time per batch, sensitivity (batch 2 to 4), weights, "
                     "MACs, cut points");
-  inspect->callback([dir, as_json, with_profile, &runner] {
-    runner = [dir, as_json, with_profile] { return run_inspect(*dir, *as_json, *with_profile); };
+  auto slo_ms = std::make_shared<double>(0);
+  inspect
+      ->add_option("--slo-ms", *slo_ms,
+                   "With --profile: the SLO a Shadow is chosen for (default: the model's serving SLO)")
+      ->check(CLI::NonNegativeNumber);
+  inspect->callback([dir, as_json, with_profile, slo_ms, &runner] {
+    runner = [dir, as_json, with_profile, slo_ms] { return run_inspect(*dir, *as_json, *with_profile, *slo_ms); };
   });
 
   auto p = std::make_shared<ProfileOptions>();

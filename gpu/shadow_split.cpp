@@ -31,6 +31,40 @@ std::vector<LayerRange> layer_blocks(const Graph& graph) {
   return blocks;
 }
 
+placement::ShadowProfile shadow_profile(const Model& model, const ModelProfile& profile) {
+  placement::ShadowProfile p;
+  p.batches = profile.batches;
+  const size_t nb = profile.batches.size();
+  // Bytes per sample crossing the cut after layer i: the profile's, divided by its batch.
+  auto per_sample_after = [&](uint32_t layer) {
+    const auto& out = profile.layers[layer].out_bytes;
+    return out.empty() ? uint64_t{0} : out.back() / profile.batches.back();
+  };
+  uint64_t inputs_per_sample = 0;  // the model's inputs at one row (free dims at the profile's seq_len)
+  for (const auto& in : model.manifest().inputs) {
+    Shape s = in.shape;
+    for (int i = 0; i < s.rank; ++i)
+      if (s[i] < 0) s[i] = i == 0 ? 1 : profile.seq_len;
+    inputs_per_sample += TensorDesc{in.dtype, s}.bytes();
+  }
+  for (const LayerRange& r : layer_blocks(model.graph())) {
+    placement::ShadowBlock b;
+    b.first_layer = r.first;
+    b.last_layer = r.last;
+    b.exec_us.assign(nb, 0);
+    for (uint32_t l = r.first; l < r.last && l < profile.layers.size(); ++l) {
+      const LayerCost& c = profile.layers[l];
+      b.weight_bytes += c.bytes;
+      b.macs += c.macs;
+      for (size_t k = 0; k < nb && k < c.exec_us.size(); ++k) b.exec_us[k] += c.exec_us[k];
+    }
+    b.in_bytes = r.first == 0 ? inputs_per_sample : per_sample_after(r.first - 1);
+    b.out_bytes = per_sample_after(r.last - 1);
+    p.blocks.push_back(std::move(b));
+  }
+  return p;
+}
+
 DeviceValue slice_rows(const DeviceValue& value, int64_t from, int64_t to) {
   DeviceValue out;
   out.desc = value.desc;

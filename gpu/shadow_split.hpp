@@ -25,6 +25,8 @@
 #include "base/status.hpp"
 #include "gpu/executor.hpp"
 #include "gpu/manifest.hpp"
+#include "gpu/model_profile.hpp"
+#include "placement/shadow_policy.hpp"
 
 namespace ember::gpu {
 
@@ -32,6 +34,12 @@ namespace ember::gpu {
 std::vector<uint32_t> cut_points(const Graph& graph);
 /// The blocks between consecutive cut points (the model's ends included), in order.
 std::vector<LayerRange> layer_blocks(const Graph& graph);
+
+/// The Shadow policy's view of a profiled model (placement/shadow_policy.hpp): its blocks, each
+/// with its layers' weight bytes, multiply-adds and times per profiled batch summed, and the bytes
+/// per sample that enter it (what crosses the cut before it; the model inputs for the first) and
+/// leave it. The profile must match the model (ModelProfile::check_matches).
+placement::ShadowProfile shadow_profile(const Model& model, const ModelProfile& profile);
 
 /// Rows [from, to) of `value` (batch-leading, row-major) as a value of its own over the same
 /// memory (the view keeps the original alive).

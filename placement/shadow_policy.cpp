@@ -94,7 +94,7 @@ Split split_batch(const ShadowProfile& p, size_t first_block, size_t last_block,
 }
 
 Result<std::optional<ShadowChoice>> choose_shadow(const ShadowProfile& p, double slo_us, uint32_t max_batch,
-                                                  BlockOrder order) {
+                                                  BlockOrder order, double needed_rows_per_s) {
   EMBER_RETURN_IF_ERROR(check(p));
   if (!(slo_us > 0) || max_batch == 0) return invalid_argument("shadow policy: the SLO and max batch must be positive");
   const size_t n = p.blocks.size();
@@ -109,7 +109,7 @@ Result<std::optional<ShadowChoice>> choose_shadow(const ShadowProfile& p, double
     score[i] = metric / static_cast<double>(b.weight_bytes + 1);
   }
   const Capacity alone = body_capacity(p, slo_us, max_batch);
-  std::optional<ShadowChoice> best;
+  std::optional<ShadowChoice> best, smallest;  // the greatest benefit; the fewest bytes meeting the need
   auto consider = [&](size_t first, size_t last) {
     uint64_t bytes = 0;
     for (size_t i = first; i < last; ++i) bytes += p.blocks[i].weight_bytes;
@@ -121,7 +121,10 @@ Result<std::optional<ShadowChoice>> choose_shadow(const ShadowProfile& p, double
       if (gain <= 0) continue;
       const double benefit =
           gain / (1 + (model_bytes ? static_cast<double>(bytes) / static_cast<double>(model_bytes) : 0));
-      if (best && benefit <= best->benefit) continue;
+      const bool meets = needed_rows_per_s > 0 && gain >= needed_rows_per_s;
+      const bool smaller = meets && (!smallest || bytes < smallest->weight_bytes ||
+                                     (bytes == smallest->weight_bytes && gain > smallest->gain_rows_per_s));
+      if (!smaller && best && benefit <= best->benefit) continue;
       ShadowChoice c;
       c.first_block = first;
       c.last_block = last;
@@ -134,9 +137,16 @@ Result<std::optional<ShadowChoice>> choose_shadow(const ShadowProfile& p, double
       c.rows_per_s = rate;
       c.gain_rows_per_s = gain;
       c.benefit = benefit;
-      best = c;
+      if (smaller) smallest = c;
+      if (!best || benefit > best->benefit) best = c;
     }
   };
+  if (order == BlockOrder::exhaustive) {
+    for (size_t first = 0; first < n; ++first) {
+      for (size_t last = first + 1; last <= n; ++last) consider(first, last);
+    }
+    return smallest ? smallest : best;
+  }
   // Grow a span from each block, towards the better-ranked neighbour, one block at a time.
   for (size_t seed = 0; seed < n; ++seed) {
     size_t first = seed, last = seed + 1;
@@ -151,7 +161,7 @@ Result<std::optional<ShadowChoice>> choose_shadow(const ShadowProfile& p, double
       consider(first, last);
     }
   }
-  return best;
+  return smallest ? smallest : best;
 }
 
 BodyScaling model_level(double predicted_rps, double capacity_rps, double alpha, double beta) {

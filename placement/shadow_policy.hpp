@@ -15,17 +15,18 @@
 //
 // Decisions where the paper is silent or inconsistent (digest §5), and why:
 // - Φ is one contiguous span, not a prefix of blocks sorted by rank, which may be scattered (point
-//   6): each separate segment would cost a round trip, and Eq. 6 has one max. The span grows from
-//   the best-ranked block towards its better-ranked neighbour.
-// - The rank is the paper's MACs per weight byte, or the measured sensitivity (time at batch 4 minus
-//   batch 2) per weight byte; BlockOrder says which. Blocks without weights rank by their MACs.
+//   6): each separate segment would cost a round trip, and Eq. 6 has one max. Contiguous spans are
+//   few enough to try them all (BlockOrder::exhaustive, the default), so the paper's ranking is
+//   not needed to choose; it remains as a greedy search for comparison: a span grown from each
+//   block towards its better-ranked neighbour, ranked by MACs per weight byte (the paper's) or by
+//   measured sensitivity (time at batch 4 minus batch 2) per weight byte.
 // - The benefit η of a choice (the paper's b_S/(c·t_l) + b_S/(ρ·m·t_l) counts cores, which a device
 //   does not have) is the Shadow's extra rows per second, discounted by the memory it adds relative
 //   to a full replica: η = (b / t_l − R_body) / (1 + m_Φ / m). Shadows go back smallest η first.
 // - Loading Φ is not charged to every batch (the paper's t_s = t_load + t_l charges it at every
 //   feasibility check, point 15, though only the first batch pays it): a choice is feasible when
 //   its steady batches meet the SLO, and t_load(Φ) is reported (the time to the added capacity).
-// - Every span is grown from every block: the search is quadratic in the blocks and in the batch.
+// - The search is quadratic in the blocks and in the batch.
 // - Capacity (Eq. 1) is max over b of b / t_l(b) with t_l(b) <= SLO, queueing ignored as the paper
 //   does.
 #pragma once
@@ -58,7 +59,10 @@ struct ShadowProfile {
   double load_us_per_byte = 1.0 / 12e3;
 };
 
-enum class BlockOrder : uint8_t { macs_per_byte, sensitivity };
+/// How spans are searched: every contiguous span (exact, n(n+1)/2 spans of n blocks: few enough), or
+/// grown greedily from each block towards its better-ranked neighbour by the paper's MACs per
+/// weight byte or by measured sensitivity per weight byte (for comparison with the paper).
+enum class BlockOrder : uint8_t { exhaustive, macs_per_byte, sensitivity };
 
 /// The blocks' time at `batch` rows (us), interpolated in the profile's batches.
 double blocks_us(const ShadowProfile& p, size_t first_block, size_t last_block, double batch);
@@ -94,9 +98,13 @@ struct ShadowChoice {
 
 /// Algorithm 2 for one Body (see the header): the span and split with the greatest benefit that
 /// carries more rows per second than the Body alone within `slo_us`, batches up to `max_batch`;
-/// nullopt when no Shadow helps. invalid_argument for a malformed profile.
+/// nullopt when no Shadow helps. With `needed_rows_per_s` > 0 (what the burst asks of this pair
+/// beyond the Body alone), the fewest weight bytes that carry that much instead (the paper
+/// provisions until the burst is met), or the greatest benefit when none does. invalid_argument
+/// for a malformed profile.
 Result<std::optional<ShadowChoice>> choose_shadow(const ShadowProfile& p, double slo_us, uint32_t max_batch,
-                                                  BlockOrder order = BlockOrder::macs_per_byte);
+                                                  BlockOrder order = BlockOrder::exhaustive,
+                                                  double needed_rows_per_s = 0);
 
 /// Model-level scaling's band (Algorithm 1): scale out when the predicted rate exceeds α of the
 /// capacity, in below β of it, hold in between.

@@ -70,7 +70,7 @@ TEST(ShadowPolicy, LayerLevelScalingPicksTheLightComputeHungryBlocks) {
   const double slo = body_us(p, 4) * 1.05;  // the Body alone fits 4 rows
   const Capacity alone = body_capacity(p, slo, 8);
   EXPECT_EQ(alone.batch, 4u);
-  for (BlockOrder order : {BlockOrder::macs_per_byte, BlockOrder::sensitivity}) {
+  for (BlockOrder order : {BlockOrder::exhaustive, BlockOrder::macs_per_byte, BlockOrder::sensitivity}) {
     auto c = choose_shadow(p, slo, 8, order);
     ASSERT_TRUE(c.ok()) << c.error().message();
     ASSERT_TRUE(c->has_value()) << "a Shadow helps this profile";
@@ -84,6 +84,37 @@ TEST(ShadowPolicy, LayerLevelScalingPicksTheLightComputeHungryBlocks) {
     EXPECT_NEAR(s.rows_per_s, s.batch * 1e6 / s.split.latency_us, 1e-6);
     EXPECT_NEAR(s.load_us, static_cast<double>(s.weight_bytes) * p.load_us_per_byte, 1e-9);
   }
+}
+
+// Asked for a given gain, the policy takes the fewest bytes that carry it; asked for more than any
+// Shadow gives, the greatest benefit.
+TEST(ShadowPolicy, ANeededGainTakesTheSmallestShadowThatCarriesIt) {
+  const ShadowProfile p = cnn_like();
+  const double slo = body_us(p, 4) * 1.05;
+  const auto best = choose_shadow(p, slo, 8);
+  ASSERT_TRUE(best.ok() && best->has_value());
+  const double most = (*best)->gain_rows_per_s;
+  const auto small = choose_shadow(p, slo, 8, BlockOrder::exhaustive, most * 0.3);
+  ASSERT_TRUE(small.ok() && small->has_value());
+  EXPECT_GE((*small)->gain_rows_per_s, most * 0.3);
+  EXPECT_LE((*small)->weight_bytes, (*best)->weight_bytes);
+  // Brute force: no span carrying the need holds fewer bytes.
+  for (size_t first = 0; first < p.blocks.size(); ++first) {
+    for (size_t last = first + 1; last <= p.blocks.size(); ++last) {
+      uint64_t bytes = 0;
+      for (size_t i = first; i < last; ++i) bytes += p.blocks[i].weight_bytes;
+      if (bytes >= (*small)->weight_bytes) continue;
+      for (uint32_t b = 2; b <= 8; ++b) {
+        const Split s = split_batch(p, first, last, b);
+        if (s.latency_us > slo) continue;
+        EXPECT_LT(b * 1e6 / s.latency_us - body_capacity(p, slo, 8).rows_per_s, most * 0.3)
+            << "blocks " << first << "-" << last << " batch " << b << " carry the need with fewer bytes";
+      }
+    }
+  }
+  const auto too_much = choose_shadow(p, slo, 8, BlockOrder::exhaustive, most * 10);
+  ASSERT_TRUE(too_much.ok() && too_much->has_value());
+  EXPECT_DOUBLE_EQ((*too_much)->benefit, (*best)->benefit);
 }
 
 TEST(ShadowPolicy, NoShadowWhenTheLinkCostsMoreThanItSavesOrNothingFits) {
