@@ -559,7 +559,7 @@ bool ExecutorEngine::infer(const model_key& key, std::vector<gpu::HostTensor> in
 
 ExecutorEngine::Shadow::~Shadow() {
   ex.reset();  // its stream drained before its weights go back
-  engine->free_in_pool(pool_name);
+  if (!pool_name.empty()) engine->free_in_pool(pool_name);
 }
 
 std::shared_ptr<ExecutorEngine::Shadow> ExecutorEngine::shadow_of(const model_key& key) {
@@ -579,7 +579,8 @@ void ExecutorEngine::load_shadow(const model_key& key, std::shared_ptr<const gpu
     if (Status pinned = pin_host(model); !pinned.ok()) return done(pinned.error());
     auto shadow = std::make_shared<Shadow>();
     shadow->engine = this;
-    shadow->pool_name = "#shadow/" + key.to_string();
+    // A name of its own: a Shadow it replaces may still be held by a split, and frees its own.
+    shadow->pool_name = "#shadow/" + key.to_string() + "/" + std::to_string(++shadow_serial_);
     auto ex = guarded([&] { return gpu::LayerExecutor::create(*device_, model, range, placer(shadow->pool_name)); });
     if (!ex.ok()) {
       free_in_pool(shadow->pool_name);

@@ -304,6 +304,7 @@ class ExecutorEngine {
     ~Shadow();
   };
   std::map<model_key, std::shared_ptr<Shadow>> shadows_;  // guarded by shadows_mu_
+  uint64_t shadow_serial_ = 0;                            // worker thread only
   std::mutex shadows_mu_;
   /// The Shadow of `key` held here, or null.
   std::shared_ptr<Shadow> shadow_of(const model_key& key);
@@ -312,7 +313,7 @@ class ExecutorEngine {
   ExecutorEngine(std::unique_ptr<gpu::Device> device, EngineOptions options);
   Status reserve();
   // Worker thread only:
-  /// Places weights in the pool under `name` (a model key's, or a Shadow's "#shadow/KEY").
+  /// Places weights in the pool under `name` (a model key's, or a Shadow's "#shadow/KEY/N").
   gpu::WeightPlacer placer(std::string name);
   Status pin_host(const std::shared_ptr<const gpu::Model>& model);
   void evict(const model_key& key);

@@ -420,6 +420,12 @@ TEST(ExecutorEngineShadow, ABodySplitsItsBatchWithAShadowOnAnotherDeviceAndTakes
     EXPECT_EQ(r.split.shadow_rows, rows);
     EXPECT_LT(gpu::testing::relative_error((*r.run.outputs)[0], want), 1e-5) << rows << " rows on the Shadow";
   }
+  // Loaded again: it replaces the first, whose memory goes back.
+  const uint64_t one = shadow->memory_use().use.weights;
+  std::promise<Result<ExecutorEngine::ShadowInfo>> replaced;
+  shadow->load_shadow(key, m, range, [&](Result<ExecutorEngine::ShadowInfo> r) { replaced.set_value(std::move(r)); });
+  ASSERT_TRUE(replaced.get_future().get().ok());
+  EXPECT_EQ(shadow->memory_use().use.weights, one) << "one Shadow's memory, not two";
   // Dropped: the Body computes every row.
   std::promise<bool> dropped;
   shadow->drop_shadow(key, [&](bool d) { dropped.set_value(d); });
