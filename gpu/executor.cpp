@@ -421,7 +421,8 @@ Result<std::vector<std::pair<size_t, uint32_t>>> LayerExecutor::resolve_inputs(
   return used;
 }
 
-Result<std::vector<HostTensor>> LayerExecutor::run_host(const std::vector<HostTensor>& tensors) {
+Result<std::pair<std::vector<HostTensor>, std::vector<uint32_t>>> LayerExecutor::checked_inputs(
+    const std::vector<HostTensor>& tensors) const {
   std::vector<std::pair<const std::string*, const TensorDesc*>> given;
   for (const HostTensor& t : tensors) given.emplace_back(&t.name, &t.desc);
   EMBER_ASSIGN_OR_RETURN(auto resolved, resolve_inputs(given));
@@ -432,6 +433,12 @@ Result<std::vector<HostTensor>> LayerExecutor::run_host(const std::vector<HostTe
     ids.push_back(id);
   }
   EMBER_RETURN_IF_ERROR(check_ids(used, ids));
+  return std::pair{std::move(used), std::move(ids)};
+}
+
+Result<std::vector<HostTensor>> LayerExecutor::run_host(const std::vector<HostTensor>& tensors) {
+  EMBER_ASSIGN_OR_RETURN(auto checked, checked_inputs(tensors));
+  const auto& [used, ids] = checked;
   std::lock_guard lock(mu_);
   // A resident model's run copies in, computes and copies out on one stream, and this thread waits.
   struct CallerWaits {
@@ -450,16 +457,8 @@ Result<std::vector<HostTensor>> LayerExecutor::run_host(const std::vector<HostTe
 }
 
 Result<Activations> LayerExecutor::upload_inputs(const std::vector<HostTensor>& tensors, Stream& stream) {
-  std::vector<std::pair<const std::string*, const TensorDesc*>> given;
-  for (const HostTensor& t : tensors) given.emplace_back(&t.name, &t.desc);
-  EMBER_ASSIGN_OR_RETURN(auto resolved, resolve_inputs(given));
-  std::vector<uint32_t> ids;
-  std::vector<HostTensor> used;
-  for (const auto& [i, id] : resolved) {
-    used.push_back(tensors[i]);
-    ids.push_back(id);
-  }
-  EMBER_RETURN_IF_ERROR(check_ids(used, ids));
+  EMBER_ASSIGN_OR_RETURN(auto checked, checked_inputs(tensors));
+  const auto& [used, ids] = checked;
   EMBER_ASSIGN_OR_RETURN(Activations in, upload(device_, stream, used, ids, activations_, staging_));
   EMBER_RETURN_IF_ERROR(stream.synchronize());
   return in;

@@ -196,6 +196,9 @@ class LayerExecutor {
   Result<Activations> run_locked(const Activations& inputs);  // requires mu_
   Result<const Plan*> plan_for(const Activations& inputs);     // requires mu_
   Status check_ids(const std::vector<HostTensor>& inputs, const std::vector<uint32_t>& ids) const;
+  /// The tensors of `tensors` this range reads and their value ids, resolved and checked.
+  Result<std::pair<std::vector<HostTensor>, std::vector<uint32_t>>> checked_inputs(
+      const std::vector<HostTensor>& tensors) const;
   /// Named inputs resolved to the value ids this range reads, as (index into `given`, id): unknown
   /// names and duplicates are errors, names of values the range does not read are skipped, and
   /// declared model inputs are checked against model.json (dtype, fixed dims).
