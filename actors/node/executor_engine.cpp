@@ -624,6 +624,51 @@ Result<gpu::LayerExecutor*> ExecutorEngine::view_of(Resident& r, gpu::LayerRange
   return v.get();
 }
 
+Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_with_shadow(Resident& body, const model_key& key,
+                                                                     const std::vector<gpu::HostTensor>& inputs,
+                                                                     EngineGate* shadow, int64_t shadow_rows,
+                                                                     double share, gpu::SplitStats& st) {
+  // The Shadow, held for the run: its engine cannot go meanwhile (its gate), nor its weights.
+  ExecutorEngine* there = shadow ? shadow->enter() : nullptr;
+  std::shared_ptr<Shadow> held = there ? there->shadow_of(key) : nullptr;
+  auto out = guarded([&]() -> Result<std::vector<gpu::HostTensor>> {
+    auto& stream = handoff_stream();
+    EMBER_ASSIGN_OR_RETURN(gpu::Activations in, body.ex->upload_inputs(inputs, stream));
+    int64_t rows = 0;
+    for (const auto& [id, v] : in) rows = std::max<int64_t>(rows, v.desc.shape.rank ? v.desc.shape[0] : 0);
+    int64_t theirs = shadow_rows;
+    if (theirs <= 0 && share > 0 && rows >= 2) {
+      theirs = std::clamp<int64_t>(std::llround(share * static_cast<double>(rows)), 1, rows - 1);
+    }
+    // A Body whose weights are still arriving (just swapped in) runs alone: views need them there.
+    const bool warm = body.ex->weights_resident();
+    if (!held || !warm || theirs <= 0 || theirs >= rows) {
+      st.shadow_failed = true;
+      st.shadow_error = !held ? "no Shadow of " + key.to_string() + " is held there (dropped, or its device restarted)"
+                        : !warm ? "the Body's weights are still arriving"
+                                : "a batch of " + std::to_string(rows) + " rows is too small to split";
+      EMBER_ASSIGN_OR_RETURN(auto whole, body.ex->run(in));
+      return gpu::download(stream, whole, body.model->graph().value_names, staging_.get());
+    }
+    const gpu::LayerRange range = held->ex->range();
+    const uint32_t n = body.model->num_layers();
+    gpu::ShadowSplit split;
+    if (range.first > 0) {
+      EMBER_ASSIGN_OR_RETURN(split.before, view_of(body, {0, range.first}));
+    }
+    EMBER_ASSIGN_OR_RETURN(split.body, view_of(body, range));
+    split.shadow = held->ex.get();
+    if (range.last < n) {
+      EMBER_ASSIGN_OR_RETURN(split.after, view_of(body, {range.last, n}));
+    }
+    EMBER_ASSIGN_OR_RETURN(auto values, gpu::run_split(split, in, theirs, &st));
+    return gpu::download(stream, values, body.model->graph().value_names, staging_.get());
+  });
+  held.reset();
+  if (there) shadow->leave();
+  return out;
+}
+
 bool ExecutorEngine::infer_split(const model_key& key, std::vector<gpu::HostTensor> inputs,
                                  std::shared_ptr<EngineGate> shadow, int64_t shadow_rows,
                                  std::function<void(SplitResult)> done) {
@@ -639,40 +684,7 @@ bool ExecutorEngine::infer_split(const model_key& key, std::vector<gpu::HostTens
       r.run.outputs = unavailable("model " + key.to_string() + " is not bound to " + device_->info().name);
       return done(std::move(r));
     }
-    Resident& body = it->second;
-    // The Shadow, held for the run: its engine cannot go meanwhile (its gate), nor its weights.
-    ExecutorEngine* there = shadow ? shadow->enter() : nullptr;
-    std::shared_ptr<Shadow> held = there ? there->shadow_of(key) : nullptr;
-    r.run.outputs = guarded([&]() -> Result<std::vector<gpu::HostTensor>> {
-      auto& stream = handoff_stream();
-      EMBER_ASSIGN_OR_RETURN(gpu::Activations in, body.ex->upload_inputs(inputs, stream));
-      int64_t rows = 0;
-      for (const auto& [id, v] : in) rows = std::max<int64_t>(rows, v.desc.shape.rank ? v.desc.shape[0] : 0);
-      if (!held || shadow_rows <= 0 || shadow_rows >= rows) {
-        r.split.shadow_failed = held != nullptr || shadow_rows > 0;
-        r.split.shadow_error = !held ? "no Shadow of " + key.to_string() +
-                                           " is held there (dropped, or its device "
-                                           "restarted)"
-                                     : "a batch of " + std::to_string(rows) + " rows is too small to split";
-        EMBER_ASSIGN_OR_RETURN(auto whole, body.ex->run(in));
-        return gpu::download(stream, whole, body.model->graph().value_names, staging_.get());
-      }
-      const gpu::LayerRange range = held->ex->range();
-      const uint32_t n = body.model->num_layers();
-      gpu::ShadowSplit split;
-      if (range.first > 0) {
-        EMBER_ASSIGN_OR_RETURN(split.before, view_of(body, {0, range.first}));
-      }
-      EMBER_ASSIGN_OR_RETURN(split.body, view_of(body, range));
-      split.shadow = held->ex.get();
-      if (range.last < n) {
-        EMBER_ASSIGN_OR_RETURN(split.after, view_of(body, {range.last, n}));
-      }
-      EMBER_ASSIGN_OR_RETURN(auto out, gpu::run_split(split, in, shadow_rows, &r.split));
-      return gpu::download(stream, out, body.model->graph().value_names, staging_.get());
-    });
-    held.reset();
-    if (there) shadow->leave();
+    r.run.outputs = run_with_shadow(it->second, key, inputs, shadow.get(), shadow_rows, 0, r.split);
     r.run.compute_us = us_between(start, Clock::now());
     done(std::move(r));
   });
@@ -771,6 +783,13 @@ void ExecutorEngine::swap_job(SwapRun& run, SwapRunResult& r) {
 
 void ExecutorEngine::run_resident(gpu::LayerExecutor& ex, const SwapRun& run, SwapRunResult& r, gpu::Stream& stream) {
   const bool handoff = !run.device_inputs.empty() || !run.keep.empty() || !run.peer_inputs.empty();
+  if (run.shadow && !handoff && !run.profile) {
+    // A Body paired with a Shadow (AsyFunc): its share of the rows runs there (worker thread only).
+    r.run.outputs =
+        run_with_shadow(models_.at(run.key), run.key, run.inputs, run.shadow.get(), 0, run.shadow_share, r.split);
+    r.plan_bytes = ex.last_plan_bytes();
+    return;
+  }
   r.run.outputs = handoff ? run_handoff(ex, run, r, stream) : run_checked(ex, run.inputs);
   if (!r.run.outputs.ok() && r.run.outputs.error().code() == ErrorCode::out_of_memory) {
     // Values kept for later workflow steps take the room: they move to host memory (never lost),
@@ -788,7 +807,7 @@ void ExecutorEngine::run_resident(gpu::LayerExecutor& ex, const SwapRun& run, Sw
 }
 
 bool ExecutorEngine::runs_beside(const SwapRun& run) const {
-  if (run.profile || !models_.count(run.key)) return false;
+  if (run.profile || run.shadow || !models_.count(run.key)) return false;
   return std::none_of(run.evict.begin(), run.evict.end(),
                       [&](const model_key& k) { return k != run.key && models_.count(k); });
 }

@@ -127,6 +127,12 @@ struct SwapRun {
   std::vector<std::string> wanted;
   /// Inputs kept on another device (ExecutorEngine::lend there), copied over the link first.
   std::vector<gpu::PeerValue> peer_inputs;
+  /// AsyFunc: a Shadow of this model on another device of the node (load_shadow there, reached
+  /// through its engine's gate): a plain run puts `shadow_share` of its rows on it (at least one,
+  /// leaving one; gpu/shadow_split.hpp) and runs on the worker, not beside others. A Shadow gone
+  /// leaves its rows to this device (SwapRunResult::split says so).
+  std::shared_ptr<EngineGate> shadow;
+  double shadow_share = 0.5;
 };
 
 struct EngineMemory {
@@ -170,6 +176,8 @@ class ExecutorEngine {
     /// Device bytes the run's activations took (its liveness plan): what a concurrent run of the
     /// model needs free.
     uint64_t plan_bytes = 0;
+    /// A run with SwapRun::shadow: the rows the Shadow computed, or why the Body took them back.
+    gpu::SplitStats split;
   };
 
   /// Takes the device, reserves its model pool and measures the copy elbow (blocking, ~0.1 s).
@@ -310,6 +318,12 @@ class ExecutorEngine {
   std::shared_ptr<Shadow> shadow_of(const model_key& key);
   /// A view of resident `r` over `range`, made on first use (worker thread only).
   Result<gpu::LayerExecutor*> view_of(Resident& r, gpu::LayerRange range);
+  /// A run of resident `body` with rows on the Shadow of `key` behind `shadow` (null, closed, or
+  /// holding none: the Body alone, said in `st`): `shadow_rows` of them, or when 0 `share` of the
+  /// batch (none when both are 0). Worker thread only.
+  Result<std::vector<gpu::HostTensor>> run_with_shadow(Resident& body, const model_key& key,
+                                                       const std::vector<gpu::HostTensor>& inputs, EngineGate* shadow,
+                                                       int64_t shadow_rows, double share, gpu::SplitStats& st);
   ExecutorEngine(std::unique_ptr<gpu::Device> device, EngineOptions options);
   Status reserve();
   // Worker thread only:

@@ -420,6 +420,15 @@ TEST(ExecutorEngineShadow, ABodySplitsItsBatchWithAShadowOnAnotherDeviceAndTakes
     EXPECT_EQ(r.split.shadow_rows, rows);
     EXPECT_LT(gpu::testing::relative_error((*r.run.outputs)[0], want), 1e-5) << rows << " rows on the Shadow";
   }
+  // Late binding's path: a swap_run paired with the Shadow puts its share of the rows there.
+  SwapRun paired{key, m, x};
+  paired.shadow = shadow->gate();
+  paired.shadow_share = 0.5;
+  auto through_swap = swap_run(*body, paired);
+  ASSERT_TRUE(through_swap.run.outputs.ok()) << through_swap.run.outputs.error().message();
+  EXPECT_FALSE(through_swap.split.shadow_failed) << through_swap.split.shadow_error;
+  EXPECT_EQ(through_swap.split.shadow_rows, 3);
+  EXPECT_LT(gpu::testing::relative_error((*through_swap.run.outputs)[0], want), 1e-5);
   // Loaded again: it replaces the first, whose memory goes back.
   const uint64_t one = shadow->memory_use().use.weights;
   std::promise<Result<ExecutorEngine::ShadowInfo>> replaced;
