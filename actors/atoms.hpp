@@ -75,5 +75,8 @@ using release_atom = caf::atom_constant<caf::atom("release")>;
 inline constexpr release_atom release_atom_v{};
 using lend_atom = caf::atom_constant<caf::atom("lend")>;
 inline constexpr lend_atom lend_atom_v{};
+/// Drop the Shadow an executor holds for a model (AsyFunc).
+using shadow_atom = caf::atom_constant<caf::atom("shadow")>;
+inline constexpr shadow_atom shadow_atom_v{};
 
 }  // namespace ember

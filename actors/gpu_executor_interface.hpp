@@ -24,6 +24,7 @@
 namespace ember {
 
 class ExecutorEngine;
+class EngineGate;
 
 /// Bind a model to this device (local only: carries the host copy of the model).
 struct bind_model {
@@ -69,6 +70,10 @@ struct swap_request {
   std::vector<std::string> keep;
   /// Inputs kept on another device of the node (value_lease), copied over the devices' link first.
   std::vector<gpu::PeerValue> peer_inputs;
+  /// AsyFunc: the Shadow of this model on another device of the node (shadow_ready::gate) that
+  /// takes `shadow_share` of a plain run's rows; null: none (ExecutorEngine's SwapRun::shadow).
+  std::shared_ptr<EngineGate> shadow;
+  double shadow_share = 0.5;
 };
 
 /// The answer to a swap_request: always delivered (errors included), since the device changed.
@@ -88,6 +93,27 @@ struct swap_reply {
   std::vector<gpu::KeptValue> kept;
   /// Device bytes the run's activations took (what a run of the model beside others needs).
   uint64_t plan_bytes = 0;
+  /// With swap_request::shadow: the rows the Shadow computed (0 when the Body took them back, and
+  /// then why in shadow_error).
+  int64_t shadow_rows = 0;
+  std::string shadow_error;
+};
+
+/// AsyFunc (issue 19): hold layers [first_layer, last_layer) of a model on this device as a Shadow,
+/// its weights copied from the host copy into the model pool (local only: carries the host copy).
+struct load_shadow {
+  model_key key;
+  std::shared_ptr<const gpu::Model> model;
+  uint32_t first_layer = 0;
+  uint32_t last_layer = 0;
+};
+
+/// A Shadow held: its weights' bytes, the time it took to start, and the gate of the engine that
+/// holds it, which a Body's executor on this node runs the Shadow's rows through (local only).
+struct shadow_ready {
+  uint64_t bytes = 0;
+  uint64_t start_us = 0;
+  std::shared_ptr<EngineGate> gate;
 };
 
 /// Where values kept on this device live, for another device of the node to copy them from (the
@@ -121,6 +147,9 @@ using gpu_executor_actor = caf::typed_actor<
     caf::replies_to<lend_atom, std::vector<uint64_t>>::with<value_lease>,
     /// Unbinds every model (a router that restarted and no longer knows what is resident).
     caf::replies_to<forget_atom>::with<bool>,
+    /// Shadows (AsyFunc): hold a range of a model; drop the one held for a model (false: none).
+    /// Errors: out_of_memory, invalid_argument (a range outside the model), unavailable.
+    caf::replies_to<load_shadow>::with<shadow_ready>, caf::replies_to<shadow_atom, model_key>::with<bool>,
     /// Fault injection, checked by the node's supervisor: fail-alloc (the next `count` allocations)
     /// or fault-kernel (the next run). Answers what it armed. Errors: invalid_argument, unavailable.
     caf::replies_to<fault_atom, fault_command>::with<std::string>,
@@ -134,3 +163,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::swap_request)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::swap_reply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::weights_lease)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::value_lease)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::load_shadow)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::shadow_ready)

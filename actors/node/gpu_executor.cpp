@@ -323,12 +323,16 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
         out.fault = r.fault;
         out.kept = std::move(r.kept);
         out.plan_bytes = r.plan_bytes;
+        out.shadow_rows = r.split.shadow_rows;
+        out.shadow_error = std::move(r.split.shadow_error);
         rp.deliver(std::move(out));
       });
   SwapRun run{request.model,       std::move(req.model),         std::move(*inputs),
               std::move(req.peer), std::move(req.evict),         std::move(req.fallback),
               req.profile,         std::move(req.device_inputs), std::move(req.keep),
               request.outputs,     std::move(req.peer_inputs)};
+  run.shadow = std::move(req.shadow);
+  run.shadow_share = req.shadow_share;
   if (!self->state.engine->swap_run(std::move(run), std::move(done))) {
     bad.error = queue_full(self, request.model);
     self->state.answers.settle(pending);
@@ -480,6 +484,36 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, Engin
         return unbinding(self, [&](std::function<void()> done) { self->state.engine->unbind_all(std::move(done)); });
       },
       [self](fault_atom, const fault_command& f) -> caf::result<std::string> { return inject(self, f); },
+      // -- shadows (AsyFunc) ---------------------------------------------------------------------
+      [self](load_shadow& req) -> caf::result<shadow_ready> {
+        if (!self->state.engine) return to_caf(no_engine(self));
+        auto rp = self->make_response_promise<shadow_ready>();
+        const uint64_t pending = self->state.answers.add(rp);
+        self->state.engine->load_shadow(req.key, std::move(req.model), {req.first_layer, req.last_layer},
+                                        continue_on<Result<ExecutorEngine::ShadowInfo>>(
+                                            self, [self, rp, pending, gate = self->state.engine->gate()](
+                                                      Result<ExecutorEngine::ShadowInfo>& r) mutable {
+                                              self->state.answers.settle(pending);
+                                              report_memory(self);
+                                              if (r.ok()) {
+                                                rp.deliver(shadow_ready{r->bytes, r->start_us, gate});
+                                              } else {
+                                                rp.deliver(to_caf(r.error()));
+                                              }
+                                            }));
+        return rp;
+      },
+      [self](shadow_atom, const model_key& key) -> caf::result<bool> {
+        if (!self->state.engine) return false;  // no engine, no Shadow
+        auto rp = self->make_response_promise<bool>();
+        const uint64_t pending = self->state.answers.add(rp);
+        self->state.engine->drop_shadow(key, continue_on<bool>(self, [self, rp, pending](bool& dropped) mutable {
+                                          self->state.answers.settle(pending);
+                                          report_memory(self);
+                                          rp.deliver(dropped);
+                                        }));
+        return rp;
+      },
       // -- requests ------------------------------------------------------------------------------
       [self](infer_request& req) -> caf::result<infer_reply> { return infer(self, req); },
       [self](swap_request& req) -> caf::result<swap_reply> { return swap(self, req); },

@@ -650,6 +650,60 @@ Served serve_rounds(LateNode& node) {
   return s;
 }
 
+// The executor actors' side of AsyFunc: a Shadow loaded on one executor (load_shadow), a late-binding
+// request on another with the Shadow's gate puts half its rows there (swap_reply::shadow_rows),
+// the Shadow dropped (shadow_atom) leaves them to the Body, and a range outside the model is refused.
+TEST(LateBindingShadow, ExecutorsLoadAShadowShareABatchWithItAndDropIt) {
+  LateNode node(2, 1);
+  caf::scoped_actor self{*node.sys};
+  const model_key key{"m0", 1};
+  const auto m = node.models[0];
+  const auto x = gpu::testing::arch_inputs(*m, 4, 1, 23);
+  const auto want = warm_outputs(m, x)[0];
+  auto swap = [&](std::shared_ptr<EngineGate> shadow) {
+    auto req = std::make_shared<infer_request>();
+    req->model = key;
+    req->inputs = encode_tensors(x);
+    swap_request s;
+    s.request = req;
+    s.model = m;
+    s.shadow = std::move(shadow);
+    auto r = testing::ask<swap_reply>(*node.sys, node.execs[0], 30s, std::move(s));
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : swap_reply{};
+  };
+  auto answer_of = [&](const swap_reply& r) {
+    EXPECT_TRUE(r.reply.has_value()) << (r.error ? r.error->message() : "");
+    if (!r.reply) return 1.0;
+    auto out = decode_tensors(r.reply->outputs);
+    return out.ok() ? gpu::testing::relative_error((*out)[0], want) : 1.0;
+  };
+  EXPECT_LT(answer_of(swap(nullptr)), 1e-5);  // the Body: resident on device 0
+  const auto blocks = gpu::layer_blocks(m->graph());
+  ASSERT_GE(blocks.size(), 3u);
+  auto ready =
+      testing::ask<shadow_ready>(*node.sys, node.execs[1], 30s, load_shadow{key, m, blocks[1].first, blocks[1].last});
+  ASSERT_TRUE(ready.ok()) << ready.error().message();
+  EXPECT_EQ(ready->bytes, m->range_bytes({blocks[1].first, blocks[1].last}).length);
+  ASSERT_TRUE(ready->gate);
+  auto paired = swap(ready->gate);
+  EXPECT_EQ(paired.shadow_rows, 2) << paired.shadow_error;
+  EXPECT_LT(answer_of(paired), 1e-5);
+  auto dropped = testing::ask<bool>(*node.sys, node.execs[1], 30s, shadow_atom_v, key);
+  ASSERT_TRUE(dropped.ok());
+  EXPECT_TRUE(*dropped);
+  auto again = testing::ask<bool>(*node.sys, node.execs[1], 30s, shadow_atom_v, key);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(*again) << "nothing left to drop";
+  auto alone = swap(ready->gate);
+  EXPECT_EQ(alone.shadow_rows, 0);
+  EXPECT_NE(alone.shadow_error.find("no Shadow"), std::string::npos) << alone.shadow_error;
+  EXPECT_LT(answer_of(alone), 1e-5);
+  auto outside = testing::ask<shadow_ready>(*node.sys, node.execs[1], 30s, load_shadow{key, m, 0, m->num_layers() + 5});
+  ASSERT_FALSE(outside.ok());
+  EXPECT_EQ(outside.error().code(), ErrorCode::invalid_argument) << outside.error().message();
+}
+
 TEST(LateBindingRouter, ServesMoreModelsThanTheDevicesHoldWithRightAnswers) {
   LateNode node(2, 8);  // 8 models x 3 MiB against 2 x 8 MiB of pools: at most 4 resident
   for (int i = 0; i < 8; ++i) ASSERT_TRUE(node.load(i).ok()) << i;
@@ -1084,6 +1138,8 @@ gpu_executor_actor::behavior_type silent_executor(gpu_executor_actor::pointer,
         return device_report{"sim:hung", 16 * MiB, 0};
       },
       [](forget_atom) { return true; },
+      [](load_shadow&) -> caf::result<shadow_ready> { return to_caf(unsupported("no shadows here")); },
+      [](shadow_atom, const model_key&) { return false; },
       [](fault_atom, const fault_command&) -> caf::result<std::string> { return std::string("no"); },
       [](offload_done&) {},
   };

@@ -97,6 +97,8 @@ gpu_executor_actor::behavior_type fake_executor(gpu_executor_actor::pointer self
         return device_report{dev->name, dev->pool_bytes, 0};
       },
       [](forget_atom) { return true; },
+      [](load_shadow&) -> caf::result<shadow_ready> { return to_caf(unsupported("no shadows here")); },
+      [](shadow_atom, const model_key&) { return false; },
       [](fault_atom, const fault_command&) -> caf::result<std::string> {
         return to_caf(unsupported("a fake executor takes no fault"));
       },
