@@ -148,6 +148,11 @@ EngineMemory ExecutorEngine::memory_use() const {
   m.use.lent = lent;
   m.use.weights = m.pool_capacity - std::min(m.pool_capacity, m.pool_free + lent);
   {
+    std::scoped_lock lock(shadows_mu_, pool_mu_);
+    for (const auto& [key, shadow] : shadows_) m.use.shadows += pool_->model_bytes(shadow->pool_name);
+  }
+  m.use.weights -= std::min(m.use.weights, m.use.shadows);
+  {
     std::lock_guard lock(hosted_->mu);
     kept_here += hosted_->bytes;  // other devices' values moved here
   }

@@ -147,6 +147,7 @@ struct EngineMemory {
     uint64_t weights = 0;      // pool bytes models hold
     uint64_t activations = 0;  // runs' buffers: the workspace's in use and the pool's lent segments
     uint64_t kept = 0;         // values kept on the device for a workflow's next steps
+    uint64_t shadows = 0;      // pool bytes Shadows hold (AsyFunc; not counted in `weights`)
     uint64_t lent = 0;         // pool bytes lent to the activation pool (a share of weights' room)
   } use;
 };
@@ -313,7 +314,7 @@ class ExecutorEngine {
   };
   std::map<model_key, std::shared_ptr<Shadow>> shadows_;  // guarded by shadows_mu_
   uint64_t shadow_serial_ = 0;                            // worker thread only
-  std::mutex shadows_mu_;
+  mutable std::mutex shadows_mu_;
   /// The Shadow of `key` held here, or null.
   std::shared_ptr<Shadow> shadow_of(const model_key& key);
   /// A view of resident `r` over `range`, made on first use (worker thread only).
@@ -369,7 +370,7 @@ class ExecutorEngine {
   std::vector<std::pair<uint64_t, double>> elbow_curve_;
   std::shared_ptr<gpu::DeviceBuffer> region_;  // the pool's reservation
   std::optional<gpu::DeviceMemoryPool> pool_;  // guarded by pool_mu_ (runs in lanes borrow from it)
-  std::mutex pool_mu_;
+  mutable std::mutex pool_mu_;
   /// Activation memory beyond the workspace, lent by the pool (gpu/activation_pool.hpp): reset after
   /// the models and kept values, before the region.
   std::unique_ptr<gpu::ActivationPool> activations_;

@@ -112,7 +112,7 @@ Error queue_full(executor_pointer self, const model_key& model) {
 }
 
 NodeInstruments::DeviceMemory figures_of(const EngineMemory::Use& u) {
-  return {u.capacity, u.used, u.weights, u.activations, u.kept, u.lent};
+  return {u.capacity, u.used, u.weights, u.activations, u.kept, u.shadows, u.lent};
 }
 
 /// Offers the engine just adopted to front-end threads (InlineRuns), and to the metrics, which
@@ -286,6 +286,43 @@ caf::result<infer_reply> infer(executor_pointer self, infer_request& req) {
   return rp;
 }
 
+caf::result<shadow_ready> start_shadow(executor_pointer self, load_shadow& req) {
+  if (!self->state.engine) return to_caf(no_engine(self));
+  auto rp = self->make_response_promise<shadow_ready>();
+  const uint64_t pending = self->state.answers.add(rp);
+  auto done = continue_on<Result<ExecutorEngine::ShadowInfo>>(
+      self, [self, rp, pending, key = req.key,
+             gate = self->state.engine->gate()](Result<ExecutorEngine::ShadowInfo>& r) mutable {
+        self->state.answers.settle(pending);
+        report_memory(self);
+        if (!r.ok()) {
+          rp.deliver(to_caf(r.error()));
+          return;
+        }
+        if (self->state.instruments) {
+          self->state.instruments->count_shadow_started(key, static_cast<double>(r->start_us) * 1e-6);
+        }
+        rp.deliver(shadow_ready{r->bytes, r->start_us, gate});
+      });
+  self->state.engine->load_shadow(req.key, std::move(req.model), {req.first_layer, req.last_layer}, std::move(done));
+  return rp;
+}
+
+caf::result<bool> drop_shadow(executor_pointer self, const model_key& key) {
+  if (!self->state.engine) return false;  // no engine, no Shadow
+  auto rp = self->make_response_promise<bool>();
+  const uint64_t pending = self->state.answers.add(rp);
+  self->state.engine->drop_shadow(key, continue_on<bool>(self, [self, rp, pending, key](bool& dropped) mutable {
+                                    self->state.answers.settle(pending);
+                                    report_memory(self);
+                                    if (dropped && self->state.instruments) {
+                                      self->state.instruments->count_shadow_released(key);
+                                    }
+                                    rp.deliver(dropped);
+                                  }));
+  return rp;
+}
+
 caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
   swap_reply bad;
   if (!self->state.engine) {
@@ -301,8 +338,8 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
   auto rp = self->make_response_promise<swap_reply>();
   const uint64_t pending = self->state.answers.add(rp);
   auto done = continue_on<ExecutorEngine::SwapRunResult>(
-      self, [self, rp, pending, skeleton = skeleton_of(self, request),
-             wanted = request.outputs](ExecutorEngine::SwapRunResult& r) mutable {
+      self, [self, rp, pending, skeleton = skeleton_of(self, request), wanted = request.outputs,
+             paired = req.shadow != nullptr, key = request.model](ExecutorEngine::SwapRunResult& r) mutable {
         self->state.answers.settle(pending);
         if (self->state.instruments && r.run.outputs.ok()) {
           self->state.instruments->observe_run(skeleton.model, r.run.queue_us, r.run.compute_us);
@@ -325,6 +362,7 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
         out.plan_bytes = r.plan_bytes;
         out.shadow_rows = r.split.shadow_rows;
         out.shadow_error = std::move(r.split.shadow_error);
+        if (self->state.instruments && paired) self->state.instruments->count_shadow_split(key, out.shadow_rows);
         rp.deliver(std::move(out));
       });
   SwapRun run{request.model,       std::move(req.model),         std::move(*inputs),
@@ -485,35 +523,8 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, Engin
       },
       [self](fault_atom, const fault_command& f) -> caf::result<std::string> { return inject(self, f); },
       // -- shadows (AsyFunc) ---------------------------------------------------------------------
-      [self](load_shadow& req) -> caf::result<shadow_ready> {
-        if (!self->state.engine) return to_caf(no_engine(self));
-        auto rp = self->make_response_promise<shadow_ready>();
-        const uint64_t pending = self->state.answers.add(rp);
-        self->state.engine->load_shadow(req.key, std::move(req.model), {req.first_layer, req.last_layer},
-                                        continue_on<Result<ExecutorEngine::ShadowInfo>>(
-                                            self, [self, rp, pending, gate = self->state.engine->gate()](
-                                                      Result<ExecutorEngine::ShadowInfo>& r) mutable {
-                                              self->state.answers.settle(pending);
-                                              report_memory(self);
-                                              if (r.ok()) {
-                                                rp.deliver(shadow_ready{r->bytes, r->start_us, gate});
-                                              } else {
-                                                rp.deliver(to_caf(r.error()));
-                                              }
-                                            }));
-        return rp;
-      },
-      [self](shadow_atom, const model_key& key) -> caf::result<bool> {
-        if (!self->state.engine) return false;  // no engine, no Shadow
-        auto rp = self->make_response_promise<bool>();
-        const uint64_t pending = self->state.answers.add(rp);
-        self->state.engine->drop_shadow(key, continue_on<bool>(self, [self, rp, pending](bool& dropped) mutable {
-                                          self->state.answers.settle(pending);
-                                          report_memory(self);
-                                          rp.deliver(dropped);
-                                        }));
-        return rp;
-      },
+      [self](load_shadow& req) -> caf::result<shadow_ready> { return start_shadow(self, req); },
+      [self](shadow_atom, const model_key& key) -> caf::result<bool> { return drop_shadow(self, key); },
       // -- requests ------------------------------------------------------------------------------
       [self](infer_request& req) -> caf::result<infer_reply> { return infer(self, req); },
       [self](swap_request& req) -> caf::result<swap_reply> { return swap(self, req); },

@@ -43,7 +43,8 @@ NodeInstruments::NodeInstruments()
                                    {"device"})),
       device_in_use_(registry_.gauge("ember_device_memory_in_use_bytes",
                                      "Device memory in use now, by use: weights (models resident), activations (runs' "
-                                     "buffers), kept (workflow values waiting for their next step)",
+                                     "buffers), kept (workflow values waiting for their next step), shadows (layer "
+                                     "ranges held as Shadows)",
                                      {"device", "use"})),
       replicas_(registry_.gauge("ember_replicas", "Model replicas bound to this node's devices")
                     .with(std::vector<std::string>{})),
@@ -78,6 +79,20 @@ NodeInstruments::NodeInstruments()
                                    "left there), by outcome",
                                    {"workflow", "outcome"})),
       workflow_steps_(registry_.histogram(workflow_metrics::kStep, workflow_metrics::kStepHelp, {"workflow", "step"})),
+      shadows_started_(registry_.counter("ember_shadows_started_total",
+                                         "Shadows (a model's layer range on a device, sharing a Body's batches) "
+                                         "started on this node's devices",
+                                         {"model", "version"})),
+      shadows_released_(registry_.counter("ember_shadows_released_total", "Shadows released on this node's devices",
+                                          {"model", "version"})),
+      shadow_start_(registry_.histogram("ember_shadow_start_seconds",
+                                        "Time from a Shadow's start to ready (its weights copied in)", {})),
+      shadow_splits_(registry_.counter("ember_shadow_splits_total",
+                                       "Runs of a Body paired with a Shadow: shared (rows ran on the Shadow) or "
+                                       "taken_back (the Body ran them: the Shadow gone, or the batch too small)",
+                                       {"model", "version", "outcome"})),
+      shadow_rows_(registry_.counter("ember_shadow_rows_total", "Rows of Bodies' batches that ran on Shadows",
+                                     {"model", "version"})),
       faults_(registry_.counter("ember_faults_injected_total",
                                 "Faults injected on purpose into this node (--allow-faults), by kind", {"kind"})),
       actor_restarts_(registry_.counter("ember_actor_restarts_total",
@@ -113,6 +128,21 @@ void NodeInstruments::observe_workflow_step(const std::string& workflow, const s
 
 void NodeInstruments::count_workflow(const std::string& workflow, const std::string& outcome) {
   workflows_.with({workflow, outcome}).inc();
+}
+
+void NodeInstruments::count_shadow_started(const model_key& model, double seconds) {
+  shadows_started_.with({model.name, std::to_string(model.version)}).inc();
+  shadow_start_.with(std::vector<std::string>{}).observe(seconds);
+}
+
+void NodeInstruments::count_shadow_released(const model_key& model) {
+  shadows_released_.with({model.name, std::to_string(model.version)}).inc();
+}
+
+void NodeInstruments::count_shadow_split(const model_key& model, int64_t rows) {
+  const std::string version = std::to_string(model.version);
+  shadow_splits_.with({model.name, version, rows > 0 ? "shared" : "taken_back"}).inc();
+  if (rows > 0) shadow_rows_.with({model.name, version}).inc(static_cast<double>(rows));
 }
 
 void NodeInstruments::observe_run(const model_key& model, uint64_t queue_us, uint64_t compute_us) {
@@ -153,6 +183,7 @@ void NodeInstruments::set_device_memory(const std::string& device, const DeviceM
   device_in_use_.with({device, "weights"}).set(static_cast<double>(m.weights));
   device_in_use_.with({device, "activations"}).set(static_cast<double>(m.activations));
   device_in_use_.with({device, "kept"}).set(static_cast<double>(m.kept));
+  device_in_use_.with({device, "shadows"}).set(static_cast<double>(m.shadows));
 }
 
 metrics::MetricsSnapshot NodeInstruments::snapshot() {

@@ -49,6 +49,7 @@ class NodeInstruments {
   struct DeviceMemory {
     uint64_t capacity = 0, used = 0;                  // the device's; allocated (the model pool's region whole)
     uint64_t weights = 0, activations = 0, kept = 0;  // in use, by use
+    uint64_t shadows = 0;                             // Shadows' weights (not in `weights`)
     uint64_t lent = 0;                                // model-pool bytes the activation pool holds
   };
   void set_device_memory(const std::string& device, const DeviceMemory& m);
@@ -79,6 +80,13 @@ class NodeInstruments {
   void observe_workflow_step(const std::string& workflow, const std::string& step, double seconds);
   /// A workflow request run here finished (outcome "success" or the error code's name).
   void count_workflow(const std::string& workflow, const std::string& outcome);
+  // Shadows (AsyFunc).
+  /// A Shadow of `model` started on `device` in `seconds` (its weights copied in).
+  void count_shadow_started(const model_key& model, double seconds);
+  void count_shadow_released(const model_key& model);
+  /// A run of a Body paired with a Shadow: `rows` of it computed there, or (0) taken back by the
+  /// Body (the Shadow gone, or the batch too small).
+  void count_shadow_split(const model_key& model, int64_t rows);
 
  private:
   metrics::Registry registry_;
@@ -109,6 +117,11 @@ class NodeInstruments {
   metrics::CounterFamily& handoff_bytes_;
   metrics::CounterFamily& workflow_handoff_;
   metrics::CounterFamily& workflows_;
+  metrics::CounterFamily& shadows_started_;
+  metrics::CounterFamily& shadows_released_;
+  metrics::HistogramFamily& shadow_start_;
+  metrics::CounterFamily& shadow_splits_;
+  metrics::CounterFamily& shadow_rows_;
   metrics::HistogramFamily& workflow_steps_;
   metrics::CounterFamily& faults_;
   metrics::CounterFamily& actor_restarts_;

@@ -404,9 +404,10 @@ TEST(ExecutorEngineShadow, ABodySplitsItsBatchWithAShadowOnAnotherDeviceAndTakes
   ASSERT_TRUE(info.ok()) << info.error().message();
   EXPECT_EQ(info->bytes, m->range_bytes(range).length);
   EXPECT_LT(info->bytes, m->range_bytes({0, m->num_layers()}).length / 2) << "a Shadow holds part of the model";
-  EXPECT_EQ(shadow->memory_use().use.weights,
+  EXPECT_EQ(shadow->memory_use().use.shadows,
             shadow->engine_memory().pool_capacity - shadow->engine_memory().pool_free);
-  EXPECT_GE(shadow->memory_use().use.weights, info->bytes);
+  EXPECT_GE(shadow->memory_use().use.shadows, info->bytes);
+  EXPECT_EQ(shadow->memory_use().use.weights, 0u) << "a Shadow's memory is its own figure, not a model's";
   auto split = [&](ExecutorEngine& e, std::shared_ptr<EngineGate> gate, int64_t rows) {
     std::promise<ExecutorEngine::SplitResult> p;
     EXPECT_TRUE(e.infer_split(key, x, std::move(gate), rows,
@@ -430,11 +431,11 @@ TEST(ExecutorEngineShadow, ABodySplitsItsBatchWithAShadowOnAnotherDeviceAndTakes
   EXPECT_EQ(through_swap.split.shadow_rows, 3);
   EXPECT_LT(gpu::testing::relative_error((*through_swap.run.outputs)[0], want), 1e-5);
   // Loaded again: it replaces the first, whose memory goes back.
-  const uint64_t one = shadow->memory_use().use.weights;
+  const uint64_t one = shadow->memory_use().use.shadows;
   std::promise<Result<ExecutorEngine::ShadowInfo>> replaced;
   shadow->load_shadow(key, m, range, [&](Result<ExecutorEngine::ShadowInfo> r) { replaced.set_value(std::move(r)); });
   ASSERT_TRUE(replaced.get_future().get().ok());
-  EXPECT_EQ(shadow->memory_use().use.weights, one) << "one Shadow's memory, not two";
+  EXPECT_EQ(shadow->memory_use().use.shadows, one) << "one Shadow's memory, not two";
   // Dropped: the Body computes every row.
   std::promise<bool> dropped;
   shadow->drop_shadow(key, [&](bool d) { dropped.set_value(d); });
@@ -444,7 +445,7 @@ TEST(ExecutorEngineShadow, ABodySplitsItsBatchWithAShadowOnAnotherDeviceAndTakes
   EXPECT_TRUE(alone.split.shadow_failed);
   EXPECT_NE(alone.split.shadow_error.find("no Shadow"), std::string::npos) << alone.split.shadow_error;
   EXPECT_LT(gpu::testing::relative_error((*alone.run.outputs)[0], want), 1e-5);
-  EXPECT_EQ(shadow->memory_use().use.weights, 0u) << "the Shadow's memory went back";
+  EXPECT_EQ(shadow->memory_use().use.shadows, 0u) << "the Shadow's memory went back";
   // Loaded again, then its device restarts (the engine goes): the Body still answers.
   std::promise<Result<ExecutorEngine::ShadowInfo>> again;
   shadow->load_shadow(key, m, range, [&](Result<ExecutorEngine::ShadowInfo> r) { again.set_value(std::move(r)); });
@@ -654,7 +655,8 @@ Served serve_rounds(LateNode& node) {
 // request on another with the Shadow's gate puts half its rows there (swap_reply::shadow_rows),
 // the Shadow dropped (shadow_atom) leaves them to the Body, and a range outside the model is refused.
 TEST(LateBindingShadow, ExecutorsLoadAShadowShareABatchWithItAndDropIt) {
-  LateNode node(2, 1);
+  NodeInstruments instruments;
+  LateNode node(2, 1, -1, 0, {}, 16 * MiB, &instruments);
   caf::scoped_actor self{*node.sys};
   const model_key key{"m0", 1};
   const auto m = node.models[0];
@@ -699,6 +701,18 @@ TEST(LateBindingShadow, ExecutorsLoadAShadowShareABatchWithItAndDropIt) {
   EXPECT_EQ(alone.shadow_rows, 0);
   EXPECT_NE(alone.shadow_error.find("no Shadow"), std::string::npos) << alone.shadow_error;
   EXPECT_LT(answer_of(alone), 1e-5);
+  // The metrics: one started and released, one run shared (2 rows), one taken back; the Shadow's
+  // memory shown apart from weights while it was held, and none after.
+  const std::string text = metrics::render(instruments.snapshot());
+  for (const char* line :
+       {R"(ember_shadows_started_total{model="m0",version="1"} 1)",
+        R"(ember_shadows_released_total{model="m0",version="1"} 1)",
+        R"(ember_shadow_splits_total{model="m0",version="1",outcome="shared"} 1)",
+        R"(ember_shadow_splits_total{model="m0",version="1",outcome="taken_back"} 1)",
+        R"(ember_shadow_rows_total{model="m0",version="1"} 2)",
+        R"(ember_device_memory_in_use_bytes{device="sim:1",use="shadows"} 0)", "ember_shadow_start_seconds_count 1"}) {
+    EXPECT_NE(text.find(line), std::string::npos) << line << " in\n" << text;
+  }
   auto outside = testing::ask<shadow_ready>(*node.sys, node.execs[1], 30s, load_shadow{key, m, 0, m->num_layers() + 5});
   ASSERT_FALSE(outside.ok());
   EXPECT_EQ(outside.error().code(), ErrorCode::invalid_argument) << outside.error().message();
