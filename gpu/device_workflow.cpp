@@ -34,11 +34,7 @@ Result<std::vector<HostTensor>> run_workflow_on_device(const WorkflowConfig& con
   for (const HostTensor& t : inputs) {
     auto b = DeviceBuffer::allocate(device, std::max<uint64_t>(t.desc.bytes(), 1));
     if (!b.ok()) return b.error().with_context("input '" + t.name + "'");
-    if (PinnedStaging* staging = steps.front()->staging()) {
-      staging->copy_to_device(*stream, (*b)->ptr(), t.data(), t.desc.bytes());
-    } else {
-      stream->copy_to_device((*b)->ptr(), t.data(), t.desc.bytes());
-    }
+    copy_in(*stream, steps.front()->staging(), (*b)->ptr(), t.data(), t.desc.bytes());
     st.uploaded_bytes += t.desc.bytes();
     uploaded.push_back({t.name, DeviceValue{t.desc, std::move(*b)}});
   }

@@ -504,11 +504,7 @@ Result<Activations> upload(Device& device, Stream& stream, const std::vector<Hos
     const uint64_t bytes = std::max<uint64_t>(tensors[i].desc.bytes(), 1);
     auto b = pool ? pool->allocate(bytes) : DeviceBuffer::allocate(device, bytes);
     if (!b.ok()) return b.error().with_context("input '" + tensors[i].name + "'");
-    if (staging) {
-      staging->copy_to_device(stream, (*b)->ptr(), tensors[i].data(), tensors[i].desc.bytes());
-    } else {
-      stream.copy_to_device((*b)->ptr(), tensors[i].data(), tensors[i].desc.bytes());
-    }
+    copy_in(stream, staging, (*b)->ptr(), tensors[i].data(), tensors[i].desc.bytes());
     values[ids[i]] = DeviceValue{tensors[i].desc, std::move(*b)};
   }
   return values;

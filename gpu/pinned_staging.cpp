@@ -92,4 +92,9 @@ void PinnedStaging::Downloads::finish() {
   staged_.clear();
 }
 
+void copy_in(Stream& stream, PinnedStaging* staging, DevicePtr dst, const void* src, uint64_t bytes) {
+  if (staging) return staging->copy_to_device(stream, dst, src, bytes);
+  stream.copy_to_device(dst, src, bytes);
+}
+
 }  // namespace ember::gpu

@@ -93,4 +93,7 @@ class PinnedStaging {
   Stats stats_;               // guarded by mu_
 };
 
+/// stream.copy_to_device(dst, src, bytes), through `staging` when there is one (may be null).
+void copy_in(Stream& stream, PinnedStaging* staging, DevicePtr dst, const void* src, uint64_t bytes);
+
 }  // namespace ember::gpu

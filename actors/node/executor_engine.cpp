@@ -331,7 +331,7 @@ Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_handoff(gpu::LayerExecu
     }
     for (const auto& t : run.inputs) {
       EMBER_ASSIGN_OR_RETURN(auto b, activations_->allocate(std::max<uint64_t>(t.desc.bytes(), 1)));
-      upload(stream, b->ptr(), t.data(), t.desc.bytes());
+      gpu::copy_in(stream, staging_.get(), b->ptr(), t.data(), t.desc.bytes());
       in.push_back({t.name, gpu::DeviceValue{t.desc, std::move(b)}});
     }
     for (const auto& p : run.peer_inputs) {
@@ -373,11 +373,6 @@ Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_handoff(gpu::LayerExecu
     staged.finish();
     return back;
   });
-}
-
-void ExecutorEngine::upload(gpu::Stream& stream, gpu::DevicePtr dst, const void* src, uint64_t bytes) {
-  if (staging_) return staging_->copy_to_device(stream, dst, src, bytes);
-  stream.copy_to_device(dst, src, bytes);
 }
 
 void ExecutorEngine::release(std::vector<uint64_t> handles) {
@@ -432,7 +427,7 @@ Result<gpu::DeviceValue> ExecutorEngine::on_device(Kept& k, bool restore, gpu::S
     k.at->leave();
     EMBER_RETURN_IF_ERROR(copied);
   } else {
-    upload(stream, b->ptr(), k.host->data(), desc.bytes());
+    gpu::copy_in(stream, staging_.get(), b->ptr(), k.host->data(), desc.bytes());
     EMBER_RETURN_IF_ERROR(stream.synchronize());
   }
   gpu::DeviceValue value{desc, std::move(b)};
@@ -528,7 +523,7 @@ ExecutorEngine::Spills ExecutorEngine::spilled() const {
 }
 
 std::pair<size_t, uint64_t> ExecutorEngine::kept() const {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(mu_);  // not kept_mu_, which a spill holds across its copies
   return {kept_count_, kept_bytes_};
 }
 
@@ -594,7 +589,7 @@ void ExecutorEngine::load_shadow(const model_key& key, std::shared_ptr<const gpu
     }
     (*ex)->set_activation_pool(activations_.get());
     (*ex)->set_staging(staging_.get());
-    ShadowInfo info{range, (*ex)->weight_bytes(), 0};
+    ShadowInfo info{(*ex)->weight_bytes(), 0};
     shadow->ex = std::move(*ex);
     publish(key, nullptr);  // the pool's free bytes, as others read them
     {
@@ -631,8 +626,8 @@ Result<gpu::LayerExecutor*> ExecutorEngine::view_of(Resident& r, gpu::LayerRange
 
 Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_with_shadow(Resident& body, const model_key& key,
                                                                      const std::vector<gpu::HostTensor>& inputs,
-                                                                     EngineGate* shadow, int64_t shadow_rows,
-                                                                     double share, gpu::SplitStats& st) {
+                                                                     EngineGate* shadow, double share,
+                                                                     gpu::SplitStats& st) {
   // The Shadow, held for the run: its engine cannot go meanwhile (its gate), nor its weights.
   ExecutorEngine* there = shadow ? shadow->enter() : nullptr;
   std::shared_ptr<Shadow> held = there ? there->shadow_of(key) : nullptr;
@@ -641,10 +636,8 @@ Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_with_shadow(Resident& b
     EMBER_ASSIGN_OR_RETURN(gpu::Activations in, body.ex->upload_inputs(inputs, stream));
     int64_t rows = 0;
     for (const auto& [id, v] : in) rows = std::max<int64_t>(rows, v.desc.shape.rank ? v.desc.shape[0] : 0);
-    int64_t theirs = shadow_rows;
-    if (theirs <= 0 && share > 0 && rows >= 2) {
-      theirs = std::clamp<int64_t>(std::llround(share * static_cast<double>(rows)), 1, rows - 1);
-    }
+    const int64_t theirs =
+        share > 0 && rows >= 2 ? std::clamp<int64_t>(std::llround(share * static_cast<double>(rows)), 1, rows - 1) : 0;
     // A Body whose weights are still arriving (just swapped in) runs alone: views need them there.
     const bool warm = body.ex->weights_resident();
     if (!held || !warm || theirs <= 0 || theirs >= rows) {
@@ -672,27 +665,6 @@ Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_with_shadow(Resident& b
   held.reset();
   if (there) shadow->leave();
   return out;
-}
-
-bool ExecutorEngine::infer_split(const model_key& key, std::vector<gpu::HostTensor> inputs,
-                                 std::shared_ptr<EngineGate> shadow, int64_t shadow_rows,
-                                 std::function<void(SplitResult)> done) {
-  const auto enqueued = Clock::now();
-  if (lanes_ && queued() >= options_.max_queue) return false;
-  return jobs_->try_post([this, key, enqueued, inputs = std::move(inputs), shadow = std::move(shadow), shadow_rows,
-                          done = std::move(done)]() mutable {
-    SplitResult r;
-    const auto start = Clock::now();
-    r.run.queue_us = us_between(enqueued, start);
-    auto it = models_.find(key);
-    if (it == models_.end()) {
-      r.run.outputs = unavailable("model " + key.to_string() + " is not bound to " + device_->info().name);
-      return done(std::move(r));
-    }
-    r.run.outputs = run_with_shadow(it->second, key, inputs, shadow.get(), shadow_rows, 0, r.split);
-    r.run.compute_us = us_between(start, Clock::now());
-    done(std::move(r));
-  });
 }
 
 bool ExecutorEngine::swap_run(SwapRun run, std::function<void(SwapRunResult)> done) {
@@ -791,14 +763,14 @@ void ExecutorEngine::run_resident(gpu::LayerExecutor& ex, const SwapRun& run, Sw
   if (run.shadow && !handoff && !run.profile) {
     // A Body paired with a Shadow (AsyFunc): its share of the rows runs there (worker thread only).
     r.run.outputs =
-        run_with_shadow(models_.at(run.key), run.key, run.inputs, run.shadow.get(), 0, run.shadow_share, r.split);
+        run_with_shadow(models_.at(run.key), run.key, run.inputs, run.shadow.get(), run.shadow_share, r.split);
     r.plan_bytes = ex.last_plan_bytes();
     return;
   }
   r.run.outputs = handoff ? run_handoff(ex, run, r, stream) : run_checked(ex, run.inputs);
   if (!r.run.outputs.ok() && r.run.outputs.error().code() == ErrorCode::out_of_memory) {
-    // Values kept for later workflow steps take the room: they move to host memory (never lost),
-    // and the run tries once more.
+    // Values kept for later workflow steps take the room: they move to another device or to host
+    // memory (never lost), and the run tries once more.
     std::vector<uint64_t> reads;
     for (const auto& in : run.device_inputs) reads.push_back(in.second);
     auto moved = spill(reads, stream);

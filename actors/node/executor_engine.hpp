@@ -216,29 +216,18 @@ class ExecutorEngine {
   Spills spilled() const;
   // -- shadow functions (AsyFunc; gpu/shadow_split.hpp) -----------------------------------------
   struct ShadowInfo {
-    gpu::LayerRange range;
     uint64_t bytes = 0;     // its weights, in this device's model pool
     uint64_t start_us = 0;  // from the job's start to ready (the copy from host memory)
   };
   /// Holds layers `range` of `key` on this device as a Shadow (a job): their weights copied from
   /// the host copy `model` into the model pool (beside whole models, counted as weights), ready to
-  /// share batches with a Body of the same model on another device (infer_split there). A Shadow of
+  /// share batches with a Body of the same model on another device (SwapRun::shadow there). A Shadow of
   /// the key already held is replaced.
   void load_shadow(const model_key& key, std::shared_ptr<const gpu::Model> model, gpu::LayerRange range,
                    std::function<void(Result<ShadowInfo>)> done);
   /// Drops the Shadow of `key` (a job); false when none was held. A split running on it finishes
   /// first: its memory goes back when the last run using it lets go.
   void drop_shadow(const model_key& key, std::function<void(bool)> done);
-  struct SplitResult {
-    InferResult run;
-    gpu::SplitStats split;
-  };
-  /// A run of resident `key` (this engine holds its Body) whose last `shadow_rows` rows of the
-  /// Shadow's range run on `shadow`'s engine (a job here). A Shadow that is gone (dropped, its
-  /// device restarted) or fails leaves its rows to the Body, which says so in `split`; a batch too
-  /// small to split runs whole. false when the queue is full.
-  bool infer_split(const model_key& key, std::vector<gpu::HostTensor> inputs, std::shared_ptr<EngineGate> shadow,
-                   int64_t shadow_rows, std::function<void(SplitResult)> done);
 
   /// Room for a value another device of the node moves here (its spill, StreamBox's rule 2): a
   /// buffer of this device's workspace, filled from `src` on `from`, held by this engine and
@@ -319,12 +308,11 @@ class ExecutorEngine {
   std::shared_ptr<Shadow> shadow_of(const model_key& key);
   /// A view of resident `r` over `range`, made on first use (worker thread only).
   Result<gpu::LayerExecutor*> view_of(Resident& r, gpu::LayerRange range);
-  /// A run of resident `body` with rows on the Shadow of `key` behind `shadow` (null, closed, or
-  /// holding none: the Body alone, said in `st`): `shadow_rows` of them, or when 0 `share` of the
-  /// batch (none when both are 0). Worker thread only.
+  /// A run of resident `body` with `share` of its rows on the Shadow of `key` behind `shadow`
+  /// (closed, or holding none: the Body alone, said in `st`). Worker thread only.
   Result<std::vector<gpu::HostTensor>> run_with_shadow(Resident& body, const model_key& key,
                                                        const std::vector<gpu::HostTensor>& inputs, EngineGate* shadow,
-                                                       int64_t shadow_rows, double share, gpu::SplitStats& st);
+                                                       double share, gpu::SplitStats& st);
   ExecutorEngine(std::unique_ptr<gpu::Device> device, EngineOptions options);
   Status reserve();
   // Worker thread only:
@@ -417,14 +405,12 @@ class ExecutorEngine {
   };
   std::shared_ptr<Hosted> hosted_ = std::make_shared<Hosted>();
   uint64_t next_handle_ = 1;                     // guarded by kept_mu_
-  size_t kept_count_ = 0;                        // guarded by mu_
+  size_t kept_count_ = 0;                        // guarded by mu_ (kept(): no wait for a spill)
   uint64_t kept_bytes_ = 0;                      // guarded by mu_
   /// Uploads and downloads of hand-off runs: used by jobs only (the worker, or an inline run in the
   /// queue's turn); runs in lanes take streams from `lanes_`.
   std::unique_ptr<gpu::Stream> handoff_stream_;
   std::unique_ptr<gpu::PinnedStaging> staging_;  // null without EngineOptions::staging_bytes
-  /// stream.copy_to_device from host memory, through staging_ when there is one.
-  void upload(gpu::Stream& stream, gpu::DevicePtr dst, const void* src, uint64_t bytes);
   gpu::Stream& handoff_stream();
   struct Lanes;
   /// The lanes (streams > 1; null otherwise): reset after jobs_ and before the models go.
