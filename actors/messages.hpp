@@ -206,12 +206,15 @@ struct load_replica {
   /// The SLO set at run time (the console's slo), which overrides model.json's and the node's;
   /// deadline 0: none.
   slo_setting slo;
+  /// profile.json of the version (`ember model profile`), as the repository holds it; empty: none.
+  /// A late-binding node scales the model in bursts by it (AsyFunc, actors/node/shadow_pairs.hpp).
+  std::string profile_json;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, load_replica& x) {
   return f(caf::meta::type_name("load_replica"), x.model, x.manifest_json, x.blob_key, x.blob_bytes, x.sources,
-           x.transfer_id, x.controller, x.cache_only, x.max_bytes_per_s, x.reuse, x.layers, x.slo);
+           x.transfer_id, x.controller, x.cache_only, x.max_bytes_per_s, x.reuse, x.layers, x.slo, x.profile_json);
 }
 
 /// A node_router's answer to load_replica.

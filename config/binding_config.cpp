@@ -63,10 +63,11 @@ Status check_number(const std::string& at, const std::string& key, double v, dou
 
 Status parse_binding(const YamlSection& s, BindingConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
-  EMBER_RETURN_IF_ERROR(
-      s.check_keys({"mode", "scheduler", "eviction", "group", "heavy_factor", "slo_factor", "slo_deadline",
-                    "slo_percentile", "workspace", "window", "repartition", "alpha_period", "seed", "run_ahead",
-                    "streams", "io_batch", "staging", "inline"}));
+  EMBER_RETURN_IF_ERROR(s.check_keys(
+      {"mode",         "scheduler",      "eviction",          "group",        "heavy_factor",  "slo_factor",
+       "slo_deadline", "slo_percentile", "workspace",         "window",       "repartition",   "alpha_period",
+       "seed",         "run_ahead",      "streams",           "io_batch",     "staging",       "inline",
+       "bodies",       "shadows",        "adaptive_batching", "burst_window", "scaling_period"}));
   EMBER_RETURN_IF_ERROR(s.read_word("mode", c.mode, parse_binding_mode));
   EMBER_RETURN_IF_ERROR(s.read_word("scheduler", c.scheduler, parse_swap_scheduler));
   EMBER_RETURN_IF_ERROR(s.read_word("eviction", c.eviction, parse_eviction_rule));
@@ -85,6 +86,11 @@ Status parse_binding(const YamlSection& s, BindingConfig& c) {
   EMBER_RETURN_IF_ERROR(s.read_uint_as("io_batch", 64, c.io_batch));
   EMBER_RETURN_IF_ERROR(s.read("staging", c.staging_bytes, parse_bytes));
   EMBER_RETURN_IF_ERROR(s.read_bool("inline", c.inline_runs));
+  EMBER_RETURN_IF_ERROR(s.read_word("bodies", c.bodies, parse_body_scaling));
+  EMBER_RETURN_IF_ERROR(s.read_bool("shadows", c.shadows));
+  EMBER_RETURN_IF_ERROR(s.read_bool("adaptive_batching", c.adaptive_batching));
+  EMBER_RETURN_IF_ERROR(s.read("burst_window", c.burst_window_us, parse_duration_us));
+  EMBER_RETURN_IF_ERROR(s.read("scaling_period", c.scaling_period_us, parse_duration_us));
   return Status::OK();
 }
 
@@ -105,6 +111,8 @@ Status validate_binding(const BindingConfig& b, const std::string& at) {
   EMBER_RETURN_IF_ERROR(check_duration(at, "binding.window", b.window_us));
   EMBER_RETURN_IF_ERROR(check_duration(at, "binding.repartition", b.repartition_us));
   EMBER_RETURN_IF_ERROR(check_duration(at, "binding.alpha_period", b.alpha_period_us));
+  EMBER_RETURN_IF_ERROR(check_duration(at, "binding.burst_window", b.burst_window_us));
+  EMBER_RETURN_IF_ERROR(check_duration(at, "binding.scaling_period", b.scaling_period_us));
   if (b.streams == 0) return invalid_argument(at + ": binding.streams: 0 is outside 1..32");
   if (b.staging_bytes > kMaxStagingBytes) {
     return invalid_argument(at + ": binding.staging: " + format_bytes(b.staging_bytes) + " is outside 0..1 GiB");

@@ -33,6 +33,7 @@ constexpr Words<TransportKind, 2> kTransports{{"tcp", "ucx"}};
 constexpr Words<ScalingPolicy, 4> kScalingPolicies{
     {"ongoing_requests", "arrival_rate", "queue_latency", "requests_per_minute"}};
 constexpr Words<PlacementPolicy, 2> kPlacementPolicies{{"locality", "random"}};
+constexpr Words<BodyScalingMode, 2> kBodyScaling{{"free", "model_level"}};
 
 static_assert(static_cast<int>(BindingMode::pinned) == 1 && static_cast<int>(SwapScheduler::random) == 1 &&
               static_cast<int>(EvictionRule::lru) == 1 && static_cast<int>(TransportKind::ucx) == 1 &&
@@ -47,6 +48,7 @@ std::string_view to_string(EvictionRule rule) { return kEvictionRules.of(rule); 
 std::string_view to_string(TransportKind kind) { return kTransports.of(kind); }
 std::string_view to_string(ScalingPolicy policy) { return kScalingPolicies.of(policy); }
 std::string_view to_string(PlacementPolicy policy) { return kPlacementPolicies.of(policy); }
+std::string_view to_string(BodyScalingMode mode) { return kBodyScaling.of(mode); }
 
 Result<BindingMode> parse_binding_mode(std::string_view word) { return kBindingModes.parse(word); }
 Result<SwapScheduler> parse_swap_scheduler(std::string_view word) { return kSchedulers.parse(word); }
@@ -54,5 +56,6 @@ Result<EvictionRule> parse_eviction_rule(std::string_view word) { return kEvicti
 Result<TransportKind> parse_transport_kind(std::string_view word) { return kTransports.parse(word); }
 Result<ScalingPolicy> parse_scaling_policy(std::string_view word) { return kScalingPolicies.parse(word); }
 Result<PlacementPolicy> parse_placement_policy(std::string_view word) { return kPlacementPolicies.parse(word); }
+Result<BodyScalingMode> parse_body_scaling(std::string_view word) { return kBodyScaling.parse(word); }
 
 }  // namespace ember

@@ -34,6 +34,9 @@ enum class ScalingPolicy : uint8_t { ongoing_requests, arrival_rate, queue_laten
 /// then the most free device memory, then the fewest replicas; the default) or "random" (any node
 /// with room, uniformly: Knative's scheduler, a baseline).
 enum class PlacementPolicy : uint8_t { locality, random };
+/// binding.bodies: "free" (any idle device may take a copy of a model whose requests wait) or
+/// "model_level" (AsyFunc's model-level scaling bounds the copies; actors/node/shadow_pairs.hpp).
+enum class BodyScalingMode : uint8_t { free, model_level };
 
 std::string_view to_string(BindingMode mode);
 std::string_view to_string(SwapScheduler scheduler);
@@ -41,6 +44,7 @@ std::string_view to_string(EvictionRule rule);
 std::string_view to_string(TransportKind kind);
 std::string_view to_string(ScalingPolicy policy);
 std::string_view to_string(PlacementPolicy policy);
+std::string_view to_string(BodyScalingMode mode);
 
 Result<BindingMode> parse_binding_mode(std::string_view word);
 Result<SwapScheduler> parse_swap_scheduler(std::string_view word);
@@ -48,5 +52,6 @@ Result<EvictionRule> parse_eviction_rule(std::string_view word);
 Result<TransportKind> parse_transport_kind(std::string_view word);
 Result<ScalingPolicy> parse_scaling_policy(std::string_view word);
 Result<PlacementPolicy> parse_placement_policy(std::string_view word);
+Result<BodyScalingMode> parse_body_scaling(std::string_view word);
 
 }  // namespace ember

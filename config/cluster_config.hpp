@@ -315,6 +315,24 @@ struct BindingConfig {
   /// thread when their model is resident on an idle device (actors/node/inline_runs.hpp): no actor
   /// hop, no thread woken. Default true; false sends every request through the router.
   bool inline_runs = true;
+  /// Bursts (AsyFunc, issue 19; README "Bursts and shadow functions"). Each needs the model's
+  /// profile (`ember model profile`), and models without one are served as before.
+  /// bodies: "free" (the default: any idle device may take a copy of a model when its requests
+  /// wait) or "model_level" (model-level scaling, AsyFunc's Algorithm 1: the copies a model may
+  /// have follow its rate against their capacity at the SLO, α 0.8 and β 0.6, once a
+  /// scaling_period).
+  BodyScalingMode bodies = BodyScalingMode::free;
+  /// Layer-level scaling (Algorithm 2): when a model's rate over burst_window exceeds what its
+  /// copies carry, an idle device takes a Shadow of the layers that need compute most, which shares
+  /// the batches of one copy, until the rate falls. Default false.
+  bool shadows = false;
+  /// Adaptive batching (Algorithm 3): a batching model's free device waits for one more request
+  /// while the oldest would still meet its deadline, by the profile's latency of each batch size,
+  /// instead of preferred_batch and max_queue_delay. Default false.
+  bool adaptive_batching = false;
+  /// Defaults 100 ms and 1 s; each 1ms..24h.
+  uint64_t burst_window_us = 100'000;
+  uint64_t scaling_period_us = 1'000'000;
 };
 
 /// `security:` — the control plane (CAF: manager, nodes, gateways, consoles). Read by every process

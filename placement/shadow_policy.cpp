@@ -111,6 +111,7 @@ Result<std::optional<ShadowChoice>> choose_shadow(const ShadowProfile& p, double
   const Capacity alone = body_capacity(p, slo_us, max_batch);
   std::optional<ShadowChoice> best, smallest;  // the greatest benefit; the fewest bytes meeting the need
   auto consider = [&](size_t first, size_t last) {
+    if (first == 0 && last == n) return;  // every layer: a second Body, model-level scaling's
     uint64_t bytes = 0;
     for (size_t i = first; i < last; ++i) bytes += p.blocks[i].weight_bytes;
     for (uint32_t b = 2; b <= max_batch; ++b) {

@@ -26,6 +26,9 @@
 // - Loading Φ is not charged to every batch (the paper's t_s = t_load + t_l charges it at every
 //   feasibility check, point 15, though only the first batch pays it): a choice is feasible when
 //   its steady batches meet the SLO, and t_load(Φ) is reported (the time to the added capacity).
+// - A span of every block is no Shadow but a second Body (a full replica split by rows), which is
+//   model-level scaling's to add: it is never chosen (on a small model it often has the greatest
+//   benefit).
 // - The search is quadratic in the blocks and in the batch.
 // - Capacity (Eq. 1) is max over b of b / t_l(b) with t_l(b) <= SLO, queueing ignored as the paper
 //   does.

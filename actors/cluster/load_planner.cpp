@@ -190,6 +190,7 @@ load_replica load_request(const ModelVersion& v, const LoadPlan& plan) {
   req.transfer_id = plan.transfer_id;
   req.cache_only = plan.cache_only;
   if (v.state.slo_set) req.slo = v.state.slo;
+  if (v.entry.profile) req.profile_json = gpu::profile_to_json(*v.entry.profile);
   return req;
 }
 

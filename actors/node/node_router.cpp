@@ -63,6 +63,7 @@ bool set_slo(router_pointer self, const model_key& key, const slo_setting& slo) 
     if (Status s = st.swap->add_model(*m); !s.ok()) {
       spdlog::warn("node {}: cannot apply the SLO of {}: {}", st.config.name, key.to_string(), s.error().message());
     }
+    late_scale_model(self, key);
   }
   if (r.ready) remember(self, key, r);
   spdlog::info("node {}: SLO of {} {} {} us at p{}", st.config.name, key.to_string(),
@@ -214,7 +215,8 @@ caf::result<replica_info> load(router_pointer self, load_replica& req, std::opti
   }
   self->request(st.cache, kFetchTimeout, std::move(fetch))
       .then(
-          [self, key, part, manifest = std::move(req.manifest_json)](blob_ref& blob) {
+          [self, key, part, manifest = std::move(req.manifest_json),
+           profile_json = std::move(req.profile_json)](blob_ref& blob) {
             auto it = self->state.replicas.find(key);
             if (it == self->state.replicas.end()) return;
             it->second.info.source = blob.source;
@@ -225,6 +227,17 @@ caf::result<replica_info> load(router_pointer self, load_replica& req, std::opti
             // Validates everything again: bytes from the network are input like any other.
             auto model = gpu::Model::from_memory(manifest, blob.bytes, "model " + key.to_string());
             if (!model.ok()) return finish_load(self, key, to_caf(model.error()));
+            if (!part && !profile_json.empty()) {
+              // Optional: a profile that does not describe these bytes scales nothing, and says so.
+              auto profile = gpu::parse_profile(profile_json, "profile.json of " + key.to_string());
+              Status fits = profile.ok() ? profile->check_matches(**model) : Status(profile.error());
+              if (fits.ok()) {
+                it->second.profile = std::make_shared<const gpu::ModelProfile>(std::move(*profile));
+              } else {
+                spdlog::warn("node {}: {}; it is not scaled in bursts", self->state.config.name,
+                             fits.error().message());
+              }
+            }
             if (part) {
               const gpu::LayerRange range{part->first_layer, part->last_layer};
               auto stage = gpu::Model::stage(*model, range);

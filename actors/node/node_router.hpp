@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/node/node_instruments.hpp"
+#include "actors/node/shadow_pairs.hpp"
 #include "actors/node/swap_controller.hpp"
 #include "actors/node_router_interface.hpp"
 #include "config/choices.hpp"
@@ -56,6 +57,8 @@ struct LateBinding {
   /// An executor that has not answered a dispatch for this long is taken as faulted (its requests
   /// are retried, the device restarted), checked on the router's tick (about every second).
   uint64_t run_timeout_us = 300'000'000;
+  /// Burst scaling (AsyFunc; actors/node/shadow_pairs.hpp): all off, late binding as it is.
+  ShadowScalingOptions scaling;
 };
 
 struct NodeRouterConfig {

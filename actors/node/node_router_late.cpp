@@ -15,6 +15,7 @@
 #include "actors/tensor_codec.hpp"
 #include "base/units.hpp"
 #include "gpu/sample_inputs.hpp"
+#include "gpu/shadow_split.hpp"
 
 namespace ember {
 
@@ -79,6 +80,63 @@ void restart_device(router_pointer self, uint32_t device, const char* why) {
 
 namespace {
 
+/// A Shadow leaves its device (its row already out of the table): the executor drops it once no
+/// split runs on it.
+void drop_shadow(router_pointer self, const ShadowPairs::Row& row, const std::string& why) {
+  auto& st = self->state;
+  st.shadow_gates.erase(row.id);
+  auto key = st.keys.find(row.model);
+  spdlog::info("node {}: the Shadow of {} on {} (layers [{}, {}), paired with {}) goes: {}", st.config.name, row.model,
+               st.devices[row.device].name, row.choice.first_layer, row.choice.last_layer, st.devices[row.body].name,
+               why);
+  if (key == st.keys.end()) return;
+  self->request(st.devices[row.device].actor, std::chrono::minutes(1), shadow_atom_v, key->second)
+      .then([](bool) {}, [](caf::error&) {});
+}
+
+/// Starts the Shadows of `rows` (in the table as starting, their devices lent): each executor copies
+/// its layers from the model's host copy and answers its gate.
+void start_shadows(router_pointer self, const std::vector<ShadowPairs::Row>& rows) {
+  auto& st = self->state;
+  for (const auto& row : rows) {
+    auto key = st.keys.find(row.model);
+    auto replica = key == st.keys.end() ? st.replicas.end() : st.replicas.find(key->second);
+    if (replica == st.replicas.end() || !replica->second.model) {
+      st.shadows->gone(row.id, *st.swap);
+      continue;
+    }
+    spdlog::info(
+        "node {}: burst of {} ({:.0f} requests/s): a Shadow of layers [{}, {}) ({}) starts on {}, paired "
+        "with {} (+{:.0f} rows/s)",
+        st.config.name, row.model, st.shadows->rate(row.model, row.asked_us), row.choice.first_layer,
+        row.choice.last_layer, format_bytes(row.choice.weight_bytes), st.devices[row.device].name,
+        st.devices[row.body].name, row.choice.gain_rows_per_s);
+    load_shadow msg{key->second, replica->second.model, row.choice.first_layer, row.choice.last_layer};
+    self->request(st.devices[row.device].actor, std::chrono::seconds(60), std::move(msg))
+        .then(
+            [self, row](shadow_ready& ready) {
+              auto& st = self->state;
+              if (!st.shadows || !st.shadows->table().count(row.id)) {
+                // Released (its model unloaded) while it started.
+                drop_shadow(self, row, "no longer wanted");
+                return;
+              }
+              st.shadow_gates[row.id] = std::move(ready.gate);
+              st.shadows->started(row.id, ready.bytes, ready.start_us, *st.swap);
+              spdlog::info("node {}: the Shadow of {} on {} is ready ({}, {} us)", st.config.name, row.model,
+                           st.devices[row.device].name, format_bytes(ready.bytes), ready.start_us);
+              pump(self);
+            },
+            [self, row](caf::error& err) {
+              auto& st = self->state;
+              spdlog::warn("node {}: the Shadow of {} on {} did not start: {}", st.config.name, row.model,
+                           st.devices[row.device].name, from_caf(err).message());
+              if (st.shadows) st.shadows->gone(row.id, *st.swap);
+              pump(self);
+            });
+  }
+}
+
 // The model's registration profile ended: heaviness and SLO from the cold and warm runs.
 void profiled(router_pointer self, const model_key& key, const swap_reply& r) {
   auto& st = self->state;
@@ -119,6 +177,7 @@ void profiled(router_pointer self, const model_key& key, const swap_reply& r) {
     }
   }
   if (Status s = st.swap->add_model(*m); !s.ok()) return finish_load(self, key, to_caf(s.error()));
+  late_scale_model(self, key);
   it->second.info.device = "late";
   spdlog::info("node {}: {} profiled: cold {} us, warm {} us -> {}, SLO {} us at p{}", st.config.name,
                key.to_string(), r.compute_us, warm, placement::to_string(m->heaviness), m->deadline_us,
@@ -161,6 +220,10 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
   auto h = st.held.find(d.request);
   if (h == st.held.end()) return;  // cannot happen: only answers remove held requests
   const int64_t now = now_us(self);
+  if (d.shadow && !r.fault && r.shadow_rows == 0 && !r.shadow_error.empty() && st.shadows) {
+    // The Body took its Shadow's rows back: the Shadow is gone or failing; the pair ends.
+    if (auto row = st.shadows->gone(d.shadow, *st.swap)) drop_shadow(self, *row, r.shadow_error);
+  }
   SwapOutcome o;
   o.fault = r.fault;
   // A batch that failed short of a fault is retried member by member: no outcome yet.
@@ -336,6 +399,18 @@ void launch(router_pointer self, SwapDispatch d, std::optional<gpu::PeerWeights>
   to_keys(d.evict, req.evict);
   to_keys(d.fallback, req.fallback);
   req.profile = h->second.profile;
+  // A plain run of a warm Body shares its rows with its Shadow (AsyFunc).
+  if (st.shadows && d.action == placement::SwapAction::run && !d.beside && !h->second.profile && !h->second.warmup &&
+      h->second.device_inputs.empty() && h->second.keep.empty()) {
+    const int64_t rows = batch_rows(*req.request);
+    if (auto p = st.shadows->pair(d.model, d.device, static_cast<uint32_t>(std::max<int64_t>(rows, 0)))) {
+      if (auto g = st.shadow_gates.find(p->first); g != st.shadow_gates.end()) {
+        req.shadow = g->second;
+        req.shadow_share = p->second;
+        d.shadow = p->first;
+      }
+    }
+  }
   st.running[d.request] = {d, now_us(self)};
   // A workflow step: inputs kept on this device are read where they are; those kept on another
   // device are copied over from there first.
@@ -411,6 +486,7 @@ void absorb_inline(router_pointer self, int64_t now) {
     auto m = st.swap->model(name);
     if (!m) continue;
     st.swap->ran_inline(name, r.device, r.latency_us, now);
+    if (st.shadows) start_shadows(self, st.shadows->arrival(name, now, *st.swap));
     if (st.instruments) st.instruments->count_slo(m->deadline_us == 0 || r.latency_us <= m->deadline_us);
   }
 }
@@ -465,6 +541,10 @@ void late_start(router_pointer self) {
   st.swap = std::make_unique<SwapController>(late.topology, late.pool_bytes, late.options);
   for (uint32_t d = 0; d < late.workspace_bytes.size(); ++d) st.swap->set_workspace(d, late.workspace_bytes[d]);
   if (st.config.inline_runs) st.config.inline_runs->keep_records(true);
+  const auto& scaling = late.scaling;
+  if (scaling.model_level || scaling.shadows || scaling.adaptive_batching) {
+    st.shadows = std::make_unique<ShadowPairs>(scaling, late.topology);
+  }
   late_tick(self);
 }
 
@@ -497,7 +577,21 @@ void late_tick(router_pointer self) {
   if (!st.swap) return;
   const int64_t now = now_us(self);
   run_watchdog(self, now);
-  const int64_t next = st.swap->tick(now);
+  if (st.shadows) {
+    auto period = st.shadows->period(now, *st.swap);
+    for (const auto& row : period.release) drop_shadow(self, row, "the burst is over");
+    for (const auto& [model, device] : period.drop) {
+      auto key = st.keys.find(model);
+      if (key == st.keys.end()) continue;
+      spdlog::info("node {}: model-level scaling: {} keeps {} copies; the one on {} goes", st.config.name, model,
+                   st.shadows->bodies(model), st.devices[device].name);
+      self->request(st.devices[device].actor, std::chrono::minutes(1), unload_atom_v, key->second)
+          .then([](bool) {}, [](caf::error&) {});
+    }
+  }
+  int64_t next = st.swap->tick(now);
+  // Burst scaling's period comes at least as often as the queue's.
+  if (st.shadows) next = std::min<int64_t>(next, now + static_cast<int64_t>(st.shadows->options().period_us));
   if (st.instruments) st.instruments->set_slo_state(st.swap->queue().alpha(), st.swap->queue().queued());
   pump(self);  // a repartition may have changed the order
   self->delayed_send(self, std::chrono::microseconds(std::max<int64_t>(next - now, 1000)), tick_atom_v);
@@ -578,11 +672,26 @@ Status late_submit(router_pointer self, const model_key& key, router_state::Held
     if (st.instruments) st.instruments->count_rejected(key);
     return s.error().with_context("node " + st.config.name);
   }
+  const bool client = !held.profile && !held.warmup;
   st.held.emplace(id, std::move(held));
+  if (st.shadows && client) start_shadows(self, st.shadows->arrival(key.to_string(), now_us(self), *st.swap));
   return Status::OK();
 }
 
 void late_pump(router_pointer self) { pump(self); }
+
+void late_scale_model(router_pointer self, const model_key& key) {
+  auto& st = self->state;
+  if (!st.shadows) return;
+  auto it = st.replicas.find(key);
+  auto m = st.swap->model(key.to_string());
+  if (it == st.replicas.end() || !m || !it->second.profile || !it->second.model || m->deadline_us == 0) return;
+  ShadowPairs::ModelInfo info;
+  info.profile = gpu::shadow_profile(*it->second.model, *it->second.profile);
+  info.slo_us = static_cast<double>(m->deadline_us);
+  info.max_batch = std::max<uint32_t>(m->max_batch, 1);
+  st.shadows->add_model(key.to_string(), std::move(info), *st.swap);
+}
 
 void fail_held(router_pointer self, router_state::Held& held, const Error& e) {
   if (held.workflow) return workflow_step_failed(self, held, e);
@@ -603,6 +712,9 @@ caf::result<infer_reply> late_infer(router_pointer self, infer_request& req) {
 
 void late_unload(router_pointer self, const model_key& key) {
   auto& st = self->state;
+  if (st.shadows) {
+    for (const auto& row : st.shadows->remove_model(key.to_string(), *st.swap)) drop_shadow(self, row, "unloaded");
+  }
   auto [queued, holders] = st.swap->remove_model(key.to_string());
   for (uint64_t id : queued) {
     auto h = st.held.find(id);

@@ -23,6 +23,7 @@
 #include "actors/node/swap_controller.hpp"
 #include "actors/node_router_interface.hpp"
 #include "gpu/executor.hpp"
+#include "gpu/model_profile.hpp"
 #include "placement/workflow_plan.hpp"
 
 namespace ember {
@@ -61,6 +62,9 @@ struct router_state {
     /// at registration), which clearing the override restores.
     slo_setting slo;
     slo_setting own;
+    /// profile.json as the repository holds it (load_replica::profile_json, checked against the
+    /// model): what burst scaling decides from. Null: none.
+    std::shared_ptr<const gpu::ModelProfile> profile;
   };
   /// Late binding: a request between arrival and answer.
   struct Held {
@@ -172,6 +176,10 @@ struct router_state {
 
   // -- late binding ------------------------------------------------------------------------------
   std::unique_ptr<SwapController> swap;
+  /// Burst scaling (AsyFunc), when any of it is on: the Shadows' table, and each ready Shadow's
+  /// engine gate by its row id.
+  std::unique_ptr<ShadowPairs> shadows;
+  std::map<uint64_t, std::shared_ptr<EngineGate>> shadow_gates;
   std::map<uint64_t, Held> held;
   /// Late binding: dispatches sent to an executor and not answered yet, by lead request id, with
   /// when they were sent (the router's clock, us). A request to an executor carries no CAF timeout:
@@ -235,6 +243,9 @@ Status late_submit(router_pointer self, const model_key& key, router_state::Held
                    std::optional<uint32_t> prefer = std::nullopt);
 /// Dispatches what can start now.
 void late_pump(router_pointer self);
+/// Burst scaling takes the model (again) with its profile and SLO as they are now; nothing when it
+/// is off or the model has no profile.
+void late_scale_model(router_pointer self, const model_key& key);
 
 // node_router_workflow.cpp
 /// A workflow request: its ready steps submitted at once; answered when the last step answered.

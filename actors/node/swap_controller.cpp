@@ -1,6 +1,7 @@
 #include "actors/node/swap_controller.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "base/units.hpp"
 
@@ -23,8 +24,47 @@ void SwapController::set_workspace(uint32_t device, uint64_t bytes) {
   if (device < devices_.size()) devices_[device].workspace = bytes;
 }
 
+void SwapController::set_lent(uint32_t device, bool lent) {
+  if (device < devices_.size()) devices_[device].lent = lent;
+}
+
+bool SwapController::idle(uint32_t device) const {
+  const Device& dev = devices_.at(device);
+  return dev.up && !dev.lent && !dev.executing && dev.loading.source == LoadSource::none;
+}
+
+std::vector<uint32_t> SwapController::holders(const std::string& model) const {
+  std::vector<uint32_t> out;
+  for (uint32_t d = 0; d < devices_.size(); ++d) {
+    const Device& dev = devices_[d];
+    auto r = dev.replicas.find(model);
+    if (dev.up && !dev.lent && r != dev.replicas.end() && !r->second.swapping_in) out.push_back(d);
+  }
+  return out;
+}
+
+void SwapController::set_scaling(const std::string& model, uint32_t max_devices, std::vector<double> batch_us) {
+  auto it = models_.find(model);
+  if (it == models_.end()) return;
+  it->second.max_devices = max_devices;
+  it->second.batch_us = std::move(batch_us);
+}
+
+bool SwapController::drop(const std::string& model, uint32_t device) {
+  if (device >= devices_.size()) return false;
+  Device& dev = devices_[device];
+  auto r = dev.replicas.find(model);
+  if (r == dev.replicas.end() || r->second.swapping_in || dev.locks.count(model) || dev.running.count(model) ||
+      dev.may_evict.count(model) || (dev.executing && dev.primary == model)) {
+    return false;
+  }
+  dev.free += r->second.bytes;
+  dev.replicas.erase(r);
+  return true;
+}
+
 bool SwapController::admits_beside(const Device& dev, const SwapModel& m) const {
-  if (!dev.up || !dev.executing || dev.alone || dev.loading.source != LoadSource::none) return false;
+  if (!dev.up || dev.lent || !dev.executing || dev.alone || dev.loading.source != LoadSource::none) return false;
   if (dev.beside + 1 >= options_.streams || dev.running.count(m.name) || dev.may_evict.count(m.name)) return false;
   auto r = dev.replicas.find(m.name);
   if (r == dev.replicas.end() || r->second.swapping_in) return false;
@@ -107,7 +147,7 @@ std::vector<DeviceState> SwapController::states() const {
   std::vector<DeviceState> out(devices_.size());
   for (size_t d = 0; d < devices_.size(); ++d) {
     const Device& dev = devices_[d];
-    out[d].executing = dev.executing || !dev.up;  // a device that is down takes nothing
+    out[d].executing = dev.executing || !dev.up || dev.lent;  // a device down or lent takes nothing
     out[d].loading = dev.loading;
     out[d].free_bytes = dev.free;
     for (const auto& [name, r] : dev.replicas) {
@@ -153,6 +193,12 @@ std::optional<SwapController::Plan> SwapController::plan_for(const std::string& 
     if (!decision.ok() || decision->action == SwapAction::queue) return std::nullopt;
     Plan plan{*decision, {}, {}};
     const uint32_t d = *decision->device;
+    if (decision->action != SwapAction::run && m->second.max_devices > 0) {
+      // Model-level scaling holds it to max_devices copies: it waits for one of them.
+      size_t copies = 0;
+      for (const auto& dev : devices_) copies += dev.up && dev.replicas.count(model);
+      if (copies >= m->second.max_devices) return std::nullopt;
+    }
     if (decision->action != SwapAction::run) {
       const auto replicas = views();
       placement::EvictionRequest req{d, m->second.bytes, devices_[d].free, devices_[d].capacity};
@@ -234,8 +280,22 @@ std::vector<SwapDispatch> SwapController::dispatch(int64_t now_us, const BatchJo
   // comes sooner: the delay never makes the earliest deadline late by itself.
   auto gathering = [&](const std::string& name) {
     auto m = models_.find(name);
-    if (m == models_.end() || m->second.max_batch <= 1 || m->second.max_queue_delay_us == 0) return false;
+    if (m == models_.end() || m->second.max_batch <= 1) return false;
     const SwapModel& sm = m->second;
+    if (!sm.batch_us.empty()) {
+      // Adaptive (Algorithm 3): wait while the oldest, in a batch of one more, still meets its
+      // deadline; a batch as large as the device takes goes at once.
+      auto oldest = queue_.oldest_arrival(name);
+      const size_t queued = queue_.queued(name);
+      if (!oldest || sm.deadline_us == 0 || queued >= sm.max_batch) return false;
+      const size_t next = std::min(queued + 1, sm.batch_us.size());
+      const int64_t until =
+          *oldest + static_cast<int64_t>(sm.deadline_us) - static_cast<int64_t>(std::ceil(sm.batch_us[next - 1]));
+      if (now_us >= until) return false;
+      gathering_until_ = gathering_until_ ? std::min(*gathering_until_, until) : until;
+      return true;
+    }
+    if (sm.max_queue_delay_us == 0) return false;
     const size_t want = sm.preferred_batch ? sm.preferred_batch : sm.max_batch;
     auto oldest = queue_.oldest_arrival(name);
     if (!oldest || queue_.queued(name) >= want) return false;
@@ -248,8 +308,8 @@ std::vector<SwapDispatch> SwapController::dispatch(int64_t now_us, const BatchJo
     return true;
   };
   for (;;) {
-    const bool any_free = std::any_of(devices_.begin(), devices_.end(),
-                                      [](const Device& d) { return d.up && !d.executing; });
+    const bool any_free =
+        std::any_of(devices_.begin(), devices_.end(), [](const Device& d) { return d.up && !d.lent && !d.executing; });
     if (!any_free) break;
     plans.clear();
     const auto st = states();  // one snapshot per dispatched request, shared by the models it tries
@@ -266,7 +326,7 @@ std::vector<SwapDispatch> SwapController::dispatch(int64_t now_us, const BatchJo
       prefer_.erase(p);
       const Device& dev = devices_[want];
       auto r = dev.replicas.find(q->model);
-      if (want != *plan.decision.device && dev.up && !dev.executing && r != dev.replicas.end() &&
+      if (want != *plan.decision.device && dev.up && !dev.lent && !dev.executing && r != dev.replicas.end() &&
           !r->second.swapping_in && !dev.may_evict.count(q->model)) {
         plan = Plan{};
         plan.decision.action = SwapAction::run;

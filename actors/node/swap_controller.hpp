@@ -89,6 +89,15 @@ struct SwapModel {
   /// Device bytes a run's activations take (its profile's liveness plan; 0 before it is known):
   /// what a run beside others needs free in the device's workspace.
   uint64_t activation_bytes = 0;
+  /// Model-level scaling (AsyFunc's Algorithm 1, binding.bodies model_level): at most this many
+  /// devices hold a copy at once (a request waits for one of them rather than start another); 0:
+  /// any number (late binding's own: every idle device may take a copy).
+  uint32_t max_devices = 0;
+  /// Adaptive batching (AsyFunc's Algorithm 3, binding.adaptive_batching): the expected latency of a
+  /// batch of k rows at index k - 1 (requests count as one row each). Set, it replaces
+  /// preferred_batch and max_queue_delay_us: a free device waits for one more request while the
+  /// oldest would still meet its deadline with it, and takes the batch the moment it would not.
+  std::vector<double> batch_us;
 };
 
 /// One request to run now on one device.
@@ -114,6 +123,8 @@ struct SwapDispatch {
   /// Workspace bytes the run holds on the device until it answers (counted: towards admission).
   uint64_t activation_bytes = 0;
   bool counted = false;
+  /// The router's: the Shadow (ShadowPairs row) the run shares its rows with; 0: none.
+  uint64_t shadow = 0;
 };
 
 /// What the executor answered for a dispatch.
@@ -191,6 +202,21 @@ class SwapController {
   /// The device's executor restarted with an empty pool of `pool_bytes`.
   void device_up(uint32_t device, uint64_t pool_bytes);
   bool device_is_up(uint32_t device) const { return devices_.at(device).up; }
+  /// A device lent to something other than requests (a Shadow, AsyFunc): nothing is dispatched to
+  /// it while it is lent; its replicas stay.
+  void set_lent(uint32_t device, bool lent);
+  bool lent(uint32_t device) const { return devices_.at(device).lent; }
+  /// Whether the device could take a request now: up, not lent, not executing or loading.
+  bool idle(uint32_t device) const;
+  /// Devices up and not lent holding a complete copy of `model` (a Body, AsyFunc's word).
+  std::vector<uint32_t> holders(const std::string& model) const;
+  uint64_t free_bytes(uint32_t device) const { return devices_.at(device).free; }
+  /// Replaces a model's limits that scaling changes as it runs (SwapModel::max_devices, batch_us);
+  /// nothing for an unknown model.
+  void set_scaling(const std::string& model, uint32_t max_devices, std::vector<double> batch_us);
+  /// Forgets `model`'s copy on `device` (model-level scaling in: the router frees it there); false
+  /// when there is none, or it is in use (executing there, being copied in, or a copy's source).
+  bool drop(const std::string& model, uint32_t device);
 
   /// Runs the RRC queue's periods; returns when the next is due.
   int64_t tick(int64_t now_us) { return queue_.tick(now_us); }
@@ -209,6 +235,7 @@ class SwapController {
   };
   struct Device {
     bool up = true;
+    bool lent = false;  // set_lent
     bool executing = false;
     /// Runs dispatched behind the executing request (run_ahead), answered in dispatch order.
     uint32_t behind = 0;

@@ -76,6 +76,11 @@ Result<LateBinding> late_binding(const NodeConfig& node, const BindingConfig& bi
   late.slo_factor = binding.slo_factor;
   late.slo_deadline_us = binding.slo_deadline_us;
   late.slo_percentile = binding.slo_percentile;
+  late.scaling.model_level = binding.bodies == BodyScalingMode::model_level;
+  late.scaling.shadows = binding.shadows;
+  late.scaling.adaptive_batching = binding.adaptive_batching;
+  late.scaling.burst_window_us = binding.burst_window_us;
+  late.scaling.period_us = binding.scaling_period_us;
   return late;
 }
 

@@ -27,6 +27,11 @@ void expect_binding_defaults(const BindingConfig& b) {
   EXPECT_EQ(b.alpha_period_us, 10'000'000u);
   EXPECT_EQ(b.seed, 1u);
   EXPECT_TRUE(b.inline_runs);
+  EXPECT_EQ(b.bodies, BodyScalingMode::free);
+  EXPECT_FALSE(b.shadows);
+  EXPECT_FALSE(b.adaptive_batching);
+  EXPECT_EQ(b.burst_window_us, 100'000u);
+  EXPECT_EQ(b.scaling_period_us, 1'000'000u);
 }
 
 Result<BindingConfig> parse_binding(const std::string& body) {
@@ -61,6 +66,11 @@ TEST(BindingConfig, ReadsEveryKey) {
   alpha_period: 40s
   seed: 42
   inline: false
+  bodies: model_level
+  shadows: true
+  adaptive_batching: true
+  burst_window: 250ms
+  scaling_period: 10s
 )");
   ASSERT_TRUE(b.ok()) << b.error().message();
   EXPECT_EQ(b->mode, BindingMode::pinned);
@@ -77,6 +87,11 @@ TEST(BindingConfig, ReadsEveryKey) {
   EXPECT_EQ(b->alpha_period_us, 40'000'000u);
   EXPECT_EQ(b->seed, 42u);
   EXPECT_FALSE(b->inline_runs);
+  EXPECT_EQ(b->bodies, BodyScalingMode::model_level);
+  EXPECT_TRUE(b->shadows);
+  EXPECT_TRUE(b->adaptive_batching);
+  EXPECT_EQ(b->burst_window_us, 250'000u);
+  EXPECT_EQ(b->scaling_period_us, 10'000'000u);
 }
 
 TEST(BindingConfig, GroupAutoAndZeroBothMeanMeasured) {
@@ -178,7 +193,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"binding:\n  seed: 18446744073709551616\n", "binding.seed: '18446744073709551616' is not an integer"},
         BadCase{"binding:\n  seed: 1.5\n", "binding.seed: '1.5' is not an integer"},
         BadCase{"binding:\n  seed: lucky\n", "binding.seed: 'lucky' is not an integer"},
-        BadCase{"binding:\n  inline: sometimes\n", "binding.inline: 'sometimes' is not a boolean (true or false)"}));
+        BadCase{"binding:\n  inline: sometimes\n", "binding.inline: 'sometimes' is not a boolean (true or false)"},
+        BadCase{"binding:\n  bodies: elastic\n", "binding.bodies: 'elastic' is neither free nor model_level"},
+        BadCase{"binding:\n  shadows: maybe\n", "binding.shadows: 'maybe' is not a boolean"},
+        BadCase{"binding:\n  adaptive_batching: 1.5\n", "binding.adaptive_batching: '1.5' is not a boolean"},
+        BadCase{"binding:\n  burst_window: 0ms\n", "binding.burst_window: 0us is outside 1ms..24h"},
+        BadCase{"binding:\n  scaling_period: soon\n", "binding.scaling_period: cannot read 'soon'"}));
 
 INSTANTIATE_TEST_SUITE_P(
     UnknownKeysAndShapes, BindingConfigErrors,

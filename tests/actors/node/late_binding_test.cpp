@@ -26,6 +26,7 @@
 #include "actors/tensor_codec.hpp"
 #include "gpu/architectures.hpp"
 #include "gpu/model_builder.hpp"
+#include "gpu/model_profile.hpp"
 #include "metrics/metrics.hpp"
 #include "tests/actors/actor_test_util.hpp"
 
@@ -35,9 +36,11 @@ namespace late_binding_test {
 using namespace std::chrono_literals;
 constexpr uint64_t MiB = 1ull << 20;
 
-// An MLP of `depth` 512x512 layers: 1 MiB of weights each.
-std::shared_ptr<const gpu::Model> write_mlp(const std::string& dir, uint64_t seed, int depth) {
+// An MLP of `depth` 512x512 layers: 1 MiB of weights each; model.json's serving section `serving`.
+std::shared_ptr<const gpu::Model> write_mlp(const std::string& dir, uint64_t seed, int depth,
+                                            const gpu::ServingConfig& serving = {}) {
   gpu::ModelBuilder b("m" + std::to_string(seed), seed);
+  b.serving() = serving;
   std::string x = b.input("input", gpu::DType::f32, {-1, 512});
   for (int i = 0; i < depth; ++i) {
     gpu::LayerAttrs a;
@@ -550,7 +553,8 @@ struct LateNode {
   LateNode(uint32_t devices, int count, int64_t fault_after = -1, double dilation = 0, ModelMaker make = {},
            uint64_t device_bytes = 16 * MiB, NodeInstruments* instruments = nullptr,
            std::shared_ptr<InlineRuns> inline_runs = nullptr,
-           placement::EvictionRule eviction = placement::EvictionRule::torpor, uint32_t streams = 1) {
+           placement::EvictionRule eviction = placement::EvictionRule::torpor, uint32_t streams = 1,
+           ShadowScalingOptions scaling = {}) {
     for (int i = 0; i < count; ++i) {
       const std::string dir = repo / ("m" + std::to_string(i)) + "/1";
       models.push_back(make ? make(dir, i) : write_mlp(dir, i + 1, 3));
@@ -587,6 +591,7 @@ struct LateNode {
     NodeRouterConfig rc{"n1", "127.0.0.1", 0, "", LateBinding{{}, *topology, pools, workspaces}};
     rc.late->options.eviction = eviction;
     rc.late->options.streams = streams;
+    rc.late->scaling = scaling;
     rc.inline_runs = std::move(inline_runs);
     router = spawn_node_router(*sys, rc, execs, reports, cache, instruments);
   }
@@ -599,10 +604,11 @@ struct LateNode {
       self->wait_for(a);
     }
   }
-  Result<replica_info> load(int i) {
+  Result<replica_info> load(int i, std::string profile_json = {}) {
     auto e = testing::repository_version(repo.path(), "m" + std::to_string(i), 1);
-    return testing::ask<replica_info>(*sys, router, 30s, load_replica{e.key, e.manifest_json, blob_key_of(e.key),
-                                                                      e.weights_bytes, {}});
+    load_replica req{e.key, e.manifest_json, blob_key_of(e.key), e.weights_bytes, {}};
+    req.profile_json = std::move(profile_json);
+    return testing::ask<replica_info>(*sys, router, 30s, std::move(req));
   }
 };
 
@@ -701,6 +707,93 @@ TEST(LateBindingShadow, ExecutorsLoadAShadowShareABatchWithItAndDropIt) {
   auto outside = testing::ask<shadow_ready>(*node.sys, node.execs[1], 30s, load_shadow{key, m, 0, m->num_layers() + 5});
   ASSERT_FALSE(outside.ok());
   EXPECT_EQ(outside.error().code(), ErrorCode::invalid_argument) << outside.error().message();
+}
+
+// The router's side of AsyFunc: a burst of one model (batching up to 8 rows, its profile shipped
+// with it) on a node of two devices with model-level scaling holding it to one copy: the idle device
+// takes a Shadow of the layer whose time grows with the batch, batches split with it, every answer
+// is the model's own, and once the rate falls the Shadow goes and its device serves again.
+TEST(LateBindingShadow, ABurstStartsAShadowOnTheIdleDeviceThatSharesBatchesUntilTheRateFalls) {
+  NodeInstruments instruments;
+  ShadowScalingOptions scaling;
+  scaling.model_level = true;
+  scaling.shadows = true;
+  scaling.burst_window_us = 200'000;
+  scaling.period_us = 300'000;
+  auto batching_mlp = [](const std::string& dir, int i) {
+    gpu::ServingConfig serving;
+    serving.dynamic_batching = true;
+    serving.max_batch = 8;
+    serving.slo_deadline_us = 2'000'000;
+    return write_mlp(dir, static_cast<uint64_t>(i + 1), 3, serving);
+  };
+  LateNode node(2, 1, -1, 30, batching_mlp, 16 * MiB, &instruments, nullptr, placement::EvictionRule::torpor, 1,
+                scaling);
+  const auto m = node.models[0];
+  // Its profile, measured, then made CNN-like: the first linear layer's time grows steeply with the
+  // batch (20 ms a row), the rest flat, so one Body carries about 50 rows/s within the SLO.
+  auto device = gpu::testing::sim_device(64 * MiB, 7);
+  auto no_hash = [](const uint8_t*, uint64_t) { return std::string(64, '0'); };
+  auto profile = gpu::measure_profile(m, *device, {1, 2, 4, 8}, 1, no_hash);
+  ASSERT_TRUE(profile.ok()) << profile.error().message();
+  for (size_t l = 0; l < profile->layers.size(); ++l) {
+    for (size_t k = 0; k < profile->batches.size(); ++k) {
+      profile->layers[l].exec_us[k] = l == 0 ? 20'000.0 * profile->batches[k] : 200.0;
+    }
+  }
+  ASSERT_TRUE(node.load(0, gpu::profile_to_json(*profile)).ok());
+  // The burst: 40 requests at once, 200 a second over the burst window.
+  caf::scoped_actor self{*node.sys};
+  const model_key key{"m0", 1};
+  constexpr int kBurst = 40;
+  std::vector<std::vector<gpu::HostTensor>> inputs, want;
+  for (int i = 0; i < kBurst; ++i) {
+    inputs.push_back(gpu::testing::arch_inputs(*m, 1, 1, 100 + i));
+    want.push_back(warm_outputs(m, inputs.back()));
+  }
+  int right = 0;
+  std::vector<decltype(self->request(node.router, 60s, infer_request{}))> pending;
+  for (int i = 0; i < kBurst; ++i) {
+    infer_request req;
+    req.model = key;
+    req.inputs = encode_tensors(inputs[i]);
+    pending.push_back(self->request(node.router, 60s, std::move(req)));
+  }
+  for (int i = 0; i < kBurst; ++i) {
+    pending[i].receive(
+        [&](infer_reply& r) {
+          auto out = decode_tensors(r.outputs);
+          right += out.ok() && gpu::testing::relative_error((*out)[0], want[i][0]) < 1e-5;
+        },
+        [&](caf::error& e) { ADD_FAILURE() << to_string(e); });
+  }
+  EXPECT_EQ(right, kBurst);
+  auto text = [&] { return metrics::render(instruments.snapshot()); };
+  const std::string during = text();
+  EXPECT_NE(during.find(R"(ember_shadows_started_total{model="m0",version="1"} 1)"), std::string::npos) << during;
+  EXPECT_EQ(during.find(R"(ember_shadow_splits_total{model="m0",version="1",outcome="taken_back"})"), std::string::npos)
+      << during;
+  const auto shared = during.find(R"(ember_shadow_splits_total{model="m0",version="1",outcome="shared"} )");
+  ASSERT_NE(shared, std::string::npos) << "no batch was split with the Shadow:\n" << during;
+  // The rate fell to nothing: within a few periods the Shadow goes, and its memory with it.
+  const std::string released = R"(ember_shadows_released_total{model="m0",version="1"} 1)";
+  for (int i = 0; i < 100 && text().find(released) == std::string::npos; ++i) std::this_thread::sleep_for(50ms);
+  const std::string after = text();
+  EXPECT_NE(after.find(released), std::string::npos) << after;
+  EXPECT_NE(after.find(R"(ember_device_memory_in_use_bytes{device="sim:1",use="shadows"} 0)"), std::string::npos)
+      << after;
+  // Both devices serve again: a second burst is answered, right.
+  int again = 0;
+  for (int i = 0; i < 8; ++i) {
+    infer_request req;
+    req.model = key;
+    req.inputs = encode_tensors(inputs[i]);
+    auto r = testing::ask<infer_reply>(*node.sys, node.router, 30s, std::move(req));
+    ASSERT_TRUE(r.ok()) << r.error().message();
+    auto out = decode_tensors(r->outputs);
+    again += out.ok() && gpu::testing::relative_error((*out)[0], want[i][0]) < 1e-5;
+  }
+  EXPECT_EQ(again, 8);
 }
 
 TEST(LateBindingRouter, ServesMoreModelsThanTheDevicesHoldWithRightAnswers) {
