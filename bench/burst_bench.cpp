@@ -199,7 +199,7 @@ struct Result_ {
   size_t sent = 0, late = 0, failed = 0, wrong = 0, burst_sent = 0, burst_late = 0;
   std::vector<uint64_t> latencies;
   std::vector<Sample> samples;
-  double shadows_started = 0, shadow_start_s = 0, splits = 0, shadow_rows = 0;
+  double shadows_started = 0, shadow_start_s = 0, splits = 0, shadow_rows = 0, mean_batch = 0;
   std::vector<double> time_to_capacity_ms;
 };
 
@@ -380,6 +380,8 @@ Result_ run_variant(const Options& o, const Subject& s, const std::string& varia
   r.shadow_start_s = family_value(m, "ember_shadow_start_seconds", {}, true);
   r.splits = family_value(m, "ember_shadow_splits_total", {{"outcome", "shared"}});
   r.shadow_rows = family_value(m, "ember_shadow_rows_total");
+  const double batches = family_value(m, "ember_batch_requests");
+  r.mean_batch = batches > 0 ? family_value(m, "ember_batch_requests", {}, true) / batches : 0;
   // Time to added capacity: from each burst's start to the first sample with more copies' weights
   // than the last sample before it, or another Shadow started.
   for (double b = o.cycle - o.burst; b < o.seconds; b += o.cycle) {
@@ -422,8 +424,8 @@ int run(const Options& o) {
   }
   std::printf(
       "\n| variant | requests | SLO violations (in bursts) | p50 / p99 ms | device memory mean / peak MiB | host MiB | "
-      "rows per device-second held | burst start to added capacity, ms | Shadows started (mean start ms) | rows on "
-      "Shadows | wrong |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "rows per device-second held | mean batch | burst start to added capacity, ms | Shadows started (mean start ms) "
+      "| rows on Shadows | wrong |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::FILE* csv = o.memory_csv.empty() ? nullptr : std::fopen(o.memory_csv.c_str(), "w");
   if (csv) std::fprintf(csv, "variant,seconds,weights_bytes,shadow_bytes,devices_held\n");
   int wrong = 0;
@@ -448,12 +450,14 @@ int run(const Options& o) {
     if (ttc.empty()) ttc = "none";
     const size_t answered = r.latencies.size();
     std::printf(
-        "| %s | %zu | %.1f%% (%.1f%%) | %.0f / %.0f | %.2f / %.2f | %.1f | %.1f | %s | %.0f (%.2f) | %.0f | %zu |\n",
+        "| %s | %zu | %.1f%% (%.1f%%) | %.0f / %.0f | %.2f / %.2f | %.1f | %.1f | %.1f | %s | %.0f (%.2f) | %.0f | %zu "
+        "|\n",
         r.variant.c_str(), r.sent, 100.0 * static_cast<double>(r.late + r.failed) / std::max<size_t>(r.sent, 1),
         100.0 * static_cast<double>(r.burst_late) / std::max<size_t>(r.burst_sent, 1),
         percentile(r.latencies, 0.5) / 1e3, percentile(r.latencies, 0.99) / 1e3, mean / (1 << 20), peak / (1 << 20),
-        host / (1 << 20), held_s > 0 ? static_cast<double>(answered) / held_s : 0.0, ttc.c_str(), r.shadows_started,
-        r.shadows_started > 0 ? r.shadow_start_s / r.shadows_started * 1e3 : 0.0, r.shadow_rows, r.wrong);
+        host / (1 << 20), held_s > 0 ? static_cast<double>(answered) / held_s : 0.0, r.mean_batch, ttc.c_str(),
+        r.shadows_started, r.shadows_started > 0 ? r.shadow_start_s / r.shadows_started * 1e3 : 0.0, r.shadow_rows,
+        r.wrong);
     wrong += static_cast<int>(r.wrong);
   }
   if (csv) std::fclose(csv);

@@ -27,7 +27,8 @@ struct AutoscaleConfig {
   /// target_ongoing_requests, default 2 as there). Lower buys latency with replicas. > 0, <= 10000.
   double target_ongoing_requests = 2;
   /// arrival_rate: replicas = arrival rate x execution time x headroom. Default 1.25 (a replica
-  /// busy 80% of the time); 1..10.
+  /// busy 80% of the time); 1..10. model_level: replicas = arrival rate x headroom / one replica's
+  /// capacity within the SLO (AsyFunc's α is 1 / headroom: 0.8 by default).
   double headroom = 1.25;
   /// queue_latency: the queueing delay the policy aims at, counting the backlog that builds while
   /// new replicas start. Default 100ms (TorchServe on Kubernetes uses 7 s for cold starts of tens of

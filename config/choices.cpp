@@ -30,15 +30,14 @@ constexpr Words<BindingMode, 2> kBindingModes{{"late", "pinned"}};
 constexpr Words<SwapScheduler, 2> kSchedulers{{"torpor", "random"}};
 constexpr Words<EvictionRule, 2> kEvictionRules{{"torpor", "lru"}};
 constexpr Words<TransportKind, 2> kTransports{{"tcp", "ucx"}};
-constexpr Words<ScalingPolicy, 4> kScalingPolicies{
-    {"ongoing_requests", "arrival_rate", "queue_latency", "requests_per_minute"}};
+constexpr Words<ScalingPolicy, 5> kScalingPolicies{
+    {"ongoing_requests", "arrival_rate", "queue_latency", "requests_per_minute", "model_level"}};
 constexpr Words<PlacementPolicy, 2> kPlacementPolicies{{"locality", "random"}};
 constexpr Words<BodyScalingMode, 2> kBodyScaling{{"free", "model_level"}};
 
 static_assert(static_cast<int>(BindingMode::pinned) == 1 && static_cast<int>(SwapScheduler::random) == 1 &&
               static_cast<int>(EvictionRule::lru) == 1 && static_cast<int>(TransportKind::ucx) == 1 &&
-              static_cast<int>(ScalingPolicy::requests_per_minute) == 3 &&
-              static_cast<int>(PlacementPolicy::random) == 1);
+              static_cast<int>(ScalingPolicy::model_level) == 4 && static_cast<int>(PlacementPolicy::random) == 1);
 
 }  // namespace
 

@@ -28,8 +28,10 @@ enum class TransportKind : uint8_t { tcp, ucx };
 /// formulas): "ongoing_requests" (requests in flight and queued per replica, Ray Serve's
 /// target_ongoing_requests and Knative's concurrency; the default), "arrival_rate" (rate times
 /// execution time with headroom, Flashpoint's ATL), "queue_latency" (the expected queueing delay
-/// against a target, TSK) or "requests_per_minute" (per replica, SageMaker's).
-enum class ScalingPolicy : uint8_t { ongoing_requests, arrival_rate, queue_latency, requests_per_minute };
+/// against a target, TSK), "requests_per_minute" (per replica, SageMaker's) or "model_level" (the rate
+/// against one replica's capacity within the SLO, batching included, from the model's profile:
+/// AsyFunc's model-level scaling).
+enum class ScalingPolicy : uint8_t { ongoing_requests, arrival_rate, queue_latency, requests_per_minute, model_level };
 /// Where new replicas go (autoscale.placement): "locality" (nodes whose host cache holds the bytes,
 /// then the most free device memory, then the fewest replicas; the default) or "random" (any node
 /// with room, uniformly: Knative's scheduler, a baseline).

@@ -65,6 +65,20 @@ placement::ShadowProfile shadow_profile(const Model& model, const ModelProfile& 
   return p;
 }
 
+double replica_capacity(const ModelProfile& profile, double slo_us, uint32_t max_batch) {
+  placement::ShadowProfile p;
+  p.batches = profile.batches;
+  placement::ShadowBlock all;
+  all.exec_us.assign(profile.batches.size(), 0);
+  for (const LayerCost& c : profile.layers) {
+    for (size_t k = 0; k < all.exec_us.size() && k < c.exec_us.size(); ++k) all.exec_us[k] += c.exec_us[k];
+  }
+  all.last_layer = static_cast<uint32_t>(profile.layers.size());
+  p.blocks.push_back(std::move(all));
+  if (p.batches.empty()) return 0;
+  return placement::body_capacity(p, slo_us, std::max<uint32_t>(max_batch, 1)).rows_per_s;
+}
+
 DeviceValue slice_rows(const DeviceValue& value, int64_t from, int64_t to) {
   DeviceValue out;
   out.desc = value.desc;

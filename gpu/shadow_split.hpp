@@ -40,6 +40,9 @@ std::vector<LayerRange> layer_blocks(const Graph& graph);
 /// per sample that enter it (what crosses the cut before it; the model inputs for the first) and
 /// leave it. The profile must match the model (ModelProfile::check_matches).
 placement::ShadowProfile shadow_profile(const Model& model, const ModelProfile& profile);
+/// One replica's capacity within `slo_us` at batches up to `max_batch` (AsyFunc's Eq. 1; rows a
+/// second, 0 when not even one row meets it), from the profile alone: the layers' times summed.
+double replica_capacity(const ModelProfile& profile, double slo_us, uint32_t max_batch);
 
 /// Rows [from, to) of `value` (batch-leading, row-major) as a value of its own over the same
 /// memory (the view keeps the original alive).

@@ -37,7 +37,8 @@ double replica_need(const AutoscaleConfig& c, const ModelLoad& load) {
   ScalingPolicy policy = c.policy;
   if (s <= 0 && (policy == ScalingPolicy::arrival_rate || policy == ScalingPolicy::queue_latency))
     policy = ScalingPolicy::ongoing_requests;
-  const double busy = rate * s;  // replicas kept busy by the arrivals alone: a floor for every policy
+  if (policy == ScalingPolicy::model_level && !(load.capacity_rps > 0)) policy = ScalingPolicy::ongoing_requests;
+  const double busy = rate * s;  // replicas kept busy by the arrivals alone: a floor for every policy but MLS
   switch (policy) {
     case ScalingPolicy::ongoing_requests:
       return std::max(busy, load.ongoing / c.target_ongoing_requests);
@@ -47,6 +48,8 @@ double replica_need(const AutoscaleConfig& c, const ModelLoad& load) {
       return busy + s * expected_backlog(load) / (static_cast<double>(c.target_queue_latency_us) / 1e6);
     case ScalingPolicy::requests_per_minute:
       return std::max(busy, rate * 60 / c.target_requests_per_minute);
+    case ScalingPolicy::model_level:
+      return rate * c.headroom / load.capacity_rps;
   }
   return 0;
 }

@@ -17,9 +17,19 @@
 //                           pending ones started earlier), C the expected cold start (the caller's
 //                           measured time for the best source tier it has)
 //      requests_per_minute  need = λ · 60 / target_requests_per_minute
-//    Every need is at least λ · s, the replicas the arrivals alone keep busy (a replica runs one
-//    request at a time). A policy that needs s while none is measured yet (no replica has run)
-//    falls back to ongoing_requests.
+//      model_level (MLS)    need = λ · headroom / R, R one replica's capacity within the SLO (AsyFunc's
+//                           Eq. 1: the most rows a second at a batch that meets it, from the model's
+//                           profile; batching is what sets it apart from arrival_rate's 1 / s). Its
+//                           α is 1 / headroom (0.8 at the default 1.25) and its β, under which a
+//                           replica goes, α / (1 + downscale_tolerance): the paper's 0.6 takes a
+//                           tolerance of 1/3 (model.json or the cluster's autoscale section). As
+//                           for every policy (point 2), a replica goes when the rate is under β of
+//                           what the others carry without it, not of what all carry (the paper's
+//                           test, which would scale in and straight out again)
+//    Every need but model_level's is at least λ · s, the replicas the arrivals alone keep busy (a
+//    replica runs one request at a time; model_level counts the batches a replica runs). A policy that needs s while
+//    none is measured yet (no replica has run) falls back to ongoing_requests, and so does model_level while R is not
+//    known (no profile, or no SLO declared in model.json).
 // 2. The classification: Eq. 4.12 corrected. As printed, its up and down conditions overlap and its
 //    down condition is under-provisioning (digest §2.5). Ember's, with supply = ready + pending
 //    replicas and the capacity and demand both in replicas:
@@ -63,6 +73,7 @@ struct ModelLoad {
   uint64_t cold_start_us = 0;    // expected time until a new replica serves; 0 = unknown (taken as 0)
   uint32_t ready = 0;            // replicas serving
   uint32_t pending = 0;          // replicas being placed or loaded
+  double capacity_rps = 0;       // model_level: one replica's rows a second within the SLO; 0 = not known
 };
 
 enum class ScaleAction : uint8_t { keep, up, down };

@@ -28,6 +28,11 @@ Status AutoscalerLoop::apply(const model_key& key, Model& m) {
   return merged.ok() ? Status::OK() : merged.error();
 }
 
+void AutoscalerLoop::set_capacity(const model_key& key, double rows_per_s) {
+  auto it = models_.find(key);
+  if (it != models_.end()) it->second.capacity_rps = rows_per_s > 0 ? rows_per_s : 0;
+}
+
 void AutoscalerLoop::set_floor(const model_key& key, uint32_t replicas) {
   auto it = models_.find(key);
   if (it == models_.end()) return;
@@ -106,6 +111,7 @@ std::vector<AutoscalerLoop::Change> AutoscalerLoop::tick(int64_t now_us,
     load.ready = s.ready;
     load.pending = s.pending;
     load.cold_start_us = cold_start_us(s.best_tier);
+    load.capacity_rps = m.capacity_rps;
     m.load = load;
     placement::ScaleDecision d = placement::decide(m.config, load, m.state, now_us);
     m.desired = d.desired;

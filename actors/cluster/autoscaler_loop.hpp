@@ -47,6 +47,9 @@ class AutoscalerLoop {
   void forget(const model_key& key);
   const AutoscaleConfig* config(const model_key& key) const;
 
+  /// One replica's capacity within the model's SLO, rows a second (autoscale.policy model_level;
+  /// RepositoryEntry::capacity_rps); 0: not known. Nothing for a model not configured.
+  void set_capacity(const model_key& key, double rows_per_s);
   /// A floor under min_replicas (an explicit `load` of N replicas keeps N while it stands); 0 lifts it.
   void set_floor(const model_key& key, uint32_t replicas);
   /// The console's `scale MODEL MIN [MAX]`: min_replicas and (when given) max_replicas of `key`
@@ -121,6 +124,7 @@ class AutoscalerLoop {
     uint32_t desired = 0;        // the last decision's
     bool blocked = false;        // an up is wanted and no node has room (said once)
     placement::ModelLoad load;   // the last tick's view
+    double capacity_rps = 0;     // set_capacity
     /// The console's `scale`: bounds over model.json's and the defaults (a rescan keeps them).
     std::optional<uint32_t> console_min, console_max;
   };

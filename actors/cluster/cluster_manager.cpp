@@ -191,6 +191,7 @@ void apply_scan(manager_pointer self, const std::string& model, std::vector<Repo
         auto configured = st.autoscaler->configure(e.key, e.autoscale);
         if (!configured.ok())
           spdlog::warn("manager: {}; it scales with the cluster's defaults", configured.error().message());
+        st.autoscaler->set_capacity(e.key, e.capacity_rps);
       }
     }
   }

@@ -8,6 +8,7 @@
 #include "config/workflow_config.hpp"
 #include "gpu/manifest.hpp"
 #include "gpu/model.hpp"
+#include "gpu/shadow_split.hpp"
 
 namespace ember {
 
@@ -54,6 +55,11 @@ RepositoryEntry read_version(const std::string& name, uint32_t version, const fs
       e.autoscale = manifest->serving.autoscale;
       e.declared_slo = {manifest->serving.slo_deadline_us, manifest->serving.slo_percentile};
       read_profile(e, *manifest);
+      const auto& serving = manifest->serving;
+      if (e.profile && serving.slo_deadline_us) {
+        e.capacity_rps = gpu::replica_capacity(*e.profile, static_cast<double>(serving.slo_deadline_us),
+                                               serving.dynamic_batching ? serving.max_batch : 1);
+      }
     }
   } else {
     e.error = checked.error().message();

@@ -44,6 +44,9 @@ struct RepositoryEntry {
   /// sizes or layers differ from the version's) or unreadable; then `profile_error` says why.
   std::shared_ptr<const gpu::ModelProfile> profile;
   std::string profile_error;
+  /// One replica's rows a second within the declared SLO (dynamic batching's max_batch, or 1), from
+  /// the profile: what autoscale.policy model_level scales by. 0 without a profile or an SLO.
+  double capacity_rps = 0;
 };
 
 /// Every version of every model under `root`, sorted by name then version.

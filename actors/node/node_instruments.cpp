@@ -93,6 +93,11 @@ NodeInstruments::NodeInstruments()
                                        {"model", "version", "outcome"})),
       shadow_rows_(registry_.counter("ember_shadow_rows_total", "Rows of Bodies' batches that ran on Shadows",
                                      {"model", "version"})),
+      shadows_(registry_.gauge("ember_shadows", "Shadows this node's router paired with Bodies, by state",
+                               {"model", "version", "state"})),
+      shadow_stand_in_(registry_.gauge("ember_shadow_stand_in_bytes",
+                                       "Weights of the full copies this node's Shadows stand in for (one model each)",
+                                       {"model", "version"})),
       faults_(registry_.counter("ember_faults_injected_total",
                                 "Faults injected on purpose into this node (--allow-faults), by kind", {"kind"})),
       actor_restarts_(registry_.counter("ember_actor_restarts_total",
@@ -137,6 +142,13 @@ void NodeInstruments::count_shadow_started(const model_key& model, double second
 
 void NodeInstruments::count_shadow_released(const model_key& model) {
   shadows_released_.with({model.name, std::to_string(model.version)}).inc();
+}
+
+void NodeInstruments::set_shadows(const model_key& model, uint32_t starting, uint32_t ready, uint64_t stand_in_bytes) {
+  const std::string version = std::to_string(model.version);
+  shadows_.with({model.name, version, "starting"}).set(starting);
+  shadows_.with({model.name, version, "ready"}).set(ready);
+  shadow_stand_in_.with({model.name, version}).set(static_cast<double>(stand_in_bytes));
 }
 
 void NodeInstruments::count_shadow_split(const model_key& model, int64_t rows) {

@@ -84,6 +84,10 @@ class NodeInstruments {
   /// A Shadow of `model` started on `device` in `seconds` (its weights copied in).
   void count_shadow_started(const model_key& model, double seconds);
   void count_shadow_released(const model_key& model);
+  /// The router's Shadows of `model` now (its function registration table): starting and ready,
+  /// and the weights of the full copies they stand in for (one model's bytes each), to set beside
+  /// what they hold (ember_device_memory_in_use_bytes{use="shadows"}).
+  void set_shadows(const model_key& model, uint32_t starting, uint32_t ready, uint64_t stand_in_bytes);
   /// A run of a Body paired with a Shadow: `rows` of it computed there, or (0) taken back by the
   /// Body (the Shadow gone, or the batch too small).
   void count_shadow_split(const model_key& model, int64_t rows);
@@ -122,6 +126,8 @@ class NodeInstruments {
   metrics::HistogramFamily& shadow_start_;
   metrics::CounterFamily& shadow_splits_;
   metrics::CounterFamily& shadow_rows_;
+  metrics::GaugeFamily& shadows_;
+  metrics::GaugeFamily& shadow_stand_in_;
   metrics::HistogramFamily& workflow_steps_;
   metrics::CounterFamily& faults_;
   metrics::CounterFamily& actor_restarts_;

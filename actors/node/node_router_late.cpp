@@ -80,6 +80,20 @@ void restart_device(router_pointer self, uint32_t device, const char* why) {
 
 namespace {
 
+/// The table's Shadows of `model` into the node's gauges.
+void show_shadows(router_pointer self, const std::string& model) {
+  auto& st = self->state;
+  auto key = st.keys.find(model);
+  if (!st.instruments || !st.shadows || key == st.keys.end()) return;
+  uint32_t starting = 0, ready = 0;
+  for (const auto& [id, row] : st.shadows->table()) {
+    if (row.model != model) continue;
+    (row.ready ? ready : starting)++;
+  }
+  auto m = st.swap->model(model);
+  st.instruments->set_shadows(key->second, starting, ready, (starting + ready) * (m ? m->bytes : 0));
+}
+
 /// A Shadow leaves its device (its row already out of the table): the executor drops it once no
 /// split runs on it.
 void drop_shadow(router_pointer self, const ShadowPairs::Row& row, const std::string& why) {
@@ -90,6 +104,7 @@ void drop_shadow(router_pointer self, const ShadowPairs::Row& row, const std::st
                st.devices[row.device].name, row.choice.first_layer, row.choice.last_layer, st.devices[row.body].name,
                why);
   if (key == st.keys.end()) return;
+  show_shadows(self, row.model);
   self->request(st.devices[row.device].actor, std::chrono::minutes(1), shadow_atom_v, key->second)
       .then([](bool) {}, [](caf::error&) {});
 }
@@ -105,6 +120,7 @@ void start_shadows(router_pointer self, const std::vector<ShadowPairs::Row>& row
       st.shadows->gone(row.id, *st.swap);
       continue;
     }
+    show_shadows(self, row.model);
     spdlog::info(
         "node {}: burst of {} ({:.0f} requests/s): a Shadow of layers [{}, {}) ({}) starts on {}, paired "
         "with {} (+{:.0f} rows/s)",
@@ -123,6 +139,7 @@ void start_shadows(router_pointer self, const std::vector<ShadowPairs::Row>& row
               }
               st.shadow_gates[row.id] = std::move(ready.gate);
               st.shadows->started(row.id, ready.bytes, ready.start_us, *st.swap);
+              show_shadows(self, row.model);
               spdlog::info("node {}: the Shadow of {} on {} is ready ({}, {} us)", st.config.name, row.model,
                            st.devices[row.device].name, format_bytes(ready.bytes), ready.start_us);
               pump(self);
@@ -132,6 +149,7 @@ void start_shadows(router_pointer self, const std::vector<ShadowPairs::Row>& row
               spdlog::warn("node {}: the Shadow of {} on {} did not start: {}", st.config.name, row.model,
                            st.devices[row.device].name, from_caf(err).message());
               if (st.shadows) st.shadows->gone(row.id, *st.swap);
+              show_shadows(self, row.model);
               pump(self);
             });
   }
@@ -690,6 +708,7 @@ void late_scale_model(router_pointer self, const model_key& key) {
   info.profile = gpu::shadow_profile(*it->second.model, *it->second.profile);
   info.slo_us = static_cast<double>(m->deadline_us);
   info.max_batch = std::max<uint32_t>(m->max_batch, 1);
+  info.overhead_us = std::max(0.0, static_cast<double>(m->warm_us) - placement::body_us(info.profile, 1));
   st.shadows->add_model(key.to_string(), std::move(info), *st.swap);
 }
 

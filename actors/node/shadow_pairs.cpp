@@ -44,7 +44,7 @@ void ShadowPairs::publish(const std::string& name, const Model& m, SwapControlle
         }
         us = std::min(us, worst);
       }
-      batch_us.push_back(us);
+      batch_us.push_back(us + m.info.overhead_us);
     }
   }
   swap.set_scaling(name, options_.model_level ? m.bodies : 0, std::move(batch_us));

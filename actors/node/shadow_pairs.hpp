@@ -18,8 +18,9 @@
 //   Shadows whose gain the period's rate does not need (the capacity without them still above the
 //   rate over γ) go, smallest benefit first; so does one whose Body lost its copy.
 // - Adaptive batching (Algorithm 3; binding.adaptive_batching): the expected latency of each batch
-//   size, the Body alone or, when every Body has a Shadow, the pair's (Eq. 6), for the
-//   SwapController's gathering (SwapModel::batch_us).
+//   size, the Body alone or, when every Body has a Shadow, the pair's (Eq. 6), plus the node's own
+//   overhead for a run (ModelInfo::overhead_us), for the SwapController's gathering
+//   (SwapModel::batch_us).
 //
 // The transfer between Body and Shadow is priced by the node's links: the direct link between the
 // two devices when there is one, else through host memory (the slower device's PCIe, twice).
@@ -58,6 +59,10 @@ class ShadowPairs {
     placement::ShadowProfile profile;
     double slo_us = 0;
     uint32_t max_batch = 1;
+    /// What a run costs on this node beyond the profile's compute (the registration's warm run less
+    /// the profile's time at batch 1: messages, inputs and answers over the link), added to every
+    /// batch's expected latency for adaptive batching.
+    double overhead_us = 0;
   };
   /// A row of the function registration table.
   struct Row {

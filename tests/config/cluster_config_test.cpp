@@ -326,7 +326,7 @@ INSTANTIATE_TEST_SUITE_P(
         // autoscale
         BadCase{"autoscale:\n  policy: fast\n",
                 "autoscale.policy: 'fast' is not one of ongoing_requests, arrival_rate, queue_latency, "
-                "requests_per_minute"},
+                "requests_per_minute, model_level"},
         BadCase{"autoscale:\n  max_replicas: 0\n", "ember.yaml: autoscale.max_replicas: 0 is outside 1..4096"},
         BadCase{"autoscale:\n  max_replicas: 5000\n", "autoscale.max_replicas: '5000' is not an integer in 0..4096"},
         BadCase{"autoscale:\n  min_replicas: 3\n  max_replicas: 2\n",

@@ -95,6 +95,23 @@ INSTANTIATE_TEST_SUITE_P(Tiny, EveryArchitectureSplit, ::testing::Values("mlp", 
                          });
 
 // A Shadow whose device faults mid-offload: the Body computes its rows, the answer is still right.
+// One replica's capacity from a profile alone (autoscale.policy model_level): the most rows a
+// second at a profiled batch (or between two) whose summed layer times meet the SLO.
+TEST(ShadowSplit, AReplicasCapacityIsTheBestBatchWithinTheSlo) {
+  ModelProfile p;
+  p.batches = {1, 2, 4, 8};
+  for (int l = 0; l < 2; ++l) {
+    LayerCost c;
+    c.exec_us = {5'000, 6'000, 8'000, 12'000};  // 10, 12, 16 and 24 ms summed
+    p.layers.push_back(c);
+  }
+  EXPECT_DOUBLE_EQ(replica_capacity(p, 30'000, 8), 8 / 0.024);
+  EXPECT_DOUBLE_EQ(replica_capacity(p, 30'000, 1), 1 / 0.010) << "no batching: one row at a time";
+  EXPECT_DOUBLE_EQ(replica_capacity(p, 16'000, 8), 4 / 0.016) << "batch 8 misses the SLO";
+  EXPECT_DOUBLE_EQ(replica_capacity(p, 5'000, 8), 0) << "not even one row meets it";
+  EXPECT_DOUBLE_EQ(replica_capacity(ModelProfile{}, 30'000, 8), 0);
+}
+
 TEST(ShadowSplit, AShadowThatFaultsLeavesItsRowsToTheBody) {
   TempDir dir;
   auto m = testing::tiny_model("resnet50", dir.path());

@@ -67,6 +67,40 @@ TEST(Autoscaler, PoliciesThatNeedAnExecutionTimeFallBackToOngoingRequestsWithout
   }
 }
 
+// Model-level scaling (AsyFunc's Algorithm 1) as a policy: the rate against one replica's capacity
+// within the SLO (batching counted, so below arrival_rate's λ·s floor), α = 1 / headroom; with a
+// tolerance of 1/3 its scale-in band is the paper's β = 0.6. Without a known capacity it falls back.
+TEST(Autoscaler, ModelLevelScalingWeighsTheRateAgainstAReplicasCapacityWithinTheSlo) {
+  AutoscaleConfig c = no_delays(ScalingPolicy::model_level);
+  c.headroom = 1.25;  // α 0.8
+  c.downscale_tolerance = 1.0 / 3;
+  ModelLoad l;
+  l.arrival_rate = 200;
+  l.service_time_us = 20'000;  // one request alone: 50 a second; batched, a replica carries 100
+  l.capacity_rps = 100;
+  l.ready = 1;
+  l.ongoing = 4;
+  EXPECT_DOUBLE_EQ(replica_need(c, l), 2.5);  // 200 / (0.8 x 100)
+  ScalerState st;
+  auto d = decide(c, l, st, 0);
+  EXPECT_EQ(d.action, ScaleAction::up);
+  EXPECT_EQ(d.desired, 3u);
+  // Three replicas: they hold while the rate stays within α of what they carry (240) and above β of
+  // what two would (120); under it, one goes.
+  l.ready = 3;
+  for (double held : {230.0, 170.0, 125.0}) {
+    l.arrival_rate = held;
+    ScalerState hold;
+    EXPECT_EQ(decide(c, l, hold, 0).action, ScaleAction::keep) << held;
+  }
+  l.arrival_rate = 110;
+  ScalerState in;
+  EXPECT_EQ(decide(c, l, in, 0).action, ScaleAction::down);
+  // No profile or no SLO: ongoing_requests' need (4 / 2, floored by 110 x 0.02 s).
+  l.capacity_rps = 0;
+  EXPECT_DOUBLE_EQ(replica_need(c, l), 110 * 0.02);
+}
+
 TEST(Autoscaler, QueueLatencyCountsTheBacklogThatBuildsDuringTheColdStart) {
   AutoscaleConfig c;
   c.policy = ScalingPolicy::queue_latency;

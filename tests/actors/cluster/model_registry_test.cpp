@@ -340,6 +340,7 @@ TEST(ModelRepository, ReadsAVersionsProfileAndRefusesAStaleOne) {
   ASSERT_TRUE(g.profile) << g.profile_error;
   EXPECT_EQ(g.profile->layers.size(), gpt->num_layers());
   EXPECT_EQ(g.profile->layers[2].sha256, profile->layers[2].sha256);
+  EXPECT_EQ(g.capacity_rps, 0) << "no SLO declared: model-level scaling has no capacity to weigh the rate by";
   const RepositoryEntry& m = entries[1];
   EXPECT_TRUE(m.error.empty()) << "a stale profile does not make the model invalid";
   EXPECT_FALSE(m.profile);
