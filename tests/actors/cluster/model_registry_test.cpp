@@ -10,6 +10,7 @@
 
 #include "actors/cluster/model_repository.hpp"
 #include "gpu/model_profile.hpp"
+#include "gpu/shadow_split.hpp"
 #include "tests/gpu/test_util.hpp"
 #include "transport/checksum.hpp"
 
@@ -340,11 +341,18 @@ TEST(ModelRepository, ReadsAVersionsProfileAndRefusesAStaleOne) {
   ASSERT_TRUE(g.profile) << g.profile_error;
   EXPECT_EQ(g.profile->layers.size(), gpt->num_layers());
   EXPECT_EQ(g.profile->layers[2].sha256, profile->layers[2].sha256);
-  EXPECT_EQ(g.capacity_rps, 0) << "no SLO declared: model-level scaling has no capacity to weigh the rate by";
+  // What model-level scaling weighs the rate by: one replica's rows a second within the declared SLO.
+  const auto& serving = gpt->manifest().serving;
+  ASSERT_GT(serving.slo_deadline_us, 0u) << "premise: the tiny model declares an SLO";
+  EXPECT_GT(g.capacity_rps, 0);
+  const double want = gpu::replica_capacity(*profile, static_cast<double>(serving.slo_deadline_us),
+                                            serving.dynamic_batching ? serving.max_batch : 1);
+  EXPECT_NEAR(g.capacity_rps, want, want * 1e-3) << "profile.json keeps times to a few digits";
   const RepositoryEntry& m = entries[1];
   EXPECT_TRUE(m.error.empty()) << "a stale profile does not make the model invalid";
   EXPECT_FALSE(m.profile);
   EXPECT_NE(m.profile_error.find("stale"), std::string::npos) << m.profile_error;
+  EXPECT_EQ(m.capacity_rps, 0) << "no capacity from a stale profile";
 }
 
 TEST(ModelRepository, WorkflowsAreFoldersWithWorkflowJsonParsedAndTheirErrorsKept) {
