@@ -345,9 +345,8 @@ TEST(ModelRepository, ReadsAVersionsProfileAndRefusesAStaleOne) {
   const auto& serving = gpt->manifest().serving;
   ASSERT_GT(serving.slo_deadline_us, 0u) << "premise: the tiny model declares an SLO";
   EXPECT_GT(g.capacity_rps, 0);
-  const double want = gpu::replica_capacity(*profile, static_cast<double>(serving.slo_deadline_us),
-                                            serving.dynamic_batching ? serving.max_batch : 1);
-  EXPECT_NEAR(g.capacity_rps, want, want * 1e-3) << "profile.json keeps times to a few digits";
+  EXPECT_DOUBLE_EQ(g.capacity_rps, gpu::replica_capacity(*g.profile, static_cast<double>(serving.slo_deadline_us),
+                                                         serving.dynamic_batching ? serving.max_batch : 1));
   const RepositoryEntry& m = entries[1];
   EXPECT_TRUE(m.error.empty()) << "a stale profile does not make the model invalid";
   EXPECT_FALSE(m.profile);
