@@ -423,19 +423,25 @@ int run(const Options& o) {
     std::fflush(stdout);
   }
   std::printf(
-      "\n| variant | requests | SLO violations (in bursts) | p50 / p99 ms | device memory mean / peak MiB | host MiB | "
-      "rows per device-second held | mean batch | burst start to added capacity, ms | Shadows started (mean start ms) "
-      "| rows on Shadows | wrong |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "\n| variant | requests | SLO violations (in bursts) | p50 / p99 ms | device memory MiB: mean, in bursts, peak | "
+      "host MiB | rows per device-second held | mean batch | burst start to added capacity, ms | Shadows started (mean "
+      "start ms, peak MiB) | rows on Shadows | wrong |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::FILE* csv = o.memory_csv.empty() ? nullptr : std::fopen(o.memory_csv.c_str(), "w");
   if (csv) std::fprintf(csv, "variant,seconds,weights_bytes,shadow_bytes,devices_held\n");
   int wrong = 0;
   for (const auto& r : results) {
-    double mean = 0, peak = 0, held_s = 0, host = 0;
+    double mean = 0, peak = 0, held_s = 0, host = 0, in_bursts = 0, shadow_peak = 0;
+    size_t burst_samples = 0;
     for (size_t k = 0; k < r.samples.size(); ++k) {
       const auto& smp = r.samples[k];
       const double bytes = static_cast<double>(smp.weights + smp.shadows);
       mean += bytes;
       peak = std::max(peak, bytes);
+      shadow_peak = std::max(shadow_peak, static_cast<double>(smp.shadows));
+      if (std::fmod(smp.at_s, o.cycle) >= o.cycle - o.burst) {
+        in_bursts += bytes;
+        ++burst_samples;
+      }
       host = std::max(host, static_cast<double>(smp.host));
       if (k > 0) held_s += smp.held * (smp.at_s - r.samples[k - 1].at_s);
       if (csv) {
@@ -445,19 +451,21 @@ int run(const Options& o) {
       }
     }
     if (!r.samples.empty()) mean /= static_cast<double>(r.samples.size());
+    if (burst_samples) in_bursts /= static_cast<double>(burst_samples);
     std::string ttc;
     for (double t : r.time_to_capacity_ms) ttc += (ttc.empty() ? "" : ", ") + std::to_string(std::lround(t));
     if (ttc.empty()) ttc = "none";
     const size_t answered = r.latencies.size();
     std::printf(
-        "| %s | %zu | %.1f%% (%.1f%%) | %.0f / %.0f | %.2f / %.2f | %.1f | %.1f | %.1f | %s | %.0f (%.2f) | %.0f | %zu "
-        "|\n",
+        "| %s | %zu | %.1f%% (%.1f%%) | %.0f / %.0f | %.1f, %.1f, %.1f | %.1f | %.1f | %.1f | %s | %.0f (%.2f, %.1f) | "
+        "%.0f | %zu |\n",
         r.variant.c_str(), r.sent, 100.0 * static_cast<double>(r.late + r.failed) / std::max<size_t>(r.sent, 1),
         100.0 * static_cast<double>(r.burst_late) / std::max<size_t>(r.burst_sent, 1),
-        percentile(r.latencies, 0.5) / 1e3, percentile(r.latencies, 0.99) / 1e3, mean / (1 << 20), peak / (1 << 20),
-        host / (1 << 20), held_s > 0 ? static_cast<double>(answered) / held_s : 0.0, r.mean_batch, ttc.c_str(),
-        r.shadows_started, r.shadows_started > 0 ? r.shadow_start_s / r.shadows_started * 1e3 : 0.0, r.shadow_rows,
-        r.wrong);
+        percentile(r.latencies, 0.5) / 1e3, percentile(r.latencies, 0.99) / 1e3, mean / (1 << 20),
+        in_bursts / (1 << 20), peak / (1 << 20), host / (1 << 20),
+        held_s > 0 ? static_cast<double>(answered) / held_s : 0.0, r.mean_batch, ttc.c_str(), r.shadows_started,
+        r.shadows_started > 0 ? r.shadow_start_s / r.shadows_started * 1e3 : 0.0, shadow_peak / (1 << 20),
+        r.shadow_rows, r.wrong);
     wrong += static_cast<int>(r.wrong);
   }
   if (csv) std::fclose(csv);

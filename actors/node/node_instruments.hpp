@@ -121,6 +121,7 @@ class NodeInstruments {
   metrics::CounterFamily& handoff_bytes_;
   metrics::CounterFamily& workflow_handoff_;
   metrics::CounterFamily& workflows_;
+  metrics::HistogramFamily& workflow_steps_;
   metrics::CounterFamily& shadows_started_;
   metrics::CounterFamily& shadows_released_;
   metrics::HistogramFamily& shadow_start_;
@@ -128,7 +129,6 @@ class NodeInstruments {
   metrics::CounterFamily& shadow_rows_;
   metrics::GaugeFamily& shadows_;
   metrics::GaugeFamily& shadow_stand_in_;
-  metrics::HistogramFamily& workflow_steps_;
   metrics::CounterFamily& faults_;
   metrics::CounterFamily& actor_restarts_;
   metrics::CounterFamily& unrestored_;

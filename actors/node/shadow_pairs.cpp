@@ -83,8 +83,15 @@ size_t ShadowPairs::count_since(const Model& m, int64_t since) const {
 double ShadowPairs::rate(const std::string& model, int64_t now_us) const {
   auto it = models_.find(model);
   if (it == models_.end()) return 0;
+  const auto& arrivals = it->second.arrivals;
   const auto window = static_cast<int64_t>(options_.burst_window_us);
-  return static_cast<double>(count_since(it->second, now_us - window)) * 1e6 / static_cast<double>(window);
+  const size_t in_window = count_since(it->second, now_us - window);
+  if (in_window >= kRateArrivals || arrivals.size() < kRateArrivals) {
+    return static_cast<double>(in_window) * 1e6 / static_cast<double>(window);
+  }
+  // Too few in the window to tell a burst from chance: the last kRateArrivals, over their span.
+  const int64_t span = std::max<int64_t>(now_us - arrivals[arrivals.size() - kRateArrivals], window);
+  return static_cast<double>(kRateArrivals) * 1e6 / static_cast<double>(span);
 }
 
 double ShadowPairs::capacity(const std::string& name, const Model& m, const SwapController& swap) const {
@@ -107,7 +114,7 @@ std::vector<ShadowPairs::Row> ShadowPairs::arrival(const std::string& name, int6
   Model& m = it->second;
   m.arrivals.push_back(now_us);
   const auto keep = static_cast<int64_t>(std::max(options_.burst_window_us, options_.period_us));
-  while (!m.arrivals.empty() && m.arrivals.front() < now_us - keep) m.arrivals.pop_front();
+  while (m.arrivals.size() > kRateArrivals && m.arrivals.front() < now_us - keep) m.arrivals.pop_front();
   if (!options_.shadows || m.body_rps <= 0) return out;
   const double now_rps = rate(name, now_us);
   double cap = capacity(name, m, swap);
@@ -126,9 +133,12 @@ std::vector<ShadowPairs::Row> ShadowPairs::arrival(const std::string& name, int6
     }
     if (!device) break;
     const auto p = priced(m.info.profile, body, *device);
-    // The greatest benefit (Algorithm 2's η): the rate inside a burst window is still rising when
-    // it first crosses the capacity, so what it lacks then understates the burst.
-    auto choice = placement::choose_shadow(p, m.info.slo_us, m.info.max_batch);
+    // The fewest bytes that add what the burst lacks, and at least kShadowGain of a Body's rate:
+    // the rate is still rising when it first crosses the capacity, so what it lacks then
+    // understates the burst (Algorithm 2 takes the first prefix of blocks that helps at all).
+    const double needed = std::max(now_rps / options_.gamma - cap, kShadowGain * m.body_rps);
+    auto choice =
+        placement::choose_shadow(p, m.info.slo_us, m.info.max_batch, placement::BlockOrder::exhaustive, needed);
     if (!choice.ok() || !*choice || (*choice)->weight_bytes > swap.free_bytes(*device)) continue;
     Row r;
     r.id = next_id_++;
@@ -203,6 +213,9 @@ ShadowPairs::PeriodResult ShadowPairs::period(int64_t now_us, SwapController& sw
     std::vector<double> benefits;
     for (const auto& [id, r] : rows_) {
       if (r.model != name || !r.ready) continue;
+      // A Shadow serves at least one period: a rate that wavers about the capacity starts and
+      // releases none in a loop.
+      if (now_us - r.asked_us < static_cast<int64_t>(options_.period_us)) continue;
       if (std::find(holders.begin(), holders.end(), r.body) == holders.end()) {
         out.release.push_back(r);
         continue;

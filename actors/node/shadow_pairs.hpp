@@ -13,10 +13,12 @@
 //   last burst window exceeds γ times the capacity of the Bodies and their Shadows, a Body without
 //   a Shadow is paired with one on an idle device (up, not executing, holding no copy of the model,
 //   with room for the Shadow's bytes; the most free bytes first), holding the fewest bytes that carry
-//   what is missing (or the greatest benefit when none does): choose_shadow. The device is lent to
+//   what is missing and at least a quarter of a Body's rate (or the greatest benefit when none
+//   does): choose_shadow. The device is lent to
 //   the Shadow (the SwapController dispatches nothing to it) until it is released. Once a period,
-//   Shadows whose gain the period's rate does not need (the capacity without them still above the
-//   rate over γ) go, smallest benefit first; so does one whose Body lost its copy.
+//   Shadows that served a period at least and whose gain the period's rate does not need (the
+//   capacity without them still above the rate over γ) go, smallest benefit first; so does one
+//   whose Body lost its copy.
 // - Adaptive batching (Algorithm 3; binding.adaptive_batching): the expected latency of each batch
 //   size, the Body alone or, when every Body has a Shadow, the pair's (Eq. 6), plus the node's own
 //   overhead for a run (ModelInfo::overhead_us), for the SwapController's gathering
@@ -107,8 +109,13 @@ class ShadowPairs {
   const std::map<uint64_t, Row>& table() const { return rows_; }
   /// Model-level scaling's Body count for `model` (0: not scaled by it).
   uint32_t bodies(const std::string& model) const;
-  /// The rate over the last burst window, requests per second.
+  /// The rate over the last burst window, requests per second; when it holds fewer than
+  /// kRateArrivals arrivals, that many last ones over their span (at least the window): a model of a
+  /// few requests a second has one or none in a window, and a burst is told from chance by more.
   double rate(const std::string& model, int64_t now_us) const;
+  static constexpr size_t kRateArrivals = 8;
+  /// A Shadow adds at least this share of a Body's rate (see arrival()).
+  static constexpr double kShadowGain = 0.25;
 
  private:
   struct Model {
