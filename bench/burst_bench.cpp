@@ -50,6 +50,8 @@
 #include "actors/process/node_process.hpp"
 #include "actors/tensor_codec.hpp"
 #include "base/units.hpp"
+#include "bench/in_process.hpp"
+#include "bench/tensor_compare.hpp"
 #include "gpu/architectures.hpp"
 #include "gpu/model_profile.hpp"
 #include "gpu/sample_inputs.hpp"
@@ -93,22 +95,6 @@ T must(Result<T> r, const std::string& what) {
 }
 void must(Status s, const std::string& what) {
   if (!s.ok()) throw std::runtime_error(what + ": " + s.error().message());
-}
-
-double max_relative_error(const std::vector<gpu::HostTensor>& a, const std::vector<gpu::HostTensor>& b) {
-  if (a.size() != b.size()) return 1e9;
-  double worst = 0;
-  for (size_t k = 0; k < a.size(); ++k) {
-    if (a[k].desc.shape.numel() != b[k].desc.shape.numel()) return 1e9;
-    if (a[k].desc.dtype != gpu::DType::f32) continue;
-    double diff = 0, scale = 0;
-    for (int64_t i = 0; i < b[k].desc.shape.numel(); ++i) {
-      diff = std::max(diff, static_cast<double>(std::abs(a[k].as<float>()[i] - b[k].as<float>()[i])));
-      scale = std::max(scale, static_cast<double>(std::abs(b[k].as<float>()[i])));
-    }
-    worst = std::max(worst, scale > 0 ? diff / scale : diff);
-  }
-  return worst;
 }
 
 SimDeviceConfig sim_config(const Options& o) {
@@ -203,17 +189,6 @@ struct Result_ {
   std::vector<double> time_to_capacity_ms;
 };
 
-caf::actor_system_config& system_config() {
-  static caf::actor_system_config* cfg = [] {
-    auto* c = new caf::actor_system_config();
-    ActorSystemOptions ao;
-    ao.network = false;
-    configure_actor_system(*c, ao);
-    return c;
-  }();
-  return *cfg;
-}
-
 double family_value(const metrics_snapshot& m, const std::string& name,
                     const std::map<std::string, std::string>& labels = {}, bool sum = false) {
   double total = 0;
@@ -273,7 +248,7 @@ BindingConfig binding_of(const Options& o, const std::string& variant) {
 Result_ run_variant(const Options& o, const Subject& s, const std::string& variant, const std::vector<Arrival>& plan) {
   Result_ r;
   r.variant = variant;
-  caf::actor_system sys{system_config()};
+  caf::actor_system sys{in_process_system_config()};
   NodeConfig nc;
   nc.name = "burst";
   nc.repository = (fs::path(o.work) / "repo").string();

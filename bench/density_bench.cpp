@@ -48,6 +48,7 @@
 #include "actors/tensor_codec.hpp"
 #include "base/units.hpp"
 #include "bench/density_models.hpp"
+#include "bench/in_process.hpp"
 
 namespace ember::bench {
 namespace {
@@ -200,17 +201,6 @@ void drive(caf::event_based_actor* self, node_router_actor router, const std::ve
   (*send_due)();
 }
 
-caf::actor_system_config& system_config() {
-  static caf::actor_system_config* cfg = [] {
-    auto* c = new caf::actor_system_config();
-    ActorSystemOptions ao;
-    ao.network = false;
-    configure_actor_system(*c, ao);
-    return c;
-  }();
-  return *cfg;
-}
-
 Result<std::unique_ptr<NodeProcess>> start_node(caf::actor_system& sys, const Options& o, const std::string& variant,
                                                 uint64_t memory) {
   NodeConfig nc;
@@ -295,7 +285,7 @@ Status calibrate(const Options& o, std::vector<DensityFunction>& fns) {
   for (const auto& [family, idx] : measured) {
     for (size_t i : idx) probe.push_back(fns[i]);
   }
-  caf::actor_system sys{system_config()};
+  caf::actor_system sys{in_process_system_config()};
   EMBER_ASSIGN_OR_RETURN(auto node, start_node(sys, o, "pinned", 4ull << 30));
   std::map<std::string, uint64_t> errors;
   EMBER_ASSIGN_OR_RETURN(auto loaded, load_all(sys, o, *node, probe, static_cast<uint32_t>(probe.size()), errors));
@@ -328,7 +318,7 @@ Status calibrate(const Options& o, std::vector<DensityFunction>& fns) {
 
 Result<Trial> run_trial(const Options& o, const std::string& variant, const std::vector<DensityFunction>& all,
                         uint32_t n) {
-  caf::actor_system sys{system_config()};
+  caf::actor_system sys{in_process_system_config()};
   EMBER_ASSIGN_OR_RETURN(const uint64_t memory, parse_bytes(o.memory));
   EMBER_ASSIGN_OR_RETURN(auto node, start_node(sys, o, variant, memory));
   Trial t;

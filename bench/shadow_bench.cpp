@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/tensor_compare.hpp"
 #include "gpu/architectures.hpp"
 #include "gpu/model_profile.hpp"
 #include "gpu/sample_inputs.hpp"
@@ -46,20 +47,6 @@ struct Options {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-double max_relative_error(const std::vector<gpu::HostTensor>& a, const std::vector<gpu::HostTensor>& b) {
-  double worst = 0;
-  for (size_t k = 0; k < a.size() && k < b.size(); ++k) {
-    if (a[k].desc.dtype != gpu::DType::f32) continue;
-    double diff = 0, scale = 0;
-    for (int64_t i = 0; i < b[k].desc.shape.numel(); ++i) {
-      diff = std::max(diff, static_cast<double>(std::abs(a[k].as<float>()[i] - b[k].as<float>()[i])));
-      scale = std::max(scale, static_cast<double>(std::abs(b[k].as<float>()[i])));
-    }
-    worst = std::max(worst, scale > 0 ? diff / scale : diff);
-  }
-  return worst;
 }
 
 template <class T>
