@@ -97,6 +97,8 @@ struct swap_reply {
   /// then why in shadow_error).
   int64_t shadow_rows = 0;
   std::string shadow_error;
+  /// ... and whether that was the Shadow's failure or absence (the pair ends), not the Body's reason.
+  bool shadow_lost = false;
 };
 
 /// AsyFunc (issue 19): hold layers [first_layer, last_layer) of a model on this device as a Shadow,

@@ -111,6 +111,13 @@ Status validate_binding(const BindingConfig& b, const std::string& at) {
   EMBER_RETURN_IF_ERROR(check_duration(at, "binding.window", b.window_us));
   EMBER_RETURN_IF_ERROR(check_duration(at, "binding.repartition", b.repartition_us));
   EMBER_RETURN_IF_ERROR(check_duration(at, "binding.alpha_period", b.alpha_period_us));
+  if (b.mode == BindingMode::pinned && (b.shadows || b.adaptive_batching || b.bodies != BodyScalingMode::free)) {
+    return invalid_argument(at + ": binding." +
+                            (b.shadows             ? "shadows"
+                             : b.adaptive_batching ? "adaptive_batching"
+                                                   : "bodies") +
+                            " scales what late binding places: it needs binding.mode late, not pinned");
+  }
   EMBER_RETURN_IF_ERROR(check_duration(at, "binding.burst_window", b.burst_window_us));
   EMBER_RETURN_IF_ERROR(check_duration(at, "binding.scaling_period", b.scaling_period_us));
   if (b.streams == 0) return invalid_argument(at + ": binding.streams: 0 is outside 1..32");

@@ -169,6 +169,7 @@ Result<Activations> run_split(const ShadowSplit& split, const Activations& input
   if (!away.ok()) {
     // The Body takes the Shadow's rows back.
     st.shadow_failed = true;
+    st.shadow_lost = true;
     st.shadow_error = away.error().message();
     away = body.run(theirs);
     if (!away.ok()) return away.error();

@@ -63,6 +63,7 @@ struct SplitStats {
   uint64_t sent_bytes = 0;     // to the Shadow and back
   bool shadow_failed = false;  // the Body computed the Shadow's rows itself
   std::string shadow_error;    // why, when it did
+  bool shadow_lost = false;    // ... because the Shadow failed or is gone (not for a reason of the Body's)
 };
 
 /// Runs the model on `inputs` (on the Body's device) with the last `shadow_rows` rows of the range

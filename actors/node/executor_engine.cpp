@@ -642,6 +642,7 @@ Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_with_shadow(Resident& b
     const bool warm = body.ex->weights_resident();
     if (!held || !warm || theirs <= 0 || theirs >= rows) {
       st.shadow_failed = true;
+      st.shadow_lost = !held;
       st.shadow_error = !held ? "no Shadow of " + key.to_string() + " is held there (dropped, or its device restarted)"
                         : !warm ? "the Body's weights are still arriving"
                                 : "a batch of " + std::to_string(rows) + " rows is too small to split";

@@ -362,6 +362,7 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
         out.plan_bytes = r.plan_bytes;
         out.shadow_rows = r.split.shadow_rows;
         out.shadow_error = std::move(r.split.shadow_error);
+        out.shadow_lost = r.split.shadow_lost;
         if (self->state.instruments && paired) self->state.instruments->count_shadow_split(key, out.shadow_rows);
         rp.deliver(std::move(out));
       });

@@ -238,7 +238,7 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
   auto h = st.held.find(d.request);
   if (h == st.held.end()) return;  // cannot happen: only answers remove held requests
   const int64_t now = now_us(self);
-  if (d.shadow && !r.fault && r.shadow_rows == 0 && !r.shadow_error.empty() && st.shadows) {
+  if (d.shadow && !r.fault && r.shadow_lost && st.shadows) {
     // The Body took its Shadow's rows back: the Shadow is gone or failing; the pair ends.
     if (auto row = st.shadows->gone(d.shadow, *st.swap)) drop_shadow(self, *row, r.shadow_error);
   }

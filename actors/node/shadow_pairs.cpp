@@ -53,6 +53,7 @@ void ShadowPairs::publish(const std::string& name, const Model& m, SwapControlle
 void ShadowPairs::add_model(const std::string& name, ModelInfo info, SwapController& swap) {
   Model m;
   m.body_rps = placement::body_capacity(info.profile, info.slo_us, info.max_batch).rows_per_s;
+  for (const auto& b : info.profile.blocks) m.model_bytes += b.weight_bytes;
   m.info = std::move(info);
   if (auto old = models_.find(name); old != models_.end()) {
     m.bodies = old->second.bodies;
@@ -133,13 +134,16 @@ std::vector<ShadowPairs::Row> ShadowPairs::arrival(const std::string& name, int6
     }
     if (!device) break;
     const auto p = priced(m.info.profile, body, *device);
-    // The fewest bytes that add what the burst lacks, and at least kShadowGain of a Body's rate:
-    // the rate is still rising when it first crosses the capacity, so what it lacks then
-    // understates the burst (Algorithm 2 takes the first prefix of blocks that helps at all).
-    const double needed = std::max(now_rps / options_.gamma - cap, kShadowGain * m.body_rps);
-    auto choice =
-        placement::choose_shadow(p, m.info.slo_us, m.info.max_batch, placement::BlockOrder::exhaustive, needed);
-    if (!choice.ok() || !*choice || (*choice)->weight_bytes > swap.free_bytes(*device)) continue;
+    // The fewest bytes that add kShadowGain of a Body's rate (Algorithm 2 takes the first prefix of
+    // blocks that helps at all): not what the burst lacks, which is still rising when the rate
+    // first crosses the capacity, and often more than any Shadow adds; the rest is model-level
+    // scaling's. A span of more than kShadowMaxShare of the model's bytes is no Shadow either.
+    auto choice = placement::choose_shadow(p, m.info.slo_us, m.info.max_batch, placement::BlockOrder::exhaustive,
+                                           kShadowGain * m.body_rps);
+    if (!choice.ok() || !*choice || (*choice)->weight_bytes > swap.free_bytes(*device) ||
+        static_cast<double>((*choice)->weight_bytes) > kShadowMaxShare * static_cast<double>(m.model_bytes)) {
+      continue;
+    }
     Row r;
     r.id = next_id_++;
     r.model = name;

@@ -12,9 +12,9 @@
 // - Layer-level scaling (Algorithm 2; binding.shadows): at every arrival, when the rate over the
 //   last burst window exceeds γ times the capacity of the Bodies and their Shadows, a Body without
 //   a Shadow is paired with one on an idle device (up, not executing, holding no copy of the model,
-//   with room for the Shadow's bytes; the most free bytes first), holding the fewest bytes that carry
-//   what is missing and at least a quarter of a Body's rate (or the greatest benefit when none
-//   does): choose_shadow. The device is lent to
+//   with room for the Shadow's bytes; the most free bytes first), holding the fewest bytes that add
+//   a quarter of a Body's rate (choose_shadow; the greatest benefit when none does), and never more
+//   than half the model's bytes: what a burst lacks beyond that is model-level scaling's. The device is lent to
 //   the Shadow (the SwapController dispatches nothing to it) until it is released. Once a period,
 //   Shadows that served a period at least and whose gain the period's rate does not need (the
 //   capacity without them still above the rate over γ) go, smallest benefit first; so does one
@@ -114,13 +114,16 @@ class ShadowPairs {
   /// few requests a second has one or none in a window, and a burst is told from chance by more.
   double rate(const std::string& model, int64_t now_us) const;
   static constexpr size_t kRateArrivals = 8;
-  /// A Shadow adds at least this share of a Body's rate (see arrival()).
+  /// A Shadow holds the fewest bytes that add this share of a Body's rate, and at most
+  /// kShadowMaxShare of the model's bytes (see arrival()).
   static constexpr double kShadowGain = 0.25;
+  static constexpr double kShadowMaxShare = 0.5;
 
  private:
   struct Model {
     ModelInfo info;
     double body_rps = 0;  // Eq. 1
+    uint64_t model_bytes = 0;
     uint32_t bodies = 1;
     std::deque<int64_t> arrivals;  // within the longer of the burst window and the period
   };

@@ -66,11 +66,6 @@ TEST(BindingConfig, ReadsEveryKey) {
   alpha_period: 40s
   seed: 42
   inline: false
-  bodies: model_level
-  shadows: true
-  adaptive_batching: true
-  burst_window: 250ms
-  scaling_period: 10s
 )");
   ASSERT_TRUE(b.ok()) << b.error().message();
   EXPECT_EQ(b->mode, BindingMode::pinned);
@@ -87,6 +82,17 @@ TEST(BindingConfig, ReadsEveryKey) {
   EXPECT_EQ(b->alpha_period_us, 40'000'000u);
   EXPECT_EQ(b->seed, 42u);
   EXPECT_FALSE(b->inline_runs);
+}
+
+TEST(BindingConfig, ReadsTheBurstKeys) {
+  auto b = parse_binding(R"(
+  bodies: model_level
+  shadows: true
+  adaptive_batching: true
+  burst_window: 250ms
+  scaling_period: 10s
+)");
+  ASSERT_TRUE(b.ok()) << b.error().message();
   EXPECT_EQ(b->bodies, BodyScalingMode::model_level);
   EXPECT_TRUE(b->shadows);
   EXPECT_TRUE(b->adaptive_batching);
@@ -198,7 +204,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"binding:\n  shadows: maybe\n", "binding.shadows: 'maybe' is not a boolean"},
         BadCase{"binding:\n  adaptive_batching: 1.5\n", "binding.adaptive_batching: '1.5' is not a boolean"},
         BadCase{"binding:\n  burst_window: 0ms\n", "binding.burst_window: 0us is outside 1ms..24h"},
-        BadCase{"binding:\n  scaling_period: soon\n", "binding.scaling_period: cannot read 'soon'"}));
+        BadCase{"binding:\n  scaling_period: soon\n", "binding.scaling_period: cannot read 'soon'"},
+        BadCase{"binding:\n  mode: pinned\n  shadows: true\n", "binding.shadows scales what late binding places"},
+        BadCase{"binding:\n  mode: pinned\n  bodies: model_level\n", "binding.bodies scales what late binding"}));
 
 INSTANTIATE_TEST_SUITE_P(
     UnknownKeysAndShapes, BindingConfigErrors,

@@ -136,6 +136,7 @@ TEST(ShadowSplit, AShadowThatFaultsLeavesItsRowsToTheBody) {
   auto out = run_split({before.get(), body.get(), shadow.get(), after.get()}, in, 2, &st);
   ASSERT_TRUE(out.ok()) << out.error().message();
   EXPECT_TRUE(st.shadow_failed);
+  EXPECT_TRUE(st.shadow_lost);
   EXPECT_EQ(st.shadow_rows, 0);
   EXPECT_FALSE(st.shadow_error.empty());
   auto host = testing::must(download(*stream, *out, m->graph().value_names), "downloading");

@@ -439,6 +439,7 @@ TEST(ExecutorEngineShadow, ABodySplitsItsBatchWithAShadowOnAnotherDeviceAndTakes
   ASSERT_TRUE(alone.run.outputs.ok());
   EXPECT_TRUE(alone.split.shadow_failed);
   EXPECT_NE(alone.split.shadow_error.find("no Shadow"), std::string::npos) << alone.split.shadow_error;
+  EXPECT_TRUE(alone.split.shadow_lost) << "the Shadow's absence ends a pair";
   EXPECT_LT(gpu::testing::relative_error((*alone.run.outputs)[0], want), 1e-5);
   EXPECT_EQ(shadow->memory_use().use.shadows, 0u) << "the Shadow's memory went back";
   // Loaded again, then its device restarts (the engine goes): the Body still answers.
@@ -681,6 +682,7 @@ TEST(LateBindingShadow, ExecutorsLoadAShadowShareABatchWithItAndDropIt) {
   ASSERT_TRUE(ready->gate);
   auto paired = swap(ready->gate);
   EXPECT_EQ(paired.shadow_rows, 2) << paired.shadow_error;
+  EXPECT_FALSE(paired.shadow_lost);
   EXPECT_LT(answer_of(paired), 1e-5);
   auto dropped = testing::ask<bool>(*node.sys, node.execs[1], 30s, shadow_atom_v, key);
   ASSERT_TRUE(dropped.ok());
@@ -691,6 +693,7 @@ TEST(LateBindingShadow, ExecutorsLoadAShadowShareABatchWithItAndDropIt) {
   auto alone = swap(ready->gate);
   EXPECT_EQ(alone.shadow_rows, 0);
   EXPECT_NE(alone.shadow_error.find("no Shadow"), std::string::npos) << alone.shadow_error;
+  EXPECT_TRUE(alone.shadow_lost);
   EXPECT_LT(answer_of(alone), 1e-5);
   // The metrics: one started and released, one run shared (2 rows), one taken back; the Shadow's
   // memory shown apart from weights while it was held, and none after.
