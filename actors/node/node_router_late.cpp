@@ -709,6 +709,9 @@ void late_scale_model(router_pointer self, const model_key& key) {
   info.slo_us = static_cast<double>(m->deadline_us);
   info.max_batch = std::max<uint32_t>(m->max_batch, 1);
   info.overhead_us = std::max(0.0, static_cast<double>(m->warm_us) - placement::body_us(info.profile, 1));
+  const auto one = placement::body_capacity(info.profile, info.slo_us, info.max_batch);
+  spdlog::info("node {}: {} scales in bursts by its profile: one copy carries {:.1f} rows/s within {} us (batch {})",
+               st.config.name, key.to_string(), one.rows_per_s, m->deadline_us, one.batch);
   st.shadows->add_model(key.to_string(), std::move(info), *st.swap);
 }
 

@@ -87,12 +87,13 @@ double ShadowPairs::rate(const std::string& model, int64_t now_us) const {
   const auto& arrivals = it->second.arrivals;
   const auto window = static_cast<int64_t>(options_.burst_window_us);
   const size_t in_window = count_since(it->second, now_us - window);
-  if (in_window >= kRateArrivals || arrivals.size() < kRateArrivals) {
-    return static_cast<double>(in_window) * 1e6 / static_cast<double>(window);
-  }
-  // Too few in the window to tell a burst from chance: the last kRateArrivals, over their span.
-  const int64_t span = std::max<int64_t>(now_us - arrivals[arrivals.size() - kRateArrivals], window);
-  return static_cast<double>(kRateArrivals) * 1e6 / static_cast<double>(span);
+  if (in_window >= kRateArrivals) return static_cast<double>(in_window) * 1e6 / static_cast<double>(window);
+  // Too few in the window to tell a burst from chance: the gaps between the last kRateArrivals over
+  // their span (at least the window). Fewer arrivals than that tell no rate yet.
+  const size_t k = kRateArrivals;
+  if (arrivals.size() < k) return 0;
+  const int64_t span = std::max<int64_t>(now_us - arrivals[arrivals.size() - k], window);
+  return static_cast<double>(k - 1) * 1e6 / static_cast<double>(span);
 }
 
 double ShadowPairs::capacity(const std::string& name, const Model& m, const SwapController& swap) const {
@@ -138,12 +139,15 @@ std::vector<ShadowPairs::Row> ShadowPairs::arrival(const std::string& name, int6
     // blocks that helps at all): not what the burst lacks, which is still rising when the rate
     // first crosses the capacity, and often more than any Shadow adds; the rest is model-level
     // scaling's. A span of more than kShadowMaxShare of the model's bytes is no Shadow either.
+    // When that takes more, the greatest benefit, if it holds no more.
+    const auto too_big = [&](const placement::ShadowChoice& c) {
+      return static_cast<double>(c.weight_bytes) > kShadowMaxShare * static_cast<double>(m.model_bytes);
+    };
     auto choice = placement::choose_shadow(p, m.info.slo_us, m.info.max_batch, placement::BlockOrder::exhaustive,
                                            kShadowGain * m.body_rps);
-    if (!choice.ok() || !*choice || (*choice)->weight_bytes > swap.free_bytes(*device) ||
-        static_cast<double>((*choice)->weight_bytes) > kShadowMaxShare * static_cast<double>(m.model_bytes)) {
-      continue;
-    }
+    if (choice.ok() && *choice && too_big(**choice))
+      choice = placement::choose_shadow(p, m.info.slo_us, m.info.max_batch);
+    if (!choice.ok() || !*choice || too_big(**choice) || (*choice)->weight_bytes > swap.free_bytes(*device)) continue;
     Row r;
     r.id = next_id_++;
     r.model = name;

@@ -13,8 +13,8 @@
 //   last burst window exceeds γ times the capacity of the Bodies and their Shadows, a Body without
 //   a Shadow is paired with one on an idle device (up, not executing, holding no copy of the model,
 //   with room for the Shadow's bytes; the most free bytes first), holding the fewest bytes that add
-//   a quarter of a Body's rate (choose_shadow; the greatest benefit when none does), and never more
-//   than half the model's bytes: what a burst lacks beyond that is model-level scaling's. The device is lent to
+//   a quarter of a Body's rate (choose_shadow), else the greatest benefit, and never more than half
+//   the model's bytes: what a burst lacks beyond that is model-level scaling's. The device is lent to
 //   the Shadow (the SwapController dispatches nothing to it) until it is released. Once a period,
 //   Shadows that served a period at least and whose gain the period's rate does not need (the
 //   capacity without them still above the rate over γ) go, smallest benefit first; so does one
@@ -110,8 +110,9 @@ class ShadowPairs {
   /// Model-level scaling's Body count for `model` (0: not scaled by it).
   uint32_t bodies(const std::string& model) const;
   /// The rate over the last burst window, requests per second; when it holds fewer than
-  /// kRateArrivals arrivals, that many last ones over their span (at least the window): a model of a
-  /// few requests a second has one or none in a window, and a burst is told from chance by more.
+  /// kRateArrivals arrivals, the gaps between that many last ones over their span (at least the
+  /// window), and 0 before there were that many: a model of a few requests a second has one or none
+  /// in a window, and a burst is told from chance by more.
   double rate(const std::string& model, int64_t now_us) const;
   static constexpr size_t kRateArrivals = 8;
   /// A Shadow holds the fewest bytes that add this share of a Body's rate, and at most

@@ -6,6 +6,8 @@
 
 #include <set>
 
+#include "gpu/model_profile.hpp"
+
 namespace ember {
 namespace load_planner_test {
 
@@ -118,6 +120,35 @@ TEST(LoadPlanner, SeveralReplicasThatLackTheBytesGetThemAlongAChainAndHoldersLoa
   EXPECT_FALSE(f.chains.empty());
   EXPECT_EQ(plans->loads[2].node, c);  // its own cache
   EXPECT_EQ(plans->loads[2].transfer_id, 0u);
+}
+
+// A version's profile goes to the node with the load (burst scaling decides from it there); none
+// without one.
+TEST(LoadPlanner, ALoadCarriesTheVersionsProfile) {
+  Fixture f;
+  const uint64_t n = f.node("n", 1024);
+  auto plans = f.planner.place(f.v(), 0);
+  ASSERT_TRUE(plans.ok()) << plans.error().message();
+  ASSERT_EQ(plans->loads.size(), 1u);
+  EXPECT_EQ(plans->loads[0].node, n);
+  EXPECT_TRUE(load_request(f.v(), plans->loads[0]).profile_json.empty());
+  gpu::ModelProfile profile;
+  profile.model = "m";
+  profile.header_sha256 = std::string(64, 'b');
+  profile.batches = {1, 2};
+  gpu::LayerCost layer;
+  layer.name = "fc";
+  layer.sha256 = std::string(64, 'a');
+  layer.exec_us = {10, 15};
+  layer.out_bytes = {64, 128};
+  profile.layers.push_back(layer);
+  f.v().entry.profile = std::make_shared<const gpu::ModelProfile>(profile);
+  const std::string json = load_request(f.v(), plans->loads[0]).profile_json;
+  auto back = gpu::parse_profile(json, "the load's profile");
+  ASSERT_TRUE(back.ok()) << back.error().message();
+  EXPECT_EQ(back->model, "m");
+  ASSERT_EQ(back->layers.size(), 1u);
+  EXPECT_EQ(back->layers[0].exec_us, layer.exec_us);
 }
 
 distribute_request request(std::vector<std::string> nodes, DistributeMode mode, uint32_t version = 1) {

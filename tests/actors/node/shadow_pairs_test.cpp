@@ -129,6 +129,21 @@ TEST(ShadowPairs, ABurstPairsTheBodyWithAShadowOnAnIdleDeviceAndLendsIt) {
   EXPECT_TRUE(f.arrivals(60, 310'000, 100'000).empty());
 }
 
+// The rate a burst is told by: the window's when it holds 8 arrivals or more; else the gaps between
+// the last 8 over their span, so that a few requests a second are not read as a burst of one per
+// window; fewer than 8 requests in all tell none.
+TEST(ShadowPairs, TheRateOfAFewRequestsASecondIsTheirGapsNotOneWindowsCount) {
+  Fixture f(2, lls());
+  f.run_once(1, 0);
+  for (int64_t t = 0; t < 7 * 50'000; t += 50'000) f.pairs.arrival("m", 1'000'000 + t, f.swap);
+  EXPECT_EQ(f.pairs.rate("m", 1'300'000), 0) << "seven arrivals";
+  f.pairs.arrival("m", 1'400'000, f.swap);
+  EXPECT_DOUBLE_EQ(f.pairs.rate("m", 1'400'000), 7 / 0.4);  // seven gaps over 400 ms, not 2 per 100 ms
+  for (int64_t t = 2'000'000; t <= 2'080'000; t += 10'000) f.pairs.arrival("m", t, f.swap);
+  EXPECT_DOUBLE_EQ(f.pairs.rate("m", 2'080'000), 9 / 0.1);  // nine within the window: its count
+  EXPECT_TRUE(f.pairs.table().empty()) << "90 a second is within one Body's 99";
+}
+
 TEST(ShadowPairs, ShadowsGoWhenTheRateFallsSmallestBenefitFirst) {
   Fixture f(4, lls());
   // Two Bodies (devices 0 and 1 hold copies), each paired in a burst.
