@@ -38,9 +38,8 @@ void ShadowPairs::publish(const std::string& name, const Model& m, SwapControlle
       if (paired) {
         double worst = 0;
         for (const Row* r : pairs) {
-          const auto p = priced(m.info.profile, r->body, r->device);
-          worst = std::max(
-              worst, b < 2 ? us : placement::split_batch(p, r->choice.first_block, r->choice.last_block, b).latency_us);
+          const auto split = placement::split_batch(*r->priced, r->choice.first_block, r->choice.last_block, b);
+          worst = std::max(worst, b < 2 ? us : split.latency_us);
         }
         us = std::min(us, worst);
       }
@@ -109,6 +108,28 @@ uint32_t ShadowPairs::bodies(const std::string& model) const {
   return it == models_.end() || !options_.model_level ? 0 : it->second.bodies;
 }
 
+const ShadowPairs::Model::Pairing& ShadowPairs::pairing(Model& m, uint32_t body, uint32_t device) {
+  auto [it, fresh] = m.pairings.try_emplace({body, device});
+  if (!fresh) return it->second;
+  auto priced_profile = std::make_shared<const placement::ShadowProfile>(priced(m.info.profile, body, device));
+  // The fewest bytes that add kShadowGain of a Body's rate (Algorithm 2 takes the first prefix of
+  // blocks that helps at all): not what the burst lacks, which is still rising when the rate
+  // first crosses the capacity, and often more than any Shadow adds; the rest is model-level
+  // scaling's. When that takes more than kShadowMaxShare of the model's bytes, the greatest
+  // benefit, if it holds no more; a larger span is no Shadow.
+  const auto too_big = [&](const placement::ShadowChoice& c) {
+    return static_cast<double>(c.weight_bytes) > kShadowMaxShare * static_cast<double>(m.model_bytes);
+  };
+  auto choice = placement::choose_shadow(*priced_profile, m.info.slo_us, m.info.max_batch,
+                                         placement::BlockOrder::exhaustive, kShadowGain * m.body_rps);
+  if (choice.ok() && *choice && too_big(**choice)) {
+    choice = placement::choose_shadow(*priced_profile, m.info.slo_us, m.info.max_batch);
+  }
+  it->second.priced = std::move(priced_profile);
+  if (choice.ok() && *choice && !too_big(**choice)) it->second.choice = **choice;
+  return it->second;
+}
+
 std::vector<ShadowPairs::Row> ShadowPairs::arrival(const std::string& name, int64_t now_us, SwapController& swap) {
   std::vector<Row> out;
   auto it = models_.find(name);
@@ -122,38 +143,27 @@ std::vector<ShadowPairs::Row> ShadowPairs::arrival(const std::string& name, int6
   double cap = capacity(name, m, swap);
   if (now_rps <= options_.gamma * cap) return out;
   // A Body without a Shadow, and an idle device for one.
-  for (uint32_t body : swap.holders(name)) {
+  const auto holders = swap.holders(name);
+  for (uint32_t body : holders) {
     if (now_rps <= options_.gamma * cap) break;
     const bool paired = std::any_of(rows_.begin(), rows_.end(),
                                     [&](const auto& r) { return r.second.model == name && r.second.body == body; });
     if (paired) continue;
     std::optional<uint32_t> device;
-    const auto holders = swap.holders(name);
     for (uint32_t d = 0; d < swap.device_count(); ++d) {
       if (!swap.idle(d) || std::find(holders.begin(), holders.end(), d) != holders.end()) continue;
       if (!device || swap.free_bytes(d) > swap.free_bytes(*device)) device = d;
     }
     if (!device) break;
-    const auto p = priced(m.info.profile, body, *device);
-    // The fewest bytes that add kShadowGain of a Body's rate (Algorithm 2 takes the first prefix of
-    // blocks that helps at all): not what the burst lacks, which is still rising when the rate
-    // first crosses the capacity, and often more than any Shadow adds; the rest is model-level
-    // scaling's. A span of more than kShadowMaxShare of the model's bytes is no Shadow either.
-    // When that takes more, the greatest benefit, if it holds no more.
-    const auto too_big = [&](const placement::ShadowChoice& c) {
-      return static_cast<double>(c.weight_bytes) > kShadowMaxShare * static_cast<double>(m.model_bytes);
-    };
-    auto choice = placement::choose_shadow(p, m.info.slo_us, m.info.max_batch, placement::BlockOrder::exhaustive,
-                                           kShadowGain * m.body_rps);
-    if (choice.ok() && *choice && too_big(**choice))
-      choice = placement::choose_shadow(p, m.info.slo_us, m.info.max_batch);
-    if (!choice.ok() || !*choice || too_big(**choice) || (*choice)->weight_bytes > swap.free_bytes(*device)) continue;
+    const Model::Pairing& pairing = this->pairing(m, body, *device);
+    if (!pairing.choice || pairing.choice->weight_bytes > swap.free_bytes(*device)) continue;
     Row r;
     r.id = next_id_++;
     r.model = name;
     r.body = body;
     r.device = *device;
-    r.choice = **choice;
+    r.choice = *pairing.choice;
+    r.priced = pairing.priced;
     r.asked_us = now_us;
     swap.set_lent(*device, true);
     cap += r.choice.gain_rows_per_s;
@@ -253,8 +263,7 @@ std::optional<std::pair<uint64_t, double>> ShadowPairs::pair(const std::string& 
   if (m == models_.end()) return std::nullopt;
   for (const auto& [id, r] : rows_) {
     if (r.model != model || r.body != body || !r.ready) continue;
-    const auto p = priced(m->second.info.profile, r.body, r.device);
-    const auto split = placement::split_batch(p, r.choice.first_block, r.choice.last_block, rows);
+    const auto split = placement::split_batch(*r.priced, r.choice.first_block, r.choice.last_block, rows);
     if (split.shadow_rows == 0) return std::nullopt;
     return std::make_pair(id, static_cast<double>(split.shadow_rows) / rows);
   }

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -73,6 +74,9 @@ class ShadowPairs {
     uint32_t body = 0;    // the Body's device
     uint32_t device = 0;  // the Shadow's
     placement::ShadowChoice choice;
+    /// The model's profile with the transfer between the two devices priced (shared with the
+    /// choice's cache): what the pair's splits are computed from.
+    std::shared_ptr<const placement::ShadowProfile> priced;
     bool ready = false;  // starting until its executor answered
     int64_t asked_us = 0;
     uint64_t bytes = 0, start_us = 0;  // as its executor reported them
@@ -127,7 +131,17 @@ class ShadowPairs {
     uint64_t model_bytes = 0;
     uint32_t bodies = 1;
     std::deque<int64_t> arrivals;  // within the longer of the burst window and the period
+    /// The policy's choice for a Shadow on device `second` paired with a Body on `first`, with the
+    /// profile it was priced on: computed once per pair of devices (the search is cubic in the
+    /// blocks; a burst asks at every arrival), gone with the model (a new profile or SLO).
+    struct Pairing {
+      std::shared_ptr<const placement::ShadowProfile> priced;
+      std::optional<placement::ShadowChoice> choice;
+    };
+    std::map<std::pair<uint32_t, uint32_t>, Pairing> pairings;
   };
+  /// The cached pairing of a Body on `body` with a Shadow on `device` (see Model::pairings).
+  const Model::Pairing& pairing(Model& m, uint32_t body, uint32_t device);
   /// The profile with the transfer between devices `a` and `b` priced (see the header).
   placement::ShadowProfile priced(const placement::ShadowProfile& p, uint32_t a, uint32_t b) const;
   /// The capacity of `model`'s Bodies in `swap` and their Shadows (rows per second).
