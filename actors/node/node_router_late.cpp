@@ -95,17 +95,18 @@ void show_shadows(router_pointer self, const std::string& model) {
 }
 
 /// A Shadow leaves its device (its row already out of the table): the executor drops it once no
-/// split runs on it.
-void drop_shadow(router_pointer self, const ShadowPairs::Row& row, const std::string& why) {
+/// split runs on it. `known`: the model's key when the router may have forgotten the model already.
+void drop_shadow(router_pointer self, const ShadowPairs::Row& row, const std::string& why,
+                 std::optional<model_key> known = std::nullopt) {
   auto& st = self->state;
   st.shadow_gates.erase(row.id);
-  auto key = st.keys.find(row.model);
+  if (auto k = st.keys.find(row.model); !known && k != st.keys.end()) known = k->second;
   spdlog::info("node {}: the Shadow of {} on {} (layers [{}, {}), paired with {}) goes: {}", st.config.name, row.model,
                st.devices[row.device].name, row.choice.first_layer, row.choice.last_layer, st.devices[row.body].name,
                why);
-  if (key == st.keys.end()) return;
+  if (!known) return;
   show_shadows(self, row.model);
-  self->request(st.devices[row.device].actor, std::chrono::minutes(1), shadow_atom_v, key->second)
+  self->request(st.devices[row.device].actor, std::chrono::minutes(1), shadow_atom_v, *known)
       .then([](bool) {}, [](caf::error&) {});
 }
 
@@ -118,6 +119,7 @@ void start_shadows(router_pointer self, const std::vector<ShadowPairs::Row>& row
     auto replica = key == st.keys.end() ? st.replicas.end() : st.replicas.find(key->second);
     if (replica == st.replicas.end() || !replica->second.model) {
       st.shadows->gone(row.id, *st.swap);
+      show_shadows(self, row.model);
       continue;
     }
     show_shadows(self, row.model);
@@ -130,11 +132,12 @@ void start_shadows(router_pointer self, const std::vector<ShadowPairs::Row>& row
     load_shadow msg{key->second, replica->second.model, row.choice.first_layer, row.choice.last_layer};
     self->request(st.devices[row.device].actor, std::chrono::seconds(60), std::move(msg))
         .then(
-            [self, row](shadow_ready& ready) {
+            [self, row, key = key->second](shadow_ready& ready) {
               auto& st = self->state;
               if (!st.shadows || !st.shadows->table().count(row.id)) {
-                // Released (its model unloaded) while it started.
-                drop_shadow(self, row, "no longer wanted");
+                // Released (its model unloaded) while it started: the executor lets it go all the
+                // same, by the key the router may have forgotten.
+                drop_shadow(self, row, "no longer wanted", key);
                 return;
               }
               st.shadow_gates[row.id] = std::move(ready.gate);
