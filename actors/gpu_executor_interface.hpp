@@ -19,7 +19,7 @@
 #include "actors/offload.hpp"
 #include "base/status.hpp"
 #include "gpu/executor.hpp"
-#include "gpu/model.hpp"
+#include "model/model.hpp"
 
 namespace ember {
 

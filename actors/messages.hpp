@@ -141,7 +141,7 @@ typename Inspector::result_type inspect(Inspector& f, blob_source& x) {
 
 /// One pipeline stage's share of a weights file (Flashpoint's partitioned cold start): the
 /// safetensors header and the bytes of layers [first_layer, last_layer), one contiguous range of
-/// the file, with the digests from the model's profile (gpu/model_profile.hpp) each piece is
+/// the file, with the digests from the model's profile (model/model_profile.hpp) each piece is
 /// checked against, so a stage verifies exactly what it holds.
 struct blob_part {
   uint32_t first_layer = 0;

@@ -25,7 +25,7 @@
 #include "actors/messages.hpp"
 #include "actors/offload.hpp"
 #include "actors/transfer_peer_interface.hpp"
-#include "gpu/host_buffer.hpp"
+#include "model/host_buffer.hpp"
 #include "transport/checksum.hpp"
 
 namespace ember {

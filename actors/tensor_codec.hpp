@@ -9,7 +9,7 @@
 
 #include "actors/messages.hpp"
 #include "base/status.hpp"
-#include "gpu/host_tensor.hpp"
+#include "model/host_tensor.hpp"
 
 namespace ember {
 

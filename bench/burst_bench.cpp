@@ -52,11 +52,13 @@
 #include "base/units.hpp"
 #include "bench/in_process.hpp"
 #include "bench/tensor_compare.hpp"
-#include "gpu/architectures.hpp"
-#include "gpu/model_profile.hpp"
-#include "gpu/sample_inputs.hpp"
+#include "gpu/profiler.hpp"
 #include "gpu/shadow_split.hpp"
 #include "gpu/sim_device.hpp"
+#include "model/architectures.hpp"
+#include "model/model_profile.hpp"
+#include "model/sample_inputs.hpp"
+#include "placement/shadow_profile.hpp"
 #include "transport/checksum.hpp"
 
 namespace ember::bench {
@@ -132,7 +134,7 @@ Subject prepare(const Options& o) {
   auto device = must(gpu::SimDevice::create(sim_config(o), 0), "a device to profile on");
   auto hash = [](const uint8_t* data, uint64_t bytes) { return transport::to_hex(transport::Sha256::of(data, bytes)); };
   const auto profile = must(gpu::measure_profile(model, *device, {1, 2, 4, 8}, o.seq_len, hash), "profiling");
-  s.shadow = gpu::shadow_profile(*model, profile);
+  s.shadow = placement::shadow_profile(*model, profile);
   s.deadline_us = static_cast<uint64_t>(o.slo_factor * placement::body_us(s.shadow, 8));
   s.body_rps = placement::body_capacity(s.shadow, static_cast<double>(s.deadline_us), 8).rows_per_s;
   s.profile_json = gpu::profile_to_json(profile);

@@ -5,12 +5,12 @@
 #include <cmath>
 #include <filesystem>
 
-#include "gpu/architectures.hpp"
 #include "gpu/executor.hpp"
-#include "gpu/model.hpp"
-#include "gpu/model_builder.hpp"
-#include "gpu/sample_inputs.hpp"
 #include "gpu/sim_device.hpp"
+#include "model/architectures.hpp"
+#include "model/model.hpp"
+#include "model/model_builder.hpp"
+#include "model/sample_inputs.hpp"
 
 namespace ember::bench {
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "config/device_config.hpp"
 #include "base/status.hpp"
-#include "gpu/host_tensor.hpp"
+#include "config/device_config.hpp"
+#include "model/host_tensor.hpp"
 
 namespace ember::bench {
 

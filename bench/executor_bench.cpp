@@ -23,11 +23,11 @@
 
 #include "base/units.hpp"
 #include "bench/subprocess.hpp"
-#include "gpu/architectures.hpp"
 #include "gpu/device_registry.hpp"
 #include "gpu/executor.hpp"
-#include "gpu/sample_inputs.hpp"
 #include "gpu/sim_device.hpp"
+#include "model/architectures.hpp"
+#include "model/sample_inputs.hpp"
 
 namespace ember::bench {
 namespace {

@@ -29,9 +29,9 @@
 
 #include "actors/node/executor_engine.hpp"
 #include "base/units.hpp"
-#include "gpu/model_builder.hpp"
-#include "gpu/sample_inputs.hpp"
 #include "gpu/sim_device.hpp"
+#include "model/model_builder.hpp"
+#include "model/sample_inputs.hpp"
 
 namespace ember::bench {
 namespace {

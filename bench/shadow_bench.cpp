@@ -21,11 +21,13 @@
 #include <vector>
 
 #include "bench/tensor_compare.hpp"
-#include "gpu/architectures.hpp"
-#include "gpu/model_profile.hpp"
-#include "gpu/sample_inputs.hpp"
+#include "gpu/profiler.hpp"
 #include "gpu/shadow_split.hpp"
 #include "gpu/sim_device.hpp"
+#include "model/architectures.hpp"
+#include "model/model_profile.hpp"
+#include "model/sample_inputs.hpp"
+#include "placement/shadow_profile.hpp"
 
 namespace ember::bench {
 namespace {
@@ -71,7 +73,7 @@ int run(const Options& o) {
   if (o.batch > 4) batches.push_back(o.batch);
   auto no_hash = [](const uint8_t*, uint64_t) { return std::string(64, '0'); };
   const auto profile = must(gpu::measure_profile(model, *body_device, batches, o.seq_len, no_hash), "profiling");
-  const auto p = gpu::shadow_profile(*model, profile);
+  const auto p = placement::shadow_profile(*model, profile);
   const double alone_us = placement::body_us(p, o.batch);
   const double slo_us = o.slo_ms > 0 ? o.slo_ms * 1000 : alone_us * 1.5;
 

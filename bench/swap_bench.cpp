@@ -28,15 +28,15 @@
 #include <vector>
 
 #include "base/units.hpp"
-#include "gpu/architectures.hpp"
 #include "gpu/copy_elbow.hpp"
 #include "gpu/device_registry.hpp"
 #include "gpu/executor.hpp"
-#include "gpu/host_buffer.hpp"
 #include "gpu/io_scheduler.hpp"
-#include "gpu/model.hpp"
-#include "gpu/sample_inputs.hpp"
 #include "gpu/sim_device.hpp"
+#include "model/architectures.hpp"
+#include "model/host_buffer.hpp"
+#include "model/model.hpp"
+#include "model/sample_inputs.hpp"
 
 using namespace ember;
 using Clock = std::chrono::steady_clock;

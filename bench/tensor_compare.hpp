@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "gpu/host_tensor.hpp"
+#include "model/host_tensor.hpp"
 
 namespace ember::bench {
 

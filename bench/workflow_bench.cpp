@@ -41,7 +41,7 @@
 #include <vector>
 
 #include "bench/subprocess.hpp"
-#include "gpu/model_builder.hpp"
+#include "model/model_builder.hpp"
 
 namespace ember::bench {
 namespace {

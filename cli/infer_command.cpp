@@ -8,9 +8,9 @@
 #include <random>
 #include <sstream>
 
-#include "cli/commands.hpp"
-#include "gpu/host_tensor.hpp"
 #include "base/json_text.hpp"
+#include "cli/commands.hpp"
+#include "model/host_tensor.hpp"
 
 namespace ember::cli {
 

@@ -8,12 +8,15 @@
 
 #include "base/units.hpp"
 #include "cli/commands.hpp"
-#include "gpu/architectures.hpp"
 #include "gpu/device_registry.hpp"
-#include "gpu/model.hpp"
-#include "gpu/model_profile.hpp"
-#include "gpu/ops.hpp"
+#include "gpu/profiler.hpp"
 #include "gpu/shadow_split.hpp"
+#include "model/architectures.hpp"
+#include "model/layer_blocks.hpp"
+#include "model/model.hpp"
+#include "model/model_profile.hpp"
+#include "model/ops.hpp"
+#include "placement/shadow_profile.hpp"
 #include "transport/checksum.hpp"
 
 namespace ember::cli {
@@ -88,7 +91,7 @@ void print_shadow_choice(const gpu::Model& m, const gpu::ModelProfile& profile, 
     std::printf("a Shadow: give --slo-ms (the model sets no serving SLO)\n");
     return;
   }
-  const auto p = gpu::shadow_profile(m, profile);
+  const auto p = placement::shadow_profile(m, profile);
   const uint32_t max_batch = std::max<uint32_t>(m.manifest().serving.max_batch, profile.batches.back());
   const auto alone = placement::body_capacity(p, slo_ms * 1000, max_batch);
   std::printf("\nat an SLO of %.1f ms, batches up to %u: the Body alone serves %.1f rows/s (batch %u)\n", slo_ms,

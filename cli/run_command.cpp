@@ -13,14 +13,14 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "actors/node/engine/device_workflow.hpp"
 #include "base/json_text.hpp"
 #include "base/units.hpp"
 #include "cli/commands.hpp"
 #include "gpu/device_registry.hpp"
-#include "gpu/device_workflow.hpp"
 #include "gpu/executor.hpp"
-#include "gpu/host_tensor.hpp"
-#include "gpu/sample_inputs.hpp"
+#include "model/host_tensor.hpp"
+#include "model/sample_inputs.hpp"
 #include "placement/workflow_plan.hpp"
 
 namespace ember::cli {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "gpu/host_buffer.hpp"
+#include "model/host_buffer.hpp"
 
 namespace ember::gpu {
 

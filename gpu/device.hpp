@@ -22,9 +22,9 @@
 #include <memory>
 #include <string>
 
-#include "config/device_config.hpp"
 #include "base/status.hpp"
-#include "gpu/ops.hpp"
+#include "config/device_config.hpp"
+#include "gpu/kernel_args.hpp"
 
 namespace ember::gpu {
 

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <map>
 
-#include "gpu/cuda/cuda_plugin_abi.hpp"
+#include "gpu/cuda_plugin_abi.hpp"
 #include "gpu/sim_device.hpp"
 
 namespace ember::gpu {

@@ -28,8 +28,8 @@
 
 #include "base/status.hpp"
 #include "gpu/device.hpp"
-#include "gpu/host_tensor.hpp"
-#include "gpu/model.hpp"
+#include "model/host_tensor.hpp"
+#include "model/model.hpp"
 
 namespace ember::gpu {
 

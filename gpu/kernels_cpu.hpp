@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "gpu/ops.hpp"
+#include "gpu/kernel_args.hpp"
 
 namespace ember::gpu {
 

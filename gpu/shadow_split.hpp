@@ -1,11 +1,5 @@
-// Layer blocks and the Body/Shadow batch split (AsyFunc §2.2, Fig. 5; issue 19).
-//
-// A cut point k (0 < k < layers) is valid when exactly one value computed before it is read at or
-// after it (or is a model output): the layers on either side then meet in one tensor, which is
-// what a Body sends its Shadow and gets back (residual blocks stay whole: inside one, the skip
-// connection is a second value crossing). Model inputs read on both sides (a transformer's
-// attention mask) do not count: every side can be given their rows. A block is the range between
-// two consecutive cuts (or the model's ends); a Shadow holds a range of consecutive blocks.
+// The Body/Shadow batch split (AsyFunc §2.2, Fig. 5; issue 19), over the layer blocks of
+// model/layer_blocks.hpp (where a model may be cut).
 //
 // The split: the Body runs the layers before the range on the whole batch, gives the Shadow the
 // last rows of every value the range reads, runs the range on the first rows while the Shadow runs
@@ -24,25 +18,10 @@
 
 #include "base/status.hpp"
 #include "gpu/executor.hpp"
-#include "gpu/manifest.hpp"
-#include "gpu/model_profile.hpp"
-#include "placement/shadow_policy.hpp"
+#include "model/layer_blocks.hpp"
+#include "model/manifest.hpp"
 
 namespace ember::gpu {
-
-/// The valid cut points of `graph`, ascending (see the header).
-std::vector<uint32_t> cut_points(const Graph& graph);
-/// The blocks between consecutive cut points (the model's ends included), in order.
-std::vector<LayerRange> layer_blocks(const Graph& graph);
-
-/// The Shadow policy's view of a profiled model (placement/shadow_policy.hpp): its blocks, each
-/// with its layers' weight bytes, multiply-adds and times per profiled batch summed, and the bytes
-/// per sample that enter it (what crosses the cut before it; the model inputs for the first) and
-/// leave it. The profile must match the model (ModelProfile::check_matches).
-placement::ShadowProfile shadow_profile(const Model& model, const ModelProfile& profile);
-/// One replica's capacity within `slo_us` at batches up to `max_batch` (AsyFunc's Eq. 1; rows a
-/// second, 0 when not even one row meets it), from the profile alone: the layers' times summed.
-double replica_capacity(const ModelProfile& profile, double slo_us, uint32_t max_batch);
 
 /// Rows [from, to) of `value` (batch-leading, row-major) as a value of its own over the same
 /// memory (the view keeps the original alive).

@@ -3,7 +3,7 @@
 //
 // The model is a sequence of blocks (gpu/shadow_split.hpp's, between valid cut points), each with
 // its weights, multiply-adds per sample, the bytes per sample that cross its ends, and its measured
-// time at a few batch sizes (gpu/model_profile.hpp), interpolated linearly in between (and
+// time at a few batch sizes (model/model_profile.hpp), interpolated linearly in between (and
 // extrapolated from the last two beyond). A Shadow holds one contiguous span Φ of blocks; for
 // them the batch b is split, b_B rows on the Body and b_S on the Shadow (AsyFunc's Eq. 6):
 //

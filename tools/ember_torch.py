@@ -11,7 +11,7 @@ This file is both a module (the reference tests and benchmarks import it) and a 
 
 The reference modules are built from PyTorch's own layers (torch.nn, torchvision), not from Ember's
 op table, so they are an independent implementation of the four architectures `ember model new`
-knows (gpu/architectures.cpp). Ember's tensor names are the torch state_dict keys, so an import is a
+knows (model/architectures.cpp). Ember's tensor names are the torch state_dict keys, so an import is a
 rename-free copy: for every layer of model.json, in layer order, each tensor its "weights" object
 names, in that object's order.
 
@@ -137,7 +137,7 @@ def write_safetensors(path: str, tensors: Iterable[Tuple[str, np.ndarray]],
 
 
 # ---------------------------------------------------------------------------------------------
-# Architectures, as gpu/architectures.cpp defines them.
+# Architectures, as model/architectures.cpp defines them.
 
 TRANSFORMERS = {
     # vocab, positions, hidden, layers, heads, ffn, eps
@@ -324,7 +324,7 @@ def _pair(v) -> Tuple[int, int]:
 
 
 def layer_weight_shapes(layer: dict) -> Dict[str, Tuple[int, ...]]:
-    """Expected shape of each weight role of a model.json layer (mirrors weight_specs in gpu/ops.cpp)."""
+    """Expected shape of each weight role of a model.json layer (mirrors weight_specs in model/ops.cpp)."""
     op, a = layer["op"], layer.get("attrs", {})
     if op == "linear":
         return {"weight": (a["out_features"], a["in_features"]), "bias": (a["out_features"],)}

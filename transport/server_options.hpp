@@ -21,7 +21,7 @@
 // 1 Gbit/s links (netns, MTU 9000): 1 MiB chunks 1.031x the ideal time, 4 MiB chunks 1.062x
 // (N = 3: 1.030x vs 1.048x). Hence 1 MiB: ~8 ms per hop at 1 Gbit/s, and a failed fetch loses at
 // most one unverified MiB. "Fresh buffer": a receive buffer never touched before; its page faults
-// cost about 20% (model buffers now ask for 2 MiB pages, gpu/host_buffer.cpp).
+// cost about 20% (model buffers now ask for 2 MiB pages, model/host_buffer.cpp).
 #pragma once
 
 #include <atomic>

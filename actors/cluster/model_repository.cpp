@@ -6,9 +6,10 @@
 #include <sstream>
 
 #include "config/workflow_config.hpp"
-#include "gpu/manifest.hpp"
-#include "gpu/model.hpp"
 #include "gpu/shadow_split.hpp"
+#include "model/manifest.hpp"
+#include "model/model.hpp"
+#include "placement/shadow_profile.hpp"
 
 namespace ember {
 
@@ -57,7 +58,7 @@ RepositoryEntry read_version(const std::string& name, uint32_t version, const fs
       read_profile(e, *manifest);
       const auto& serving = manifest->serving;
       if (e.profile && serving.slo_deadline_us) {
-        e.capacity_rps = gpu::replica_capacity(*e.profile, static_cast<double>(serving.slo_deadline_us),
+        e.capacity_rps = placement::replica_capacity(*e.profile, static_cast<double>(serving.slo_deadline_us),
                                                serving.dynamic_batching ? serving.max_batch : 1);
       }
     }

@@ -1,4 +1,4 @@
-// The model repository on disk, as the cluster manager scans it (gpu/model.hpp's repository_version_dir
+// The model repository on disk, as the cluster manager scans it (model/model.hpp's repository_version_dir
 // is the layout, which a node also uses to read its own local repository): one folder per model holding
 // numbered version folders, as Triton's repositories do:
 //
@@ -23,7 +23,7 @@
 #include "actors/messages.hpp"
 #include "actors/routing.hpp"
 #include "config/autoscale_config.hpp"
-#include "gpu/model_profile.hpp"
+#include "model/model_profile.hpp"
 
 namespace ember {
 

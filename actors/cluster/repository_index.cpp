@@ -1,6 +1,6 @@
 #include "actors/cluster/repository_index.hpp"
 
-#include "gpu/model.hpp"
+#include "model/model.hpp"
 
 namespace ember {
 

@@ -16,7 +16,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/transfer/transfer_peer.hpp"
-#include "gpu/host_buffer.hpp"
+#include "model/host_buffer.hpp"
 #include "transport/blob.hpp"
 #include "transport/growing_blob.hpp"
 

@@ -64,12 +64,12 @@
 #include <vector>
 
 #include "actors/messages.hpp"
+#include "actors/node/engine/device_workflow.hpp"
 #include "base/status.hpp"
 #include "base/work_queue.hpp"
 #include "gpu/activation_pool.hpp"
 #include "gpu/device.hpp"
 #include "gpu/device_memory_pool.hpp"
-#include "gpu/device_workflow.hpp"
 #include "gpu/executor.hpp"
 #include "gpu/io_scheduler.hpp"
 #include "gpu/pinned_staging.hpp"
@@ -256,7 +256,7 @@ class ExecutorEngine {
   /// A whole workflow request run on the calling thread as run_here runs one request: when every
   /// step's model (`models`, per step) is resident here, none waits to gather a batch, and the
   /// device is idle, the steps run one after the other with the hand-off on the device
-  /// (gpu/device_workflow.hpp); nullopt, having run nothing, otherwise.
+  /// (actors/node/engine/device_workflow.hpp); nullopt, having run nothing, otherwise.
   std::optional<Result<std::vector<gpu::HostTensor>>> run_workflow_here(const WorkflowConfig& config,
                                                                         const WorkflowPlan& plan,
                                                                         const std::vector<model_key>& models,

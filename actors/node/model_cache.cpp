@@ -20,7 +20,7 @@
 #include "actors/offload.hpp"
 #include "actors/transfer/transfer_peer.hpp"
 #include "base/units.hpp"
-#include "gpu/model.hpp"
+#include "model/model.hpp"
 #include "transport/blob.hpp"
 #include "transport/data_plane.hpp"
 

@@ -14,8 +14,9 @@
 #include "actors/offload.hpp"
 #include "actors/tensor_codec.hpp"
 #include "base/units.hpp"
-#include "gpu/sample_inputs.hpp"
 #include "gpu/shadow_split.hpp"
+#include "model/sample_inputs.hpp"
+#include "placement/shadow_profile.hpp"
 
 namespace ember {
 
@@ -708,7 +709,7 @@ void late_scale_model(router_pointer self, const model_key& key) {
   auto m = st.swap->model(key.to_string());
   if (it == st.replicas.end() || !m || !it->second.profile || !it->second.model || m->deadline_us == 0) return;
   ShadowPairs::ModelInfo info;
-  info.profile = gpu::shadow_profile(*it->second.model, *it->second.profile);
+  info.profile = placement::shadow_profile(*it->second.model, *it->second.profile);
   info.slo_us = static_cast<double>(m->deadline_us);
   info.max_batch = std::max<uint32_t>(m->max_batch, 1);
   info.overhead_us = std::max(0.0, static_cast<double>(m->warm_us) - placement::body_us(info.profile, 1));

@@ -18,7 +18,7 @@
 #include "actors/node/blob_store.hpp"
 #include "actors/node/node_router_state.hpp"
 #include "actors/offload.hpp"
-#include "gpu/host_buffer.hpp"
+#include "model/host_buffer.hpp"
 #include "transport/data_plane.hpp"
 
 namespace ember {

@@ -23,7 +23,7 @@
 #include "actors/node/swap_controller.hpp"
 #include "actors/node_router_interface.hpp"
 #include "gpu/executor.hpp"
-#include "gpu/model_profile.hpp"
+#include "model/model_profile.hpp"
 #include "placement/workflow_plan.hpp"
 
 namespace ember {

@@ -18,7 +18,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/node/swap_controller.hpp"
-#include "gpu/model.hpp"
+#include "model/model.hpp"
 
 namespace ember {
 

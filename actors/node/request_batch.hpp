@@ -16,7 +16,7 @@
 
 #include "actors/messages.hpp"
 #include "base/status.hpp"
-#include "gpu/manifest.hpp"
+#include "model/manifest.hpp"
 
 namespace ember {
 

@@ -16,7 +16,7 @@
 #include "actors/offload.hpp"
 #include "actors/transfer/transfer_instruments.hpp"
 #include "base/units.hpp"
-#include "gpu/host_buffer.hpp"
+#include "model/host_buffer.hpp"
 #include "transport/data_plane.hpp"
 #include "transport/growing_blob.hpp"
 

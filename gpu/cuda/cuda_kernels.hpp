@@ -23,7 +23,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "gpu/ops.hpp"
+#include "gpu/kernel_args.hpp"
 
 namespace ember::gpu::cuda {
 

@@ -18,7 +18,7 @@
 
 #include "base/units.hpp"
 #include "gpu/cuda/cuda_device.hpp"
-#include "gpu/cuda/cuda_plugin_abi.hpp"
+#include "gpu/cuda_plugin_abi.hpp"
 
 namespace ember::gpu::cuda {
 

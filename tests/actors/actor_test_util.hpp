@@ -21,7 +21,7 @@
 #include "actors/errors.hpp"
 #include "actors/messages.hpp"
 #include "base/status.hpp"
-#include "gpu/model.hpp"
+#include "model/model.hpp"
 #include "tests/gpu/test_util.hpp"
 #include "tests/must.hpp"
 

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "config/device_config.hpp"
-#include "gpu/cuda/cuda_plugin_abi.hpp"
+#include "gpu/cuda_plugin_abi.hpp"
 #include "gpu/device_registry.hpp"
 #include "gpu/sim_device.hpp"
 

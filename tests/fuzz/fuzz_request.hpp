@@ -3,7 +3,7 @@
 #pragma once
 
 #include "actors/messages.hpp"
-#include "gpu/tensor.hpp"
+#include "model/tensor.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 
 namespace ember::fuzz {

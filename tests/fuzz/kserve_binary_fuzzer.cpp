@@ -14,7 +14,7 @@
 #include <cstring>
 
 #include "actors/gateway/http/kserve_json.hpp"
-#include "gpu/tensor.hpp"
+#include "model/tensor.hpp"
 #include "tests/fuzz/fuzz_request.hpp"
 
 using namespace ember;

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "actors/gateway/grpc/kserve_grpc.hpp"
-#include "gpu/tensor.hpp"
+#include "model/tensor.hpp"
 #include "tests/fuzz/fuzz_request.hpp"
 
 using namespace ember;

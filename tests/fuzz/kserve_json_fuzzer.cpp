@@ -1,4 +1,4 @@
-// libFuzzer target for gpu/host_tensor.cpp: tensor_from_kserve_json, the KServe v2 JSON tensor
+// libFuzzer target for model/host_tensor.cpp: tensor_from_kserve_json, the KServe v2 JSON tensor
 // decoder, on any JSON.
 //
 // Input: JSON text. A KServe request {"inputs": [tensor, ...]} has each of its tensors decoded, as
@@ -10,7 +10,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "gpu/host_tensor.hpp"
+#include "model/host_tensor.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 
 using namespace ember;

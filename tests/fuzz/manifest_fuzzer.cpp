@@ -1,5 +1,5 @@
-// libFuzzer target for gpu/manifest.cpp: parse_manifest on any text, which also runs the op
-// table's attribute parsing and shape inference (gpu/ops.cpp).
+// libFuzzer target for model/manifest.cpp: parse_manifest on any text, which also runs the op
+// table's attribute parsing and shape inference (model/ops.cpp).
 //
 // Input: the text of a model.json. On success the manifest must be what manifest.hpp promises:
 // non-empty inputs, outputs and layers; every layer with a known op, its input count, and exactly
@@ -8,7 +8,7 @@
 // On failure the Error names the file.
 #include <string>
 
-#include "gpu/manifest.hpp"
+#include "model/manifest.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 
 using namespace ember;

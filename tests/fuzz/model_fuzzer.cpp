@@ -1,4 +1,4 @@
-// libFuzzer target for gpu/model.cpp: Model::from_memory on any manifest text and weights file,
+// libFuzzer target for model/model.cpp: Model::from_memory on any manifest text and weights file,
 // which parses both and checks that the weights are laid out layer after layer.
 //
 // Input layout:
@@ -15,7 +15,7 @@
 #include <cstring>
 #include <set>
 
-#include "gpu/model.hpp"
+#include "model/model.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 
 using namespace ember;

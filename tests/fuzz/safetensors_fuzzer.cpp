@@ -1,4 +1,4 @@
-// libFuzzer target for gpu/safetensors.cpp: parse_safetensors on any bytes.
+// libFuzzer target for model/safetensors.cpp: parse_safetensors on any bytes.
 //
 // Input layout:
 //   1. 4 bytes  E, unsigned little-endian: bytes of data section that exist in the file beyond the
@@ -12,7 +12,7 @@
 #include <set>
 #include <string>
 
-#include "gpu/safetensors.hpp"
+#include "model/safetensors.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 
 using namespace ember;

@@ -1,11 +1,12 @@
 // ModelProfile: measured per layer on a simulated device, written and read back as profile.json,
 // checked against the model it describes; bad files are clear errors.
-#include "gpu/model_profile.hpp"
+#include "model/model_profile.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
 
+#include "gpu/profiler.hpp"
 #include "tests/gpu/test_util.hpp"
 
 namespace ember::gpu {

@@ -7,7 +7,7 @@
 #include <functional>
 
 #include "gpu/executor.hpp"
-#include "gpu/model_builder.hpp"
+#include "model/model_builder.hpp"
 #include "tests/gpu/test_util.hpp"
 
 namespace ember::gpu {

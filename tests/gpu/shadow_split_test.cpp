@@ -1,13 +1,13 @@
-// Layer blocks and the Body/Shadow split (gpu/shadow_split.hpp): for every reference architecture,
-// a range of blocks computed on two devices, the batch split between them, answers what the Body
-// computes alone; a Shadow that faults leaves its rows to the Body; cut points keep residual
-// blocks whole.
+// The Body/Shadow split (gpu/shadow_split.hpp): for every reference architecture, a range of
+// blocks computed on two devices, the batch split between them, answers what the Body computes
+// alone; a Shadow that faults leaves its rows to the Body.
 #include "gpu/shadow_split.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
+#include "model/layer_blocks.hpp"
 #include "tests/gpu/test_util.hpp"
 
 namespace ember::gpu {
@@ -16,24 +16,6 @@ namespace shadow_split_test {
 using testing::TempDir;
 
 class EveryArchitectureSplit : public ::testing::TestWithParam<const char*> {};
-
-// Every value crossing a cut point is one tensor; a block's inner values are read inside it only.
-TEST_P(EveryArchitectureSplit, CutPointsAreWhereOneValueCrosses) {
-  TempDir dir;
-  auto m = testing::tiny_model(GetParam(), dir.path());
-  const Graph& g = m->graph();
-  const auto blocks = layer_blocks(g);
-  ASSERT_FALSE(blocks.empty());
-  EXPECT_EQ(blocks.front().first, 0u);
-  EXPECT_EQ(blocks.back().last, g.num_layers());
-  for (size_t i = 1; i < blocks.size(); ++i) EXPECT_EQ(blocks[i].first, blocks[i - 1].last);
-  for (uint32_t k : cut_points(g)) {
-    const auto in = g.range_inputs({k, g.num_layers()});
-    const auto crossing = std::count_if(in.begin(), in.end(), [&](uint32_t v) { return g.producer(v) >= 0; });
-    EXPECT_EQ(crossing, 1) << GetParam() << " cut " << k;
-  }
-  EXPECT_GE(blocks.size(), 2u) << GetParam() << " has no cut point at all";
-}
 
 TEST_P(EveryArchitectureSplit, TheBatchSplitBetweenBodyAndShadowAnswersWhatTheBodyDoesAlone) {
   TempDir dir;
@@ -95,23 +77,6 @@ INSTANTIATE_TEST_SUITE_P(Tiny, EveryArchitectureSplit, ::testing::Values("mlp", 
                          });
 
 // A Shadow whose device faults mid-offload: the Body computes its rows, the answer is still right.
-// One replica's capacity from a profile alone (autoscale.policy model_level): the most rows a
-// second at a profiled batch (or between two) whose summed layer times meet the SLO.
-TEST(ShadowSplit, AReplicasCapacityIsTheBestBatchWithinTheSlo) {
-  ModelProfile p;
-  p.batches = {1, 2, 4, 8};
-  for (int l = 0; l < 2; ++l) {
-    LayerCost c;
-    c.exec_us = {5'000, 6'000, 8'000, 12'000};  // 10, 12, 16 and 24 ms summed
-    p.layers.push_back(c);
-  }
-  EXPECT_DOUBLE_EQ(replica_capacity(p, 30'000, 8), 8 / 0.024);
-  EXPECT_DOUBLE_EQ(replica_capacity(p, 30'000, 1), 1 / 0.010) << "no batching: one row at a time";
-  EXPECT_DOUBLE_EQ(replica_capacity(p, 16'000, 8), 4 / 0.016) << "batch 8 misses the SLO";
-  EXPECT_DOUBLE_EQ(replica_capacity(p, 5'000, 8), 0) << "not even one row meets it";
-  EXPECT_DOUBLE_EQ(replica_capacity(ModelProfile{}, 30'000, 8), 0);
-}
-
 TEST(ShadowSplit, AShadowThatFaultsLeavesItsRowsToTheBody) {
   TempDir dir;
   auto m = testing::tiny_model("resnet50", dir.path());

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <limits>
 
-#include "gpu/tensor.hpp"
+#include "model/tensor.hpp"
 
 namespace ember {
 

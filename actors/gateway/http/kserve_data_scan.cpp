@@ -5,7 +5,7 @@
 #include <charconv>
 #include <system_error>
 
-#include "gpu/tensor.hpp"
+#include "model/tensor.hpp"
 
 namespace ember {
 

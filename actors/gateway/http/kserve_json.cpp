@@ -11,7 +11,7 @@
 #include "actors/gateway/http/kserve_data_scan.hpp"
 #include "actors/tensor_codec.hpp"
 #include "base/json_text.hpp"
-#include "gpu/host_tensor.hpp"
+#include "model/host_tensor.hpp"
 
 namespace ember {
 

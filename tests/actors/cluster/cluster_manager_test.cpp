@@ -15,6 +15,7 @@
 #include "actors/cluster/load_planner.hpp"
 #include "actors/cluster/model_repository.hpp"
 #include "actors/cluster/repository_index.hpp"
+#include "gpu/profiler.hpp"
 #include "tests/actors/deterministic.hpp"
 #include "tests/gpu/test_util.hpp"
 #include "transport/checksum.hpp"

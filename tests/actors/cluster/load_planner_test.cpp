@@ -6,7 +6,7 @@
 
 #include <set>
 
-#include "gpu/model_profile.hpp"
+#include "model/model_profile.hpp"
 
 namespace ember {
 namespace load_planner_test {

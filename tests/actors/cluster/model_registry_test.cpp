@@ -9,8 +9,10 @@
 #include <fstream>
 
 #include "actors/cluster/model_repository.hpp"
-#include "gpu/model_profile.hpp"
+#include "gpu/profiler.hpp"
 #include "gpu/shadow_split.hpp"
+#include "model/model_profile.hpp"
+#include "placement/shadow_profile.hpp"
 #include "tests/gpu/test_util.hpp"
 #include "transport/checksum.hpp"
 
@@ -345,7 +347,7 @@ TEST(ModelRepository, ReadsAVersionsProfileAndRefusesAStaleOne) {
   const auto& serving = gpt->manifest().serving;
   ASSERT_GT(serving.slo_deadline_us, 0u) << "premise: the tiny model declares an SLO";
   EXPECT_GT(g.capacity_rps, 0);
-  EXPECT_DOUBLE_EQ(g.capacity_rps, gpu::replica_capacity(*g.profile, static_cast<double>(serving.slo_deadline_us),
+  EXPECT_DOUBLE_EQ(g.capacity_rps, placement::replica_capacity(*g.profile, static_cast<double>(serving.slo_deadline_us),
                                                          serving.dynamic_batching ? serving.max_batch : 1));
   const RepositoryEntry& m = entries[1];
   EXPECT_TRUE(m.error.empty()) << "a stale profile does not make the model invalid";

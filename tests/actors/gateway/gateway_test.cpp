@@ -13,7 +13,7 @@
 #include "actors/gateway/gateway_instruments.hpp"
 #include "actors/gateway/routing_view.hpp"
 #include "base/work_queue.hpp"
-#include "gpu/architectures.hpp"
+#include "model/architectures.hpp"
 #include "tests/actors/deterministic.hpp"
 
 namespace ember {

@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "gpu/architectures.hpp"
+#include "model/architectures.hpp"
 
 namespace ember {
 namespace model_catalog_test {

@@ -13,7 +13,7 @@
 #include "actors/node/gpu_executor.hpp"
 #include "actors/node/node_instruments.hpp"
 #include "actors/tensor_codec.hpp"
-#include "gpu/architectures.hpp"
+#include "model/architectures.hpp"
 #include "tests/actors/actor_test_util.hpp"
 #include "tests/actors/node/node_test_util.hpp"
 

@@ -24,10 +24,12 @@
 #include "actors/node/node_router.hpp"
 #include "actors/node_router_interface.hpp"
 #include "actors/tensor_codec.hpp"
-#include "gpu/architectures.hpp"
-#include "gpu/model_builder.hpp"
-#include "gpu/model_profile.hpp"
+#include "gpu/profiler.hpp"
 #include "metrics/metrics.hpp"
+#include "model/architectures.hpp"
+#include "model/layer_blocks.hpp"
+#include "model/model_builder.hpp"
+#include "model/model_profile.hpp"
 #include "tests/actors/actor_test_util.hpp"
 
 namespace ember {

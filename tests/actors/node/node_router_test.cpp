@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "actors/node/node_instruments.hpp"
-#include "gpu/host_buffer.hpp"
+#include "model/host_buffer.hpp"
 #include "tests/actors/deterministic.hpp"
 #include "tests/gpu/test_util.hpp"
 

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "gpu/tensor.hpp"
+#include "model/tensor.hpp"
 
 namespace ember {
 namespace {

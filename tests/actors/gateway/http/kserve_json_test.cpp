@@ -8,8 +8,8 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "gpu/architectures.hpp"
-#include "gpu/tensor.hpp"
+#include "model/architectures.hpp"
+#include "model/tensor.hpp"
 
 namespace ember {
 namespace kserve_json_test {

@@ -1,0 +1,580 @@
+// Op table: attribute parsing, weight specs, shape inference and workspace sizes, one case per op.
+#include "model/ops.hpp"
+
+#include <nlohmann/json.hpp>
+#include <set>
+
+namespace ember::gpu {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::string_view kOpNames[] = {
+    "linear",  "conv2d",     "batch_norm", "relu",       "gelu",       "tanh",
+    "layer_norm", "softmax", "attention",  "embedding",  "add",        "max_pool2d",
+    "avg_pool2d", "global_avg_pool", "flatten", "reshape", "select"};
+static_assert(std::size(kOpNames) == static_cast<size_t>(OpKind::count), "every op needs a name");
+
+// Bounds that keep shape inference in int64 with room to spare, whatever model.json says: every
+// integer attribute is at most kMaxAttrValue (so kernel * dilation and 3 * embed_dim cannot
+// overflow), and infer_output refuses inputs whose dims multiply past kMaxElements (so products
+// of any of their dims cannot either). Both are far beyond any model Ember can hold.
+constexpr int64_t kMaxAttrValue = INT32_MAX;
+constexpr int64_t kMaxElements = int64_t{1} << 56;
+
+// Whether `x` is an integer in [min_value, kMaxAttrValue]. nlohmann stores non-negative integers
+// as unsigned, which get<int64_t>() would wrap above INT64_MAX.
+bool attr_in_range(const json& x, int64_t min_value) {
+  if (!x.is_number_integer()) return false;
+  if (x.is_number_unsigned()) {
+    const uint64_t u = x.get<uint64_t>();
+    return u <= static_cast<uint64_t>(kMaxAttrValue) && static_cast<int64_t>(u) >= min_value;
+  }
+  return x.get<int64_t>() >= min_value;
+}
+
+// Reads typed attributes out of a JSON object, remembering which keys were used so that leftovers
+// (typos) can be reported.
+class AttrReader {
+ public:
+  AttrReader(const json& attrs, const std::string& where) : attrs_(attrs), where_(where) {}
+
+  Status error() const { return status_; }
+
+  int64_t integer(const char* key, int64_t fallback, bool required, int64_t min_value) {
+    const json* v = take(key, required);
+    if (!v) return fallback;
+    if (!v->is_number_integer()) return fail(key, "expected an integer, got " + v->dump()), fallback;
+    if (!attr_in_range(*v, min_value)) {
+      return fail(key, v->dump() + " is outside " + std::to_string(min_value) + ".." + std::to_string(kMaxAttrValue)),
+             fallback;
+    }
+    return v->get<int64_t>();
+  }
+
+  bool boolean(const char* key, bool fallback) {
+    const json* v = take(key, false);
+    if (!v) return fallback;
+    if (!v->is_boolean()) return fail(key, "expected true or false, got " + v->dump()), fallback;
+    return v->get<bool>();
+  }
+
+  float number(const char* key, float fallback, float min_value, float max_value) {
+    const json* v = take(key, false);
+    if (!v) return fallback;
+    if (!v->is_number()) return fail(key, "expected a number, got " + v->dump()), fallback;
+    double x = v->get<double>();
+    if (!(x >= min_value && x <= max_value)) {
+      return fail(key, v->dump() + " is outside [" + std::to_string(min_value) + ", " + std::to_string(max_value) + "]"),
+             fallback;
+    }
+    return static_cast<float>(x);
+  }
+
+  std::string text(const char* key, const std::string& fallback) {
+    const json* v = take(key, false);
+    if (!v) return fallback;
+    if (!v->is_string()) return fail(key, "expected a string, got " + v->dump()), fallback;
+    return v->get<std::string>();
+  }
+
+  // An int (both dims) or a pair [h, w].
+  void pair(const char* key, int64_t out[2], bool required, int64_t fallback, int64_t min_value) {
+    const json* v = take(key, required);
+    out[0] = out[1] = fallback;
+    if (!v) return;
+    auto one = [&](const json& x, int64_t& dst) {
+      if (!attr_in_range(x, min_value)) {
+        fail(key, "expected integers in " + std::to_string(min_value) + ".." + std::to_string(kMaxAttrValue) +
+                      ", got " + v->dump());
+        return;
+      }
+      dst = x.get<int64_t>();
+    };
+    if (v->is_array() && v->size() == 2) {
+      one((*v)[0], out[0]);
+      one((*v)[1], out[1]);
+    } else if (v->is_number_integer()) {
+      one(*v, out[0]);
+      out[1] = out[0];
+    } else {
+      fail(key, "expected an integer or a pair [height, width], got " + v->dump());
+    }
+  }
+
+  std::vector<int64_t> int_list(const char* key) {
+    const json* v = take(key, true);
+    std::vector<int64_t> out;
+    if (!v) return out;
+    if (!v->is_array() || v->size() > static_cast<size_t>(Shape::kMaxRank)) {
+      fail(key, "expected a list of at most " + std::to_string(Shape::kMaxRank) + " integers");
+      return out;
+    }
+    for (const auto& x : *v) {
+      if (!attr_in_range(x, INT64_MIN)) {
+        fail(key, "expected integers up to " + std::to_string(kMaxAttrValue) + ", got " + v->dump());
+        return {};
+      }
+      out.push_back(x.get<int64_t>());
+    }
+    return out;
+  }
+
+  // Reports keys that no reader asked for.
+  void finish() {
+    if (!status_.ok()) return;
+    for (const auto& [key, value] : attrs_.items()) {
+      (void)value;
+      if (!used_.count(key)) {
+        status_ = invalid_argument(where_ + ": attrs: unknown attribute '" + key + "'");
+        return;
+      }
+    }
+  }
+
+  void fail(const char* key, const std::string& msg) {
+    if (status_.ok()) status_ = invalid_argument(where_ + ": attrs." + key + ": " + msg);
+  }
+
+ private:
+  const json* take(const char* key, bool required) {
+    used_.insert(key);
+    auto it = attrs_.find(key);
+    if (it == attrs_.end()) {
+      if (required) fail(key, "required attribute is missing");
+      return nullptr;
+    }
+    return &*it;
+  }
+
+  const json& attrs_;
+  const std::string& where_;
+  std::set<std::string> used_;
+  Status status_;
+};
+
+int normalize_dim(int64_t dim, int rank) { return static_cast<int>(dim < 0 ? dim + rank : dim); }
+
+std::string describe(const TensorDesc& d) {
+  return std::string(dtype_name(d.dtype)) + d.shape.to_string();
+}
+
+Status need_float(const TensorDesc& d, int which) {
+  if (d.dtype != DType::f32) {
+    return invalid_argument("input " + std::to_string(which) + " is " + describe(d) + ", expected float32");
+  }
+  return Status::OK();
+}
+
+Status need_rank(const TensorDesc& d, int rank, int which) {
+  if (d.shape.rank != rank) {
+    return invalid_argument("input " + std::to_string(which) + " has shape " + d.shape.to_string() +
+                            ", expected rank " + std::to_string(rank));
+  }
+  return Status::OK();
+}
+
+Status need_dim(const TensorDesc& d, int dim, int64_t expected, const char* what) {
+  const int i = normalize_dim(dim, d.shape.rank);
+  if (d.shape[i] != expected) {
+    return invalid_argument("input has shape " + d.shape.to_string() + " but dim " + std::to_string(i) + " (" + what +
+                            ") must be " + std::to_string(expected));
+  }
+  return Status::OK();
+}
+
+int64_t pooled(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+}
+
+Result<TensorDesc> infer_window(const LayerAttrs& a, const TensorDesc& x, int64_t out_channels) {
+  EMBER_RETURN_IF_ERROR(need_float(x, 0));
+  EMBER_RETURN_IF_ERROR(need_rank(x, 4, 0));
+  TensorDesc out = x;
+  out.shape[1] = out_channels;
+  for (int i = 0; i < 2; ++i) {
+    const int64_t in = x.shape[2 + i];
+    const int64_t o = pooled(in, a.kernel[i], a.stride[i], a.padding[i], a.dilation[i]);
+    if (o < 1) {
+      return invalid_argument("input " + x.shape.to_string() + " is too small for kernel " +
+                              std::to_string(a.kernel[i]) + " with padding " + std::to_string(a.padding[i]));
+    }
+    out.shape[2 + i] = o;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view op_name(OpKind op) { return kOpNames[static_cast<size_t>(op)]; }
+
+Result<OpKind> parse_op(std::string_view name) {
+  for (size_t i = 0; i < std::size(kOpNames); ++i)
+    if (kOpNames[i] == name) return static_cast<OpKind>(i);
+  std::string known;
+  for (auto n : kOpNames) known += (known.empty() ? "" : ", ") + std::string(n);
+  return unsupported("unknown op '" + std::string(name) + "' (known: " + known + ")");
+}
+
+std::pair<int, int> input_count(OpKind op) {
+  return op == OpKind::add ? std::pair{2, 2} : std::pair{1, 1};
+}
+
+Status parse_attrs(OpKind op, const json& attrs, LayerAttrs& a, const std::string& where) {
+  if (!attrs.is_object()) return invalid_argument(where + ": attrs: expected an object");
+  AttrReader r(attrs, where);
+  switch (op) {
+    case OpKind::linear:
+      a.in_features = r.integer("in_features", 0, true, 1);
+      a.out_features = r.integer("out_features", 0, true, 1);
+      a.bias = r.boolean("bias", true);
+      break;
+    case OpKind::conv2d:
+      a.in_channels = r.integer("in_channels", 0, true, 1);
+      a.out_channels = r.integer("out_channels", 0, true, 1);
+      r.pair("kernel_size", a.kernel, true, 1, 1);
+      r.pair("stride", a.stride, false, 1, 1);
+      r.pair("padding", a.padding, false, 0, 0);
+      r.pair("dilation", a.dilation, false, 1, 1);
+      a.groups = r.integer("groups", 1, false, 1);
+      a.bias = r.boolean("bias", true);
+      if (r.error().ok() && (a.in_channels % a.groups || a.out_channels % a.groups)) {
+        r.fail("groups", "in_channels and out_channels must be divisible by groups");
+      }
+      break;
+    case OpKind::batch_norm:
+      a.num_features = r.integer("num_features", 0, true, 1);
+      a.eps = r.number("eps", 1e-5f, 0.f, 1.f);
+      break;
+    case OpKind::layer_norm:
+      a.num_features = r.integer("normalized_shape", 0, true, 1);
+      a.eps = r.number("eps", 1e-5f, 0.f, 1.f);
+      break;
+    case OpKind::gelu: {
+      const std::string approx = r.text("approximate", "none");
+      if (approx != "none" && approx != "tanh") r.fail("approximate", "expected \"none\" or \"tanh\"");
+      a.tanh_approximation = approx == "tanh";
+      break;
+    }
+    case OpKind::softmax:
+      a.dim = static_cast<int32_t>(r.integer("dim", -1, false, -Shape::kMaxRank));
+      break;
+    case OpKind::attention:
+      a.embed_dim = r.integer("embed_dim", 0, true, 1);
+      a.num_heads = r.integer("num_heads", 0, true, 1);
+      a.causal = r.boolean("causal", false);
+      a.bias = r.boolean("bias", true);
+      if (r.error().ok() && a.embed_dim % a.num_heads) r.fail("num_heads", "must divide embed_dim");
+      break;
+    case OpKind::embedding:
+      a.num_embeddings = r.integer("num_embeddings", 0, true, 1);
+      a.embedding_dim = r.integer("embedding_dim", 0, true, 1);
+      a.positional = r.boolean("positional", false);
+      break;
+    case OpKind::max_pool2d:
+    case OpKind::avg_pool2d:
+      r.pair("kernel_size", a.kernel, true, 1, 1);
+      r.pair("stride", a.stride, false, 0, 1);
+      if (!attrs.contains("stride")) {
+        a.stride[0] = a.kernel[0];
+        a.stride[1] = a.kernel[1];
+      }
+      r.pair("padding", a.padding, false, 0, 0);
+      if (r.error().ok() && (2 * a.padding[0] > a.kernel[0] || 2 * a.padding[1] > a.kernel[1])) {
+        r.fail("padding", "must be at most half the kernel size");
+      }
+      break;
+    case OpKind::flatten:
+      a.start_dim = static_cast<int32_t>(r.integer("start_dim", 1, false, -Shape::kMaxRank));
+      a.end_dim = static_cast<int32_t>(r.integer("end_dim", -1, false, -Shape::kMaxRank));
+      break;
+    case OpKind::reshape: {
+      auto dims = r.int_list("shape");
+      int wildcards = 0;
+      a.shape = Shape();
+      for (int64_t d : dims) {
+        if (d < -1) r.fail("shape", "dims must be >= -1");
+        wildcards += d == -1;
+        a.shape[a.shape.rank++] = d;
+      }
+      if (wildcards > 1) r.fail("shape", "at most one dim may be -1");
+      break;
+    }
+    case OpKind::select:
+      a.dim = static_cast<int32_t>(r.integer("dim", 0, true, -Shape::kMaxRank));
+      a.index = r.integer("index", 0, true, INT32_MIN);
+      break;
+    case OpKind::relu:
+    case OpKind::tanh:
+    case OpKind::add:
+    case OpKind::global_avg_pool:
+      break;
+    case OpKind::count:
+      return internal_error("parse_attrs: OpKind::count");
+  }
+  r.finish();
+  return r.error();
+}
+
+void attrs_to_json(OpKind op, const LayerAttrs& a, json& out) {
+  out = json::object();
+  auto pair = [](const int64_t v[2]) { return v[0] == v[1] ? json(v[0]) : json::array({v[0], v[1]}); };
+  switch (op) {
+    case OpKind::linear:
+      out = {{"in_features", a.in_features}, {"out_features", a.out_features}, {"bias", a.bias}};
+      break;
+    case OpKind::conv2d:
+      out = {{"in_channels", a.in_channels}, {"out_channels", a.out_channels}, {"kernel_size", pair(a.kernel)},
+             {"stride", pair(a.stride)},     {"padding", pair(a.padding)},       {"dilation", pair(a.dilation)},
+             {"groups", a.groups},           {"bias", a.bias}};
+      break;
+    case OpKind::batch_norm: out = {{"num_features", a.num_features}, {"eps", a.eps}}; break;
+    case OpKind::layer_norm: out = {{"normalized_shape", a.num_features}, {"eps", a.eps}}; break;
+    case OpKind::gelu: out = {{"approximate", a.tanh_approximation ? "tanh" : "none"}}; break;
+    case OpKind::softmax: out = {{"dim", a.dim}}; break;
+    case OpKind::attention:
+      out = {{"embed_dim", a.embed_dim}, {"num_heads", a.num_heads}, {"causal", a.causal}, {"bias", a.bias}};
+      break;
+    case OpKind::embedding:
+      out = {{"num_embeddings", a.num_embeddings}, {"embedding_dim", a.embedding_dim}, {"positional", a.positional}};
+      break;
+    case OpKind::max_pool2d:
+    case OpKind::avg_pool2d:
+      out = {{"kernel_size", pair(a.kernel)}, {"stride", pair(a.stride)}, {"padding", pair(a.padding)}};
+      break;
+    case OpKind::flatten: out = {{"start_dim", a.start_dim}, {"end_dim", a.end_dim}}; break;
+    case OpKind::reshape:
+      out = {{"shape", std::vector<int64_t>(a.shape.dims.begin(), a.shape.dims.begin() + a.shape.rank)}};
+      break;
+    case OpKind::select: out = {{"dim", a.dim}, {"index", a.index}}; break;
+    default: break;
+  }
+}
+
+std::vector<WeightSpec> weight_specs(OpKind op, const LayerAttrs& a) {
+  switch (op) {
+    case OpKind::linear:
+      return {{"weight", Shape{a.out_features, a.in_features}}, {"bias", Shape{a.out_features}, a.bias}};
+    case OpKind::conv2d:
+      return {{"weight", Shape{a.out_channels, a.in_channels / a.groups, a.kernel[0], a.kernel[1]}},
+              {"bias", Shape{a.out_channels}, a.bias}};
+    case OpKind::batch_norm:
+      return {{"weight", Shape{a.num_features}},
+              {"bias", Shape{a.num_features}},
+              {"running_mean", Shape{a.num_features}},
+              {"running_var", Shape{a.num_features}}};
+    case OpKind::layer_norm:
+      return {{"weight", Shape{a.num_features}}, {"bias", Shape{a.num_features}}};
+    case OpKind::attention:
+      return {{"in_proj_weight", Shape{3 * a.embed_dim, a.embed_dim}},
+              {"in_proj_bias", Shape{3 * a.embed_dim}, a.bias},
+              {"out_proj_weight", Shape{a.embed_dim, a.embed_dim}},
+              {"out_proj_bias", Shape{a.embed_dim}, a.bias}};
+    case OpKind::embedding:
+      return {{"weight", Shape{a.num_embeddings, a.embedding_dim}}};
+    default:
+      return {};
+  }
+}
+
+Result<TensorDesc> infer_output(OpKind op, const LayerAttrs& a, std::span<const TensorDesc> in) {
+  auto [min_in, max_in] = input_count(op);
+  if (static_cast<int>(in.size()) < min_in || static_cast<int>(in.size()) > max_in) {
+    return invalid_argument("takes " + std::to_string(min_in) + " input(s), got " + std::to_string(in.size()));
+  }
+  const TensorDesc& x = in[0];
+  if (x.shape.has_wildcard()) return internal_error("infer_output: shape " + x.shape.to_string() + " has -1");
+  for (size_t i = 0; i < in.size(); ++i) {
+    int64_t n = 1;  // product of the dims, a 0 counted as 1: bounds the product of any subset
+    for (int d = 0; d < in[i].shape.rank; ++d) {
+      if (__builtin_mul_overflow(n, std::max<int64_t>(in[i].shape[d], 1), &n) || n > kMaxElements) {
+        return invalid_argument("input " + std::to_string(i) + " " + in[i].shape.to_string() + " has more than " +
+                                std::to_string(kMaxElements) + " elements");
+      }
+    }
+  }
+  switch (op) {
+    case OpKind::linear: {
+      EMBER_RETURN_IF_ERROR(need_float(x, 0));
+      if (x.shape.rank < 1) return invalid_argument("input must have at least one dim");
+      EMBER_RETURN_IF_ERROR(need_dim(x, -1, a.in_features, "in_features"));
+      TensorDesc out = x;
+      out.shape[out.shape.rank - 1] = a.out_features;
+      return out;
+    }
+    case OpKind::conv2d: {
+      EMBER_RETURN_IF_ERROR(need_rank(x, 4, 0));
+      EMBER_RETURN_IF_ERROR(need_dim(x, 1, a.in_channels, "in_channels"));
+      return infer_window(a, x, a.out_channels);
+    }
+    case OpKind::batch_norm:
+      EMBER_RETURN_IF_ERROR(need_float(x, 0));
+      if (x.shape.rank < 2) return invalid_argument("input must have at least 2 dims");
+      EMBER_RETURN_IF_ERROR(need_dim(x, 1, a.num_features, "num_features"));
+      return x;
+    case OpKind::layer_norm:
+      EMBER_RETURN_IF_ERROR(need_float(x, 0));
+      if (x.shape.rank < 1) return invalid_argument("input must have at least one dim");
+      EMBER_RETURN_IF_ERROR(need_dim(x, -1, a.num_features, "normalized_shape"));
+      return x;
+    case OpKind::relu:
+    case OpKind::gelu:
+    case OpKind::tanh:
+      EMBER_RETURN_IF_ERROR(need_float(x, 0));
+      return x;
+    case OpKind::softmax: {
+      EMBER_RETURN_IF_ERROR(need_float(x, 0));
+      const int d = normalize_dim(a.dim, x.shape.rank);
+      if (d < 0 || d >= x.shape.rank) {
+        return invalid_argument("dim " + std::to_string(a.dim) + " is out of range for " + x.shape.to_string());
+      }
+      return x;
+    }
+    case OpKind::attention:
+      EMBER_RETURN_IF_ERROR(need_float(x, 0));
+      EMBER_RETURN_IF_ERROR(need_rank(x, 3, 0));
+      EMBER_RETURN_IF_ERROR(need_dim(x, 2, a.embed_dim, "embed_dim"));
+      return x;
+    case OpKind::embedding: {
+      if (x.dtype != DType::i64 && x.dtype != DType::i32) {
+        return invalid_argument("input is " + describe(x) + ", expected int64 or int32 ids");
+      }
+      if (x.shape.rank < 1 || x.shape.rank >= Shape::kMaxRank) {
+        return invalid_argument("input " + x.shape.to_string() + " must have 1 to 5 dims");
+      }
+      if (a.positional && x.shape.last() > a.num_embeddings) {
+        return invalid_argument("sequence length " + std::to_string(x.shape.last()) + " exceeds the " +
+                                std::to_string(a.num_embeddings) + " positions of the table");
+      }
+      TensorDesc out{DType::f32, x.shape};
+      out.shape[out.shape.rank++] = a.embedding_dim;
+      return out;
+    }
+    case OpKind::add:
+      EMBER_RETURN_IF_ERROR(need_float(x, 0));
+      EMBER_RETURN_IF_ERROR(need_float(in[1], 1));
+      if (x.shape != in[1].shape) {
+        return invalid_argument("inputs have different shapes " + x.shape.to_string() + " and " +
+                                in[1].shape.to_string());
+      }
+      return x;
+    case OpKind::max_pool2d:
+    case OpKind::avg_pool2d:
+      EMBER_RETURN_IF_ERROR(need_rank(x, 4, 0));
+      return infer_window(a, x, x.shape[1]);
+    case OpKind::global_avg_pool: {
+      EMBER_RETURN_IF_ERROR(need_float(x, 0));
+      EMBER_RETURN_IF_ERROR(need_rank(x, 4, 0));
+      TensorDesc out = x;
+      out.shape[2] = out.shape[3] = 1;
+      return out;
+    }
+    case OpKind::flatten: {
+      const int r = std::max(1, static_cast<int>(x.shape.rank));
+      const int s = normalize_dim(a.start_dim, r), e = normalize_dim(a.end_dim, r);
+      if (s < 0 || e >= r || s > e) {
+        return invalid_argument("start_dim " + std::to_string(a.start_dim) + " / end_dim " + std::to_string(a.end_dim) +
+                                " do not fit " + x.shape.to_string());
+      }
+      TensorDesc out{x.dtype, Shape()};
+      for (int i = 0; i < s; ++i) out.shape[out.shape.rank++] = x.shape[i];
+      out.shape[out.shape.rank++] = x.shape.prod(s, e + 1);
+      for (int i = e + 1; i < x.shape.rank; ++i) out.shape[out.shape.rank++] = x.shape[i];
+      return out;
+    }
+    case OpKind::reshape: {
+      TensorDesc out{x.dtype, a.shape};
+      int64_t known = 1;
+      int wildcard = -1;
+      for (int i = 0; i < out.shape.rank; ++i) {
+        if (out.shape[i] == 0) {
+          if (i >= x.shape.rank) return invalid_argument("shape dim " + std::to_string(i) + " is 0 but the input has no such dim");
+          out.shape[i] = x.shape[i];
+        }
+        if (out.shape[i] == -1) wildcard = i;
+        else if (__builtin_mul_overflow(known, out.shape[i], &known)) {
+          return invalid_argument("cannot reshape " + x.shape.to_string() + " into " + a.shape.to_string());
+        }
+      }
+      const int64_t n = x.shape.numel();
+      if (wildcard >= 0) {
+        if (known == 0 || n % known) {
+          return invalid_argument("cannot reshape " + x.shape.to_string() + " into " + a.shape.to_string());
+        }
+        out.shape[wildcard] = n / known;
+      } else if (known != n) {
+        return invalid_argument("cannot reshape " + x.shape.to_string() + " (" + std::to_string(n) + " elements) into " +
+                                out.shape.to_string());
+      }
+      return out;
+    }
+    case OpKind::select: {
+      const int d = normalize_dim(a.dim, x.shape.rank);
+      if (d < 0 || d >= x.shape.rank) {
+        return invalid_argument("dim " + std::to_string(a.dim) + " is out of range for " + x.shape.to_string());
+      }
+      const int64_t size = x.shape[d];
+      if (a.index < -size || a.index >= size) {
+        return invalid_argument("index " + std::to_string(a.index) + " is out of range for dim " + std::to_string(d) +
+                                " of " + x.shape.to_string());
+      }
+      TensorDesc out{x.dtype, Shape()};
+      for (int i = 0; i < x.shape.rank; ++i)
+        if (i != d) out.shape[out.shape.rank++] = x.shape[i];
+      return out;
+    }
+    case OpKind::count: break;
+  }
+  return internal_error("infer_output: OpKind::count");
+}
+
+ConvPlan conv_plan(const LayerAttrs& a, const Shape& s) {
+  const int64_t ho = pooled(s[2], a.kernel[0], a.stride[0], a.padding[0], a.dilation[0]);
+  const int64_t wo = pooled(s[3], a.kernel[1], a.stride[1], a.padding[1], a.dilation[1]);
+  if (s[0] > 1 && a.groups == 1 && ho * wo < kConvBatchedColumns) return ConvPlan::batched;
+  const bool pointwise = a.kernel[0] == 1 && a.kernel[1] == 1 && a.stride[0] == 1 && a.stride[1] == 1 &&
+                         a.padding[0] == 0 && a.padding[1] == 0;
+  return pointwise ? ConvPlan::pointwise : ConvPlan::per_image;
+}
+
+uint64_t workspace_bytes(OpKind op, const LayerAttrs& a, std::span<const TensorDesc> in) {
+  const Shape& s = in[0].shape;
+  switch (op) {
+    case OpKind::conv2d: {
+      const int64_t ho = pooled(s[2], a.kernel[0], a.stride[0], a.padding[0], a.dilation[0]);
+      const int64_t wo = pooled(s[3], a.kernel[1], a.stride[1], a.padding[1], a.dilation[1]);
+      const int64_t k = (a.in_channels / a.groups) * a.kernel[0] * a.kernel[1];
+      switch (conv_plan(a, s)) {
+        case ConvPlan::pointwise: return 0;
+        case ConvPlan::per_image: return static_cast<uint64_t>(k * ho * wo) * 4;
+        case ConvPlan::batched: return static_cast<uint64_t>((k + a.out_channels) * s[0] * ho * wo) * 4;
+      }
+      return 0;
+    }
+    case OpKind::attention: {
+      const int64_t b = s[0], seq = s[1], e = a.embed_dim;
+      const int64_t slices = std::min<int64_t>(b * a.num_heads, kAttentionParallelSlices);
+      return static_cast<uint64_t>(b * seq * 3 * e + b * seq * e + slices * seq * seq) * 4;
+    }
+    default:
+      return 0;
+  }
+}
+
+double flops(OpKind op, const LayerAttrs& a, std::span<const TensorDesc> in, const TensorDesc& out) {
+  const double n_out = static_cast<double>(out.shape.numel());
+  switch (op) {
+    case OpKind::linear: return 2.0 * n_out * static_cast<double>(a.in_features);
+    case OpKind::conv2d:
+      return 2.0 * n_out * static_cast<double>(a.in_channels / a.groups * a.kernel[0] * a.kernel[1]);
+    case OpKind::attention: {
+      const double b = static_cast<double>(in[0].shape[0]), s = static_cast<double>(in[0].shape[1]);
+      const double e = static_cast<double>(a.embed_dim);
+      return 2 * b * s * e * 3 * e + 4 * b * s * s * e + 2 * b * s * e * e;
+    }
+    default: return n_out;
+  }
+}
+
+}  // namespace ember::gpu
