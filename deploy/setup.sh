@@ -1,15 +1,26 @@
 #!/usr/bin/env bash
-# Installs every build, test and benchmark dependency of Ember from Debian 12 packages.
+# Installs Ember's dependencies from Debian 12 packages.
+#
+#   deploy/setup.sh           everything: build, tests, references, benchmarks, deployment checks
+#   deploy/setup.sh --serve   only what building and running `ember` needs (README's first command)
+#
 # Idempotent: packages already present are left alone; `apt-get update` runs once per call.
 # Needs root (or sudo). Downloads nothing at build or run time after this.
 set -euo pipefail
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+SERVE_ONLY=0
+case "${1:-}" in
+  --serve) SERVE_ONLY=1 ;;
+  "") ;;
+  *) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
 
-PACKAGES=(
+# Building and running `ember` (deploy/build.sh --serve, deploy/demo.sh).
+SERVE_PACKAGES=(
   # toolchain
-  build-essential cmake pkg-config ninja-build ccache clang libclang-rt-14-dev
+  build-essential cmake pkg-config ninja-build ccache
   # actor runtime and data plane
   libcaf-dev libucx-dev ucx-utils capnproto libcapnp-dev
   # logging, config, CLI, JSON, HTTP
@@ -20,6 +31,14 @@ PACKAGES=(
   libedit-dev
   # matrix products (the OpenMP build follows the thread count we set)
   libopenblas-openmp-dev
+  # deploy/demo.sh's requests
+  curl
+)
+
+# Everything else: tests, fuzzers, references, benchmarks, deployment checks.
+TEST_PACKAGES=(
+  # the fuzzers (libFuzzer)
+  clang libclang-rt-14-dev
   # tests
   libgtest-dev libgmock-dev
   # gRPC clients of the integration tests (stubs generated at test time with grpc_python_plugin)
@@ -29,12 +48,15 @@ PACKAGES=(
   # benchmark plots (bench/autoscale_replay.py)
   python3-matplotlib
   # network-namespace test clusters
-  iproute2 curl
+  iproute2
   # deployment checks: systemd-analyze verify of deploy/systemd's units; deploy/k8s's manifests
   systemd python3-yaml
   # deploy/cluster.sh over ssh, and its test (an sshd in each network-namespace host)
   openssh-client openssh-server
 )
+
+PACKAGES=("${SERVE_PACKAGES[@]}")
+if [ "$SERVE_ONLY" = 0 ]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
