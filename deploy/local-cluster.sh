@@ -54,6 +54,16 @@ start() {
       >"$DIR/node$i.log" 2>&1 &
     echo $! >"$DIR/node$i.pid"
   done
+  # Returns once every node joined, so that a load right after `start` sees them all.
+  local deadline=$((SECONDS + 60)) i
+  for i in $(seq 1 "$n"); do
+    until grep -q "joined the cluster" "$DIR/node$i.log" 2>/dev/null; do
+      if [ $SECONDS -ge $deadline ] || ! kill -0 "$(cat "$DIR/node$i.pid")" 2>/dev/null; then
+        echo "local-cluster: node$i did not join (see $DIR/node$i.log)" >&2; return 1
+      fi
+      sleep 0.2
+    done
+  done
   echo "local-cluster: manager $listen, HTTP http://$http, $n node(s); logs and pids in $DIR/"
 }
 
