@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "actors/messages.hpp"
-#include "actors/node/executor_engine.hpp"
+#include "actors/node/engine/executor_engine.hpp"
 #include "actors/tensor_codec.hpp"
 #include "gpu/executor.hpp"
 #include "tests/gpu/test_util.hpp"
