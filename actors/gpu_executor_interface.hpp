@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "actors/atoms.hpp"
+#include "actors/engine_run.hpp"
 #include "actors/messages.hpp"
 #include "actors/offload.hpp"
 #include "base/status.hpp"
@@ -56,24 +57,12 @@ typename Inspector::result_type inspect(Inspector& f, executor_status& x) {
 struct swap_request {
   /// Shared with the router, which keeps it to retry the request elsewhere after a fault.
   std::shared_ptr<const infer_request> request;
-  std::shared_ptr<const gpu::Model> model;  // the host copy
-  /// Copy from another device's copy, locked by the router (see ExecutorEngine::weights_of).
-  std::optional<gpu::PeerWeights> peer;
-  std::vector<model_key> evict;
-  std::vector<model_key> fallback;
-  /// Registration profile: the reply's warm_us is a second, warm run.
-  bool profile = false;
-  /// Device hand-off (a workflow's steps; ExecutorEngine's SwapRun): inputs this executor kept on
-  /// its device, by handle, named as the model's inputs; and outputs to keep there (the reply's
-  /// `kept`) instead of sending them back. The request's `outputs` are what comes back.
-  std::vector<std::pair<std::string, uint64_t>> device_inputs;
-  std::vector<std::string> keep;
-  /// Inputs kept on another device of the node (value_lease), copied over the devices' link first.
-  std::vector<gpu::PeerValue> peer_inputs;
-  /// AsyFunc: the Shadow of this model on another device of the node (shadow_ready::gate) that
-  /// takes `shadow_share` of a plain run's rows; null: none (ExecutorEngine's SwapRun::shadow).
-  std::shared_ptr<EngineGate> shadow;
-  double shadow_share = 0.5;
+  /// What the engine runs (actors/engine_run.hpp). The router fills the host copy, the copy source
+  /// (`peer`, locked by the router: see ExecutorEngine::weights_of), the evictions, `profile`, the
+  /// device hand-off (`device_inputs` kept on this executor's device, `keep`, `peer_inputs` from a
+  /// value_lease) and the Shadow (shadow_ready::gate); the executor fills `key`, `inputs` (decoded)
+  /// and `wanted` from `request`, whose `outputs` are what comes back.
+  SwapRun run;
 };
 
 /// The answer to a swap_request: always delivered (errors included), since the device changed.
@@ -81,24 +70,10 @@ struct swap_reply {
   /// The client's answer, or why it failed.
   std::optional<infer_reply> reply;
   std::optional<Error> error;
-  bool swapped = false;
-  std::vector<model_key> evicted;
-  uint64_t footprint = 0;
-  uint64_t pool_free = 0;
-  uint64_t compute_us = 0;
-  uint64_t warm_us = 0;
-  /// The executor is broken (device fault, or it threw) until restarted.
-  bool fault = false;
-  /// The outputs kept on the device (swap_request::keep), by handle.
-  std::vector<gpu::KeptValue> kept;
-  /// Device bytes the run's activations took (what a run of the model beside others needs).
-  uint64_t plan_bytes = 0;
-  /// With swap_request::shadow: the rows the Shadow computed (0 when the Body took them back, and
-  /// then why in shadow_error).
-  int64_t shadow_rows = 0;
-  std::string shadow_error;
-  /// ... and whether that was the Shadow's failure or absence (the pair ends), not the Body's reason.
-  bool shadow_lost = false;
+  /// What the run did (actors/engine_run.hpp): swapped, evicted, footprint, the fault, the values
+  /// kept, the Shadow's rows. `result.run` keeps the run's times; its outputs are `reply`'s (encoded)
+  /// and are left empty here.
+  SwapRunResult result;
 };
 
 /// AsyFunc (issue 19): hold layers [first_layer, last_layer) of a model on this device as a Shadow,

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "actors/model_key.hpp"
 #include "base/host_port.hpp"
 #include "base/status.hpp"
 #include "transport/ticket.hpp"
@@ -55,19 +56,7 @@ std::string_view to_string(DistributeMode mode);
 /// invalid_argument "mode must be chain, unicast or auto, not '<word>'" for anything else.
 Result<DistributeMode> parse_distribute_mode(std::string_view word);
 
-/// One version of one model. version 0 means "the default version" (the highest) where a caller
-/// may leave it open (HTTP paths without /versions/); actors past the gateway always see a real one.
-struct model_key {
-  std::string name;
-  uint32_t version = 0;
-
-  friend bool operator==(const model_key& a, const model_key& b) { return a.name == b.name && a.version == b.version; }
-  friend bool operator<(const model_key& a, const model_key& b) {
-    return a.name != b.name ? a.name < b.name : a.version < b.version;
-  }
-  std::string to_string() const { return name + "/" + std::to_string(version); }
-};
-
+/// model_key (actors/model_key.hpp) in messages.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, model_key& x) {
   return f(caf::meta::type_name("model_key"), x.name, x.version);

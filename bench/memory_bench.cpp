@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "actors/node/executor_engine.hpp"
+#include "actors/node/engine/executor_engine.hpp"
 #include "base/units.hpp"
 #include "gpu/sim_device.hpp"
 #include "model/model_builder.hpp"

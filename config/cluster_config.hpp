@@ -297,7 +297,7 @@ struct BindingConfig {
   /// Torpor's one request per device; at most 16. Hides the router's round trip between requests.
   uint32_t run_ahead = 1;
   /// Runs of different resident models that one device executes at once, each on its own stream
-  /// (StreamBox's functions as streams; actors/node/executor_engine.hpp). The router admits a run
+  /// (StreamBox's functions as streams; actors/node/engine/lanes.hpp). The router admits a run
   /// beside the running ones while the device's workspace holds the activations they measured.
   /// Default 4; 1 gives one request at a time per device (Torpor); at most 32.
   uint32_t streams = 4;

@@ -55,7 +55,7 @@ struct NamedValue {
 };
 
 /// A value someone keeps on a device for a later run, as others refer to it: by handle (a serving
-/// node's executor keeps a workflow's intermediates this way, actors/node/executor_engine.hpp).
+/// node's executor keeps a workflow's intermediates this way, actors/node/engine/kept_values.hpp).
 struct KeptValue {
   std::string name;
   uint64_t handle = 0;

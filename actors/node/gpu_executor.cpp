@@ -15,10 +15,11 @@
 
 #include "actors/errors.hpp"
 #include "actors/gpu_executor_interface.hpp"
-#include "actors/node/executor_engine.hpp"
+#include "actors/node/engine/executor_engine.hpp"
 #include "actors/node/inline_runs.hpp"
 #include "actors/node/node_instruments.hpp"
 #include "actors/node/request_batch.hpp"
+#include "actors/node/run_reply.hpp"
 #include "actors/offload.hpp"
 #include "actors/pending_answers.hpp"
 #include "actors/tensor_codec.hpp"
@@ -337,9 +338,9 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
   }
   auto rp = self->make_response_promise<swap_reply>();
   const uint64_t pending = self->state.answers.add(rp);
-  auto done = continue_on<ExecutorEngine::SwapRunResult>(
+  auto done = continue_on<SwapRunResult>(
       self, [self, rp, pending, skeleton = skeleton_of(self, request), wanted = request.outputs,
-             paired = req.shadow != nullptr, key = request.model](ExecutorEngine::SwapRunResult& r) mutable {
+             paired = req.run.shadow != nullptr, key = request.model](SwapRunResult& r) mutable {
         self->state.answers.settle(pending);
         if (self->state.instruments && r.run.outputs.ok()) {
           self->state.instruments->observe_run(skeleton.model, r.run.queue_us, r.run.compute_us);
@@ -351,27 +352,17 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
           out.reply = std::move(*reply);
         else
           out.error = reply.error();
-        out.swapped = r.swapped;
-        out.evicted = std::move(r.evicted);
-        out.footprint = r.footprint;
-        out.pool_free = r.pool_free;
-        out.compute_us = r.run.compute_us;
-        out.warm_us = r.warm_us;
-        out.fault = r.fault;
-        out.kept = std::move(r.kept);
-        out.plan_bytes = r.plan_bytes;
-        out.shadow_rows = r.split.shadow_rows;
-        out.shadow_error = std::move(r.split.shadow_error);
-        out.shadow_lost = r.split.shadow_lost;
-        if (self->state.instruments && paired) self->state.instruments->count_shadow_split(key, out.shadow_rows);
+        r.run.outputs = std::vector<gpu::HostTensor>{};  // encoded into the reply
+        out.result = std::move(r);
+        if (self->state.instruments && paired) {
+          self->state.instruments->count_shadow_split(key, out.result.split.shadow_rows);
+        }
         rp.deliver(std::move(out));
       });
-  SwapRun run{request.model,       std::move(req.model),         std::move(*inputs),
-              std::move(req.peer), std::move(req.evict),         std::move(req.fallback),
-              req.profile,         std::move(req.device_inputs), std::move(req.keep),
-              request.outputs,     std::move(req.peer_inputs)};
-  run.shadow = std::move(req.shadow);
-  run.shadow_share = req.shadow_share;
+  SwapRun run = std::move(req.run);
+  run.key = request.model;
+  run.inputs = std::move(*inputs);
+  run.wanted = request.outputs;
   if (!self->state.engine->swap_run(std::move(run), std::move(done))) {
     bad.error = queue_full(self, request.model);
     self->state.answers.settle(pending);

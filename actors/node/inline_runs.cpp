@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <chrono>
 
-#include "actors/node/executor_engine.hpp"
+#include "actors/node/engine/executor_engine.hpp"
 #include "actors/node/node_instruments.hpp"
 #include "actors/node/request_batch.hpp"
+#include "actors/node/run_reply.hpp"
 #include "actors/tensor_codec.hpp"
 
 namespace ember {

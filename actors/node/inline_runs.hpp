@@ -1,9 +1,9 @@
 // InlineRuns: one node's InlineRunner (actors/inline_runner.hpp). A front-end thread of a gateway
 // in the same process runs a warm request on a device of this node itself, through the device's
-// EngineGate (executor_engine.hpp), when the model is resident there and the device is idle: the
-// engine's queue hands the calling thread its turn (WorkQueue::run_here), so the run keeps the
-// device's order and no thread is woken for it. Otherwise, or on a device fault, it declines and the
-// request takes the router's way, which queues, swaps, batches and restarts as ever.
+// EngineGate (actors/node/engine/engine_gate.hpp), when the model is resident there and the device
+// is idle: the engine's queue hands the calling thread its turn (WorkQueue::run_here), so the run
+// keeps the device's order and no thread is woken for it. Otherwise, or on a device fault, it
+// declines and the request takes the router's way, which queues, swaps, batches and restarts as ever.
 //
 // What the router does not see happen it learns afterwards: each run is recorded (model, device,
 // latency) for the late-binding router to drain (node_router_late.cpp), which updates the model's

@@ -168,9 +168,9 @@ void profiled(router_pointer self, const model_key& key, const swap_reply& r) {
   const auto& late = *st.config.late;
   auto m = st.swap->model(key.to_string());
   if (!m) return;
-  const uint64_t warm = std::max<uint64_t>(r.warm_us, 1);
-  auto heaviness = placement::classify(static_cast<int64_t>(r.compute_us), static_cast<int64_t>(warm),
-                                       late.heavy_factor);
+  const uint64_t warm = std::max<uint64_t>(r.result.warm_us, 1);
+  auto heaviness =
+      placement::classify(static_cast<int64_t>(r.result.run.compute_us), static_cast<int64_t>(warm), late.heavy_factor);
   m->heaviness = heaviness.ok() ? *heaviness : placement::Heaviness::heavy;
   // The SLO: model.json's (its owner's declaration), else the node's binding.slo_deadline, else
   // binding.slo_factor times the warm latency just measured.
@@ -185,8 +185,8 @@ void profiled(router_pointer self, const model_key& key, const swap_reply& r) {
   m->deadline_us = use.deadline_us;
   m->percentile = use.percentile;
   m->warm_us = warm;
-  m->activation_bytes = r.plan_bytes;
-  if (r.footprint) m->bytes = r.footprint;
+  m->activation_bytes = r.result.plan_bytes;
+  if (r.result.footprint) m->bytes = r.result.footprint;
   // Dynamic batching from here on (the profile itself ran alone, without waiting for company).
   if (serving.dynamic_batching && serving.max_batch > 1) {
     if (Status eligible = batching_eligible(it->second.model->manifest()); eligible.ok()) {
@@ -201,9 +201,8 @@ void profiled(router_pointer self, const model_key& key, const swap_reply& r) {
   if (Status s = st.swap->add_model(*m); !s.ok()) return finish_load(self, key, to_caf(s.error()));
   late_scale_model(self, key);
   it->second.info.device = "late";
-  spdlog::info("node {}: {} profiled: cold {} us, warm {} us -> {}, SLO {} us at p{}", st.config.name,
-               key.to_string(), r.compute_us, warm, placement::to_string(m->heaviness), m->deadline_us,
-               m->percentile * 100);
+  spdlog::info("node {}: {} profiled: cold {} us, warm {} us -> {}, SLO {} us at p{}", st.config.name, key.to_string(),
+               r.result.run.compute_us, warm, placement::to_string(m->heaviness), m->deadline_us, m->percentile * 100);
   finish_load(self, key, caf::error{});
 }
 
@@ -242,25 +241,25 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
   auto h = st.held.find(d.request);
   if (h == st.held.end()) return;  // cannot happen: only answers remove held requests
   const int64_t now = now_us(self);
-  if (d.shadow && !r.fault && r.shadow_lost && st.shadows) {
+  if (d.shadow && !r.result.fault && r.result.split.shadow_lost && st.shadows) {
     // The Body took its Shadow's rows back: the Shadow is gone or failing; the pair ends.
-    if (auto row = st.shadows->gone(d.shadow, *st.swap)) drop_shadow(self, *row, r.shadow_error);
+    if (auto row = st.shadows->gone(d.shadow, *st.swap)) drop_shadow(self, *row, r.result.split.shadow_error);
   }
   SwapOutcome o;
-  o.fault = r.fault;
+  o.fault = r.result.fault;
   // A batch that failed short of a fault is retried member by member: no outcome yet.
-  const bool retry_members = !d.batch.empty() && !r.fault && !r.reply;
+  const bool retry_members = !d.batch.empty() && !r.result.fault && !r.reply;
   // A run beside others that found no memory for its activations runs again, alone: no outcome yet.
   const bool retry_alone =
-      d.beside && !r.fault && r.error && r.error->code() == ErrorCode::out_of_memory && !h->second.alone;
-  o.answered = !r.fault && !retry_members && !retry_alone;
-  o.resident = r.footprint > 0;
-  o.footprint = r.footprint;
-  o.pool_free = r.pool_free;
-  for (const auto& k : r.evicted) o.evicted.push_back(k.to_string());
+      d.beside && !r.result.fault && r.error && r.error->code() == ErrorCode::out_of_memory && !h->second.alone;
+  o.answered = !r.result.fault && !retry_members && !retry_alone;
+  o.resident = r.result.footprint > 0;
+  o.footprint = r.result.footprint;
+  o.pool_free = r.result.pool_free;
+  for (const auto& k : r.result.evicted) o.evicted.push_back(k.to_string());
   const uint64_t latency = static_cast<uint64_t>(std::max<int64_t>(0, now - d.arrival_us));
   if (st.instruments) {
-    st.instruments->count_evictions(r.evicted.size());
+    st.instruments->count_evictions(r.result.evicted.size());
     auto m = st.swap->model(d.model);
     if (o.answered && !h->second.profile && !h->second.warmup && m) {
       st.instruments->count_slo(m->deadline_us == 0 || latency <= m->deadline_us);
@@ -271,8 +270,8 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
     }
   }
   st.swap->finish(d, o, latency, now);
-  if (r.plan_bytes) st.swap->note_activations(d.model, r.plan_bytes);
-  if (r.fault) {
+  if (r.result.plan_bytes) st.swap->note_activations(d.model, r.result.plan_bytes);
+  if (r.result.fault) {
     requeue_all(self, d, false);
     if (st.instruments) st.instruments->count_restart();
     restart_device(self, d.device);
@@ -321,7 +320,7 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
     workflow_step_done(self, held, r, d.device);
     return pump(self);
   }
-  if (!st.keys.count(d.model) && r.footprint > 0) {
+  if (!st.keys.count(d.model) && r.result.footprint > 0) {
     // Unloaded while it ran: its fresh device copy goes too.
     self->request(st.devices[d.device].actor, std::chrono::minutes(1), unload_atom_v, held.request->model)
         .then([](bool) {}, [](caf::error&) {});
@@ -365,7 +364,7 @@ void lease_then_launch(router_pointer self, SwapDispatch d, swap_request req, ui
             for (const auto& in : h->second.device_inputs) {
               // Read in place, or copied over an earlier lease's link: taken care of. (The held
               // request is left as it is: a retry elsewhere leases from where the values live.)
-              const bool leased = std::any_of(req.peer_inputs.begin(), req.peer_inputs.end(),
+              const bool leased = std::any_of(req.run.peer_inputs.begin(), req.run.peer_inputs.end(),
                                               [&](const gpu::PeerValue& p) { return p.name == in.name; });
               if (in.device == d.device || leased) continue;
               if (in.device == source) {
@@ -374,8 +373,8 @@ void lease_then_launch(router_pointer self, SwapDispatch d, swap_request req, ui
                 if (v == lease.values.end()) continue;
                 if (st.instruments)
                   st.instruments->count_handoff(workflow_name(self, h->second), "peer", v->desc.bytes());
-                req.peer_inputs.push_back(*v);
-                req.peer_inputs.back().name = in.name;
+                req.run.peer_inputs.push_back(*v);
+                req.run.peer_inputs.back().name = in.name;
               } else if (!third || *third == in.device) {
                 third = in.device;
                 more.push_back(in.value.handle);
@@ -411,24 +410,24 @@ void launch(router_pointer self, SwapDispatch d, std::optional<gpu::PeerWeights>
   } else if (st.instruments && !h->second.profile && !h->second.warmup) {
     st.instruments->count_execution(replica->first, 1, batch_rows(*h->second.request));
   }
-  req.model = replica->second.model;
-  req.peer = std::move(peer);
+  req.run.model = replica->second.model;
+  req.run.peer = std::move(peer);
   auto to_keys = [&](const std::vector<std::string>& names, std::vector<model_key>& out) {
     for (const auto& m : names) {
       if (auto k = st.keys.find(m); k != st.keys.end()) out.push_back(k->second);
     }
   };
-  to_keys(d.evict, req.evict);
-  to_keys(d.fallback, req.fallback);
-  req.profile = h->second.profile;
+  to_keys(d.evict, req.run.evict);
+  to_keys(d.fallback, req.run.fallback);
+  req.run.profile = h->second.profile;
   // A plain run of a warm Body shares its rows with its Shadow (AsyFunc).
   if (st.shadows && d.action == placement::SwapAction::run && !d.beside && !h->second.profile && !h->second.warmup &&
       h->second.device_inputs.empty() && h->second.keep.empty()) {
     const int64_t rows = batch_rows(*req.request);
     if (auto p = st.shadows->pair(d.model, d.device, static_cast<uint32_t>(std::max<int64_t>(rows, 0)))) {
       if (auto g = st.shadow_gates.find(p->first); g != st.shadow_gates.end()) {
-        req.shadow = g->second;
-        req.shadow_share = p->second;
+        req.run.shadow = g->second;
+        req.run.shadow_share = p->second;
         d.shadow = p->first;
       }
     }
@@ -441,7 +440,7 @@ void launch(router_pointer self, SwapDispatch d, std::optional<gpu::PeerWeights>
   std::optional<uint32_t> source;
   for (const auto& in : held.device_inputs) {
     if (in.device == d.device) {
-      req.device_inputs.emplace_back(in.name, in.value.handle);
+      req.run.device_inputs.emplace_back(in.name, in.value.handle);
       if (st.instruments)
         st.instruments->count_handoff(workflow_name(self, held), "same_device", in.value.desc.bytes());
     } else if (!source || *source == in.device) {
@@ -449,7 +448,7 @@ void launch(router_pointer self, SwapDispatch d, std::optional<gpu::PeerWeights>
       elsewhere.push_back(in.value.handle);
     }
   }
-  req.keep = held.keep;
+  req.run.keep = held.keep;
   if (source) {
     lease_then_launch(self, std::move(d), std::move(req), *source, std::move(elsewhere));
     return;
@@ -463,7 +462,7 @@ void send_swap(router_pointer self, SwapDispatch d, swap_request req) {
       .then([self, d](swap_reply& r) { answered(self, d, std::move(r)); },
             [self, d](caf::error& err) {
               swap_reply r;
-              r.fault = true;  // the executor is gone or hung: restart it
+              r.result.fault = true;  // the executor is gone or hung: restart it
               r.error = from_caf(err);
               answered(self, d, std::move(r));
             });
@@ -586,7 +585,7 @@ void run_watchdog(router_pointer self, int64_t now) {
     spdlog::error("node {}: executor {} has not answered request {} of {} for {} ms; taking it as faulted",
                   st.config.name, st.devices[d.device].name, d.request, d.model, limit / 1000);
     swap_reply r;
-    r.fault = true;
+    r.result.fault = true;
     r.error = unavailable("executor " + st.devices[d.device].name + " did not answer in time");
     answered(self, d, std::move(r));
   }

@@ -181,7 +181,7 @@ void workflow_step_done(router_pointer self, router_state::Held& held, swap_repl
   auto it = st.workflows.find(held.workflow);
   if (it == st.workflows.end()) {
     std::vector<std::pair<uint32_t, uint64_t>> orphans;
-    for (const auto& k : r.kept) orphans.emplace_back(device, k.handle);
+    for (const auto& k : r.result.kept) orphans.emplace_back(device, k.handle);
     return release(self, orphans);
   }
   const uint64_t id = it->first;
@@ -189,15 +189,15 @@ void workflow_step_done(router_pointer self, router_state::Held& held, swap_repl
   --run->running;
   if (run->failed) {
     std::vector<std::pair<uint32_t, uint64_t>> orphans;
-    for (const auto& k : r.kept) orphans.emplace_back(device, k.handle);
+    for (const auto& k : r.result.kept) orphans.emplace_back(device, k.handle);
     release(self, orphans);
     if (run->running == 0) st.workflows.erase(id);
     return;
   }
   const size_t s = held.step;
-  if (!r.reply && !r.kept.empty()) {  // kept before the run failed on (a download, say): nobody reads them
+  if (!r.reply && !r.result.kept.empty()) {  // kept before the run failed on (a download, say): nobody reads them
     std::vector<std::pair<uint32_t, uint64_t>> orphans;
-    for (const auto& k : r.kept) orphans.emplace_back(device, k.handle);
+    for (const auto& k : r.result.kept) orphans.emplace_back(device, k.handle);
     release(self, orphans);
   }
   if (st.instruments) {
@@ -212,8 +212,9 @@ void workflow_step_done(router_pointer self, router_state::Held& held, swap_repl
   run->compute_us += r.reply->compute_us;
   for (const auto& kept : run->plan.step_outputs(s)) {
     auto& slot = run->slots[kept.slot];
-    auto k = std::find_if(r.kept.begin(), r.kept.end(), [&](const gpu::KeptValue& v) { return v.name == kept.tensor; });
-    if (k != r.kept.end()) {
+    auto k = std::find_if(r.result.kept.begin(), r.result.kept.end(),
+                          [&](const gpu::KeptValue& v) { return v.name == kept.tensor; });
+    if (k != r.result.kept.end()) {
       slot.kept = *k;
       slot.device = device;
     }

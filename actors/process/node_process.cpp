@@ -10,7 +10,7 @@
 #include "actors/actor_system.hpp"
 #include "actors/errors.hpp"
 #include "actors/node/blob_store.hpp"
-#include "actors/node/executor_engine.hpp"
+#include "actors/node/engine/executor_engine.hpp"
 #include "actors/node/gpu_executor.hpp"
 #include "actors/node/inline_runs.hpp"
 #include "actors/node/model_cache.hpp"

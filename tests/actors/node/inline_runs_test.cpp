@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "actors/gpu_executor_interface.hpp"
-#include "actors/node/executor_engine.hpp"
+#include "actors/node/engine/executor_engine.hpp"
 #include "actors/node/gpu_executor.hpp"
 #include "actors/node/node_instruments.hpp"
 #include "actors/tensor_codec.hpp"

@@ -16,7 +16,7 @@
 
 #include "actors/model_cache_interface.hpp"
 #include "actors/node/blob_store.hpp"
-#include "actors/node/executor_engine.hpp"
+#include "actors/node/engine/executor_engine.hpp"
 #include "actors/node/gpu_executor.hpp"
 #include "actors/node/inline_runs.hpp"
 #include "actors/node/model_cache.hpp"
@@ -31,504 +31,23 @@
 #include "model/model_builder.hpp"
 #include "model/model_profile.hpp"
 #include "tests/actors/actor_test_util.hpp"
+#include "tests/actors/node/engine/engine_test_util.hpp"
+#include "tests/actors/node/node_test_util.hpp"
 
 namespace ember {
 namespace late_binding_test {
 
 using namespace std::chrono_literals;
-constexpr uint64_t MiB = 1ull << 20;
-
-// An MLP of `depth` 512x512 layers: 1 MiB of weights each; model.json's serving section `serving`.
-std::shared_ptr<const gpu::Model> write_mlp(const std::string& dir, uint64_t seed, int depth,
-                                            const gpu::ServingConfig& serving = {}) {
-  gpu::ModelBuilder b("m" + std::to_string(seed), seed);
-  b.serving() = serving;
-  std::string x = b.input("input", gpu::DType::f32, {-1, 512});
-  for (int i = 0; i < depth; ++i) {
-    gpu::LayerAttrs a;
-    a.in_features = a.out_features = 512;
-    a.bias = true;
-    x = b.add("fc" + std::to_string(i), gpu::OpKind::linear, a, {x});
-    x = b.add("relu" + std::to_string(i), gpu::OpKind::relu, {}, {x});
-  }
-  b.output(x, gpu::DType::f32, {-1, 512});
-  EXPECT_TRUE(b.write(dir).ok());
-  auto m = gpu::Model::load(dir);
-  EXPECT_TRUE(m.ok());
-  return *m;
-}
-
-std::unique_ptr<ExecutorEngine> engine(std::unique_ptr<gpu::Device> device, uint32_t streams = 1) {
-  // 16 MiB devices: 8 MiB of pool in 1 MiB partitions; fixed 256 KiB groups (no elbow probe).
-  // Larger devices keep half for activations.
-  const uint64_t workspace = std::max<uint64_t>(8 * MiB, device->memory().capacity_bytes / 2);
-  auto e = ExecutorEngine::create(std::move(device), EngineOptions{64, workspace, 256 << 10, streams});
-  EXPECT_TRUE(e.ok()) << e.error().message();
-  return std::move(*e);
-}
-
-std::vector<gpu::HostTensor> warm_outputs(const std::shared_ptr<const gpu::Model>& m,
-                                          const std::vector<gpu::HostTensor>& in) {
-  auto d = gpu::testing::sim_device(64 * MiB, 9);
-  auto ex = gpu::LayerExecutor::create(*d, m, {0, m->num_layers()});
-  EXPECT_TRUE(ex.ok());
-  auto out = (*ex)->run_host(in);
-  EXPECT_TRUE(out.ok());
-  return *out;
-}
-
-ExecutorEngine::SwapRunResult swap_run(ExecutorEngine& e, SwapRun run) {
-  std::promise<ExecutorEngine::SwapRunResult> p;
-  EXPECT_TRUE(e.swap_run(std::move(run), [&](ExecutorEngine::SwapRunResult r) { p.set_value(std::move(r)); }));
-  return p.get_future().get();
-}
-
-TEST(ExecutorEngineSwap, SwapsInEvictsThroughTheFallbackAndMatchesAWarmRun) {
-  gpu::testing::TempDir dir;
-  auto e = engine(gpu::testing::sim_device(16 * MiB));
-  std::vector<std::shared_ptr<const gpu::Model>> models;
-  for (int i = 0; i < 3; ++i) models.push_back(write_mlp(dir / ("m" + std::to_string(i)), i + 1, 3));
-  const auto in = gpu::testing::arch_inputs(*models[0], 2, 1, 5);
-  for (int i = 0; i < 2; ++i) {
-    auto r = swap_run(*e, SwapRun{{"m" + std::to_string(i), 1}, models[i], in, std::nullopt, {}, {}, false});
-    ASSERT_TRUE(r.run.outputs.ok()) << r.run.outputs.error().message();
-    EXPECT_TRUE(r.swapped);
-    EXPECT_GE(r.footprint, models[i]->data_bytes());
-  }
-  // A third 3 MiB model does not fit beside two in 8 MiB: with no plan, the fallback order evicts.
-  auto r = swap_run(*e, SwapRun{{"m2", 1}, models[2], in, std::nullopt, {}, {{"m0", 1}, {"m1", 1}}, false});
-  ASSERT_TRUE(r.run.outputs.ok()) << r.run.outputs.error().message();
-  EXPECT_EQ(r.evicted, (std::vector<model_key>{{"m0", 1}}));
-  const auto want = warm_outputs(models[2], in);
-  ASSERT_EQ(r.run.outputs->size(), want.size());
-  EXPECT_TRUE(gpu::testing::bitwise_equal((*r.run.outputs)[0], want[0]));
-  // Resident now: the next request runs without a swap.
-  auto again = swap_run(*e, SwapRun{{"m2", 1}, models[2], in, std::nullopt, {}, {}, false});
-  EXPECT_FALSE(again.swapped);
-  // Out of memory with nothing to evict is an error, not a crash, and leaves the pool as it was.
-  auto big = write_mlp(dir / "big", 9, 9);
-  auto oom = swap_run(*e, SwapRun{{"big", 1}, big, in, std::nullopt, {}, {}, false});
-  ASSERT_FALSE(oom.run.outputs.ok());
-  EXPECT_EQ(oom.run.outputs.error().code(), ErrorCode::out_of_memory);
-  EXPECT_FALSE(oom.fault);
-  EXPECT_EQ(e->bound().size(), 2u);
-}
-
-TEST(ExecutorEngineSwap, CopiesFromAPeerDeviceAndTwoNeighboursSwapAtOnce) {
-  gpu::testing::TempDir dir;
-  auto a = engine(gpu::testing::sim_device(16 * MiB, 0));
-  auto b = engine(gpu::testing::sim_device(16 * MiB, 1));
-  auto m = write_mlp(dir / "m", 3, 3);
-  auto n = write_mlp(dir / "n", 4, 3);
-  const auto in = gpu::testing::arch_inputs(*m, 2, 1, 6);
-  // Two swaps from host at once, one per device.
-  std::promise<ExecutorEngine::SwapRunResult> pa, pb;
-  ASSERT_TRUE(a->swap_run(SwapRun{{"m", 1}, m, in, std::nullopt, {}, {}, false},
-                          [&](ExecutorEngine::SwapRunResult r) { pa.set_value(std::move(r)); }));
-  ASSERT_TRUE(b->swap_run(SwapRun{{"n", 1}, n, in, std::nullopt, {}, {}, false},
-                          [&](ExecutorEngine::SwapRunResult r) { pb.set_value(std::move(r)); }));
-  auto ra = pa.get_future().get(), rb = pb.get_future().get();
-  ASSERT_TRUE(ra.run.outputs.ok() && rb.run.outputs.ok());
-  EXPECT_TRUE(gpu::testing::bitwise_equal((*ra.run.outputs)[0], warm_outputs(m, in)[0]));
-  EXPECT_TRUE(gpu::testing::bitwise_equal((*rb.run.outputs)[0], warm_outputs(n, in)[0]));
-  // m from a's device to b's, device to device.
-  auto lease = a->weights_of({"m", 1});
-  ASSERT_TRUE(lease.has_value());
-  auto rp = swap_run(*b, SwapRun{{"m", 1}, m, in, lease, {}, {}, false});
-  ASSERT_TRUE(rp.run.outputs.ok()) << rp.run.outputs.error().message();
-  EXPECT_TRUE(rp.swapped);
-  EXPECT_TRUE(gpu::testing::bitwise_equal((*rp.run.outputs)[0], (*ra.run.outputs)[0]));
-  EXPECT_FALSE(b->weights_of({"absent", 1}).has_value());
-}
-
-// Functions as streams: with three lanes, runs of three resident models (plain inference and
-// late-binding runs, mixed) execute at once, each answer bit for bit the model's answer alone, each
-// model's answers in the order asked; an unbind queued behind them waits for its model's runs.
-TEST(ExecutorEngineStreams, RunsOfDifferentModelsRunAtOnceAnswerAsAloneAndKeepEachModelsOrder) {
-  gpu::testing::TempDir dir;
-  auto e = ExecutorEngine::create(gpu::testing::sim_device(64 * MiB), EngineOptions{256, 32 * MiB, 256 << 10, 3});
-  ASSERT_TRUE(e.ok()) << e.error().message();
-  std::vector<std::shared_ptr<const gpu::Model>> models;
-  for (int i = 0; i < 3; ++i) models.push_back(write_mlp(dir / ("m" + std::to_string(i)), i + 11, 6));
-  auto key = [](size_t i) { return model_key{"m" + std::to_string(i), 1}; };
-  for (size_t i = 0; i < models.size(); ++i) {
-    auto r = swap_run(**e, SwapRun{key(i), models[i], gpu::testing::arch_inputs(*models[i], 1, 1, 1)});
-    ASSERT_TRUE(r.run.outputs.ok()) << r.run.outputs.error().message();
-    EXPECT_GT(r.plan_bytes, 0u) << "a run reports its activations' bytes";
-  }
-  constexpr int kPerModel = 8;
-  std::mutex mu;
-  std::map<size_t, std::vector<int>> order;  // per model, the answers' indices as they came
-  std::vector<std::promise<std::vector<gpu::HostTensor>>> answers(models.size() * kPerModel);
-  std::vector<std::vector<gpu::HostTensor>> inputs(answers.size());
-  for (int k = 0; k < kPerModel; ++k) {
-    for (size_t i = 0; i < models.size(); ++i) {
-      const size_t n = i * kPerModel + k;
-      inputs[n] = gpu::testing::arch_inputs(*models[i], 16, 1, 100 + n);
-      auto record = [&, i, k, n](Result<std::vector<gpu::HostTensor>> out) {
-        {
-          std::lock_guard lock(mu);
-          order[i].push_back(k);
-        }
-        answers[n].set_value(out.ok() ? std::move(*out) : std::vector<gpu::HostTensor>{});
-      };
-      if (k % 2) {
-        ASSERT_TRUE(
-            (*e)->infer(key(i), inputs[n], [record](ExecutorEngine::InferResult r) { record(std::move(r.outputs)); }));
-      } else {
-        ASSERT_TRUE((*e)->swap_run(SwapRun{key(i), models[i], inputs[n]},
-                                   [record](ExecutorEngine::SwapRunResult r) { record(std::move(r.run.outputs)); }));
-      }
-    }
-  }
-  std::promise<void> unbound;
-  (*e)->unbind(key(0), [&] { unbound.set_value(); });
-  for (size_t n = 0; n < answers.size(); ++n) {
-    auto got = answers[n].get_future().get();
-    const auto want = warm_outputs(models[n / kPerModel], inputs[n]);
-    ASSERT_EQ(got.size(), want.size()) << "run " << n << " failed";
-    EXPECT_TRUE(gpu::testing::bitwise_equal(got[0], want[0])) << "run " << n;
-  }
-  unbound.get_future().get();
-  for (const auto& [i, seen] : order) {
-    std::vector<int> asked(kPerModel);
-    std::iota(asked.begin(), asked.end(), 0);
-    EXPECT_EQ(seen, asked) << "model " << i << "'s answers out of order";
-  }
-  EXPECT_GE((*e)->peak_running(), 2u) << "no two runs were ever in lanes at once";
-  EXPECT_LE((*e)->peak_running(), 3u);
-  EXPECT_EQ((*e)->running(), 0u);
-  EXPECT_FALSE((*e)->holds(key(0)));
-  std::promise<ExecutorEngine::InferResult> gone;
-  ASSERT_TRUE((*e)->infer(key(0), inputs[0], [&](ExecutorEngine::InferResult r) { gone.set_value(std::move(r)); }));
-  auto r = gone.get_future().get();
-  ASSERT_FALSE(r.outputs.ok());
-  EXPECT_EQ(r.outputs.error().code(), ErrorCode::unavailable);
-}
-
-// The activation pool (StreamBox's Algorithm 1): runs whose activations do not fit the workspace
-// borrow whole partitions of the model pool, lazily, and give them back as soon as the last buffer
-// in them goes; answers stay those of warm runs; with the pool full of weights, a run that needs
-// more than the workspace fails out of memory and leaves nothing behind.
-TEST(ExecutorEngineStreams, ActivationsBorrowFromThePoolUnderABurstAndGiveItBackAfter) {
-  gpu::testing::TempDir dir;
-  auto e = ExecutorEngine::create(gpu::testing::sim_device(64 * MiB), EngineOptions{64, 1 * MiB, 256 << 10, 3});
-  ASSERT_TRUE(e.ok()) << e.error().message();
-  std::vector<std::shared_ptr<const gpu::Model>> models;
-  for (int i = 0; i < 3; ++i) models.push_back(write_mlp(dir / ("m" + std::to_string(i)), i + 21, 3));
-  auto key = [](size_t i) { return model_key{"m" + std::to_string(i), 1}; };
-  for (size_t i = 0; i < models.size(); ++i) {
-    auto r = swap_run(**e, SwapRun{key(i), models[i], gpu::testing::arch_inputs(*models[i], 1, 1, 1)});
-    ASSERT_TRUE(r.run.outputs.ok()) << r.run.outputs.error().message();
-  }
-  const uint64_t pool_free = (*e)->engine_memory().pool_free;
-  EXPECT_EQ((*e)->activation_stats().grows, 0u) << "small runs fit the workspace";
-  // A burst of large runs (1024 rows: megabytes of activations each), three models at once.
-  std::vector<std::vector<gpu::HostTensor>> inputs;
-  std::vector<std::promise<ExecutorEngine::SwapRunResult>> done(6);
-  for (size_t n = 0; n < done.size(); ++n) {
-    inputs.push_back(gpu::testing::arch_inputs(*models[n % 3], 1024, 1, 50 + n));
-    ASSERT_TRUE((*e)->swap_run(SwapRun{key(n % 3), models[n % 3], inputs[n]},
-                               [&, n](ExecutorEngine::SwapRunResult r) { done[n].set_value(std::move(r)); }));
-  }
-  for (size_t n = 0; n < done.size(); ++n) {
-    auto r = done[n].get_future().get();
-    ASSERT_TRUE(r.run.outputs.ok()) << r.run.outputs.error().message();
-    EXPECT_GT(r.plan_bytes, 1 * MiB) << "the premise: a run needs more than the workspace";
-    EXPECT_TRUE(gpu::testing::bitwise_equal((*r.run.outputs)[0], warm_outputs(models[n % 3], inputs[n])[0]));
-  }
-  auto st = (*e)->activation_stats();
-  EXPECT_GE(st.grows, 1u);
-  EXPECT_GT(st.peak_reserved_bytes, 0u);
-  EXPECT_EQ(st.segments, 0u) << "a segment outlived its last buffer";
-  EXPECT_EQ(st.reserved_bytes, 0u);
-  EXPECT_EQ(st.shrinks, st.grows);
-  EXPECT_EQ((*e)->engine_memory().pool_free, pool_free) << "the weights' room came back";
-  // The pool full of weights: nothing to borrow, and a large run says so.
-  std::vector<std::shared_ptr<const gpu::Model>> fill;
-  for (int i = 0;; ++i) {
-    ASSERT_LT(i, 30) << "the pool never filled";
-    fill.push_back(write_mlp(dir / ("f" + std::to_string(i)), i + 31, 3));
-    auto r = swap_run(
-        **e, SwapRun{{"f" + std::to_string(i), 1}, fill.back(), gpu::testing::arch_inputs(*fill.back(), 1, 1, 1)});
-    if (r.run.outputs.ok()) continue;
-    ASSERT_EQ(r.run.outputs.error().code(), ErrorCode::out_of_memory) << r.run.outputs.error().message();
-    break;
-  }
-  auto big = swap_run(**e, SwapRun{key(0), models[0], gpu::testing::arch_inputs(*models[0], 4096, 1, 9)});
-  ASSERT_FALSE(big.run.outputs.ok());
-  EXPECT_EQ(big.run.outputs.error().code(), ErrorCode::out_of_memory);
-  EXPECT_NE(big.run.outputs.error().message().find("lends no"), std::string::npos) << big.run.outputs.error().message();
-  EXPECT_FALSE(big.fault);
-  EXPECT_EQ((*e)->activation_stats().segments, 0u);
-  auto small = swap_run(**e, SwapRun{key(0), models[0], gpu::testing::arch_inputs(*models[0], 1, 1, 2)});
-  EXPECT_TRUE(small.run.outputs.ok()) << "the engine still serves";
-}
-
-// A run's outputs kept on one device (SwapRun::keep) feed a run on another device: lent there
-// (ExecutorEngine::lend) and copied over the link, the answer equal to the models run on the host.
-TEST(ExecutorEngineSwap, KeptValuesFeedARunOnTheSameDeviceInPlaceAndOnAnotherOverTheLink) {
-  gpu::testing::TempDir dir;
-  auto first = write_mlp(dir / "first", 1, 2);
-  auto second = write_mlp(dir / "second", 2, 2);
-  auto a = engine(gpu::testing::sim_device(16 * MiB, 0));
-  auto b = engine(gpu::testing::sim_device(16 * MiB, 1));
-  const auto x = gpu::testing::arch_inputs(*first, 2, 1, 3);
-  SwapRun produce{{"first", 1}, first, x};
-  produce.keep = {"relu1"};
-  auto made = swap_run(*a, produce);
-  ASSERT_TRUE(made.run.outputs.ok()) << made.run.outputs.error().message();
-  EXPECT_TRUE(made.run.outputs->empty()) << "a kept output does not come back";
-  ASSERT_EQ(made.kept.size(), 1u);
-  EXPECT_EQ(a->kept().first, 1u);
-  // What the device holds, by use: the first model's weights, the kept value, no run's buffers.
-  auto use = a->memory_use().use;
-  EXPECT_EQ(use.kept, 2u * 512 * sizeof(float));
-  EXPECT_EQ(use.activations, 0u);
-  EXPECT_GE(use.weights, 2u * 512 * 512 * sizeof(float));
-  EXPECT_EQ(use.weights, a->engine_memory().pool_capacity - a->engine_memory().pool_free);
-  auto mid = warm_outputs(first, x);
-  mid[0].name = "input";
-  const auto want = warm_outputs(second, mid);
-
-  SwapRun here{{"second", 1}, second, {}};
-  here.device_inputs = {{"input", made.kept[0].handle}};
-  auto in_place = swap_run(*a, here);
-  ASSERT_TRUE(in_place.run.outputs.ok()) << in_place.run.outputs.error().message();
-  EXPECT_TRUE(gpu::testing::bitwise_equal((*in_place.run.outputs)[0], want[0]));
-
-  std::promise<Result<std::vector<gpu::PeerValue>>> lent;
-  a->lend({made.kept[0].handle}, [&](Result<std::vector<gpu::PeerValue>> r) { lent.set_value(std::move(r)); });
-  auto lease = lent.get_future().get();
-  ASSERT_TRUE(lease.ok()) << lease.error().message();
-  SwapRun there{{"second", 1}, second, {}};
-  there.peer_inputs = *lease;
-  there.peer_inputs[0].name = "input";
-  auto over = swap_run(*b, there);
-  ASSERT_TRUE(over.run.outputs.ok()) << over.run.outputs.error().message();
-  EXPECT_TRUE(gpu::testing::bitwise_equal((*over.run.outputs)[0], want[0]));
-
-  a->release({made.kept[0].handle});
-  std::promise<Result<std::vector<gpu::PeerValue>>> gone;
-  a->lend({made.kept[0].handle}, [&](Result<std::vector<gpu::PeerValue>> r) { gone.set_value(std::move(r)); });
-  auto after = gone.get_future().get();  // a job after the release: it ran
-  EXPECT_EQ(a->memory_use().use.kept, 0u);
-  ASSERT_FALSE(after.ok());
-  EXPECT_EQ(after.error().code(), ErrorCode::not_found);
-  EXPECT_EQ(a->kept().first, 0u);
-}
-
-// A value kept for a later step takes device memory a run needs: it moves to host memory (never
-// lost), the run goes ahead, and the step that reads it later still gets it.
-TEST(ExecutorEngineSwap, AKeptValueMovesToHostMemoryWhenARunNeedsTheRoomAndIsStillRead) {
-  gpu::testing::TempDir dir;
-  auto first = write_mlp(dir / "first", 1, 2);
-  auto second = write_mlp(dir / "second", 2, 2);
-  auto e = engine(gpu::testing::sim_device(16 * MiB, 0));         // 8 MiB for everything but weights
-  const auto big = gpu::testing::arch_inputs(*first, 768, 1, 3);  // 1.5 MiB a value
-  SwapRun produce{{"first", 1}, first, big};
-  produce.keep = {"relu1"};
-  auto made = swap_run(*e, produce);
-  ASSERT_TRUE(made.run.outputs.ok()) << made.run.outputs.error().message();
-  ASSERT_EQ(made.kept.size(), 1u);
-  // A run whose activations need more than what the kept value leaves.
-  const auto wide = gpu::testing::arch_inputs(*second, 896, 1, 4);  // 7 MiB in all
-  auto other = swap_run(*e, SwapRun{{"second", 1}, second, wide});
-  ASSERT_TRUE(other.run.outputs.ok()) << other.run.outputs.error().message();
-  EXPECT_EQ(e->spilled().to_host, 1u) << "the premise: it did not fit beside the kept value";
-  EXPECT_EQ(e->memory_use().use.kept, 0u) << "a value in host memory holds no device memory";
-  EXPECT_TRUE(gpu::testing::bitwise_equal((*other.run.outputs)[0], warm_outputs(second, wide)[0]));
-  // The kept value is still there, and right.
-  SwapRun read{{"second", 1}, second, {}};
-  read.device_inputs = {{"input", made.kept[0].handle}};
-  auto got = swap_run(*e, read);
-  ASSERT_TRUE(got.run.outputs.ok()) << got.run.outputs.error().message();
-  auto mid = warm_outputs(first, big);
-  mid[0].name = "input";
-  EXPECT_TRUE(gpu::testing::bitwise_equal((*got.run.outputs)[0], warm_outputs(second, mid)[0]));
-  EXPECT_EQ(e->kept().first, 1u);
-  // A run that fits in no case is out of memory, and the kept value stays.
-  auto huge = swap_run(*e, SwapRun{{"second", 1}, second, gpu::testing::arch_inputs(*second, 8192, 1, 5)});
-  ASSERT_FALSE(huge.run.outputs.ok());
-  EXPECT_EQ(huge.run.outputs.error().code(), ErrorCode::out_of_memory);
-  EXPECT_EQ(e->kept().first, 1u);
-  e->release({made.kept[0].handle});
-}
-
-// With a pinned staging region, a run's inputs and answers cross to and from the device from pinned
-// memory only (the device counts no pageable copy), weights included (the host copy is registered),
-// and the answers are the same.
-TEST(ExecutorEngineSwap, InputsAndAnswersGoThroughThePinnedStagingRegion) {
-  gpu::testing::TempDir dir;
-  auto m = write_mlp(dir / "m", 5, 3);
-  auto device = gpu::testing::sim_device(16 * MiB, 0);
-  gpu::SimDevice* sim = device.get();
-  EngineOptions options{64, 8 * MiB, 256 << 10, 1};
-  options.staging_bytes = 1 * MiB;
-  auto e = ExecutorEngine::create(std::move(device), options);
-  ASSERT_TRUE(e.ok()) << e.error().message();
-  const auto before = sim->copy_counts();
-  for (int rows : {1, 64}) {
-    const auto x = gpu::testing::arch_inputs(*m, rows, 1, 7 + rows);
-    auto r = swap_run(**e, SwapRun{{"m", 1}, m, x});
-    ASSERT_TRUE(r.run.outputs.ok()) << r.run.outputs.error().message();
-    EXPECT_TRUE(gpu::testing::bitwise_equal((*r.run.outputs)[0], warm_outputs(m, x)[0]));
-    SwapRun kept{{"m", 1}, m, x};  // a hand-off run: its inputs go through the engine's own copies
-    kept.keep = {"relu2"};
-    auto k = swap_run(**e, kept);
-    ASSERT_TRUE(k.run.outputs.ok()) << k.run.outputs.error().message();
-    ASSERT_EQ(k.kept.size(), 1u);
-    (*e)->release({k.kept[0].handle});
-  }
-  const auto after = sim->copy_counts();
-  EXPECT_GT(after.to_device, before.to_device);
-  EXPECT_GT(after.to_host_bytes, before.to_host_bytes);
-  EXPECT_EQ(after.pageable_bytes, before.pageable_bytes) << "a copy from or to pageable memory reached the device";
-}
-
-// AsyFunc's Body and Shadow on two engines: a Shadow of a range of blocks loaded on one device from
-// the host copy, a Body on another splitting its batch with it; the answers are the Body's own
-// (within the batch size's 1e-5), and a Shadow dropped, or on a device that restarted, leaves its
-// rows to the Body.
-TEST(ExecutorEngineShadow, ABodySplitsItsBatchWithAShadowOnAnotherDeviceAndTakesItsRowsBackWhenItIsGone) {
-  gpu::testing::TempDir dir;
-  auto m = write_mlp(dir / "m", 9, 4);
-  auto body = engine(gpu::testing::sim_device(16 * MiB, 0));
-  auto shadow = engine(gpu::testing::sim_device(16 * MiB, 1));
-  const model_key key{"m", 1};
-  const auto x = gpu::testing::arch_inputs(*m, 6, 1, 17);
-  auto warm = swap_run(*body, SwapRun{key, m, x});  // the Body: resident
-  ASSERT_TRUE(warm.run.outputs.ok()) << warm.run.outputs.error().message();
-  const auto want = (*warm.run.outputs)[0];
-  const auto blocks = gpu::layer_blocks(m->graph());
-  ASSERT_GE(blocks.size(), 4u);
-  const gpu::LayerRange range{blocks[1].first, blocks[2].last};
-  std::promise<Result<ExecutorEngine::ShadowInfo>> loaded;
-  shadow->load_shadow(key, m, range, [&](Result<ExecutorEngine::ShadowInfo> r) { loaded.set_value(std::move(r)); });
-  auto info = loaded.get_future().get();
-  ASSERT_TRUE(info.ok()) << info.error().message();
-  EXPECT_EQ(info->bytes, m->range_bytes(range).length);
-  EXPECT_LT(info->bytes, m->range_bytes({0, m->num_layers()}).length / 2) << "a Shadow holds part of the model";
-  EXPECT_EQ(shadow->memory_use().use.shadows,
-            shadow->engine_memory().pool_capacity - shadow->engine_memory().pool_free);
-  EXPECT_GE(shadow->memory_use().use.shadows, info->bytes);
-  EXPECT_EQ(shadow->memory_use().use.weights, 0u) << "a Shadow's memory is its own figure, not a model's";
-  // Late binding's path: a swap_run paired with the Shadow puts its share of the 6 rows there.
-  auto split = [&](ExecutorEngine& e, std::shared_ptr<EngineGate> gate, int64_t rows) {
-    SwapRun paired{key, m, x};
-    paired.shadow = std::move(gate);
-    paired.shadow_share = static_cast<double>(rows) / 6;
-    return swap_run(e, paired);
-  };
-  for (int64_t rows : {1, 3, 5}) {
-    auto r = split(*body, shadow->gate(), rows);
-    ASSERT_TRUE(r.run.outputs.ok()) << r.run.outputs.error().message();
-    EXPECT_FALSE(r.split.shadow_failed) << r.split.shadow_error;
-    EXPECT_EQ(r.split.shadow_rows, rows);
-    EXPECT_LT(gpu::testing::relative_error((*r.run.outputs)[0], want), 1e-5) << rows << " rows on the Shadow";
-  }
-  // Loaded again: it replaces the first, whose memory goes back.
-  const uint64_t one = shadow->memory_use().use.shadows;
-  std::promise<Result<ExecutorEngine::ShadowInfo>> replaced;
-  shadow->load_shadow(key, m, range, [&](Result<ExecutorEngine::ShadowInfo> r) { replaced.set_value(std::move(r)); });
-  ASSERT_TRUE(replaced.get_future().get().ok());
-  EXPECT_EQ(shadow->memory_use().use.shadows, one) << "one Shadow's memory, not two";
-  // Dropped: the Body computes every row.
-  std::promise<bool> dropped;
-  shadow->drop_shadow(key, [&](bool d) { dropped.set_value(d); });
-  EXPECT_TRUE(dropped.get_future().get());
-  auto alone = split(*body, shadow->gate(), 3);
-  ASSERT_TRUE(alone.run.outputs.ok());
-  EXPECT_TRUE(alone.split.shadow_failed);
-  EXPECT_NE(alone.split.shadow_error.find("no Shadow"), std::string::npos) << alone.split.shadow_error;
-  EXPECT_TRUE(alone.split.shadow_lost) << "the Shadow's absence ends a pair";
-  EXPECT_LT(gpu::testing::relative_error((*alone.run.outputs)[0], want), 1e-5);
-  EXPECT_EQ(shadow->memory_use().use.shadows, 0u) << "the Shadow's memory went back";
-  // Loaded again, then its device restarts (the engine goes): the Body still answers.
-  std::promise<Result<ExecutorEngine::ShadowInfo>> again;
-  shadow->load_shadow(key, m, range, [&](Result<ExecutorEngine::ShadowInfo> r) { again.set_value(std::move(r)); });
-  ASSERT_TRUE(again.get_future().get().ok());
-  auto gate = shadow->gate();
-  shadow.reset();
-  auto orphan = split(*body, gate, 3);
-  ASSERT_TRUE(orphan.run.outputs.ok()) << orphan.run.outputs.error().message();
-  EXPECT_TRUE(orphan.split.shadow_failed);
-  EXPECT_LT(gpu::testing::relative_error((*orphan.run.outputs)[0], want), 1e-5);
-}
-
-// Under memory pressure a kept value moves to the node's other device with the most room (StreamBox's
-// rule 2) rather than to host memory, stays readable there, goes back there when released, and is
-// reported lost (not read from freed memory) when that device restarts before it is read.
-TEST(ExecutorEngineSwap, AKeptValueMovesToTheLeastPressedOtherDeviceBeforeHostMemory) {
-  gpu::testing::TempDir dir;
-  auto first = write_mlp(dir / "first", 1, 2);
-  auto second = write_mlp(dir / "second", 2, 2);
-  auto node = std::make_shared<NodeEngines>();
-  auto make = [&](uint32_t ordinal) {
-    auto e = ExecutorEngine::create(gpu::testing::sim_device(16 * MiB, ordinal),
-                                    EngineOptions{64, 8 * MiB, 256 << 10, 1, 6, node});
-    EXPECT_TRUE(e.ok()) << e.error().message();
-    return std::move(*e);
-  };
-  auto a = make(0), c = make(1), b = make(2);                     // b after c: the first other is not the answer
-  const auto big = gpu::testing::arch_inputs(*first, 768, 1, 3);  // 1.5 MiB a value
-  const uint64_t value_bytes = 768 * 512 * sizeof(float);
-  // c holds a value of its own: b is the less pressed.
-  SwapRun on_c{{"first", 1}, first, big};
-  on_c.keep = {"relu1"};
-  ASSERT_TRUE(swap_run(*c, on_c).run.outputs.ok());
-  SwapRun produce{{"first", 1}, first, big};
-  produce.keep = {"relu1"};
-  auto made = swap_run(*a, produce);
-  ASSERT_TRUE(made.run.outputs.ok()) << made.run.outputs.error().message();
-  ASSERT_EQ(made.kept.size(), 1u);
-  auto mid = warm_outputs(first, big);
-  mid[0].name = "input";
-  const auto want = warm_outputs(second, mid);
-  auto read_on_a = [&] {
-    SwapRun read{{"second", 1}, second, {}};
-    read.device_inputs = {{"input", made.kept[0].handle}};
-    return swap_run(*a, read);
-  };
-  auto crowd = [&] {  // a run on a whose activations need the kept value's room (7 MiB in all)
-    const auto wide = gpu::testing::arch_inputs(*second, 896, 1, 4);
-    auto other = swap_run(*a, SwapRun{{"second", 1}, second, wide});
-    ASSERT_TRUE(other.run.outputs.ok()) << other.run.outputs.error().message();
-    EXPECT_TRUE(gpu::testing::bitwise_equal((*other.run.outputs)[0], warm_outputs(second, wide)[0]));
-  };
-  crowd();
-  EXPECT_EQ(a->spilled().to_peer, 1u) << "moved to another device";
-  EXPECT_EQ(a->spilled().to_host, 0u);
-  EXPECT_EQ(a->memory_use().use.kept, 0u);
-  EXPECT_EQ(b->memory_use().use.kept, value_bytes) << "to the less pressed device";
-  EXPECT_EQ(c->memory_use().use.kept, value_bytes) << "c holds only its own";
-  auto got = read_on_a();
-  ASSERT_TRUE(got.run.outputs.ok()) << got.run.outputs.error().message();
-  EXPECT_TRUE(gpu::testing::bitwise_equal((*got.run.outputs)[0], want[0]));
-  // Released on a: its room on b comes back.
-  a->release({made.kept[0].handle});
-  std::promise<Result<std::vector<gpu::PeerValue>>> after;
-  a->lend({made.kept[0].handle}, [&](Result<std::vector<gpu::PeerValue>> r) { after.set_value(std::move(r)); });
-  EXPECT_FALSE(after.get_future().get().ok());
-  EXPECT_EQ(b->memory_use().use.kept, 0u);
-  // Moved to b again, and b restarts before it is read: the value is reported lost, a still serves.
-  made = swap_run(*a, produce);
-  ASSERT_TRUE(made.run.outputs.ok());
-  crowd();
-  EXPECT_EQ(a->spilled().to_peer, 2u);
-  ASSERT_EQ(b->memory_use().use.kept, value_bytes);
-  b.reset();
-  auto lost = read_on_a();
-  ASSERT_FALSE(lost.run.outputs.ok());
-  EXPECT_EQ(lost.run.outputs.error().code(), ErrorCode::unavailable);
-  EXPECT_NE(lost.run.outputs.error().message().find("restarted"), std::string::npos)
-      << lost.run.outputs.error().message();
-  EXPECT_FALSE(lost.fault) << "the device that lost it is another";
-  a->release({made.kept[0].handle});
-  auto fresh = swap_run(*a, SwapRun{{"second", 1}, second, mid});
-  ASSERT_TRUE(fresh.run.outputs.ok()) << fresh.run.outputs.error().message();
-  EXPECT_TRUE(gpu::testing::bitwise_equal((*fresh.run.outputs)[0], want[0]));
-}
+// The engine room's helpers (tests/actors/node/engine/engine_test_util.hpp); the engine's own
+// suites live there too, one file per part.
+using engine_test::engine;
+using engine_test::MiB;
+using engine_test::warm_outputs;
+using engine_test::write_mlp;
+// Batching's helpers, shared with the executor's own tests (tests/actors/node/node_test_util.hpp).
+using testing::batching;
+using testing::metric;
+using testing::same_answer;
 
 // -- the router ---------------------------------------------------------------------------------
 
@@ -646,7 +165,7 @@ Served serve_rounds(LateNode& node) {
 }
 
 // The executor actors' side of AsyFunc: a Shadow loaded on one executor (load_shadow), a late-binding
-// request on another with the Shadow's gate puts half its rows there (swap_reply::shadow_rows),
+// request on another with the Shadow's gate puts half its rows there (swap_reply's split.shadow_rows),
 // the Shadow dropped (shadow_atom) leaves them to the Body, and a range outside the model is refused.
 TEST(LateBindingShadow, ExecutorsLoadAShadowShareABatchWithItAndDropIt) {
   NodeInstruments instruments;
@@ -662,8 +181,8 @@ TEST(LateBindingShadow, ExecutorsLoadAShadowShareABatchWithItAndDropIt) {
     req->inputs = encode_tensors(x);
     swap_request s;
     s.request = req;
-    s.model = m;
-    s.shadow = std::move(shadow);
+    s.run.model = m;
+    s.run.shadow = std::move(shadow);
     auto r = testing::ask<swap_reply>(*node.sys, node.execs[0], 30s, std::move(s));
     EXPECT_TRUE(r.ok());
     return r.ok() ? *r : swap_reply{};
@@ -683,8 +202,8 @@ TEST(LateBindingShadow, ExecutorsLoadAShadowShareABatchWithItAndDropIt) {
   EXPECT_EQ(ready->bytes, m->range_bytes({blocks[1].first, blocks[1].last}).length);
   ASSERT_TRUE(ready->gate);
   auto paired = swap(ready->gate);
-  EXPECT_EQ(paired.shadow_rows, 2) << paired.shadow_error;
-  EXPECT_FALSE(paired.shadow_lost);
+  EXPECT_EQ(paired.result.split.shadow_rows, 2) << paired.result.split.shadow_error;
+  EXPECT_FALSE(paired.result.split.shadow_lost);
   EXPECT_LT(answer_of(paired), 1e-5);
   auto dropped = testing::ask<bool>(*node.sys, node.execs[1], 30s, shadow_atom_v, key);
   ASSERT_TRUE(dropped.ok());
@@ -693,9 +212,9 @@ TEST(LateBindingShadow, ExecutorsLoadAShadowShareABatchWithItAndDropIt) {
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(*again) << "nothing left to drop";
   auto alone = swap(ready->gate);
-  EXPECT_EQ(alone.shadow_rows, 0);
-  EXPECT_NE(alone.shadow_error.find("no Shadow"), std::string::npos) << alone.shadow_error;
-  EXPECT_TRUE(alone.shadow_lost);
+  EXPECT_EQ(alone.result.split.shadow_rows, 0);
+  EXPECT_NE(alone.result.split.shadow_error.find("no Shadow"), std::string::npos) << alone.result.split.shadow_error;
+  EXPECT_TRUE(alone.result.split.shadow_lost);
   EXPECT_LT(answer_of(alone), 1e-5);
   // The metrics: one started and released, one run shared (2 rows), one taken back; the Shadow's
   // memory shown apart from weights while it was held, and none after.
@@ -963,115 +482,11 @@ TEST(LateBindingRouter, AFailedRestartIsTriedAgainUntilTheDeviceServes) {
   EXPECT_EQ(devices.count("sim:0"), 1u) << "device 0 never served again after its second restart";
 }
 
-// A restart closes the broken device before it opens the new one (on a GPU both would share its
-// memory). While it runs, and after it failed, the executor answers jobs as unavailable; a failed
-// restart can be tried again.
-TEST(LateBindingExecutor, ARestartClosesTheOldDeviceFirstAndAFailedOneCanBeRetried) {
-  WorkQueue maintenance;
-  auto sys = testing::make_system();
-  std::promise<void> gate;
-  std::shared_future<void> opened = gate.get_future().share();
-  std::atomic<int> calls{0};
-  std::atomic<uint32_t> open_at_reopen{99};
-  engine_factory reopen = [&, opened]() -> Result<std::unique_ptr<ExecutorEngine>> {
-    opened.wait();
-    open_at_reopen = gpu::SimDevice::TEST_open_on_ordinal(5);
-    if (calls++ == 0) return unavailable("the device did not come back");
-    return engine(gpu::testing::sim_device(16 * MiB, 5));
-  };
-  auto exec =
-      spawn_gpu_executor(*sys, engine(gpu::testing::sim_device(16 * MiB, 5)), "n1", nullptr, maintenance, reopen);
-  auto is_unavailable = [](const auto& r, const std::string& says) {
-    return !r.ok() && r.error().code() == ErrorCode::unavailable &&
-           r.error().message().find(says) != std::string::npos;
-  };
-  infer_request req;
-  req.model = {"m", 1};
-
-  caf::scoped_actor self{*sys};
-  self->send(exec, restart_atom_v);  // held at the gate, in the factory
-  // Asked again meanwhile (a router that took over from a dead one): it joins the restart running.
-  self->send(exec, restart_atom_v);
-  auto during = testing::ask<infer_reply>(*sys, exec, 30s, req);
-  EXPECT_TRUE(is_unavailable(during, "is restarting")) << (during.ok() ? "ok" : during.error().message());
-  auto status = testing::ask<executor_status>(*sys, exec, 30s, status_atom_v);
-  ASSERT_TRUE(status.ok());
-  EXPECT_EQ(status->device.name, "sim:5");
-  EXPECT_EQ(status->pool_capacity, 0u);
-
-  gate.set_value();
-  for (int asked = 0; asked < 2; ++asked) {  // both get the one restart's failure
-    self->receive([](device_report&) { ADD_FAILURE() << "the first restart should fail"; },
-                  [](caf::error& e) { EXPECT_NE(from_caf(e).message().find("did not come back"), std::string::npos); },
-                  caf::after(30s) >> [] { ADD_FAILURE() << "no answer to the first restart"; });
-  }
-  EXPECT_EQ(open_at_reopen.load(), 0u) << "the broken device was still open when the new one was";
-  auto after_failure = testing::ask<infer_reply>(*sys, exec, 30s, req);
-  EXPECT_TRUE(is_unavailable(after_failure, "out of service"))
-      << (after_failure.ok() ? "ok" : after_failure.error().message());
-
-  auto retried = testing::ask<device_report>(*sys, exec, 30s, restart_atom_v);
-  ASSERT_TRUE(retried.ok()) << retried.error().message();
-  EXPECT_EQ(retried->name, "sim:5");
-  status = testing::ask<executor_status>(*sys, exec, 30s, status_atom_v);
-  ASSERT_TRUE(status.ok());
-  EXPECT_EQ(status->pool_capacity, 8 * MiB);
-  EXPECT_EQ(calls.load(), 2);
-  self->send_exit(exec, caf::exit_reason::user_shutdown);
-  self->wait_for(exec);
-}
-
 }  // namespace late_binding_test
 }  // namespace ember
 
 namespace ember {
 namespace late_binding_test {
-
-// A reference architecture, tiny, with dynamic batching as model.json would ask for it.
-LateNode::ModelMaker batching(std::vector<std::string> archs, uint32_t max_batch, uint64_t delay_us,
-                              uint64_t deadline_us = 0) {
-  return [=](const std::string& dir, int i) -> std::shared_ptr<const gpu::Model> {
-    auto b =
-        gpu::build_architecture(archs[static_cast<size_t>(i)],
-                                {.tiny = true, .seed = static_cast<uint64_t>(i) + 1, .name = "m" + std::to_string(i)});
-    EXPECT_TRUE(b.ok()) << b.error().message();
-    b->serving().max_batch = max_batch;
-    b->serving().dynamic_batching = true;
-    b->serving().max_queue_delay_us = delay_us;
-    b->serving().slo_deadline_us = deadline_us;
-    EXPECT_TRUE(b->write(dir).ok());
-    auto m = gpu::Model::load(dir);
-    EXPECT_TRUE(m.ok());
-    return *m;
-  };
-}
-
-/// A batched answer is the solo answer up to the rounding of batched matrix products: OpenBLAS (like
-/// cuBLAS) picks its kernel by the matrix's shape, so a row's sums may be added in another order
-/// when it shares the product with other rows (measured: at most 2e-7 relative on these models).
-bool same_answer(const std::vector<gpu::HostTensor>& got, const std::vector<gpu::HostTensor>& want) {
-  if (got.size() != want.size()) return false;
-  for (size_t o = 0; o < want.size(); ++o) {
-    if (got[o].desc.shape != want[o].desc.shape || got[o].desc.dtype != want[o].desc.dtype) return false;
-    if (want[o].desc.dtype != gpu::DType::f32) {
-      if (!gpu::testing::bitwise_equal(got[o], want[o])) return false;
-    } else if (gpu::testing::relative_error(got[o], want[o]) > 1e-5) {
-      ADD_FAILURE() << "output " << o << " differs by " << gpu::testing::relative_error(got[o], want[o]);
-      return false;
-    }
-  }
-  return true;
-}
-
-/// The value of `name{model="m<i>"...}` in the rendered metrics, 0 when absent.
-double metric(NodeInstruments& in, const std::string& name, int i) {
-  const std::string text = in.registry().render();
-  const std::string key = name + "{model=\"m" + std::to_string(i) + "\"";
-  const size_t at = text.find(key);
-  if (at == std::string::npos) return 0;
-  const size_t space = text.find(' ', text.find('}', at));
-  return std::stod(text.substr(space + 1));
-}
 
 // Concurrent requests of a batching model run as fewer executions, and every answer is what the
 // model gives that request alone (up to the rounding of batched products): for each reference
@@ -1162,48 +577,6 @@ TEST(LateBindingBatching, AFaultedBatchRetriesEveryMember) {
   EXPECT_GE(node.restarts.load(), 1) << "device 0 never faulted: the test did not test the fault";
 }
 
-// Pinned binding batches too: while one execution of a bound model that asks for batching runs, its
-// requests wait at the executor and the next execution takes them together.
-TEST(PinnedBatching, AnExecutorBatchesWhatWaitsBehindTheRunningExecution) {
-  WorkQueue maintenance{{.threads = 1}};
-  auto sys = testing::make_system();
-  gpu::testing::TempDir dir;
-  auto model = batching({"bert-base"}, 8, 0)(dir / "m0/1", 0);
-  NodeInstruments instruments;
-  auto exec =
-      spawn_gpu_executor(*sys, engine(gpu::testing::sim_device(64 * MiB)), "n1", &instruments, maintenance, nullptr);
-  auto bound = testing::ask<std::string>(*sys, exec, 30s, bind_model{{"m0", 1}, model});
-  ASSERT_TRUE(bound.ok()) << bound.error().message();
-  caf::scoped_actor self{*sys};
-  constexpr int kRequests = 8;
-  std::vector<std::vector<gpu::HostTensor>> inputs;
-  for (int k = 0; k < kRequests; ++k) {
-    inputs.push_back(gpu::testing::arch_inputs(*model, 1, 4, 50 + k));
-    infer_request req;
-    req.model = {"m0", 1};
-    req.id = std::to_string(k);
-    req.inputs = encode_tensors(inputs.back());
-    self->send(exec, std::move(req));
-  }
-  int right = 0;
-  for (int k = 0; k < kRequests; ++k) {
-    self->receive(
-        [&](infer_reply& r) {
-          auto out = decode_tensors(std::move(r.outputs));
-          right += out.ok() && same_answer(*out, warm_outputs(model, inputs[std::stoul(r.id)]));
-        },
-        [&](caf::error& e) { ADD_FAILURE() << from_caf(e).message(); },
-        caf::after(30s) >> [&] { ADD_FAILURE() << "no answer"; });
-  }
-  EXPECT_EQ(right, kRequests);
-  const double executions = metric(instruments, "ember_execution_count_total", 0);
-  EXPECT_GE(executions, 1);
-  EXPECT_LT(executions, kRequests) << "nothing was batched";
-  EXPECT_EQ(metric(instruments, "ember_inference_count_total", 0), kRequests);
-  self->send_exit(exec, caf::exit_reason::user_shutdown);
-  self->wait_for(exec);
-}
-
 // An executor that answers its model's registration profile, then never answers a request again
 // (a hung device): counts its restarts.
 gpu_executor_actor::behavior_type silent_executor(gpu_executor_actor::pointer,
@@ -1216,13 +589,13 @@ gpu_executor_actor::behavior_type silent_executor(gpu_executor_actor::pointer,
         return executor_status{{"sim:hung", 16 * MiB, 0}, {}, 0, 8 * MiB, 8 * MiB, 256 << 10};
       },
       [](swap_request& req) -> caf::result<swap_reply> {
-        if (!req.profile) return caf::delegated<swap_reply>{};  // hangs
+        if (!req.run.profile) return caf::delegated<swap_reply>{};  // hangs
         swap_reply r;
         r.reply = infer_reply{};
-        r.footprint = req.model->data_bytes();
-        r.pool_free = 4 * MiB;
-        r.compute_us = 100;
-        r.warm_us = 50;
+        r.result.footprint = req.run.model->data_bytes();
+        r.result.pool_free = 4 * MiB;
+        r.result.run.compute_us = 100;
+        r.result.warm_us = 50;
         return r;
       },
       [](weights_atom, const model_key&) { return weights_lease{}; },

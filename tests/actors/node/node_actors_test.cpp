@@ -6,7 +6,7 @@
 #include "actors/gpu_executor_interface.hpp"
 #include "actors/model_cache_interface.hpp"
 #include "actors/node/blob_store.hpp"
-#include "actors/node/executor_engine.hpp"
+#include "actors/node/engine/executor_engine.hpp"
 #include "actors/node/gpu_executor.hpp"
 #include "actors/node/model_cache.hpp"
 #include "actors/node/node_instruments.hpp"

@@ -48,7 +48,7 @@ swap_reply answer(FakeDevice& dev, const swap_request& req) {
   swap_reply r;
   if (dev.fault_next) {
     dev.fault_next = false;
-    r.fault = true;
+    r.result.fault = true;
     r.error = device_fault(dev.name + ": injected fault");
     return r;
   }
@@ -58,11 +58,11 @@ swap_reply answer(FakeDevice& dev, const swap_request& req) {
   reply.node = "n1";
   reply.device = dev.name;
   r.reply = std::move(reply);
-  r.swapped = true;
-  r.footprint = req.model->data_bytes();
-  r.pool_free = dev.pool_bytes - r.footprint;
-  r.compute_us = 1000;
-  r.warm_us = 1000;  // light: the cold run is no slower than the warm one
+  r.result.swapped = true;
+  r.result.footprint = req.run.model->data_bytes();
+  r.result.pool_free = dev.pool_bytes - r.result.footprint;
+  r.result.run.compute_us = 1000;
+  r.result.warm_us = 1000;  // light: the cold run is no slower than the warm one
   return r;
 }
 

@@ -1,0 +1,93 @@
+// What a device's engine is asked to run and what it answers: the vocabulary the node router's
+// swap_request and swap_reply carry (actors/gpu_executor_interface.hpp), the gpu_executor hands on,
+// and the engine (actors/node/engine/executor_engine.hpp) runs. Its own header so that the engine
+// room uses it without CAF.
+//
+// Pure data: anyone may build and read it on any thread. Ownership: a SwapRun shares the host copy
+// of its model and, when paired, the Shadow's gate; the engine takes the run by value and answers
+// with a SwapRunResult it gives away.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actors/model_key.hpp"
+#include "base/status.hpp"
+#include "gpu/executor.hpp"
+#include "gpu/shadow_split.hpp"
+#include "model/host_tensor.hpp"
+#include "model/model.hpp"
+
+namespace ember {
+
+class EngineGate;
+
+/// A run of a resident model: its outputs (named as the model names them) and its times.
+struct InferResult {
+  Result<std::vector<gpu::HostTensor>> outputs = internal_error("not run");
+  /// From the job's posting to its start, and its run, microseconds.
+  uint64_t queue_us = 0;
+  uint64_t compute_us = 0;
+};
+
+/// One request on a model that may not be resident (late binding). The router fills what to copy,
+/// evict and keep; the executor fills key, inputs and wanted from the client's request.
+struct SwapRun {
+  model_key key;
+  std::shared_ptr<const gpu::Model> model;  // the host copy
+  std::vector<gpu::HostTensor> inputs;
+  /// Copy from this device copy (the router locked it: ExecutorEngine::weights_of) instead of host
+  /// memory.
+  std::optional<gpu::PeerWeights> peer;
+  /// Evicted first (the router's plan), then `fallback` in order while the pool still has no room
+  /// for the model (fragmentation), so the policy's order holds either way.
+  std::vector<model_key> evict;
+  std::vector<model_key> fallback;
+  /// Registration profile: time the run (cold when not resident), then run again warm.
+  bool profile = false;
+  /// Device hand-off (a workflow's steps): inputs kept on this device by an earlier run, by handle,
+  /// named as the model's inputs; the consumer reads the producer's buffer.
+  std::vector<std::pair<std::string, uint64_t>> device_inputs;
+  /// Outputs to keep on the device (SwapRunResult::kept) instead of copying them back; the others
+  /// `wanted` names (all when empty and nothing is kept) come back as usual.
+  std::vector<std::string> keep;
+  std::vector<std::string> wanted;
+  /// Inputs kept on another device of the node (ExecutorEngine::lend there), copied over the link
+  /// first.
+  std::vector<gpu::PeerValue> peer_inputs;
+  /// AsyFunc: a Shadow of this model on another device of the node (load_shadow there, reached
+  /// through its engine's gate): a plain run puts `shadow_share` of its rows on it (at least one,
+  /// leaving one; gpu/shadow_split.hpp) and runs on the worker, not beside others. A Shadow gone
+  /// leaves its rows to this device (SwapRunResult::split says so).
+  std::shared_ptr<EngineGate> shadow;
+  double shadow_share = 0.5;
+};
+
+/// What a SwapRun did: its answer and what changed on the device.
+struct SwapRunResult {
+  InferResult run;
+  /// The weights were copied in for this request.
+  bool swapped = false;
+  /// Models dropped from the device for it (the plan's and fallbacks actually used).
+  std::vector<model_key> evicted;
+  /// Pool bytes the model takes on the device after the job; 0 when not resident.
+  uint64_t footprint = 0;
+  uint64_t pool_free = 0;
+  /// profile only: the second, warm run.
+  uint64_t warm_us = 0;
+  /// The device faulted or the job threw: the engine is broken until restarted.
+  bool fault = false;
+  /// The outputs kept on the device (SwapRun::keep), each under a new handle.
+  std::vector<gpu::KeptValue> kept;
+  /// Device bytes the run's activations took (its liveness plan): what a concurrent run of the
+  /// model needs free.
+  uint64_t plan_bytes = 0;
+  /// A run with SwapRun::shadow: the rows the Shadow computed, or why the Body took them back.
+  gpu::SplitStats split;
+};
+
+}  // namespace ember

@@ -1,0 +1,369 @@
+#include "actors/node/engine/executor_engine.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "base/units.hpp"
+
+namespace ember {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+uint64_t us_between(Clock::time_point a, Clock::time_point b) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(b - a).count());
+}
+}  // namespace
+
+ExecutorEngine::ExecutorEngine(std::unique_ptr<gpu::Device> device, EngineOptions options)
+    : device_(std::move(device)), options_(std::move(options)) {}
+
+Result<std::unique_ptr<ExecutorEngine>> ExecutorEngine::create(std::unique_ptr<gpu::Device> device,
+                                                               EngineOptions options) {
+  std::unique_ptr<ExecutorEngine> e(new ExecutorEngine(std::move(device), options));
+  gpu::Device& d = *e->device_;
+  EMBER_ASSIGN_OR_RETURN(e->memory_, engine::DeviceMemory::reserve(d, options.workspace_bytes, options.group_bytes,
+                                                                   options.staging_bytes));
+  const engine::DeviceMemory& m = *e->memory_;
+  if (options.io_batch > 0)
+    e->io_ = std::make_unique<gpu::IoScheduler>(d, gpu::IoSchedulerOptions{m.group_bytes(), options.io_batch});
+  const uint64_t pool_bytes = m.totals().pool_capacity;
+  spdlog::info("{}: model pool {} in {} partitions, workspace {}, swap groups of {}{}{}{}", d.info().name,
+               format_bytes(pool_bytes), pool_bytes / m.partition_bytes(), format_bytes(m.workspace()),
+               format_bytes(m.group_bytes()), options.group_bytes ? " (configured)" : " (measured elbow)",
+               e->io_ ? ", interleaved in batches of " + std::to_string(options.io_batch) : std::string(),
+               m.staging() ? ", pinned staging " + format_bytes(m.staging()->capacity()) : std::string());
+  e->hosted_ = std::make_unique<engine::HostedValues>(d);
+  e->gate_ = std::make_shared<EngineGate>(e.get(), d.info().name);
+  e->kept_ = std::make_unique<engine::KeptValues>(d, *e->memory_, options.node, e->gate_.get());
+  e->jobs_ = std::make_unique<engine::JobWorker>(d, options.max_queue);
+  e->shadows_ = std::make_unique<engine::ShadowHost>(d, *e->memory_, *e->jobs_);
+  if (options.streams > 1) e->lanes_ = std::make_unique<engine::Lanes>(d, options.streams);
+  if (options.node) options.node->attach(d.info().ordinal, e->gate_);
+  return e;
+}
+
+ExecutorEngine::~ExecutorEngine() {
+  if (gate_) gate_->close();  // no front-end thread inside from here on
+  if (jobs_) jobs_->stop();   // the jobs still queued run (each answers, guarded), then the worker is joined
+  drain();                    // the runs the last jobs handed on run (each answers; a strand posts its next)
+  lanes_.reset();
+  models_.clear();                  // before the pool region and the device go
+  if (shadows_) shadows_->clear();  // a split elsewhere holding one has finished: this engine's gate is closed
+  io_.reset();
+  if (kept_) kept_->clear();  // values on other devices go back there
+  // Values other devices moved here go with this device: their holders find the gate closed.
+  if (hosted_) hosted_->clear();
+  handoff_stream_.reset();
+  jobs_.reset();
+  memory_.reset();  // the activation pool (every run and kept value is gone), staging, pinned copies, region
+}
+
+EngineMemory ExecutorEngine::memory_use() const {
+  // Kept values on the device (not moved to host memory), and other devices' values moved here.
+  const uint64_t kept_here = kept_->bytes_here() + hosted_->bytes();
+  return memory_->use(kept_here, shadows_->pool_names());
+}
+
+void ExecutorEngine::evict(const model_key& key) {
+  models_.erase(key);  // the LayerExecutor drains its streams before its blocks go back
+  memory_->free(key.to_string());
+  models_.unpublish(key);
+}
+
+void ExecutorEngine::publish(const model_key& key, const gpu::LayerExecutor* ex) {
+  memory_->commit();
+  if (ex) models_.publish(key, *ex);
+}
+
+std::optional<gpu::PeerWeights> ExecutorEngine::weights_of(const model_key& key) const {
+  auto segments = models_.segments(key);
+  if (!segments) return std::nullopt;
+  return gpu::PeerWeights{device_.get(), std::move(*segments)};
+}
+
+void ExecutorEngine::bind(const model_key& key, std::shared_ptr<const gpu::Model> model,
+                          std::function<void(Status)> done) {
+  jobs_->post([this, key, model = std::move(model), done = std::move(done)] {
+    if (models_.contains(key)) return done(Status::OK());
+    drain();
+    auto ex = gpu::LayerExecutor::create(*device_, model, {0, model->num_layers()}, memory_->placer(key.to_string()));
+    if (!ex.ok()) {
+      memory_->free(key.to_string());
+      return done(ex.error());
+    }
+    (*ex)->set_activation_pool(&memory_->activations());
+    (*ex)->set_staging(memory_->staging());
+    publish(key, ex->get());
+    models_.add(key, engine::Resident{model, std::move(*ex), {}});
+    done(Status::OK());
+  });
+}
+
+void ExecutorEngine::unbind(const model_key& key, std::function<void()> done) {
+  jobs_->post([this, key, done = std::move(done)] {
+    drain();
+    evict(key);
+    done();
+  });
+}
+
+void ExecutorEngine::unbind_all(std::function<void()> done) {
+  jobs_->post([this, done = std::move(done)] {
+    drain();
+    while (auto key = models_.any()) evict(*key);
+    done();
+  });
+}
+
+Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_checked(gpu::LayerExecutor& ex,
+                                                                 const std::vector<gpu::HostTensor>& in) {
+  return jobs_->guarded([&] { return ex.run_host(in); });
+}
+
+gpu::Stream& ExecutorEngine::handoff_stream() {
+  if (!handoff_stream_) handoff_stream_ = device_->create_stream();
+  return *handoff_stream_;
+}
+
+void ExecutorEngine::release(std::vector<uint64_t> handles) {
+  jobs_->post([this, handles = std::move(handles)] { kept_->release(handles); });
+}
+
+void ExecutorEngine::lend(std::vector<uint64_t> handles,
+                          std::function<void(Result<std::vector<gpu::PeerValue>>)> done) {
+  jobs_->post(
+      [this, handles = std::move(handles), done = std::move(done)] { done(kept_->lend(handles, handoff_stream())); });
+}
+
+bool ExecutorEngine::infer(const model_key& key, std::vector<gpu::HostTensor> inputs,
+                           std::function<void(InferResult)> done) {
+  const auto enqueued = Clock::now();
+  if (lanes_ && queued() >= options_.max_queue) return false;
+  return jobs_->try_post([this, key, enqueued, inputs = std::move(inputs), done = std::move(done)]() mutable {
+    engine::Resident* resident = models_.find(key);
+    if (lanes_ && resident) {
+      gpu::LayerExecutor* ex = resident->ex.get();
+      return lanes_->beside(key, [this, ex, enqueued, inputs = std::move(inputs), done = std::move(done)] {
+        InferResult r;
+        const auto start = Clock::now();
+        r.queue_us = us_between(enqueued, start);
+        r.outputs = run_checked(*ex, inputs);
+        r.compute_us = us_between(start, Clock::now());
+        done(std::move(r));
+      });
+    }
+    InferResult r;
+    const auto start = Clock::now();
+    r.queue_us = us_between(enqueued, start);
+    if (!resident) {
+      r.outputs = unavailable("model " + key.to_string() + " is not bound to " + device_->info().name);
+    } else {
+      r.outputs = run_checked(*resident->ex, inputs);
+    }
+    r.compute_us = us_between(start, Clock::now());
+    done(std::move(r));
+  });
+}
+
+bool ExecutorEngine::swap_run(SwapRun run, std::function<void(SwapRunResult)> done) {
+  const auto enqueued = Clock::now();
+  if (lanes_ && queued() >= options_.max_queue) return false;
+  return jobs_->try_post([this, enqueued, run = std::move(run), done = std::move(done)]() mutable {
+    if (lanes_ && runs_beside(run)) {
+      gpu::LayerExecutor* ex = models_.find(run.key)->ex.get();
+      const uint64_t footprint = memory_->bytes_of(run.key.to_string());
+      const model_key key = run.key;
+      return lanes_->beside(key, [this, ex, footprint, enqueued, run = std::move(run), done = std::move(done)] {
+        SwapRunResult r;
+        const auto start = Clock::now();
+        r.run.queue_us = us_between(enqueued, start);
+        auto stream = lanes_->take_stream();
+        run_resident(*ex, run, r, *stream);
+        lanes_->give_stream(std::move(stream));
+        r.run.compute_us = us_between(start, Clock::now());
+        r.footprint = footprint;
+        r.fault = jobs_->broken();
+        r.pool_free = memory_->totals().pool_free;
+        done(std::move(r));
+      });
+    }
+    drain();
+    SwapRunResult r;
+    const auto start = Clock::now();
+    r.run.queue_us = us_between(enqueued, start);
+    swap_job(run, r);
+    r.run.compute_us = us_between(start, Clock::now()) - r.warm_us;  // the profile's warm run is apart
+    r.fault = jobs_->broken();
+    r.pool_free = memory_->totals().pool_free;
+    done(std::move(r));
+  });
+}
+
+void ExecutorEngine::swap_job(SwapRun& run, SwapRunResult& r) {
+  for (const auto& k : run.evict) {
+    if (k != run.key && models_.contains(k)) {
+      evict(k);
+      r.evicted.push_back(k);
+    }
+  }
+  engine::Resident* resident = models_.find(run.key);
+  if (!resident) {
+    if (Status pinned = memory_->pin_host(run.model); !pinned.ok()) {
+      r.run.outputs = pinned.error();
+      return;
+    }
+    gpu::SwapInOptions opts{memory_->group_bytes(), memory_->placer(run.key.to_string()),
+                            run.peer ? &*run.peer : nullptr, io_.get()};
+    auto ex = gpu::LayerExecutor::swap_in(*device_, run.model, {0, run.model->num_layers()}, opts);
+    for (size_t f = 0; !ex.ok() && ex.error().code() == ErrorCode::out_of_memory && f < run.fallback.size(); ++f) {
+      const model_key& k = run.fallback[f];
+      if (k == run.key || !models_.contains(k)) continue;
+      evict(k);
+      r.evicted.push_back(k);
+      ex = gpu::LayerExecutor::swap_in(*device_, run.model, {0, run.model->num_layers()}, opts);
+    }
+    if (!ex.ok()) {
+      memory_->free(run.key.to_string());
+      r.run.outputs = ex.error();
+      return;
+    }
+    (*ex)->set_activation_pool(&memory_->activations());
+    (*ex)->set_staging(memory_->staging());
+    resident = &models_.add(run.key, engine::Resident{run.model, std::move(*ex), {}});
+    r.swapped = true;
+  }
+  gpu::LayerExecutor& ex = *resident->ex;
+  run_resident(ex, run, r, handoff_stream());
+  // The copy may outlast a run that failed early: the source stays locked until this job answers.
+  Status copied = ex.wait_weights();
+  if (!copied.ok() && r.run.outputs.ok()) r.run.outputs = copied.error();
+  if (copied.ok()) {
+    if (run.profile) {
+      const auto t0 = Clock::now();
+      auto again = run_checked(ex, run.inputs);
+      r.warm_us = us_between(t0, Clock::now());
+      if (!again.ok()) r.run.outputs = again.error();
+    }
+    publish(run.key, &ex);
+    r.footprint = memory_->bytes_of(run.key.to_string());
+  } else {
+    evict(run.key);  // half-copied weights are no replica
+  }
+}
+
+void ExecutorEngine::run_resident(gpu::LayerExecutor& ex, const SwapRun& run, SwapRunResult& r, gpu::Stream& stream) {
+  const bool handoff = !run.device_inputs.empty() || !run.keep.empty() || !run.peer_inputs.empty();
+  if (run.shadow && !handoff && !run.profile) {
+    // A Body paired with a Shadow (AsyFunc): its share of the rows runs there (worker thread only).
+    r.run.outputs =
+        run_with_shadow(*models_.find(run.key), run.key, run.inputs, run.shadow.get(), run.shadow_share, r.split);
+    r.plan_bytes = ex.last_plan_bytes();
+    return;
+  }
+  auto attempt = [&] {
+    return handoff ? jobs_->guarded([&] { return kept_->run_handoff(ex, run, r.kept, stream); })
+                   : run_checked(ex, run.inputs);
+  };
+  r.run.outputs = attempt();
+  if (!r.run.outputs.ok() && r.run.outputs.error().code() == ErrorCode::out_of_memory) {
+    // Values kept for later workflow steps take the room: they move to another device or to host
+    // memory (never lost), and the run tries once more.
+    std::vector<uint64_t> reads;
+    for (const auto& in : run.device_inputs) reads.push_back(in.second);
+    auto moved = kept_->spill(reads, stream);
+    if (moved.ok() && *moved > 0) {
+      spdlog::info("{}: moved {} kept value(s) to other devices or host memory to make room for a run of {}",
+                   device_->info().name, *moved, run.key.to_string());
+      r.run.outputs = attempt();
+    }
+  }
+  r.plan_bytes = ex.last_plan_bytes();
+}
+
+Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_with_shadow(engine::Resident& body, const model_key& key,
+                                                                     const std::vector<gpu::HostTensor>& inputs,
+                                                                     EngineGate* shadow, double share,
+                                                                     gpu::SplitStats& st) {
+  // The Shadow, held for the run: its engine cannot go meanwhile (its gate), nor its weights.
+  EngineGate::Entry there(shadow);
+  std::shared_ptr<engine::ShadowHost::Held> held = there ? there->shadow_of(key) : nullptr;
+  return jobs_->guarded([&] {
+    return engine::run_body_split(body, key, inputs, held.get(), share, st, handoff_stream(), memory_->staging());
+  });
+}
+
+bool ExecutorEngine::runs_beside(const SwapRun& run) const {
+  if (run.profile || run.shadow || !models_.contains(run.key)) return false;
+  return std::none_of(run.evict.begin(), run.evict.end(),
+                      [&](const model_key& k) { return k != run.key && models_.contains(k); });
+}
+
+std::optional<ExecutorEngine::InferResult> ExecutorEngine::run_here(const model_key& key,
+                                                                    const std::vector<gpu::HostTensor>& inputs) {
+  std::optional<InferResult> out;
+  // A batching model's request that would wait for another inline run goes to the router instead,
+  // where it can join a batch; other models' requests take their turn.
+  const bool batches = models_.batches(key);
+  jobs_->run_here(
+      [&] {
+        engine::Resident* resident = models_.find(key);
+        if (!resident || in_lane(key)) return;
+        // A batching model runs here only when it would run alone anyway: nothing is configured to wait
+        // for company (max_queue_delay_us 0) and the device is idle (this turn), so the router would
+        // send it on at once as a batch of one.
+        const gpu::ServingConfig& serving = resident->model->manifest().serving;
+        if (serving.dynamic_batching && serving.max_queue_delay_us > 0) return;
+        InferResult r;
+        const auto start = Clock::now();
+        r.outputs = run_checked(*resident->ex, inputs);
+        r.compute_us = us_between(start, Clock::now());
+        out = std::move(r);
+      },
+      /*wait_for_turn=*/!batches);
+  return out;
+}
+
+std::optional<Result<std::vector<gpu::HostTensor>>> ExecutorEngine::run_workflow_here(
+    const WorkflowConfig& config, const WorkflowPlan& plan, const std::vector<model_key>& models,
+    const std::vector<gpu::HostTensor>& inputs, gpu::DeviceWorkflowStats* stats) {
+  std::optional<Result<std::vector<gpu::HostTensor>>> out;
+  jobs_->run_here(
+      [&] {
+        std::vector<gpu::LayerExecutor*> steps;
+        for (const auto& key : models) {
+          engine::Resident* resident = models_.find(key);
+          if (!resident || in_lane(key)) return;
+          const gpu::ServingConfig& serving = resident->model->manifest().serving;
+          if (serving.dynamic_batching && serving.max_queue_delay_us > 0) return;
+          steps.push_back(resident->ex.get());
+        }
+        // This turn is the queue's: no job runs meanwhile, so the hand-off stream is this run's.
+        // The caller waits for every copy on it anyway (as a resident run's stream does).
+        gpu::Stream& stream = handoff_stream();
+        stream.set_caller_waits(true);
+        out = jobs_->guarded([&] { return gpu::run_workflow_on_device(config, plan, steps, inputs, stats, &stream); });
+        stream.set_caller_waits(false);
+      },
+      /*wait_for_turn=*/true);
+  return out;
+}
+
+void ExecutorEngine::load_shadow(const model_key& key, std::shared_ptr<const gpu::Model> model, gpu::LayerRange range,
+                                 std::function<void(Result<ShadowInfo>)> done) {
+  jobs_->post([this, key, model = std::move(model), range, done = std::move(done)] {
+    const auto start = Clock::now();
+    auto bytes = shadows_->load(key, model, range);
+    if (!bytes.ok()) return done(bytes.error());
+    done(ShadowInfo{*bytes, us_between(start, Clock::now())});
+  });
+}
+
+void ExecutorEngine::drop_shadow(const model_key& key, std::function<void(bool)> done) {
+  jobs_->post([this, key, done = std::move(done)] { done(shadows_->drop(key)); });
+}
+
+size_t ExecutorEngine::queued() const { return jobs_->queued() + (lanes_ ? lanes_->waiting() : 0); }
+
+}  // namespace ember
