@@ -130,6 +130,11 @@ caf::result<model_state> load(manager_pointer self, const model_command& cmd) {
   });
 }
 
+caf::result<std::vector<model_state>> list_models(manager_pointer self) {
+  return after_rescan<std::vector<model_state>>(self, "",
+                                                [self](auto rp) { rp.deliver(self->state.registry.states()); });
+}
+
 caf::result<model_state> unload(manager_pointer self, const model_command& cmd) {
   auto& st = self->state;
   if (!st.registry.find(cmd.model)) return to_caf(not_found("unknown model '" + cmd.model.name + "'"));
@@ -161,7 +166,9 @@ caf::result<std::vector<model_state>> set_slo(manager_pointer self, const slo_co
       if (!n) continue;
       auto told = [name = n->report.name, key](const Result<bool>& r) {
         // A node that does not answer has it with its next load_replica, or is lost.
-        if (!r.ok()) spdlog::warn("manager: node {} did not take the SLO of {}: {}", name, key.to_string(), to_string(r.error().code()));
+        if (!r.ok())
+          spdlog::warn("manager: node {} did not take the SLO of {}: {}", name, key.to_string(),
+                       to_string(r.error().code()));
       };
       ask<bool>(self, n->router, std::chrono::seconds(10), told, slo_atom_v, key, cmd.slo);
     }
@@ -273,6 +280,10 @@ caf::result<routing_update> resubscribe(manager_pointer self, const gateway_acto
   return rp;
 }
 
+caf::result<model_state> set_bounds(manager_pointer self, const model_key& key, uint32_t min, uint32_t max) {
+  return reply(self->state.scaler.set_bounds(key, min, max));
+}
+
 caf::result<admin_actor> admin(manager_pointer self) {
   if (!self->state.admin) return to_caf(unavailable("this manager has no admin interface"));
   return self->state.admin;
@@ -324,17 +335,14 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
   if (st.config.heartbeat.count() > 0 && st.config.node_timeout.count() > 0) {
     self->delayed_send(self, st.config.heartbeat, ping_atom_v);
   }
-  using models = std::vector<model_state>;
   return {
-      [self](join_atom, node_report& r, node_router_actor& router) { return join(self, std::move(r), std::move(router)); },
+      [self](join_atom, node_report& r, node_router_actor& n) { return join(self, std::move(r), std::move(n)); },
       [self](subscribe_atom, gateway_actor& gateway) { return subscribe(self, gateway); },
       [self](subscribe_atom, gateway_actor& g, uint64_t held) { return resubscribe(self, g, held); },
       [self](ensure_atom, const model_key& key) { return ensure(self, key); },
       [self](load_atom, const model_command& cmd) { return load(self, cmd); },
       [self](unload_atom, const model_command& cmd) { return unload(self, cmd); },
-      [self](index_atom) -> caf::result<models> {
-        return after_rescan<models>(self, "", [self](auto rp) { rp.deliver(self->state.registry.states()); });
-      },
+      [self](index_atom) { return list_models(self); },
       [self](nodes_atom) { return RoutingPublisher::node_reports(self->state.registry, self->state.members); },
       [self](distribute_atom, const distribute_request& req) { return distribute_found(self, req); },
       [self](evict_atom, const distribute_request& req) { return evict(self, req); },
@@ -344,9 +352,7 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
       [self](metrics_atom) { return self->state.scaler.instruments().registry().snapshot(); },
       [self](admin_atom) { return admin(self); },
       [self](drain_atom, const std::string& name) { return drain_node(self, name); },
-      [self](scale_atom, const model_key& key, uint32_t min, uint32_t max) {
-        return reply(self->state.scaler.set_bounds(key, min, max));
-      },
+      [self](scale_atom, const model_key& k, uint32_t min, uint32_t max) { return set_bounds(self, k, min, max); },
       [self](slo_atom, const slo_command& cmd) { return set_slo(self, cmd); },
       [self](log_level_atom, const std::string& level) { return log_level(self, level); },
       [self](transfers_atom) { return self->state.relay.transfers(); },
@@ -364,8 +370,8 @@ cluster_manager_actor spawn_cluster_manager(caf::actor_system& sys, ClusterManag
                                             std::vector<RepositoryEntry> initial,
                                             std::shared_ptr<RepositoryIndex> index, WorkQueue& scan_queue,
                                             std::vector<workflow_entry> workflows) {
-  return sys.spawn(manager_impl::manager_behavior, std::move(config), std::move(initial), std::move(workflows), std::move(index),
-                   &scan_queue);
+  return sys.spawn(manager_impl::manager_behavior, std::move(config), std::move(initial), std::move(workflows),
+                   std::move(index), &scan_queue);
 }
 
 }  // namespace ember

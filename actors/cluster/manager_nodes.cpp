@@ -77,7 +77,8 @@ void unbind(manager_pointer self, const ScaleDriver::Unbind& u) {
   };
   const ClusterNode* node = self->state.members.find(u.node);
   if (!node) return done(false);  // its node left: nothing bound there any more
-  ask<bool>(self, node->router, kEvictTimeout, [done](const Result<bool>& r) { done(r.ok()); }, unload_atom_v, u.key);
+  ask<bool>(
+      self, node->router, kEvictTimeout, [done](const Result<bool>& r) { done(r.ok()); }, unload_atom_v, u.key);
 }
 
 /// Node `id` leaves the cluster (its process died, it stopped, or it went silent): its replicas and
@@ -168,9 +169,15 @@ void run(manager_pointer self, const PipelineOrders& orders) {
       };
     };
     switch (o.kind) {
-      case Kind::load_stage: send_load(self, o.node, o.stage, then(&PartitionController::stage_loaded)); break;
-      case Kind::complete: send_load(self, o.node, o.load, then(&PartitionController::member_completed)); break;
-      case Kind::unload_stage: unload_on(self, o.node, o.stage_key); break;
+      case Kind::load_stage:
+        send_load(self, o.node, o.stage, then(&PartitionController::stage_loaded));
+        break;
+      case Kind::complete:
+        send_load(self, o.node, o.load, then(&PartitionController::member_completed));
+        break;
+      case Kind::unload_stage:
+        unload_on(self, o.node, o.stage_key);
+        break;
       case Kind::unload_later:
         self->delayed_send(self, std::chrono::microseconds(o.delay_us), offload_done{[self, stages = o.stages] {
                              for (const auto& [n, stage] : stages) unload_on(self, n, stage);
@@ -180,8 +187,12 @@ void run(manager_pointer self, const PipelineOrders& orders) {
         on_load_answer(self, o.key, o.node, o.attempt, *o.result, o.announce, o.completion);
         if (o.partitioned) self->state.registry.mark_partitioned(o.key, o.node);
         break;
-      case Kind::publish: publish(self, {o.key}); break;
-      case Kind::place: place(self, o.key); break;
+      case Kind::publish:
+        publish(self, {o.key});
+        break;
+      case Kind::place:
+        place(self, o.key);
+        break;
       case Kind::place_if_short:
         if (const ModelVersion* v = self->state.registry.find(o.key); v && v->wants_more()) place(self, o.key);
         break;

@@ -65,8 +65,7 @@ std::set<model_key> NodeLiveness::Reconciled::changed() const {
   return out;
 }
 
-NodeLiveness::Reconciled NodeLiveness::reconcile(uint64_t id, node_report report,
-                                                 const std::set<model_key>& draining) {
+NodeLiveness::Reconciled NodeLiveness::reconcile(uint64_t id, node_report report, const std::set<model_key>& draining) {
   Reconciled out;
   const ClusterNode* node = members_.find(id);
   if (!node) return out;

@@ -81,12 +81,12 @@ struct PipelineOrder {
   model_key key;
   uint64_t node = 0;
   uint64_t attempt = 0;
-  load_stage stage;                                    // load_stage
-  load_replica load;                                   // complete
-  model_key stage_key;                                 // unload_stage
-  std::vector<std::pair<uint64_t, model_key>> stages;  // unload_later: (node, stage)
-  int64_t delay_us = 0;                                // unload_later
-  std::optional<Result<replica_info>> result;          // answer
+  load_stage stage;                                               // load_stage
+  load_replica load;                                              // complete
+  model_key stage_key;                                            // unload_stage
+  std::vector<std::pair<uint64_t, model_key>> stages;             // unload_later: (node, stage)
+  int64_t delay_us = 0;                                           // unload_later
+  std::optional<Result<replica_info>> result;                     // answer
   bool announce = true, completion = false, partitioned = false;  // answer
 };
 using PipelineOrders = std::vector<PipelineOrder>;
@@ -165,8 +165,7 @@ class PartitionController {
   PipelineOrders stage_loaded(const model_key& key, uint64_t node, uint64_t attempt, const Result<replica_info>& r);
   /// A member's completion answered. The last one turns the members into replicas in one update;
   /// one of a dissolved pipeline (or of a build gone) is a replica like any.
-  PipelineOrders member_completed(const model_key& key, uint64_t node, uint64_t attempt,
-                                  const Result<replica_info>& r);
+  PipelineOrders member_completed(const model_key& key, uint64_t node, uint64_t attempt, const Result<replica_info>& r);
   /// Member node `node` of `key`'s build was lost (before the registry forgets it): a build not
   /// serving yet is given up; a serving one dissolves.
   PipelineOrders member_lost(const model_key& key, uint64_t node);

@@ -35,9 +35,9 @@ caf::result<T> pass(admin_pointer self, const admin_auth& who, const std::string
 std::string describe_slo(const slo_command& cmd) {
   const slo_setting& slo = cmd.slo;
   return "slo " + describe_key(cmd.model) +
-         (slo.deadline_us ? " " + std::to_string(slo.deadline_us) + " us at p" +
-                                std::to_string(slo.percentile * 100).substr(0, 5)
-                          : std::string(" off"));
+         (slo.deadline_us
+              ? " " + std::to_string(slo.deadline_us) + " us at p" + std::to_string(slo.percentile * 100).substr(0, 5)
+              : std::string(" off"));
 }
 
 admin_actor::behavior_type admin_behavior(admin_pointer self, cluster_manager_actor manager, AdminSettings settings) {

@@ -40,9 +40,9 @@ struct FakeNode {
   std::vector<load_stage> stage_loads;                               // pipeline stages asked for
   std::optional<Error> fail_stage;
   std::vector<model_key> unloads;
-  bool hung = false;                   // its router answers no ping and no report (a hang)
-  std::vector<model_key> replicas;     // what it reports: the replicas it bound
-  node_report report;                  // as it joined
+  bool hung = false;                // its router answers no ping and no report (a hang)
+  std::vector<model_key> replicas;  // what it reports: the replicas it bound
+  node_report report;               // as it joined
   caf::actor actor;
 
   replica_info replica(const load_replica& req) const {
@@ -469,8 +469,8 @@ TEST(ClusterManager, AGatewayWithAnOldTableIsAnsweredOnlyOnceTheRecoveryWindowHa
   Cluster c(config);
   auto gateway = c.d.sys().spawn([] { return caf::behavior{[](const routing_update&) {}}; });
   c.others.push_back(gateway);
-  auto held = c.d.request<routing_update>(c.manager, subscribe_atom_v, caf::actor_cast<gateway_actor>(gateway),
-                                          uint64_t{41});
+  auto held =
+      c.d.request<routing_update>(c.manager, subscribe_atom_v, caf::actor_cast<gateway_actor>(gateway), uint64_t{41});
   auto fresh = c.d.request<routing_update>(c.manager, subscribe_atom_v, caf::actor_cast<gateway_actor>(gateway));
   c.d.run();
   EXPECT_TRUE(fresh->ok()) << "a gateway without a table is answered at once";
@@ -483,8 +483,8 @@ TEST(ClusterManager, AGatewayWithAnOldTableIsAnsweredOnlyOnceTheRecoveryWindowHa
   EXPECT_TRUE(held->value().full);
   ASSERT_EQ(held->value().members.size(), 1u);
   EXPECT_EQ(held->value().members[0].node, "a");
-  auto late = c.d.request<routing_update>(c.manager, subscribe_atom_v, caf::actor_cast<gateway_actor>(gateway),
-                                          uint64_t{41});
+  auto late =
+      c.d.request<routing_update>(c.manager, subscribe_atom_v, caf::actor_cast<gateway_actor>(gateway), uint64_t{41});
   c.d.run();
   EXPECT_TRUE(late->ok()) << "the window is over";
 }

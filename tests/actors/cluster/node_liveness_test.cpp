@@ -20,7 +20,8 @@ struct Fixture {
   NodeLiveness liveness{registry, members};
   uint64_t a = 0;
   Fixture() {
-    (void)registry.apply_scan("", {RepositoryEntry{kM, "", "{}", 10 * MiB, ""}, RepositoryEntry{kN, "", "{}", 10 * MiB, ""}});
+    (void)registry.apply_scan(
+        "", {RepositoryEntry{kM, "", "{}", 10 * MiB, ""}, RepositoryEntry{kN, "", "{}", 10 * MiB, ""}});
     node_report r;
     r.name = "a";
     r.devices.push_back({"sim0", 1024 * MiB, 0});

@@ -115,9 +115,10 @@ TEST(RoutingPublisher, GatewaysWithAnOldTableAreHeldUntilTheRecoveryWindowEndsTh
   EXPECT_TRUE(f.publisher.must_hold(7, 5'999));
   EXPECT_FALSE(f.publisher.must_hold(7, 6'000)) << "the window is over";
   std::vector<int> answered;
-  EXPECT_EQ(f.publisher.hold({}, [&](routing_update) { answered.push_back(1); }, 2'000), 4'000)
-      << "the first held arms the window's timer";
-  EXPECT_EQ(f.publisher.hold({}, [&](routing_update) { answered.push_back(2); }, 3'000), 0);
+  auto first = [&](routing_update) { answered.push_back(1); };
+  auto second = [&](routing_update) { answered.push_back(2); };
+  EXPECT_EQ(f.publisher.hold({}, first, 2'000), 4'000) << "the first held arms the window's timer";
+  EXPECT_EQ(f.publisher.hold({}, second, 3'000), 0);
   EXPECT_EQ(f.publisher.held(), 2u);
   auto held = f.publisher.window_over();
   ASSERT_EQ(held.size(), 2u);

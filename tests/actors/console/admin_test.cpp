@@ -63,8 +63,8 @@ struct Fixture {
 TEST(Admin, ACommandWithoutTheRightTokenNeverReachesTheManager) {
   Fixture f(AdminSettings{"s3cret", true});
   for (const std::string token : {"", "s3cres", "s3cret-and-more"}) {
-    auto refused = f.d.request<model_state>(f.admin, admin_auth{token, "tester@host"}, load_atom_v,
-                                            model_command{kModel, 1});
+    auto refused =
+        f.d.request<model_state>(f.admin, admin_auth{token, "tester@host"}, load_atom_v, model_command{kModel, 1});
     f.d.run();
     ASSERT_TRUE(refused->done());
     ASSERT_FALSE(refused->ok()) << "'" << token << "'";
@@ -78,8 +78,8 @@ TEST(Admin, ACommandThatPassesIsAnsweredByTheManagerWithItsOwnErrors) {
   Fixture f(AdminSettings{"s3cret", true});
   auto loaded =
       f.d.request<model_state>(f.admin, admin_auth{"s3cret", "tester@host"}, load_atom_v, model_command{kModel, 3});
-  auto drained = f.d.request<std::vector<model_key>>(f.admin, admin_auth{"s3cret", "x"}, drain_atom_v,
-                                                     std::string("z"));
+  auto drained =
+      f.d.request<std::vector<model_key>>(f.admin, admin_auth{"s3cret", "x"}, drain_atom_v, std::string("z"));
   auto nodes = f.d.request<std::vector<node_report>>(f.admin, admin_auth{"", "x"}, nodes_atom_v);
   f.d.run();
   ASSERT_TRUE(loaded->ok()) << loaded->error().to_string();
