@@ -49,6 +49,8 @@ using credit_atom = caf::atom_constant<caf::atom("credit")>;  // a pipeline stag
 inline constexpr credit_atom credit_atom_v{};
 using manager_atom = caf::atom_constant<caf::atom("manager")>;  // a standalone gateway reached its manager
 inline constexpr manager_atom manager_atom_v{};
+using admin_atom = caf::atom_constant<caf::atom("admin")>;  // the console asks for the admin interface
+inline constexpr admin_atom admin_atom_v{};
 using drain_atom = caf::atom_constant<caf::atom("drain")>;  // the console drains a node
 inline constexpr drain_atom drain_atom_v{};
 using log_level_atom = caf::atom_constant<caf::atom("log_level")>;  // the console sets the log level

@@ -7,6 +7,10 @@
 // repository is scanned on the manager process's scan queue (actors/offload.hpp), node work is
 // requested asynchronously with timeouts. Time is the actor clock's.
 //
+// No message here carries a token: what reaches the manager was admitted by the control plane
+// (mutual TLS, when configured), as a node's router admits its messages. The console's admin token
+// is checked by the admin actor alone (actors/admin_interface.hpp), which then sends these.
+//
 // Node lifecycle:  joined ──(down_msg: process died, or heartbeats missed for node_timeout)──▶ lost
 // A lost node's replicas leave the routing table at once; the models it held are re-placed on
 // surviving nodes. A node that comes back joins again as a new member.
@@ -18,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/admin_interface.hpp"
 #include "actors/atoms.hpp"
 #include "actors/gateway_interface.hpp"
 #include "actors/messages.hpp"
@@ -59,38 +64,33 @@ using cluster_manager_actor = caf::typed_actor<
     caf::reacts_to<load_report>,
     /// The manager's own metrics (autoscaling), merged by gateways into /metrics.
     caf::replies_to<metrics_atom>::with<metrics_snapshot>,
-    /// The console's admin interface (actors/console/): the same commands, each carrying an
-    /// admin_auth. Changes need the admin token; reads need it unless manager.open_reads. Errors:
-    /// permission_denied (a wrong or missing token, or no token configured for a change), then the
-    /// command's own. Every change is logged with who asked.
-    caf::replies_to<admin_auth, nodes_atom>::with<std::vector<node_report>>,
-    caf::replies_to<admin_auth, index_atom>::with<std::vector<model_state>>,
-    caf::replies_to<admin_auth, metrics_atom>::with<metrics_snapshot>,
-    caf::replies_to<admin_auth, load_atom, model_command>::with<model_state>,
-    caf::replies_to<admin_auth, unload_atom, model_command>::with<model_state>,
-    caf::replies_to<admin_auth, distribute_atom, distribute_request>::with<distribute_result>,
-    caf::replies_to<admin_auth, evict_atom, distribute_request>::with<distribute_result>,
+    /// The console's admin interface (actors/admin_interface.hpp): the admin actor beside this
+    /// manager, which checks the console's token and hands what passes to the messages below.
+    /// Errors: unavailable (this manager has none).
+    caf::replies_to<admin_atom>::with<admin_actor>,
     /// Drains node `name`: nothing is placed there any more, each of its replicas is re-placed
     /// elsewhere (a replacement first where it holds the model's only one) and then drained and
     /// unbound. Answered with the models moved once the node holds none (it may then be stopped).
-    caf::replies_to<admin_auth, drain_atom, std::string>::with<std::vector<model_key>>,
+    /// Errors: not_found (no such node), unavailable (no room elsewhere, or the node left).
+    caf::replies_to<drain_atom, std::string>::with<std::vector<model_key>>,
     /// The autoscaler's bounds of a model: min_replicas and, unless 0, max_replicas (the console's
-    /// `scale`). Answered with the model's state. Errors: unavailable (the autoscaler is off).
-    caf::replies_to<admin_auth, scale_atom, model_key, uint32_t, uint32_t>::with<model_state>,
+    /// `scale`). Answered with the model's state. Errors: unavailable (the autoscaler is off),
+    /// not_found, invalid_argument.
+    caf::replies_to<scale_atom, model_key, uint32_t, uint32_t>::with<model_state>,
     /// Sets or clears (deadline 0) a model's SLO at run time (slo_command), on every replica now
     /// (each node's router) and on those placed later; answers the versions changed. Not kept
     /// across a manager restart. Errors: not_found (no such model), invalid_argument (a percentile
     /// outside (0, 1), a deadline over an hour).
-    caf::replies_to<admin_auth, slo_atom, slo_command>::with<std::vector<model_state>>,
+    caf::replies_to<slo_atom, slo_command>::with<std::vector<model_state>>,
     /// The log level of the manager's process and of every node's (trace, debug, info, warn, error,
     /// off); answered with the number of processes told. Errors: invalid_argument.
-    caf::replies_to<admin_auth, log_level_atom, std::string>::with<uint32_t>,
-    /// Every hop of the multicast chains in flight, with how far it got (a read).
-    caf::replies_to<admin_auth, transfers_atom>::with<std::vector<hop_progress>>,
+    caf::replies_to<log_level_atom, std::string>::with<uint32_t>,
+    /// Every hop of the multicast chains in flight, with how far it got.
+    caf::replies_to<transfers_atom>::with<std::vector<hop_progress>>,
     /// Injects a fault into node NAME (it must run with --allow-faults; messages.hpp's
     /// fault_command); answers what the node did. Errors: not_found (no such node), and the node's:
     /// permission_denied, invalid_argument.
-    caf::replies_to<admin_auth, fault_atom, std::string, fault_command>::with<std::string>,
+    caf::replies_to<fault_atom, std::string, fault_command>::with<std::string>,
     /// Internal: the chain controller's stall check; the autoscaler's tick.
     caf::reacts_to<tick_atom>, caf::reacts_to<scale_atom>,
     /// The heartbeat timer (self-sent): every node's router is asked ping_atom.

@@ -415,18 +415,6 @@ typename Inspector::result_type inspect(Inspector& f, hop_progress& x) {
            x.state);
 }
 
-/// What every console (admin) message to the manager carries: the admin token (manager.admin_token_file;
-/// checked in constant time) and who asks ("user@host", for the manager's log of changes).
-struct admin_auth {
-  std::string token;
-  std::string who;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, admin_auth& x) {
-  return f(caf::meta::type_name("admin_auth"), x.token, x.who);
-}
-
 /// A fault injected on purpose into a node started with --allow-faults (the console's `fault`, the
 /// fault-injection tests and the chaos benchmark). The node's supervisor checks and applies it and
 /// answers what it did. Kinds and targets (actors/node/node_supervisor.hpp):

@@ -6,6 +6,7 @@
 
 #include <caf/type_id.hpp>
 
+#include "actors/admin_interface.hpp"
 #include "actors/cluster_manager_interface.hpp"
 #include "actors/gateway_interface.hpp"
 #include "actors/gpu_executor_interface.hpp"
@@ -53,6 +54,7 @@ CAF_ADD_TYPE_ID(ember_actors, (ember::chain_splice))
 CAF_ADD_TYPE_ID(ember_actors, (ember::node_router_actor))
 CAF_ADD_TYPE_ID(ember_actors, (ember::gateway_actor))
 CAF_ADD_TYPE_ID(ember_actors, (ember::cluster_manager_actor))
+CAF_ADD_TYPE_ID(ember_actors, (ember::admin_actor))
 // Answers that are lists (the console reads them from another process).
 CAF_ADD_TYPE_ID(ember_actors, (std::vector<ember::node_report>))
 CAF_ADD_TYPE_ID(ember_actors, (std::vector<ember::model_state>))

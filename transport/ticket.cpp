@@ -59,9 +59,14 @@ std::string TicketKeys::mac(const std::string& key, const std::string& receiver,
 }
 
 Ticket TicketKeys::issue(const std::string& key, const std::string& receiver, std::chrono::seconds lifetime) const {
+  return issue_at(key, receiver, unix_now(), lifetime);
+}
+
+Ticket TicketKeys::issue_at(const std::string& key, const std::string& receiver, uint64_t now,
+                            std::chrono::seconds lifetime) const {
   Ticket t;
   t.receiver = receiver;
-  t.not_after = unix_now() + static_cast<uint64_t>(lifetime.count());
+  t.not_after = now + static_cast<uint64_t>(lifetime.count());
   t.mac = mac(key, receiver, t.not_after);
   return t;
 }

@@ -52,6 +52,9 @@ class TicketKeys {
   /// A ticket for `key`, `receiver`, valid for `lifetime` from now.
   Ticket issue(const std::string& key, const std::string& receiver,
                std::chrono::seconds lifetime = kTicketLifetime) const;
+  /// The same from `now` (unix seconds) given: for callers that keep the clock outside.
+  Ticket issue_at(const std::string& key, const std::string& receiver, uint64_t now,
+                  std::chrono::seconds lifetime = kTicketLifetime) const;
   /// OK, or permission_denied saying why: no ticket, a mac that does not match (forged, another
   /// blob, another cluster's key), expired. `now` in unix seconds.
   Status verify(const std::string& key, const Ticket& ticket, uint64_t now) const;

@@ -66,4 +66,12 @@ std::vector<SpliceOrder> ChainRelay::node_lost(const std::string& node) {
 
 std::vector<SpliceOrder> ChainRelay::check_stalls(int64_t now_ms) { return orders(chains_.check_stalls(now_ms)); }
 
+std::vector<hop_progress> ChainRelay::transfers() const {
+  std::vector<hop_progress> out;
+  for (const HopProgress& h : chains_.snapshot()) {
+    out.push_back({h.transfer_id, h.model, h.hop, h.upstream, h.offset, h.blob_bytes, h.state});
+  }
+  return out;
+}
+
 }  // namespace ember

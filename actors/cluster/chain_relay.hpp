@@ -7,7 +7,8 @@
 //
 // Plain C++: owned and called by the cluster_manager actor only (not thread-safe). Peer handles
 // are data. Time is a parameter (milliseconds of the actor clock). A transfer is forgotten, with
-// its peers, once every hop is done or failed.
+// its peers, once every hop is done or failed. It also keeps whether the actor's stall-check timer
+// is armed (one at a time, only while transfers run).
 //
 // A splice for a hop that has not reported yet has no peer to go to: it is logged and dropped,
 // and the hop's first report is answered with it (ChainController::on_progress compares the
@@ -54,6 +55,16 @@ class ChainRelay {
 
   /// Transfers in progress (the actor's stall timer runs while there are any).
   bool active() const { return !chains_.empty(); }
+  /// Whether the actor must arm the stall check's timer now (transfers run and it is not armed);
+  /// timer_fired() when it fires.
+  bool arm_timer() {
+    if (timer_armed_ || !active()) return false;
+    timer_armed_ = true;
+    return true;
+  }
+  void timer_fired() { timer_armed_ = false; }
+  /// Every hop of the chains in flight with how far it got (the console's `transfers`).
+  std::vector<hop_progress> transfers() const;
   size_t peers() const { return peers_.size(); }
 
  private:
@@ -63,6 +74,7 @@ class ChainRelay {
   ChainController& chains_;
   const LoadPlanner& planner_;
   std::map<std::pair<uint64_t, std::string>, caf::actor> peers_;  // (transfer, hop) -> its transfer_peer
+  bool timer_armed_ = false;
 };
 
 }  // namespace ember

@@ -6,6 +6,7 @@
 #include <caf/fwd.hpp>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,10 +53,11 @@ struct ClusterManagerConfig {
   /// Where partition plan tables are built (the process's; outlives the actor). Null: none are
   /// precomputed, each partitioned start plans for its own queue.
   WorkQueue* plan_queue = nullptr;
-  /// The console's admin token (manager.admin_token_file's content; empty: none, changes refused)
-  /// and whether reads need it (manager.open_reads).
-  std::string admin_token;
-  bool open_reads = true;
+  /// Spawns the console's admin actor (actors/console/admin.hpp) for the manager, which calls it
+  /// once as it starts with its own handle and answers admin_atom with the result (the manager
+  /// process gives make_admin_factory; the token settings are the admin actor's). Null: the manager
+  /// has no admin interface (admin_atom answers unavailable).
+  std::function<admin_actor(cluster_manager_actor)> admin;
 };
 
 /// Spawns the manager over an initial scan of the repository. `index` (shared with the manager's

@@ -44,6 +44,22 @@ std::optional<uint64_t> Membership::id_of(const caf::actor_addr& router) const {
   return std::nullopt;
 }
 
+const node_router_actor* Membership::parked(uint64_t id) const {
+  auto it = parked_.find(id);
+  return it == parked_.end() ? nullptr : &it->second;
+}
+
+std::optional<uint64_t> Membership::unpark(const caf::actor_addr& router) {
+  for (auto it = parked_.begin(); it != parked_.end(); ++it) {
+    if (it->second && it->second.address() == router) {
+      const uint64_t id = it->first;
+      parked_.erase(it);
+      return id;
+    }
+  }
+  return std::nullopt;
+}
+
 std::optional<uint64_t> Membership::id_of(const std::string& name) const {
   for (const auto& [id, n] : nodes_)
     if (n.report.name == name) return id;

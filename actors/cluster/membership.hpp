@@ -79,6 +79,14 @@ class Membership {
   void note_cached(uint64_t node, const model_key& key, bool cached);
   bool caches(uint64_t node, const model_key& key) const;
 
+  /// Nodes dropped for silence whose connection lives (NodeLiveness keeps their state): the router
+  /// of each, under the id it had as a member, until it joins again or its router goes down. Not
+  /// members: no lookup above finds them.
+  void park(uint64_t id, node_router_actor router) { parked_[id] = std::move(router); }
+  const node_router_actor* parked(uint64_t id) const;
+  /// Forgets the parked router at `router`; the id it had, or nullopt when none is parked there.
+  std::optional<uint64_t> unpark(const caf::actor_addr& router);
+
   /// "n1 joined as #1 (2 device(s), 1.0 GiB of device memory, cache 256 MiB, data plane h:p, 1
   /// replica(s) adopted)", for the log.
   std::string describe_join(uint64_t id, size_t adopted) const;
@@ -95,6 +103,7 @@ class Membership {
   ClusterNode* find_mutable(uint64_t id);
 
   std::map<uint64_t, ClusterNode> nodes_;
+  std::map<uint64_t, node_router_actor> parked_;
   uint64_t next_id_ = 1;
 };
 

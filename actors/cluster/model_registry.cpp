@@ -131,7 +131,12 @@ std::vector<model_state> ModelRegistry::states() const {
   return out;
 }
 
-std::vector<model_key> ModelRegistry::set_slo(const model_key& key, const slo_setting& slo) {
+Result<std::vector<model_key>> ModelRegistry::set_slo(const model_key& key, const slo_setting& slo) {
+  if (slo.deadline_us && !(slo.percentile > 0 && slo.percentile < 1)) {
+    return invalid_argument("the SLO's percentile is in (0, 1) exclusive (p=99 is 0.99), not " +
+                            std::to_string(slo.percentile));
+  }
+  if (slo.deadline_us > 3'600'000'000ull) return invalid_argument("an SLO deadline is at most an hour");
   std::vector<model_key> out;
   for (auto it = versions_.lower_bound({key.name, 0}); it != versions_.end() && it->first.name == key.name; ++it) {
     if (key.version != 0 && it->first.version != key.version) continue;
@@ -140,6 +145,7 @@ std::vector<model_key> ModelRegistry::set_slo(const model_key& key, const slo_se
     v.state.slo = v.state.slo_set ? slo : v.entry.declared_slo;
     out.push_back(it->first);
   }
+  if (out.empty()) return not_found("unknown model '" + (key.version ? key.to_string() : key.name) + "'");
   return out;
 }
 
@@ -289,6 +295,11 @@ bool ModelRegistry::reinstate(const model_key& key, uint64_t node, const std::st
   if (!adopt(key, node)) return false;
   versions_[key].replicas[node] = device;
   return true;
+}
+
+void ModelRegistry::mark_partitioned(const model_key& key, uint64_t node) {
+  ModelVersion* v = find(key);
+  if (v && v->key() == key && v->replicas.count(node)) v->partitioned.insert(node);
 }
 
 void ModelRegistry::set_wanted(const model_key& key, uint32_t replicas) {

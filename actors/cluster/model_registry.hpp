@@ -17,6 +17,7 @@
 //  - state.replicas == replicas.size(); an attempt id names one load and is never reused.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -32,6 +33,14 @@
 
 namespace ember {
 
+/// One stage of the pipeline a version serves through while a partitioned cold start completes
+/// (PartitionController): the member node and the stage's key there. The routing table names the
+/// node's router (RoutingPublisher::entry_of).
+struct PipelineStage {
+  uint64_t node = 0;
+  model_key stage;
+};
+
 /// Someone waiting for a version to become ready: called once with its state or an error.
 using ModelWaiter = std::function<void(const Result<model_state>&)>;
 
@@ -46,7 +55,7 @@ struct ModelVersion {
   std::vector<ModelWaiter> waiters;
   /// A partitioned cold start's stages while they serve (the routing entry's pipeline); the
   /// member nodes' loads stay in loading_on until they complete into replicas.
-  std::vector<pipeline_hop> pipeline;
+  std::vector<PipelineStage> pipeline;
   /// Nodes whose replica a pipeline member completed into: placed in haste (wherever a stage had
   /// room), they are the first a scale-down removes.
   std::set<uint64_t> partitioned;
@@ -57,6 +66,15 @@ struct ModelVersion {
   bool idle() const { return replicas.empty() && loading_on.empty(); }
   /// Has a replica, and as many as it wants.
   bool satisfied() const { return !replicas.empty() && replicas.size() >= wanted; }
+  /// No load in flight and fewer replicas than it wants (at least one): a placement round is due.
+  bool wants_more() const { return loading_on.empty() && replicas.size() < std::max<uint32_t>(1, wanted); }
+  /// The nodes that hold a replica of it or load one.
+  std::set<uint64_t> nodes() const {
+    std::set<uint64_t> out;
+    for (const auto& [node, device] : replicas) out.insert(node);
+    for (const auto& [node, attempt] : loading_on) out.insert(node);
+    return out;
+  }
 };
 
 /// One version an unload dropped, with the replicas the actor must release on their nodes.
@@ -92,9 +110,10 @@ class ModelRegistry {
   const std::map<model_key, ModelVersion>& versions() const { return versions_; }
   std::vector<model_state> states() const;
   /// Sets (slo.deadline_us > 0) or clears (0: back to what model.json declares) the SLO set at run
-  /// time of `key` (version 0: every version of the name). Returns the versions changed; empty
-  /// when none matched.
-  std::vector<model_key> set_slo(const model_key& key, const slo_setting& slo);
+  /// time of `key` (version 0: every version of the name). Returns the versions changed. Errors:
+  /// invalid_argument (a percentile outside (0, 1), a deadline over an hour), not_found (no version
+  /// matched).
+  Result<std::vector<model_key>> set_slo(const model_key& key, const slo_setting& slo);
 
   /// The version `key` when a placement round should start for it now: files valid, no load in
   /// flight, fewer replicas than it wants (at least one). One that has enough answers its waiters.
@@ -138,6 +157,9 @@ class ModelRegistry {
   /// A retired replica still draining on `node` serves again (a scale-up or a request came before
   /// it was unbound): back in the table, on `device`. False for an unknown version.
   bool reinstate(const model_key& key, uint64_t node, const std::string& device);
+  /// The replica of `key` on `node` is one a pipeline member completed into (ModelVersion::partitioned);
+  /// nothing when there is none.
+  void mark_partitioned(const model_key& key, uint64_t node);
   /// The autoscaler's target for `key`: it wants `replicas` (a scale-up then places the rest).
   void set_wanted(const model_key& key, uint32_t replicas);
   /// Unloads `which` (version 0: every version of the name): replicas and loads dropped, waiters

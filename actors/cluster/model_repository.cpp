@@ -132,5 +132,15 @@ std::vector<workflow_entry> scan_workflows(const std::string& root) {
   return out;
 }
 
-}  // namespace ember
+RepositoryScan rescan_repository(const std::string& root, const std::string& model) {
+  RepositoryScan out;
+  if (!model.empty()) {
+    out.models = scan_repository_model(root, model);
+    return out;
+  }
+  out.models = scan_repository(root);
+  out.workflows = scan_workflows(root);
+  return out;
+}
 
+}  // namespace ember

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,13 @@ std::vector<workflow_entry> scan_workflows(const std::string& root);
 
 /// The versions of one model (empty when the folder does not exist).
 std::vector<RepositoryEntry> scan_repository_model(const std::string& root, const std::string& name);
+
+/// What a rescan found: the versions of `model` ("": of every model, and then the workflows too).
+struct RepositoryScan {
+  std::vector<RepositoryEntry> models;
+  std::optional<std::vector<workflow_entry>> workflows;
+};
+RepositoryScan rescan_repository(const std::string& root, const std::string& model);
 
 }  // namespace ember
 

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "actors/actor_system.hpp"
+#include "actors/cluster_manager_interface.hpp"
 #include "actors/errors.hpp"
 #include "base/units.hpp"
 #include "metrics/metrics.hpp"
@@ -268,15 +269,23 @@ std::string console_user() {
   return std::string(user && *user ? user : "unknown") + "@" + (host[0] ? host : "unknown");
 }
 
-Console::Console(caf::actor_system& sys, cluster_manager_actor manager, ConsoleOptions options)
-    : sys_(sys), manager_(std::move(manager)), options_(std::move(options)) {}
+Console::Console(caf::actor_system& sys, admin_actor admin, ConsoleOptions options)
+    : sys_(sys), admin_(std::move(admin)), options_(std::move(options)) {}
 
 Result<std::unique_ptr<Console>> Console::connect(caf::actor_system& sys, const HostPort& manager,
                                                   ConsoleOptions options) {
   auto m = connect_remote(sys, manager.host, manager.port);
   if (!m.ok()) return unavailable("cannot reach the manager at " + manager.to_string() + ": " + m.error().message());
-  return std::unique_ptr<Console>(
-      new Console(sys, caf::actor_cast<cluster_manager_actor>(std::move(*m)), std::move(options)));
+  // The admin actor lives beside the manager; its handle travels over this connection.
+  Result<admin_actor> admin = internal_error("no answer");
+  caf::scoped_actor self{sys};
+  self->request(caf::actor_cast<cluster_manager_actor>(std::move(*m)), kReadTimeout, admin_atom_v)
+      .receive([&](admin_actor& a) { admin = std::move(a); }, [&](caf::error& e) { admin = from_caf(e); });
+  if (!admin.ok()) {
+    return unavailable("cannot reach the admin interface of the manager at " + manager.to_string() + ": " +
+                       admin.error().message());
+  }
+  return std::unique_ptr<Console>(new Console(sys, std::move(*admin), std::move(options)));
 }
 
 const std::vector<std::string>& Console::commands() {
@@ -321,7 +330,7 @@ std::vector<std::string> Console::complete(const std::string& line, const std::s
 Result<std::vector<node_report>> Console::nodes() {
   caf::scoped_actor self{sys_};
   Result<std::vector<node_report>> out = internal_error("no answer");
-  self->request(manager_, kReadTimeout, options_.auth, nodes_atom_v)
+  self->request(admin_, kReadTimeout, options_.auth, nodes_atom_v)
       .receive([&](std::vector<node_report>& r) { out = std::move(r); }, [&](caf::error& e) { out = from_caf(e); });
   if (out.ok()) {
     node_names_.clear();
@@ -333,7 +342,7 @@ Result<std::vector<node_report>> Console::nodes() {
 Result<std::vector<model_state>> Console::models() {
   caf::scoped_actor self{sys_};
   Result<std::vector<model_state>> out = internal_error("no answer");
-  self->request(manager_, kReadTimeout, options_.auth, index_atom_v)
+  self->request(admin_, kReadTimeout, options_.auth, index_atom_v)
       .receive([&](std::vector<model_state>& r) { out = std::move(r); }, [&](caf::error& e) { out = from_caf(e); });
   if (out.ok()) {
     model_names_.clear();
@@ -414,9 +423,9 @@ Result<std::string> Console::run(const std::string& line) {
     auto answer = [&](model_state& s) { out = std::move(s); };
     auto failed = [&](caf::error& e) { out = from_caf(e); };
     if (cmd == "load") {
-      self->request(manager_, kChangeTimeout, options_.auth, load_atom_v, mc).receive(answer, failed);
+      self->request(admin_, kChangeTimeout, options_.auth, load_atom_v, mc).receive(answer, failed);
     } else {
-      self->request(manager_, kChangeTimeout, options_.auth, unload_atom_v, mc).receive(answer, failed);
+      self->request(admin_, kChangeTimeout, options_.auth, unload_atom_v, mc).receive(answer, failed);
     }
     if (!out.ok()) return out.error();
     if (options_.json) return json_of(*out).dump() + "\n";
@@ -432,9 +441,9 @@ Result<std::string> Console::run(const std::string& line) {
     auto answer = [&](distribute_result& r) { out = std::move(r); };
     auto failed = [&](caf::error& e) { out = from_caf(e); };
     if (cmd == "distribute") {
-      self->request(manager_, kChangeTimeout, options_.auth, distribute_atom_v, req).receive(answer, failed);
+      self->request(admin_, kChangeTimeout, options_.auth, distribute_atom_v, req).receive(answer, failed);
     } else {
-      self->request(manager_, kChangeTimeout, options_.auth, evict_atom_v, req).receive(answer, failed);
+      self->request(admin_, kChangeTimeout, options_.auth, evict_atom_v, req).receive(answer, failed);
     }
     if (!out.ok()) return out.error();
     if (options_.json) return json_of(*out).dump() + "\n";
@@ -444,7 +453,7 @@ Result<std::string> Console::run(const std::string& line) {
     if (args < 2) return bad("");
     EMBER_ASSIGN_OR_RETURN(fault_command f, parse_fault({words.begin() + 2, words.end()}));
     Result<std::string> out = internal_error("no answer");
-    self->request(manager_, kReadTimeout, options_.auth, fault_atom_v, words[1], f)
+    self->request(admin_, kReadTimeout, options_.auth, fault_atom_v, words[1], f)
         .receive([&](std::string& what) { out = std::move(what); }, [&](caf::error& e) { out = from_caf(e); });
     if (!out.ok()) return out.error();
     if (options_.json) {
@@ -455,7 +464,7 @@ Result<std::string> Console::run(const std::string& line) {
   if (cmd == "drain") {
     if (args != 1) return bad("");
     Result<std::vector<model_key>> out = internal_error("no answer");
-    self->request(manager_, kChangeTimeout, options_.auth, drain_atom_v, words[1])
+    self->request(admin_, kChangeTimeout, options_.auth, drain_atom_v, words[1])
         .receive([&](std::vector<model_key>& moved) { out = std::move(moved); },
                  [&](caf::error& e) { out = from_caf(e); });
     if (!out.ok()) return out.error();
@@ -466,7 +475,7 @@ Result<std::string> Console::run(const std::string& line) {
   if (cmd == "transfers") {
     if (args) return bad("no arguments");
     Result<std::vector<hop_progress>> out = internal_error("no answer");
-    self->request(manager_, kReadTimeout, options_.auth, transfers_atom_v)
+    self->request(admin_, kReadTimeout, options_.auth, transfers_atom_v)
         .receive([&](std::vector<hop_progress>& h) { out = std::move(h); }, [&](caf::error& e) { out = from_caf(e); });
     if (!out.ok()) return out.error();
     if (options_.json) {
@@ -496,7 +505,7 @@ Result<std::string> Console::run(const std::string& line) {
   if (cmd == "log-level") {
     if (args != 1) return bad("");
     Result<uint32_t> out = internal_error("no answer");
-    self->request(manager_, kReadTimeout, options_.auth, log_level_atom_v, words[1])
+    self->request(admin_, kReadTimeout, options_.auth, log_level_atom_v, words[1])
         .receive([&](uint32_t n) { out = n; }, [&](caf::error& e) { out = from_caf(e); });
     if (!out.ok()) return out.error();
     if (options_.json) return json{{"level", words[1]}, {"processes", *out}}.dump() + "\n";
@@ -513,7 +522,7 @@ Result<std::string> Console::run(const std::string& line) {
       bounds[i - 2] = static_cast<uint32_t>(n);
     }
     Result<model_state> out = internal_error("no answer");
-    self->request(manager_, kReadTimeout, options_.auth, scale_atom_v, key, bounds[0], bounds[1])
+    self->request(admin_, kReadTimeout, options_.auth, scale_atom_v, key, bounds[0], bounds[1])
         .receive([&](model_state& st) { out = std::move(st); }, [&](caf::error& e) { out = from_caf(e); });
     if (!out.ok()) return out.error();
     if (options_.json) return json_of(*out).dump() + "\n";
@@ -541,7 +550,7 @@ Result<std::string> Console::run(const std::string& line) {
       return bad("off takes nothing after it");
     }
     Result<std::vector<model_state>> out = internal_error("no answer");
-    self->request(manager_, kReadTimeout, options_.auth, slo_atom_v, c)
+    self->request(admin_, kReadTimeout, options_.auth, slo_atom_v, c)
         .receive([&](std::vector<model_state>& v) { out = std::move(v); }, [&](caf::error& e) { out = from_caf(e); });
     if (!out.ok()) return out.error();
     if (options_.json) {
@@ -559,7 +568,7 @@ Result<std::string> Console::run(const std::string& line) {
   if (cmd == "metrics") {
     if (args > 1) return bad("");
     Result<metrics_snapshot> snap = internal_error("no answer");
-    self->request(manager_, kReadTimeout, options_.auth, metrics_atom_v)
+    self->request(admin_, kReadTimeout, options_.auth, metrics_atom_v)
         .receive([&](metrics_snapshot& s) { snap = std::move(s); }, [&](caf::error& e) { snap = from_caf(e); });
     if (!snap.ok()) return snap.error();
     const std::string text = metrics::render(*snap);

@@ -1,6 +1,7 @@
-// The console's client: commands typed by an operator (or a script) turned into the manager's admin
-// messages (cluster_manager_interface.hpp, each carrying an admin_auth) and their answers into
-// tables or JSON. `ember console` (cli/console_command.cpp) reads the lines; this class runs them.
+// The console's client: commands typed by an operator (or a script) turned into admin messages
+// (actors/admin_interface.hpp, each carrying an admin_auth) and their answers into tables or JSON.
+// `ember console` (cli/console_command.cpp) reads the lines; this class runs them. It dials the
+// manager, asks it once for its admin actor (admin_atom) and sends every command there.
 //
 // Blocking, on the caller's thread (a scoped actor waits for each answer, at most the command's
 // timeout). Not thread-safe: one per session.
@@ -11,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/cluster_manager_interface.hpp"
+#include "actors/admin_interface.hpp"
 #include "base/host_port.hpp"
 #include "base/status.hpp"
 
@@ -24,7 +25,8 @@ struct ConsoleOptions {
 
 class Console {
  public:
-  /// Connects to the manager at `manager` (its manager.listen). unavailable when it cannot.
+  /// Connects to the manager at `manager` (its manager.listen) and its admin actor. unavailable
+  /// when it cannot.
   static Result<std::unique_ptr<Console>> connect(caf::actor_system& sys, const HostPort& manager,
                                                   ConsoleOptions options);
 
@@ -42,12 +44,12 @@ class Console {
   Result<std::string> snapshot();
 
  private:
-  Console(caf::actor_system& sys, cluster_manager_actor manager, ConsoleOptions options);
+  Console(caf::actor_system& sys, admin_actor admin, ConsoleOptions options);
   Result<std::vector<node_report>> nodes();
   Result<std::vector<model_state>> models();
 
   caf::actor_system& sys_;
-  cluster_manager_actor manager_;
+  admin_actor admin_;
   ConsoleOptions options_;
   std::vector<std::string> node_names_, model_names_;  // for completion
 };

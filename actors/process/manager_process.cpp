@@ -10,6 +10,8 @@
 #include "actors/cluster/cluster_manager.hpp"
 #include "actors/cluster/model_repository.hpp"
 #include "actors/cluster/repository_index.hpp"
+#include "actors/console/admin.hpp"
+#include "actors/errors.hpp"
 #include "actors/process/data_server_options.hpp"
 #include "base/token_file.hpp"
 #include "base/work_queue.hpp"
@@ -52,10 +54,12 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
   mc.recovery_window = std::chrono::microseconds(config.recovery_window_us);
   mc.heartbeat = std::chrono::microseconds(config.heartbeat_us);
   mc.node_timeout = std::chrono::microseconds(config.node_timeout_us);
-  mc.open_reads = config.open_reads;
+  AdminSettings admin;
+  admin.open_reads = config.open_reads;
   if (!config.admin_token_file.empty()) {
-    EMBER_ASSIGN_OR_RETURN(mc.admin_token, read_token_file(config.admin_token_file, "manager.admin_token_file"));
+    EMBER_ASSIGN_OR_RETURN(admin.token, read_token_file(config.admin_token_file, "manager.admin_token_file"));
   }
+  mc.admin = make_admin_factory(sys, std::move(admin));
   mc.chain_check_interval = std::chrono::milliseconds(transfer.progress_interval_us / 1000);
   mc.stall.stall_ms = static_cast<int64_t>(transfer.stall_timeout_us / 1000);
   mc.stall.slow_fraction = transfer.slow_fraction;
@@ -67,6 +71,18 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
   p->plan_queue_ = std::make_unique<WorkQueue>(WorkQueueOptions{.threads = 1, .capacity = 1});
   mc.plan_queue = p->plan_queue_.get();
   p->manager_ = spawn_cluster_manager(sys, mc, std::move(entries), p->index_, *p->scan_queue_, std::move(workflows));
+  {
+    caf::scoped_actor self{sys};
+    Status got = internal_error("the manager did not answer admin_atom");
+    self->request(p->manager_, std::chrono::seconds(10), admin_atom_v)
+        .receive(
+            [&](admin_actor& a) {
+              p->admin_ = std::move(a);
+              got = Status::OK();
+            },
+                 [&](caf::error& e) { got = from_caf(e); });
+    EMBER_RETURN_IF_ERROR(got);
+  }
   if (publish) {
     auto port = publish_remote(sys, caf::actor_cast<caf::actor>(p->manager_), config.listen);
     if (!port.ok()) return io_error("manager: cannot listen for nodes: " + port.error().message());

@@ -1,5 +1,6 @@
-// The manager process: the repository scan, the blob server that serves the repository, and the
-// cluster_manager, published for remote nodes when asked; `ember manager` and `ember serve` run
+// The manager process: the repository scan, the blob server that serves the repository, the
+// cluster_manager (published for remote nodes and consoles when asked) and, beside it, the console's
+// admin actor (actors/console/admin.hpp), which the manager spawns through the factory given here; `ember manager` and `ember serve` run
 // one. Construction scans the repository and binds ports on the caller's thread. It owns the scan
 // queue (one thread) the manager's later rescans run on; destruction stops the manager and waits
 // for it before the queue joins. The actor system must outlive it. Not thread-safe.
@@ -36,6 +37,8 @@ class ManagerProcess {
   ~ManagerProcess();
 
   const cluster_manager_actor& manager() const { return manager_; }
+  /// The console's admin actor beside the manager (what admin_atom answers).
+  const admin_actor& admin() const { return admin_; }
   uint16_t listen_port() const { return listen_port_; }
 
  private:
@@ -48,6 +51,7 @@ class ManagerProcess {
   std::unique_ptr<WorkQueue> plan_queue_;
   std::unique_ptr<transport::DataServer> blob_server_;
   cluster_manager_actor manager_;
+  admin_actor admin_;
   uint16_t listen_port_ = 0;
 };
 

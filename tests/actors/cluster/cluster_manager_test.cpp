@@ -1,7 +1,8 @@
 // The cluster manager actor on the deterministic coordinator (tests/actors/deterministic.hpp): its
 // own failure handling and its chain stall check, against fake node routers, transfer peers and a
-// gateway, with the actor clock moved by the test. The concurrent scenarios with real nodes are in
-// tests/actors/process/cluster_actors_test.cpp.
+// gateway, with the actor clock moved by the test; the console's commands through the admin actor
+// it spawns beside itself (actors/console/admin.hpp). The concurrent scenarios with real nodes are
+// in tests/actors/process/cluster_actors_test.cpp.
 #include "actors/cluster/cluster_manager.hpp"
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include "actors/cluster/load_planner.hpp"
 #include "actors/cluster/model_repository.hpp"
 #include "actors/cluster/repository_index.hpp"
+#include "actors/console/admin.hpp"
 #include "gpu/profiler.hpp"
 #include "tests/actors/deterministic.hpp"
 #include "tests/gpu/test_util.hpp"
@@ -38,6 +40,9 @@ struct FakeNode {
   std::vector<load_stage> stage_loads;                               // pipeline stages asked for
   std::optional<Error> fail_stage;
   std::vector<model_key> unloads;
+  bool hung = false;                // its router answers no ping and no report (a hang)
+  std::vector<model_key> replicas;  // what it reports: the replicas it bound
+  node_report report;               // as it joined
   caf::actor actor;
 
   replica_info replica(const load_replica& req) const {
@@ -50,7 +55,10 @@ caf::behavior fake_router(caf::event_based_actor* self, FakeNode* node) {
       [=](load_replica& req) -> caf::result<replica_info> {
         node->loads.push_back(req);
         if (node->fail_with) return to_caf(*node->fail_with);
-        if (!node->hold) return node->replica(req);
+        if (!node->hold) {
+          node->replicas.push_back(req.model);
+          return node->replica(req);
+        }
         node->held.emplace_back(self->make_response_promise(), req);
         return caf::delegated<replica_info>();
       },
@@ -74,6 +82,16 @@ caf::behavior fake_router(caf::event_based_actor* self, FakeNode* node) {
         return true;
       },
       [](evict_atom, const model_key&) { return true; },
+      [=](ping_atom) -> caf::result<uint64_t> {
+        if (node->hung) return caf::delegated<uint64_t>();  // never answered: the request times out
+        return replicas_fingerprint(node->replicas);
+      },
+      [=](report_atom) -> caf::result<node_report> {
+        if (node->hung) return caf::delegated<node_report>();
+        node_report r = node->report;
+        r.replicas = node->replicas;
+        return r;
+      },
   };
 }
 
@@ -103,12 +121,14 @@ struct Cluster {
   std::map<std::string, std::unique_ptr<FakeNode>> nodes;
   Table table;
   cluster_manager_actor manager;
+  admin_actor admin;  // the console's, beside the manager (what admin_atom answers)
   std::vector<caf::actor> others;
 
   explicit Cluster(ClusterManagerConfig config = {}, uint64_t weights_bytes = 100 * MiB,
-                   const std::vector<model_key>& models = {kModel}) {
+                   const std::vector<model_key>& models = {kModel}, AdminSettings admin_settings = {}) {
     if (config.repository.empty()) config.repository = "/nonexistent/ember-repository";
     config.data = {"127.0.0.1", 9000};
+    config.admin = make_admin_factory(d.sys(), admin_settings);
     std::vector<RepositoryEntry> entries;
     for (const auto& m : models) entries.push_back(RepositoryEntry{m, "", "{}", weights_bytes, ""});
     if (!models.empty() && models[0].name != kModel.name) entries = scan_repository(config.repository);
@@ -119,6 +139,10 @@ struct Cluster {
     d.run();
     EXPECT_TRUE(first->ok());
     table.apply(first->value());
+    auto console = d.request<admin_actor>(manager, admin_atom_v);
+    d.run();
+    EXPECT_TRUE(console->ok());
+    admin = console->value();
   }
   ~Cluster() {
     for (auto& [name, n] : nodes) caf::anon_send_exit(n->actor, caf::exit_reason::user_shutdown);
@@ -134,6 +158,7 @@ struct Cluster {
     r.name = name;
     r.data = {name, 7000};
     r.devices.push_back({"sim0", device_mib * MiB, 0});
+    n.report = r;
     auto id = d.request<uint64_t>(manager, join_atom_v, r, caf::actor_cast<node_router_actor>(n.actor));
     d.run();
     EXPECT_TRUE(id->ok());
@@ -294,7 +319,7 @@ TEST(ClusterManager, AStalledHopIsSplicedAfterTheStallTimeoutAndNotBefore) {
   EXPECT_TRUE(first_got.empty());
   EXPECT_FALSE(answer->done());  // the hops are still loading
   // The console's `transfers`: both hops of the chain, the spliced one re-pointed at the repository.
-  auto hops = c.d.request<std::vector<hop_progress>>(c.manager, admin_auth{"", "x"}, transfers_atom_v);
+  auto hops = c.d.request<std::vector<hop_progress>>(c.admin, admin_auth{"", "x"}, transfers_atom_v);
   c.d.run();
   ASSERT_TRUE(hops->ok());
   ASSERT_EQ(hops->value().size(), 2u);
@@ -341,13 +366,11 @@ TEST(ClusterManager, TheNodesAnswerListsTheReplicasTheManagerKnowsOnEachNode) {
 }
 
 TEST(ClusterManager, ConsoleCommandsNeedTheAdminTokenToChangeAndReadOpenlyWhenConfigured) {
-  ClusterManagerConfig config;
-  config.admin_token = "s3cret";
-  Cluster c(config);
+  Cluster c({}, 100 * MiB, {kModel}, AdminSettings{"s3cret", true});
   c.join("a");
   auto load = [&](const std::string& token) {
     auto answer =
-        c.d.request<model_state>(c.manager, admin_auth{token, "tester@host"}, load_atom_v, model_command{kModel, 1});
+        c.d.request<model_state>(c.admin, admin_auth{token, "tester@host"}, load_atom_v, model_command{kModel, 1});
     c.d.run();
     return answer;
   };
@@ -360,23 +383,21 @@ TEST(ClusterManager, ConsoleCommandsNeedTheAdminTokenToChangeAndReadOpenlyWhenCo
   EXPECT_TRUE(c.nodes["a"]->loads.empty());
   // The right token: done (an unload here: a load would rescan a repository this test has not).
   auto done =
-      c.d.request<model_state>(c.manager, admin_auth{"s3cret", "tester@host"}, unload_atom_v, model_command{kModel, 0});
+      c.d.request<model_state>(c.admin, admin_auth{"s3cret", "tester@host"}, unload_atom_v, model_command{kModel, 0});
   c.d.run();
   ASSERT_TRUE(done->ok()) << done->error().to_string();
   EXPECT_TRUE(done->value().explicitly_unloaded);
   // Reads: open by default.
-  auto nodes = c.d.request<std::vector<node_report>>(c.manager, admin_auth{"", "tester@host"}, nodes_atom_v);
+  auto nodes = c.d.request<std::vector<node_report>>(c.admin, admin_auth{"", "tester@host"}, nodes_atom_v);
   c.d.run();
   ASSERT_TRUE(nodes->ok());
   EXPECT_EQ(nodes->value().at(0).name, "a");
 }
 
 TEST(ClusterManager, WithoutATokenTheConsoleMayOnlyReadAndClosedReadsNeedOne) {
-  ClusterManagerConfig config;
-  config.open_reads = false;
-  Cluster c(config);  // no admin token configured
-  auto load = c.d.request<model_state>(c.manager, admin_auth{"", "x"}, load_atom_v, model_command{kModel, 1});
-  auto metrics = c.d.request<metrics_snapshot>(c.manager, admin_auth{"", "x"}, metrics_atom_v);
+  Cluster c({}, 100 * MiB, {kModel}, AdminSettings{"", false});  // no admin token configured
+  auto load = c.d.request<model_state>(c.admin, admin_auth{"", "x"}, load_atom_v, model_command{kModel, 1});
+  auto metrics = c.d.request<metrics_snapshot>(c.admin, admin_auth{"", "x"}, metrics_atom_v);
   c.d.run();
   ASSERT_FALSE(load->ok());
   EXPECT_NE(load->error().message().find("no admin token is configured"), std::string::npos);
@@ -385,17 +406,15 @@ TEST(ClusterManager, WithoutATokenTheConsoleMayOnlyReadAndClosedReadsNeedOne) {
 }
 
 TEST(ClusterManager, ADrainedNodeGetsNoReplicaAndItsReplicasMoveElsewhereFirst) {
-  ClusterManagerConfig config;
-  config.admin_token = "t";
-  Cluster c(config);
+  Cluster c({}, 100 * MiB, {kModel}, AdminSettings{"t", true});
   c.join("a");
   auto ready = c.d.request<model_state>(c.manager, ensure_atom_v, kModel);
   c.d.run();
   ASSERT_TRUE(ready->ok());
   ASSERT_EQ(c.table.replicas(kModel), (std::vector<std::string>{"a"}));
   c.join("b");
-  auto unknown = c.d.request<std::vector<model_key>>(c.manager, admin_auth{"t", "x"}, drain_atom_v, std::string("z"));
-  auto drained = c.d.request<std::vector<model_key>>(c.manager, admin_auth{"t", "x"}, drain_atom_v, std::string("a"));
+  auto unknown = c.d.request<std::vector<model_key>>(c.admin, admin_auth{"t", "x"}, drain_atom_v, std::string("z"));
+  auto drained = c.d.request<std::vector<model_key>>(c.admin, admin_auth{"t", "x"}, drain_atom_v, std::string("a"));
   c.d.run();
   ASSERT_FALSE(unknown->ok());
   EXPECT_EQ(unknown->error().code(), ErrorCode::not_found);
@@ -413,6 +432,61 @@ TEST(ClusterManager, ADrainedNodeGetsNoReplicaAndItsReplicasMoveElsewhereFirst) 
   auto nodes = c.d.request<std::vector<node_report>>(c.manager, nodes_atom_v);
   c.d.run();
   for (const auto& n : nodes->value()) EXPECT_EQ(n.draining, n.name == "a") << n.name;
+}
+
+TEST(ClusterManager, ANodeThatAnswersNoHeartbeatIsLostAndTakenBackWithItsReplicasWhenItAnswers) {
+  ClusterManagerConfig config;
+  config.heartbeat = 100ms;
+  config.node_timeout = 1s;
+  config.autoscaler.enabled = false;
+  Cluster c(config);
+  auto& a = c.join("a");
+  c.join("b").hold = true;  // a re-placement stays in flight
+  auto ready = c.d.request<model_state>(c.manager, ensure_atom_v, kModel);
+  c.d.run();
+  ASSERT_TRUE(ready->ok());
+  ASSERT_EQ(c.table.replicas(kModel), (std::vector<std::string>{"a"}));
+  for (int i = 0; i < 20; ++i) c.d.advance(100ms);  // heartbeats answered: nothing changes
+  EXPECT_EQ(c.table.replicas(kModel), (std::vector<std::string>{"a"}));
+
+  a.hung = true;
+  for (int i = 0; i < 12; ++i) c.d.advance(100ms);
+  EXPECT_TRUE(c.table.replicas(kModel).empty()) << "a answered nothing for node_timeout: lost";
+  for (const auto& m : c.table.updates.back().members) EXPECT_NE(m.node, "a");
+  EXPECT_EQ(c.nodes["b"]->loads.size(), 1u) << "its model is re-placed on a survivor";
+
+  a.hung = false;  // it answers again (once the ping out timed out): taken back, with its replica
+  for (int i = 0; i < 12; ++i) c.d.advance(100ms);
+  EXPECT_EQ(c.table.replicas(kModel), (std::vector<std::string>{"a"}));
+  bool member = false;
+  for (const auto& m : c.table.updates.back().members) member |= m.node == "a";
+  EXPECT_TRUE(member);
+}
+
+TEST(ClusterManager, AGatewayWithAnOldTableIsAnsweredOnlyOnceTheRecoveryWindowHasPassed) {
+  ClusterManagerConfig config;
+  config.recovery_window = 2s;
+  Cluster c(config);
+  auto gateway = c.d.sys().spawn([] { return caf::behavior{[](const routing_update&) {}}; });
+  c.others.push_back(gateway);
+  auto held =
+      c.d.request<routing_update>(c.manager, subscribe_atom_v, caf::actor_cast<gateway_actor>(gateway), uint64_t{41});
+  auto fresh = c.d.request<routing_update>(c.manager, subscribe_atom_v, caf::actor_cast<gateway_actor>(gateway));
+  c.d.run();
+  EXPECT_TRUE(fresh->ok()) << "a gateway without a table is answered at once";
+  EXPECT_FALSE(held->done());
+  c.join("a");  // a node rejoins meanwhile
+  c.d.advance(1s);
+  EXPECT_FALSE(held->done());
+  c.d.advance(1s);
+  ASSERT_TRUE(held->ok());
+  EXPECT_TRUE(held->value().full);
+  ASSERT_EQ(held->value().members.size(), 1u);
+  EXPECT_EQ(held->value().members[0].node, "a");
+  auto late =
+      c.d.request<routing_update>(c.manager, subscribe_atom_v, caf::actor_cast<gateway_actor>(gateway), uint64_t{41});
+  c.d.run();
+  EXPECT_TRUE(late->ok()) << "the window is over";
 }
 
 // -- partitioned cold starts ------------------------------------------------------------------

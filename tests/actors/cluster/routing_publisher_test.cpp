@@ -1,5 +1,6 @@
-// RoutingPublisher: epochs, full tables and deltas built from the registry and the membership
-// (plain C++; handles stay null).
+// RoutingPublisher: epochs, full tables and deltas built from the registry and the membership, the
+// workflows and report interval they carry, and the recovery window's held gateways (plain C++;
+// handles stay null, time passed in).
 #include "actors/cluster/routing_publisher.hpp"
 
 #include <gtest/gtest.h>
@@ -75,6 +76,55 @@ TEST(RoutingPublisher, UnsubscribingAnUnknownAddressChangesNothing) {
   EXPECT_TRUE(f.publisher.unsubscribe(caf::actor_addr{}));  // the null gateway's address
   EXPECT_TRUE(f.publisher.subscribers().empty());
   EXPECT_FALSE(f.publisher.unsubscribe(caf::actor_addr{}));
+}
+
+TEST(RoutingPublisher, APipelineIsPublishedWithItsStagesRoutersAndNodeNames) {
+  Fixture f;
+  f.registry.find({"m", 1})->pipeline = {{1, {"m#0-2", 1}}, {2, {"m#2-4", 1}}, {7, {"m#4-6", 1}}};
+  auto u = f.publisher.delta(f.registry, f.members, {{"m", 1}});
+  ASSERT_EQ(u.entries.size(), 1u);
+  ASSERT_EQ(u.entries[0].pipeline.size(), 2u) << "node 7 is not a member";
+  EXPECT_EQ(u.entries[0].pipeline[0].node, "a");
+  EXPECT_EQ(u.entries[0].pipeline[1].node, "b");
+  EXPECT_EQ(u.entries[0].pipeline[1].stage, (model_key{"m#2-4", 1}));
+}
+
+TEST(RoutingPublisher, FullTablesCarryTheWorkflowsAndDeltasOnlyWhenAsked) {
+  Fixture f;
+  f.publisher.set_report_interval(250'000);
+  const std::vector<workflow_entry> flows{{"flow", "{}", ""}};
+  EXPECT_TRUE(f.publisher.set_workflows(flows));
+  EXPECT_FALSE(f.publisher.set_workflows(flows)) << "unchanged";
+  auto full = f.publisher.full(f.registry, f.members);
+  EXPECT_TRUE(full.workflows_set);
+  EXPECT_EQ(full.workflows, flows);
+  EXPECT_EQ(full.report_interval_us, 250'000u);
+  auto plain = f.publisher.delta(f.registry, f.members, {});
+  EXPECT_FALSE(plain.workflows_set);
+  EXPECT_EQ(plain.report_interval_us, 250'000u) << "in every update";
+  auto with = f.publisher.delta(f.registry, f.members, {}, {}, true);
+  EXPECT_TRUE(with.workflows_set);
+  EXPECT_EQ(with.workflows, flows);
+}
+
+TEST(RoutingPublisher, GatewaysWithAnOldTableAreHeldUntilTheRecoveryWindowEndsThenAnsweredInOrder) {
+  Fixture f;
+  f.publisher.set_recovery_window(1'000, 5'000);  // started at 1 ms, a 5 ms window
+  EXPECT_FALSE(f.publisher.must_hold(0, 2'000)) << "no table held: subscribed at once";
+  EXPECT_TRUE(f.publisher.must_hold(7, 2'000));
+  EXPECT_TRUE(f.publisher.must_hold(7, 5'999));
+  EXPECT_FALSE(f.publisher.must_hold(7, 6'000)) << "the window is over";
+  std::vector<int> answered;
+  auto first = [&](routing_update) { answered.push_back(1); };
+  auto second = [&](routing_update) { answered.push_back(2); };
+  EXPECT_EQ(f.publisher.hold({}, first, 2'000), 4'000) << "the first held arms the window's timer";
+  EXPECT_EQ(f.publisher.hold({}, second, 3'000), 0);
+  EXPECT_EQ(f.publisher.held(), 2u);
+  auto held = f.publisher.window_over();
+  ASSERT_EQ(held.size(), 2u);
+  for (auto& [gateway, reply] : held) reply(f.publisher.full(f.registry, f.members));
+  EXPECT_EQ(answered, (std::vector<int>{1, 2}));
+  EXPECT_EQ(f.publisher.held(), 0u);
 }
 
 }  // namespace routing_publisher_test

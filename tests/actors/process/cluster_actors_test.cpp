@@ -130,14 +130,14 @@ TEST(Cluster, ManyConcurrentRequestsForAColdModelTriggerOneLoad) {
       << m;
 }
 
-// The console's slo through the manager: every replica now (each node's router) and every replica
-// placed later (its load_replica) orders late binding's queue by the new deadline; cleared, each
-// goes back to its own. With a 1 us deadline every answer counts as late.
+// The console's slo through the admin actor and the manager: every replica now (each node's
+// router) and every replica placed later (its load_replica) orders late binding's queue by the new
+// deadline; cleared, each goes back to its own. With a 1 us deadline every answer counts as late.
 TEST(Cluster, AnSloSetAtRunTimeReachesEveryReplicaNowAndLater) {
   Cluster c(2);
   ASSERT_TRUE(c.infer("mlp", 1, 1).ok());
   const admin_auth admin{"cluster-token", "tester@host"};
-  auto set = ask<std::vector<model_state>>(*c.sys, c.manager->manager(), 10s, admin, slo_atom_v,
+  auto set = ask<std::vector<model_state>>(*c.sys, c.manager->admin(), 10s, admin, slo_atom_v,
                                            slo_command{{"mlp", 0}, {1, 0.99}});
   ASSERT_TRUE(set.ok()) << set.error().message();
   ASSERT_EQ(set->size(), 2u);  // both versions of mlp
@@ -147,7 +147,7 @@ TEST(Cluster, AnSloSetAtRunTimeReachesEveryReplicaNowAndLater) {
     EXPECT_DOUBLE_EQ(m.slo.percentile, 0.99);
   }
   // A second replica, placed after the change: its load carries the SLO.
-  auto two = ask<model_state>(*c.sys, c.manager->manager(), 30s, admin, load_atom_v, model_command{{"mlp", 1}, 2});
+  auto two = ask<model_state>(*c.sys, c.manager->admin(), 30s, admin, load_atom_v, model_command{{"mlp", 1}, 2});
   ASSERT_TRUE(two.ok()) << two.error().message();
   EXPECT_EQ(two->replicas, 2u);
   EXPECT_TRUE(two->slo_set);
@@ -174,22 +174,22 @@ TEST(Cluster, AnSloSetAtRunTimeReachesEveryReplicaNowAndLater) {
   EXPECT_EQ(metric_sum(after, name, "outcome=\"on_time\""), metric_sum(before, name, "outcome=\"on_time\""));
 
   // Cleared: back to what model.json declares (10 ms, for these models).
-  auto cleared = ask<std::vector<model_state>>(*c.sys, c.manager->manager(), 10s, admin, slo_atom_v,
+  auto cleared = ask<std::vector<model_state>>(*c.sys, c.manager->admin(), 10s, admin, slo_atom_v,
                                                slo_command{{"mlp", 1}, {0, 0.98}});
   ASSERT_TRUE(cleared.ok()) << cleared.error().message();
   ASSERT_EQ(cleared->size(), 1u);
   EXPECT_FALSE(cleared->front().slo_set);
   EXPECT_EQ(cleared->front().slo.deadline_us, 10'000u);
 
-  auto bad = ask<std::vector<model_state>>(*c.sys, c.manager->manager(), 10s, admin, slo_atom_v,
+  auto bad = ask<std::vector<model_state>>(*c.sys, c.manager->admin(), 10s, admin, slo_atom_v,
                                            slo_command{{"mlp", 1}, {1000, 1.5}});
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.error().code(), ErrorCode::invalid_argument) << bad.error().message();
-  auto unknown = ask<std::vector<model_state>>(*c.sys, c.manager->manager(), 10s, admin, slo_atom_v,
+  auto unknown = ask<std::vector<model_state>>(*c.sys, c.manager->admin(), 10s, admin, slo_atom_v,
                                                slo_command{{"nope", 0}, {1000, 0.9}});
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.error().code(), ErrorCode::not_found);
-  auto anonymous = ask<std::vector<model_state>>(*c.sys, c.manager->manager(), 10s, admin_auth{"", "x"}, slo_atom_v,
+  auto anonymous = ask<std::vector<model_state>>(*c.sys, c.manager->admin(), 10s, admin_auth{"", "x"}, slo_atom_v,
                                                  slo_command{{"mlp", 1}, {1000, 0.9}});
   ASSERT_FALSE(anonymous.ok());
   EXPECT_EQ(anonymous.error().code(), ErrorCode::permission_denied);

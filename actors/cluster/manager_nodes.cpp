@@ -1,0 +1,314 @@
+// cluster_manager, what it does with nodes (see manager_state.hpp): replicas placed and their
+// loads answered, partitioned cold starts' orders (PartitionController), the autoscaler's ticks,
+// drains and node drains (ScaleDriver), membership and heartbeats (Membership, NodeLiveness). The
+// behaviour and the requests of the manager's clients are in cluster_manager.cpp.
+#include <spdlog/spdlog.h>
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <optional>
+
+#include "actors/cluster/manager_state.hpp"
+#include "transport/ticket.hpp"
+
+namespace ember::manager_impl {
+
+namespace {
+
+load_replica& load_of(load_replica& msg) { return msg; }
+load_replica& load_of(load_stage& msg) { return msg.load; }
+
+/// Sends a load (a replica, the bytes only, a pipeline stage) to node `id`, its sources ticketed
+/// for it; `then` gets the answer.
+template <class Msg, class Then>
+void send_load(manager_pointer self, uint64_t id, Msg msg, Then then) {
+  auto& st = self->state;
+  const ClusterNode& node = *st.members.find(id);
+  load_replica& load = load_of(msg);
+  st.tickets.stamp(load.sources, load.blob_key, node.report.name, transport::unix_now());
+  ask<replica_info>(self, node.router, kLoadTimeout, std::move(then), std::move(msg));
+}
+
+void unload_on(manager_pointer self, uint64_t node, const model_key& key) {  // no answer wanted
+  if (const auto* n = self->state.members.find(node)) caf::anon_send(n->router, unload_atom_v, key);
+}
+
+void evict_on(manager_pointer self, const ScaleDriver::Evict& e) {  // no answer wanted
+  if (const auto* n = self->state.members.find(e.node)) caf::anon_send(n->router, evict_atom_v, e.key);
+}
+
+/// `announce` false: the caller publishes and places afterwards (a pipeline's members completing
+/// into replicas together, in one routing update). `completion`: a pipeline member's load of the
+/// rest of the model (paced on purpose): not a cold start, so neither counted nor fed to the
+/// autoscaler's cold-start estimate.
+void on_load_answer(manager_pointer self, const model_key& key, uint64_t node, uint64_t attempt,
+                    const Result<replica_info>& r, bool announce = true, bool completion = false) {
+  auto& st = self->state;
+  st.members.unreserve(node, attempt);  // bound below on success; free again otherwise
+  if (r.ok()) {
+    ModelVersion* v = st.registry.replica_ready(key, node, attempt, *r);
+    if (!v) return;  // stale
+    st.members.bind(node, r->device, v->entry.weights_bytes);
+    st.members.note_cached(node, key, true);
+    st.partitions.allow(key);
+    st.registry.answer_waiters(*v);
+    if (!completion) st.scaler.cold_start(r->source, r->load_us);
+    if (!announce) return;
+    publish(self, {key});
+    if (v->loading_on.empty() && v->replicas.size() < v->wanted) place(self, key);  // wanted more meanwhile
+    if (st.scaler.nodes_draining()) drain_step(self);
+    return;
+  }
+  const auto* n = st.members.find(node);
+  const auto outcome = st.registry.load_failed(key, node, attempt, r.error(), n ? n->report.name : "");
+  if (outcome == ModelRegistry::LoadFailure::stale || !announce) return;
+  publish(self, {key});
+  if (outcome == ModelRegistry::LoadFailure::retry_elsewhere) place(self, key);  // another node, if any is left
+}
+
+/// A drain is over: the node unbinds the replica (its executor answers what was queued first; the
+/// bytes stay in its host cache) and the memory is free again.
+void unbind(manager_pointer self, const ScaleDriver::Unbind& u) {
+  auto done = [self, drain = u.drain](bool ok) {
+    auto unbound = self->state.scaler.unbound(drain, ok, now_us(self));
+    if (!unbound.known) return;
+    if (unbound.evict) evict_on(self, *unbound.evict);
+    if (self->state.scaler.nodes_draining()) drain_step(self);
+  };
+  const ClusterNode* node = self->state.members.find(u.node);
+  if (!node) return done(false);  // its node left: nothing bound there any more
+  ask<bool>(
+      self, node->router, kEvictTimeout, [done](const Result<bool>& r) { done(r.ok()); }, unload_atom_v, u.key);
+}
+
+/// Node `id` leaves the cluster (its process died, it stopped, or it went silent): its replicas and
+/// stages go, what waited on it fails, and its models are re-placed (replace_on_failure).
+void lose_node(manager_pointer self, uint64_t id, const std::string& why, bool orderly) {
+  auto& st = self->state;
+  st.liveness.left(id);
+  const std::string name = st.members.leave(id)->report.name;
+  st.scaler.node_lost(id, name);
+  for (const model_key& key : st.partitions.on_node(id)) run(self, st.partitions.member_lost(key, id));
+  send_splices(self, st.relay.node_lost(name));
+  // Its answers to distributions will never come (CAF does not fail requests to a lost node).
+  for (uint64_t call : st.distributions.waiting_on(id))
+    settle(self, call, id, unavailable("node " + name + " was lost during the transfer"));
+  const auto changed = st.registry.node_lost(id);
+  // A node that shut down in order (its process is stopping) is news, not trouble.
+  const auto level = orderly ? spdlog::level::info : spdlog::level::warn;
+  spdlog::log(level, "manager: node {} (#{}) lost ({}); {} model(s) affected", name, id, why, changed.size());
+  publish(self, changed);
+  if (!st.config.replace_on_failure) return;
+  for (const auto& key : st.registry.want_replacements(changed)) place(self, key);  // on a survivor
+}
+
+/// A member's fresh report (its heartbeat said its replicas changed otherwise than the manager saw).
+void reconcile(manager_pointer self, uint64_t id, node_report report) {
+  auto& st = self->state;
+  const auto found = st.liveness.reconcile(id, std::move(report), st.scaler.draining_on(id));
+  if (found.adopted.empty() && found.gone.empty()) return;
+  publish(self, found.changed());
+  if (!st.config.replace_on_failure) return;
+  for (const auto& key : st.registry.want_replacements(found.gone)) place(self, key);
+}
+
+/// Asks member `id` whether its router lives (and, when its replicas changed, for its report).
+void ping(manager_pointer self, uint64_t id) {
+  const auto timeout = self->state.config.node_timeout;
+  const node_router_actor router = self->state.members.find(id)->router;
+  auto reported = [self, id](const Result<node_report>& r) {
+    auto seen = r.ok() ? std::optional<uint64_t>(replicas_fingerprint(r->replicas)) : std::nullopt;
+    if (self->state.liveness.reported(id, seen)) reconcile(self, id, *r);
+  };
+  auto pong = [self, id, router, timeout, reported](const Result<uint64_t>& fingerprint) {
+    if (!fingerprint.ok()) return self->state.liveness.ping_failed(id);
+    if (self->state.liveness.pinged(id, *fingerprint, now_us(self)))
+      ask<node_report>(self, router, timeout, reported, report_atom_v);
+  };
+  ask<uint64_t>(self, router, timeout, pong, ping_atom_v);
+}
+
+/// Asks a node dropped for silence (parked under the id it had) whether it answers again; one that
+/// answers a ping and then a report joins again with what it reports.
+void ping_silent(manager_pointer self, uint64_t id) {
+  const auto timeout = self->state.config.node_timeout;
+  const node_router_actor router = *self->state.members.parked(id);
+  auto reported = [self, id, router](const Result<node_report>& r) {
+    if (!r.ok()) return self->state.liveness.silent_failed(id);
+    if (!self->state.liveness.take_back(id)) return;
+    spdlog::warn("manager: node {} answers again; taken back with {} replica(s)", r->name, r->replicas.size());
+    join(self, *r, router);
+  };
+  auto pong = [self, id, router, timeout, reported](const Result<uint64_t>& r) {
+    if (!r.ok()) return self->state.liveness.silent_failed(id);
+    if (self->state.liveness.silent_pinged(id)) ask<node_report>(self, router, timeout, reported, report_atom_v);
+  };
+  ask<uint64_t>(self, router, timeout, pong, ping_atom_v);
+}
+
+}  // namespace
+
+void request_load(manager_pointer self, const ModelVersion& v, const LoadPlan& plan, LoadAnswer done) {
+  auto msg = load_request(v, plan);
+  if (plan.transfer_id != 0) msg.controller = caf::actor_cast<caf::actor>(self);
+  auto hop = self->state.members.find(plan.node)->report.name;
+  send_load(self, plan.node, std::move(msg),
+            [self, done, transfer = plan.transfer_id, hop](const Result<replica_info>& r) mutable {
+              send_splices(self, self->state.relay.hop_ended(transfer, hop, r.ok(), now_ms(self)));
+              done(r);
+            });
+}
+
+/// A partitioned cold start's orders, one after the other (PartitionController).
+void run(manager_pointer self, const PipelineOrders& orders) {
+  using Kind = PipelineOrder::Kind;
+  for (const PipelineOrder& o : orders) {
+    auto then = [self, key = o.key, node = o.node, attempt = o.attempt](auto step) {
+      return [self, key, node, attempt, step](const Result<replica_info>& r) {
+        run(self, (self->state.partitions.*step)(key, node, attempt, r));
+      };
+    };
+    switch (o.kind) {
+      case Kind::load_stage:
+        send_load(self, o.node, o.stage, then(&PartitionController::stage_loaded));
+        break;
+      case Kind::complete:
+        send_load(self, o.node, o.load, then(&PartitionController::member_completed));
+        break;
+      case Kind::unload_stage:
+        unload_on(self, o.node, o.stage_key);
+        break;
+      case Kind::unload_later:
+        self->delayed_send(self, std::chrono::microseconds(o.delay_us), offload_done{[self, stages = o.stages] {
+                             for (const auto& [n, stage] : stages) unload_on(self, n, stage);
+                           }});
+        break;
+      case Kind::answer:
+        on_load_answer(self, o.key, o.node, o.attempt, *o.result, o.announce, o.completion);
+        if (o.partitioned) self->state.registry.mark_partitioned(o.key, o.node);
+        break;
+      case Kind::publish:
+        publish(self, {o.key});
+        break;
+      case Kind::place:
+        place(self, o.key);
+        break;
+      case Kind::place_if_short:
+        if (const ModelVersion* v = self->state.registry.find(o.key); v && v->wants_more()) place(self, o.key);
+        break;
+    }
+  }
+}
+
+/// Starts the replicas `key` lacks (at least one) unless loads are in flight: drains come back
+/// first, then a pipeline when one pays, else whole replicas where placement says.
+void place(manager_pointer self, const model_key& key) {
+  auto& st = self->state;
+  if (const ModelVersion* f = st.registry.find(key); f && st.partitions.find(f->key())) return;  // a pipeline build
+  if (st.scaler.revive(key)) publish(self, {key});
+  ModelVersion* v = st.registry.to_place(key);
+  if (!v) return;
+  if (auto pipeline = st.partitions.start(*v, st.scaler.autoscaler()); !pipeline.empty()) return run(self, pipeline);
+  auto plans = st.planner.place(*v, now_ms(self));
+  if (!plans.ok()) return st.registry.placement_failed(*v, plans.error());
+  for (const auto& plan : plans->loads) {
+    const uint64_t attempt = st.registry.load_started(*v, plan.node);
+    st.members.reserve(plan.node, attempt, v->entry.weights_bytes);
+    request_load(self, *v, plan, [self, key, node = plan.node, attempt](const Result<replica_info>& r) {
+      on_load_answer(self, key, node, attempt, r);
+    });
+  }
+  arm_chain_timer(self);
+  publish(self, {key});
+}
+
+void scale_tick(manager_pointer self) {
+  auto& st = self->state;
+  if (!st.scaler.autoscaler()) return;
+  const auto interval = std::chrono::microseconds(st.config.autoscaler.interval_us);
+  self->delayed_send(self, interval, scale_atom_v);
+  // The nodes' queues, for the next tick (a node's answer stands until its next one).
+  auto queued = [self](const Result<load_report>& r) {  // a busy node: next tick
+    if (r.ok()) self->state.scaler.report(*r, now_us(self));
+  };
+  for (const auto& [id, node] : st.members.nodes()) ask<load_report>(self, node.router, interval, queued, scale_atom_v);
+  const int64_t now = now_us(self);
+  for (const auto& change : st.scaler.decide(now)) {
+    const auto step = st.scaler.apply(change, now);
+    if (step == ScaleDriver::Step::place) place(self, change.key);
+    if (step == ScaleDriver::Step::publish) publish(self, {change.key});
+  }
+  st.scaler.show_replicas();
+  auto settled = st.scaler.settle(now);
+  for (const auto& u : settled.unbind) unbind(self, u);
+  for (const auto& e : settled.evict) evict_on(self, e);
+}
+
+/// Moves the replicas off drained nodes, one pass per call (the console's drain; called again as
+/// loads answer and drains end): ScaleDriver::move_off decides for each replica, finish for each node.
+void drain_step(manager_pointer self) {
+  auto& st = self->state;
+  for (uint64_t node : st.scaler.drained_nodes()) {
+    std::optional<Error> stuck;
+    for (const model_key& key : st.registry.replicas_on(node)) {
+      const auto move = st.scaler.move_off(node, key, now_us(self));
+      if (move.check_later) {  // no autoscaler tick ends drains: look again once gateways moved on
+        self->delayed_send(self, std::chrono::microseconds(st.scaler.settle_us()), offload_done{[self] {
+                             for (const auto& u : self->state.scaler.drains_over(now_us(self))) unbind(self, u);
+                           }});
+      }
+      if (move.kind == ScaleDriver::Move::Kind::moved) {
+        publish(self, {key});
+        place(self, key);  // back to what it wanted, elsewhere
+      } else if (move.kind == ScaleDriver::Move::Kind::replace) {
+        place(self, key);
+        if (auto why = st.scaler.stuck(key)) stuck = why;
+      }
+    }
+    st.scaler.finish(node, stuck);
+  }
+}
+
+uint64_t join(manager_pointer self, node_report report, node_router_actor router) {
+  auto& st = self->state;
+  self->monitor(router);
+  if (auto silent = st.members.unpark(router.address())) st.liveness.forget_silent(*silent);
+  const auto brought = report.replicas;
+  const uint64_t id = st.members.join(std::move(report), std::move(router));
+  st.liveness.joined(id, now_us(self), replicas_fingerprint(brought));
+  const auto adopted = st.registry.adopt(brought, id);
+  spdlog::info("manager: node {}", st.members.describe_join(id, adopted.size()));
+  publish(self, adopted);
+  // Models that wait for capacity, or that should have more replicas, get a node now.
+  for (const auto& key : st.registry.wanting_placement()) place(self, key);
+  return id;
+}
+
+void on_down(manager_pointer self, const caf::down_msg& msg) {
+  auto& st = self->state;
+  if (auto silent = st.members.unpark(msg.source)) st.liveness.forget_silent(*silent);
+  auto id = st.members.id_of(msg.source);
+  if (!id) return void(st.routing.unsubscribe(msg.source));
+  const bool orderly = msg.reason == caf::exit_reason::user_shutdown || msg.reason == caf::exit_reason::normal;
+  lose_node(self, *id, caf::to_string(msg.reason), orderly);
+}
+
+/// The heartbeat timer: pings every member (one out per node), drops those silent for
+/// node_timeout (their connection lives: parked, asked on) and asks the silent ones again.
+void heartbeat(manager_pointer self) {
+  auto& st = self->state;
+  auto tick = st.liveness.tick(now_us(self));
+  for (uint64_t id : tick.ping) ping(self, id);
+  for (uint64_t id : tick.lost) {
+    const node_router_actor router = st.members.find(id)->router;
+    lose_node(self, id,
+              "its router answered no heartbeat for " + std::to_string(st.liveness.timeout_us() / 1000) +
+                  " ms; its connection lives: it is taken back when it answers",
+              false);
+    st.members.park(id, router);
+  }
+  for (uint64_t id : tick.ping_silent) ping_silent(self, id);
+  self->delayed_send(self, st.config.heartbeat, ping_atom_v);
+}
+
+}  // namespace ember::manager_impl
