@@ -9,7 +9,9 @@
 //
 // No message here carries a token: what reaches the manager was admitted by the control plane
 // (mutual TLS, when configured), as a node's router admits its messages. The console's admin token
-// is checked by the admin actor alone (actors/admin_interface.hpp), which then sends these.
+// is checked by the admin actor alone (actors/admin_interface.hpp), which then sends these; the
+// console's own commands (drain, scale bounds, slo, log-level, transfers, fault) are taken from
+// that actor only, permission_denied from any other sender.
 //
 // Node lifecycle:  joined ──(down_msg: process died, or heartbeats missed for node_timeout)──▶ lost
 // A lost node's replicas leave the routing table at once; the models it held are re-placed on

@@ -280,6 +280,19 @@ caf::result<routing_update> resubscribe(manager_pointer self, const gateway_acto
   return rp;
 }
 
+/// The console's own commands (drain, scale, slo, transfers, fault, log-level) run only when the
+/// admin actor asks them, having checked the console's token (actors/console/admin.hpp);
+/// permission_denied from anyone else.
+template <class F>
+auto from_admin(manager_pointer self, F run) -> decltype(run()) {
+  const auto& admin = self->state.admin;
+  if (!admin || self->current_sender() != caf::actor_cast<caf::strong_actor_ptr>(admin)) {
+    return to_caf(permission_denied("the console's commands go through the manager's admin interface (ember console, "
+                                    "with the admin token)"));
+  }
+  return run();
+}
+
 caf::result<model_state> set_bounds(manager_pointer self, const model_key& key, uint32_t min, uint32_t max) {
   return reply(self->state.scaler.set_bounds(key, min, max));
 }
@@ -294,6 +307,8 @@ caf::result<std::string> fault(manager_pointer self, const std::string& name, fa
   if (!id) return to_caf(not_found("no node named '" + name + "' is in the cluster"));
   return self->delegate(self->state.members.find(*id)->router, fault_atom_v, std::move(f));
 }
+
+caf::result<std::vector<hop_progress>> transfers(manager_pointer self) { return self->state.relay.transfers(); }
 
 caf::result<uint32_t> log_level(manager_pointer self, const std::string& level) {
   if (auto set = set_log_level(level); !set.ok()) return to_caf(set.error());
@@ -351,12 +366,14 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
       [self](const load_report& r) { self->state.scaler.report(r, now_us(self)); },
       [self](metrics_atom) { return self->state.scaler.instruments().registry().snapshot(); },
       [self](admin_atom) { return admin(self); },
-      [self](drain_atom, const std::string& name) { return drain_node(self, name); },
-      [self](scale_atom, const model_key& k, uint32_t min, uint32_t max) { return set_bounds(self, k, min, max); },
-      [self](slo_atom, const slo_command& cmd) { return set_slo(self, cmd); },
-      [self](log_level_atom, const std::string& level) { return log_level(self, level); },
-      [self](transfers_atom) { return self->state.relay.transfers(); },
-      [self](fault_atom, const std::string& name, fault_command& f) { return fault(self, name, f); },
+      [self](drain_atom, const std::string& n) { return from_admin(self, [&] { return drain_node(self, n); }); },
+      [self](scale_atom, const model_key& k, uint32_t lo, uint32_t hi) {
+        return from_admin(self, [&] { return set_bounds(self, k, lo, hi); });
+      },
+      [self](slo_atom, const slo_command& cmd) { return from_admin(self, [&] { return set_slo(self, cmd); }); },
+      [self](log_level_atom, const std::string& l) { return from_admin(self, [&] { return log_level(self, l); }); },
+      [self](transfers_atom) { return from_admin(self, [&] { return transfers(self); }); },
+      [self](fault_atom, const std::string& n, fault_command& f) { return from_admin(self, [&] { return fault(self, n, f); }); },
       [self](tick_atom) { chain_tick(self); },
       [self](scale_atom) { scale_tick(self); },
       [self](ping_atom) { heartbeat(self); },

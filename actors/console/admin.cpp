@@ -25,11 +25,18 @@ using admin_pointer = admin_actor::stateful_pointer<admin_state>;
 /// "m/2", or "m" for version 0 (the latest, or every version).
 std::string describe_key(const model_key& key) { return key.version ? key.to_string() : key.name; }
 
-/// The command, checked, handed to the manager (which answers the console); else the refusal.
+/// The command, checked, asked of the manager and its answer passed on; else the refusal. Asked,
+/// not delegated: the manager takes the console's own commands (drain, scale, slo, transfers,
+/// fault, log-level) only when this actor is their sender, so a member of the control plane that
+/// reaches the manager cannot send them without the token.
 template <class T, class... Ts>
 caf::result<T> pass(admin_pointer self, const admin_auth& who, const std::string& change, Ts&&... command) {
   if (auto ok = check_admin(self->state.settings, who, change); !ok.ok()) return to_caf(ok.error());
-  return self->delegate(self->state.manager, std::forward<Ts>(command)...);
+  auto rp = self->make_response_promise<T>();
+  self->request(self->state.manager, caf::infinite, std::forward<Ts>(command)...)
+      .then([rp](T& answer) mutable { rp.deliver(std::move(answer)); },
+            [rp](caf::error& err) mutable { rp.deliver(std::move(err)); });
+  return rp;
 }
 
 std::string describe_slo(const slo_command& cmd) {

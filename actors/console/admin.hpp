@@ -1,8 +1,8 @@
 // The console's admin actor (actors/admin_interface.hpp): one per manager process, beside the
 // cluster manager. It owns the console's side of the manager: the admin token check (in constant
 // time), the refusal log and the "who asked" log of every change; a command that passes is
-// delegated to the manager's plain interface (cluster_manager_interface.hpp), which answers the
-// console directly. It holds no other state and never blocks.
+// asked of the manager's plain interface (cluster_manager_interface.hpp) and its answer passed on
+// to the console. It holds no other state and never blocks.
 //
 // Decided here, and why:
 // - An actor of its own rather than the manager checking tokens: the manager's interface stays one
@@ -16,6 +16,11 @@
 //   a message: such a setter would sit in the manager's published interface, where anyone who
 //   reaches the manager could put an actor of their own between consoles and the manager (and read
 //   their tokens). The handle is fixed when the manager starts.
+// - It asks the manager rather than delegating to it: the manager takes the console's own commands
+//   (drain, scale, slo, transfers, fault, log-level) only from this actor, its sender, and refuses
+//   them from anyone else (permission_denied), so reaching the manager's port is not enough to
+//   drain a node or inject a fault without the token. (A member that forges CAF's sender field with
+//   a client of its own is not stopped by this; members hold the cluster's certificates.)
 // - It monitors the manager and quits with it; the manager holds its handle.
 //
 // Settings: manager.admin_token_file's content (empty: none; changes are refused) and

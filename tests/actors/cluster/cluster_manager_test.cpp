@@ -405,6 +405,28 @@ TEST(ClusterManager, WithoutATokenTheConsoleMayOnlyReadAndClosedReadsNeedOne) {
   EXPECT_EQ(metrics->error().code(), ErrorCode::permission_denied);
 }
 
+// The console's own commands reach the manager through its admin actor only: sent to the manager
+// itself, without the token's check, they are refused and change nothing.
+TEST(ClusterManager, TheConsolesCommandsSentToTheManagerItselfAreRefused) {
+  Cluster c({}, 100 * MiB, {kModel}, AdminSettings{"t", true});
+  c.join("a");
+  auto drain = c.d.request<std::vector<model_key>>(c.manager, drain_atom_v, std::string("a"));
+  auto hops = c.d.request<std::vector<hop_progress>>(c.manager, transfers_atom_v);
+  auto level = c.d.request<uint32_t>(c.manager, log_level_atom_v, std::string("info"));
+  c.d.run();
+  ASSERT_TRUE(drain->done() && hops->done() && level->done());
+  ASSERT_FALSE(drain->ok() || hops->ok() || level->ok());
+  EXPECT_EQ(drain->error().code(), ErrorCode::permission_denied);
+  EXPECT_EQ(hops->error().code(), ErrorCode::permission_denied);
+  EXPECT_EQ(level->error().code(), ErrorCode::permission_denied);
+  // Through the admin actor, with the token, the same drain runs.
+  auto drained = c.d.request<std::vector<model_key>>(c.admin, admin_auth{"t", "x"}, drain_atom_v, std::string("a"));
+  c.d.run();
+  c.d.advance(5s);
+  ASSERT_TRUE(drained->done());
+  EXPECT_TRUE(drained->ok()) << drained->error().to_string();
+}
+
 TEST(ClusterManager, ADrainedNodeGetsNoReplicaAndItsReplicasMoveElsewhereFirst) {
   Cluster c({}, 100 * MiB, {kModel}, AdminSettings{"t", true});
   c.join("a");
