@@ -11,7 +11,13 @@ ComputeClock::Clock::time_point ComputeClock::book(Clock::time_point started, Cl
   const auto busy = std::chrono::duration_cast<Clock::duration>(cpu * dilation_);
   std::lock_guard lock(mu_);
   busy_until_ = std::max(busy_until_, started) + busy;
+  booked_ += busy;
   return busy_until_;
+}
+
+ComputeClock::Clock::duration ComputeClock::booked() const {
+  std::lock_guard lock(mu_);
+  return booked_;
 }
 
 ComputeClock::Clock::duration thread_cpu_time() {

@@ -47,10 +47,14 @@ class ComputeClock {
   /// modelled end (the wall time now when disabled).
   Clock::time_point book(Clock::time_point started, Clock::duration cpu);
 
+  /// Device time booked so far: the sum of k * cpu over every kernel (zero when disabled).
+  Clock::duration booked() const;
+
  private:
   const double dilation_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   Clock::time_point busy_until_{};  // guarded by mu_
+  Clock::duration booked_{};        // guarded by mu_
 };
 
 /// CPU time the calling thread has used so far (CLOCK_THREAD_CPUTIME_ID).
