@@ -475,7 +475,7 @@ void stage_loaded(manager_pointer self, const model_key& key, uint64_t node, uin
   std::string route;
   for (const StageSpot& x : b->stages) {
     const auto* n = st.members.find(x.node);
-    v->pipeline.push_back({caf::actor_cast<caf::actor>(n->router), x.stage, n->report.name});
+    v->pipeline.push_back({n->report.stages, x.stage, n->report.name});
     route += (route.empty() ? "" : " -> ") + n->report.name + " [" + std::to_string(x.part.first_layer) + ", " +
              std::to_string(x.part.last_layer) + ")";
   }
