@@ -1,5 +1,7 @@
 #include "actors/messages.hpp"
 
+#include "model/model.hpp"
+
 namespace ember {
 
 uint64_t replicas_fingerprint(const std::vector<model_key>& replicas) {
@@ -16,8 +18,10 @@ uint64_t replicas_fingerprint(const std::vector<model_key>& replicas) {
 
 std::string blob_key_of(const model_key& key) { return key.name + "/" + std::to_string(key.version); }
 
+model_key stage_key::wire() const { return {gpu::stage_name(model.name, {first_layer, last_layer}), model.version}; }
+
 model_key stage_key_of(const model_key& model, uint32_t first, uint32_t last) {
-  return {model.name + "#" + std::to_string(first) + "-" + std::to_string(last), model.version};
+  return stage_key{model, first, last}.wire();
 }
 
 std::string_view to_string(SourceTier tier) {

@@ -224,8 +224,33 @@ typename Inspector::result_type inspect(Inspector& f, replica_info& x) {
            x.load_us);
 }
 
-/// The model_key a node serves stage [first, last) of `model` under: "<name>#<first>-<last>"
-/// (model names never hold '#'), as gpu::Model::stage names it.
+/// A pipeline stage (Flashpoint's partitioned cold start): layers [first_layer, last_layer) of
+/// `model`. The node carries this typed key (its router's stage replicas, its stage host's flow);
+/// wire() is the model_key the stage is served under across processes, "<name>#<first>-<last>" at
+/// the model's version (gpu::stage_name, as gpu::Model::stage names the stage; model names never
+/// hold '#'): the manager places, reports and unloads stages by it, gateways and upstream stages
+/// address them by it (pipeline_hop::stage, credit_atom), so it stays a model_key on the wire.
+struct stage_key {
+  model_key model;
+  uint32_t first_layer = 0;
+  uint32_t last_layer = 0;
+
+  model_key wire() const;
+  friend bool operator==(const stage_key& a, const stage_key& b) {
+    return a.model == b.model && a.first_layer == b.first_layer && a.last_layer == b.last_layer;
+  }
+  friend bool operator<(const stage_key& a, const stage_key& b) {
+    if (!(a.model == b.model)) return a.model < b.model;
+    return a.first_layer != b.first_layer ? a.first_layer < b.first_layer : a.last_layer < b.last_layer;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, stage_key& x) {
+  return f(caf::meta::type_name("stage_key"), x.model, x.first_layer, x.last_layer);
+}
+
+/// stage_key{model, first, last}.wire(): the model_key a node serves that stage under.
 model_key stage_key_of(const model_key& model, uint32_t first, uint32_t last);
 
 /// Manager -> node_router: make pipeline stage `part` of `load.model` on this node. Only the
@@ -241,7 +266,8 @@ typename Inspector::result_type inspect(Inspector& f, load_stage& x) {
   return f(caf::meta::type_name("load_stage"), x.load, x.part);
 }
 
-/// One stage of a pipeline: the node router holding it (a node_router_actor) and the stage's key.
+/// One stage of a pipeline: the actor serving it (the stage host of its node, a stage_host_actor:
+/// node_report::stages) and the stage's key (stage_key::wire()).
 struct pipeline_hop {
   caf::actor router;
   model_key stage;
@@ -340,12 +366,15 @@ struct node_report {
   /// Set by the manager in its answers (nodes_atom): the console drained the node, nothing is
   /// placed there any more.
   bool draining = false;
+  /// The node's stage host (a stage_host_actor, actors/stage_host_interface.hpp): what pipelines
+  /// address the stages bound on this node through (pipeline_hop::router). Null: none.
+  caf::actor stages;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_report& x) {
   return f(caf::meta::type_name("node_report"), x.name, x.data, x.devices, x.cache_capacity, x.cache_used, x.cached,
-           x.replicas, x.rack, x.control, x.draining);
+           x.replicas, x.rack, x.control, x.draining, x.stages);
 }
 
 /// State of a model version in the cluster, as the repository index and the gateways see it.

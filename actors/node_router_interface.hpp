@@ -12,7 +12,10 @@
 // Replica lifecycle on a node:  absent ──load_replica──▶ fetching ──▶ binding ──▶ ready
 //                                  ▲                          └──── error ────┘    │
 //                                  └──────────────────── unload ◀─────────────────┘
-// Concurrent load_replica for one model share one load.
+// Concurrent load_replica for one model share one load. A pipeline stage (load_stage) is a replica
+// too, bound like any model under its stage key; once ready the router hands it to the node's
+// stage host (actors/stage_host_interface.hpp), which serves the pipeline's requests and runs the
+// stage's own part here, as an infer_request of the stage key.
 #pragma once
 
 #include <caf/allowed_unsafe_message_type.hpp>
@@ -28,6 +31,7 @@
 #include "actors/metrics_messages.hpp"
 #include "actors/model_cache_interface.hpp"
 #include "actors/offload.hpp"
+#include "actors/stage_host_interface.hpp"
 
 namespace ember {
 
@@ -44,6 +48,12 @@ struct cache_replaced {
   model_cache_actor cache;
 };
 
+/// From the node's supervisor: the stage host died and `host` replaces it, empty (the router drops
+/// the stage replicas it had handed over: their flow died with it). Local only.
+struct stages_replaced {
+  stage_host_actor host;
+};
+
 using node_router_actor = caf::typed_actor<
     /// The warm path. Errors: unavailable (no replica here: the caller's routing is stale; or the
     /// queue is full), invalid_argument (bad inputs), device_fault.
@@ -52,17 +62,11 @@ using node_router_actor = caf::typed_actor<
     /// model) and out_of_memory (no device can hold it).
     caf::replies_to<load_replica>::with<replica_info>, caf::replies_to<unload_atom, model_key>::with<bool>,
     /// A pipeline stage (Flashpoint): fetches the header and the stage's layers only, each checked
-    /// against its digest, and binds stage_key_of(model, first, last) like any model. Errors as
-    /// load_replica.
+    /// against its digest, binds stage_key{model, first, last} under its wire() key like any model,
+    /// and hands it to the node's stage host, which serves the pipeline's requests (stage_request
+    /// goes there, node_report::stages). Errors as load_replica; unavailable when the node has no
+    /// stage host.
     caf::replies_to<load_stage>::with<replica_info>,
-    /// A request through a pipeline: runs this node's stage, then hands the carried tensors to the
-    /// next stage and answers with the last stage's reply. A stage runs one request at a time and
-    /// starts the next only once it holds a credit of its downstream (the downstream's credit_atom
-    /// says it took one), so a slow stage never hoards requests. Errors: unavailable (no such stage
-    /// here, or a stage further down failed or died: retryable), the errors of infer_request.
-    caf::replies_to<stage_request>::with<infer_reply>,
-    /// From a downstream stage: it took request `seq` of this node's stage `stage`.
-    caf::reacts_to<credit_atom, model_key, uint64_t>,
     /// A workflow request (late binding): its steps run here, each as a request of its model, the
     /// intermediates handed on the device (node_router_workflow.cpp). Errors: unavailable (a step's
     /// model has no ready replica here, or the node binds models pinned: the caller runs the steps
@@ -96,11 +100,12 @@ using node_router_actor = caf::typed_actor<
     /// stands in front of the router; answers what was done. Errors: permission_denied (the node
     /// does not allow faults), invalid_argument (no such kind or target).
     caf::replies_to<fault_atom, fault_command>::with<std::string>, caf::reacts_to<replace_atom, executor_replaced>,
-    caf::reacts_to<replace_atom, cache_replaced>,
-    /// Offloaded work's continuation (actors/offload.hpp): a stage's fetch of handed-off tensors.
+    caf::reacts_to<replace_atom, cache_replaced>, caf::reacts_to<replace_atom, stages_replaced>,
+    /// Self-sent continuations (actors/offload.hpp): the wake-up of a dispatch gathering a batch.
     caf::reacts_to<offload_done>>;
 
 }  // namespace ember
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::executor_replaced)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::cache_replaced)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(ember::stages_replaced)

@@ -165,11 +165,9 @@ std::string repository_version_dir(const std::string& root, const std::string& m
   return fs::exists(dir / kManifestFile, ec) ? dir.string() : std::string();
 }
 
-namespace {
 std::string stage_name(const std::string& model, LayerRange range) {
   return model + "#" + std::to_string(range.first) + "-" + std::to_string(range.last);
 }
-}  // namespace
 
 Result<std::shared_ptr<const Model>> Model::stage(const std::shared_ptr<const Model>& whole, LayerRange range) {
   if (range.empty() || range.last > whole->num_layers()) {

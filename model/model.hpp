@@ -35,6 +35,12 @@ inline constexpr const char* kWeightsFile = "weights.safetensors";
 /// version. Reads only directory entries; anyone, any thread.
 std::string repository_version_dir(const std::string& root, const std::string& model, uint32_t version);
 
+/// The name of stage `range` of model `model`: "<model>#<first>-<last>" (no model name contains
+/// '#'). The one place that spells a stage's name: Model::stage names its stage model so, the node
+/// serves the stage under it (ember::stage_key::wire()), and a node's cache keeps a stage's share
+/// of a blob under the blob key so named (ember::part_key_of). Pure: anyone.
+std::string stage_name(const std::string& model, LayerRange range);
+
 /// model.json larger than this is refused.
 inline constexpr uint64_t kMaxManifestBytes = 64ull << 20;
 
@@ -54,7 +60,7 @@ class Model {
   /// layers' outputs, under their names, free dims -1), its outputs the values it hands on, and its
   /// weights the range's bytes of `whole`'s buffer (shared, not copied: only that range and the
   /// header need to be there, so a node that fetched one layer range can serve it). Named
-  /// "<name>#<first>-<last>" (no model name contains '#'). Stages of consecutive ranges, each fed
+  /// stage_name(name, range). Stages of consecutive ranges, each fed
   /// the previous ones' outputs, compute exactly what `whole` does. invalid_argument for an empty
   /// range or one past the model.
   static Result<std::shared_ptr<const Model>> stage(const std::shared_ptr<const Model>& whole, LayerRange range);

@@ -23,7 +23,7 @@ routing_entry RoutingPublisher::entry_of(const ModelVersion& v, const Membership
     if (const auto* n = members.find(id)) e.replicas.push_back({id, n->report.name, n->router});
   }
   for (const PipelineStage& s : v.pipeline) {
-    if (const auto* n = members.find(s.node)) e.pipeline.push_back({caf::actor_cast<caf::actor>(n->router), s.stage, n->report.name});
+    if (const auto* n = members.find(s.node)) e.pipeline.push_back({n->report.stages, s.stage, n->report.name});  // its node's stage host
   }
   return e;
 }

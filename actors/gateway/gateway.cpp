@@ -111,6 +111,8 @@ void apply_update(gateway_pointer self, routing_update& u) {
   std::vector<model_key> touched;
   for (auto& e : u.entries) {
     for (const auto& r : e.replicas) watch(self, r.router);
+    // A pipeline's stages are served by their nodes' stage hosts: one that goes down is a lost stage.
+    for (const auto& h : e.pipeline) watch(self, caf::actor_cast<node_router_actor>(h.router));
     touched.push_back(e.state.model);
     st.catalog.put(e.state.model, e.manifest_json);
     st.table[e.state.model] = std::move(e);

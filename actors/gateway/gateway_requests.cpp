@@ -173,7 +173,7 @@ void dispatch_pipeline(gateway_pointer self, std::shared_ptr<Pending> p, const s
   auto& st = self->state;
   ++p->attempts;
   const uint64_t id = p->id;
-  auto first = caf::actor_cast<node_router_actor>(hops.front().router);
+  auto first = caf::actor_cast<stage_host_actor>(hops.front().router);
   std::vector<caf::actor_addr> via;
   for (size_t i = 1; i < hops.size(); ++i) via.push_back(hops[i].router.address());
   st.routed[id] = {p, first.address(), kPipelineNode, std::move(via)};

@@ -6,7 +6,7 @@
 // declines and the request takes the router's way, which queues, swaps, batches and restarts as ever.
 //
 // What the router does not see happen it learns afterwards: each run is recorded (model, device,
-// latency) for the late-binding router to drain (node_router_late.cpp), which updates the model's
+// latency) for the late-binding router to drain (node_router_models.cpp), which updates the model's
 // last use on that device (eviction order), its SLO outcomes (the RRC queue) and the SLO metrics.
 // Records are kept only while a router asks for them, at most kMaxRecords between drains (beyond,
 // the run is counted in dropped() and not recorded). The node's metrics count each run where the

@@ -364,6 +364,7 @@ void fetched(cache_pointer self, const std::string& blob_key, Result<blob_ref>& 
 
 caf::result<blob_ref> fetch(cache_pointer self, fetch_blob& req) {
   auto& st = self->state;
+  const std::string source_key = req.blob_key;  // what the sources serve it under
   if (req.part) {
     // A stage's share lives under its own key and counts only the bytes it holds.
     req.blob_key = part_key_of(req.blob_key, *req.part);
@@ -400,12 +401,12 @@ caf::result<blob_ref> fetch(cache_pointer self, fetch_blob& req) {
   if (!req.part && req.reuse && req.layers) share = st.store->find(part_key_of(req.blob_key, *req.reuse));
   const bool taken = offload(
       self, *st.fetches,
-      [config = st.config, req = std::move(req), share = std::move(share)] {
+      [config = st.config, req = std::move(req), share = std::move(share), source_key] {
         if (share) return fetch_rest_from_sources(config, req, share);
         // The original blob key for the sources; the cache's key for the part.
         if (!req.part) return fetch_from_sources(config, req);
         fetch_blob whole = req;
-        whole.blob_key = req.blob_key.substr(0, req.blob_key.rfind('#'));
+        whole.blob_key = source_key;
         return fetch_part_from_sources(config, whole);
       },
       [self, key](Result<blob_ref>& result) { fetched(self, key, result); });
@@ -549,7 +550,7 @@ model_cache_actor::behavior_type cache_behavior(cache_pointer self, ModelCacheCo
 }  // namespace
 
 std::string part_key_of(const std::string& blob_key, const blob_part& part) {
-  return blob_key + "#" + std::to_string(part.first_layer) + "-" + std::to_string(part.last_layer);
+  return gpu::stage_name(blob_key, {part.first_layer, part.last_layer});
 }
 
 model_cache_actor spawn_model_cache(caf::actor_system& sys, ModelCacheConfig config, std::shared_ptr<BlobStore> store,

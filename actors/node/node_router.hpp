@@ -1,5 +1,11 @@
 // Spawning a node_router (its messages are in actors/node_router_interface.hpp): the node's
 // settings and, for late binding, the swap controller's.
+//
+// The router's files: node_router.cpp (its behaviour, replicas and reports), node_router_restore.cpp
+// (executors restarted or replaced, pinned replicas bound again, a successor restored from the ledger),
+// node_router_late.cpp (late binding's dispatch: requests to swap_requests and their answers back),
+// node_router_models.cpp (late binding's models: registration, profile, SLO, burst scaling) and
+// node_router_workflow.cpp (workflow requests over WorkflowRuns), over node_router_state.hpp.
 #pragma once
 
 #include <caf/fwd.hpp>
@@ -14,28 +20,10 @@
 #include "actors/node_router_interface.hpp"
 #include "config/choices.hpp"
 #include "placement/swap_scheduler.hpp"
-#include "transport/ticket.hpp"
-#include "transport/tls_stream.hpp"
 
 namespace ember {
 
-class BlobStore;
 class ReplicaLedger;
-class WorkQueue;
-
-/// Pipeline stages hand the tensors they carry to the next stage over the data plane: this node's
-/// blob server serves them out of `store`, and `fetches` runs the fetches of those sent here
-/// (blocking, `transport`'s fetch). Without it they ride in the actor message (tests).
-struct StageHandoff {
-  std::shared_ptr<BlobStore> store;
-  TransportKind transport = TransportKind::tcp;
-  WorkQueue* fetches = nullptr;
-  /// The cluster's ticket keys (security.ticket_key_file): each handoff carries a ticket for the
-  /// downstream's fetch. Null: none.
-  std::shared_ptr<const transport::TicketKeys> tickets;
-  /// The data plane's TLS (security.data_plane: tls); null: plain TCP.
-  std::shared_ptr<const transport::DataTls> tls;
-};
 
 class InlineRuns;
 
@@ -69,13 +57,16 @@ struct NodeRouterConfig {
   std::string rack;
   /// Set: late binding (binding.mode late). Unset: each replica is bound to one device at load.
   std::optional<LateBinding> late;
-  std::optional<StageHandoff> handoff;
   /// Where the router keeps what a successor needs (actors/node/replica_ledger.hpp). A router
   /// spawned over a ledger with entries restores them. Null: nothing is kept (tests).
   std::shared_ptr<ReplicaLedger> ledger;
   /// The node's inline runs (actors/node/inline_runs.hpp): the late-binding router drains their
   /// records into its policies. Null: none happen on this node.
   std::shared_ptr<InlineRuns> inline_runs;
+  /// The node's stage host (actors/node/stage_host.hpp), which serves the pipeline stages this
+  /// router loads; the node's supervisor replaces it when it dies (stages_replaced). Null: the node
+  /// takes no pipeline stage (load_stage answers unavailable).
+  stage_host_actor stages;
 };
 
 /// `devices[i]` describes the device of `executors[i]`.

@@ -36,6 +36,7 @@ struct supervisor_state {
   /// links: a child killed with exit_reason::kill would take a linked supervisor down with it.
   ~supervisor_state() {
     if (router) caf::anon_send_exit(router, caf::exit_reason::user_shutdown);
+    if (stages) caf::anon_send_exit(stages, caf::exit_reason::user_shutdown);
     if (cache) caf::anon_send_exit(cache, caf::exit_reason::user_shutdown);
     for (const auto& e : executors) caf::anon_send_exit(e, caf::exit_reason::user_shutdown);
   }
@@ -61,6 +62,7 @@ struct supervisor_state {
   node_router_actor router;
   std::vector<gpu_executor_actor> executors;
   model_cache_actor cache;
+  stage_host_actor stages;
   std::map<std::string, std::deque<SupervisorTime>> restarts;  // per child: recent restarts
   std::optional<Interposer> interposer;
   /// stop-heartbeats: the manager's pings go unanswered until then.
@@ -90,7 +92,7 @@ void child_down(supervisor_pointer self, const caf::down_msg& down) {
   const std::string why = caf::to_string(down.reason);
   if (down.source == st.router.address()) {
     if (!may_restart(self, "router")) return;
-    st.router = st.config.spawn_router(st.executors, st.cache);
+    st.router = st.config.spawn_router(st.executors, st.cache, st.stages);
     self->monitor(st.router);
     if (st.config.instruments) st.config.instruments->count_actor_restart("router");
     spdlog::warn("node {}: its router died ({}); restarted", st.config.node, why);
@@ -103,6 +105,15 @@ void child_down(supervisor_pointer self, const caf::down_msg& down) {
     self->send(st.router, replace_atom_v, cache_replaced{st.cache});
     if (st.config.instruments) st.config.instruments->count_actor_restart("cache");
     spdlog::warn("node {}: its model cache died ({}); restarted", st.config.node, why);
+    return;
+  }
+  if (down.source == st.stages.address() && st.config.spawn_stages) {
+    if (!may_restart(self, "stage host")) return;
+    st.stages = st.config.spawn_stages();
+    self->monitor(st.stages);
+    self->send(st.router, replace_atom_v, stages_replaced{st.stages});
+    if (st.config.instruments) st.config.instruments->count_actor_restart("stages");
+    spdlog::warn("node {}: its stage host died ({}); restarted", st.config.node, why);
     return;
   }
   for (uint32_t i = 0; i < st.executors.size(); ++i) {
@@ -303,14 +314,17 @@ caf::result<std::string> inject(supervisor_pointer self, fault_command& f) {
 }
 
 caf::behavior supervisor_behavior(supervisor_pointer self, SupervisorConfig config, node_router_actor router,
-                                  std::vector<gpu_executor_actor> executors, model_cache_actor cache) {
+                                  std::vector<gpu_executor_actor> executors, model_cache_actor cache,
+                                  stage_host_actor stages) {
   auto& st = self->state;
   st.config = std::move(config);
   st.router = std::move(router);
   st.executors = std::move(executors);
   st.cache = std::move(cache);
+  st.stages = std::move(stages);
   self->monitor(st.router);
   self->monitor(st.cache);
+  if (st.stages) self->monitor(st.stages);
   for (const auto& e : st.executors) self->monitor(e);
   self->set_down_handler([self](caf::down_msg& down) { child_down(self, down); });
   self->set_default_handler([self](caf::scheduled_actor*, caf::message_view& view) -> caf::result<caf::message> {
@@ -319,7 +333,7 @@ caf::behavior supervisor_behavior(supervisor_pointer self, SupervisorConfig conf
   return {
       [self](fault_atom, fault_command& f) -> caf::result<std::string> { return inject(self, f); },
       [self](roster_atom) {
-        return node_roster{self->state.router, self->state.executors, self->state.cache};
+        return node_roster{self->state.router, self->state.executors, self->state.cache, self->state.stages};
       },
       // A delayed message's time is up: on to the router, which answers its sender.
       [self](expire_atom, uint64_t id) {
@@ -339,9 +353,10 @@ caf::behavior supervisor_behavior(supervisor_pointer self, SupervisorConfig conf
 }  // namespace
 
 node_router_actor spawn_node_supervisor(caf::actor_system& sys, SupervisorConfig config, node_router_actor router,
-                                        std::vector<gpu_executor_actor> executors, model_cache_actor cache) {
-  auto actor =
-      sys.spawn(supervisor_behavior, std::move(config), std::move(router), std::move(executors), std::move(cache));
+                                        std::vector<gpu_executor_actor> executors, model_cache_actor cache,
+                                        stage_host_actor stages) {
+  auto actor = sys.spawn(supervisor_behavior, std::move(config), std::move(router), std::move(executors),
+                         std::move(cache), std::move(stages));
   return caf::actor_cast<node_router_actor>(actor);
 }
 

@@ -21,7 +21,10 @@
 // The model cache is supervised too: a new one adopts the bytes its predecessor left in the node's
 // store and the router pins its replicas' again; its fetches in flight fail as unavailable (the
 // manager retries the loads) and its multicast hops end with it (their chains splice around them).
-// Not supervised on their own: the hops (a hop that dies fails its transfer on this node).
+// So is the stage host (actors/stage_host_interface.hpp), which pipelines address directly, not
+// through this supervisor: a new one starts empty, the router drops the stages it had handed over
+// and reports the new host from its next report on. Not supervised on their own: the hops (a hop
+// that dies fails its transfer on this node).
 #pragma once
 
 #include <caf/actor.hpp>
@@ -47,17 +50,22 @@ struct node_roster {
   node_router_actor router;
   std::vector<gpu_executor_actor> executors;
   model_cache_actor cache;
+  stage_host_actor stages;
 };
 
 struct SupervisorConfig {
   std::string node;
   bool allow_faults = false;
-  /// A router over these executors and cache (it restores from the node's ledger).
-  std::function<node_router_actor(const std::vector<gpu_executor_actor>&, const model_cache_actor&)> spawn_router;
+  /// A router over these executors, cache and stage host (it restores from the node's ledger).
+  std::function<node_router_actor(const std::vector<gpu_executor_actor>&, const model_cache_actor&,
+                                  const stage_host_actor&)>
+      spawn_router;
   /// A replacement for executor `device`, without an engine (see spawn_replacement_executor).
   std::function<gpu_executor_actor(uint32_t device)> spawn_executor;
   /// A model cache over the node's store (it adopts the blobs there).
   std::function<model_cache_actor()> spawn_cache;
+  /// An empty stage host. Null: the node's stage host is not supervised (none, or tests).
+  std::function<stage_host_actor()> spawn_stages;
   NodeInstruments* instruments = nullptr;
   /// The node's data-plane and hop fault knobs (corrupt-chunk; throttle, stall). May be null.
   std::shared_ptr<std::atomic<uint64_t>> corrupt_next;
@@ -69,7 +77,8 @@ struct SupervisorConfig {
 
 /// The supervisor, typed as the router it stands for. It answers roster_atom with a node_roster.
 node_router_actor spawn_node_supervisor(caf::actor_system& sys, SupervisorConfig config, node_router_actor router,
-                                        std::vector<gpu_executor_actor> executors, model_cache_actor cache);
+                                        std::vector<gpu_executor_actor> executors, model_cache_actor cache,
+                                        stage_host_actor stages = {});
 
 }  // namespace ember
 

@@ -21,7 +21,7 @@ placement::ShadowProfile ShadowPairs::priced(const placement::ShadowProfile& p, 
   return out;
 }
 
-void ShadowPairs::publish(const std::string& name, const Model& m, SwapController& swap) const {
+void ShadowPairs::publish(const model_key& name, const Model& m, SwapController& swap) const {
   std::vector<double> batch_us;
   if (options_.adaptive_batching && m.info.max_batch > 1) {
     // The pair's latency when every Body has a ready Shadow, else the Body's alone.
@@ -49,7 +49,7 @@ void ShadowPairs::publish(const std::string& name, const Model& m, SwapControlle
   swap.set_scaling(name, options_.model_level ? m.bodies : 0, std::move(batch_us));
 }
 
-void ShadowPairs::add_model(const std::string& name, ModelInfo info, SwapController& swap) {
+void ShadowPairs::add_model(const model_key& name, ModelInfo info, SwapController& swap) {
   Model m;
   m.body_rps = placement::body_capacity(info.profile, info.slo_us, info.max_batch).rows_per_s;
   for (const auto& b : info.profile.blocks) m.model_bytes += b.weight_bytes;
@@ -61,7 +61,7 @@ void ShadowPairs::add_model(const std::string& name, ModelInfo info, SwapControl
   publish(name, models_.insert_or_assign(name, std::move(m)).first->second, swap);
 }
 
-std::vector<ShadowPairs::Row> ShadowPairs::remove_model(const std::string& name, SwapController& swap) {
+std::vector<ShadowPairs::Row> ShadowPairs::remove_model(const model_key& name, SwapController& swap) {
   std::vector<Row> out;
   for (auto it = rows_.begin(); it != rows_.end();) {
     if (it->second.model != name) {
@@ -80,7 +80,7 @@ size_t ShadowPairs::count_since(const Model& m, int64_t since) const {
   return static_cast<size_t>(m.arrivals.end() - std::lower_bound(m.arrivals.begin(), m.arrivals.end(), since));
 }
 
-double ShadowPairs::rate(const std::string& model, int64_t now_us) const {
+double ShadowPairs::rate(const model_key& model, int64_t now_us) const {
   auto it = models_.find(model);
   if (it == models_.end()) return 0;
   const auto& arrivals = it->second.arrivals;
@@ -95,7 +95,7 @@ double ShadowPairs::rate(const std::string& model, int64_t now_us) const {
   return static_cast<double>(k - 1) * 1e6 / static_cast<double>(span);
 }
 
-double ShadowPairs::capacity(const std::string& name, const Model& m, const SwapController& swap) const {
+double ShadowPairs::capacity(const model_key& name, const Model& m, const SwapController& swap) const {
   double cap = m.body_rps * static_cast<double>(swap.holders(name).size());
   for (const auto& [id, r] : rows_) {
     if (r.model == name) cap += r.choice.gain_rows_per_s;
@@ -103,7 +103,7 @@ double ShadowPairs::capacity(const std::string& name, const Model& m, const Swap
   return cap;
 }
 
-uint32_t ShadowPairs::bodies(const std::string& model) const {
+uint32_t ShadowPairs::bodies(const model_key& model) const {
   auto it = models_.find(model);
   return it == models_.end() || !options_.model_level ? 0 : it->second.bodies;
 }
@@ -130,7 +130,7 @@ const ShadowPairs::Model::Pairing& ShadowPairs::pairing(Model& m, uint32_t body,
   return it->second;
 }
 
-std::vector<ShadowPairs::Row> ShadowPairs::arrival(const std::string& name, int64_t now_us, SwapController& swap) {
+std::vector<ShadowPairs::Row> ShadowPairs::arrival(const model_key& name, int64_t now_us, SwapController& swap) {
   std::vector<Row> out;
   auto it = models_.find(name);
   if (it == models_.end()) return out;
@@ -256,7 +256,7 @@ ShadowPairs::PeriodResult ShadowPairs::period(int64_t now_us, SwapController& sw
   return out;
 }
 
-std::optional<std::pair<uint64_t, double>> ShadowPairs::pair(const std::string& model, uint32_t body,
+std::optional<std::pair<uint64_t, double>> ShadowPairs::pair(const model_key& model, uint32_t body,
                                                              uint32_t rows) const {
   if (rows < 2) return std::nullopt;
   auto m = models_.find(model);

@@ -70,7 +70,7 @@ class ShadowPairs {
   /// A row of the function registration table.
   struct Row {
     uint64_t id = 0;
-    std::string model;
+    model_key model;
     uint32_t body = 0;    // the Body's device
     uint32_t device = 0;  // the Shadow's
     placement::ShadowChoice choice;
@@ -84,21 +84,21 @@ class ShadowPairs {
   struct PeriodResult {
     std::vector<Row> release;  // Shadows to drop (their devices are no longer lent)
     /// Model-level scaling in: copies to free, (model, device).
-    std::vector<std::pair<std::string, uint32_t>> drop;
+    std::vector<std::pair<model_key, uint32_t>> drop;
   };
 
   ShadowPairs(ShadowScalingOptions options, placement::NodeTopology topology);
   const ShadowScalingOptions& options() const { return options_; }
 
   /// A model with its profile (replacing one before); its limits go to `swap` at once.
-  void add_model(const std::string& name, ModelInfo info, SwapController& swap);
+  void add_model(const model_key& name, ModelInfo info, SwapController& swap);
   /// Forgets a model: its Shadows to drop.
-  std::vector<Row> remove_model(const std::string& name, SwapController& swap);
-  bool has_model(const std::string& name) const { return models_.count(name) > 0; }
+  std::vector<Row> remove_model(const model_key& name, SwapController& swap);
+  bool has_model(const model_key& name) const { return models_.count(name) > 0; }
 
   /// A request of `model` arrived: counted, and (layer-level scaling) the Shadows to start now,
   /// already in the table as starting, their devices lent in `swap`.
-  std::vector<Row> arrival(const std::string& model, int64_t now_us, SwapController& swap);
+  std::vector<Row> arrival(const model_key& model, int64_t now_us, SwapController& swap);
   /// A Shadow's executor holds it now.
   void started(uint64_t id, uint64_t bytes, uint64_t start_us, SwapController& swap);
   /// A Shadow failed to start, or is gone (its device restarted, a split could not reach it): its
@@ -109,15 +109,15 @@ class ShadowPairs {
 
   /// For a run of `rows` rows of `model` on device `body`: its ready Shadow and the share of the
   /// rows it takes (Eq. 6's b_S / b), or nullopt.
-  std::optional<std::pair<uint64_t, double>> pair(const std::string& model, uint32_t body, uint32_t rows) const;
+  std::optional<std::pair<uint64_t, double>> pair(const model_key& model, uint32_t body, uint32_t rows) const;
   const std::map<uint64_t, Row>& table() const { return rows_; }
   /// Model-level scaling's Body count for `model` (0: not scaled by it).
-  uint32_t bodies(const std::string& model) const;
+  uint32_t bodies(const model_key& model) const;
   /// The rate over the last burst window, requests per second; when it holds fewer than
   /// kRateArrivals arrivals, the gaps between that many last ones over their span (at least the
   /// window), and 0 before there were that many: a model of a few requests a second has one or none
   /// in a window, and a burst is told from chance by more.
-  double rate(const std::string& model, int64_t now_us) const;
+  double rate(const model_key& model, int64_t now_us) const;
   static constexpr size_t kRateArrivals = 8;
   /// A Shadow holds the fewest bytes that add this share of a Body's rate, and at most
   /// kShadowMaxShare of the model's bytes (see arrival()).
@@ -145,14 +145,14 @@ class ShadowPairs {
   /// The profile with the transfer between devices `a` and `b` priced (see the header).
   placement::ShadowProfile priced(const placement::ShadowProfile& p, uint32_t a, uint32_t b) const;
   /// The capacity of `model`'s Bodies in `swap` and their Shadows (rows per second).
-  double capacity(const std::string& name, const Model& m, const SwapController& swap) const;
+  double capacity(const model_key& name, const Model& m, const SwapController& swap) const;
   size_t count_since(const Model& m, int64_t since) const;
   /// Pushes the model's limits (Body count, batch latencies) to `swap`.
-  void publish(const std::string& name, const Model& m, SwapController& swap) const;
+  void publish(const model_key& name, const Model& m, SwapController& swap) const;
 
   ShadowScalingOptions options_;
   placement::NodeTopology topology_;
-  std::map<std::string, Model> models_;
+  std::map<model_key, Model> models_;
   std::map<uint64_t, Row> rows_;
   uint64_t next_id_ = 1;
   int64_t last_period_us_ = 0;

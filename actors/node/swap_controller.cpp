@@ -33,7 +33,22 @@ bool SwapController::idle(uint32_t device) const {
   return dev.up && !dev.lent && !dev.executing && dev.loading.source == LoadSource::none;
 }
 
-std::vector<uint32_t> SwapController::holders(const std::string& model) const {
+const std::string& SwapController::name_of(const model_key& key) const {
+  auto it = names_.find(key);
+  if (it == names_.end()) {
+    it = names_.emplace(key, key.to_string()).first;
+    keys_.emplace(it->second, key);
+  }
+  return it->second;
+}
+
+const model_key& SwapController::key_of(const std::string& name) const {
+  // Every name placement/ holds came from name_of.
+  return keys_.at(name);
+}
+
+std::vector<uint32_t> SwapController::holders(const model_key& key) const {
+  const std::string& model = name_of(key);
   std::vector<uint32_t> out;
   for (uint32_t d = 0; d < devices_.size(); ++d) {
     const Device& dev = devices_[d];
@@ -43,15 +58,16 @@ std::vector<uint32_t> SwapController::holders(const std::string& model) const {
   return out;
 }
 
-void SwapController::set_scaling(const std::string& model, uint32_t max_devices, std::vector<double> batch_us) {
-  auto it = models_.find(model);
+void SwapController::set_scaling(const model_key& model, uint32_t max_devices, std::vector<double> batch_us) {
+  auto it = models_.find(name_of(model));
   if (it == models_.end()) return;
   it->second.max_devices = max_devices;
   it->second.batch_us = std::move(batch_us);
 }
 
-bool SwapController::drop(const std::string& model, uint32_t device) {
+bool SwapController::drop(const model_key& key, uint32_t device) {
   if (device >= devices_.size()) return false;
+  const std::string& model = name_of(key);
   Device& dev = devices_[device];
   auto r = dev.replicas.find(model);
   if (r == dev.replicas.end() || r->second.swapping_in || dev.locks.count(model) || dev.running.count(model) ||
@@ -65,39 +81,43 @@ bool SwapController::drop(const std::string& model, uint32_t device) {
 
 bool SwapController::admits_beside(const Device& dev, const SwapModel& m) const {
   if (!dev.up || dev.lent || !dev.executing || dev.alone || dev.loading.source != LoadSource::none) return false;
-  if (dev.beside + 1 >= options_.streams || dev.running.count(m.name) || dev.may_evict.count(m.name)) return false;
-  auto r = dev.replicas.find(m.name);
+  const std::string& name = name_of(m.key);
+  if (dev.beside + 1 >= options_.streams || dev.running.count(name) || dev.may_evict.count(name)) return false;
+  auto r = dev.replicas.find(name);
   if (r == dev.replicas.end() || r->second.swapping_in) return false;
   return dev.workspace > 0 && dev.activations + m.activation_bytes <= dev.workspace;
 }
 
 void SwapController::count_run(Device& dev, SwapDispatch& d) {
-  auto m = models_.find(d.model);
+  const std::string& name = name_of(d.model);
+  auto m = models_.find(name);
   d.activation_bytes = m == models_.end() ? 0 : m->second.activation_bytes;
   d.counted = true;
   dev.activations += d.activation_bytes;
-  dev.running.insert(d.model);
+  dev.running.insert(name);
 }
 
 void SwapController::uncount_run(Device& dev, const SwapDispatch& d) {
   if (!d.counted) return;
   dev.activations -= std::min(dev.activations, d.activation_bytes);
-  if (auto it = dev.running.find(d.model); it != dev.running.end()) dev.running.erase(it);
+  if (auto it = dev.running.find(name_of(d.model)); it != dev.running.end()) dev.running.erase(it);
 }
 
 Status SwapController::add_model(const SwapModel& model) {
   uint64_t largest = 0;
   for (const auto& d : devices_) largest = std::max(largest, d.capacity);
+  const std::string& name = name_of(model.key);
   if (model.bytes > largest) {
-    return invalid_argument("model " + model.name + " needs " + format_bytes(model.bytes) +
+    return invalid_argument("model " + name + " needs " + format_bytes(model.bytes) +
                             " of device memory; the largest model pool of this node holds " + format_bytes(largest));
   }
-  EMBER_RETURN_IF_ERROR(queue_.register_model(model.name, model.deadline_us, model.percentile));
-  models_[model.name] = model;
+  EMBER_RETURN_IF_ERROR(queue_.register_model(name, model.deadline_us, model.percentile));
+  models_[name] = model;
   return Status::OK();
 }
 
-std::pair<std::vector<uint64_t>, std::vector<uint32_t>> SwapController::remove_model(const std::string& name) {
+std::pair<std::vector<uint64_t>, std::vector<uint32_t>> SwapController::remove_model(const model_key& key) {
+  const std::string& name = name_of(key);
   std::vector<uint64_t> ids;
   for (const auto& q : queue_.remove_model(name)) {
     ids.push_back(q.id);
@@ -118,26 +138,31 @@ std::pair<std::vector<uint64_t>, std::vector<uint32_t>> SwapController::remove_m
   return {ids, holders};
 }
 
-void SwapController::note_activations(const std::string& name, uint64_t bytes) {
-  auto it = models_.find(name);
+void SwapController::note_activations(const model_key& key, uint64_t bytes) {
+  auto it = models_.find(name_of(key));
   if (it != models_.end()) it->second.activation_bytes = std::max(it->second.activation_bytes, bytes);
 }
 
-std::optional<SwapModel> SwapController::model(const std::string& name) const {
-  auto it = models_.find(name);
+bool SwapController::has_model(const model_key& key) const { return models_.count(name_of(key)) > 0; }
+
+size_t SwapController::queued(const model_key& key) const { return queue_.queued(name_of(key)); }
+
+std::optional<SwapModel> SwapController::model(const model_key& key) const {
+  auto it = models_.find(name_of(key));
   if (it == models_.end()) return std::nullopt;
   return it->second;
 }
 
-Status SwapController::submit(uint64_t request, const std::string& model, int64_t now_us,
+Status SwapController::submit(uint64_t request, const model_key& model, int64_t now_us,
                               std::optional<uint32_t> prefer) {
-  EMBER_RETURN_IF_ERROR(queue_.push(request, model, now_us));
+  EMBER_RETURN_IF_ERROR(queue_.push(request, name_of(model), now_us));
   if (prefer && *prefer < devices_.size()) prefer_[request] = *prefer;
   return Status::OK();
 }
 
-Status SwapController::requeue(uint64_t request, const std::string& model, int64_t arrival_us, bool alone) {
+Status SwapController::requeue(uint64_t request, const model_key& key, int64_t arrival_us, bool alone) {
   ++counters_.requeued;
+  const std::string& model = name_of(key);
   EMBER_RETURN_IF_ERROR(queue_.push(request, model, arrival_us));
   if (alone && alone_.emplace(request, model).second) ++alone_models_[model];
   return Status::OK();
@@ -228,13 +253,13 @@ SwapDispatch SwapController::start(const placement::QueuedRequest& q, const Plan
   }
   SwapDispatch out;
   out.request = q.id;
-  out.model = q.model;
+  out.model = key_of(q.model);
   out.arrival_us = q.arrival_us;
   out.device = *plan.decision.device;
   out.action = plan.decision.action;
   out.source = plan.decision.source;
   out.reason = plan.decision.reason;
-  out.fallback = plan.fallback;
+  for (const auto& f : plan.fallback) out.fallback.push_back(key_of(f));
   Device& dev = devices_[out.device];
   out.life = dev.life;
   dev.executing = true;
@@ -243,7 +268,7 @@ SwapDispatch SwapController::start(const placement::QueuedRequest& q, const Plan
   count_run(dev, out);
   dev.may_evict.insert(plan.fallback.begin(), plan.fallback.end());
   for (const auto& v : plan.evict) {
-    out.evict.push_back(v.model);
+    out.evict.push_back(key_of(v.model));
     auto it = dev.replicas.find(v.model);
     if (it == dev.replicas.end()) continue;
     dev.free += it->second.bytes;
@@ -398,7 +423,7 @@ SwapDispatch SwapController::run_on_busy(const placement::QueuedRequest& q, uint
   ++counters_.runs;
   SwapDispatch d;
   d.request = q.id;
-  d.model = q.model;
+  d.model = key_of(q.model);
   d.arrival_us = q.arrival_us;
   d.device = device;
   d.action = SwapAction::run;
@@ -407,7 +432,8 @@ SwapDispatch SwapController::run_on_busy(const placement::QueuedRequest& q, uint
   return d;
 }
 
-void SwapController::ran_inline(const std::string& model, uint32_t device, uint64_t latency_us, int64_t now_us) {
+void SwapController::ran_inline(const model_key& key, uint32_t device, uint64_t latency_us, int64_t now_us) {
+  const std::string& model = name_of(key);
   if (device >= devices_.size() || !models_.count(model)) return;
   auto it = devices_[device].replicas.find(model);
   if (it == devices_[device].replicas.end()) return;
@@ -418,6 +444,7 @@ void SwapController::ran_inline(const std::string& model, uint32_t device, uint6
 
 void SwapController::finish(const SwapDispatch& d, const SwapOutcome& o, uint64_t latency_us, int64_t now_us) {
   Device& dev = devices_[d.device];
+  const std::string& model = name_of(d.model);
   if (d.beside) {
     if (d.life == dev.life) {
       --dev.beside;
@@ -427,9 +454,9 @@ void SwapController::finish(const SwapDispatch& d, const SwapOutcome& o, uint64_
         device_down(d.device);
         return;
       }
-      if (auto it = dev.replicas.find(d.model); it != dev.replicas.end()) it->second.last_use = ++tick_;
+      if (auto it = dev.replicas.find(model); it != dev.replicas.end()) it->second.last_use = ++tick_;
     }
-    if (o.answered && !o.fault) queue_.record(d.model, latency_us, now_us);
+    if (o.answered && !o.fault) queue_.record(model, latency_us, now_us);
     return;
   }
   if (d.life != dev.life) {
@@ -437,9 +464,9 @@ void SwapController::finish(const SwapDispatch& d, const SwapOutcome& o, uint64_
     // reset then; only the source's lock and the outcome remain to account for.
     if (d.source) {
       Device& src = devices_[*d.source];
-      if (auto it = src.locks.find(d.model); it != src.locks.end() && --it->second == 0) src.locks.erase(it);
+      if (auto it = src.locks.find(model); it != src.locks.end() && --it->second == 0) src.locks.erase(it);
     }
-    if (o.answered && !o.fault) queue_.record(d.model, latency_us, now_us);
+    if (o.answered && !o.fault) queue_.record(model, latency_us, now_us);
     return;
   }
   uncount_run(dev, d);
@@ -456,22 +483,22 @@ void SwapController::finish(const SwapDispatch& d, const SwapOutcome& o, uint64_
   dev.may_evict.clear();
   if (d.source) {
     Device& src = devices_[*d.source];
-    if (auto it = src.locks.find(d.model); it != src.locks.end() && --it->second == 0) src.locks.erase(it);
+    if (auto it = src.locks.find(model); it != src.locks.end() && --it->second == 0) src.locks.erase(it);
   }
   if (o.fault) {
     ++counters_.faults;
     device_down(d.device);
     return;
   }
-  for (const auto& name : o.evicted) {
-    auto it = dev.replicas.find(name);
+  for (const auto& key : o.evicted) {
+    auto it = dev.replicas.find(name_of(key));
     if (it == dev.replicas.end()) continue;
     dev.replicas.erase(it);
     ++counters_.evictions;
   }
-  auto it = dev.replicas.find(d.model);
-  if (o.resident && models_.count(d.model)) {
-    Replica& r = dev.replicas[d.model];
+  auto it = dev.replicas.find(model);
+  if (o.resident && models_.count(model)) {
+    Replica& r = dev.replicas[model];
     r.swapping_in = false;
     r.bytes = o.footprint;
     r.last_use = ++tick_;
@@ -480,9 +507,9 @@ void SwapController::finish(const SwapDispatch& d, const SwapOutcome& o, uint64_
   }
   dev.free = o.pool_free;
   if (!o.answered) return;
-  queue_.record(d.model, latency_us, now_us);
+  queue_.record(model, latency_us, now_us);
   for (const auto& q : d.batch)
-    queue_.record(d.model, static_cast<uint64_t>(std::max<int64_t>(0, now_us - q.arrival_us)), now_us);
+    queue_.record(model, static_cast<uint64_t>(std::max<int64_t>(0, now_us - q.arrival_us)), now_us);
 }
 
 void SwapController::device_down(uint32_t device) {
@@ -509,10 +536,10 @@ void SwapController::device_up(uint32_t device, uint64_t pool_bytes) {
   dev.capacity = dev.free = pool_bytes;
 }
 
-std::vector<std::string> SwapController::resident(uint32_t device) const {
-  std::vector<std::string> out;
+std::vector<model_key> SwapController::resident(uint32_t device) const {
+  std::vector<model_key> out;
   for (const auto& [name, r] : devices_.at(device).replicas) {
-    if (!r.swapping_in) out.push_back(name);
+    if (!r.swapping_in) out.push_back(key_of(name));
   }
   return out;
 }

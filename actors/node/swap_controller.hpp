@@ -7,6 +7,11 @@
 // Owner: the node_router (one per node, called from that actor only). Plain C++: not thread-safe,
 // never blocks, no clock (every time is a `now_us` from the router's monotonic clock).
 //
+// Models are named by their model_key here as everywhere on the node. placement/ knows them by a
+// string (it cannot see model_key): the key's "<name>/<version>", made once per model the first
+// time the controller sees it and kept both ways (a few bytes per model version ever served), so
+// that no request builds one.
+//
 // Request lifecycle:  submit ──▶ queued (RRC order) ──dispatch──▶ running on one device ──finish──▶ done
 //                                   ▲                                  │ fault: the device is down
 //                                   └────────── requeued ◀─────────────┘ until device_up (restart)
@@ -43,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/messages.hpp"
 #include "base/status.hpp"
 #include "config/choices.hpp"
 #include "placement/eviction.hpp"
@@ -69,7 +75,7 @@ struct SwapControllerOptions {
 
 /// A model the node serves: its bytes live in host memory; device copies come and go.
 struct SwapModel {
-  std::string name;
+  model_key key;
   /// Pool bytes a device copy takes (the weights; the executor reports the exact footprint).
   uint64_t bytes = 0;
   placement::Heaviness heaviness = placement::Heaviness::light;
@@ -103,14 +109,14 @@ struct SwapModel {
 /// One request to run now on one device.
 struct SwapDispatch {
   uint64_t request = 0;
-  std::string model;
+  model_key model;
   uint32_t device = 0;
   placement::SwapAction action = placement::SwapAction::run;
   /// swap_from_peer: the device copied from (locked until finish).
   std::optional<uint32_t> source;
   /// Evict these first (the policy's plan), then `fallback` in order if the pool still lacks room.
-  std::vector<std::string> evict;
-  std::vector<std::string> fallback;
+  std::vector<model_key> evict;
+  std::vector<model_key> fallback;
   int64_t arrival_us = 0;
   std::string reason;
   /// Dynamic batching: more requests of the model that run with this one, oldest first.
@@ -137,7 +143,7 @@ struct SwapOutcome {
   bool resident = false;
   uint64_t footprint = 0;
   /// Models the executor dropped (the plan's and fallbacks actually used).
-  std::vector<std::string> evicted;
+  std::vector<model_key> evicted;
   uint64_t pool_free = 0;
 };
 
@@ -160,24 +166,24 @@ class SwapController {
   Status add_model(const SwapModel& model);
   /// Forgets a model: returns its queued requests (to fail) and the devices holding a copy (for the
   /// router to free). A request of it still running finishes normally.
-  std::pair<std::vector<uint64_t>, std::vector<uint32_t>> remove_model(const std::string& name);
-  bool has_model(const std::string& name) const { return models_.count(name) > 0; }
-  std::optional<SwapModel> model(const std::string& name) const;
+  std::pair<std::vector<uint64_t>, std::vector<uint32_t>> remove_model(const model_key& key);
+  bool has_model(const model_key& key) const;
+  std::optional<SwapModel> model(const model_key& key) const;
   /// A run of `name` took `bytes` of activations: its estimate (SwapModel::activation_bytes) grows
   /// to the largest seen (larger batches and inputs plan more).
-  void note_activations(const std::string& name, uint64_t bytes);
+  void note_activations(const model_key& key, uint64_t bytes);
 
   /// Queues a request. invalid_argument for an unknown model; unavailable when the queue is full.
   /// `prefer`: a device the request would rather run on (a workflow step whose inputs are kept
   /// there). Where Ember departs from Algorithm 1: when the request is dispatched and its model is
   /// resident and idle on that device, it runs there instead of where the policy chose; otherwise
   /// the policy's choice stands (moving a model costs more than bringing its inputs over).
-  Status submit(uint64_t request, const std::string& model, int64_t now_us,
+  Status submit(uint64_t request, const model_key& model, int64_t now_us,
                 std::optional<uint32_t> prefer = std::nullopt);
   /// Puts a request back at the end of its model's queue (after a fault), keeping its arrival.
   /// `alone`: it ran out of memory beside other runs; no request of its model runs beside others
   /// until it has been dispatched as a device's own request, and nothing is admitted beside it.
-  Status requeue(uint64_t request, const std::string& model, int64_t arrival_us, bool alone = false);
+  Status requeue(uint64_t request, const model_key& model, int64_t arrival_us, bool alone = false);
   /// For a request about to be dispatched, which other queued requests (by id) may join it; an empty
   /// filter: none.
   using BatchJoin = std::function<placement::RrcQueue::RequestFilter(const placement::QueuedRequest& lead)>;
@@ -195,7 +201,7 @@ class SwapController {
   /// A request of `model` ran on `device` without a dispatch (an inline run: the device was idle and
   /// the model resident), answered `latency_us` after it arrived: recorded as a run there (its last
   /// use, for eviction) and as an outcome (the SLO). Nothing when the model or its copy there is gone.
-  void ran_inline(const std::string& model, uint32_t device, uint64_t latency_us, int64_t now_us);
+  void ran_inline(const model_key& model, uint32_t device, uint64_t latency_us, int64_t now_us);
 
   /// The device faulted: nothing is resident there and nothing is dispatched to it until device_up.
   void device_down(uint32_t device);
@@ -209,22 +215,24 @@ class SwapController {
   /// Whether the device could take a request now: up, not lent, not executing or loading.
   bool idle(uint32_t device) const;
   /// Devices up and not lent holding a complete copy of `model` (a Body, AsyFunc's word).
-  std::vector<uint32_t> holders(const std::string& model) const;
+  std::vector<uint32_t> holders(const model_key& model) const;
   uint64_t free_bytes(uint32_t device) const { return devices_.at(device).free; }
   /// Replaces a model's limits that scaling changes as it runs (SwapModel::max_devices, batch_us);
   /// nothing for an unknown model.
-  void set_scaling(const std::string& model, uint32_t max_devices, std::vector<double> batch_us);
+  void set_scaling(const model_key& model, uint32_t max_devices, std::vector<double> batch_us);
   /// Forgets `model`'s copy on `device` (model-level scaling in: the router frees it there); false
   /// when there is none, or it is in use (executing there, being copied in, or a copy's source).
-  bool drop(const std::string& model, uint32_t device);
+  bool drop(const model_key& model, uint32_t device);
 
   /// Runs the RRC queue's periods; returns when the next is due.
   int64_t tick(int64_t now_us) { return queue_.tick(now_us); }
 
   const placement::RrcQueue& queue() const { return queue_; }
+  /// Requests of `model` waiting in the queue.
+  size_t queued(const model_key& model) const;
   const SwapCounters& counters() const { return counters_; }
-  /// Models resident on `device`, by name.
-  std::vector<std::string> resident(uint32_t device) const;
+  /// Models resident on `device`.
+  std::vector<model_key> resident(uint32_t device) const;
   uint32_t device_count() const { return static_cast<uint32_t>(devices_.size()); }
 
  private:
@@ -265,6 +273,10 @@ class SwapController {
     std::vector<std::string> fallback;
   };
 
+  /// placement/'s name of `key` (see the header), and the key of one of its names.
+  const std::string& name_of(const model_key& key) const;
+  const model_key& key_of(const std::string& name) const;
+
   std::vector<placement::DeviceState> states() const;
   std::vector<placement::DeviceReplicaView> views() const;
   /// A plan for `model` given the device states `st` (a copy: devices that cannot make room are
@@ -282,7 +294,9 @@ class SwapController {
   placement::NodeTopology topology_;
   SwapControllerOptions options_;
   std::vector<Device> devices_;
-  std::map<std::string, SwapModel> models_;
+  std::map<std::string, SwapModel> models_;         // by placement's name
+  mutable std::map<model_key, std::string> names_;  // name_of's, never erased
+  mutable std::map<std::string, model_key, std::less<>> keys_;
   placement::RrcQueue queue_;
   std::mt19937_64 rng_;
   uint64_t tick_ = 0;  // last-use stamps

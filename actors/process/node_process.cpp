@@ -18,6 +18,7 @@
 #include "actors/node/node_router.hpp"
 #include "actors/node/node_supervisor.hpp"
 #include "actors/node/replica_ledger.hpp"
+#include "actors/node/stage_host.hpp"
 #include "actors/process/data_server_options.hpp"
 #include "base/service_notify.hpp"
 #include "base/units.hpp"
@@ -158,7 +159,10 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   if (node.allow_faults) cache.transfer.fault = hop_fault;
   p->cache_ = spawn_model_cache(sys, cache, p->store_, p->instruments_.get(), p->fetches_, p->hops_);
   NodeRouterConfig router{p->name_, {node.data_listen.host, p->blob_server_->port()}, transfer.rack, std::nullopt};
-  router.handoff = StageHandoff{p->store_, kind, &p->handoffs_, server.tickets, server.tls};
+  StageHostConfig stage_host{p->name_, router.data,
+                             StageHandoff{p->store_, kind, &p->handoffs_, server.tickets, server.tls}};
+  p->stages_ = spawn_stage_host(sys, stage_host, p->instruments_.get());
+  router.stages = p->stages_;
   router.ledger = std::make_shared<ReplicaLedger>();
   router.inline_runs = p->inline_runs_;
   if (binding.mode == BindingMode::late) {
@@ -176,8 +180,14 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
     supervision.hop_fault = hop_fault;
   }
   supervision.spawn_router = [&sys, router, reports, instruments = p->instruments_.get()](
-                                 const std::vector<gpu_executor_actor>& executors, const model_cache_actor& cache) {
-    return spawn_node_router(sys, router, executors, reports, cache, instruments);
+                                 const std::vector<gpu_executor_actor>& executors, const model_cache_actor& cache,
+                                 const stage_host_actor& stages) {
+    NodeRouterConfig config = router;
+    config.stages = stages;
+    return spawn_node_router(sys, std::move(config), executors, reports, cache, instruments);
+  };
+  supervision.spawn_stages = [&sys, stage_host, instruments = p->instruments_.get()] {
+    return spawn_stage_host(sys, stage_host, instruments);
   };
   supervision.spawn_cache = [&sys, cache, store = p->store_, instruments = p->instruments_.get(),
                              fetches = &p->fetches_, hops = &p->hops_] {
@@ -188,7 +198,8 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
     return spawn_replacement_executor(sys, reports[device].name, name, instruments, *maintenance, reopens[device],
                                       InlineSlot{runs, device});
   };
-  p->router_ = spawn_node_supervisor(sys, std::move(supervision), std::move(first), p->executors_, p->cache_);
+  p->router_ =
+      spawn_node_supervisor(sys, std::move(supervision), std::move(first), p->executors_, p->cache_, p->stages_);
   if (node.allow_faults) spdlog::warn("node {}: fault injection is allowed (--allow-faults)", p->name_);
   if (node.manager) {
     // A node of a cluster (not one inside `ember serve`): gateways dial its router directly.
@@ -217,13 +228,14 @@ NodeProcess::~NodeProcess() {
   };
   // The supervisor first (it would restart what stops), then what it holds now: the actors it
   // restarted replaced those this process spawned.
-  node_roster roster{router_, executors_, cache_};
+  node_roster roster{router_, executors_, cache_, stages_};
   if (router_) {
     self->request(caf::actor_cast<caf::actor>(router_), std::chrono::seconds(10), roster_atom_v)
         .receive([&](node_roster& r) { roster = std::move(r); }, [](caf::error&) {});
   }
   stop(router_);
   stop(roster.router);
+  stop(roster.stages);
   stop(roster.cache);  // waits for the hops it spawned too
   for (auto& e : roster.executors) stop(e);
   // The members go now: the queues run what is left (the executors' engines among it) and join.

@@ -80,6 +80,7 @@ class NodeProcess {
   std::unique_ptr<transport::DataServer> blob_server_;
   std::vector<gpu_executor_actor> executors_;
   model_cache_actor cache_;
+  stage_host_actor stages_;  // the first; its supervisor replaces it
   /// The node's supervisor, which stands for its router (actors/node/node_supervisor.hpp).
   node_router_actor router_;
   HostPort control_;  // where router_ is published (port 0: not)

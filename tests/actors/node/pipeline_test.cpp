@@ -16,6 +16,7 @@
 #include "actors/node/model_cache.hpp"
 #include "actors/node/node_instruments.hpp"
 #include "actors/node/node_router.hpp"
+#include "actors/node/stage_host.hpp"
 #include "actors/node_router_interface.hpp"
 #include "actors/tensor_codec.hpp"
 #include "gpu/profiler.hpp"
@@ -75,6 +76,7 @@ struct Pipeline {
   gpu_executor_actor execs[kStages];
   model_cache_actor caches[kStages];
   node_router_actor routers[kStages];
+  stage_host_actor hosts[kStages];  // what the pipeline's hops address
   std::vector<gpu::LayerRange> ranges;
   const model_key key{"gpt2", 1};
 
@@ -111,20 +113,23 @@ struct Pipeline {
       stores[i] = std::make_shared<BlobStore>();
       caches[i] = spawn_model_cache(*sys, ModelCacheConfig{}, stores[i], &instruments[i], fetches, hops);
       NodeRouterConfig config{name, {"127.0.0.1", 0}, "", std::nullopt};
+      StageHostConfig host{name, {"127.0.0.1", 0}, std::nullopt};
       if (handoff != Handoff::inline_message) {
         const TransportKind kind = handoff == Handoff::ucx ? TransportKind::ucx : TransportKind::tcp;
         data[i] = testing::must(transport::start_data_server(kind, {}, stores[i]->lookup()), "data plane");
-        config.data.port = data[i]->port();
-        config.handoff = StageHandoff{stores[i], kind, &handoffs};
+        config.data.port = host.data.port = data[i]->port();
+        host.handoff = StageHandoff{stores[i], kind, &handoffs};
       }
+      hosts[i] = spawn_stage_host(*sys, host, &instruments[i]);
+      config.stages = hosts[i];
       routers[i] = spawn_node_router(*sys, config, {execs[i]}, {{"sim:0", 64 << 20, 0}}, caches[i], &instruments[i]);
     }
   }
   ~Pipeline() {
     caf::scoped_actor self{*sys};
     for (int i = 0; i < kStages; ++i) {
-      for (const caf::actor& a : {caf::actor_cast<caf::actor>(routers[i]), caf::actor_cast<caf::actor>(caches[i]),
-                                  caf::actor_cast<caf::actor>(execs[i])}) {
+      for (const caf::actor& a : {caf::actor_cast<caf::actor>(hosts[i]), caf::actor_cast<caf::actor>(routers[i]),
+                                  caf::actor_cast<caf::actor>(caches[i]), caf::actor_cast<caf::actor>(execs[i])}) {
         self->send_exit(a, caf::exit_reason::user_shutdown);
         self->wait_for(a);
       }
@@ -165,7 +170,7 @@ struct Pipeline {
   std::vector<pipeline_hop> hops_list() const {
     std::vector<pipeline_hop> h;
     for (int i = 0; i < kStages; ++i) {
-      h.push_back({caf::actor_cast<caf::actor>(routers[i]), stage_key_of(key, ranges[i].first, ranges[i].last),
+      h.push_back({caf::actor_cast<caf::actor>(hosts[i]), stage_key_of(key, ranges[i].first, ranges[i].last),
                    "n" + std::to_string(i)});
     }
     return h;
@@ -221,7 +226,7 @@ TEST(Pipeline, ThreeStagesFetchOnlyTheirLayersAndAnswerAsTheWholeModel) {
   // A request and its answer through the three stages, then eight at once (one at a time per
   // stage, credits between them).
   const stage_request first = f.request(1);
-  auto reply = ask<infer_reply>(*f.sys, f.routers[0], 30s, first);
+  auto reply = ask<infer_reply>(*f.sys, f.hosts[0], 30s, first);
   ASSERT_TRUE(reply.ok()) << reply.error().to_string();
   EXPECT_EQ(reply->model, f.key);
   EXPECT_EQ(reply->id, "r1");
@@ -230,7 +235,7 @@ TEST(Pipeline, ThreeStagesFetchOnlyTheirLayersAndAnswerAsTheWholeModel) {
   caf::scoped_actor self{*f.sys};
   std::map<std::string, infer_reply> answers;
   int errors = 0;
-  for (uint64_t s = 10; s < 18; ++s) self->send(f.routers[0], f.request(s));
+  for (uint64_t s = 10; s < 18; ++s) self->send(f.hosts[0], f.request(s));
   for (int i = 0; i < 8; ++i) {
     self->receive([&](infer_reply& r) { answers[r.id] = std::move(r); }, [&](caf::error&) { ++errors; },
                   caf::after(30s) >> [&] { ++errors; });
@@ -251,7 +256,7 @@ TEST(Pipeline, TensorsTravelOverUcxOrInTheMessageAlike) {
     f.load_all();
     for (uint64_t s = 20; s < 23; ++s) {
       const stage_request r = f.request(s);
-      auto reply = ask<infer_reply>(*f.sys, f.routers[0], 30s, r);
+      auto reply = ask<infer_reply>(*f.sys, f.hosts[0], 30s, r);
       ASSERT_TRUE(reply.ok()) << reply.error().to_string();
       expect_same(f.direct(r), *reply);
     }
@@ -266,7 +271,7 @@ TEST(Pipeline, AForgedOrLostHandoffIsAClearErrorAndTheStageServesOn) {
   auto handed = [&](uint64_t seed, const std::string& key) {
     stage_request r = f.request(seed);
     r.at = 1;
-    r.upstream = caf::actor_cast<caf::actor>(f.routers[0]);
+    r.upstream = caf::actor_cast<caf::actor>(f.hosts[0]);
     std::vector<uint8_t> bytes;
     for (tensor_msg& t : r.request.inputs) {
       r.handoff.sizes.push_back(t.data.size());
@@ -282,29 +287,29 @@ TEST(Pipeline, AForgedOrLostHandoffIsAClearErrorAndTheStageServesOn) {
   // Gone from the upstream (it died, or dropped it): retryable.
   stage_request lost = handed(50, "lost");
   f.stores[0]->erase_handoff("lost");
-  auto got = ask<infer_reply>(*f.sys, f.routers[1], 10s, lost);
+  auto got = ask<infer_reply>(*f.sys, f.hosts[1], 10s, lost);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error().code(), ErrorCode::unavailable) << got.error().to_string();
   EXPECT_NE(got.error().message().find("did not arrive"), std::string::npos) << got.error().to_string();
   // Bytes that are not what the digest says: caught, retryable.
   stage_request swapped = handed(51, "swapped");
   swapped.handoff.sha256 = handed(52, "other").handoff.sha256;
-  got = ask<infer_reply>(*f.sys, f.routers[1], 10s, swapped);
+  got = ask<infer_reply>(*f.sys, f.hosts[1], 10s, swapped);
   ASSERT_FALSE(got.ok());
   EXPECT_NE(got.error().message().find("digest"), std::string::npos) << got.error().to_string();
   // Sizes that do not describe the tensors, or bytes both inline and handed over: invalid_argument.
   stage_request miscounted = handed(53, "miscounted");
   miscounted.handoff.sizes.push_back(1);
-  got = ask<infer_reply>(*f.sys, f.routers[1], 10s, miscounted);
+  got = ask<infer_reply>(*f.sys, f.hosts[1], 10s, miscounted);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error().code(), ErrorCode::invalid_argument) << got.error().to_string();
   stage_request both = handed(54, "both");
   both.request.inputs[0].data = {1, 2, 3};
-  got = ask<infer_reply>(*f.sys, f.routers[1], 10s, both);
+  got = ask<infer_reply>(*f.sys, f.hosts[1], 10s, both);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.error().code(), ErrorCode::invalid_argument) << got.error().to_string();
   // The pipeline serves on.
-  auto reply = ask<infer_reply>(*f.sys, f.routers[0], 30s, f.request(56));
+  auto reply = ask<infer_reply>(*f.sys, f.hosts[0], 30s, f.request(56));
   ASSERT_TRUE(reply.ok()) << reply.error().to_string();
   expect_same(f.direct(f.request(56)), *reply);
 }
@@ -325,7 +330,7 @@ TEST(Pipeline, AMemberCompletesByFetchingOnlyTheLayersOutsideItsStage) {
   auto reply = ask<infer_reply>(*f.sys, f.routers[i], 30s, req);
   ASSERT_TRUE(reply.ok()) << reply.error().to_string();
   expect_same(f.direct(f.request(40)), *reply);
-  EXPECT_TRUE(ask<infer_reply>(*f.sys, f.routers[0], 30s, f.request(41)).ok());
+  EXPECT_TRUE(ask<infer_reply>(*f.sys, f.hosts[0], 30s, f.request(41)).ok());
 }
 
 TEST(Pipeline, BadRequestsAndMissingStagesAreClearErrors) {
@@ -343,30 +348,55 @@ TEST(Pipeline, BadRequestsAndMissingStagesAreClearErrors) {
   // A stage this node does not hold: unavailable (the gateway's table is stale, retry).
   stage_request r = f.request(2);
   r.at = 1;
-  r.upstream = caf::actor_cast<caf::actor>(f.routers[0]);
-  auto wrong = ask<infer_reply>(*f.sys, f.routers[0], 10s, r);
+  r.upstream = caf::actor_cast<caf::actor>(f.hosts[0]);
+  auto wrong = ask<infer_reply>(*f.sys, f.hosts[0], 10s, r);
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.error().code(), ErrorCode::unavailable);
   // A request without the model's input: invalid_argument, and the pipeline keeps serving.
   r = f.request(3);
   r.request.inputs.clear();
-  auto empty = ask<infer_reply>(*f.sys, f.routers[0], 10s, r);
+  auto empty = ask<infer_reply>(*f.sys, f.hosts[0], 10s, r);
   ASSERT_FALSE(empty.ok());
   EXPECT_EQ(empty.error().code(), ErrorCode::invalid_argument) << empty.error().to_string();
   // An output the model does not have.
   r = f.request(4);
   r.request.outputs = {"no_such_output"};
-  auto unknown = ask<infer_reply>(*f.sys, f.routers[0], 10s, r);
+  auto unknown = ask<infer_reply>(*f.sys, f.hosts[0], 10s, r);
   ASSERT_FALSE(unknown.ok());
   EXPECT_EQ(unknown.error().code(), ErrorCode::invalid_argument) << unknown.error().to_string();
-  EXPECT_TRUE(ask<infer_reply>(*f.sys, f.routers[0], 10s, f.request(5)).ok());
+  EXPECT_TRUE(ask<infer_reply>(*f.sys, f.hosts[0], 10s, f.request(5)).ok());
+}
+
+TEST(Pipeline, TheNodeReportsItsStageHostAndARestartedRouterDropsTheStagesItHadHandedOver) {
+  Pipeline f;
+  f.load_all();
+  for (int i = 0; i < Pipeline::kStages; ++i) {
+    auto report = ask<node_report>(*f.sys, f.routers[i], 10s, report_atom_v);
+    ASSERT_TRUE(report.ok()) << report.error().to_string();
+    EXPECT_EQ(report->stages.address(), f.hosts[i].address()) << "pipelines address the stage host";
+    EXPECT_TRUE(report->replicas.empty()) << "a stage is not a replica of a model";
+  }
+  ASSERT_TRUE(ask<infer_reply>(*f.sys, f.hosts[0], 30s, f.request(70)).ok());
+  // The middle node's router is restarted (its supervisor would): the new one attaches itself to
+  // the stage host, which drops the stages the dead one handed over (it restores none).
+  NodeRouterConfig config{"n1", {"127.0.0.1", f.data[1]->port()}, "", std::nullopt};
+  config.stages = f.hosts[1];
+  auto successor =
+      spawn_node_router(*f.sys, config, {f.execs[1]}, {{"sim:0", 64 << 20, 0}}, f.caches[1], &f.instruments[1]);
+  ASSERT_TRUE(ask<node_report>(*f.sys, successor, 10s, report_atom_v).ok());
+  auto through = ask<infer_reply>(*f.sys, f.hosts[0], 30s, f.request(71));
+  ASSERT_FALSE(through.ok());
+  EXPECT_EQ(through.error().code(), ErrorCode::unavailable) << through.error().to_string();
+  caf::scoped_actor self{*f.sys};
+  self->send_exit(successor, caf::exit_reason::user_shutdown);
+  self->wait_for(successor);
 }
 
 TEST(Pipeline, AStageUnloadedWhileItRunsARequestFailsItAsRetryableAndTheNodeServesOn) {
   Pipeline f(200);  // the last stage runs long enough to be unloaded under it
   f.load_all();
   caf::scoped_actor self{*f.sys};
-  self->send(f.routers[0], f.request(60));
+  self->send(f.hosts[0], f.request(60));
   std::this_thread::sleep_for(100ms);
   const model_key last = stage_key_of(f.key, f.ranges[2].first, f.ranges[2].last);
   auto unloaded = ask<bool>(*f.sys, f.routers[2], 10s, unload_atom_v, last);
@@ -388,9 +418,10 @@ TEST(Pipeline, AStageKilledUnderLoadAnswersEveryRequestRightOrRetryable) {
   f.load_all();
   caf::scoped_actor self{*f.sys};
   constexpr int kRequests = 24;
-  for (int s = 0; s < kRequests; ++s) self->send(f.routers[0], f.request(100 + static_cast<uint64_t>(s)));
+  for (int s = 0; s < kRequests; ++s) self->send(f.hosts[0], f.request(100 + static_cast<uint64_t>(s)));
   // The last stage's node dies while requests are in the pipeline.
   std::this_thread::sleep_for(100ms);
+  self->send_exit(f.hosts[2], caf::exit_reason::kill);
   self->send_exit(f.routers[2], caf::exit_reason::kill);
   int right = 0, retryable = 0, other = 0;
   for (int i = 0; i < kRequests; ++i) {
@@ -411,7 +442,7 @@ TEST(Pipeline, AStageKilledUnderLoadAnswersEveryRequestRightOrRetryable) {
   std::printf("after the kill: %d answered right, %d retryable\n", right, retryable);
   EXPECT_EQ(f.stores[1]->handoffs(), 0u) << "a handoff to the dead stage stayed behind";
   // The first two stages stay up and free: with the third gone, a request fails fast as retryable.
-  auto after = ask<infer_reply>(*f.sys, f.routers[0], 10s, f.request(7));
+  auto after = ask<infer_reply>(*f.sys, f.hosts[0], 10s, f.request(7));
   ASSERT_FALSE(after.ok());
   EXPECT_EQ(after.error().code(), ErrorCode::unavailable) << after.error().to_string();
 }

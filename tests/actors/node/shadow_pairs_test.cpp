@@ -45,7 +45,10 @@ placement::ShadowProfile profile() {
   return p;
 }
 
-SwapModel swap_model(const std::string& name) {
+/// The model of these tests, by its key.
+const model_key kM{"m", 1};
+
+SwapModel swap_model(const model_key& name) {
   SwapModel m{name, 27 * MiB, placement::Heaviness::light, 200'000, 0.98};
   m.max_batch = 8;
   return m;
@@ -54,13 +57,13 @@ SwapModel swap_model(const std::string& name) {
 struct Fixture {
   explicit Fixture(uint32_t devices, ShadowScalingOptions o)
       : swap(topology(devices), std::vector<uint64_t>(devices, 100 * MiB), {}), pairs(o, topology(devices)) {
-    EXPECT_TRUE(swap.add_model(swap_model("m")).ok());
-    pairs.add_model("m", {profile(), 200'000, 8}, swap);
+    EXPECT_TRUE(swap.add_model(swap_model(kM)).ok());
+    pairs.add_model(kM, {profile(), 200'000, 8}, swap);
   }
   /// Runs one request of "m" to its end (dispatched when a batch gathering for it stops waiting):
   /// the model is resident where it ran.
   uint32_t run_once(uint64_t id, int64_t now) {
-    EXPECT_TRUE(swap.submit(id, "m", now).ok());
+    EXPECT_TRUE(swap.submit(id, kM, now).ok());
     auto d = swap.dispatch(now);
     if (d.empty() && swap.gathering_until()) d = swap.dispatch(*swap.gathering_until());
     if (d.size() != 1) {
@@ -77,7 +80,7 @@ struct Fixture {
   std::vector<ShadowPairs::Row> arrivals(int n, int64_t from, int64_t span) {
     std::vector<ShadowPairs::Row> started;
     for (int i = 0; i < n; ++i) {
-      for (auto& r : pairs.arrival("m", from + span * i / n, swap)) started.push_back(r);
+      for (auto& r : pairs.arrival(kM, from + span * i / n, swap)) started.push_back(r);
     }
     return started;
   }
@@ -112,18 +115,18 @@ TEST(ShadowPairs, ABurstPairsTheBodyWithAShadowOnAnIdleDeviceAndLendsIt) {
   EXPECT_EQ(row.choice.first_block, 0u);
   EXPECT_GT(row.choice.gain_rows_per_s, 0);
   // Starting, it shares nothing yet; once its executor answered, batches split as Eq. 6 says.
-  EXPECT_FALSE(f.pairs.pair("m", body, 8).has_value());
+  EXPECT_FALSE(f.pairs.pair(kM, body, 8).has_value());
   f.pairs.started(row.id, 1 * MiB, 300, f.swap);
-  auto share = f.pairs.pair("m", body, 8);
+  auto share = f.pairs.pair(kM, body, 8);
   ASSERT_TRUE(share.has_value());
   EXPECT_EQ(share->first, row.id);
   const auto split = placement::split_batch(profile(), row.choice.first_block, row.choice.last_block, 8);
   EXPECT_DOUBLE_EQ(share->second, split.shadow_rows / 8.0);
-  EXPECT_FALSE(f.pairs.pair("m", body, 1).has_value()) << "one row is not split";
-  EXPECT_FALSE(f.pairs.pair("m", row.device, 8).has_value()) << "only its Body shares";
+  EXPECT_FALSE(f.pairs.pair(kM, body, 1).has_value()) << "one row is not split";
+  EXPECT_FALSE(f.pairs.pair(kM, row.device, 8).has_value()) << "only its Body shares";
   // The lent device takes no request: with the Body busy, the next waits or goes to the third device.
-  ASSERT_TRUE(f.swap.submit(100, "m", 300'000).ok());
-  ASSERT_TRUE(f.swap.submit(101, "m", 300'000).ok());
+  ASSERT_TRUE(f.swap.submit(100, kM, 300'000).ok());
+  ASSERT_TRUE(f.swap.submit(101, kM, 300'000).ok());
   for (const auto& d : f.swap.dispatch(300'000)) EXPECT_NE(d.device, row.device);
   // A single Body takes a single Shadow, however the rate climbs.
   EXPECT_TRUE(f.arrivals(60, 310'000, 100'000).empty());
@@ -135,12 +138,12 @@ TEST(ShadowPairs, ABurstPairsTheBodyWithAShadowOnAnIdleDeviceAndLendsIt) {
 TEST(ShadowPairs, TheRateOfAFewRequestsASecondIsTheirGapsNotOneWindowsCount) {
   Fixture f(2, lls());
   f.run_once(1, 0);
-  for (int64_t t = 0; t < 7 * 50'000; t += 50'000) f.pairs.arrival("m", 1'000'000 + t, f.swap);
-  EXPECT_EQ(f.pairs.rate("m", 1'300'000), 0) << "seven arrivals";
-  f.pairs.arrival("m", 1'400'000, f.swap);
-  EXPECT_DOUBLE_EQ(f.pairs.rate("m", 1'400'000), 7 / 0.4);  // seven gaps over 400 ms, not 2 per 100 ms
-  for (int64_t t = 2'000'000; t <= 2'080'000; t += 10'000) f.pairs.arrival("m", t, f.swap);
-  EXPECT_DOUBLE_EQ(f.pairs.rate("m", 2'080'000), 9 / 0.1);  // nine within the window: its count
+  for (int64_t t = 0; t < 7 * 50'000; t += 50'000) f.pairs.arrival(kM, 1'000'000 + t, f.swap);
+  EXPECT_EQ(f.pairs.rate(kM, 1'300'000), 0) << "seven arrivals";
+  f.pairs.arrival(kM, 1'400'000, f.swap);
+  EXPECT_DOUBLE_EQ(f.pairs.rate(kM, 1'400'000), 7 / 0.4);  // seven gaps over 400 ms, not 2 per 100 ms
+  for (int64_t t = 2'000'000; t <= 2'080'000; t += 10'000) f.pairs.arrival(kM, t, f.swap);
+  EXPECT_DOUBLE_EQ(f.pairs.rate(kM, 2'080'000), 9 / 0.1);  // nine within the window: its count
   EXPECT_TRUE(f.pairs.table().empty()) << "90 a second is within one Body's 99";
 }
 
@@ -148,8 +151,8 @@ TEST(ShadowPairs, ShadowsGoWhenTheRateFallsSmallestBenefitFirst) {
   Fixture f(4, lls());
   // Two Bodies (devices 0 and 1 hold copies), each paired in a burst.
   f.run_once(1, 0);
-  ASSERT_TRUE(f.swap.submit(2, "m", 10).ok());
-  ASSERT_TRUE(f.swap.submit(3, "m", 10).ok());
+  ASSERT_TRUE(f.swap.submit(2, kM, 10).ok());
+  ASSERT_TRUE(f.swap.submit(3, kM, 10).ok());
   auto two = f.swap.dispatch(10);
   ASSERT_EQ(two.size(), 2u);
   for (const auto& d : two) {
@@ -158,7 +161,7 @@ TEST(ShadowPairs, ShadowsGoWhenTheRateFallsSmallestBenefitFirst) {
     o.footprint = 27 * MiB;
     f.swap.finish(d, o, 10, 20);
   }
-  ASSERT_EQ(f.swap.holders("m").size(), 2u);
+  ASSERT_EQ(f.swap.holders(kM).size(), 2u);
   auto started = f.arrivals(1000, 0, 1'000'000);  // 1000 requests/s for a second
   ASSERT_EQ(started.size(), 2u);
   for (const auto& r : started) f.pairs.started(r.id, 1 * MiB, 300, f.swap);
@@ -197,7 +200,7 @@ TEST(ShadowPairs, AShadowWhoseBodyOrDeviceIsGoneLeavesTheTable) {
   f.run_once(2, 1'600'000);
   auto third = f.arrivals(30, 1'700'000, 100'000);
   ASSERT_EQ(third.size(), 1u);
-  auto removed = f.pairs.remove_model("m", f.swap);
+  auto removed = f.pairs.remove_model(kM, f.swap);
   ASSERT_EQ(removed.size(), 1u);
   EXPECT_FALSE(f.swap.lent(removed[0].device));
 }
@@ -207,12 +210,12 @@ TEST(ShadowPairs, ModelLevelScalingBoundsTheCopiesAndFreesThemAsTheRateFalls) {
   o.model_level = true;
   o.period_us = 1'000'000;
   Fixture f(4, o);
-  EXPECT_EQ(f.pairs.bodies("m"), 1u);
-  EXPECT_EQ(f.swap.model("m")->max_devices, 1u);
+  EXPECT_EQ(f.pairs.bodies(kM), 1u);
+  EXPECT_EQ(f.swap.model(kM)->max_devices, 1u);
   // One copy: a second request while it runs waits for it rather than copying the model elsewhere.
   f.run_once(1, 0);
-  ASSERT_TRUE(f.swap.submit(2, "m", 10).ok());
-  ASSERT_TRUE(f.swap.submit(3, "m", 10).ok());
+  ASSERT_TRUE(f.swap.submit(2, kM, 10).ok());
+  ASSERT_TRUE(f.swap.submit(3, kM, 10).ok());
   auto d = f.swap.dispatch(10);
   ASSERT_EQ(d.size(), 1u);
   EXPECT_EQ(d[0].action, placement::SwapAction::run);
@@ -223,29 +226,29 @@ TEST(ShadowPairs, ModelLevelScalingBoundsTheCopiesAndFreesThemAsTheRateFalls) {
   // A period at 200 requests/s against one Body's ~99 within the SLO: out to ceil(200 / (0.8 x 99)).
   f.arrivals(200, 0, 1'000'000);
   EXPECT_TRUE(f.pairs.period(1'000'000, f.swap).drop.empty());
-  const uint32_t out = f.pairs.bodies("m");
+  const uint32_t out = f.pairs.bodies(kM);
   const double body = placement::body_capacity(profile(), 200'000, 8).rows_per_s;
   EXPECT_EQ(out, static_cast<uint32_t>(std::ceil(200 / (0.8 * body))));
   EXPECT_EQ(out, 3u);
-  EXPECT_EQ(f.swap.model("m")->max_devices, out);
+  EXPECT_EQ(f.swap.model(kM)->max_devices, out);
   // Now the waiting request may take a copy elsewhere.
-  ASSERT_TRUE(f.swap.submit(4, "m", 1'000'010).ok());
-  ASSERT_TRUE(f.swap.submit(5, "m", 1'000'010).ok());
+  ASSERT_TRUE(f.swap.submit(4, kM, 1'000'010).ok());
+  ASSERT_TRUE(f.swap.submit(5, kM, 1'000'010).ok());
   auto spread = f.swap.dispatch(1'000'010);
   ASSERT_GE(spread.size(), 2u);
   for (const auto& s : spread) f.swap.finish(s, ok, 10, 1'000'020);
-  const size_t copies = f.swap.holders("m").size();
+  const size_t copies = f.swap.holders(kM).size();
   ASSERT_GE(copies, 2u);
   // The rate falls to nothing: one Body fewer a period, the copies beyond them freed, down to one.
   uint32_t before = out;
   for (int64_t t = 2'000'000; before > 1; t += 1'000'000) {
     auto p = f.pairs.period(t, f.swap);
-    EXPECT_EQ(f.pairs.bodies("m"), before - 1);
-    before = f.pairs.bodies("m");
-    EXPECT_LE(f.swap.holders("m").size(), std::max<size_t>(before, 1));
-    for (const auto& [model, device] : p.drop) EXPECT_EQ(model, "m");
+    EXPECT_EQ(f.pairs.bodies(kM), before - 1);
+    before = f.pairs.bodies(kM);
+    EXPECT_LE(f.swap.holders(kM).size(), std::max<size_t>(before, 1));
+    for (const auto& [model, device] : p.drop) EXPECT_EQ(model, kM);
   }
-  EXPECT_EQ(f.swap.holders("m").size(), 1u);
+  EXPECT_EQ(f.swap.holders(kM).size(), 1u);
 }
 
 TEST(ShadowPairs, AdaptiveBatchingWaitsWhileTheOldestStillMeetsItsDeadline) {
@@ -254,11 +257,11 @@ TEST(ShadowPairs, AdaptiveBatchingWaitsWhileTheOldestStillMeetsItsDeadline) {
   Fixture f(1, o);
   f.run_once(1, 0);
   const int64_t start = 300'000;  // after the first run answered
-  const auto m = f.swap.model("m");
+  const auto m = f.swap.model(kM);
   ASSERT_EQ(m->batch_us.size(), 8u);
   EXPECT_DOUBLE_EQ(m->batch_us[7], placement::body_us(profile(), 8));
   // One request waits: the device waits for a second until the oldest would miss its deadline with it.
-  ASSERT_TRUE(f.swap.submit(2, "m", start).ok());
+  ASSERT_TRUE(f.swap.submit(2, kM, start).ok());
   const int64_t until = start + 200'000 - static_cast<int64_t>(std::ceil(m->batch_us[1]));
   EXPECT_TRUE(f.swap.dispatch(until - 1).empty());
   EXPECT_EQ(f.swap.gathering_until(), until);
@@ -269,7 +272,7 @@ TEST(ShadowPairs, AdaptiveBatchingWaitsWhileTheOldestStillMeetsItsDeadline) {
   ok.footprint = 27 * MiB;
   f.swap.finish(go[0], ok, 10, until + 10);
   // A full batch goes at once.
-  for (uint64_t id = 10; id < 18; ++id) ASSERT_TRUE(f.swap.submit(id, "m", until + 20).ok());
+  for (uint64_t id = 10; id < 18; ++id) ASSERT_TRUE(f.swap.submit(id, kM, until + 20).ok());
   EXPECT_EQ(f.swap.dispatch(until + 20).size(), 1u);
 }
 

@@ -22,8 +22,18 @@ SwapController controller(uint64_t pool = 100 * MiB, SwapControllerOptions o = {
   return SwapController(topology(), {pool, pool, pool, pool}, o);
 }
 
+/// Models are named by their key; version 1 here.
+model_key key(const std::string& name) { return {name, 1}; }
+std::vector<model_key> keys(std::initializer_list<const char*> names) {
+  std::vector<model_key> out;
+  for (const char* n : names) out.push_back(key(n));
+  return out;
+}
+/// The RRC queue's name of a model (the key's "<name>/<version>"; see swap_controller.hpp).
+std::string queue_name(const std::string& name) { return key(name).to_string(); }
+
 SwapModel model(const std::string& name, uint64_t bytes, bool heavy = false) {
-  return {name, bytes, heavy ? placement::Heaviness::heavy : placement::Heaviness::light, 10'000, 0.98};
+  return {key(name), bytes, heavy ? placement::Heaviness::heavy : placement::Heaviness::light, 10'000, 0.98};
 }
 
 SwapOutcome done(const SwapDispatch& d, uint64_t footprint, uint64_t pool_free) {
@@ -36,7 +46,7 @@ SwapOutcome done(const SwapDispatch& d, uint64_t footprint, uint64_t pool_free) 
 }
 
 std::vector<SwapDispatch> run_one(SwapController& c, uint64_t id, const std::string& m, int64_t now) {
-  EXPECT_TRUE(c.submit(id, m, now).ok());
+  EXPECT_TRUE(c.submit(id, key(m), now).ok());
   return c.dispatch(now);
 }
 
@@ -72,7 +82,7 @@ TEST(SwapController, BusyHolderMeansACopyOverTheFastestLinkAndTheSourceIsLocked)
   // holder (idle, but its only copy of a is locked) and the copy's target (busy) none.
   c.finish(busy[0], done(busy[0], 40 * MiB, 60 * MiB), 40, 40);
   ASSERT_TRUE(c.add_model(model("big", 90 * MiB)).ok());
-  for (uint64_t id = 10; id < 14; ++id) ASSERT_TRUE(c.submit(id, "big", 50).ok());
+  for (uint64_t id = 10; id < 14; ++id) ASSERT_TRUE(c.submit(id, key("big"), 50).ok());
   const auto big = c.dispatch(50);
   ASSERT_EQ(big.size(), 2u) << "premise: the two idle devices without a copy of a take big";
   for (const auto& d : big) {
@@ -105,8 +115,8 @@ TEST(SwapController, NoCopyFromAReplicaTheRunningSwapMayStillEvict) {
   auto swap = run_one(c, 4, "c", 3);  // evicts a (planned); b is the fallback
   ASSERT_EQ(swap.size(), 1u);
   ASSERT_EQ(swap[0].device, other);
-  EXPECT_EQ(swap[0].evict, (std::vector<std::string>{"a"}));
-  EXPECT_EQ(swap[0].fallback, (std::vector<std::string>{"b"}));
+  EXPECT_EQ(swap[0].evict, keys({"a"}));
+  EXPECT_EQ(swap[0].fallback, keys({"b"}));
   c.finish(z[0], done(z[0], 10 * MiB, 90 * MiB), 1, 4);
   // b's only copy is on the busy device, as a fallback victim: Algorithm 1 would copy it over the
   // link; it must come from host memory instead.
@@ -116,7 +126,7 @@ TEST(SwapController, NoCopyFromAReplicaTheRunningSwapMayStillEvict) {
   EXPECT_FALSE(b[0].source.has_value());
   // Once the swap answered without using its fallback, b's copy there counts again.
   c.finish(swap[0], done(swap[0], 40 * MiB, 20 * MiB), 1, 6);
-  EXPECT_EQ(c.resident(other), (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(c.resident(other), keys({"b", "c"}));
   c.finish(b[0], done(b[0], 40 * MiB, 50 * MiB), 1, 7);
   auto busy = run_one(c, 6, "b", 8);  // runs on one holder; the next copies from it
   ASSERT_EQ(busy.size(), 1u);
@@ -143,7 +153,7 @@ TEST(SwapController, QueuesWhenEveryDeviceIsBusyAndDispatchesWhenOneFrees) {
   ASSERT_TRUE(c.add_model(model("a", 10 * MiB)).ok());
   std::vector<SwapDispatch> running;
   for (uint64_t id = 1; id <= 5; ++id) {
-    ASSERT_TRUE(c.submit(id, "a", 0).ok());
+    ASSERT_TRUE(c.submit(id, key("a"), 0).ok());
   }
   running = c.dispatch(0);
   EXPECT_EQ(running.size(), 4u);
@@ -173,10 +183,10 @@ TEST(SwapController, EvictsLightBeforeHeavyAndPassesTheRestAsFallback) {
   c.finish(heavy_first[0], done(heavy_first[0], 40 * MiB, 20 * MiB), 1, now);
   auto d = run_one(c, 10, "new", ++now);
   ASSERT_EQ(d.size(), 1u);
-  EXPECT_EQ(d[0].evict, (std::vector<std::string>{"light"}));
-  EXPECT_EQ(d[0].fallback, (std::vector<std::string>{"heavy"}));
+  EXPECT_EQ(d[0].evict, keys({"light"}));
+  EXPECT_EQ(d[0].fallback, keys({"heavy"}));
   c.finish(d[0], done(d[0], 40 * MiB, 20 * MiB), 1, ++now);
-  EXPECT_EQ(c.resident(0), (std::vector<std::string>{"heavy", "new"}));
+  EXPECT_EQ(c.resident(0), keys({"heavy", "new"}));
 }
 
 /// One 100 MiB device under the LRU rule, models heavy, light and new (40 MiB each); heavy, then light
@@ -201,7 +211,7 @@ TEST(SwapController, LruRuleEvictsTheLeastRecentlyUsedWhateverItsWeight) {
   auto c = lru_device_with_heavy_then_light(now);
   auto d = run_one(c, 10, "new", ++now);
   ASSERT_EQ(d.size(), 1u);
-  EXPECT_EQ(d[0].evict, (std::vector<std::string>{"heavy"}));
+  EXPECT_EQ(d[0].evict, keys({"heavy"}));
 }
 
 // A run the router did not dispatch (inline, on the front end's thread) still counts as a use of the
@@ -210,17 +220,17 @@ TEST(SwapController, AnInlineRunIsAUseForEvictionAndAnOutcomeForTheSlo) {
   int64_t now = 0;
   auto c = lru_device_with_heavy_then_light(now);
   const uint64_t runs = c.counters().runs;
-  c.ran_inline("heavy", 0, 50'000, ++now);  // heavy is now the more recent, and its run was late
-  c.ran_inline("gone", 0, 1, now);          // an unknown model, a device without the model: nothing
-  c.ran_inline("new", 0, 1, now);
-  c.ran_inline("heavy", 7, 1, now);
+  c.ran_inline(key("heavy"), 0, 50'000, ++now);  // heavy is now the more recent, and its run was late
+  c.ran_inline(key("gone"), 0, 1, now);          // an unknown model, a device without the model: nothing
+  c.ran_inline(key("new"), 0, 1, now);
+  c.ran_inline(key("heavy"), 7, 1, now);
   EXPECT_EQ(c.counters().runs, runs + 1);
-  const auto slo = c.queue().view("heavy");
+  const auto slo = c.queue().view(queue_name("heavy"));
   ASSERT_TRUE(slo.has_value());
   EXPECT_EQ(slo->counters.misses, 1u);  // 50 ms against its 10 ms deadline
   auto d = run_one(c, 10, "new", ++now);
   ASSERT_EQ(d.size(), 1u);
-  EXPECT_EQ(d[0].evict, (std::vector<std::string>{"light"}));
+  EXPECT_EQ(d[0].evict, keys({"light"}));
 }
 
 TEST(SwapController, AFaultTakesTheDeviceDownUntilItIsUpAgainAndTheRequestIsRetriedElsewhere) {
@@ -233,7 +243,7 @@ TEST(SwapController, AFaultTakesTheDeviceDownUntilItIsUpAgainAndTheRequestIsRetr
   c.finish(d[0], fault, 5, 5);
   EXPECT_FALSE(c.device_is_up(d[0].device));
   EXPECT_TRUE(c.resident(d[0].device).empty());
-  ASSERT_TRUE(c.requeue(1, "a", 0).ok());
+  ASSERT_TRUE(c.requeue(1, key("a"), 0).ok());
   auto retry = c.dispatch(6);
   ASSERT_EQ(retry.size(), 1u);
   EXPECT_EQ(retry[0].request, 1u);
@@ -251,7 +261,7 @@ TEST(SwapController, ABatchTakesWhatTheJoinAcceptsAndGatheringWaitsNoLongerThanT
   SwapModel m = model("a", 10 * MiB);
   m.max_batch = 3;
   ASSERT_TRUE(c.add_model(m).ok());
-  for (uint64_t id = 1; id <= 5; ++id) ASSERT_TRUE(c.submit(id, "a", static_cast<int64_t>(id)).ok());
+  for (uint64_t id = 1; id <= 5; ++id) ASSERT_TRUE(c.submit(id, key("a"), static_cast<int64_t>(id)).ok());
   std::vector<uint64_t> asked;
   auto join = [&](const placement::QueuedRequest& lead) -> placement::RrcQueue::RequestFilter {
     EXPECT_EQ(lead.id, 1u);
@@ -267,9 +277,9 @@ TEST(SwapController, ABatchTakesWhatTheJoinAcceptsAndGatheringWaitsNoLongerThanT
   EXPECT_EQ(d[0].batch[0].id, 3u);
   EXPECT_EQ(d[0].batch[1].id, 4u);
   EXPECT_EQ(asked, (std::vector<uint64_t>{2, 3, 4}));
-  EXPECT_EQ(c.queue().queued("a"), 2u);  // 2 and 5
+  EXPECT_EQ(c.queued(key("a")), 2u);  // 2 and 5
   c.finish(d[0], done(d[0], 10 * MiB, 90 * MiB), 100, 110);
-  EXPECT_EQ(c.queue().view("a")->counters.on_time + c.queue().view("a")->counters.misses, 3u);
+  EXPECT_EQ(c.queue().view(queue_name("a"))->counters.on_time + c.queue().view(queue_name("a"))->counters.misses, 3u);
 
   // Gathering: preferred 4, delay 1 ms, deadline 10 ms, warm run 9.5 ms: waits only 0.5 ms.
   SwapModel g = model("g", 10 * MiB);
@@ -284,7 +294,7 @@ TEST(SwapController, ABatchTakesWhatTheJoinAcceptsAndGatheringWaitsNoLongerThanT
   rest = c.dispatch(210);
   ASSERT_EQ(rest.size(), 1u);
   c.finish(rest[0], done(rest[0], 10 * MiB, 90 * MiB), 10, 220);
-  ASSERT_TRUE(c.submit(10, "g", 1000).ok());
+  ASSERT_TRUE(c.submit(10, key("g"), 1000).ok());
   EXPECT_TRUE(c.dispatch(1100).empty());
   EXPECT_EQ(c.gathering_until(), 1500);
   EXPECT_TRUE(c.dispatch(1499).empty());
@@ -293,7 +303,7 @@ TEST(SwapController, ABatchTakesWhatTheJoinAcceptsAndGatheringWaitsNoLongerThanT
   EXPECT_FALSE(c.gathering_until().has_value());
   c.finish(late[0], done(late[0], 10 * MiB, 80 * MiB), 10, 1600);
   // Enough requests waiting: no gathering at all.
-  for (uint64_t id = 11; id <= 14; ++id) ASSERT_TRUE(c.submit(id, "g", 2000).ok());
+  for (uint64_t id = 11; id <= 14; ++id) ASSERT_TRUE(c.submit(id, key("g"), 2000).ok());
   auto full = c.dispatch(2000, [](const placement::QueuedRequest&) {
     return placement::RrcQueue::RequestFilter([](uint64_t) { return true; });
   });
@@ -338,7 +348,7 @@ TEST(SwapController, RunAheadQueuesResidentRunsBehindABusyDeviceAndAFaultResetsI
   c.device_up(0, 100 * MiB);
   auto after = c.dispatch(40);
   ASSERT_EQ(after.size(), 1u);  // b, from host, on the fresh device
-  EXPECT_EQ(after[0].model, "b");
+  EXPECT_EQ(after[0].model, key("b"));
   c.finish(next[0], fault, 10, 41);
   EXPECT_TRUE(c.device_is_up(0)) << "an answer from the old life took the device down again";
   EXPECT_TRUE(c.dispatch(42).empty()) << "b still runs there";
@@ -438,7 +448,7 @@ TEST(SwapController, ARequestRequeuedAloneRunsAsTheDevicesOwnAndNothingBesideIt)
   oom.footprint = 10 * MiB;
   oom.pool_free = 70 * MiB;
   c.finish(beside[0], oom, 10, 30);
-  ASSERT_TRUE(c.requeue(11, "b", 21, /*alone=*/true).ok());
+  ASSERT_TRUE(c.requeue(11, key("b"), 21, /*alone=*/true).ok());
   EXPECT_TRUE(run_one(c, 12, "b", 31).empty()) << "a request of b went beside while one must run alone";
   auto other = run_one(c, 13, "c", 32);
   ASSERT_EQ(other.size(), 1u) << "another model still runs beside";
@@ -460,7 +470,7 @@ TEST(SwapController, RefusesAModelNoPoolCanHoldAndUnknownModels) {
   auto big = c.add_model(model("big", 101 * MiB));
   ASSERT_FALSE(big.ok());
   EXPECT_NE(big.error().message().find("big"), std::string::npos);
-  EXPECT_EQ(c.submit(1, "nope", 0).error().code(), ErrorCode::invalid_argument);
+  EXPECT_EQ(c.submit(1, key("nope"), 0).error().code(), ErrorCode::invalid_argument);
 }
 
 TEST(SwapController, RemovingAModelReturnsItsQueuedRequestsAndHolders) {
@@ -468,11 +478,11 @@ TEST(SwapController, RemovingAModelReturnsItsQueuedRequestsAndHolders) {
   ASSERT_TRUE(c.add_model(model("a", 10 * MiB)).ok());
   auto d = run_one(c, 1, "a", 0);
   c.finish(d[0], done(d[0], 10 * MiB, 90 * MiB), 1, 1);
-  for (uint64_t id = 2; id < 8; ++id) ASSERT_TRUE(c.submit(id, "a", 2).ok());
+  for (uint64_t id = 2; id < 8; ++id) ASSERT_TRUE(c.submit(id, key("a"), 2).ok());
   auto running = c.dispatch(2);  // four run (one on the holder, three copies or swaps)
-  auto [queued, holders] = c.remove_model("a");
+  auto [queued, holders] = c.remove_model(key("a"));
   EXPECT_EQ(queued.size(), 6u - running.size());
-  EXPECT_FALSE(c.has_model("a"));
+  EXPECT_FALSE(c.has_model(key("a")));
   for (const auto& r : running) c.finish(r, done(r, 10 * MiB, 90 * MiB), 3, 3);
   for (uint32_t dev = 0; dev < 4; ++dev) EXPECT_TRUE(c.resident(dev).empty()) << dev;
 }
@@ -493,19 +503,19 @@ TEST(SwapController, ARequestRunsOnItsPreferredDeviceWhenItsModelIsResidentAndId
   const uint32_t p = first[0].device, q = second[0].device;
   ASSERT_NE(p, q);
   // Algorithm 1's choice for the next request of a, without a preference, and with the other one.
-  ASSERT_TRUE(c.submit(3, "a", 10).ok());
+  ASSERT_TRUE(c.submit(3, key("a"), 10).ok());
   auto plain = c.dispatch(10);
   ASSERT_EQ(plain.size(), 1u);
   c.finish(plain[0], done(plain[0], 40 * MiB, 60 * MiB), 1, 11);
   const uint32_t other = plain[0].device == p ? q : p;
-  ASSERT_TRUE(c.submit(4, "a", 20, other).ok());
+  ASSERT_TRUE(c.submit(4, key("a"), 20, other).ok());
   auto preferred = c.dispatch(20);
   ASSERT_EQ(preferred.size(), 1u);
   EXPECT_EQ(preferred[0].device, other);
   EXPECT_EQ(preferred[0].action, SwapAction::run);
   c.finish(preferred[0], done(preferred[0], 40 * MiB, 60 * MiB), 1, 21);
   // b is resident nowhere: a preference does not move a model; the policy decides.
-  ASSERT_TRUE(c.submit(5, "b", 30, p).ok());
+  ASSERT_TRUE(c.submit(5, key("b"), 30, p).ok());
   auto b = c.dispatch(30);
   ASSERT_EQ(b.size(), 1u);
   EXPECT_EQ(b[0].action, SwapAction::swap_from_host);

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "actors/console/console.hpp"
+#include "actors/node/node_supervisor.hpp"
 #include "actors/process/gateway_process.hpp"
 #include "actors/process/manager_process.hpp"
 #include "actors/process/node_process.hpp"
@@ -569,6 +570,33 @@ TEST(Faults, AKilledModelCacheIsRestartedWithTheBytesItHeld) {
   EXPECT_EQ(fresh->cached.size(), 2u);
   const std::string m = c.metrics();
   EXPECT_NE(m.find("ember_actor_restarts_total{node=\"n1\",actor=\"cache\"} 1"), std::string::npos) << m;
+}
+
+TEST(Faults, AKilledStageHostIsRestartedAndTheNodeReportsTheNewOne) {
+  Cluster c(1, 20'000'000, true);
+  const auto supervisor = caf::actor_cast<caf::actor>(c.nodes[0]->router());
+  auto roster = ask<node_roster>(*c.sys, supervisor, 10s, roster_atom_v);
+  ASSERT_TRUE(roster.ok()) << roster.error().message();
+  ASSERT_TRUE(roster->stages);
+  auto before = ask<node_report>(*c.sys, c.nodes[0]->router(), 10s, report_atom_v);
+  ASSERT_TRUE(before.ok()) << before.error().message();
+  EXPECT_EQ(before->stages.address(), roster->stages.address()) << "the node reports its stage host";
+  const caf::actor_addr dead = roster->stages.address();
+  caf::anon_send_exit(roster->stages, caf::exit_reason::kill);
+  // The supervisor restarts it once it hears of the death (asked again, no sleep, until then).
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  do {
+    roster = ask<node_roster>(*c.sys, supervisor, 10s, roster_atom_v);
+    ASSERT_TRUE(roster.ok()) << roster.error().message();
+  } while (roster->stages.address() == dead && std::chrono::steady_clock::now() < deadline);
+  ASSERT_NE(roster->stages.address(), dead) << "the stage host was not restarted";
+  // The supervisor told the router before it answered: the next report names the new host.
+  auto after = ask<node_report>(*c.sys, c.nodes[0]->router(), 10s, report_atom_v);
+  ASSERT_TRUE(after.ok()) << after.error().message();
+  EXPECT_EQ(after->stages.address(), roster->stages.address());
+  EXPECT_TRUE(c.infer("mlp", 1, 8).ok()) << "the node serves on";
+  const std::string m = c.metrics();
+  EXPECT_NE(m.find("ember_actor_restarts_total{node=\"n1\",actor=\"stages\"} 1"), std::string::npos) << m;
 }
 
 TEST(Faults, ANodeWhoseRouterAnswersNoHeartbeatIsDroppedThenTakenBack) {
