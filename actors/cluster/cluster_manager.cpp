@@ -325,13 +325,15 @@ void on_load_answer(manager_pointer self, const model_key& key, uint64_t node, u
     st.members.bind(node, r->device, v->entry.weights_bytes);
     st.members.note_cached(node, key, true);
     st.partitions.allow(key);
-    st.registry.answer_waiters(*v);
     if (!completion) {
       st.instruments.count_cold_start(r->source, static_cast<double>(r->load_us) / 1e6);
       if (st.autoscaler) st.autoscaler->cold_start_measured(r->source, r->load_us);
     }
-    if (!announce) return;
+    if (!announce) return;  // the caller publishes, then answers the waiters
+    // The routing update first, then the answers: a gateway relays a load's answer, and both travel
+    // the same way to it, in order, so it routes to the replica before its client hears "ready".
     publish(self, {key});
+    st.registry.answer_waiters(*v);
     if (v->loading_on.empty() && v->replicas.size() < v->wanted) place(self, key);  // wanted more meanwhile
     if (!st.node_drains.empty()) drain_step(self);
     return;
@@ -448,6 +450,7 @@ void member_completed(manager_pointer self, const model_key& key, uint64_t node,
   spdlog::info("manager: {} completed into {} full replica(s); its pipeline of {} stages leaves", key.to_string(),
                ready, done.stages.size());
   publish(self, {key});
+  if (v && v->key() == key && ready > 0) st.registry.answer_waiters(*v);  // after the update (on_load_answer)
   std::vector<std::pair<uint64_t, model_key>> stages;
   for (const StageSpot& x : done.stages) stages.emplace_back(x.node, x.stage);
   self->delayed_send(self, kPipelineGrace, offload_done{[self, stages] {
@@ -481,8 +484,8 @@ void stage_loaded(manager_pointer self, const model_key& key, uint64_t node, uin
   }
   b->published = true;
   spdlog::info("manager: {} serves through a pipeline: {}", key.to_string(), route);
-  st.registry.answer_waiters(*v);
   publish(self, {key});
+  st.registry.answer_waiters(*v);  // after the update (on_load_answer)
   for (StageSpot& x : b->stages) complete_member(self, key, x);
 }
 
