@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
@@ -129,7 +130,19 @@ void apply_update(gateway_pointer self, routing_update& u) {
     }
     st.workflows = std::move(next);
   }
+  // Members that left: the manager lost them (a process that died or stopped answering, whose
+  // connection to this gateway may live on), or a restarted manager's table lacks them.
+  std::vector<replica_ref> left;
+  for (const auto& m : st.members) {
+    const bool stays = std::any_of(u.members.begin(), u.members.end(),
+                                   [&](const replica_ref& n) { return n.router.address() == m.router.address(); });
+    if (!stays) left.push_back(m);
+  }
   st.members = std::move(u.members);
+  for (const auto& m : left) {  // dialed again when it is back: a restarted process is a new connection
+    st.dialed.erase(m.node);
+    st.direct.erase(m.node);
+  }
   for (const auto& m : st.members) watch(self, m.router);
   dial_members(self);
   st.report_interval_us = u.report_interval_us;
@@ -139,6 +152,7 @@ void apply_update(gateway_pointer self, routing_update& u) {
   }
   st.epoch = u.epoch;
   publish_view(self);
+  for (const auto& m : left) member_left(self, m);
   if (!st.subscribed) {
     st.subscribed = true;
     auto early = std::move(st.unrouted);

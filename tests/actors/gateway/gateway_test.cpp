@@ -344,6 +344,49 @@ TEST_F(GatewayTest, ARequestWhoseNodeIsLostIsRetriedOnceOnAnotherReplica) {
   EXPECT_TRUE(manager_script_->ensures.empty());
 }
 
+// The manager dropped a node that stopped answering (SIGSTOP: its process and its connection live,
+// so no down message ever reaches this gateway, which may reach the node directly): the request in
+// flight there is re-sent with the update that says so, not left to the request timeout.
+TEST_F(GatewayTest, ARequestOnANodeTheManagerDroppedIsResentAtOnceThoughTheNodeNeverWentDown) {
+  const replica_ref stopped = router(1, /*answer_infer=*/false), live = router(2);
+  manager_script_->table.entries = {entry(kModel, {stopped, live})};
+  manager_script_->table.members = {stopped, live};
+  start();
+  auto answer = infer("x");
+  d_.run();
+  ASSERT_EQ(routers_[1]->infers, 1) << "the premise: the request went to the node that stops answering";
+  ASSERT_FALSE(answer->done());
+  routing_update dropped;
+  dropped.epoch = 2;
+  dropped.entries = {entry(kModel, {live})};
+  dropped.members = {live};
+  caf::anon_send(gateway_, dropped);
+  d_.run();  // no time passes
+  ASSERT_TRUE(answer->ok()) << answer->error().message();
+  EXPECT_EQ(answer->value().node, "r2");
+  EXPECT_NE(metrics_text().find("ember_request_retries_total{model=\"m\",version=\"1\"} 1"), std::string::npos);
+}
+
+// A replica that leaves the table while its node stays a member (retired by a scale-down or a
+// drain) answers what it holds: nothing is re-sent.
+TEST_F(GatewayTest, ARequestOnARetiredReplicaOfANodeThatStaysAMemberIsNotResent) {
+  const replica_ref draining = router(1, /*answer_infer=*/false), other = router(2);
+  manager_script_->table.entries = {entry(kModel, {draining, other})};
+  manager_script_->table.members = {draining, other};
+  start();
+  auto answer = infer("x");
+  d_.run();
+  ASSERT_EQ(routers_[1]->infers, 1);
+  routing_update retired;
+  retired.epoch = 2;
+  retired.entries = {entry(kModel, {other})};
+  retired.members = {draining, other};
+  caf::anon_send(gateway_, retired);
+  d_.run();
+  EXPECT_FALSE(answer->done());
+  EXPECT_EQ(routers_[2]->infers, 0);
+}
+
 TEST_F(GatewayTest, AnUnloadIsAnsweredOnlyOnceTheGatewaysViewShowsIt) {
   manager_script_->table.entries = {entry(kModel, {router(1)})};
   start();
