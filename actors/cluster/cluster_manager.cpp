@@ -98,6 +98,7 @@ struct manager_state {
     node_router_actor router;
     std::string name;
     bool asking = false;
+    HostPort control;  // where its router is published: its router's report does not say
   };
   std::map<caf::actor_addr, Silent> silent;
 };
@@ -1022,12 +1023,13 @@ void heartbeat(manager_pointer self) {
     const ClusterNode* node = st.members.find(id);
     node_router_actor router = node->router;
     const std::string name = node->report.name;
+    const HostPort control = node->report.control;
     lose_node(self, id,
               "its router answered no heartbeat for " +
                   std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()) +
                   " ms; its connection lives: it is taken back when it answers",
               false);
-    st.silent[router.address()] = {router, name, false};
+    st.silent[router.address()] = {router, name, false, control};
   }
   for (auto& [addr, s] : st.silent) {
     if (s.asking) continue;
@@ -1046,6 +1048,7 @@ void heartbeat(manager_pointer self) {
                         auto it = self->state.silent.find(addr);
                         if (it == self->state.silent.end()) return;
                         node_router_actor router = it->second.router;
+                        if (report.control.port == 0) report.control = it->second.control;  // gateways dial it
                         spdlog::warn("manager: node {} answers again; taken back with {} replica(s)", report.name,
                                      report.replicas.size());
                         join(self, report, router);

@@ -16,6 +16,7 @@ void Membership::update_report(uint64_t id, node_report report) {
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return;
   const bool draining = it->second.report.draining;
+  if (report.control.port == 0) report.control = it->second.report.control;
   it->second.report = std::move(report);
   it->second.report.draining = draining || it->second.report.draining;
 }

@@ -45,7 +45,9 @@ class Membership {
   std::optional<ClusterNode> leave(uint64_t id);
 
   const ClusterNode* find(uint64_t id) const;
-  /// What the node reports now (its devices' use, its cache, its replicas).
+  /// What the node reports now (its devices' use, its cache, its replicas). Where its router is
+  /// published (`control`) stays as it joined: that is its process's, which a report from the
+  /// router itself does not carry (port 0), and gateways dial it.
   void update_report(uint64_t id, node_report report);
   /// A drained node gets no new replica (views() shows it without room); it stays a source.
   void set_draining(uint64_t id);

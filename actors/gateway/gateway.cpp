@@ -282,6 +282,20 @@ void manager_lost(gateway_pointer self) {
                st.table.size());
   st.manager = nullptr;
   if (st.instruments) st.instruments->set_manager_connected(false);
+  if (!st.dial_queue) return;  // in the manager's process: the nodes' connections are this process's own
+  // A standalone gateway reaches a node it has not dialed (it publishes no router, or the dial
+  // failed or is under way) through the manager's process, and that way went with the manager: no
+  // answer comes back from there and no down message says so. Until the manager is back, such a
+  // node is down for this gateway: its replicas leave the table and its requests are re-sent.
+  std::vector<replica_ref> unreachable;
+  for (const auto& m : st.members)
+    if (!st.direct.count(m.node)) unreachable.push_back(m);
+  for (const auto& m : unreachable) {
+    spdlog::warn("gateway: node {} was reached through the manager's process only; unreachable until the manager is "
+                 "back",
+                 m.node);
+    node_down(self, m.router.address());
+  }
 }
 
 gateway_actor::behavior_type gateway_behavior(gateway_pointer self, GatewayConfig config, caf::actor manager,

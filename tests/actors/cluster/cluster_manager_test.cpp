@@ -39,6 +39,8 @@ struct FakeNode {
   std::vector<load_stage> stage_loads;                               // pipeline stages asked for
   std::optional<Error> fail_stage;
   std::vector<model_key> unloads;
+  bool silent = false;                            // answer no heartbeat (a hung process)
+  std::vector<caf::response_promise> unanswered;  // the heartbeats it left unanswered
   caf::actor actor;
 
   replica_info replica(const load_replica& req) const {
@@ -58,6 +60,9 @@ caf::behavior fake_router(caf::event_based_actor* self, FakeNode* node) {
       [=](tick_atom) {  // answer the held loads (a promise is delivered by the actor that holds it)
         for (auto& [rp, req] : node->held) rp.deliver(node->replica(req));
         node->held.clear();
+        if (node->silent) return;  // and, once it answers again, the heartbeats it left unanswered
+        for (auto& rp : node->unanswered) rp.deliver(replicas_fingerprint({}));
+        node->unanswered.clear();
       },
       [=](load_stage& req) -> caf::result<replica_info> {
         node->stage_loads.push_back(req);
@@ -75,6 +80,18 @@ caf::behavior fake_router(caf::event_based_actor* self, FakeNode* node) {
         return true;
       },
       [](evict_atom, const model_key&) { return true; },
+      [=](ping_atom) -> caf::result<uint64_t> {
+        if (!node->silent) return replicas_fingerprint({});
+        node->unanswered.push_back(self->make_response_promise());
+        return caf::delegated<uint64_t>();
+      },
+      [=](report_atom) {  // as a router reports: it does not know where its process published it
+        node_report r;
+        r.name = node->name;
+        r.data = {node->name, 7000};
+        r.devices.push_back({"sim0", node->device_mib * MiB, 0});
+        return r;
+      },
   };
 }
 
@@ -134,6 +151,7 @@ struct Cluster {
     node_report r;
     r.name = name;
     r.data = {name, 7000};
+    r.control = {name, 7201};  // as its process publishes its router
     r.devices.push_back({"sim0", device_mib * MiB, 0});
     auto id = d.request<uint64_t>(manager, join_atom_v, r, caf::actor_cast<node_router_actor>(n.actor));
     d.run();
@@ -390,6 +408,32 @@ TEST(ClusterManager, ALoadIsAnsweredOnlyAfterTheRoutingUpdateThatCarriesItsRepli
   ASSERT_TRUE(r->answer && r->answer->ok()) << (r->answer ? r->answer->error().message() : "no answer");
   EXPECT_EQ(r->replicas_at_answer, (std::vector<std::string>{"a"}))
       << "the gateway heard the load's answer before its routing table had the replica";
+}
+
+// Gateways dial a node's router where its process published it (node_report::control), which only
+// the join says: a node dropped for silence and taken back with what its router reports now keeps
+// that endpoint in the routing table's members (else a standalone gateway reaches it only through
+// the manager's process, and loses what is in flight there when the manager restarts).
+TEST(ClusterManager, ANodeTakenBackAfterSilenceKeepsWhereItsRouterIsPublished) {
+  ClusterManagerConfig config;
+  config.heartbeat = 100ms;
+  config.node_timeout = 500ms;
+  Cluster c(config);
+  auto& a = c.join("a");
+  auto control_of = [&](const std::string& name) -> std::optional<HostPort> {
+    for (const auto& m : c.table.updates.back().members)
+      if (m.node == name) return m.control;
+    return std::nullopt;
+  };
+  ASSERT_EQ(control_of("a"), (HostPort{"a", 7201}));
+  a.silent = true;
+  c.d.advance(700ms);
+  ASSERT_EQ(control_of("a"), std::nullopt) << "the premise: the silent node was dropped";
+  a.silent = false;
+  caf::anon_send(a.actor, tick_atom_v);  // it answers the heartbeat it held
+  c.d.run();
+  ASSERT_TRUE(control_of("a").has_value()) << "the premise: the node was taken back";
+  EXPECT_EQ(control_of("a"), (HostPort{"a", 7201})) << "taken back without its published endpoint";
 }
 
 TEST(ClusterManager, TheNodesAnswerListsTheReplicasTheManagerKnowsOnEachNode) {

@@ -42,6 +42,10 @@ caf::behavior fake_manager(caf::event_based_actor* self, std::shared_ptr<Manager
         script->subscriber = g;
         return script->table;
       },
+      [script](subscribe_atom, const gateway_actor& g, uint64_t) {  // a gateway that holds a table
+        script->subscriber = g;
+        return script->table;
+      },
       // As the manager does: the routing update to its subscribers, then the answer.
       [self, script](unload_atom, const model_command& cmd) {
         routing_update u;
@@ -385,6 +389,42 @@ TEST_F(GatewayTest, ARequestOnARetiredReplicaOfANodeThatStaysAMemberIsNotResent)
   d_.run();
   EXPECT_FALSE(answer->done());
   EXPECT_EQ(routers_[2]->infers, 0);
+}
+
+// A standalone gateway reaches a node it has not dialed through the manager's process (here: the
+// nodes publish no router to dial). When the manager goes, that way goes with it and no down message
+// says so: the request in flight there is taken back and waits for a replica the gateway can reach,
+// which the manager brings when it is back. (integration.control_tls saw such a request time out.)
+TEST_F(GatewayTest, AStandaloneGatewayThatLosesItsManagerResendsWhatWentThroughItsProcess) {
+  WorkQueue dials{{.threads = 0}};
+  const replica_ref behind = router(1, /*answer_infer=*/false);
+  manager_script_->table.entries = {entry(kModel, {behind})};
+  manager_script_->table.members = {behind};  // control port 0: nothing to dial
+  manager_ = d_.sys().spawn(fake_manager, manager_script_);
+  gateway_ = spawn_gateway(d_.sys(), config_, caf::actor{}, view_, &instruments_, metrics_queue_, &dials);
+  caf::anon_send(gateway_, manager_atom_v, manager_);
+  d_.run();
+  ASSERT_TRUE(view_->snapshot()->find("m", 1)->ready);
+  auto answer = infer("x");
+  d_.run();
+  ASSERT_EQ(routers_[1]->infers, 1);
+  caf::anon_send_exit(manager_, caf::exit_reason::kill);
+  d_.run();
+  EXPECT_FALSE(view_->snapshot()->find("m", 1)->ready) << "a replica reached through the lost manager stayed";
+  ASSERT_FALSE(answer->done()) << "held for a replica the gateway can reach";
+  auto back = std::make_shared<ManagerScript>();
+  const replica_ref reachable = router(2);
+  back->table.epoch = 7;
+  back->table.full = true;
+  back->table.entries = {entry(kModel, {reachable})};
+  back->table.members = {reachable};
+  manager_ = d_.sys().spawn(fake_manager, back);
+  caf::anon_send(gateway_, manager_atom_v, manager_);
+  d_.run();
+  ASSERT_TRUE(answer->ok()) << answer->error().message();
+  EXPECT_EQ(answer->value().node, "r2");
+  caf::anon_send_exit(gateway_, caf::exit_reason::user_shutdown);  // before `dials` goes
+  d_.run();
 }
 
 TEST_F(GatewayTest, AnUnloadIsAnsweredOnlyOnceTheGatewaysViewShowsIt) {
