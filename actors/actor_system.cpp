@@ -8,6 +8,7 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/timespan.hpp>
 #include <set>
+#include <thread>
 
 #include "actors/errors.hpp"
 #include "actors/type_ids.hpp"
@@ -51,24 +52,52 @@ Result<uint16_t> publish_remote(caf::actor_system& sys, const caf::actor& actor,
   return *port;
 }
 
+namespace {
+
+/// Whether `actor` has terminated: a proxy of a peer process whose connection closed. Monitoring a
+/// terminated actor delivers its down message at once, so the answer needs no wait.
+bool terminated(caf::scoped_actor& self, const caf::actor& actor) {
+  self->monitor(actor);
+  bool down = false;
+  self->receive([&](caf::down_msg& msg) { down = msg.source == actor.address(); },
+                caf::after(std::chrono::seconds(0)) >> [] {});
+  if (!down) self->demonitor(actor);
+  return down;
+}
+
+}  // namespace
+
 Result<caf::actor> connect_remote(caf::actor_system& sys, const std::string& host, uint16_t port,
                                   std::chrono::milliseconds timeout) {
   const std::string at = host + ":" + std::to_string(port);
-  Result<caf::actor> out = unavailable("no answer from " + at);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   caf::scoped_actor self{sys};
   const auto& broker =
       sys.has_openssl_manager() ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
-  self->request(broker, timeout, caf::connect_atom::value, host, port)
-      .receive(
-          [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
-            if (ptr) {
-              out = caf::actor_cast<caf::actor>(std::move(ptr));
-            } else {
-              out = unavailable("no actor is published at " + at);
-            }
-          },
-          [&](caf::error& e) { out = unavailable("cannot connect to " + at + ": " + caf::to_string(e)); });
-  return out;
+  for (;;) {
+    Result<caf::actor> out = unavailable("no answer from " + at);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return out;
+    self->request(broker, left, caf::connect_atom::value, host, port)
+        .receive(
+            [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+              if (ptr) {
+                out = caf::actor_cast<caf::actor>(std::move(ptr));
+              } else {
+                out = unavailable("no actor is published at " + at);
+              }
+            },
+            [&](caf::error& e) { out = unavailable("cannot connect to " + at + ": " + caf::to_string(e)); });
+    // The middleman keeps the actor it found at an endpoint until it hears of that actor's end, and
+    // hears it just after the callers that monitor it (CAF 0.17.6, middleman_actor_impl's
+    // cached_tcp_): asked at once when a peer went away (a restarted manager, a node rejoining it), it
+    // may still hand out the old proxy, which drops every message without a word (a join then waits
+    // out its timeout: integration.control_tls saw "joining ... failed: no answer in time"). Such a
+    // handle is never returned: asked again until the middleman forgot it.
+    if (!out.ok() || !terminated(self, *out)) return out;
+    spdlog::debug("the middleman still knows the old actor at {}; asking again", at);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
 }
 
 Status set_log_level(const std::string& level) {

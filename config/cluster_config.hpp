@@ -138,7 +138,10 @@ struct GatewayConfig {
   /// /ready, gRPC ServerLive, ServerReady and the standard health service) must carry
   /// `Authorization: Bearer TOKEN` (gRPC: the `authorization` metadata): without one, or with a
   /// malformed one, 401 / UNAUTHENTICATED; with a token not in the file, 403 / PERMISSION_DENIED.
-  /// Empty (the default): the API is open to whoever reaches its address.
+  /// A line "TOKEN admin" gives that token the admin scope, which changing what the cluster serves
+  /// needs (load, unload, distribute, evict; 403 / PERMISSION_DENIED without it). Empty (the
+  /// default): the API, those changes included, is open to whoever reaches its address (the
+  /// gateway says so at start when that is not loopback).
   std::string api_tokens_file;
   /// Also serve GET /metrics alone here, without bearer tokens, for a Prometheus inside the cluster
   /// (Triton's metrics port is 8002). Unset (the default): /metrics only on the API's port.

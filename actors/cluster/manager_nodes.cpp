@@ -51,10 +51,12 @@ void on_load_answer(manager_pointer self, const model_key& key, uint64_t node, u
     st.members.bind(node, r->device, v->entry.weights_bytes);
     st.members.note_cached(node, key, true);
     st.partitions.allow(key);
-    st.registry.answer_waiters(*v);
     if (!completion) st.scaler.cold_start(r->source, r->load_us);
-    if (!announce) return;
+    if (!announce) return;  // the caller publishes, then answers the waiters
+    // The routing update first, then the answers: a gateway relays a load's answer, and both travel
+    // the same way to it, in order, so it routes to the replica before its client hears "ready".
     publish(self, {key});
+    st.registry.answer_waiters(*v);
     if (v->loading_on.empty() && v->replicas.size() < v->wanted) place(self, key);  // wanted more meanwhile
     if (st.scaler.nodes_draining()) drain_step(self);
     return;
@@ -132,12 +134,14 @@ void ping(manager_pointer self, uint64_t id) {
 /// answers a ping and then a report joins again with what it reports.
 void ping_silent(manager_pointer self, uint64_t id) {
   const auto timeout = self->state.config.node_timeout;
-  const node_router_actor router = *self->state.members.parked(id);
-  auto reported = [self, id, router](const Result<node_report>& r) {
+  const Membership::Parked parked = *self->state.members.parked(id);
+  const node_router_actor router = parked.router;
+  auto reported = [self, id, parked](Result<node_report> r) {
     if (!r.ok()) return self->state.liveness.silent_failed(id);
     if (!self->state.liveness.take_back(id)) return;
     spdlog::warn("manager: node {} answers again; taken back with {} replica(s)", r->name, r->replicas.size());
-    join(self, *r, router);
+    if (r->control.port == 0) r->control = parked.control;  // gateways dial it there
+    join(self, *r, parked.router);
   };
   auto pong = [self, id, router, timeout, reported](const Result<uint64_t>& r) {
     if (!r.ok()) return self->state.liveness.silent_failed(id);
@@ -189,6 +193,10 @@ void run(manager_pointer self, const PipelineOrders& orders) {
         break;
       case Kind::publish:
         publish(self, {o.key});
+        break;
+      case Kind::answer_waiters:
+        if (ModelVersion* v = self->state.registry.find(o.key); v && v->key() == o.key)
+          self->state.registry.answer_waiters(*v);
         break;
       case Kind::place:
         place(self, o.key);
@@ -301,11 +309,12 @@ void heartbeat(manager_pointer self) {
   for (uint64_t id : tick.ping) ping(self, id);
   for (uint64_t id : tick.lost) {
     const node_router_actor router = st.members.find(id)->router;
+    const HostPort control = st.members.find(id)->report.control;
     lose_node(self, id,
               "its router answered no heartbeat for " + std::to_string(st.liveness.timeout_us() / 1000) +
                   " ms; its connection lives: it is taken back when it answers",
               false);
-    st.members.park(id, router);
+    st.members.park(id, router, control);
   }
   for (uint64_t id : tick.ping_silent) ping_silent(self, id);
   self->delayed_send(self, st.config.heartbeat, ping_atom_v);

@@ -16,6 +16,7 @@ void Membership::update_report(uint64_t id, node_report report) {
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return;
   const bool draining = it->second.report.draining;
+  if (report.control.port == 0) report.control = it->second.report.control;
   it->second.report = std::move(report);
   it->second.report.draining = draining || it->second.report.draining;
 }
@@ -44,14 +45,14 @@ std::optional<uint64_t> Membership::id_of(const caf::actor_addr& router) const {
   return std::nullopt;
 }
 
-const node_router_actor* Membership::parked(uint64_t id) const {
+const Membership::Parked* Membership::parked(uint64_t id) const {
   auto it = parked_.find(id);
   return it == parked_.end() ? nullptr : &it->second;
 }
 
 std::optional<uint64_t> Membership::unpark(const caf::actor_addr& router) {
   for (auto it = parked_.begin(); it != parked_.end(); ++it) {
-    if (it->second && it->second.address() == router) {
+    if (it->second.router && it->second.router.address() == router) {
       const uint64_t id = it->first;
       parked_.erase(it);
       return id;

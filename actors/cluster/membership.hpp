@@ -45,7 +45,9 @@ class Membership {
   std::optional<ClusterNode> leave(uint64_t id);
 
   const ClusterNode* find(uint64_t id) const;
-  /// What the node reports now (its devices' use, its cache, its replicas).
+  /// What the node reports now (its devices' use, its cache, its replicas). Where its router is
+  /// published (`control`) stays as it joined: that is its process's, which a report from the
+  /// router itself does not carry (port 0), and gateways dial it.
   void update_report(uint64_t id, node_report report);
   /// A drained node gets no new replica (views() shows it without room); it stays a source.
   void set_draining(uint64_t id);
@@ -80,10 +82,17 @@ class Membership {
   bool caches(uint64_t node, const model_key& key) const;
 
   /// Nodes dropped for silence whose connection lives (NodeLiveness keeps their state): the router
-  /// of each, under the id it had as a member, until it joins again or its router goes down. Not
-  /// members: no lookup above finds them.
-  void park(uint64_t id, node_router_actor router) { parked_[id] = std::move(router); }
-  const node_router_actor* parked(uint64_t id) const;
+  /// of each and where its process published it (`control`, which the router's own report does not
+  /// carry and gateways dial), under the id it had as a member, until it joins again or its router
+  /// goes down. Not members: no lookup above finds them.
+  struct Parked {
+    node_router_actor router;
+    HostPort control;
+  };
+  void park(uint64_t id, node_router_actor router, HostPort control) {
+    parked_[id] = {std::move(router), std::move(control)};
+  }
+  const Parked* parked(uint64_t id) const;
   /// Forgets the parked router at `router`; the id it had, or nullopt when none is parked there.
   std::optional<uint64_t> unpark(const caf::actor_addr& router);
 
@@ -103,7 +112,7 @@ class Membership {
   ClusterNode* find_mutable(uint64_t id);
 
   std::map<uint64_t, ClusterNode> nodes_;
-  std::map<uint64_t, node_router_actor> parked_;
+  std::map<uint64_t, Parked> parked_;
   uint64_t next_id_ = 1;
 };
 

@@ -300,8 +300,7 @@ PipelineOrders PartitionController::stage_loaded(const model_key& key, uint64_t 
   }
   b->published = true;
   spdlog::info("manager: {} serves through a pipeline: {}", key.to_string(), route);
-  registry_->answer_waiters(*v);
-  PipelineOrders out{key_order(PipelineOrder::Kind::publish, key)};
+  PipelineOrders out{key_order(PipelineOrder::Kind::publish, key), key_order(PipelineOrder::Kind::answer_waiters, key)};
   for (StageSpot& x : b->stages)
     if (auto o = complete(key, x)) out.push_back(std::move(*o));
   return out;
@@ -343,6 +342,7 @@ PipelineOrders PartitionController::member_completed(const model_key& key, uint6
   spdlog::info("manager: {} completed into {} full replica(s); its pipeline of {} stages leaves", key.to_string(),
                ready, done.stages.size());
   out.push_back(key_order(PipelineOrder::Kind::publish, key));
+  if (ready > 0) out.push_back(key_order(PipelineOrder::Kind::answer_waiters, key));  // after the update
   out.push_back(std::move(later));
   out.push_back(key_order(PipelineOrder::Kind::place_if_short, key));
   return out;

@@ -74,6 +74,8 @@ struct PipelineOrder {
                      // replica load (`announce`: it publishes and places; `completion`: not a cold start),
                      // then, when `partitioned`, ModelRegistry::mark_partitioned
     publish,         // a routing update of `key`
+    answer_waiters,  // the loads waiting for `key` hear it serves: after the update that routes to it
+                     // (a gateway relays a load's answer, and both reach it in order)
     place,           // place `key` as usual
     place_if_short,  // place `key` when it wants more replicas and nothing loads (ModelVersion::wants_more)
   };

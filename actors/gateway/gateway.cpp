@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
@@ -131,7 +132,19 @@ void apply_update(gateway_pointer self, routing_update& u) {
     }
     st.workflows = std::move(next);
   }
+  // Members that left: the manager lost them (a process that died or stopped answering, whose
+  // connection to this gateway may live on), or a restarted manager's table lacks them.
+  std::vector<replica_ref> left;
+  for (const auto& m : st.members) {
+    const bool stays = std::any_of(u.members.begin(), u.members.end(),
+                                   [&](const replica_ref& n) { return n.router.address() == m.router.address(); });
+    if (!stays) left.push_back(m);
+  }
   st.members = std::move(u.members);
+  for (const auto& m : left) {  // dialed again when it is back: a restarted process is a new connection
+    st.dialed.erase(m.node);
+    st.direct.erase(m.node);
+  }
   for (const auto& m : st.members) watch(self, m.router);
   dial_members(self);
   st.report_interval_us = u.report_interval_us;
@@ -141,6 +154,7 @@ void apply_update(gateway_pointer self, routing_update& u) {
   }
   st.epoch = u.epoch;
   publish_view(self);
+  for (const auto& m : left) member_left(self, m);
   if (!st.subscribed) {
     st.subscribed = true;
     auto early = std::move(st.unrouted);
@@ -270,6 +284,20 @@ void manager_lost(gateway_pointer self) {
                st.table.size());
   st.manager = nullptr;
   if (st.instruments) st.instruments->set_manager_connected(false);
+  if (!st.dial_queue) return;  // in the manager's process: the nodes' connections are this process's own
+  // A standalone gateway reaches a node it has not dialed (it publishes no router, or the dial
+  // failed or is under way) through the manager's process, and that way went with the manager: no
+  // answer comes back from there and no down message says so. Until the manager is back, such a
+  // node is down for this gateway: its replicas leave the table and its requests are re-sent.
+  std::vector<replica_ref> unreachable;
+  for (const auto& m : st.members)
+    if (!st.direct.count(m.node)) unreachable.push_back(m);
+  for (const auto& m : unreachable) {
+    spdlog::warn("gateway: node {} was reached through the manager's process only; unreachable until the manager is "
+                 "back",
+                 m.node);
+    node_down(self, m.router.address());
+  }
 }
 
 gateway_actor::behavior_type gateway_behavior(gateway_pointer self, GatewayConfig config, caf::actor manager,

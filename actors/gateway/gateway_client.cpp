@@ -39,7 +39,7 @@ Result<T> ask(caf::actor_system& sys, const gateway_actor& gateway, std::chrono:
 
 GatewayClient::GatewayClient(caf::actor_system& sys, GatewayConfig config, gateway_actor gateway,
                              std::shared_ptr<RoutingView> view, GatewayInstruments* instruments,
-                             std::vector<LocalNode> local, std::vector<std::string> api_tokens)
+                             std::vector<LocalNode> local, std::vector<ApiToken> api_tokens)
     : sys_(sys),
       config_(std::move(config)),
       gateway_(std::move(gateway)),
@@ -66,17 +66,52 @@ std::optional<std::string_view> bearer_token(std::string_view v) {
 
 }  // namespace
 
+namespace {
+
+/// The configured token that `authorization` carries (nullptr: none matched; every token is
+/// compared, in constant time, with no early exit), or the refusal of a missing or malformed one.
+Result<const ApiToken*> match_token(const std::vector<ApiToken>& tokens,
+                                    std::optional<std::string_view> authorization) {
+  if (!authorization) return unauthenticated("this API needs a bearer token (Authorization: Bearer TOKEN)");
+  auto token = bearer_token(*authorization);
+  if (!token) {
+    return unauthenticated("the Authorization credential is not a bearer token (Authorization: Bearer TOKEN)");
+  }
+  const ApiToken* found = nullptr;
+  for (const auto& t : tokens) {
+    if (constant_time_equal(*token, t.token)) found = &t;
+  }
+  return found;
+}
+
+}  // namespace
+
 Status GatewayClient::authorize(std::string_view protocol, std::optional<std::string_view> authorization) const {
   if (api_tokens_.empty()) return Status::OK();
   Status verdict = Status::OK();
-  if (!authorization) {
-    verdict = unauthenticated("this API needs a bearer token (Authorization: Bearer TOKEN)");
-  } else if (auto token = bearer_token(*authorization); !token) {
-    verdict = unauthenticated("the Authorization credential is not a bearer token (Authorization: Bearer TOKEN)");
-  } else {
-    bool known = false;
-    for (const auto& t : api_tokens_) known |= constant_time_equal(*token, t);  // every one, no early exit
-    if (!known) verdict = permission_denied("the bearer token is not one of this gateway's (gateway.api_tokens_file)");
+  auto found = match_token(api_tokens_, authorization);
+  if (!found.ok()) {
+    verdict = found.error();
+  } else if (!*found) {
+    verdict = permission_denied("the bearer token is not one of this gateway's (gateway.api_tokens_file)");
+  }
+  if (!verdict.ok() && instruments_) instruments_->count_auth_refusal(protocol, to_string(verdict.error().code()));
+  return verdict;
+}
+
+Status GatewayClient::authorize_change(std::string_view protocol,
+                                       std::optional<std::string_view> authorization) const {
+  if (api_tokens_.empty()) return Status::OK();
+  Status verdict = Status::OK();
+  auto found = match_token(api_tokens_, authorization);
+  if (!found.ok()) {
+    verdict = found.error();
+  } else if (!*found) {
+    verdict = permission_denied("the bearer token is not one of this gateway's (gateway.api_tokens_file)");
+  } else if (!(*found)->admin) {
+    verdict = permission_denied(
+        "this token may not change what the cluster serves (load, unload, distribute, evict): that needs a token "
+        "with the admin scope (a line 'TOKEN admin' in gateway.api_tokens_file)");
   }
   if (!verdict.ok() && instruments_) instruments_->count_auth_refusal(protocol, to_string(verdict.error().code()));
   return verdict;

@@ -34,6 +34,7 @@
 #include "actors/gateway_interface.hpp"
 #include "actors/inline_runner.hpp"
 #include "base/status.hpp"
+#include "base/token_file.hpp"
 #include "config/cluster_config.hpp"
 
 namespace caf {
@@ -55,7 +56,7 @@ class GatewayClient {
  public:
   GatewayClient(caf::actor_system& sys, GatewayConfig config, gateway_actor gateway, std::shared_ptr<RoutingView> view,
                 GatewayInstruments* instruments, std::vector<LocalNode> local = {},
-                std::vector<std::string> api_tokens = {});
+                std::vector<ApiToken> api_tokens = {});
 
   const GatewayConfig& config() const { return config_; }
 
@@ -65,6 +66,12 @@ class GatewayClient {
   /// absent or not a bearer credential, permission_denied otherwise, counted by `protocol` (http,
   /// grpc) in ember_auth_refusals_total. Health checks never ask.
   Status authorize(std::string_view protocol, std::optional<std::string_view> authorization) const;
+  /// Whether a call may change what the cluster serves (load, unload, distribute, evict; the index
+  /// only reads, and what its rescan applies is the repository owner's, not the caller's): OK when
+  /// no token is configured (the open API, as before); otherwise authorize's refusals, then
+  /// permission_denied for a known token without the admin scope ("TOKEN admin" in
+  /// gateway.api_tokens_file). Refusals are counted as authorize's are.
+  Status authorize_change(std::string_view protocol, std::optional<std::string_view> authorization) const;
   bool requires_token() const { return !api_tokens_.empty(); }
   std::shared_ptr<const RoutingSnapshot> snapshot() const { return view_->snapshot(); }
 
@@ -136,7 +143,7 @@ class GatewayClient {
   std::shared_ptr<RoutingView> view_;
   GatewayInstruments* instruments_;
   const std::vector<LocalNode> local_;
-  const std::vector<std::string> api_tokens_;
+  const std::vector<ApiToken> api_tokens_;
 };
 
 }  // namespace ember

@@ -274,9 +274,12 @@ caf::result<infer_reply> route_workflow(gateway_pointer self, workflow_request& 
   return rp;
 }
 
-void node_down(gateway_pointer self, const caf::actor_addr& addr) {
+namespace {
+
+/// Fails the whole workflow requests sent to `addr` and takes back the requests routed there (or
+/// through it, a pipeline's later stage), in id order.
+std::vector<std::shared_ptr<Pending>> take_requests_on(gateway_pointer self, const caf::actor_addr& addr) {
   auto& st = self->state;
-  st.monitored.erase(addr);
   for (auto it = st.routed_workflows.begin(); it != st.routed_workflows.end();) {
     if (it->second.router != addr) {
       ++it;
@@ -286,6 +289,39 @@ void node_down(gateway_pointer self, const caf::actor_addr& addr) {
     it->second.promise.deliver(to_caf(unavailable("the node running the workflow request was lost")));
     it = st.routed_workflows.erase(it);
   }
+  std::vector<std::shared_ptr<Pending>> taken;
+  for (auto it = st.routed.begin(); it != st.routed.end();) {
+    const auto& via = it->second.via;
+    if (it->second.router == addr || std::find(via.begin(), via.end(), addr) != via.end()) {
+      --st.outstanding[it->second.node_id];
+      taken.push_back(it->second.pending);
+      it = st.routed.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return taken;
+}
+
+/// Re-sends requests whose node was lost, or fails them as retryable after kMaxAttempts.
+void resend(gateway_pointer self, std::vector<std::shared_ptr<Pending>> requests) {
+  auto& st = self->state;
+  for (auto& p : requests) {
+    if (p->attempts >= kMaxAttempts) {
+      fail(self, *p,
+           unavailable("the node serving the request was lost (" + std::to_string(p->attempts) + " attempts); retry"));
+      continue;
+    }
+    if (st.instruments) st.instruments->count_retry(p->key);
+    dispatch(self, p);
+  }
+}
+
+}  // namespace
+
+void node_down(gateway_pointer self, const caf::actor_addr& addr) {
+  auto& st = self->state;
+  st.monitored.erase(addr);
   std::set<model_key> touched;
   for (auto& [key, e] : st.table) {
     auto before = e.replicas.size();
@@ -302,31 +338,22 @@ void node_down(gateway_pointer self, const caf::actor_addr& addr) {
   st.members.erase(std::remove_if(st.members.begin(), st.members.end(),
                                   [&](const replica_ref& r) { return r.router.address() == addr; }),
                    st.members.end());
-  std::vector<std::shared_ptr<Pending>> resend;
-  for (auto it = st.routed.begin(); it != st.routed.end();) {
-    const auto& via = it->second.via;
-    if (it->second.router == addr || std::find(via.begin(), via.end(), addr) != via.end()) {
-      --st.outstanding[it->second.node_id];
-      resend.push_back(it->second.pending);
-      it = st.routed.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  if (!touched.empty() || !resend.empty()) {
+  auto lost = take_requests_on(self, addr);
+  if (!touched.empty() || !lost.empty()) {
     spdlog::warn("gateway: a node went down; {} model(s) lost a replica, {} request(s) re-sent", touched.size(),
-                 resend.size());
+                 lost.size());
   }
   publish_view(self);
-  for (auto& p : resend) {
-    if (p->attempts >= kMaxAttempts) {
-      fail(self, *p,
-           unavailable("the node serving the request was lost (" + std::to_string(p->attempts) + " attempts); retry"));
-      continue;
-    }
-    if (st.instruments) st.instruments->count_retry(p->key);
-    dispatch(self, p);
-  }
+  resend(self, std::move(lost));
+}
+
+void member_left(gateway_pointer self, const replica_ref& node) {
+  auto lost = take_requests_on(self, node.router.address());
+  if (lost.empty()) return;
+  spdlog::warn("gateway: node {} left the cluster (the manager lost it, or it stopped answering); {} request(s) "
+               "in flight there re-sent",
+               node.node, lost.size());
+  resend(self, std::move(lost));
 }
 
 /// Resolves the request's model and version against the table and sends it on its way.

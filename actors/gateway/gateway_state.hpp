@@ -149,6 +149,11 @@ void expire(gateway_pointer self, uint64_t id);
 caf::result<infer_reply> route_workflow(gateway_pointer self, workflow_request& req);
 /// A node (router) died: its replicas leave the table, its requests are re-sent.
 void node_down(gateway_pointer self, const caf::actor_addr& addr);
+/// A member left the manager's routing table (the table, already applied, holds none of its
+/// replicas): the requests in flight there are re-sent, as when it goes down. This is how a
+/// gateway learns of a node it cannot see die: one the manager dropped for silence (a stopped
+/// process, whose connection lives), or one reached through another process's connection.
+void member_left(gateway_pointer self, const replica_ref& node);
 /// The load_report of this interval: counters since the last one, and what is in flight now.
 load_report make_load_report(gateway_state& st);
 

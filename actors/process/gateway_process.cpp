@@ -24,11 +24,11 @@ namespace ember {
 namespace {
 
 /// The API's bearer tokens and TLS context, every file read and checked.
-Result<std::pair<std::vector<std::string>, std::shared_ptr<const TlsContext>>> load_credentials(
+Result<std::pair<std::vector<ApiToken>, std::shared_ptr<const TlsContext>>> load_credentials(
     const GatewayConfig& config) {
-  std::vector<std::string> tokens;
+  std::vector<ApiToken> tokens;
   if (!config.api_tokens_file.empty()) {
-    EMBER_ASSIGN_OR_RETURN(tokens, read_token_list(config.api_tokens_file, "gateway.api_tokens_file"));
+    EMBER_ASSIGN_OR_RETURN(tokens, read_api_tokens(config.api_tokens_file, "gateway.api_tokens_file"));
   }
   std::shared_ptr<const TlsContext> tls;
   if (!config.tls_certificate.empty()) {
@@ -37,6 +37,21 @@ Result<std::pair<std::vector<std::string>, std::shared_ptr<const TlsContext>>> l
                                                  "gateway"));
   }
   return std::make_pair(std::move(tokens), std::move(tls));
+}
+
+/// Whether `host` (an endpoint's) is reached from this host only.
+bool loopback(const std::string& host) { return host.starts_with("127.") || host == "localhost" || host == "::1"; }
+
+/// An open API on an address others reach is allowed, and said at start.
+void warn_if_open(const GatewayConfig& config, const std::vector<ApiToken>& tokens) {
+  if (!tokens.empty()) return;
+  for (const auto& at : {std::optional<HostPort>(config.http), config.grpc}) {
+    if (!at || loopback(at->host)) continue;
+    spdlog::warn(
+        "gateway: the API on {} has no tokens (gateway.api_tokens_file): whoever reaches it may infer and change "
+        "what the cluster serves (load, unload, distribute, evict)",
+        at->to_string());
+  }
 }
 
 }  // namespace
@@ -52,6 +67,7 @@ Result<std::unique_ptr<GatewayProcess>> GatewayProcess::start(caf::actor_system&
                                                               std::vector<LocalNode> local) {
   EMBER_ASSIGN_OR_RETURN(auto credentials, load_credentials(config));
   auto& [tokens, tls] = credentials;
+  warn_if_open(config, tokens);
   std::unique_ptr<GatewayProcess> p(new GatewayProcess());
   p->sys_ = &sys;
   p->instruments_ = std::make_unique<GatewayInstruments>();

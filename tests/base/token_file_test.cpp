@@ -70,6 +70,31 @@ TEST(TokenFile, AListRefusesWhatCannotBeAToken) {
             std::string::npos);
 }
 
+TEST(TokenFile, AnApiTokenMayCarryTheAdminScope) {
+  File f("# API tokens\nreader-1\nwriter-2 admin\n\n  writer-3\t admin  \r\n");
+  auto t = read_api_tokens(f.path(), "gateway.api_tokens_file");
+  ASSERT_TRUE(t.ok()) << t.error().message();
+  EXPECT_EQ(*t, (std::vector<ApiToken>{{"reader-1", false}, {"writer-2", true}, {"writer-3", true}}));
+}
+
+TEST(TokenFile, AnApiTokenListRefusesAnUnknownScopeAndWhatCannotBeAToken) {
+  struct Bad {
+    std::string text;
+    std::string error;
+  };
+  for (const Bad& b : {Bad{"", "no token in the file"},
+                       Bad{"good\nwriter Admin\n", "line 2: after the token only the scope 'admin' may follow"},
+                       Bad{"writer admin extra\n", "line 1: after the token only the scope 'admin' may follow"},
+                       Bad{"caf\xc3\xa9 admin\n", "line 1: a token holds a character outside printable ASCII"}}) {
+    File f(b.text);
+    auto t = read_api_tokens(f.path(), "gateway.api_tokens_file");
+    ASSERT_FALSE(t.ok()) << b.text;
+    EXPECT_EQ(t.error().code(), ErrorCode::invalid_argument);
+    EXPECT_NE(t.error().message().find(b.error), std::string::npos) << t.error().message();
+    EXPECT_NE(t.error().message().find("gateway.api_tokens_file (" + f.path() + ")"), std::string::npos);
+  }
+}
+
 TEST(TokenFile, ConstantTimeEqualIsEquality) {
   EXPECT_TRUE(constant_time_equal("", ""));
   EXPECT_TRUE(constant_time_equal("s3cret", "s3cret"));

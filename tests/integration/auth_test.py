@@ -6,8 +6,11 @@ A server started with a token file that cannot be read, or holds no token, refus
 names the file. A server with tokens keeps its health checks open (HTTP /v2/health/live and /ready,
 gRPC ServerLive, ServerReady and grpc.health.v1) and refuses every other call without a token (401
 with WWW-Authenticate, gRPC UNAUTHENTICATED), with a malformed one (the same) and with an unknown
-one (403, PERMISSION_DENIED); with a token from the file, inference, metadata, the repository and
-/metrics answer as without tokens. The refusals are counted in ember_auth_refusals_total.
+one (403, PERMISSION_DENIED); with a token from the file, inference, metadata, the repository index
+and /metrics answer as without tokens. Changing what the cluster serves (load, unload, distribute,
+evict; gRPC RepositoryModelLoad and Unload) needs a token with the admin scope ("TOKEN admin"): any
+other token is 403 / PERMISSION_DENIED saying so. The refusals are counted in
+ember_auth_refusals_total.
 
 Usage: auth_test.py --ember PATH
 """
@@ -26,7 +29,9 @@ from grpc_api_test import Failure, health, http_call, stubs, wait_for
 from ports import free_port
 from procs import print_tail, stop
 
-TOKENS = "# API tokens of the test\nfirst-token-123\n\n  second_token-456  \n"
+TOKENS = "# API tokens of the test\nfirst-token-123\n\n  second_token-456  \nadmin-token-789 admin\n"
+ADMIN = "admin-token-789"
+SCOPE = "needs a token with the admin scope"
 BODY = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 16], "data": [0.5] * 16}]})
 
 
@@ -78,6 +83,33 @@ def check_http(port):
     print("ok: HTTP: health open; 401, 401, 403, 200 on every other endpoint; refusals counted")
 
 
+def check_http_changes(port):
+    """Loads, unloads, distributions and evictions: 403 with a token without the admin scope (nothing
+    changes), done with the admin token; the model serves again after its reload."""
+    def call(method, path, token, body="{}"):
+        return http_call(port, method, path, body, {"Content-Type": "application/json",
+                                                    "Authorization": f"Bearer {token}"})
+
+    for path in ("/v2/repository/models/mlp/load", "/v2/repository/models/mlp/unload",
+                 "/ember/v1/models/mlp/distribute", "/ember/v1/models/mlp/evict"):
+        status, reply, _ = call("POST", path, "first-token-123")
+        if status != 403 or SCOPE not in reply.decode():
+            raise Failure(f"POST {path} without the admin scope: HTTP {status} {reply[:200]}, expected 403")
+    status, reply, _ = call("POST", "/v2/models/mlp/infer", "first-token-123", BODY)
+    if status != 200:
+        raise Failure(f"mlp after the refused unload: HTTP {status} {reply[:200]}")
+    for path, want in (("/v2/repository/models/mlp/unload", 200), ("/v2/models/mlp/infer", 400),
+                       ("/v2/repository/models/mlp/load", 200), ("/v2/models/mlp/ready", 200),
+                       ("/v2/models/mlp/infer", 200)):
+        get = path.endswith("ready")
+        status, reply, _ = call("GET" if get else "POST", path, ADMIN,
+                                None if get else BODY if path.endswith("infer") else "{}")
+        if status != want:
+            raise Failure(f"{path} with the admin token: HTTP {status} {reply[:200]}, expected {want}")
+    print("ok: HTTP: load, unload, distribute and evict refused (403) without the admin scope; with it, "
+          "mlp unloaded and loaded again")
+
+
 def check_grpc(pb, rpc, port):
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     stub = rpc.GRPCInferenceServiceStub(channel)
@@ -114,9 +146,28 @@ def check_grpc(pb, rpc, port):
     reply = stub.ModelInfer(req, timeout=30, metadata=(("authorization", "Bearer second_token-456"),))
     if list(reply.outputs[0].shape) != [1, 4]:
         raise Failure(f"the authorized gRPC inference: {reply}")
+    changes = (("RepositoryModelLoad", lambda md: stub.RepositoryModelLoad(
+                    pb.RepositoryModelLoadRequest(model_name="mlp"), timeout=60, metadata=md)),
+               ("RepositoryModelUnload", lambda md: stub.RepositoryModelUnload(
+                    pb.RepositoryModelUnloadRequest(model_name="mlp"), timeout=60, metadata=md)))
+    for name, call in changes:
+        try:
+            call((("authorization", "Bearer second_token-456"),))
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.PERMISSION_DENIED or SCOPE not in e.details():
+                raise Failure(f"{name} without the admin scope: {e.code()} {e.details()}")
+        else:
+            raise Failure(f"{name} without the admin scope: answered, expected PERMISSION_DENIED")
+    admin = (("authorization", f"Bearer {ADMIN}"),)
+    for name, call in reversed(changes):  # unload, then load again
+        call(admin)
+    reply = stub.ModelInfer(req, timeout=30, metadata=admin)
+    if list(reply.outputs[0].shape) != [1, 4]:
+        raise Failure(f"gRPC inference after the admin's reload: {reply}")
     channel.close()
     print("ok: gRPC: ServerLive, ServerReady and health open; UNAUTHENTICATED, UNAUTHENTICATED, "
-          "PERMISSION_DENIED, OK on every other call")
+          "PERMISSION_DENIED, OK on every other call; RepositoryModelLoad and Unload PERMISSION_DENIED without "
+          "the admin scope, done with it")
 
 
 def check_metrics_port(port):
@@ -156,6 +207,7 @@ def main():
         wait_for("mlp to be ready", lambda: http_call(port, "GET", "/v2/models/mlp/ready", None,
                                                       {"Authorization": "Bearer first-token-123"})[0] == 200, 60)
         check_http(port)
+        check_http_changes(port)
         check_grpc(pb, rpc, grpc_port)
         check_metrics_port(metrics_port)
         if server.poll() is not None:

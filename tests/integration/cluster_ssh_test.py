@@ -388,7 +388,7 @@ def run(ember):
 
         tokens = os.path.join(work, "api.tokens")
         with open(tokens, "w") as f:
-            f.write(TOKEN + "\n")
+            f.write(TOKEN + " admin\n")  # it loads mlp over HTTPS below: the admin scope
         with open(os.path.join(work, "admin.token"), "w") as f:
             f.write("cluster-ssh-test-admin-91c4\n")
         make_certificates(ember, work)

@@ -123,7 +123,8 @@ class Load:
     request as (start, end, outcome), outcome "ok", "retryable", "wrong" or "lost" (no answer), and
     the failures (wrong answers and requests without one) as messages."""
 
-    def __init__(self, cases, model, ports, per_port):
+    def __init__(self, cases, model, ports, per_port, timeout=60):
+        self.timeout = timeout  # a client waiting longer counts its request as lost
         self.records, self.failures = [], []
         self._stop, self._lock = threading.Event(), threading.Lock()
         models = [model] if isinstance(model, str) else sorted(model)
@@ -133,7 +134,7 @@ class Load:
             t.start()
 
     def _client(self, cases, models, port, index):
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=self.timeout)
         i = index
         while not self._stop.is_set():
             model = models[i % len(models)]
@@ -153,7 +154,7 @@ class Load:
                 outcome = "lost"
                 with self._lock:
                     self.failures.append(f"gateway :{port}: no answer: {type(e).__name__}: {e}")
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=self.timeout)
             with self._lock:
                 self.records.append((start, time.time(), outcome))
 

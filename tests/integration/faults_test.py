@@ -20,7 +20,16 @@ than the sockets buffer) from the repository, hops held to 20 MB/s, while the ma
 (SIGKILL) and restarted 2 s later on the same addresses: the first hop, without upstream or controller, tries the repository again every second and
 resumes from its verified offset; both hops end with the digest verified.
 
-Usage: faults_test.py --ember PATH
+With --standalone-gateway, another scenario (issue 33): node chaos through a standalone `ember gateway`,
+which reaches the nodes directly and so cannot count on the manager's own view of them. Four nodes, mlp
+with two replicas, four clients through the standalone gateway (its request timeout the default 60 s,
+its cold-start timeout 5 s); every 3 s a node holding a replica is SIGKILLed (and started again) or
+SIGSTOPped for 3 s (its connections live; nothing answers), six faults in all. Checked: no request hangs
+(a client gives up after 15 s, far below the gateway's request timeout: a request in flight on a lost or
+stopped node must be re-sent, or failed as retryable, once the manager drops the node) and none is
+wrong. ~35 s.
+
+Usage: faults_test.py --ember PATH [--standalone-gateway]
 """
 import argparse
 import os
@@ -32,7 +41,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cluster_test import (Failure, Load, LocalCluster, make_cases, metric, node_replicas,  # noqa: E402
-                          run_guarded, wait_for)
+                          request, run_guarded, wait_for)
 from ports import free_port  # noqa: E402
 
 # A node must serve again within this long after each fault (the hung node: after it resumed).
@@ -153,11 +162,71 @@ def _body(ember, work, procs, logs):
         raise Failure(f"only {ok} requests answered right")
 
 
+# A client waits this long for an answer before it counts its request as hung (the standalone gateway's
+# request timeout is 60 s: a request it leaves on a lost node waits that long).
+HUNG_S = 15.0
+
+
+def _standalone_gateway_chaos(ember, work, procs, logs):
+    repo, cases = make_cases(ember, work)
+    cases = {"mlp": cases["mlp"]}
+    cluster = LocalCluster(ember, work, procs, logs, repo, 4, config="autoscale:\n  enabled: false\n",
+                           node_args=["--node-timeout", "2s"], manager_args=["--node-timeout", "2s"])
+    hport = cluster.http
+    cluster.load("mlp", 2)
+    wait_for("two replicas", lambda: sum(node_replicas(hport).values()) == 2, 30)
+    gw_config = os.path.join(work, "gateway.yaml")
+    with open(gw_config, "w") as f:
+        f.write("gateway:\n  cold_start_timeout: 5s\n")  # request_timeout: the default 60 s
+    gport = free_port()
+    cluster.spawn("gateway", ["gateway", "--manager", cluster.manager, "--http", f"127.0.0.1:{gport}", "--config",
+                              gw_config])
+    wait_for("the standalone gateway to serve mlp", lambda: request(gport, "POST", "/v2/models/mlp/infer",
+                                                                    cases["mlp"][0][0], timeout=10)[0] == 200, 30)
+    load = Load(cases, "mlp", [gport], 4, timeout=HUNG_S)
+    time.sleep(1.0)
+    faults = []
+    for k in range(6):
+        held = [n for n, r in node_replicas(hport).items() if r > 0 and procs[n].poll() is None]
+        if not held:
+            raise Failure(f"no node holds a replica of mlp before fault {k + 1}")
+        victim = held[k % len(held)]
+        if k % 2 == 0:
+            procs[victim].send_signal(signal.SIGKILL)
+            procs[victim].wait()
+            time.sleep(1.0)
+            cluster.spawn_node(victim)  # empty cache, same name
+            faults.append(f"SIGKILL {victim}")
+            time.sleep(2.0)
+        else:
+            procs[victim].send_signal(signal.SIGSTOP)
+            time.sleep(3.0)
+            procs[victim].send_signal(signal.SIGCONT)
+            faults.append(f"SIGSTOP {victim} 3 s")
+        wait_for("mlp served from two replicas again", lambda: sum(node_replicas(hport).values()) >= 2, 30)
+    time.sleep(1.0)
+    load.stop()
+    ok, retryable = load.count("ok"), load.count("retryable")
+    longest = max(end - start for start, end, _ in load.records)
+    print(f"standalone gateway under node chaos ({', '.join(faults)}): {ok} correct, {retryable} retryable, "
+          f"{len(load.failures)} hung or wrong; the longest request took {longest:.2f} s")
+    if load.failures:
+        raise Failure(f"{len(load.failures)} requests hung (no answer in {HUNG_S:.0f} s) or wrong, e.g.: " +
+                      "; ".join(load.failures[:5]))
+    if ok < 100:
+        raise Failure(f"only {ok} requests answered right")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ember", required=True)
-    ember = ap.parse_args().ember
-    return run_guarded("ember-faults-", lambda work, procs, logs: _body(ember, work, procs, logs))
+    ap.add_argument("--standalone-gateway", action="store_true",
+                    help="node chaos through a standalone gateway instead of the console's faults")
+    a = ap.parse_args()
+    if a.standalone_gateway:
+        return run_guarded("ember-faults-gw-",
+                           lambda work, procs, logs: _standalone_gateway_chaos(a.ember, work, procs, logs))
+    return run_guarded("ember-faults-", lambda work, procs, logs: _body(a.ember, work, procs, logs))
 
 
 if __name__ == "__main__":

@@ -61,6 +61,16 @@ grpc::Status authorized(const GatewayClient& client, const grpc::ServerContext& 
   return s.ok() ? grpc::Status::OK : to_grpc(s.error());
 }
 
+/// Whether the call may change what the cluster serves (GatewayClient::authorize_change).
+grpc::Status authorized_change(const GatewayClient& client, const grpc::ServerContext& ctx) {
+  std::optional<std::string_view> header;
+  const auto& md = ctx.client_metadata();
+  if (auto it = md.find("authorization"); it != md.end())
+    header = std::string_view(it->second.data(), it->second.size());
+  const Status s = client.authorize_change("grpc", header);
+  return s.ok() ? grpc::Status::OK : to_grpc(s.error());
+}
+
 /// The time left before the client's deadline, if it set one.
 std::optional<std::chrono::microseconds> time_left(const grpc::ServerContext& ctx) {
   const auto deadline = ctx.deadline();
@@ -168,7 +178,7 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
 
   grpc::Status RepositoryModelLoad(grpc::ServerContext* ctx, const inference::RepositoryModelLoadRequest* in,
                                    inference::RepositoryModelLoadResponse*) override {
-    if (auto denied = authorized(*client_, *ctx); !denied.ok()) return denied;
+    if (auto denied = authorized_change(*client_, *ctx); !denied.ok()) return denied;
     if (in->model_name().empty()) return to_grpc(invalid_argument("model_name is empty"));
     auto replicas = decode_load_parameters(in->parameters());
     if (!replicas.ok()) return to_grpc(replicas.error());
@@ -181,7 +191,7 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
 
   grpc::Status RepositoryModelUnload(grpc::ServerContext* ctx, const inference::RepositoryModelUnloadRequest* in,
                                      inference::RepositoryModelUnloadResponse*) override {
-    if (auto denied = authorized(*client_, *ctx); !denied.ok()) return denied;
+    if (auto denied = authorized_change(*client_, *ctx); !denied.ok()) return denied;
     if (in->model_name().empty()) return to_grpc(invalid_argument("model_name is empty"));
     model_command cmd;
     cmd.model.name = in->model_name();

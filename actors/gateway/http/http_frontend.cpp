@@ -95,12 +95,14 @@ struct HttpFrontend::Impl {
   /// A POST route whose body is read by RFC 9112's framing (http_request.hpp): a request without
   /// Content-Length or Transfer-Encoding has an empty body, which is what `curl -X POST URL` sends.
   /// Checked after the body was read (and dropped when refused), so that a refused request leaves
-  /// its keep-alive connection in step.
-  void post(const std::string& pattern, BodyHandler handler) {
-    server.Post(pattern, [this, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res,
-                                                              const httplib::ContentReader& reader) {
+  /// its keep-alive connection in step. `change`: the route changes what the cluster serves, and
+  /// needs the admin scope (GatewayClient::authorize_change).
+  void post(const std::string& pattern, BodyHandler handler, bool change = false) {
+    server.Post(pattern, [this, handler = std::move(handler), change](const httplib::Request& req,
+                                                                      httplib::Response& res,
+                                                                      const httplib::ContentReader& reader) {
       RequestBody body = read_body(req, reader, config.max_body_bytes);
-      if (refused(req, res)) return;
+      if (change ? refused_change(req, res) : refused(req, res)) return;
       if (body.error_status != 0) {
         res.status = body.error_status;
         res.set_content(render_error(body.error), kJson);
@@ -116,7 +118,20 @@ struct HttpFrontend::Impl {
     if (!client->requires_token() || req.path == "/v2/health/live" || req.path == "/v2/health/ready") return false;
     std::optional<std::string> header;
     if (req.has_header("Authorization")) header = req.get_header_value("Authorization");
-    const Status allowed = client->authorize("http", header ? std::optional<std::string_view>(*header) : std::nullopt);
+    return answered(res, client->authorize("http", header ? std::optional<std::string_view>(*header) : std::nullopt));
+  }
+
+  /// A call that changes what the cluster serves without the admin scope: answered 401 or 403 here
+  /// (true), counted.
+  bool refused_change(const httplib::Request& req, httplib::Response& res) {
+    std::optional<std::string> header;
+    if (req.has_header("Authorization")) header = req.get_header_value("Authorization");
+    return answered(res,
+                    client->authorize_change("http", header ? std::optional<std::string_view>(*header) : std::nullopt));
+  }
+
+  /// A refusal `allowed` answered (true), or nothing to answer.
+  static bool answered(httplib::Response& res, const Status& allowed) {
     if (allowed.ok()) return false;
     if (allowed.error().code() == ErrorCode::unauthenticated) {
       res.set_header("WWW-Authenticate", R"(Bearer realm="ember")");
@@ -137,7 +152,7 @@ struct HttpFrontend::Impl {
       auto state = command(atom, std::move(cmd));
       if (!state.ok()) return reply_error(res, state.error());
       res.set_content("{}", kJson);
-    });
+    }, /*change=*/true);
   }
 
   /// distribute or evict: the cache command of `atom` on the model the path names.
@@ -149,7 +164,7 @@ struct HttpFrontend::Impl {
       auto result = command(atom, std::move(*parsed));
       if (!result.ok()) return reply_error(res, result.error());
       res.set_content(render_distribute_result(*result), kJson);
-    });
+    }, /*change=*/true);
   }
 
   Result<model_state> command(load_atom, model_command cmd) { return client->load(std::move(cmd)); }

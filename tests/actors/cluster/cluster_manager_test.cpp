@@ -12,6 +12,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "actors/cluster/load_planner.hpp"
 #include "actors/cluster/model_repository.hpp"
@@ -90,6 +91,7 @@ caf::behavior fake_router(caf::event_based_actor* self, FakeNode* node) {
         if (node->hung) return caf::delegated<node_report>();
         node_report r = node->report;
         r.replicas = node->replicas;
+        r.control = {};  // as a router reports: where its process published it is the process's
         return r;
       },
   };
@@ -157,6 +159,7 @@ struct Cluster {
     node_report r;
     r.name = name;
     r.data = {name, 7000};
+    r.control = {name, 7201};  // as its process publishes its router
     r.devices.push_back({"sim0", device_mib * MiB, 0});
     n.report = r;
     auto id = d.request<uint64_t>(manager, join_atom_v, r, caf::actor_cast<node_router_actor>(n.actor));
@@ -171,6 +174,40 @@ struct Cluster {
     return a;
   }
 };
+
+/// A gateway relaying a repository command as the real one does (actors/gateway/gateway.cpp): it
+/// subscribes, then asks the manager itself, and notes what its own routing table showed of `key`
+/// when the answer reached it. The manager's answer and its routing updates reach it in the order
+/// the manager sent them (one sender, one receiver), exactly as over a connection.
+struct Relay {
+  Table table;
+  std::optional<Result<model_state>> answer;
+  std::vector<std::string> replicas_at_answer;
+  size_t stages_at_answer = 0;
+};
+
+template <class... Ts>
+std::shared_ptr<Relay> relay(Cluster& c, const model_key& key, Ts... msg) {
+  auto r = std::make_shared<Relay>();
+  auto gateway = c.d.sys().spawn([r, key, manager = c.manager, msg...](caf::event_based_actor* self) {
+    self->request(manager, caf::infinite, subscribe_atom_v, caf::actor_cast<gateway_actor>(self))
+        .then([=](routing_update& first) {
+          r->table.apply(first);
+          self->request(manager, caf::infinite, msg...)
+              .then(
+                  [=](model_state& s) {
+                    r->answer = s;
+                    r->replicas_at_answer = r->table.replicas(key);
+                    auto e = r->table.entries.find(key);
+                    r->stages_at_answer = e == r->table.entries.end() ? 0 : e->second.pipeline.size();
+                  },
+                  [=](caf::error& e) { r->answer = from_caf(e); });
+        });
+    return caf::behavior{[r](const routing_update& u) { r->table.apply(u); }};
+  });
+  c.others.push_back(gateway);
+  return r;
+}
 
 TEST(ClusterManager, ALostNodesReplicasLeaveTheRoutingTableAtOnceAndItsModelIsPlacedOnASurvivor) {
   Cluster c;
@@ -349,6 +386,62 @@ TEST(ClusterManager, ALoadRescansTheModelsFolderOnTheScanQueueBeforeItAnswers) {
   EXPECT_TRUE(c.table.entries.empty());  // the version that vanished left the table
   ASSERT_FALSE(c.table.updates.empty());
   EXPECT_EQ(c.table.updates.back().removed, (std::vector<model_key>{kModel}));
+}
+
+// integration.http_api saw `POST .../load` answered 200 and the next `GET .../ready` say 400 "no
+// warm replica (loading)": the manager answered the waiters before it sent the routing update that
+// carries the replica, so the gateway relayed "ready" while its own view still said loading.
+TEST(ClusterManager, AColdStartIsAnsweredOnlyAfterTheRoutingUpdateThatCarriesItsReplica) {
+  Cluster c;
+  c.join("a");
+  auto r = relay(c, kModel, ensure_atom_v, kModel);
+  c.d.run();
+  ASSERT_TRUE(r->answer && r->answer->ok());
+  EXPECT_EQ(r->answer->value().state, ModelReadiness::ready);
+  EXPECT_EQ(r->replicas_at_answer, (std::vector<std::string>{"a"}))
+      << "the gateway heard \"ready\" before its routing table had the replica";
+}
+
+TEST(ClusterManager, ALoadIsAnsweredOnlyAfterTheRoutingUpdateThatCarriesItsReplica) {
+  gpu::testing::TempDir repo;
+  gpu::testing::tiny_model("mlp", repo / "mlp/1");
+  ClusterManagerConfig config;
+  config.repository = repo.path();
+  const model_key mlp{"mlp", 1};
+  Cluster c(config, 0, {mlp});
+  c.join("a");
+  model_command cmd;
+  cmd.model = mlp;
+  auto r = relay(c, mlp, load_atom_v, cmd);
+  c.d.run();
+  ASSERT_TRUE(r->answer && r->answer->ok()) << (r->answer ? r->answer->error().message() : "no answer");
+  EXPECT_EQ(r->replicas_at_answer, (std::vector<std::string>{"a"}))
+      << "the gateway heard the load's answer before its routing table had the replica";
+}
+
+// Gateways dial a node's router where its process published it (node_report::control), which only
+// the join says: a node dropped for silence and taken back with what its router reports now keeps
+// that endpoint in the routing table's members (else a standalone gateway reaches it only through
+// the manager's process, and loses what is in flight there when the manager restarts).
+TEST(ClusterManager, ANodeTakenBackAfterSilenceKeepsWhereItsRouterIsPublished) {
+  ClusterManagerConfig config;
+  config.heartbeat = 100ms;
+  config.node_timeout = 500ms;
+  Cluster c(config);
+  auto& a = c.join("a");
+  auto control_of = [&](const std::string& name) -> std::optional<HostPort> {
+    for (const auto& m : c.table.updates.back().members)
+      if (m.node == name) return m.control;
+    return std::nullopt;
+  };
+  ASSERT_EQ(control_of("a"), (HostPort{"a", 7201}));
+  a.hung = true;
+  for (int i = 0; i < 8; ++i) c.d.advance(100ms);
+  ASSERT_EQ(control_of("a"), std::nullopt) << "the premise: the silent node was dropped";
+  a.hung = false;  // it answers again: taken back with what its router reports
+  for (int i = 0; i < 8; ++i) c.d.advance(100ms);
+  ASSERT_TRUE(control_of("a").has_value()) << "the premise: the node was taken back";
+  EXPECT_EQ(control_of("a"), (HostPort{"a", 7201})) << "taken back without its published endpoint";
 }
 
 TEST(ClusterManager, TheNodesAnswerListsTheReplicasTheManagerKnowsOnEachNode) {
@@ -601,6 +694,20 @@ TEST(PartitionedColdStart, AScaleUpOfAModelNoNodeHoldsServesThroughStagesThenBec
     EXPECT_EQ(c.nodes[n]->unloads, (std::vector<model_key>{stage_key_of(kGpt, part.first_layer, part.last_layer)}))
         << n;
   }
+}
+
+TEST(PartitionedColdStart, ALoadServedThroughStagesIsAnsweredOnlyAfterTheUpdateThatRoutesToThem) {
+  Partitioned p;
+  auto& c = *p.c;
+  for (const char* n : {"a", "b", "c"}) c.join(n).hold = true;  // completions wait: only the stages serve
+  model_command cmd;
+  cmd.model = kGpt;
+  cmd.replicas = 3;
+  auto r = relay(c, kGpt, load_atom_v, cmd);
+  c.d.run();
+  ASSERT_TRUE(r->answer && r->answer->ok()) << (r->answer ? r->answer->error().message() : "no answer");
+  ASSERT_EQ(p.entry().pipeline.size(), 3u) << "the premise: a pipeline serves, no replica yet";
+  EXPECT_EQ(r->stages_at_answer, 3u) << "the gateway heard the load's answer before its table had the pipeline";
 }
 
 TEST(PartitionedColdStart, AStageThatFailsGivesThePipelineUpForWholeReplicas) {

@@ -126,5 +126,24 @@ TEST(Membership, TheMemberListAndTheJoinLineNameEveryNode) {
             "replica(s) adopted)");
 }
 
+// A heartbeat's fresh report comes from the node's router, which does not know where its process
+// published it: the member list keeps the endpoint the node joined with (integration.control_tls:
+// a standalone gateway never dialed the node that had loaded a replica, and lost its requests
+// through the manager's process when the manager restarted).
+TEST(Membership, AFreshReportKeepsWhereTheNodesRouterIsPublished) {
+  Membership m;
+  node_report joined = report("a", {512});
+  joined.control = {"127.0.0.1", 7201};
+  const uint64_t a = m.join(joined, {});
+  node_report fresh = report("a", {512});
+  fresh.replicas = {{"mlp", 1}};
+  m.update_report(a, fresh);
+  EXPECT_EQ(m.find(a)->report.replicas, (std::vector<model_key>{{"mlp", 1}}));
+  EXPECT_EQ(m.members().at(0).control, (HostPort{"127.0.0.1", 7201}));
+  fresh.control = {"127.0.0.1", 7301};  // one that says (a process that publishes it again elsewhere)
+  m.update_report(a, fresh);
+  EXPECT_EQ(m.members().at(0).control, (HostPort{"127.0.0.1", 7301}));
+}
+
 }  // namespace membership_test
 }  // namespace ember

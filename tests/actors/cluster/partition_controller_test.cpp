@@ -181,37 +181,39 @@ TEST(PipelineBuild, StagesLoadThenThePipelineServesThenItsMembersBecomeReplicasI
   EXPECT_EQ(members.size(), 2u);
   EXPECT_TRUE(c.pc.start(c.v(), nullptr).empty()) << "loads in flight";
 
-  // The first stage bound: nothing yet; the last: the pipeline serves, the waiter is answered and
+  // The first stage bound: nothing yet; the last: the pipeline serves (published, then its waiters
+  // answered: a gateway relaying the load routes through it before its client hears 'ready') and
   // each member fetches the rest.
   EXPECT_TRUE(c.pc.stage_loaded(kBig, started[0].node, started[0].attempt, Cluster::stage_of(started[0])).empty());
   EXPECT_TRUE(c.answered.empty());
   const PipelineOrders serving =
       c.pc.stage_loaded(kBig, started[1].node, started[1].attempt, Cluster::stage_of(started[1]));
-  ASSERT_EQ(kinds(serving), (std::vector<Kind>{Kind::publish, Kind::complete, Kind::complete}));
+  ASSERT_EQ(kinds(serving),
+            (std::vector<Kind>{Kind::publish, Kind::answer_waiters, Kind::complete, Kind::complete}));
   ASSERT_EQ(c.v().pipeline.size(), 2u);
   EXPECT_EQ(c.v().pipeline[0].node, started[0].node);
   EXPECT_EQ(c.v().pipeline[1].stage, Cluster::stage_key(started[1]));
-  EXPECT_EQ(c.answered.size(), 1u);
-  for (size_t i = 1; i < 3; ++i) {
-    EXPECT_EQ(serving[i].load.reuse.first_layer, started[i - 1].stage.part.first_layer);
+  EXPECT_TRUE(c.answered.empty()) << "the waiters are the actor's to answer, after the update";
+  for (size_t i = 2; i < 4; ++i) {
+    EXPECT_EQ(serving[i].load.reuse.first_layer, started[i - 2].stage.part.first_layer);
     EXPECT_EQ(serving[i].load.layers.layer_bytes.size(), 8u) << "every layer checked";
     EXPECT_EQ(serving[i].load.max_bytes_per_s, 5'000'000u) << "autoscale.completion_rate";
   }
 
-  // The members complete: the last turns both into replicas, then one publish.
-  EXPECT_TRUE(c.pc.member_completed(kBig, serving[1].node, serving[1].attempt, Cluster::whole(serving[1])).empty());
+  // The members complete: the last turns both into replicas, then one publish, then the waiters.
+  EXPECT_TRUE(c.pc.member_completed(kBig, serving[2].node, serving[2].attempt, Cluster::whole(serving[2])).empty());
   const PipelineOrders done =
-      c.pc.member_completed(kBig, serving[2].node, serving[2].attempt, Cluster::whole(serving[2]));
-  ASSERT_EQ(kinds(done), (std::vector<Kind>{Kind::answer, Kind::answer, Kind::publish, Kind::unload_later,
-                                            Kind::place_if_short}));
+      c.pc.member_completed(kBig, serving[3].node, serving[3].attempt, Cluster::whole(serving[3]));
+  ASSERT_EQ(kinds(done), (std::vector<Kind>{Kind::answer, Kind::answer, Kind::publish, Kind::answer_waiters,
+                                            Kind::unload_later, Kind::place_if_short}));
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_FALSE(done[i].announce) << "published once, after both";
     EXPECT_TRUE(done[i].completion) << "not a cold start";
     EXPECT_TRUE(done[i].partitioned);
     EXPECT_TRUE(done[i].result->ok());
   }
-  EXPECT_EQ(done[3].delay_us, PartitionController::kPipelineGraceUs);
-  EXPECT_EQ(done[3].stages.size(), 2u);
+  EXPECT_EQ(done[4].delay_us, PartitionController::kPipelineGraceUs);
+  EXPECT_EQ(done[4].stages.size(), 2u);
   EXPECT_TRUE(c.v().pipeline.empty());
   EXPECT_EQ(c.pc.find(kBig), nullptr);
 }

@@ -42,6 +42,10 @@ caf::behavior fake_manager(caf::event_based_actor* self, std::shared_ptr<Manager
         script->subscriber = g;
         return script->table;
       },
+      [script](subscribe_atom, const gateway_actor& g, uint64_t) {  // a gateway that holds a table
+        script->subscriber = g;
+        return script->table;
+      },
       // As the manager does: the routing update to its subscribers, then the answer.
       [self, script](unload_atom, const model_command& cmd) {
         routing_update u;
@@ -342,6 +346,85 @@ TEST_F(GatewayTest, ARequestWhoseNodeIsLostIsRetriedOnceOnAnotherReplica) {
   EXPECT_NE(metrics_text().find("ember_request_retries_total{model=\"m\",version=\"1\"} 1"), std::string::npos);
   EXPECT_TRUE(view_->snapshot()->find("m", 1)->ready);
   EXPECT_TRUE(manager_script_->ensures.empty());
+}
+
+// The manager dropped a node that stopped answering (SIGSTOP: its process and its connection live,
+// so no down message ever reaches this gateway, which may reach the node directly): the request in
+// flight there is re-sent with the update that says so, not left to the request timeout.
+TEST_F(GatewayTest, ARequestOnANodeTheManagerDroppedIsResentAtOnceThoughTheNodeNeverWentDown) {
+  const replica_ref stopped = router(1, /*answer_infer=*/false), live = router(2);
+  manager_script_->table.entries = {entry(kModel, {stopped, live})};
+  manager_script_->table.members = {stopped, live};
+  start();
+  auto answer = infer("x");
+  d_.run();
+  ASSERT_EQ(routers_[1]->infers, 1) << "the premise: the request went to the node that stops answering";
+  ASSERT_FALSE(answer->done());
+  routing_update dropped;
+  dropped.epoch = 2;
+  dropped.entries = {entry(kModel, {live})};
+  dropped.members = {live};
+  caf::anon_send(gateway_, dropped);
+  d_.run();  // no time passes
+  ASSERT_TRUE(answer->ok()) << answer->error().message();
+  EXPECT_EQ(answer->value().node, "r2");
+  EXPECT_NE(metrics_text().find("ember_request_retries_total{model=\"m\",version=\"1\"} 1"), std::string::npos);
+}
+
+// A replica that leaves the table while its node stays a member (retired by a scale-down or a
+// drain) answers what it holds: nothing is re-sent.
+TEST_F(GatewayTest, ARequestOnARetiredReplicaOfANodeThatStaysAMemberIsNotResent) {
+  const replica_ref draining = router(1, /*answer_infer=*/false), other = router(2);
+  manager_script_->table.entries = {entry(kModel, {draining, other})};
+  manager_script_->table.members = {draining, other};
+  start();
+  auto answer = infer("x");
+  d_.run();
+  ASSERT_EQ(routers_[1]->infers, 1);
+  routing_update retired;
+  retired.epoch = 2;
+  retired.entries = {entry(kModel, {other})};
+  retired.members = {draining, other};
+  caf::anon_send(gateway_, retired);
+  d_.run();
+  EXPECT_FALSE(answer->done());
+  EXPECT_EQ(routers_[2]->infers, 0);
+}
+
+// A standalone gateway reaches a node it has not dialed through the manager's process (here: the
+// nodes publish no router to dial). When the manager goes, that way goes with it and no down message
+// says so: the request in flight there is taken back and waits for a replica the gateway can reach,
+// which the manager brings when it is back. (integration.control_tls saw such a request time out.)
+TEST_F(GatewayTest, AStandaloneGatewayThatLosesItsManagerResendsWhatWentThroughItsProcess) {
+  WorkQueue dials{{.threads = 0}};
+  const replica_ref behind = router(1, /*answer_infer=*/false);
+  manager_script_->table.entries = {entry(kModel, {behind})};
+  manager_script_->table.members = {behind};  // control port 0: nothing to dial
+  manager_ = d_.sys().spawn(fake_manager, manager_script_);
+  gateway_ = spawn_gateway(d_.sys(), config_, caf::actor{}, view_, &instruments_, metrics_queue_, &dials);
+  caf::anon_send(gateway_, manager_atom_v, manager_);
+  d_.run();
+  ASSERT_TRUE(view_->snapshot()->find("m", 1)->ready);
+  auto answer = infer("x");
+  d_.run();
+  ASSERT_EQ(routers_[1]->infers, 1);
+  caf::anon_send_exit(manager_, caf::exit_reason::kill);
+  d_.run();
+  EXPECT_FALSE(view_->snapshot()->find("m", 1)->ready) << "a replica reached through the lost manager stayed";
+  ASSERT_FALSE(answer->done()) << "held for a replica the gateway can reach";
+  auto back = std::make_shared<ManagerScript>();
+  const replica_ref reachable = router(2);
+  back->table.epoch = 7;
+  back->table.full = true;
+  back->table.entries = {entry(kModel, {reachable})};
+  back->table.members = {reachable};
+  manager_ = d_.sys().spawn(fake_manager, back);
+  caf::anon_send(gateway_, manager_atom_v, manager_);
+  d_.run();
+  ASSERT_TRUE(answer->ok()) << answer->error().message();
+  EXPECT_EQ(answer->value().node, "r2");
+  caf::anon_send_exit(gateway_, caf::exit_reason::user_shutdown);  // before `dials` goes
+  d_.run();
 }
 
 TEST_F(GatewayTest, AnUnloadIsAnsweredOnlyOnceTheGatewaysViewShowsIt) {

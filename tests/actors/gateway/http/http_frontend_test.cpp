@@ -197,7 +197,7 @@ std::string error_of(const Reply& r) {
 
 class HttpFrontendTest : public ::testing::Test {
  protected:
-  void start(uint32_t threads = 4, uint32_t queue = 16, std::vector<std::string> tokens = {}) {
+  void start(uint32_t threads = 4, uint32_t queue = 16, std::vector<ApiToken> tokens = {}) {
     GatewayConfig config;
     config.http = {"127.0.0.1", 0};
     config.http_threads = threads;
@@ -284,7 +284,7 @@ TEST_F(HttpFrontendTest, BodylessPostsLeaveAKeepAliveConnectionReadyForTheNextRe
 // a malformed one is 401 with WWW-Authenticate, an unknown one 403, both JSON and counted; a refused
 // POST's body is read and dropped, so its keep-alive connection serves the next request.
 TEST_F(HttpFrontendTest, WithTokensEveryCallButTheHealthChecksNeedsOne) {
-  start(4, 16, {"s3cret-one", "s3cret-two"});
+  start(4, 16, {{"s3cret-one"}, {"s3cret-two", /*admin=*/true}});  // the second may also load
   const std::string good = "Authorization: Bearer s3cret-two\r\n";
   EXPECT_EQ(exchange(get("/v2/health/live")).status, 200);
   EXPECT_NE(exchange(get("/v2/health/ready")).status, 401);
@@ -315,6 +315,45 @@ TEST_F(HttpFrontendTest, WithTokensEveryCallButTheHealthChecksNeedsOne) {
   EXPECT_NE(text.find(R"(ember_auth_refusals_total{protocol="http",reason="unauthenticated"} 10)"), std::string::npos)
       << text;
   EXPECT_NE(text.find(R"(ember_auth_refusals_total{protocol="http",reason="permission_denied"} 3)"), std::string::npos)
+      << text;
+}
+
+// A token without the admin scope may infer and read (the index too) but not change what the
+// cluster serves: load, unload, distribute and evict are 403 saying which scope they need, nothing
+// reaches the gateway, and the refusals are counted; the admin token does each.
+TEST_F(HttpFrontendTest, RepositoryChangesNeedATokenWithTheAdminScope) {
+  start(4, 16, {{"reader-token"}, {"writer-token", /*admin=*/true}});
+  const std::string reader = "Authorization: Bearer reader-token\r\n";
+  const std::string writer = "Authorization: Bearer writer-token\r\n";
+  auto post_as = [&](const std::string& who, const std::string& path) {
+    return exchange("POST " + path + " HTTP/1.1\r\n" + host() + who + "Content-Length: 0\r\n\r\n");
+  };
+  EXPECT_EQ(post_as(reader, "/v2/repository/index").status, 200);
+  EXPECT_EQ(calls_->take(), std::vector<std::string>{"index"});
+  const std::vector<std::pair<std::string, std::string>> changes = {
+      {"/v2/repository/models/mlp/load", "load mlp 0"},
+      {"/v2/repository/models/mlp/unload", "unload mlp 0"},
+      {"/ember/v1/models/mlp/distribute", "distribute mlp/0 chain"},
+      {"/ember/v1/models/mlp/evict", "evict mlp/0 chain"},
+  };
+  for (const auto& [path, call] : changes) {
+    const Reply refused = post_as(reader, path);
+    EXPECT_EQ(refused.status, 403) << path;
+    EXPECT_NE(error_of(refused).find("needs a token with the admin scope (a line 'TOKEN admin' in "
+                                     "gateway.api_tokens_file)"),
+              std::string::npos)
+        << refused.body;
+    EXPECT_TRUE(calls_->take().empty()) << path << " reached the gateway";
+    EXPECT_EQ(post_as("", path).status, 401) << path;
+    EXPECT_EQ(post_as("Authorization: Bearer writer-tokenX\r\n", path).status, 403) << path;
+    const Reply done = post_as(writer, path);
+    EXPECT_EQ(done.status, 200) << path << ": " << done.body;
+    EXPECT_EQ(calls_->take(), std::vector<std::string>{call}) << path;
+  }
+  const std::string text = metrics::render(instruments_.registry().snapshot());
+  EXPECT_NE(text.find(R"(ember_auth_refusals_total{protocol="http",reason="permission_denied"} 8)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(ember_auth_refusals_total{protocol="http",reason="unauthenticated"} 4)"), std::string::npos)
       << text;
 }
 
