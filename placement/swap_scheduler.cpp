@@ -144,6 +144,18 @@ Result<Heaviness> classify(int64_t swap_in_us, int64_t warm_us, double slowdown_
 
 bool available(const DeviceState& device) { return !device.executing && device.loading.source == LoadSource::none; }
 
+std::vector<DeviceIndex> run_order(const std::vector<DeviceState>& devices) {
+  std::vector<DeviceIndex> out;
+  out.reserve(devices.size());
+  for (DeviceIndex d = 0; d < devices.size(); ++d) {
+    if (available(devices[d])) out.push_back(d);
+  }
+  for (DeviceIndex d = 0; d < devices.size(); ++d) {
+    if (!available(devices[d])) out.push_back(d);
+  }
+  return out;
+}
+
 std::string_view to_string(SwapAction action) {
   switch (action) {
     case SwapAction::run:

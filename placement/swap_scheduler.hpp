@@ -139,6 +139,12 @@ struct DeviceState {
 /// Neither executing nor loading: the only devices a request may be bound to.
 bool available(const DeviceState& device);
 
+/// The order in which Algorithm 1 takes a device for a request of a model resident on several:
+/// step 2 runs it on an available holder, the lowest id first (every holder costs the same); the
+/// devices not available follow, by id (a request there would wait behind what runs). Every device
+/// appears once. The node's inline runs try holders in this order (actors/node/inline_runs.hpp).
+std::vector<DeviceIndex> run_order(const std::vector<DeviceState>& devices);
+
 enum class SwapAction : uint8_t {
   run,             // the model is resident on `device`: no swap
   swap_from_peer,  // copy from `source` over its direct link to `device`, then run there

@@ -153,22 +153,15 @@ std::optional<Result<infer_reply>> GatewayClient::infer_direct(const infer_reque
   if (!m || m->replicas.empty() || m->state.explicitly_unloaded || m->state.state == ModelReadiness::failed) {
     return std::nullopt;
   }
-  DirectTraffic& traffic = view_->direct();
-  const replica_ref* target = nullptr;
-  uint32_t least = 0;
-  for (const auto& r : m->replicas) {
-    // Only a node in this process: a request to a remote node that dies is never failed by CAF
-    // (it waits out its timeout), while the gateway actor watches its nodes and re-sends.
-    if (r.router.node() != sys_.node()) continue;
-    const uint32_t load = traffic.outstanding(r.node_id);
-    if (!target || load < least) {
-      target = &r;
-      least = load;
-    }
-  }
+  // Only a node in this process: a request to a remote node that dies is never failed by CAF (it
+  // waits out its timeout), while the gateway actor watches its nodes and re-sends.
+  ReplicaChooser& chooser = view_->chooser();
+  const replica_ref* target =
+      chooser.choose_and_start(m->replicas, [&](const replica_ref& r) { return r.router.node() == sys_.node(); });
   if (!target) return std::nullopt;
   const model_key key = m->state.model;
   const auto started = std::chrono::steady_clock::now();
+  DirectTraffic& traffic = view_->direct();
   traffic.started(key, target->node_id);
   Result<infer_reply> out = internal_error("no answer from node " + target->node);
   std::optional<Result<infer_reply>> ran;
@@ -194,6 +187,7 @@ std::optional<Result<infer_reply>> GatewayClient::infer_direct(const infer_reque
   }
   const bool handed_on = !out.ok() && out.error().code() == ErrorCode::unavailable;
   traffic.finished(key, target->node_id, out.ok(), out.ok() ? out->compute_us : 0, handed_on);
+  chooser.finished(target->node_id);
   if (handed_on) return std::nullopt;
   if (instruments_) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -216,47 +210,38 @@ std::optional<Result<infer_reply>> GatewayClient::workflow_on_node(const Workflo
     msg.models.push_back(m->state.model);
   }
   // The least loaded node of this process holding every step's model; else one elsewhere, through
-  // the gateway actor, which watches it.
-  DirectTraffic& traffic = view_->direct();
-  const replica_ref* target = nullptr;
-  bool remote = false;
-  uint32_t least = 0;
-  for (const auto& r : views.front()->replicas) {
-    const bool all = std::all_of(views.begin(), views.end(), [&](const ModelView* m) {
+  // the gateway actor, which watches it (and chooses there by the same rule).
+  auto holds_all = [&](const replica_ref& r) {
+    return std::all_of(views.begin(), views.end(), [&](const ModelView* m) {
       return std::any_of(m->replicas.begin(), m->replicas.end(),
                          [&](const replica_ref& o) { return o.node_id == r.node_id; });
     });
-    if (!all) continue;
-    if (r.router.node() != sys_.node()) {
-      remote = true;
-      continue;
-    }
-    const uint32_t load = traffic.outstanding(r.node_id);
-    if (!target || load < least) {
-      target = &r;
-      least = load;
-    }
-  }
+  };
+  const bool remote = std::any_of(views.front()->replicas.begin(), views.front()->replicas.end(),
+                                  [&](const replica_ref& r) { return r.router.node() != sys_.node() && holds_all(r); });
+  ReplicaChooser& chooser = view_->chooser();
+  const replica_ref* target = chooser.choose_and_start(
+      views.front()->replicas, [&](const replica_ref& r) { return r.router.node() == sys_.node() && holds_all(r); });
   if (!target && !remote) return std::nullopt;
   msg.name = w.entry.name;
   msg.json = w.entry.json;
   msg.request = req;
   Result<infer_reply> out = internal_error("no answer from the node");
-  // A node of this process first offers to run it on this thread (one device holding every step's
-  // model, idle), as it does single requests (InlineRunner).
-  const auto local = target ? std::find_if(local_.begin(), local_.end(),
-                                           [&](const LocalNode& n) { return n.router == target->router.id(); })
-                            : local_.end();
-  if (local != local_.end() && local->runner) {
-    if (auto ran = local->runner->run_workflow(msg)) {
-      if (!ran->ok() && ran->error().code() == ErrorCode::unavailable) return std::nullopt;
-      return std::move(*ran);
-    }
-  }
   if (target) {
-    thread_actor(sys_)
-        ->request(target->router, wait, std::move(msg))
-        .receive([&](infer_reply& x) { out = std::move(x); }, [&](caf::error& err) { out = from_caf(err); });
+    // A node of this process first offers to run it on this thread (one device holding every
+    // step's model, idle), as it does single requests (InlineRunner).
+    const auto local =
+        std::find_if(local_.begin(), local_.end(), [&](const LocalNode& n) { return n.router == target->router.id(); });
+    std::optional<Result<infer_reply>> ran;
+    if (local != local_.end() && local->runner) ran = local->runner->run_workflow(msg);
+    if (ran) {
+      out = std::move(*ran);
+    } else {
+      thread_actor(sys_)
+          ->request(target->router, wait, std::move(msg))
+          .receive([&](infer_reply& x) { out = std::move(x); }, [&](caf::error& err) { out = from_caf(err); });
+    }
+    chooser.finished(target->node_id);
   } else {
     out = ask<infer_reply>(sys_, gateway_, wait, std::move(msg));
   }

@@ -13,7 +13,8 @@
 // the request first runs on the calling thread itself when its model is resident on an idle device
 // (actors/inline_runner.hpp): no actor, no other thread; the node declines otherwise, and the
 // request goes to its router as above. It is counted where the gateway counts its own (metrics, the
-// autoscaler's load reports through DirectTraffic, the least-loaded choice). When that node cannot
+// autoscaler's load reports through DirectTraffic, the one in-flight count per node that the
+// ReplicaChooser picks by, for this path and the gateway actor alike: replica_chooser.hpp). When that node cannot
 // serve it (unavailable: its queue is full, the replica went, the node was lost), the request
 // takes the gateway's way, which retries elsewhere or holds it for a cold start; every other
 // answer, errors included, is final, exactly as the gateway would give it.

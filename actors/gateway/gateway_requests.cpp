@@ -127,39 +127,24 @@ void expire(gateway_pointer self, uint64_t id) {
 
 namespace {
 
-/// The ready replica with the fewest requests in flight from this gateway (its own and those its
-/// front-end threads sent straight to replicas).
-const replica_ref* choose_replica(const gateway_state& st, const routing_entry& e) {
-  const replica_ref* best = nullptr;
-  uint32_t best_load = 0;
-  for (const auto& r : e.replicas) {
-    auto it = st.outstanding.find(r.node_id);
-    const uint32_t load = (it == st.outstanding.end() ? 0 : it->second) + st.view->direct().outstanding(r.node_id);
-    if (!best || load < best_load) {
-      best = &r;
-      best_load = load;
-    }
-  }
-  return best;
-}
-
 void on_routed_failure(gateway_pointer self, uint64_t id, const caf::error& err);
 void on_routed_reply(gateway_pointer self, uint64_t id, infer_reply reply);
 void dispatch_pipeline(gateway_pointer self, std::shared_ptr<Pending> p, const std::vector<pipeline_hop>& hops);
-/// The node id that stands for pipelines in `outstanding` (real node ids start at 1).
+/// The node id that stands for pipelines in the in-flight count (real node ids start at 1).
 constexpr uint64_t kPipelineNode = 0;
 
 void dispatch(gateway_pointer self, std::shared_ptr<Pending> p) {
   auto& st = self->state;
   auto entry = st.table.find(p->key);
   if (entry == st.table.end()) return fail(self, *p, not_found("unknown model " + p->key.to_string()));
-  const replica_ref* replica = choose_replica(st, entry->second);
+  // The ready replica with the fewest requests in flight from this process (the gateway's and
+  // those its front-end threads sent straight to replicas), counted there at once.
+  const replica_ref* replica = st.view->chooser().choose_and_start(entry->second.replicas);
   if (!replica && !entry->second.pipeline.empty()) return dispatch_pipeline(self, std::move(p), entry->second.pipeline);
   if (!replica) return hold(self, std::move(p));
   ++p->attempts;
   const uint64_t id = p->id;
   st.routed[id] = {p, replica->router.address(), replica->node_id};
-  ++st.outstanding[replica->node_id];
   self->request(replica->router, std::chrono::microseconds(st.config.request_timeout_us), p->request)
       .then([self, id](infer_reply& reply) { on_routed_reply(self, id, std::move(reply)); },
             [self, id](caf::error& err) { on_routed_failure(self, id, err); });
@@ -177,7 +162,7 @@ void dispatch_pipeline(gateway_pointer self, std::shared_ptr<Pending> p, const s
   std::vector<caf::actor_addr> via;
   for (size_t i = 1; i < hops.size(); ++i) via.push_back(hops[i].router.address());
   st.routed[id] = {p, first.address(), kPipelineNode, std::move(via)};
-  ++st.outstanding[kPipelineNode];
+  st.view->chooser().started(kPipelineNode);
   if (st.instruments) st.instruments->count_pipeline(p->key);
   stage_request req;
   req.request = p->request;
@@ -194,7 +179,7 @@ void on_routed_reply(gateway_pointer self, uint64_t id, infer_reply reply) {
   if (it == st.routed.end()) return;  // re-sent elsewhere after its node was lost
   auto routed = std::move(it->second);
   st.routed.erase(it);
-  --st.outstanding[routed.node_id];
+  st.view->chooser().finished(routed.node_id);
   if (st.report_interval_us > 0) {  // the manager wants load reports
     auto& counters = st.load[routed.pending->key];
     ++counters.completions;
@@ -211,7 +196,7 @@ void on_routed_failure(gateway_pointer self, uint64_t id, const caf::error& err)
   if (it == st.routed.end()) return;
   auto routed = std::move(it->second);
   st.routed.erase(it);
-  --st.outstanding[routed.node_id];
+  st.view->chooser().finished(routed.node_id);
   const Error e = from_caf(err);
   auto& p = *routed.pending;
   if (routed.node_id == kPipelineNode && e.code() == ErrorCode::unavailable) {
@@ -241,30 +226,28 @@ void on_routed_failure(gateway_pointer self, uint64_t id, const caf::error& err)
 /// manager, and the requests in flight there are re-sent (or held until a replica is re-placed).
 caf::result<infer_reply> route_workflow(gateway_pointer self, workflow_request& req) {
   auto& st = self->state;
-  // The least loaded node holding a ready replica of every step's model.
+  // The least loaded node holding a ready replica of every step's model, counted there at once.
   const replica_ref* target = nullptr;
   auto first = st.table.find(req.models.empty() ? model_key{} : req.models.front());
   if (first != st.table.end()) {
-    for (const auto& r : first->second.replicas) {
-      const bool all = std::all_of(req.models.begin(), req.models.end(), [&](const model_key& k) {
+    target = st.view->chooser().choose_and_start(first->second.replicas, [&](const replica_ref& r) {
+      return std::all_of(req.models.begin(), req.models.end(), [&](const model_key& k) {
         auto e = st.table.find(k);
         return e != st.table.end() && std::any_of(e->second.replicas.begin(), e->second.replicas.end(),
                                                   [&](const replica_ref& o) { return o.node_id == r.node_id; });
       });
-      if (all && (!target || st.outstanding[r.node_id] < st.outstanding[target->node_id])) target = &r;
-    }
+    });
   }
   if (!target) return to_caf(unavailable("no node holds every model of workflow '" + req.name + "'"));
   const uint64_t id = st.next_id++;
   auto rp = self->make_response_promise<infer_reply>();
   st.routed_workflows[id] = {rp, target->router.address(), target->node_id};
-  ++st.outstanding[target->node_id];
   watch(self, target->router);
   auto done = [self, id](Result<infer_reply> r) {
     auto& st = self->state;
     auto it = st.routed_workflows.find(id);
     if (it == st.routed_workflows.end()) return;  // its node was lost: answered already
-    --st.outstanding[it->second.node_id];
+    st.view->chooser().finished(it->second.node_id);
     auto promise = it->second.promise;
     st.routed_workflows.erase(it);
     r.ok() ? promise.deliver(std::move(*r)) : promise.deliver(to_caf(r.error()));
@@ -285,7 +268,7 @@ std::vector<std::shared_ptr<Pending>> take_requests_on(gateway_pointer self, con
       ++it;
       continue;
     }
-    --st.outstanding[it->second.node_id];
+    st.view->chooser().finished(it->second.node_id);
     it->second.promise.deliver(to_caf(unavailable("the node running the workflow request was lost")));
     it = st.routed_workflows.erase(it);
   }
@@ -293,7 +276,7 @@ std::vector<std::shared_ptr<Pending>> take_requests_on(gateway_pointer self, con
   for (auto it = st.routed.begin(); it != st.routed.end();) {
     const auto& via = it->second.via;
     if (it->second.router == addr || std::find(via.begin(), via.end(), addr) != via.end()) {
-      --st.outstanding[it->second.node_id];
+      st.view->chooser().finished(it->second.node_id);
       taken.push_back(it->second.pending);
       it = st.routed.erase(it);
     } else {

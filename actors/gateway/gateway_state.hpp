@@ -94,7 +94,6 @@ struct gateway_state {
     uint64_t node_id = 0;
   };
   std::map<uint64_t, RoutedWorkflow> routed_workflows;
-  std::map<uint64_t, uint32_t> outstanding;  // node id -> requests in flight there
   /// Requests waiting for a replica, per model version, in arrival order.
   std::map<model_key, std::deque<std::shared_ptr<Pending>>> held;
   std::set<model_key> ensuring;

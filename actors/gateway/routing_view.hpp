@@ -5,7 +5,9 @@
 // keep it for the duration of one request. Thread-safe; never blocks beyond a short mutex.
 //
 // DirectTraffic: what those threads sent straight to replicas, so that the gateway's load reports
-// (the autoscaler's input) and its choice of the least-loaded replica still see every request.
+// (the autoscaler's input) still see every request. The choice of a replica, and the in-flight
+// count per node it reads, are the ReplicaChooser's (replica_chooser.hpp), which the view also
+// holds: one for the gateway actor and the front ends' threads together.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/gateway/replica_chooser.hpp"
 #include "actors/messages.hpp"
 #include "actors/routing.hpp"
 #include "placement/workflow_plan.hpp"
@@ -78,7 +81,6 @@ class DirectTraffic {
     std::lock_guard lock(mu_);
     ++counts_[model].arrivals;
     ++in_flight_[{model, node_id}];
-    ++per_node_[node_id];
   }
   /// It came back (answered after `busy_us` of compute when `answered`). `handed_on`: the node
   /// could not take it and the gateway's way counts it instead (its arrival is taken back).
@@ -93,13 +95,6 @@ class DirectTraffic {
       c.busy_us += busy_us;
     }
     if (auto it = in_flight_.find({model, node_id}); it != in_flight_.end() && --it->second == 0) in_flight_.erase(it);
-    if (auto it = per_node_.find(node_id); it != per_node_.end() && --it->second == 0) per_node_.erase(it);
-  }
-  /// Requests in flight at `node_id`.
-  uint32_t outstanding(uint64_t node_id) const {
-    std::lock_guard lock(mu_);
-    auto it = per_node_.find(node_id);
-    return it == per_node_.end() ? 0 : it->second;
   }
   /// The counts since the last call (reset), and what is in flight now, per (model, node).
   std::pair<std::map<model_key, Counts>, std::map<std::pair<model_key, uint64_t>, uint32_t>> drain() {
@@ -111,7 +106,6 @@ class DirectTraffic {
   mutable std::mutex mu_;
   std::map<model_key, Counts> counts_;                            // guarded by mu_
   std::map<std::pair<model_key, uint64_t>, uint32_t> in_flight_;  // guarded by mu_
-  std::map<uint64_t, uint32_t> per_node_;                         // guarded by mu_
 };
 
 class RoutingView {
@@ -125,11 +119,14 @@ class RoutingView {
     current_ = std::move(next);
   }
   DirectTraffic& direct() { return direct_; }
+  /// The process's one replica choice and in-flight count per node (gateway actor and threads).
+  ReplicaChooser& chooser() { return chooser_; }
 
  private:
   mutable std::mutex mu_;
   std::shared_ptr<const RoutingSnapshot> current_ = std::make_shared<RoutingSnapshot>();  // guarded by mu_
   DirectTraffic direct_;
+  ReplicaChooser chooser_;
 };
 
 }  // namespace ember

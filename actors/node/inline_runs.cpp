@@ -22,6 +22,26 @@ void InlineRuns::suspend(bool on) {
   suspended_ = on;
 }
 
+void InlineRuns::prefer(std::vector<uint32_t> order) {
+  std::lock_guard lock(mu_);
+  if (order != order_) order_ = std::move(order);
+}
+
+std::vector<std::pair<uint32_t, std::shared_ptr<EngineGate>>> InlineRuns::ordered_gates() const {
+  std::vector<std::pair<uint32_t, std::shared_ptr<EngineGate>>> out;
+  out.reserve(gates_.size());
+  std::vector<bool> taken(gates_.size(), false);
+  for (uint32_t d : order_) {
+    if (d >= gates_.size() || taken[d]) continue;
+    taken[d] = true;
+    if (gates_[d]) out.emplace_back(d, gates_[d]);
+  }
+  for (uint32_t d = 0; d < gates_.size(); ++d) {
+    if (!taken[d] && gates_[d]) out.emplace_back(d, gates_[d]);
+  }
+  return out;
+}
+
 void InlineRuns::keep_records(bool on) {
   std::lock_guard lock(mu_);
   keep_ = on;
@@ -40,21 +60,23 @@ uint64_t InlineRuns::dropped() const {
 
 std::optional<Result<infer_reply>> InlineRuns::run(const infer_request& req) {
   const auto arrived = std::chrono::steady_clock::now();
-  std::vector<std::shared_ptr<EngineGate>> gates;
+  std::vector<std::pair<uint32_t, std::shared_ptr<EngineGate>>> gates;
   {
     std::lock_guard lock(mu_);
     if (suspended_) return std::nullopt;
-    gates = gates_;
+    gates = ordered_gates();
   }
-  std::optional<Result<std::vector<gpu::HostTensor>>> inputs;  // decoded once a device holds the model
-  for (uint32_t device = 0; device < gates.size(); ++device) {
-    EngineGate* gate = gates[device].get();
-    if (!gate || !gate->holds(req.model)) continue;
-    if (!inputs) {
-      inputs = decode_tensors(req.inputs);
-      if (!inputs->ok()) return std::nullopt;  // the router's way answers it, as ever
-    }
-    auto ran = gate->run_here(req.model, **inputs);
+  // Decoded once a device gave the run its turn, and once only (see the header).
+  std::optional<Result<std::vector<gpu::HostTensor>>> inputs;
+  const InlineInputs decoded = [&]() -> const std::vector<gpu::HostTensor>* {
+    if (!inputs) inputs = decode_tensors(req.inputs);
+    return inputs->ok() ? &**inputs : nullptr;
+  };
+  for (const auto& [device, g] : gates) {
+    EngineGate* gate = g.get();
+    if (!gate->holds(req.model)) continue;
+    auto ran = gate->run_here(req.model, decoded);
+    if (inputs && !inputs->ok()) return std::nullopt;  // the router's way answers it, as ever
     if (!ran) continue;
     // A fault's answer is the router's to give: it restarts the device and runs the request again.
     if (!ran->outputs.ok() && ran->outputs.error().code() == ErrorCode::device_fault) return std::nullopt;
@@ -89,30 +111,30 @@ void InlineRuns::record(const model_key& model, uint32_t device, std::chrono::mi
 
 std::optional<Result<infer_reply>> InlineRuns::run_workflow(const workflow_request& req) {
   const auto arrived = std::chrono::steady_clock::now();
-  std::vector<std::shared_ptr<EngineGate>> gates;
+  std::vector<std::pair<uint32_t, std::shared_ptr<EngineGate>>> gates;
   std::shared_ptr<const ParsedWorkflow> parsed;
   {
     std::lock_guard lock(mu_);
     if (suspended_) return std::nullopt;
-    gates = gates_;
+    gates = ordered_gates();
     auto got = parsed_.get(req.name, req.json);
     if (!got.ok()) return std::nullopt;  // the router's way answers it, as ever
     parsed = std::move(*got);
   }
   if (parsed->config.steps.size() != req.models.size()) return std::nullopt;
-  std::optional<Result<std::vector<gpu::HostTensor>>> inputs;
-  for (uint32_t device = 0; device < gates.size(); ++device) {
-    EngineGate* gate = gates[device].get();
-    if (!gate) continue;
+  std::optional<Result<std::vector<gpu::HostTensor>>> inputs;  // as run()'s
+  const InlineInputs decoded = [&]() -> const std::vector<gpu::HostTensor>* {
+    if (!inputs) inputs = decode_tensors(req.request.inputs);
+    return inputs->ok() ? &**inputs : nullptr;
+  };
+  for (const auto& [device, g] : gates) {
+    EngineGate* gate = g.get();
     bool all = true;
     for (const auto& m : req.models) all = all && gate->holds(m);
     if (!all) continue;
-    if (!inputs) {
-      inputs = decode_tensors(req.request.inputs);
-      if (!inputs->ok()) return std::nullopt;
-    }
     gpu::DeviceWorkflowStats stats;
-    auto ran = gate->run_workflow_here(parsed->config, parsed->plan, req.models, **inputs, &stats);
+    auto ran = gate->run_workflow_here(parsed->config, parsed->plan, req.models, decoded, &stats);
+    if (inputs && !inputs->ok()) return std::nullopt;
     if (!ran) continue;
     if (!ran->ok() && ran->error().code() == ErrorCode::device_fault) return std::nullopt;
     if (instruments_) {

@@ -5,6 +5,13 @@
 // keeps the device's order and no thread is woken for it. Otherwise, or on a device fault, it
 // declines and the request takes the router's way, which queues, swaps, batches and restarts as ever.
 //
+// One device policy: the devices are tried in the order the router's Algorithm 1 would take them
+// (prefer(): SwapController::run_order, published after each dispatch round: the available devices
+// by id, then the busy ones), so an inline run lands where the router's own dispatch would; until
+// the router publishes one (or without late binding), by index. A request's inputs are decoded only
+// once a device has given the run its turn (EngineGate's InlineInputs), and at most once: a request
+// that finds every holder busy goes to the router undecoded, and the executor decodes it there.
+//
 // What the router does not see happen it learns afterwards: each run is recorded (model, device,
 // latency) for the late-binding router to drain (node_router_models.cpp), which updates the model's
 // last use on that device (eviction order), its SLO outcomes (the RRC queue) and the SLO metrics.
@@ -55,6 +62,8 @@ class InlineRuns final : public InlineRunner {
   void attach(uint32_t device, std::shared_ptr<EngineGate> gate);
   /// No inline runs while suspended (fault injection on the router's messages).
   void suspend(bool on);
+  /// The router's device order from now on (see the header); devices it leaves out come last.
+  void prefer(std::vector<uint32_t> order);
   /// Keeps a record of each run from now on, until called with false (the records kept go).
   void keep_records(bool on);
   /// The records since the last drain, oldest first.
@@ -70,6 +79,7 @@ class InlineRuns final : public InlineRunner {
   NodeInstruments* const instruments_;
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<EngineGate>> gates_;  // guarded by mu_: by device index
+  std::vector<uint32_t> order_;                     // guarded by mu_: the router's (prefer)
   bool suspended_ = false;                          // guarded by mu_
   bool keep_ = false;                               // guarded by mu_
   std::vector<InlineRecord> records_;               // guarded by mu_
@@ -77,6 +87,8 @@ class InlineRuns final : public InlineRunner {
   WorkflowCache parsed_;                            // guarded by mu_
   /// Records a run of `model` on `device`, `latency` after it arrived (requires mu_).
   void record(const model_key& model, uint32_t device, std::chrono::microseconds latency);
+  /// The devices to try with their gates, in the router's order (requires mu_).
+  std::vector<std::pair<uint32_t, std::shared_ptr<EngineGate>>> ordered_gates() const;
 };
 
 }  // namespace ember

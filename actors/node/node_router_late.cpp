@@ -343,6 +343,8 @@ void pump(router_pointer self) {
         .then([self, d](weights_lease& lease) mutable { launch(self, std::move(d), std::move(lease.weights)); },
               [self, d](caf::error&) mutable { launch(self, std::move(d), std::nullopt); });
   }
+  // The front ends' inline runs take devices in the order this round leaves (Algorithm 1's).
+  if (st.config.inline_runs) st.config.inline_runs->prefer(st.swap->run_order());
   // A model passed over while gathering a batch: dispatch again when its wait ends (one wake-up
   // pending at a time, the earliest).
   if (auto until = st.swap->gathering_until(); until && (st.gather_wake_us == 0 || *until < st.gather_wake_us)) {

@@ -33,6 +33,14 @@ bool SwapController::idle(uint32_t device) const {
   return dev.up && !dev.lent && !dev.executing && dev.loading.source == LoadSource::none;
 }
 
+std::vector<uint32_t> SwapController::run_order() const {
+  std::vector<DeviceState> st(devices_.size());  // availability is all the order reads
+  for (uint32_t d = 0; d < devices_.size(); ++d) {
+    st[d].executing = !idle(d);
+  }
+  return placement::run_order(st);
+}
+
 const std::string& SwapController::name_of(const model_key& key) const {
   auto it = names_.find(key);
   if (it == names_.end()) {

@@ -214,6 +214,9 @@ class SwapController {
   bool lent(uint32_t device) const { return devices_.at(device).lent; }
   /// Whether the device could take a request now: up, not lent, not executing or loading.
   bool idle(uint32_t device) const;
+  /// The devices in the order Algorithm 1 would take them now for a request of a model resident on
+  /// several (placement::run_order over idle()): what the router publishes to its inline runs.
+  std::vector<uint32_t> run_order() const;
   /// Devices up and not lent holding a complete copy of `model` (a Body, AsyFunc's word).
   std::vector<uint32_t> holders(const model_key& model) const;
   uint64_t free_bytes(uint32_t device) const { return devices_.at(device).free; }

@@ -220,6 +220,18 @@ TEST(SwapScheduler, LoadingDeviceIsNotAvailable) {
   EXPECT_EQ(d.source, 0u);
 }
 
+TEST(SwapScheduler, RunOrderTakesAvailableDevicesByIdThenTheBusyOnes) {
+  DeviceState prefetching = holding(idle());
+  prefetching.loading = {LoadSource::host, Heaviness::light};
+  EXPECT_EQ(run_order({busy(), idle(), prefetching, holding(idle())}), (std::vector<DeviceIndex>{1, 3, 0, 2}));
+  EXPECT_EQ(run_order({idle(), idle()}), (std::vector<DeviceIndex>{0, 1}));
+  EXPECT_TRUE(run_order({}).empty());
+  // Step 2 agrees: of the available holders, the first in this order runs the request.
+  SwapDecision d = run({holding(busy()), idle(), holding(idle()), holding(idle())});
+  EXPECT_EQ(d.action, SwapAction::run);
+  EXPECT_EQ(d.device, 2u);
+}
+
 TEST(SwapScheduler, SwapOfTheSameModelInFlightIsNotWaitedFor) {
   // Device 0 is loading this very model: not a holder yet, so no peer copy from it and no waiting.
   DeviceState inflight = loading(LoadSource::host, Heaviness::heavy);

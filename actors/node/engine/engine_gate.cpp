@@ -36,7 +36,7 @@ bool EngineGate::open() const {
   return engine_ != nullptr;
 }
 
-std::optional<InferResult> EngineGate::run_here(const model_key& key, const std::vector<gpu::HostTensor>& inputs) {
+std::optional<InferResult> EngineGate::run_here(const model_key& key, const InlineInputs& inputs) {
   Entry engine(this);
   if (!engine) return std::nullopt;
   return engine->run_here(key, inputs);
@@ -44,7 +44,7 @@ std::optional<InferResult> EngineGate::run_here(const model_key& key, const std:
 
 std::optional<Result<std::vector<gpu::HostTensor>>> EngineGate::run_workflow_here(
     const WorkflowConfig& config, const WorkflowPlan& plan, const std::vector<model_key>& models,
-    const std::vector<gpu::HostTensor>& inputs, gpu::DeviceWorkflowStats* stats) {
+    const InlineInputs& inputs, gpu::DeviceWorkflowStats* stats) {
   Entry engine(this);
   if (!engine) return std::nullopt;
   return engine->run_workflow_here(config, plan, models, inputs, stats);

@@ -21,6 +21,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -38,6 +39,11 @@
 namespace ember {
 
 class ExecutorEngine;
+
+/// What an inline run reads, asked for only once the run has the device's turn and the model is
+/// there to run (so that a run that does not happen decodes nothing): the inputs, or nullptr when
+/// they do not decode (the run declines; the router's way answers the error).
+using InlineInputs = std::function<const std::vector<gpu::HostTensor>*()>;
 
 class EngineGate {
  public:
@@ -61,12 +67,15 @@ class EngineGate {
   };
 
   /// ExecutorEngine::run_here; nullopt too once the engine is going.
-  std::optional<InferResult> run_here(const model_key& key, const std::vector<gpu::HostTensor>& inputs);
+  std::optional<InferResult> run_here(const model_key& key, const InlineInputs& inputs);
+  std::optional<InferResult> run_here(const model_key& key, const std::vector<gpu::HostTensor>& inputs) {
+    return run_here(key, [&] { return &inputs; });
+  }
   /// ExecutorEngine::run_workflow_here; nullopt too once the engine is going.
   std::optional<Result<std::vector<gpu::HostTensor>>> run_workflow_here(const WorkflowConfig& config,
                                                                         const WorkflowPlan& plan,
                                                                         const std::vector<model_key>& models,
-                                                                        const std::vector<gpu::HostTensor>& inputs,
+                                                                        const InlineInputs& inputs,
                                                                         gpu::DeviceWorkflowStats* stats);
   /// ExecutorEngine::holds; false once the engine is going.
   bool holds(const model_key& key);

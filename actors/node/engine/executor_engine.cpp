@@ -300,8 +300,7 @@ bool ExecutorEngine::runs_beside(const SwapRun& run) const {
                       [&](const model_key& k) { return k != run.key && models_.contains(k); });
 }
 
-std::optional<ExecutorEngine::InferResult> ExecutorEngine::run_here(const model_key& key,
-                                                                    const std::vector<gpu::HostTensor>& inputs) {
+std::optional<ExecutorEngine::InferResult> ExecutorEngine::run_here(const model_key& key, const InlineInputs& inputs) {
   std::optional<InferResult> out;
   // A batching model's request that would wait for another inline run goes to the router instead,
   // where it can join a batch; other models' requests take their turn.
@@ -315,9 +314,11 @@ std::optional<ExecutorEngine::InferResult> ExecutorEngine::run_here(const model_
         // send it on at once as a batch of one.
         const gpu::ServingConfig& serving = resident->model->manifest().serving;
         if (serving.dynamic_batching && serving.max_queue_delay_us > 0) return;
+        const std::vector<gpu::HostTensor>* in = inputs();
+        if (!in) return;
         InferResult r;
         const auto start = Clock::now();
-        r.outputs = run_checked(*resident->ex, inputs);
+        r.outputs = run_checked(*resident->ex, *in);
         r.compute_us = us_between(start, Clock::now());
         out = std::move(r);
       },
@@ -327,7 +328,7 @@ std::optional<ExecutorEngine::InferResult> ExecutorEngine::run_here(const model_
 
 std::optional<Result<std::vector<gpu::HostTensor>>> ExecutorEngine::run_workflow_here(
     const WorkflowConfig& config, const WorkflowPlan& plan, const std::vector<model_key>& models,
-    const std::vector<gpu::HostTensor>& inputs, gpu::DeviceWorkflowStats* stats) {
+    const InlineInputs& inputs, gpu::DeviceWorkflowStats* stats) {
   std::optional<Result<std::vector<gpu::HostTensor>>> out;
   jobs_->run_here(
       [&] {
@@ -339,11 +340,13 @@ std::optional<Result<std::vector<gpu::HostTensor>>> ExecutorEngine::run_workflow
           if (serving.dynamic_batching && serving.max_queue_delay_us > 0) return;
           steps.push_back(resident->ex.get());
         }
+        const std::vector<gpu::HostTensor>* in = inputs();
+        if (!in) return;
         // This turn is the queue's: no job runs meanwhile, so the hand-off stream is this run's.
         // The caller waits for every copy on it anyway (as a resident run's stream does).
         gpu::Stream& stream = handoff_stream();
         stream.set_caller_waits(true);
-        out = jobs_->guarded([&] { return gpu::run_workflow_on_device(config, plan, steps, inputs, stats, &stream); });
+        out = jobs_->guarded([&] { return gpu::run_workflow_on_device(config, plan, steps, *in, stats, &stream); });
         stream.set_caller_waits(false);
       },
       /*wait_for_turn=*/true);

@@ -151,16 +151,17 @@ class ExecutorEngine {
   /// An inline run (see the header): runs resident `key` on the calling thread when the worker is
   /// idle and nothing is queued; nullopt, without running, otherwise, or when the model is not
   /// resident or batches with a queue delay (its requests wait for company on the router's way;
-  /// without one, a request that finds the device idle is a batch of one).
-  std::optional<InferResult> run_here(const model_key& key, const std::vector<gpu::HostTensor>& inputs);
+  /// without one, a request that finds the device idle is a batch of one), or when `inputs` gives
+  /// none (they do not decode). `inputs` is asked once the run is sure to happen, never before.
+  std::optional<InferResult> run_here(const model_key& key, const InlineInputs& inputs);
   /// A whole workflow request run on the calling thread as run_here runs one request: when every
   /// step's model (`models`, per step) is resident here, none waits to gather a batch, and the
   /// device is idle, the steps run one after the other with the hand-off on the device
-  /// (device_workflow.hpp); nullopt, having run nothing, otherwise.
+  /// (device_workflow.hpp); nullopt, having run nothing, otherwise (`inputs` as for run_here).
   std::optional<Result<std::vector<gpu::HostTensor>>> run_workflow_here(const WorkflowConfig& config,
                                                                         const WorkflowPlan& plan,
                                                                         const std::vector<model_key>& models,
-                                                                        const std::vector<gpu::HostTensor>& inputs,
+                                                                        const InlineInputs& inputs,
                                                                         gpu::DeviceWorkflowStats* stats);
   /// The gate front-end threads reach this engine through (never null).
   const std::shared_ptr<EngineGate>& gate() const { return gate_; }

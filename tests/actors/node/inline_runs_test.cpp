@@ -203,6 +203,80 @@ TEST(InlineRuns, WaitsForNoWorkerJobAndTheGateClosesWithItsEngine) {
   EXPECT_FALSE(gate->run_here(key, inputs).has_value());
 }
 
+// The router's device order (Algorithm 1's, published with prefer()) decides which idle holder
+// runs a request; the inputs are decoded only once a device gave the run its turn.
+TEST(InlineRuns, TakesDevicesInTheRoutersOrderAndDecodesOnlyWhenItRuns) {
+  testing::Repository repo;
+  auto mlp = *gpu::Model::load(repo.dir / "mlp/1");
+  const model_key key{"mlp", 1};
+  NodeInstruments instruments;
+  InlineRuns runs("n1", &instruments);
+  std::vector<std::unique_ptr<ExecutorEngine>> engines;
+  for (uint32_t d = 0; d < 2; ++d) {
+    engines.push_back(engine());
+    std::promise<void> bound;
+    engines[d]->bind(key, mlp, [&](Status s) {
+      EXPECT_TRUE(s.ok());
+      bound.set_value();
+    });
+    bound.get_future().wait();
+    runs.attach(d, engines[d]->gate());
+  }
+  const infer_request req = request_for(*mlp, key, 5);
+  const auto inputs = *decode_tensors(req.inputs);
+  // `done` ran inside each bind job: a worker may still be finishing it. Once a run took each
+  // device's turn, both workers are idle and nothing else is posted: every run below is inline.
+  for (auto& e : engines) {
+    std::optional<InferResult> settled;
+    for (int i = 0; i < 1000 && !settled; ++i) {
+      settled = e->gate()->run_here(key, inputs);
+      if (!settled) std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_TRUE(settled.has_value());
+  }
+  runs.keep_records(true);
+  auto device_of_next_run = [&]() -> std::optional<uint32_t> {
+    if (!runs.run(req).has_value()) return std::nullopt;
+    auto records = runs.drain();
+    if (records.size() != 1) return std::nullopt;
+    return records[0].device;
+  };
+  EXPECT_EQ(device_of_next_run(), 0u);  // no order published yet: by index
+  runs.prefer({1, 0});
+  EXPECT_EQ(device_of_next_run(), 1u);
+  runs.prefer({1});  // a device left out comes last
+  EXPECT_EQ(device_of_next_run(), 1u);
+  runs.prefer({0, 1});
+  EXPECT_EQ(device_of_next_run(), 0u);
+
+  // The gate asks for the inputs only when the run happens: a busy device decodes nothing.
+  int asked = 0;
+  const InlineInputs counted = [&]() -> const std::vector<gpu::HostTensor>* {
+    ++asked;
+    return &inputs;
+  };
+  std::promise<void> release;
+  std::promise<void> started;
+  engines[0]->unbind({"nothing", 1}, [&] {
+    started.set_value();
+    release.get_future().wait();
+  });
+  started.get_future().wait();
+  EXPECT_FALSE(engines[0]->gate()->run_here(key, counted).has_value());
+  EXPECT_EQ(asked, 0);
+  release.set_value();
+  std::optional<InferResult> ran;
+  for (int i = 0; i < 1000 && !ran; ++i) {
+    ran = engines[1]->gate()->run_here(key, counted);
+    if (!ran) std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_TRUE(ran.has_value());
+  EXPECT_EQ(asked, 1);
+  // Inputs that do not decode: the run declines (the router's way answers the client).
+  const InlineInputs none = [] { return static_cast<const std::vector<gpu::HostTensor>*>(nullptr); };
+  EXPECT_FALSE(engines[1]->gate()->run_here(key, none).has_value());
+}
+
 // Front-end threads running inline beside the executor actor's own jobs: every answer right, no
 // run lost, none overlapping another on the device (the engine's queue hands out one turn at a time).
 TEST(InlineRuns, ManyThreadsBesideTheExecutorsOwnJobsAllGetRightAnswers) {

@@ -67,7 +67,7 @@ TEST(EngineGate, TheEngineGoesOnlyOnceTheCallInsideHasLeft) {
   inside.reset();  // the call leaves
   destroyer.join();
   EXPECT_TRUE(gone.load());
-  EXPECT_FALSE(gate->run_here({"m", 1}, {}).has_value());
+  EXPECT_FALSE(gate->run_here({"m", 1}, std::vector<gpu::HostTensor>{}).has_value());
   EXPECT_FALSE(gate->memory_use().has_value());
   EXPECT_FALSE(EngineGate::Entry(nullptr)) << "no gate, no engine";
 }
