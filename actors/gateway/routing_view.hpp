@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "actors/messages.hpp"
+#include "actors/model_messages.hpp"
 #include "actors/routing.hpp"
 #include "placement/workflow_plan.hpp"
 
