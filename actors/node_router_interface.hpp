@@ -103,7 +103,8 @@ using node_router_actor = caf::typed_actor<
     /// Fault injection (nodes started with --allow-faults): kinds and targets in fault_messages.hpp's
     /// fault_command. Taken by the node's supervisor (actors/node/node_supervisor.hpp), which
     /// stands in front of the router; answers what was done. Errors: permission_denied (the node
-    /// does not allow faults), invalid_argument (no such kind or target).
+    /// does not allow faults), invalid_argument (a target the kind does not take, an executor the
+    /// node lacks, a missing option; unknown kinds and targets are refused where the command enters).
     caf::replies_to<fault_atom, fault_command>::with<std::string>, caf::reacts_to<replace_atom, executor_replaced>,
     caf::reacts_to<replace_atom, cache_replaced>, caf::reacts_to<replace_atom, stages_replaced>,
     /// Self-sent continuations (actors/offload.hpp): the wake-up of a dispatch gathering a batch.

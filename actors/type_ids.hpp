@@ -23,6 +23,7 @@
 #include "actors/routing.hpp"
 #include "actors/transfer_peer_interface.hpp"
 #include "actors/transfer_progress_messages.hpp"
+#include "actors/wire_inspect.hpp"
 #include "actors/workflow_messages.hpp"
 
 CAF_BEGIN_TYPE_ID_BLOCK(ember_actors, caf::first_custom_type_id)
