@@ -18,8 +18,11 @@
 #include <vector>
 
 #include "actors/atoms.hpp"
-#include "actors/messages.hpp"
+#include "actors/fault_messages.hpp"
 #include "actors/metrics_messages.hpp"
+#include "actors/model_messages.hpp"
+#include "actors/node_report_messages.hpp"
+#include "actors/transfer_progress_messages.hpp"
 
 namespace ember {
 

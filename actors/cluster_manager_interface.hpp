@@ -26,13 +26,18 @@
 
 #include "actors/admin_interface.hpp"
 #include "actors/atoms.hpp"
+#include "actors/fault_messages.hpp"
 #include "actors/gateway_interface.hpp"
-#include "actors/messages.hpp"
+#include "actors/load_report_messages.hpp"
+#include "actors/loading_messages.hpp"
 #include "actors/metrics_messages.hpp"
+#include "actors/model_messages.hpp"
+#include "actors/node_report_messages.hpp"
 #include "actors/node_router_interface.hpp"
 #include "actors/offload.hpp"
 #include "actors/routing.hpp"
 #include "actors/transfer_peer_interface.hpp"
+#include "actors/transfer_progress_messages.hpp"
 
 namespace ember {
 
@@ -89,7 +94,7 @@ using cluster_manager_actor = caf::typed_actor<
     caf::replies_to<log_level_atom, std::string>::with<uint32_t>,
     /// Every hop of the multicast chains in flight, with how far it got.
     caf::replies_to<transfers_atom>::with<std::vector<hop_progress>>,
-    /// Injects a fault into node NAME (it must run with --allow-faults; messages.hpp's
+    /// Injects a fault into node NAME (it must run with --allow-faults; fault_messages.hpp's
     /// fault_command); answers what the node did. Errors: not_found (no such node), and the node's:
     /// permission_denied, invalid_argument.
     caf::replies_to<fault_atom, std::string, fault_command>::with<std::string>,

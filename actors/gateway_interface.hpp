@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "actors/atoms.hpp"
-#include "actors/messages.hpp"
+#include "actors/inference_messages.hpp"
+#include "actors/model_messages.hpp"
 #include "actors/offload.hpp"
 #include "actors/routing.hpp"
+#include "actors/workflow_messages.hpp"
 #include "config/cluster_config.hpp"
 
 namespace ember {

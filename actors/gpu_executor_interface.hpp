@@ -16,7 +16,9 @@
 
 #include "actors/atoms.hpp"
 #include "actors/engine_run.hpp"
-#include "actors/messages.hpp"
+#include "actors/fault_messages.hpp"
+#include "actors/inference_messages.hpp"
+#include "actors/node_report_messages.hpp"
 #include "actors/offload.hpp"
 #include "base/status.hpp"
 #include "gpu/executor.hpp"

@@ -7,7 +7,8 @@
 
 #include <optional>
 
-#include "actors/messages.hpp"
+#include "actors/inference_messages.hpp"
+#include "actors/workflow_messages.hpp"
 #include "base/status.hpp"
 
 namespace ember {

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "actors/atoms.hpp"
-#include "actors/messages.hpp"
+#include "actors/loading_messages.hpp"
 #include "actors/offload.hpp"
 #include "actors/transfer_peer_interface.hpp"
 #include "model/host_buffer.hpp"

@@ -1,6 +1,6 @@
 // model_key: one version of one model, the key of everything a node holds of it. Its own header so
 // that rooms below the actors' messages (the engine room, actors/node/engine/) name models without
-// CAF; its `inspect` (for the messages that carry it) is in actors/messages.hpp.
+// CAF; its `inspect` (for the messages that carry it) is in actors/wire_inspect.hpp.
 //
 // Pure data: anyone may build and read it on any thread.
 #pragma once

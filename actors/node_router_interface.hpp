@@ -26,12 +26,17 @@
 #include <vector>
 
 #include "actors/atoms.hpp"
+#include "actors/fault_messages.hpp"
 #include "actors/gpu_executor_interface.hpp"
-#include "actors/messages.hpp"
+#include "actors/inference_messages.hpp"
+#include "actors/load_report_messages.hpp"
+#include "actors/loading_messages.hpp"
 #include "actors/metrics_messages.hpp"
 #include "actors/model_cache_interface.hpp"
+#include "actors/node_report_messages.hpp"
 #include "actors/offload.hpp"
 #include "actors/stage_host_interface.hpp"
+#include "actors/workflow_messages.hpp"
 
 namespace ember {
 
@@ -95,10 +100,11 @@ using node_router_actor = caf::typed_actor<
     /// The node process's log level (trace, debug, info, warn, error, off), from the console through
     /// the manager. Errors: invalid_argument (no such level).
     caf::replies_to<log_level_atom, std::string>::with<bool>,
-    /// Fault injection (nodes started with --allow-faults): kinds and targets in messages.hpp's
+    /// Fault injection (nodes started with --allow-faults): kinds and targets in fault_messages.hpp's
     /// fault_command. Taken by the node's supervisor (actors/node/node_supervisor.hpp), which
     /// stands in front of the router; answers what was done. Errors: permission_denied (the node
-    /// does not allow faults), invalid_argument (no such kind or target).
+    /// does not allow faults), invalid_argument (a target the kind does not take, an executor the
+    /// node lacks, a missing option; unknown kinds and targets are refused where the command enters).
     caf::replies_to<fault_atom, fault_command>::with<std::string>, caf::reacts_to<replace_atom, executor_replaced>,
     caf::reacts_to<replace_atom, cache_replaced>, caf::reacts_to<replace_atom, stages_replaced>,
     /// Self-sent continuations (actors/offload.hpp): the wake-up of a dispatch gathering a batch.

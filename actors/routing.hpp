@@ -7,8 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "actors/messages.hpp"
+#include "actors/model_messages.hpp"
 #include "actors/node_router_interface.hpp"
+#include "actors/pipeline_messages.hpp"
 
 namespace ember {
 

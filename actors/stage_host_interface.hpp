@@ -28,8 +28,9 @@
 #include <vector>
 
 #include "actors/atoms.hpp"
-#include "actors/messages.hpp"
+#include "actors/inference_messages.hpp"
 #include "actors/offload.hpp"
+#include "actors/pipeline_messages.hpp"
 #include "model/model.hpp"
 
 namespace ember {

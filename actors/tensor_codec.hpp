@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "actors/messages.hpp"
+#include "actors/inference_messages.hpp"
 #include "base/status.hpp"
 #include "model/host_tensor.hpp"
 

@@ -31,7 +31,7 @@
 #include <string>
 
 #include "actors/atoms.hpp"
-#include "actors/messages.hpp"
+#include "actors/loading_messages.hpp"
 #include "actors/offload.hpp"
 #include "placement/chain_plan.hpp"
 

@@ -8,14 +8,23 @@
 
 #include "actors/admin_interface.hpp"
 #include "actors/cluster_manager_interface.hpp"
+#include "actors/fault_messages.hpp"
 #include "actors/gateway_interface.hpp"
 #include "actors/gpu_executor_interface.hpp"
-#include "actors/messages.hpp"
+#include "actors/inference_messages.hpp"
+#include "actors/load_report_messages.hpp"
+#include "actors/loading_messages.hpp"
 #include "actors/metrics_messages.hpp"
 #include "actors/model_cache_interface.hpp"
+#include "actors/model_messages.hpp"
+#include "actors/node_report_messages.hpp"
 #include "actors/node_router_interface.hpp"
+#include "actors/pipeline_messages.hpp"
 #include "actors/routing.hpp"
 #include "actors/transfer_peer_interface.hpp"
+#include "actors/transfer_progress_messages.hpp"
+#include "actors/wire_inspect.hpp"
+#include "actors/workflow_messages.hpp"
 
 CAF_BEGIN_TYPE_ID_BLOCK(ember_actors, caf::first_custom_type_id)
 CAF_ADD_TYPE_ID(ember_actors, (ember::model_key))

@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/messages.hpp"
+#include "actors/loading_messages.hpp"
 #include "base/status.hpp"
 #include "config/autoscale_config.hpp"
 #include "placement/autoscaler.hpp"

@@ -1,4 +1,5 @@
 #include "actors/cluster/chain_relay.hpp"
+#include "actors/transfer_progress_messages.hpp"
 
 #include <spdlog/spdlog.h>
 

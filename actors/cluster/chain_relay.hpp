@@ -25,6 +25,7 @@
 #include "actors/cluster/chain_controller.hpp"
 #include "actors/cluster/load_planner.hpp"
 #include "actors/transfer_peer_interface.hpp"
+#include "actors/transfer_progress_messages.hpp"
 #include "base/status.hpp"
 
 namespace ember {

@@ -20,7 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/messages.hpp"
+#include "actors/loading_messages.hpp"
+#include "actors/model_messages.hpp"
 #include "base/status.hpp"
 
 namespace ember {

@@ -25,7 +25,8 @@
 #include "actors/cluster/distribution_tracker.hpp"
 #include "actors/cluster/membership.hpp"
 #include "actors/cluster/model_registry.hpp"
-#include "actors/messages.hpp"
+#include "actors/loading_messages.hpp"
+#include "actors/model_messages.hpp"
 #include "base/host_port.hpp"
 #include "base/status.hpp"
 

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <utility>
 
-#include "actors/messages.hpp"
+#include "actors/loading_messages.hpp"
 #include "metrics/metrics.hpp"
 
 namespace ember {

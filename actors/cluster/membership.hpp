@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/messages.hpp"
+#include "actors/node_report_messages.hpp"
 #include "actors/node_router_interface.hpp"
 #include "actors/routing.hpp"
 #include "base/status.hpp"

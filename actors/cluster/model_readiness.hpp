@@ -1,5 +1,5 @@
 // Model readiness: the lifecycle of one model version in the cluster (ModelReadiness, in
-// actors/messages.hpp, is what gateways and the repository API see). The cluster manager's
+// actors/model_messages.hpp, is what gateways and the repository API see). The cluster manager's
 // ModelRegistry is its only driver: it turns what happens (a load starts, a node answers, a node
 // is lost, a scan reads the files, a user unloads) into events and asks next_readiness() where each
 // leads. next_readiness() is the one transition function: every move not drawn below is rejected
@@ -40,7 +40,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "actors/messages.hpp"
+#include "actors/model_messages.hpp"
 #include "base/status.hpp"
 
 namespace ember {

@@ -27,8 +27,9 @@
 #include <vector>
 
 #include "actors/cluster/model_readiness.hpp"
-#include "actors/messages.hpp"
 #include "actors/cluster/model_repository.hpp"
+#include "actors/loading_messages.hpp"
+#include "actors/model_messages.hpp"
 #include "base/status.hpp"
 
 namespace ember {

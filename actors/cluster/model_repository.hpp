@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/messages.hpp"
+#include "actors/loading_messages.hpp"
 #include "actors/routing.hpp"
 #include "config/autoscale_config.hpp"
 #include "model/model_profile.hpp"

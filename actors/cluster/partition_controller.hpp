@@ -38,7 +38,8 @@
 #include "actors/cluster/load_planner.hpp"
 #include "actors/cluster/membership.hpp"
 #include "actors/cluster/model_registry.hpp"
-#include "actors/messages.hpp"
+#include "actors/loading_messages.hpp"
+#include "actors/pipeline_messages.hpp"
 #include "base/status.hpp"
 #include "placement/partition_planner.hpp"
 

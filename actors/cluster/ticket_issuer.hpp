@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/messages.hpp"
+#include "actors/loading_messages.hpp"
 #include "transport/ticket.hpp"
 
 namespace ember {

@@ -7,6 +7,7 @@
 #include <caf/typed_event_based_actor.hpp>
 
 #include "actors/errors.hpp"
+#include "actors/fault_messages.hpp"
 #include "base/token_file.hpp"
 
 namespace ember {
@@ -98,7 +99,7 @@ admin_actor::behavior_type admin_behavior(admin_pointer self, cluster_manager_ac
         return pass<uint32_t>(self, who, "log-level " + level, log_level_atom_v, std::move(level));
       },
       [self](const admin_auth& who, fault_atom, std::string& name, fault_command& f) -> caf::result<std::string> {
-        const std::string what = "fault " + name + " " + f.kind + " " + f.target;
+        const std::string what = "fault " + name + " " + std::string(to_string(f.kind)) + " " + target_name(f);
         return pass<std::string>(self, who, what, fault_atom_v, std::move(name), std::move(f));
       },
   };

@@ -16,6 +16,7 @@
 #include "actors/actor_system.hpp"
 #include "actors/cluster_manager_interface.hpp"
 #include "actors/errors.hpp"
+#include "actors/fault_messages.hpp"
 #include "base/units.hpp"
 #include "metrics/metrics.hpp"
 
@@ -205,21 +206,30 @@ std::string distribute_text(const distribute_result& r) {
 }  // namespace
 
 Result<fault_command> parse_fault(const std::vector<std::string>& words) {
-  if (words.empty())
-    return invalid_argument("no fault kind (kill, drop, delay, duplicate, heal, fail-alloc, fault-kernel)");
   fault_command f;
-  f.kind = words[0];
-  const bool on_executor = f.kind == "fail-alloc" || f.kind == "fault-kernel";
-  f.target = on_executor                                 ? "executor:0"
-             : f.kind == "corrupt-chunk"                 ? "data"
-             : f.kind == "throttle" || f.kind == "stall" ? "hops"
-                                                         : "router";
+  EMBER_ASSIGN_OR_RETURN(f.kind, parse_fault_kind(words.empty() ? std::string_view() : std::string_view(words[0])));
+  switch (f.kind) {
+    case FaultKind::fail_alloc:
+    case FaultKind::fault_kernel:
+      f.target = FaultTarget::executor;
+      f.executor = 0;
+      break;
+    case FaultKind::corrupt_chunk:
+      f.target = FaultTarget::data;
+      break;
+    case FaultKind::throttle:
+    case FaultKind::stall:
+      f.target = FaultTarget::hops;
+      break;
+    default:
+      f.target = FaultTarget::router;
+  }
   for (size_t i = 1; i < words.size(); ++i) {
     const std::string& w = words[i];
     const auto eq = w.find('=');
     if (eq == std::string::npos) {
       if (i != 1) return invalid_argument("'" + w + "': options are KEY=VALUE, after the target");
-      f.target = w;
+      EMBER_RETURN_IF_ERROR(parse_fault_target(f, w));
       continue;
     }
     const std::string key = w.substr(0, eq);
@@ -457,7 +467,12 @@ Result<std::string> Console::run(const std::string& line) {
         .receive([&](std::string& what) { out = std::move(what); }, [&](caf::error& e) { out = from_caf(e); });
     if (!out.ok()) return out.error();
     if (options_.json) {
-      return json{{"node", words[1]}, {"kind", f.kind}, {"target", f.target}, {"done", *out}}.dump() + "\n";
+      return json{{"node", words[1]},
+                  {"kind", std::string(to_string(f.kind))},
+                  {"target", target_name(f)},
+                  {"done", *out}}
+                 .dump() +
+             "\n";
     }
     return "node " + words[1] + ": " + *out + "\n";
   }

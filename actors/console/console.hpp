@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "actors/admin_interface.hpp"
+#include "actors/fault_messages.hpp"
 #include "base/host_port.hpp"
 #include "base/status.hpp"
 
@@ -56,8 +57,10 @@ class Console {
 
 /// The words of `fault NODE ...` after NODE: KIND [TARGET] [p=P] [for=DURATION] [delay=DURATION]
 /// [count=K] [seed=S] [rate=BANDWIDTH]. The target defaults to router (executor:0 for fail-alloc and
-/// fault-kernel, data for corrupt-chunk, hops for throttle and stall); the node checks kind and
-/// target. Errors: invalid_argument.
+/// fault-kernel, data for corrupt-chunk, hops for throttle and stall). Kind and target are parsed
+/// here (parse_fault_kind, parse_fault_target: an unknown one is refused with the valid ones
+/// listed and never sent); the node checks the rest (its executors, which target a kind takes, the
+/// options a kind needs). Errors: invalid_argument.
 Result<fault_command> parse_fault(const std::vector<std::string>& words);
 
 /// "user@host" of this process, for admin_auth::who.

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <string>
 
-#include "actors/messages.hpp"
+#include "actors/model_key.hpp"
 #include "metrics/metrics.hpp"
 
 namespace ember {

@@ -23,7 +23,7 @@
 #include <string>
 
 #include "actors/gateway/http/kserve_json.hpp"
-#include "actors/messages.hpp"
+#include "actors/model_key.hpp"
 
 namespace ember {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "actors/gateway/replica_chooser.hpp"
-#include "actors/messages.hpp"
+#include "actors/model_messages.hpp"
 #include "actors/routing.hpp"
 #include "placement/workflow_plan.hpp"
 

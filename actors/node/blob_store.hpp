@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/messages.hpp"
+#include "actors/model_key.hpp"
 #include "actors/transfer/transfer_peer.hpp"
 #include "model/host_buffer.hpp"
 #include "transport/blob.hpp"

@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "actors/errors.hpp"
+#include "actors/fault_messages.hpp"
 #include "actors/gpu_executor_interface.hpp"
 #include "actors/node/engine/executor_engine.hpp"
 #include "actors/node/inline_runs.hpp"
@@ -443,15 +444,17 @@ caf::result<bool> unbinding(executor_pointer self, Start start) {
 caf::result<std::string> inject(executor_pointer self, const fault_command& f) {
   auto& st = self->state;
   if (!st.engine) return to_caf(no_engine(self));
-  if (f.kind == "fail-alloc") {
-    st.engine->fail_allocations(f.count);
-    return "the next " + std::to_string(f.count) + " allocation(s) on " + st.device + " fail";
+  switch (f.kind) {
+    case FaultKind::fail_alloc:
+      st.engine->fail_allocations(f.count);
+      return "the next " + std::to_string(f.count) + " allocation(s) on " + st.device + " fail";
+    case FaultKind::fault_kernel:
+      st.engine->fault_next_kernel();
+      return "the next kernel on " + st.device + " faults";
+    default:
+      return to_caf(invalid_argument("an executor takes fail-alloc or fault-kernel, not '" +
+                                     std::string(to_string(f.kind)) + "'"));
   }
-  if (f.kind == "fault-kernel") {
-    st.engine->fault_next_kernel();
-    return "the next kernel on " + st.device + " faults";
-  }
-  return to_caf(invalid_argument("an executor takes fail-alloc or fault-kernel, not '" + f.kind + "'"));
 }
 
 gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, EngineHandle engine, std::string device,

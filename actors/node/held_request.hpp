@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "actors/gpu_executor_interface.hpp"
-#include "actors/messages.hpp"
+#include "actors/inference_messages.hpp"
 #include "actors/node/swap_controller.hpp"
 #include "actors/node/workflow_runs.hpp"
 

@@ -34,8 +34,9 @@
 #include <string>
 #include <vector>
 
+#include "actors/inference_messages.hpp"
 #include "actors/inline_runner.hpp"
-#include "actors/messages.hpp"
+#include "actors/workflow_messages.hpp"
 #include "placement/workflow_plan.hpp"
 
 namespace ember {

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "actors/messages.hpp"
+#include "actors/model_key.hpp"
 
 template <>
 struct fmt::formatter<ember::model_key> : fmt::formatter<std::string_view> {

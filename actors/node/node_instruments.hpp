@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "actors/messages.hpp"
+#include "actors/loading_messages.hpp"
 #include "actors/transfer/transfer_instruments.hpp"
 #include "metrics/metrics.hpp"
 

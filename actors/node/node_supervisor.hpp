@@ -11,8 +11,8 @@
 // reach it while it is dead bounce as receiver-down (retryable too). A child that dies more than
 // kMaxRestarts times in kRestartWindow is left dead and logged: the node refuses its work.
 //
-// Fault injection (only when the node was started with --allow-faults; messages.hpp's
-// fault_command): kill the router or an executor; drop, delay or duplicate the messages to the
+// Fault injection (only when the node was started with --allow-faults; fault_command,
+// actors/fault_messages.hpp): kill the router or an executor; drop, delay or duplicate the messages to the
 // router for a duration (an interposer here, drawing from a seeded generator so that a failing run
 // replays); arm an executor to fail its next allocations or its next kernel; corrupt the next data
 // frames the node's blob server sends; throttle or stall the node's multicast hops for a while. Each fault is logged

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/messages.hpp"
+#include "actors/loading_messages.hpp"
 #include "actors/node/swap_controller.hpp"
 #include "model/model.hpp"
 

@@ -14,7 +14,7 @@
 #include <memory>
 #include <vector>
 
-#include "actors/messages.hpp"
+#include "actors/inference_messages.hpp"
 #include "base/status.hpp"
 #include "model/manifest.hpp"
 

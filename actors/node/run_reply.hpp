@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "actors/engine_run.hpp"
-#include "actors/messages.hpp"
+#include "actors/inference_messages.hpp"
 #include "base/status.hpp"
 
 namespace ember {

@@ -17,7 +17,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/messages.hpp"
+#include "actors/inference_messages.hpp"
+#include "actors/pipeline_messages.hpp"
 #include "base/status.hpp"
 #include "config/choices.hpp"
 #include "model/host_buffer.hpp"

@@ -48,7 +48,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/messages.hpp"
+#include "actors/model_key.hpp"
 #include "base/status.hpp"
 #include "config/choices.hpp"
 #include "placement/eviction.hpp"

@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/messages.hpp"
+#include "actors/inference_messages.hpp"
 #include "base/status.hpp"
 #include "gpu/executor.hpp"
 #include "placement/workflow_plan.hpp"

@@ -19,7 +19,7 @@
 
 #include "actors/actor_system.hpp"
 #include "actors/errors.hpp"
-#include "actors/messages.hpp"
+#include "actors/model_key.hpp"
 #include "base/status.hpp"
 #include "model/model.hpp"
 #include "tests/gpu/test_util.hpp"

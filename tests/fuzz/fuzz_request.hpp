@@ -2,7 +2,7 @@
 // decoded inference request promises, and the answer that echoes it.
 #pragma once
 
-#include "actors/messages.hpp"
+#include "actors/inference_messages.hpp"
 #include "model/tensor.hpp"
 #include "tests/fuzz/fuzz_common.hpp"
 

@@ -18,7 +18,7 @@
 
 #include "actors/gateway/grpc/grpc_service.pb.h"
 #include "actors/gateway/http/kserve_json.hpp"
-#include "actors/messages.hpp"
+#include "actors/inference_messages.hpp"
 #include "base/status.hpp"
 
 namespace ember {

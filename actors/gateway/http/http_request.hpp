@@ -19,7 +19,7 @@
 #include <cstdint>
 #include <string>
 
-#include "actors/messages.hpp"
+#include "actors/model_key.hpp"
 
 namespace ember {
 

@@ -23,7 +23,8 @@
 #include <string_view>
 #include <vector>
 
-#include "actors/messages.hpp"
+#include "actors/inference_messages.hpp"
+#include "actors/model_messages.hpp"
 #include "base/status.hpp"
 #include "model/manifest.hpp"
 

@@ -19,7 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include "actors/messages.hpp"
+#include "actors/model_messages.hpp"
 #include "base/status.hpp"
 
 namespace ember {

@@ -156,7 +156,7 @@ TEST(InlineRuns, DeclinesWhatTheRouterShouldTake) {
   // declined, and the executor's next answer shows the engine broken.
   ASSERT_TRUE(run_when_idle(*node.runs, req).has_value());
   ASSERT_TRUE(
-      ask<std::string>(*node.sys, node.exec, 10s, fault_atom_v, fault_command{"fault-kernel", "executor:0"}).ok());
+      ask<std::string>(*node.sys, node.exec, 10s, fault_atom_v, fault_command{FaultKind::fault_kernel, FaultTarget::executor}).ok());
   EXPECT_FALSE(node.runs->run(req).has_value());  // arming the fault ran no job: the inline run met it
   auto after = ask<infer_reply>(*node.sys, node.exec, 10s, req);
   ASSERT_FALSE(after.ok());

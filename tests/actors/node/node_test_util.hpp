@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/messages.hpp"
+#include "actors/inference_messages.hpp"
 #include "actors/node/engine/executor_engine.hpp"
 #include "actors/node/node_instruments.hpp"
 #include "actors/tensor_codec.hpp"

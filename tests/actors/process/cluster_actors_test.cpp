@@ -84,9 +84,9 @@ struct Cluster {
   std::string metrics() { return *ask<std::string>(*sys, gateway->gateway(), 10s, metrics_atom_v); }
   Result<std::string> fault(size_t node, std::string kind, std::string target, uint64_t duration_ms = 0,
                             uint64_t delay_ms = 0) {
-    fault_command f;
-    f.kind = std::move(kind);
-    f.target = std::move(target);
+    fault_command f;  // parsed here, as the console parses its words
+    EMBER_ASSIGN_OR_RETURN(f.kind, parse_fault_kind(kind));
+    EMBER_RETURN_IF_ERROR(parse_fault_target(f, target));
     f.duration_ms = duration_ms;
     f.delay_ms = delay_ms;
     f.seed = 7;
@@ -358,17 +358,17 @@ TEST(Faults, ANodeWithoutAllowFaultsRefusesThemAndBadCommandsAreClearErrors) {
 TEST(Faults, TheConsoleParsesFaultCommandsAndRefusesBadOnes) {
   auto f = parse_fault({"delay", "router", "p=0.25", "for=3s", "delay=1500ms", "seed=9"});
   ASSERT_TRUE(f.ok()) << f.error().message();
-  EXPECT_EQ(f->kind, "delay");
-  EXPECT_EQ(f->target, "router");
+  EXPECT_EQ(to_string(f->kind), "delay");
+  EXPECT_EQ(target_name(*f), "router");
   EXPECT_DOUBLE_EQ(f->probability, 0.25);
   EXPECT_EQ(f->duration_ms, 3000u);
   EXPECT_EQ(f->delay_ms, 1500u);
   EXPECT_EQ(f->seed, 9u);
   auto alloc = parse_fault({"fail-alloc", "count=3"});  // the target defaults to executor:0
   ASSERT_TRUE(alloc.ok());
-  EXPECT_EQ(alloc->target, "executor:0");
+  EXPECT_EQ(target_name(*alloc), "executor:0");
   EXPECT_EQ(alloc->count, 3u);
-  EXPECT_EQ(parse_fault({"kill"})->target, "router");
+  EXPECT_EQ(target_name(*parse_fault({"kill"})), "router");
   for (const auto& bad : std::vector<std::vector<std::string>>{{},
                                                                {"drop", "p=0"},
                                                                {"drop", "p=1.5"},
@@ -380,6 +380,22 @@ TEST(Faults, TheConsoleParsesFaultCommandsAndRefusesBadOnes) {
     auto r = parse_fault(bad);
     ASSERT_FALSE(r.ok()) << ::testing::PrintToString(bad);
     EXPECT_EQ(r.error().code(), ErrorCode::invalid_argument);
+  }
+  // An unknown kind or target is refused here, at the edge, with the valid ones listed.
+  auto explode = parse_fault({"explode", "router"});
+  ASSERT_FALSE(explode.ok());
+  EXPECT_EQ(explode.error().code(), ErrorCode::invalid_argument);
+  EXPECT_NE(explode.error().message().find("no fault kind 'explode' (kill, drop, delay, duplicate, heal, fail-alloc, "
+                                           "fault-kernel, corrupt-chunk, throttle, stall, stop-heartbeats)"),
+            std::string::npos)
+      << explode.error().message();
+  for (const std::string target : {"cache:0", "executor:x", "routr"}) {
+    auto r = parse_fault({"kill", target});
+    ASSERT_FALSE(r.ok()) << target;
+    EXPECT_EQ(r.error().code(), ErrorCode::invalid_argument);
+    EXPECT_NE(r.error().message().find("router, cache, executor:N, hop, data or hops, not '" + target + "'"),
+              std::string::npos)
+        << r.error().message();
   }
 }
 
@@ -525,8 +541,8 @@ TEST(Faults, AFaultedKernelAndFailedAllocationsAreRecoveredFrom) {
   ASSERT_TRUE(r.ok()) << r.error().message();
   EXPECT_EQ(bytes_of(*r), expected);
   fault_command alloc;
-  alloc.kind = "fail-alloc";
-  alloc.target = "executor:0";
+  alloc.kind = FaultKind::fail_alloc;
+  alloc.target = FaultTarget::executor;
   alloc.count = 2;
   ASSERT_TRUE(ask<std::string>(*c.sys, c.nodes[0]->router(), 10s, fault_atom_v, alloc).ok());
   // mlp/2's load swaps it in to profile it: the allocation fails, and so does the retry after evicting
@@ -639,8 +655,8 @@ TEST(Faults, ACorruptedChunkIsFetchedAgainAndAStalledHopWaits) {
   // The holder's next data frame goes out corrupted: the receiving hop finds it by its checksum and
   // fetches the chunk again; the distribution completes with the right bytes.
   fault_command corrupt;
-  corrupt.kind = "corrupt-chunk";
-  corrupt.target = "data";
+  corrupt.kind = FaultKind::corrupt_chunk;
+  corrupt.target = FaultTarget::data;
   ASSERT_TRUE(ask<std::string>(*c.sys, c.nodes[holder]->router(), 10s, fault_atom_v, corrupt).ok());
   auto sent = ask<distribute_result>(*c.sys, c.gateway->gateway(), 30s, distribute_atom_v,
                                      distribute_request{{"mlp", 1}, {other}});
@@ -657,8 +673,8 @@ TEST(Faults, ACorruptedChunkIsFetchedAgainAndAStalledHopWaits) {
   ASSERT_TRUE(second.ok()) << second.error().message();
   const size_t lacking = c.nodes[0]->name() == second->node ? 1 : 0;
   fault_command stall;
-  stall.kind = "stall";
-  stall.target = "hops";
+  stall.kind = FaultKind::stall;
+  stall.target = FaultTarget::hops;
   stall.duration_ms = 1500;
   auto armed = ask<std::string>(*c.sys, c.nodes[lacking]->router(), 10s, fault_atom_v, stall);
   ASSERT_TRUE(armed.ok()) << armed.error().message();
@@ -683,8 +699,8 @@ TEST(Faults, AKilledHopIsReplacedAndGoesOnFromItsVerifiedOffset) {
   EXPECT_FALSE(c.fault(lacking, "kill", "hop").ok());  // no hop runs yet: a clear error
   // The receiver's hops take ~2 MB/s for 3 s, so that the kill lands mid-transfer.
   fault_command throttle;
-  throttle.kind = "throttle";
-  throttle.target = "hops";
+  throttle.kind = FaultKind::throttle;
+  throttle.target = FaultTarget::hops;
   throttle.rate = 2'000'000;
   throttle.duration_ms = 3000;
   ASSERT_TRUE(ask<std::string>(*c.sys, c.nodes[lacking]->router(), 10s, fault_atom_v, throttle).ok());
