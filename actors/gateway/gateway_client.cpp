@@ -87,20 +87,16 @@ Result<const ApiToken*> match_token(const std::vector<ApiToken>& tokens,
 }  // namespace
 
 Status GatewayClient::authorize(std::string_view protocol, std::optional<std::string_view> authorization) const {
-  if (api_tokens_.empty()) return Status::OK();
-  Status verdict = Status::OK();
-  auto found = match_token(api_tokens_, authorization);
-  if (!found.ok()) {
-    verdict = found.error();
-  } else if (!*found) {
-    verdict = permission_denied("the bearer token is not one of this gateway's (gateway.api_tokens_file)");
-  }
-  if (!verdict.ok() && instruments_) instruments_->count_auth_refusal(protocol, to_string(verdict.error().code()));
-  return verdict;
+  return check_token(protocol, authorization, false);
 }
 
 Status GatewayClient::authorize_change(std::string_view protocol,
                                        std::optional<std::string_view> authorization) const {
+  return check_token(protocol, authorization, true);
+}
+
+Status GatewayClient::check_token(std::string_view protocol, std::optional<std::string_view> authorization,
+                                  bool admin) const {
   if (api_tokens_.empty()) return Status::OK();
   Status verdict = Status::OK();
   auto found = match_token(api_tokens_, authorization);
@@ -108,7 +104,7 @@ Status GatewayClient::authorize_change(std::string_view protocol,
     verdict = found.error();
   } else if (!*found) {
     verdict = permission_denied("the bearer token is not one of this gateway's (gateway.api_tokens_file)");
-  } else if (!(*found)->admin) {
+  } else if (admin && !(*found)->admin) {
     verdict = permission_denied(
         "this token may not change what the cluster serves (load, unload, distribute, evict): that needs a token "
         "with the admin scope (a line 'TOKEN admin' in gateway.api_tokens_file)");

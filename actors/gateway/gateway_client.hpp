@@ -124,6 +124,8 @@ class GatewayClient {
   Result<std::string> metrics();
 
  private:
+  /// authorize (admin false) and authorize_change (admin true): one check, one count of refusals.
+  Status check_token(std::string_view protocol, std::optional<std::string_view> authorization, bool admin) const;
   /// The gateway enforces the request timeout itself; this only guards against a lost answer.
   std::chrono::microseconds timeout() const;
   /// The warm path (see the file comment): the answer, or nullopt to take the gateway's way.
