@@ -30,10 +30,16 @@ typename Inspector::result_type inspect(Inspector& f, device_report& x) {
   return f(caf::meta::type_name("device_report"), x.name, x.memory_bytes, x.used_bytes);
 }
 
-/// A fingerprint of a node's ready replicas (order-independent), which its router answers the
-/// manager's heartbeat with: when it differs from what the manager last saw, the manager asks for a
-/// fresh node_report (a load that ended while the manager was away, a replica lost to a fault).
-uint64_t replicas_fingerprint(const std::vector<model_key>& replicas);
+/// A fingerprint of a node's ready replicas (order-independent) and of the actor its requests go to
+/// (node_report::requests, by actor id; 0 for none), which its router answers the manager's
+/// heartbeat with: when it differs from what the manager last saw, the manager asks for a fresh
+/// node_report (a load that ended while the manager was away, a replica lost to a fault, a router
+/// restarted by its supervisor).
+uint64_t replicas_fingerprint(const std::vector<model_key>& replicas, uint64_t requests_id = 0);
+
+struct node_report;
+/// The fingerprint of what `report` lists (its replicas and its requests actor).
+uint64_t report_fingerprint(const node_report& report);
 
 /// What a node tells the manager when it joins (and rejoins).
 struct node_report {
@@ -57,12 +63,17 @@ struct node_report {
   /// The node's stage host (a stage_host_actor, actors/stage_host_interface.hpp): what pipelines
   /// address the stages bound on this node through (pipeline_hop::router). Null: none.
   caf::actor stages;
+  /// Where requests (infer_request, workflow_request) go: the node's router itself (a
+  /// node_router_actor), so that they skip its supervisor's hop; it changes when the supervisor
+  /// restarts the router. Null when the node takes faults (--allow-faults): its supervisor's
+  /// interposer must see every message, so requests go to the node's handle (the supervisor).
+  caf::actor requests;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, node_report& x) {
   return f(caf::meta::type_name("node_report"), x.name, x.data, x.devices, x.cache_capacity, x.cache_used, x.cached,
-           x.replicas, x.rack, x.control, x.draining, x.stages);
+           x.replicas, x.rack, x.control, x.draining, x.stages, x.requests);
 }
 
 }  // namespace ember

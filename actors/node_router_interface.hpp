@@ -86,7 +86,8 @@ using node_router_actor = caf::typed_actor<
     caf::replies_to<scale_atom>::with<load_report>,
     /// The manager's heartbeat at actor level: answered by the router itself, so a router that hangs
     /// (its process and connection alive) stops answering and the manager drops the node.
-    /// Answers replicas_fingerprint of the ready replicas it would report (report_atom).
+    /// Answers report_fingerprint of the report it would send (report_atom): its ready replicas and
+    /// the actor its requests go to.
     caf::replies_to<ping_atom>::with<uint64_t>,
     /// The manager: the SLO of `model` set at run time (deadline 0 clears it: model.json's, else
     /// the node's, else the one derived at registration). Late binding orders its queue by it

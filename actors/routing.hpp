@@ -13,16 +13,23 @@
 
 namespace ember {
 
+/// A node holding a replica (or a member of the cluster). `router` is the node's handle, which
+/// stays while its process lives (its supervisor): the manager's control and the gateways' watch
+/// go there. Requests go to for_requests(): the router itself (node_report::requests), skipping
+/// the supervisor's hop, unless the node takes faults.
 struct replica_ref {
   uint64_t node_id = 0;
   std::string node;
   node_router_actor router;
   HostPort control;  // the node's node_report::control (set in routing_update::members)
+  node_router_actor requests;  // the node's node_report::requests; null: requests go to `router`
+
+  const node_router_actor& for_requests() const { return requests ? requests : router; }
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, replica_ref& x) {
-  return f(caf::meta::type_name("replica_ref"), x.node_id, x.node, x.router, x.control);
+  return f(caf::meta::type_name("replica_ref"), x.node_id, x.node, x.router, x.control, x.requests);
 }
 
 struct routing_entry {

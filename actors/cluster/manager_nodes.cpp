@@ -108,7 +108,7 @@ void lose_node(manager_pointer self, uint64_t id, const std::string& why, bool o
 void reconcile(manager_pointer self, uint64_t id, node_report report) {
   auto& st = self->state;
   const auto found = st.liveness.reconcile(id, std::move(report), st.scaler.draining_on(id));
-  if (found.adopted.empty() && found.gone.empty()) return;
+  if (found.adopted.empty() && found.gone.empty() && found.moved.empty()) return;
   publish(self, found.changed());
   if (!st.config.replace_on_failure) return;
   for (const auto& key : st.registry.want_replacements(found.gone)) place(self, key);
@@ -119,7 +119,7 @@ void ping(manager_pointer self, uint64_t id) {
   const auto timeout = self->state.config.node_timeout;
   const node_router_actor router = self->state.members.find(id)->router;
   auto reported = [self, id](const Result<node_report>& r) {
-    auto seen = r.ok() ? std::optional<uint64_t>(replicas_fingerprint(r->replicas)) : std::nullopt;
+    auto seen = r.ok() ? std::optional<uint64_t>(report_fingerprint(*r)) : std::nullopt;
     if (self->state.liveness.reported(id, seen)) reconcile(self, id, *r);
   };
   auto pong = [self, id, router, timeout, reported](const Result<uint64_t>& fingerprint) {
@@ -282,8 +282,9 @@ uint64_t join(manager_pointer self, node_report report, node_router_actor router
   self->monitor(router);
   if (auto silent = st.members.unpark(router.address())) st.liveness.forget_silent(*silent);
   const auto brought = report.replicas;
+  const uint64_t fingerprint = report_fingerprint(report);
   const uint64_t id = st.members.join(std::move(report), std::move(router));
-  st.liveness.joined(id, now_us(self), replicas_fingerprint(brought));
+  st.liveness.joined(id, now_us(self), fingerprint);
   const auto adopted = st.registry.adopt(brought, id);
   spdlog::info("manager: node {}", st.members.describe_join(id, adopted.size()));
   publish(self, adopted);

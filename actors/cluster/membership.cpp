@@ -1,6 +1,7 @@
 #include "actors/cluster/membership.hpp"
 
 #include <algorithm>
+#include <caf/actor_cast.hpp>
 
 #include "base/units.hpp"
 
@@ -132,7 +133,9 @@ std::string Membership::describe_join(uint64_t id, size_t adopted) const {
 
 std::vector<replica_ref> Membership::members() const {
   std::vector<replica_ref> out;
-  for (const auto& [id, n] : nodes_) out.push_back({id, n.report.name, n.router, n.report.control});
+  for (const auto& [id, n] : nodes_) {
+    out.push_back({id, n.report.name, n.router, n.report.control, caf::actor_cast<node_router_actor>(n.report.requests)});
+  }
   return out;
 }
 

@@ -62,6 +62,7 @@ void NodeLiveness::silent_failed(uint64_t id) {
 std::set<model_key> NodeLiveness::Reconciled::changed() const {
   std::set<model_key> out = adopted;
   out.insert(gone.begin(), gone.end());
+  out.insert(moved.begin(), moved.end());
   return out;
 }
 
@@ -94,7 +95,15 @@ NodeLiveness::Reconciled NodeLiveness::reconcile(uint64_t id, node_report report
       out.gone.insert(s.model);
     }
   }
+  const bool moved = node->report.requests != report.requests;
   members_.update_report(id, std::move(report));
+  if (moved) {
+    for (const model_state& s : registry_.states()) {
+      const ModelVersion* v = registry_.find(s.model);
+      if (v && v->replicas.count(id)) out.moved.insert(s.model);
+    }
+    spdlog::info("manager: node {} takes requests at a new router now ({} replica(s) there)", name, out.moved.size());
+  }
   for (const auto& key : out.adopted) {
     spdlog::info("manager: node {} reports replica {}, which the manager did not count: adopted", name,
                  key.to_string());

@@ -2,7 +2,7 @@
 // what follows from them, as data. The connection's own heartbeats catch a dead process; these
 // catch a router that hangs while its process and connection live. For every member it keeps when
 // its router last answered ping_atom (or joined), whether a ping is out, and the fingerprint
-// (replicas_fingerprint) of the replicas its last report listed; for every node dropped for silence
+// (report_fingerprint) of the replicas and the requests actor its last report listed; for every node dropped for silence
 // whose connection lives, whether a ping is out. It decides:
 //
 // - tick(): which members to ping (one ping out per node), which are lost (no answer for
@@ -11,7 +11,8 @@
 //   (one report out per node); reported(): the report to reconcile;
 // - reconcile(): a fresh report against the registry: a replica the manager did not count is
 //   adopted (a load that ended after the node rejoined a restarted manager), one it counted that
-//   the node no longer has (lost to a fault there) counts as lost;
+//   the node no longer has (lost to a fault there) counts as lost; a requests actor other than the
+//   one known (a router its supervisor restarted) moves every replica there;
 // - silent_pinged() / take_back(): a silent node that answers a ping and then a report joins again.
 //
 // A node here:  member ──tick: no answer for node_timeout──▶ silent (the actor drops it from the
@@ -65,16 +66,18 @@ class NodeLiveness {
   /// when the actor reconciles the report (still a member, and it answered).
   bool reported(uint64_t id, std::optional<uint64_t> fingerprint);
 
-  /// What reconcile() changed: versions adopted or counted as lost on the node.
+  /// What reconcile() changed: versions adopted or counted as lost on the node, and those whose
+  /// replica there is reached through a new requests actor (node_report::requests).
   struct Reconciled {
-    std::set<model_key> adopted, gone;
+    std::set<model_key> adopted, gone, moved;
     std::set<model_key> changed() const;
   };
   /// Member `id`'s fresh report: its devices' and cache's use kept; a replica the registry lacks is
   /// adopted (not a version unloaded meanwhile, nor one loading or draining there: `draining` lists
   /// the versions whose replicas on the node are retired and not yet unbound); one the registry
-  /// counts that the report lacks is lost (its memory unbound). The actor publishes the changed
-  /// versions and re-places the lost ones (replace_on_failure).
+  /// counts that the report lacks is lost (its memory unbound); when the report names another
+  /// requests actor than the last, every version with a replica there moved. The actor publishes the
+  /// changed versions and re-places the lost ones (replace_on_failure).
   Reconciled reconcile(uint64_t id, node_report report, const std::set<model_key>& draining);
 
   /// Silent node `id` (the id it had) answered a ping: true when its report is to be asked (it is

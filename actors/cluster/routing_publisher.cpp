@@ -20,7 +20,9 @@ routing_entry RoutingPublisher::entry_of(const ModelVersion& v, const Membership
   e.state = v.state;
   e.manifest_json = v.entry.manifest_json;
   for (const auto& [id, device] : v.replicas) {
-    if (const auto* n = members.find(id)) e.replicas.push_back({id, n->report.name, n->router});
+    if (const auto* n = members.find(id)) {
+      e.replicas.push_back({id, n->report.name, n->router, {}, caf::actor_cast<node_router_actor>(n->report.requests)});
+    }
   }
   for (const PipelineStage& s : v.pipeline) {
     if (const auto* n = members.find(s.node)) e.pipeline.push_back({n->report.stages, s.stage, n->report.name});  // its node's stage host

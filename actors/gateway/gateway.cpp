@@ -111,7 +111,10 @@ void apply_update(gateway_pointer self, routing_update& u) {
   }
   std::vector<model_key> touched;
   for (auto& e : u.entries) {
-    for (const auto& r : e.replicas) watch(self, r.router);
+    for (const auto& r : e.replicas) {
+      watch(self, r.router);
+      watch(self, r.for_requests());
+    }
     // A pipeline's stages are served by their nodes' stage hosts: one that goes down is a lost stage.
     for (const auto& h : e.pipeline) watch(self, caf::actor_cast<node_router_actor>(h.router));
     touched.push_back(e.state.model);

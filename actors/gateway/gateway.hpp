@@ -23,7 +23,9 @@ class WorkQueue;
 /// A standalone gateway (`ember gateway`) passes a null `manager` (its link hands one over with
 /// manager_atom) and a `dial_queue`: on it the gateway connects to every member node's published
 /// router directly (node_report::control), so that its requests reach the nodes without passing
-/// through the manager's process and go on while the manager is away.
+/// through the manager's process and go on while the manager is away. CAF routes by node: the
+/// requests to a node's router (replica_ref::for_requests, learned from the manager) take that
+/// connection too, though only the node's handle was dialed.
 gateway_actor spawn_gateway(caf::actor_system& sys, GatewayConfig config, caf::actor manager,
                             std::shared_ptr<RoutingView> view, GatewayInstruments* instruments,
                             WorkQueue& metrics_queue, WorkQueue* dial_queue = nullptr);

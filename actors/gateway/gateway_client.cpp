@@ -178,7 +178,7 @@ std::optional<Result<infer_reply>> GatewayClient::infer_direct(const infer_reque
     infer_request sent = req;  // the gateway's way still needs `req` when this node cannot serve it
     sent.model = key;
     thread_actor(sys_)
-        ->request(target->router, wait, std::move(sent))
+        ->request(target->for_requests(), wait, std::move(sent))
         .receive([&](infer_reply& x) { out = std::move(x); }, [&](caf::error& err) { out = from_caf(err); });
   }
   const bool handed_on = !out.ok() && out.error().code() == ErrorCode::unavailable;
@@ -234,7 +234,7 @@ std::optional<Result<infer_reply>> GatewayClient::workflow_on_node(const Workflo
       out = std::move(*ran);
     } else {
       thread_actor(sys_)
-          ->request(target->router, wait, std::move(msg))
+          ->request(target->for_requests(), wait, std::move(msg))
           .receive([&](infer_reply& x) { out = std::move(x); }, [&](caf::error& err) { out = from_caf(err); });
     }
     chooser.finished(target->node_id);

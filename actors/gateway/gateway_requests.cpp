@@ -144,8 +144,8 @@ void dispatch(gateway_pointer self, std::shared_ptr<Pending> p) {
   if (!replica) return hold(self, std::move(p));
   ++p->attempts;
   const uint64_t id = p->id;
-  st.routed[id] = {p, replica->router.address(), replica->node_id};
-  self->request(replica->router, std::chrono::microseconds(st.config.request_timeout_us), p->request)
+  st.routed[id] = {p, replica->for_requests().address(), replica->node_id};
+  self->request(replica->for_requests(), std::chrono::microseconds(st.config.request_timeout_us), p->request)
       .then([self, id](infer_reply& reply) { on_routed_reply(self, id, std::move(reply)); },
             [self, id](caf::error& err) { on_routed_failure(self, id, err); });
 }
@@ -241,8 +241,8 @@ caf::result<infer_reply> route_workflow(gateway_pointer self, workflow_request& 
   if (!target) return to_caf(unavailable("no node holds every model of workflow '" + req.name + "'"));
   const uint64_t id = st.next_id++;
   auto rp = self->make_response_promise<infer_reply>();
-  st.routed_workflows[id] = {rp, target->router.address(), target->node_id};
-  watch(self, target->router);
+  st.routed_workflows[id] = {rp, target->for_requests().address(), target->node_id};
+  watch(self, target->for_requests());
   auto done = [self, id](Result<infer_reply> r) {
     auto& st = self->state;
     auto it = st.routed_workflows.find(id);
@@ -252,7 +252,7 @@ caf::result<infer_reply> route_workflow(gateway_pointer self, workflow_request& 
     st.routed_workflows.erase(it);
     r.ok() ? promise.deliver(std::move(*r)) : promise.deliver(to_caf(r.error()));
   };
-  self->request(target->router, std::chrono::microseconds(st.config.request_timeout_us), std::move(req))
+  self->request(target->for_requests(), std::chrono::microseconds(st.config.request_timeout_us), std::move(req))
       .then([done](infer_reply& r) { done(std::move(r)); }, [done](caf::error& e) { done(from_caf(e)); });
   return rp;
 }
@@ -308,8 +308,12 @@ void node_down(gateway_pointer self, const caf::actor_addr& addr) {
   std::set<model_key> touched;
   for (auto& [key, e] : st.table) {
     auto before = e.replicas.size();
+    // The node's handle, or the router its requests went to (a router its supervisor restarts:
+    // the manager publishes the new one).
     e.replicas.erase(std::remove_if(e.replicas.begin(), e.replicas.end(),
-                                    [&](const replica_ref& r) { return r.router.address() == addr; }),
+                                    [&](const replica_ref& r) {
+                                      return r.router.address() == addr || r.for_requests().address() == addr;
+                                    }),
                      e.replicas.end());
     if (e.replicas.size() != before) touched.insert(key);
     if (std::any_of(e.pipeline.begin(), e.pipeline.end(),
@@ -332,6 +336,11 @@ void node_down(gateway_pointer self, const caf::actor_addr& addr) {
 
 void member_left(gateway_pointer self, const replica_ref& node) {
   auto lost = take_requests_on(self, node.router.address());
+  if (node.requests) {
+    auto more = take_requests_on(self, node.requests.address());
+    lost.insert(lost.end(), more.begin(), more.end());
+  }
+  std::sort(lost.begin(), lost.end(), [](const auto& a, const auto& b) { return a->id < b->id; });
   if (lost.empty()) return;
   spdlog::warn("gateway: node {} left the cluster (the manager lost it, or it stopped answering); {} request(s) "
                "in flight there re-sent",

@@ -320,6 +320,7 @@ caf::result<node_report> report(router_pointer self) {
             r.cached = std::move(cache.models);
             r.replicas = ready_replicas(st);
             r.stages = caf::actor_cast<caf::actor>(st.config.stages);
+            if (st.config.direct_requests) r.requests = caf::actor_cast<caf::actor>(self);
             rp.deliver(std::move(r));
           },
           [rp](caf::error& err) mutable { rp.deliver(err); });
@@ -387,7 +388,9 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
         return self->state.instruments ? self->state.instruments->snapshot() : metrics_snapshot{};
       },
       [self](scale_atom) { return queued_report(self); },
-      [self](ping_atom) { return replicas_fingerprint(ready_replicas(self->state)); },
+      [self](ping_atom) {
+        return replicas_fingerprint(ready_replicas(self->state), self->state.config.direct_requests ? self->id() : 0);
+      },
       // -- late binding's timers -----------------------------------------------------------------
       [self](tick_atom) { late_tick(self); },
       [self](restart_atom, uint32_t device) {

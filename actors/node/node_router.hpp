@@ -67,6 +67,9 @@ struct NodeRouterConfig {
   /// router loads; the node's supervisor replaces it when it dies (stages_replaced). Null: the node
   /// takes no pipeline stage (load_stage answers unavailable).
   stage_host_actor stages;
+  /// Requests come to this router itself (node_report::requests names it), not through the node's
+  /// supervisor. False on a node that takes faults (--allow-faults), whose supervisor interposes.
+  bool direct_requests = false;
 };
 
 /// `devices[i]` describes the device of `executors[i]`.

@@ -1,7 +1,16 @@
-// node_supervisor: one per node, in front of its router. Whoever holds "the node's router" (the
-// manager, gateways, other nodes' pipeline stages) holds this actor: it passes every message on to
-// the router (CAF delegation: the router answers the sender directly), so the router behind it can
-// die and be replaced without anyone else noticing a new address.
+// node_supervisor: one per node, beside its router. It is the node's handle: what the node joins
+// the cluster with and publishes on node.listen, what the manager monitors, pings and controls
+// through and what gateways watch. It passes every message it gets on to the router (CAF
+// delegation: the router answers the sender directly), so the router behind it can die and be
+// replaced without the handle changing.
+//
+// Requests do not take that hop: the router reports itself as the node's requests actor
+// (node_report::requests), and gateways and front ends send infer and workflow requests to it
+// directly. A router that dies and is restarted reports the new one; the manager learns it from the
+// next heartbeat (report_fingerprint covers it) and publishes it; meanwhile gateways that saw the
+// old one go down route around the node and re-send what was in flight there. Only a node started
+// with --allow-faults keeps its requests on this actor (node_report::requests is null): its
+// interposer must see every message to drop, delay or duplicate it.
 //
 // Supervision (one_for_one): it monitors the router and the executors, which end with it. A router that dies is
 // spawned again over the same executors and cache, and restores its replicas from the node's

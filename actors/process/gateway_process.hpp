@@ -52,6 +52,8 @@ class GatewayProcess {
   uint16_t grpc_port() const;
   /// The token-free /metrics port, 0 when gateway.metrics is off.
   uint16_t metrics_port() const;
+  /// The routing table the gateway routes by now (its front ends read the same).
+  const RoutingView& view() const { return *view_; }
 
  private:
   GatewayProcess() = default;

@@ -165,6 +165,7 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   router.stages = p->stages_;
   router.ledger = std::make_shared<ReplicaLedger>();
   router.inline_runs = p->inline_runs_;
+  router.direct_requests = !node.allow_faults;
   if (binding.mode == BindingMode::late) {
     EMBER_ASSIGN_OR_RETURN(auto late, late_binding(node, binding, devices, pools, workspaces));
     router.late = std::move(late);

@@ -5,6 +5,11 @@
 
 #include <gtest/gtest.h>
 
+#include <caf/actor_system.hpp>
+#include <caf/send.hpp>
+
+#include "tests/actors/actor_test_util.hpp"
+
 namespace ember {
 namespace node_liveness_test {
 
@@ -104,6 +109,36 @@ TEST(NodeLiveness, ReconcileLeavesDrainingUnloadedAndLoadingReplicasAlone) {
   now.replicas = {kM};
   EXPECT_TRUE(f.liveness.reconcile(f.a, now, {}).adopted.empty()) << "unloaded on purpose meanwhile";
   EXPECT_TRUE(f.liveness.reconcile(99, now, {}).changed().empty()) << "not a member";
+}
+
+// A router its supervisor restarted: the node's requests go to the new one, so every version with a
+// replica there moves (is published again), and the fingerprint tells the manager to ask.
+TEST(NodeLiveness, ANewRequestsActorMovesEveryReplicaOfTheNode) {
+  auto sys = testing::make_system();
+  auto first = sys->spawn([] { return caf::behavior{[](int) {}}; });
+  auto second = sys->spawn([] { return caf::behavior{[](int) {}}; });
+  Fixture f;
+  f.replica(kN);
+  node_report now = f.members.find(f.a)->report;
+  now.replicas = {kN};
+  now.requests = first;
+  EXPECT_NE(report_fingerprint(now), replicas_fingerprint({kN})) << "the requests actor is part of it";
+  auto r = f.liveness.reconcile(f.a, now, {});
+  EXPECT_EQ(r.moved, (std::set<model_key>{kN})) << "a first requests actor where there was none";
+  EXPECT_TRUE(f.liveness.reconcile(f.a, now, {}).changed().empty()) << "the same one: nothing moved";
+  now.requests = second;
+  const uint64_t before = replicas_fingerprint({kN}, first.id());
+  EXPECT_NE(report_fingerprint(now), before);
+  r = f.liveness.reconcile(f.a, now, {});
+  EXPECT_EQ(r.moved, (std::set<model_key>{kN}));
+  EXPECT_TRUE(r.adopted.empty() && r.gone.empty());
+  EXPECT_EQ(r.changed(), (std::set<model_key>{kN}));
+  EXPECT_EQ(f.members.find(f.a)->report.requests, second);
+  const auto members = f.members.members();
+  ASSERT_EQ(members.size(), 1u);
+  EXPECT_EQ(members.front().for_requests().address(), second.address()) << "the member list carries it";
+  caf::anon_send_exit(first, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(second, caf::exit_reason::user_shutdown);
 }
 
 TEST(NodeLiveness, ASilentNodeIsTakenBackOnceAndForgottenWhenItsRouterGoes) {

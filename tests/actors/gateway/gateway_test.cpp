@@ -371,6 +371,53 @@ TEST_F(GatewayTest, ARequestOnANodeTheManagerDroppedIsResentAtOnceThoughTheNodeN
   EXPECT_NE(metrics_text().find("ember_request_retries_total{model=\"m\",version=\"1\"} 1"), std::string::npos);
 }
 
+// A node's requests go to the actor it reports for them (its router, not its supervisor). When that
+// one goes down while the node's handle lives (a router its supervisor restarts), the node's
+// replicas leave the table until the manager publishes the new one, what was in flight there is
+// re-sent, and the node stays a member.
+TEST_F(GatewayTest, RequestsGoToTheNodesRequestsActorAndAreResentWhenItGoesDown) {
+  replica_ref one = router(1);
+  one.requests = router(3, /*answer_infer=*/false).router;
+  const replica_ref two = router(2);
+  manager_script_->table.entries = {entry(kModel, {one, two})};
+  manager_script_->table.members = {one, two};
+  start();
+  auto answer = infer("x");
+  d_.run();
+  ASSERT_EQ(routers_[3]->infers, 1) << "the first of two idle replicas, at node 1's requests actor";
+  EXPECT_EQ(routers_[1]->infers, 0) << "the node's handle is off the request path";
+  ASSERT_FALSE(answer->done());
+  caf::anon_send_exit(actors_[3], caf::exit_reason::kill);
+  d_.run();
+  ASSERT_TRUE(answer->ok()) << answer->error().message();
+  EXPECT_EQ(answer->value().node, "r2");
+  const ModelView* m = view_->snapshot()->find("m", 1);
+  ASSERT_TRUE(m);
+  ASSERT_EQ(m->replicas.size(), 1u) << "node 1's replica waits for the manager's next update";
+  EXPECT_EQ(m->replicas.front().node_id, 2u);
+  auto again = infer("y");
+  d_.run();
+  ASSERT_TRUE(again->ok());
+  EXPECT_EQ(routers_[1]->infers, 0);
+  // The manager publishes the restarted router: node 1 serves again, through it.
+  replica_ref back = one;
+  back.requests = router(4).router;
+  routing_update moved;
+  moved.epoch = 2;
+  moved.entries = {entry(kModel, {back, two})};
+  moved.members = {back, two};
+  caf::anon_send(gateway_, moved);
+  d_.run();
+  EXPECT_EQ(view_->snapshot()->find("m", 1)->replicas.size(), 2u);
+  for (const char* id : {"a", "b", "c", "d"}) {
+    auto r = infer(id);
+    d_.run();
+    ASSERT_TRUE(r->ok());
+  }
+  EXPECT_GT(routers_[4]->infers, 0);
+  EXPECT_EQ(routers_[1]->infers, 0);
+}
+
 // A replica that leaves the table while its node stays a member (retired by a scale-down or a
 // drain) answers what it holds: nothing is re-sent.
 TEST_F(GatewayTest, ARequestOnARetiredReplicaOfANodeThatStaysAMemberIsNotResent) {

@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include "actors/console/console.hpp"
+#include "actors/gateway/routing_view.hpp"
 #include "actors/node/node_supervisor.hpp"
 #include "actors/process/gateway_process.hpp"
 #include "actors/process/manager_process.hpp"
@@ -438,8 +440,9 @@ TEST_P(FaultsBothBindings, AKilledExecutorIsReplacedAndItsModelsComeBackFromHost
   EXPECT_NE(m.find("ember_actor_restarts_total{node=\"n1\",actor=\"executor\"} 1"), std::string::npos) << m;
 }
 
-TEST_P(FaultsBothBindings, KillsUnderLoadLoseNoRequest) {
-  Cluster c(1, 20'000'000, true, GetParam());
+/// Four clients send requests of mlp while `kill(k)` kills something three times (k = 0, 1, 2):
+/// every request gets one answer, the right output or a retryable error, and the node serves after.
+void kills_under_load_lose_no_request(Cluster& c, const std::function<void(int)>& kill) {
   ASSERT_TRUE(c.infer("mlp", 1, 1).ok());
   const auto expected = bytes_of(*c.infer("mlp", 1, 1));
   std::atomic<bool> stop{false};
@@ -463,7 +466,7 @@ TEST_P(FaultsBothBindings, KillsUnderLoadLoseNoRequest) {
   }
   for (int k = 0; k < 3; ++k) {
     std::this_thread::sleep_for(150ms);
-    ASSERT_TRUE(c.fault(0, "kill", k % 2 ? "executor:0" : "router").ok());
+    kill(k);
   }
   std::this_thread::sleep_for(300ms);
   stop = true;
@@ -479,6 +482,77 @@ TEST_P(FaultsBothBindings, KillsUnderLoadLoseNoRequest) {
     last = c.infer("mlp", 1, 1);
   }
   ASSERT_TRUE(last.ok()) << last.error().message();
+}
+
+TEST_P(FaultsBothBindings, KillsUnderLoadLoseNoRequest) {
+  Cluster c(1, 20'000'000, true, GetParam());
+  kills_under_load_lose_no_request(c, [&](int k) {
+    ASSERT_TRUE(c.fault(0, "kill", k % 2 ? "executor:0" : "router").ok());
+  });
+}
+
+/// The router the gateway sends requests of `model` version 1 to now (none: no ready replica in its table).
+caf::actor_addr requests_in_view(const Cluster& c, const std::string& model) {
+  auto snap = c.gateway->view().snapshot();
+  const ModelView* m = snap->find(model, 1);
+  if (!m || m->replicas.empty()) return {};
+  return m->replicas.front().for_requests().address();
+}
+
+/// The node's router now, from its supervisor (local: the roster).
+caf::actor node_router_now(Cluster& c, size_t node) {
+  auto roster = ask<node_roster>(*c.sys, caf::actor_cast<caf::actor>(c.nodes.at(node)->router()), 10s, roster_atom_v);
+  EXPECT_TRUE(roster.ok()) << roster.error().message();
+  return roster.ok() ? caf::actor_cast<caf::actor>(roster->router) : caf::actor{};
+}
+
+// Without --allow-faults the supervisor is off the request path: requests go to the router itself,
+// and to its successor once the manager has published it. Nothing is loaded again.
+TEST_P(FaultsBothBindings, WithoutAllowFaultsRequestsGoStraightToTheRouterAndFollowARestartedOne) {
+  Cluster c(1, 20'000'000, false, GetParam());
+  auto before = c.infer("mlp", 1, 3);
+  ASSERT_TRUE(before.ok()) << before.error().message();
+  const caf::actor first = node_router_now(c, 0);
+  ASSERT_TRUE(first);
+  EXPECT_NE(first.address(), c.nodes[0]->router().address()) << "the roster's router is not the supervisor";
+  EXPECT_EQ(requests_in_view(c, "mlp"), first.address()) << "requests skip the supervisor";
+  caf::anon_send_exit(first, caf::exit_reason::kill);
+  // Served again (retryable errors at worst meanwhile) once the restarted router is published.
+  Result<infer_reply> after = internal_error("not asked");
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  do {
+    after = c.infer("mlp", 1, 3);
+    if (after.ok()) break;
+    EXPECT_TRUE(retryable(after.error().code())) << after.error().message();
+    std::this_thread::sleep_for(50ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  ASSERT_TRUE(after.ok()) << after.error().message();
+  EXPECT_EQ(bytes_of(*after), bytes_of(*before));
+  const caf::actor second = node_router_now(c, 0);
+  ASSERT_NE(second.address(), first.address()) << "the router was not restarted";
+  EXPECT_EQ(requests_in_view(c, "mlp"), second.address());
+  auto reports = ask<std::vector<node_report>>(*c.sys, c.manager->manager(), 10s, nodes_atom_v);
+  ASSERT_TRUE(reports.ok() && reports->size() == 1u);
+  EXPECT_EQ(reports->front().requests.address(), second.address()) << "the manager knows the new router";
+  const std::string m = c.metrics();
+  EXPECT_NE(m.find("ember_actor_restarts_total{node=\"n1\",actor=\"router\"} 1"), std::string::npos) << m;
+  EXPECT_NE(m.find("ember_replica_loads_total{node=\"n1\",outcome=\"ok\"} 1"), std::string::npos) << m;
+}
+
+TEST_P(FaultsBothBindings, WithoutAllowFaultsRouterKillsUnderLoadLoseNoRequest) {
+  Cluster c(1, 20'000'000, false, GetParam());
+  kills_under_load_lose_no_request(c, [&](int) {
+    const caf::actor router = node_router_now(c, 0);
+    ASSERT_TRUE(router);
+    caf::anon_send_exit(router, caf::exit_reason::kill);
+  });
+}
+
+// A node with --allow-faults keeps its requests on its supervisor, whose interposer sees them all.
+TEST(Faults, ANodeThatTakesFaultsKeepsItsRequestsOnItsSupervisor) {
+  Cluster c(1, 20'000'000, true);
+  ASSERT_TRUE(c.infer("mlp", 1, 3).ok());
+  EXPECT_EQ(requests_in_view(c, "mlp"), c.nodes[0]->router().address());
 }
 
 TEST(Faults, ALoadAskedWhileAPinnedReplicaIsBoundAgainIsAnsweredOnceItIs) {
