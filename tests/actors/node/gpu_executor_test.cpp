@@ -73,16 +73,23 @@ TEST(PinnedBatching, AnExecutorBatchesWhatWaitsBehindTheRunningExecution) {
   self->wait_for(exec);
 }
 
-// A request whose inputs do not decode, waiting among others for the running execution: it fails
-// alone, with its own error, and every other request is answered right (a batch it joined runs again
-// member by member).
+// A request whose inputs do not decode, waiting among others for the running execution: the batch
+// it joins fails and runs again member by member, so it fails alone, with its own error, and every
+// other request is answered right. (The engine's worker is held while they arrive: the first runs
+// alone, the other seven wait and go as one batch.)
 TEST(PinnedBatching, AMemberThatDoesNotDecodeFailsAloneAndTheOthersAreAnswered) {
   WorkQueue maintenance{{.threads = 1}};
   auto sys = testing::make_system();
   gpu::testing::TempDir dir;
   auto model = batching({"bert-base"}, 8, 0)(dir / "m0/1", 0);
-  auto exec = spawn_gpu_executor(*sys, engine(gpu::testing::sim_device(64 * MiB)), "n1", nullptr, maintenance, nullptr);
+  NodeInstruments instruments;
+  auto owned = engine(gpu::testing::sim_device(64 * MiB));
+  ExecutorEngine* held_engine = owned.get();  // the actor's from here on; any thread may post it a job
+  auto exec = spawn_gpu_executor(*sys, std::move(owned), "n1", &instruments, maintenance, nullptr);
   ASSERT_TRUE(testing::ask<std::string>(*sys, exec, 30s, bind_model{{"m0", 1}, model}).ok());
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  held_engine->lend({}, [released](Result<std::vector<gpu::PeerValue>>) { released.wait(); });  // holds the worker
   caf::scoped_actor self{*sys};
   constexpr int kRequests = 8;
   constexpr int kBad = 3;
@@ -96,6 +103,9 @@ TEST(PinnedBatching, AMemberThatDoesNotDecodeFailsAloneAndTheOthersAreAnswered) 
     if (k == kBad) req.inputs[0].data.pop_back();  // one byte short: it does not decode
     self->send(exec, std::move(req));
   }
+  // Messages are taken in order: once the status is answered, the seven wait behind the first.
+  EXPECT_TRUE(testing::ask<executor_status>(*sys, exec, 30s, status_atom_v).ok());
+  release.set_value();
   int right = 0;
   int refused = 0;
   for (int k = 0; k < kRequests; ++k) {
@@ -115,6 +125,8 @@ TEST(PinnedBatching, AMemberThatDoesNotDecodeFailsAloneAndTheOthersAreAnswered) 
   }
   EXPECT_EQ(right, kRequests - 1);
   EXPECT_EQ(refused, 1);
+  // The first alone, the batch of seven, then each of the seven again alone.
+  EXPECT_EQ(metric(instruments, "ember_execution_count_total", 0), 2 + kRequests - 1);
   self->send_exit(exec, caf::exit_reason::user_shutdown);
   self->wait_for(exec);
 }
