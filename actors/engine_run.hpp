@@ -75,7 +75,8 @@ struct SwapRun {
   std::shared_ptr<EngineGate> shadow;
   double shadow_share = 0.5;
   /// When set, `inputs` are made by it when the job starts (see RunInputs); an error answers the
-  /// job with a SwapRunResult that holds only that error (nothing evicted, copied or run).
+  /// job with a SwapRunResult that holds only that error and inputs_failed (nothing evicted, copied
+  /// or run).
   RunInputs make_inputs;
 };
 
@@ -100,6 +101,9 @@ struct SwapRunResult {
   uint64_t plan_bytes = 0;
   /// A run with SwapRun::shadow: the rows the Shadow computed, or why the Body took them back.
   gpu::SplitStats split;
+  /// SwapRun::make_inputs failed: the job did nothing else (run.outputs says why; the rest is as
+  /// default-constructed).
+  bool inputs_failed = false;
 };
 
 }  // namespace ember

@@ -77,7 +77,8 @@ struct swap_reply {
   /// What the run did (actors/engine_run.hpp): swapped, evicted, footprint, the fault, the values
   /// kept, the Shadow's rows. `result.run` keeps the run's times; its outputs are `reply`'s (encoded)
   /// and are left empty here (a failed run's error stays: it is `error` too). Inputs that do not
-  /// decode answer with `error` alone and a default `result`: nothing changed on the device.
+  /// decode answer with `error` and a `result` that only says inputs_failed: nothing changed on the
+  /// device.
   SwapRunResult result;
 };
 

@@ -298,7 +298,7 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
         if (self->state.instruments && run.outputs.ok())
           self->state.instruments->observe_run(key, run.queue_us, run.compute_us);
         report_memory(self);
-        if (self->state.instruments && paired)
+        if (self->state.instruments && paired && !out.result.inputs_failed)  // a split tried
           self->state.instruments->count_shadow_split(key, out.result.split.shadow_rows);
         rp.deliver(std::move(out));
       });

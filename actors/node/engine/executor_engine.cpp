@@ -174,6 +174,7 @@ bool ExecutorEngine::take_inputs(SwapRun& run, SwapRunResult& r) {
   if (!in.ok()) {
     r = SwapRunResult{};
     r.run.outputs = in.error();
+    r.inputs_failed = true;
     return false;
   }
   run.inputs = std::move(*in);

@@ -235,7 +235,7 @@ class ExecutorEngine {
   void publish(const model_key& key, const gpu::LayerExecutor* ex);
   void swap_job(SwapRun& run, SwapRunResult& r);
   /// Makes `run.inputs` with SwapRun::make_inputs (when set) on the calling thread; false, with `r`
-  /// holding only its error, when that fails.
+  /// holding only its error (and inputs_failed), when that fails.
   static bool take_inputs(SwapRun& run, SwapRunResult& r);
   /// The run of a resident model (plain, with hand-off or with a Shadow), with one more try after
   /// moving kept values away when it did not fit. Any thread running a job or a lane.

@@ -174,6 +174,7 @@ TEST(ExecutorDecoding, ARequestIsDecodedOnTheEnginesThreadNotOnTheActor) {
                     EXPECT_FALSE(r.reply.has_value());
                     ASSERT_TRUE(r.error.has_value());
                     says_bytes(*r.error);
+                    EXPECT_TRUE(r.result.inputs_failed);
                     EXPECT_FALSE(r.result.fault);
                     EXPECT_FALSE(r.result.swapped);
                     EXPECT_TRUE(r.result.evicted.empty());

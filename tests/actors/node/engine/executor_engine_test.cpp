@@ -249,6 +249,7 @@ TEST(ExecutorEngineInputs, InputsThatFailAnswerTheJobAndChangeNothingOnTheDevice
       EXPECT_TRUE(r.evicted.empty());
       EXPECT_EQ(r.footprint, 0u) << "a default result, as before anything ran";
       EXPECT_FALSE(r.fault);
+      EXPECT_TRUE(r.inputs_failed);
     }
     EXPECT_TRUE(e->holds(ka));
     EXPECT_FALSE(e->holds(kb));
@@ -259,6 +260,7 @@ TEST(ExecutorEngineInputs, InputsThatFailAnswerTheJobAndChangeNothingOnTheDevice
     const auto served = swap_run(*e, swap_in);
     ASSERT_TRUE(served.run.outputs.ok()) << served.run.outputs.error().message();
     EXPECT_TRUE(served.swapped);
+    EXPECT_FALSE(served.inputs_failed);
     EXPECT_EQ(served.evicted, std::vector<model_key>{ka}) << "the plan the failed job left alone";
   }
 }
