@@ -5,10 +5,12 @@
 //
 // Pure data: anyone may build and read it on any thread. Ownership: a SwapRun shares the host copy
 // of its model and, when paired, the Shadow's gate; the engine takes the run by value and answers
-// with a SwapRunResult it gives away.
+// with a SwapRunResult it gives away. RunInputs (a run's inputs made when the run starts) owns
+// whatever it reads: it is called on the engine's thread that runs the job, never its caller's.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -34,8 +36,15 @@ struct InferResult {
   uint64_t compute_us = 0;
 };
 
+/// A run's inputs, made by the job itself right before the run, on the thread that runs it (the
+/// engine's worker or a lane): the gpu_executor decodes the client's tensors there, not on its actor
+/// (ExecutorEngine::infer, SwapRun::make_inputs). Called once, when the job starts (never when the
+/// engine refused the job: its queue was full). An error answers the job with it, before anything
+/// changed on the device.
+using RunInputs = std::function<Result<std::vector<gpu::HostTensor>>()>;
+
 /// One request on a model that may not be resident (late binding). The router fills what to copy,
-/// evict and keep; the executor fills key, inputs and wanted from the client's request.
+/// evict and keep; the executor fills key, make_inputs and wanted from the client's request.
 struct SwapRun {
   model_key key;
   std::shared_ptr<const gpu::Model> model;  // the host copy
@@ -65,6 +74,10 @@ struct SwapRun {
   /// leaves its rows to this device (SwapRunResult::split says so).
   std::shared_ptr<EngineGate> shadow;
   double shadow_share = 0.5;
+  /// When set, `inputs` are made by it when the job starts (see RunInputs); an error answers the
+  /// job with a SwapRunResult that holds only that error and inputs_failed (nothing evicted, copied
+  /// or run).
+  RunInputs make_inputs;
 };
 
 /// What a SwapRun did: its answer and what changed on the device.
@@ -88,6 +101,9 @@ struct SwapRunResult {
   uint64_t plan_bytes = 0;
   /// A run with SwapRun::shadow: the rows the Shadow computed, or why the Body took them back.
   gpu::SplitStats split;
+  /// SwapRun::make_inputs failed: the job did nothing else (run.outputs says why; the rest is as
+  /// default-constructed).
+  bool inputs_failed = false;
 };
 
 }  // namespace ember

@@ -1,8 +1,9 @@
 // gpu_executor: one per device. Owns the device (through an ExecutorEngine), its memory and the
 // models bound to it. Only the node_router of the same process sends to it. Handlers never block:
-// device work runs on the engine's worker thread, restarts on the node's maintenance queue, and
-// each finishes as an offload_done (actors/offload.hpp) to this actor, which then answers the
-// request.
+// device work runs on the engine's worker thread (or a lane), restarts on the node's maintenance
+// queue, and each finishes as an offload_done (actors/offload.hpp) to this actor, which then answers
+// the request. A request's tensors are decoded and its answer encoded on the engine's thread too,
+// never on this actor's.
 #pragma once
 
 #include <caf/allowed_unsafe_message_type.hpp>
@@ -62,8 +63,9 @@ struct swap_request {
   /// What the engine runs (actors/engine_run.hpp). The router fills the host copy, the copy source
   /// (`peer`, locked by the router: see ExecutorEngine::weights_of), the evictions, `profile`, the
   /// device hand-off (`device_inputs` kept on this executor's device, `keep`, `peer_inputs` from a
-  /// value_lease) and the Shadow (shadow_ready::gate); the executor fills `key`, `inputs` (decoded)
-  /// and `wanted` from `request`, whose `outputs` are what comes back.
+  /// value_lease) and the Shadow (shadow_ready::gate); the executor fills `key`, `make_inputs` (which
+  /// decodes `request`'s inputs on the engine's thread when the job starts) and `wanted` from
+  /// `request`, whose `outputs` are what comes back.
   SwapRun run;
 };
 
@@ -74,7 +76,9 @@ struct swap_reply {
   std::optional<Error> error;
   /// What the run did (actors/engine_run.hpp): swapped, evicted, footprint, the fault, the values
   /// kept, the Shadow's rows. `result.run` keeps the run's times; its outputs are `reply`'s (encoded)
-  /// and are left empty here.
+  /// and are left empty here (a failed run's error stays: it is `error` too). Inputs that do not
+  /// decode answer with `error` and a `result` that only says inputs_failed: nothing changed on the
+  /// device.
   SwapRunResult result;
 };
 

@@ -1,6 +1,7 @@
 // gpu_executor: a thin actor over an ExecutorEngine (see gpu_executor_interface.hpp). Every engine
-// job's callback comes from continue_on (actors/offload.hpp): it runs on the engine's worker and
-// only sends the continuation back here.
+// job's callback comes from continue_on (actors/offload.hpp): it runs on the engine's worker (or a
+// lane) and sends the continuation back here. A run's job decodes its inputs and its callback builds
+// the client's answer there (run_reply.hpp), from what the job owns: this actor only delivers.
 #include "actors/node/gpu_executor.hpp"
 
 #include <algorithm>
@@ -23,7 +24,6 @@
 #include "actors/node/run_reply.hpp"
 #include "actors/offload.hpp"
 #include "actors/pending_answers.hpp"
-#include "actors/tensor_codec.hpp"
 
 namespace ember {
 
@@ -139,38 +139,67 @@ void report_memory(executor_pointer self) {
                                              figures_of(self->state.engine->memory_use().use));
 }
 
-void run_lane(executor_pointer self, const model_key& key, std::vector<executor_state::Waiting> members);
+void lane_next(executor_pointer self, const model_key& key);
 
-/// One request on its own, answering its waiting promise: a request of a model that does not
-/// batch, or a member of a batch that failed.
-void run_one(executor_pointer self, executor_state::Waiting m) {
+/// Runs `members` (one request, or a batch from `key`'s lane: batch_compatible with the first) as one
+/// execution of the engine. Their inputs are decoded, and their answers encoded (a batch's split), on
+/// the engine's thread (run_reply.hpp); here only the counts and the promises. In the lane (`in_lane`)
+/// it keeps the lane busy until it answers, then starts the lane's next. A batch that fails, its
+/// inputs included, runs again member by member, outside the lane (they keep their place ahead of
+/// it), so one bad member cannot fail the others.
+void execute(executor_pointer self, const model_key& key, std::vector<executor_state::Waiting> waiting, bool in_lane) {
   auto& st = self->state;
-  auto fail = [&](const Error& e) {
-    st.answers.settle(m.pending);
-    m.promise.deliver(to_caf(e));
+  auto members = std::make_shared<std::vector<executor_state::Waiting>>(std::move(waiting));
+  auto fail_all = [&](const Error& e) {
+    for (auto& m : *members) {
+      st.answers.settle(m.pending);
+      m.promise.deliver(to_caf(e));
+    }
   };
-  if (!st.engine) return fail(no_engine(self));
-  auto inputs = decode_tensors(m.request->inputs);
-  if (!inputs.ok()) return fail(inputs.error());
-  if (st.instruments) st.instruments->count_execution(m.request->model, 1, batch_rows(*m.request));
-  auto done = continue_on<ExecutorEngine::InferResult>(
-      self, [self, promise = m.promise, pending = m.pending, skeleton = skeleton_of(self, *m.request),
-             wanted = m.request->outputs](ExecutorEngine::InferResult& r) mutable {
-        self->state.answers.settle(pending);
-        // Runs that answered: a fault's or a bad input's time is no run of the model.
-        if (self->state.instruments && r.outputs.ok()) {
-          self->state.instruments->observe_run(skeleton.model, r.queue_us, r.compute_us);
-        }
-        auto reply = build_reply(std::move(skeleton), wanted, r);
-        if (reply.ok()) {
-          promise.deliver(std::move(*reply));
-        } else {
-          promise.deliver(to_caf(reply.error()));
-        }
-      });
-  // A promise exists already, so the answer goes through it.
-  if (!st.engine->infer(m.request->model, std::move(*inputs), std::move(done)))
-    fail(queue_full(self, m.request->model));
+  if (!st.engine) {
+    fail_all(no_engine(self));
+    if (in_lane) lane_next(self, key);
+    return;
+  }
+  std::vector<std::shared_ptr<const infer_request>> requests;
+  int64_t rows = 0;
+  for (const auto& m : *members) {
+    requests.push_back(m.request);
+    rows += batch_rows(*m.request);
+  }
+  if (in_lane) st.lanes[key].busy = true;
+  if (st.instruments) st.instruments->count_execution(key, members->size(), rows);
+  using Answers = std::pair<InferResult, std::vector<Result<infer_reply>>>;  // the run (outputs gone), the answers
+  auto deliver = continue_on<Answers>(self, [self, key, in_lane, members](Answers& done) mutable {
+    auto& [run, answers] = done;
+    // Runs that answered: a fault's or a bad input's time is no run of the model.
+    if (self->state.instruments && run.outputs.ok())
+      self->state.instruments->observe_run(key, run.queue_us, run.compute_us);
+    for (size_t k = 0; k < members->size(); ++k) {
+      auto& m = (*members)[k];
+      if (answers.empty()) {
+        execute(self, key, {std::move(m)}, false);
+        continue;
+      }
+      self->state.answers.settle(m.pending);
+      if (answers[k].ok()) {
+        m.promise.deliver(std::move(*answers[k]));
+      } else {
+        m.promise.deliver(to_caf(answers[k].error()));
+      }
+    }
+    if (in_lane) lane_next(self, key);
+  });
+  // Built where the run ends, on the engine's thread, from what this job owns (never actor state).
+  auto done = [deliver, requests, skeleton = skeleton_of(self, *requests.front())](InferResult r) mutable {
+    auto answers = execution_answers(std::move(skeleton), requests, r);
+    if (r.outputs.ok()) r.outputs = std::vector<gpu::HostTensor>{};  // encoded into the answers
+    deliver(Answers{std::move(r), std::move(answers)});
+  };
+  if (!st.engine->infer(key, decoded_inputs(requests), std::move(done))) {
+    if (in_lane) st.lanes[key].busy = false;
+    fail_all(queue_full(self, key));
+  }
 }
 
 /// A lane's execution ended: the next one takes what waits (compatible requests, up to max_batch rows).
@@ -194,78 +223,7 @@ void lane_next(executor_pointer self, const model_key& key) {
       ++w;
     }
   }
-  run_lane(self, key, std::move(members));
-}
-
-/// Runs `members` of a batching model as one execution (one alone when it is a single request).
-/// A batch that fails is run again member by member, outside the lane, so one bad member cannot
-/// fail the others.
-void run_lane(executor_pointer self, const model_key& key, std::vector<executor_state::Waiting> members) {
-  auto& st = self->state;
-  auto fail_all = [&](const Error& e) {
-    for (auto& m : members) {
-      st.answers.settle(m.pending);
-      m.promise.deliver(to_caf(e));
-    }
-  };
-  if (!st.engine) {
-    fail_all(no_engine(self));
-    return lane_next(self, key);
-  }
-  std::vector<std::shared_ptr<const infer_request>> requests;
-  int64_t rows = 0;
-  for (const auto& m : members) {
-    requests.push_back(m.request);
-    rows += batch_rows(*m.request);
-  }
-  const bool batched = members.size() > 1;
-  infer_request joined = batched ? concat_requests(requests) : *requests.front();
-  auto inputs = decode_tensors(joined.inputs);
-  if (!inputs.ok()) {
-    fail_all(inputs.error());
-    return lane_next(self, key);
-  }
-  st.lanes[key].busy = true;
-  if (st.instruments) st.instruments->count_execution(key, members.size(), rows);
-  auto shared = std::make_shared<std::vector<executor_state::Waiting>>(std::move(members));
-  auto done =
-      continue_on<ExecutorEngine::InferResult>(self, [self, key, shared, requests, skeleton = skeleton_of(self, joined),
-                                                      wanted = joined.outputs](ExecutorEngine::InferResult& r) mutable {
-        auto& st = self->state;
-        if (st.instruments && r.outputs.ok()) st.instruments->observe_run(skeleton.model, r.queue_us, r.compute_us);
-        auto reply = build_reply(std::move(skeleton), wanted, r);
-        auto& members = *shared;
-        if (members.size() > 1 && !reply.ok()) {
-          // Each member again, alone (not through the lane: they keep their place ahead of it).
-          for (auto& m : members) run_one(self, std::move(m));
-        } else if (members.size() > 1) {
-          auto parts = split_reply(*reply, requests);
-          for (size_t k = 0; k < members.size(); ++k) {
-            st.answers.settle(members[k].pending);
-            if (parts.ok()) {
-              members[k].promise.deliver(std::move((*parts)[k]));
-            } else {
-              members[k].promise.deliver(to_caf(parts.error()));
-            }
-          }
-        } else {
-          st.answers.settle(members.front().pending);
-          if (reply.ok()) {
-            members.front().promise.deliver(std::move(*reply));
-          } else {
-            members.front().promise.deliver(to_caf(reply.error()));
-          }
-        }
-        lane_next(self, key);
-      });
-  if (!st.engine->infer(key, std::move(*inputs), std::move(done))) {
-    const Error full = queue_full(self, key);
-    st.lanes[key].busy = false;
-    for (auto& m : *shared) {
-      st.answers.settle(m.pending);
-      m.promise.deliver(to_caf(full));
-    }
-  }
+  execute(self, key, std::move(members), true);
 }
 
 caf::result<infer_reply> infer(executor_pointer self, infer_request& req) {
@@ -274,11 +232,10 @@ caf::result<infer_reply> infer(executor_pointer self, infer_request& req) {
   executor_state::Waiting w{std::make_shared<const infer_request>(std::move(req)), rp, self->state.answers.add(rp)};
   auto lane = self->state.lanes.find(w.request->model);
   if (lane == self->state.lanes.end()) {
-    run_one(self, std::move(w));
+    const model_key key = w.request->model;
+    execute(self, key, {std::move(w)}, false);
   } else if (!lane->second.busy) {
-    std::vector<executor_state::Waiting> one;
-    one.push_back(std::move(w));
-    run_lane(self, lane->first, std::move(one));
+    execute(self, lane->first, {std::move(w)}, true);
   } else if (lane->second.waiting.size() >= self->state.engine->max_queue()) {
     self->state.answers.settle(w.pending);
     rp.deliver(to_caf(queue_full(self, w.request->model)));
@@ -326,45 +283,36 @@ caf::result<bool> drop_shadow(executor_pointer self, const model_key& key) {
 }
 
 caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
-  swap_reply bad;
   if (!self->state.engine) {
+    swap_reply bad;
     bad.error = no_engine(self);
     return bad;
   }
   const infer_request& request = *req.request;
-  auto inputs = decode_tensors(request.inputs);
-  if (!inputs.ok()) {
-    bad.error = inputs.error();  // nothing changed on the device
-    return bad;
-  }
   auto rp = self->make_response_promise<swap_reply>();
   const uint64_t pending = self->state.answers.add(rp);
-  auto done = continue_on<SwapRunResult>(
-      self, [self, rp, pending, skeleton = skeleton_of(self, request), wanted = request.outputs,
-             paired = req.run.shadow != nullptr, key = request.model](SwapRunResult& r) mutable {
+  auto deliver = continue_on<swap_reply>(
+      self, [self, rp, pending, paired = req.run.shadow != nullptr, key = request.model](swap_reply& out) mutable {
         self->state.answers.settle(pending);
-        if (self->state.instruments && r.run.outputs.ok()) {
-          self->state.instruments->observe_run(skeleton.model, r.run.queue_us, r.run.compute_us);
-        }
+        const InferResult& run = out.result.run;  // outputs encoded into the reply; an error stays
+        if (self->state.instruments && run.outputs.ok())
+          self->state.instruments->observe_run(key, run.queue_us, run.compute_us);
         report_memory(self);
-        swap_reply out;
-        auto reply = build_reply(std::move(skeleton), wanted, r.run);
-        if (reply.ok())
-          out.reply = std::move(*reply);
-        else
-          out.error = reply.error();
-        r.run.outputs = std::vector<gpu::HostTensor>{};  // encoded into the reply
-        out.result = std::move(r);
-        if (self->state.instruments && paired) {
+        if (self->state.instruments && paired && !out.result.inputs_failed)  // a split tried
           self->state.instruments->count_shadow_split(key, out.result.split.shadow_rows);
-        }
         rp.deliver(std::move(out));
       });
+  // Decoded when the job starts and answered where it ends, on the engine's thread (run_reply.hpp):
+  // inputs that do not decode answer with their error, nothing changed on the device.
+  auto done = [deliver, skeleton = skeleton_of(self, request), wanted = request.outputs](SwapRunResult r) mutable {
+    deliver(swap_answer(std::move(skeleton), wanted, std::move(r)));
+  };
   SwapRun run = std::move(req.run);
   run.key = request.model;
-  run.inputs = std::move(*inputs);
+  run.make_inputs = decoded_inputs({req.request});
   run.wanted = request.outputs;
   if (!self->state.engine->swap_run(std::move(run), std::move(done))) {
+    swap_reply bad;
     bad.error = queue_full(self, request.model);
     self->state.answers.settle(pending);
     rp.deliver(std::move(bad));

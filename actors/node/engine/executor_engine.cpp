@@ -137,34 +137,48 @@ void ExecutorEngine::lend(std::vector<uint64_t> handles,
       [this, handles = std::move(handles), done = std::move(done)] { done(kept_->lend(handles, handoff_stream())); });
 }
 
-bool ExecutorEngine::infer(const model_key& key, std::vector<gpu::HostTensor> inputs,
-                           std::function<void(InferResult)> done) {
+bool ExecutorEngine::infer(const model_key& key, RunInputs inputs, std::function<void(InferResult)> done) {
   const auto enqueued = Clock::now();
   if (lanes_ && queued() >= options_.max_queue) return false;
-  return jobs_->try_post([this, key, enqueued, inputs = std::move(inputs), done = std::move(done)]() mutable {
-    engine::Resident* resident = models_.find(key);
-    if (lanes_ && resident) {
-      gpu::LayerExecutor* ex = resident->ex.get();
-      return lanes_->beside(key, [this, ex, enqueued, inputs = std::move(inputs), done = std::move(done)] {
-        InferResult r;
-        const auto start = Clock::now();
-        r.queue_us = us_between(enqueued, start);
-        r.outputs = run_checked(*ex, inputs);
-        r.compute_us = us_between(start, Clock::now());
-        done(std::move(r));
-      });
-    }
+  // The inputs are made on the thread that runs the job (a lane's, when it goes to one), after the
+  // wait and before the run: their time counts in neither queue_us nor compute_us.
+  auto run = [this, key, enqueued](gpu::LayerExecutor* ex, const RunInputs& inputs) {
     InferResult r;
+    r.queue_us = us_between(enqueued, Clock::now());
+    auto in = inputs();
     const auto start = Clock::now();
-    r.queue_us = us_between(enqueued, start);
-    if (!resident) {
+    if (!in.ok()) {
+      r.outputs = in.error();
+    } else if (!ex) {
       r.outputs = unavailable("model " + key.to_string() + " is not bound to " + device_->info().name);
     } else {
-      r.outputs = run_checked(*resident->ex, inputs);
+      r.outputs = run_checked(*ex, *in);
     }
     r.compute_us = us_between(start, Clock::now());
-    done(std::move(r));
+    return r;
+  };
+  return jobs_->try_post([this, key, run, inputs = std::move(inputs), done = std::move(done)]() mutable {
+    engine::Resident* resident = models_.find(key);
+    gpu::LayerExecutor* ex = resident ? resident->ex.get() : nullptr;
+    if (lanes_ && ex) {
+      return lanes_->beside(key,
+                            [run, ex, inputs = std::move(inputs), done = std::move(done)] { done(run(ex, inputs)); });
+    }
+    done(run(ex, inputs));
   });
+}
+
+bool ExecutorEngine::take_inputs(SwapRun& run, SwapRunResult& r) {
+  if (!run.make_inputs) return true;
+  auto in = run.make_inputs();
+  if (!in.ok()) {
+    r = SwapRunResult{};
+    r.run.outputs = in.error();
+    r.inputs_failed = true;
+    return false;
+  }
+  run.inputs = std::move(*in);
+  return true;
 }
 
 bool ExecutorEngine::swap_run(SwapRun run, std::function<void(SwapRunResult)> done) {
@@ -175,10 +189,12 @@ bool ExecutorEngine::swap_run(SwapRun run, std::function<void(SwapRunResult)> do
       gpu::LayerExecutor* ex = models_.find(run.key)->ex.get();
       const uint64_t footprint = memory_->bytes_of(run.key.to_string());
       const model_key key = run.key;
-      return lanes_->beside(key, [this, ex, footprint, enqueued, run = std::move(run), done = std::move(done)] {
+      auto beside = [this, ex, footprint, enqueued, run = std::move(run), done = std::move(done)]() mutable {
         SwapRunResult r;
+        const auto picked = Clock::now();
+        if (!take_inputs(run, r)) return done(std::move(r));
         const auto start = Clock::now();
-        r.run.queue_us = us_between(enqueued, start);
+        r.run.queue_us = us_between(enqueued, picked);
         auto stream = lanes_->take_stream();
         run_resident(*ex, run, r, *stream);
         lanes_->give_stream(std::move(stream));
@@ -187,12 +203,17 @@ bool ExecutorEngine::swap_run(SwapRun run, std::function<void(SwapRunResult)> do
         r.fault = jobs_->broken();
         r.pool_free = memory_->totals().pool_free;
         done(std::move(r));
-      });
+      };
+      return lanes_->beside(key, std::move(beside));
     }
-    drain();
     SwapRunResult r;
+    const auto picked = Clock::now();
+    // Before the lanes drain: a run whose inputs fail waits for nothing and changes nothing.
+    if (!take_inputs(run, r)) return done(std::move(r));
+    const auto made = Clock::now();
+    drain();
     const auto start = Clock::now();
-    r.run.queue_us = us_between(enqueued, start);
+    r.run.queue_us = us_between(enqueued, start) - us_between(picked, made);  // the wait, not the inputs
     swap_job(run, r);
     r.run.compute_us = us_between(start, Clock::now()) - r.warm_us;  // the profile's warm run is apart
     r.fault = jobs_->broken();

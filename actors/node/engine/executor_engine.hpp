@@ -30,6 +30,13 @@
 // concurrent runs by their measured activation bytes). A run paired with a Shadow runs on the
 // worker, never in a lane.
 //
+// Inputs. infer and swap_run (SwapRun::make_inputs) may take their inputs as RunInputs
+// (actors/engine_run.hpp), made on the thread that runs the job (the worker, or the lane the run
+// goes to) right before the run; `done` is called on that thread too. The gpu_executor decodes the
+// client's tensors in the one and encodes its answer in the other, so neither happens on its actor;
+// this room knows neither their wire format nor CAF. Inputs that fail answer the job with their
+// error before anything changed on the device (nothing evicted, copied, drained or run).
+//
 // Inline runs: a front-end thread may run a warm request itself, in the queue's order, when the
 // device is idle (run_here, run_workflow_here, reached through the gate): no thread is woken for
 // it. Such a run only reads the resident models and runs one, as an infer job would; every change
@@ -143,10 +150,19 @@ class ExecutorEngine {
   std::vector<model_key> bound() const { return models_.bound(); }
 
   // -- runs -----------------------------------------------------------------------------------
-  /// Runs a resident model on host tensors; `done` gets the outputs (named as the model names
-  /// them). Returns false, without calling `done`, when the queue is full.
-  bool infer(const model_key& key, std::vector<gpu::HostTensor> inputs, std::function<void(InferResult)> done);
-  /// Late binding: see the header. Returns false, without calling `done`, when the queue is full.
+  /// Runs a resident model on the host tensors `inputs` makes when the job starts, on the thread
+  /// that runs it (RunInputs, actors/engine_run.hpp); `done` gets the outputs (named as the model
+  /// names them), or the error `inputs` gave (nothing ran), on that thread too. Returns false,
+  /// without calling either, when the queue is full.
+  bool infer(const model_key& key, RunInputs inputs, std::function<void(InferResult)> done);
+  /// infer with inputs already at hand.
+  bool infer(const model_key& key, std::vector<gpu::HostTensor> inputs, std::function<void(InferResult)> done) {
+    return infer(
+        key, [in = std::move(inputs)]() mutable { return Result<std::vector<gpu::HostTensor>>(std::move(in)); },
+        std::move(done));
+  }
+  /// Late binding: see the header. SwapRun::make_inputs, when set, runs first on the job's thread.
+  /// Returns false, without calling `done`, when the queue is full.
   bool swap_run(SwapRun run, std::function<void(SwapRunResult)> done);
   /// An inline run (see the header): runs resident `key` on the calling thread when the worker is
   /// idle and nothing is queued; nullopt, without running, otherwise, or when the model is not
@@ -218,6 +234,9 @@ class ExecutorEngine {
   /// Commits the pool's free bytes and, with `ex`, publishes `key` as resident there.
   void publish(const model_key& key, const gpu::LayerExecutor* ex);
   void swap_job(SwapRun& run, SwapRunResult& r);
+  /// Makes `run.inputs` with SwapRun::make_inputs (when set) on the calling thread; false, with `r`
+  /// holding only its error (and inputs_failed), when that fails.
+  static bool take_inputs(SwapRun& run, SwapRunResult& r);
   /// The run of a resident model (plain, with hand-off or with a Shadow), with one more try after
   /// moving kept values away when it did not fit. Any thread running a job or a lane.
   void run_resident(gpu::LayerExecutor& ex, const SwapRun& run, SwapRunResult& r, gpu::Stream& stream);

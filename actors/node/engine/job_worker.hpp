@@ -4,8 +4,9 @@
 // and the fault state every run on the device goes through (guarded).
 //
 // Jobs. The gpu_executor actor posts jobs and never waits: each job's completion callback runs on
-// the worker thread and must not block (the actor's callback, made by continue_on in
-// actors/offload.hpp, just sends the actor a message). The queue is bounded (`max_queue` inference
+// the worker thread (or the lane a run went to) and must not block (the gpu_executor's callbacks
+// encode the client's answer from the run's outputs, then continue_on in actors/offload.hpp sends
+// it to the actor in a message). A run's inputs may be made there too (RunInputs: decoding). The queue is bounded (`max_queue` inference
 // jobs, try_post); a full queue rejects new work at once (overflow policy: reject newest, counted by
 // the caller). Bind and unbind jobs (post) are never rejected: the router posts at most one per
 // model it places. An inline run takes the queue's turn on the calling thread (run_here).

@@ -1,12 +1,15 @@
 // ExecutorEngine (actors/node/engine/executor_engine.hpp), the façade over the room's parts: late
-// binding's swap_run (evictions, fallbacks, peer copies), the sticky fault as callers see it, and
-// destruction answering every job still queued.
+// binding's swap_run (evictions, fallbacks, peer copies), the sticky fault as callers see it,
+// destruction answering every job still queued, and inputs made by the job (RunInputs) on its own
+// thread.
 #include "actors/node/engine/executor_engine.hpp"
 
 #include <gtest/gtest.h>
 
 #include <future>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tests/actors/node/engine/engine_test_util.hpp"
@@ -155,6 +158,111 @@ TEST(ExecutorEngineLifecycle, DestructionAnswersEveryJobStillQueued) {
   }
   e.reset();
   for (int i = 0; i < kJobs; ++i) EXPECT_TRUE(answers[i].get_future().get()) << "job " << i;
+}
+
+// RunInputs (the gpu_executor decodes a request's tensors in them): made on the thread that runs the
+// job, the worker or a lane, never the caller's, and right before the run, on the thread that then
+// calls `done`. With one stream (every job on the worker) and with lanes.
+TEST(ExecutorEngineInputs, AreMadeOnTheThreadThatRunsTheJobNotTheCallers) {
+  gpu::testing::TempDir dir;
+  auto m = write_mlp(dir / "m", 4, 2);
+  const model_key key{"m", 1};
+  const auto in = gpu::testing::arch_inputs(*m, 2, 1, 7);
+  const auto want = warm_outputs(m, in);
+  for (uint32_t streams : {1u, 2u}) {
+    SCOPED_TRACE("streams " + std::to_string(streams));
+    auto e = engine(gpu::testing::sim_device(16 * MiB, streams), streams);
+    struct Threads {
+      std::thread::id made, done;
+      bool right = false;
+    };
+    // The thread that made the inputs, shared by the job's two callbacks (which run one after the other).
+    auto made = std::make_shared<std::thread::id>();
+    RunInputs inputs = [made, in] {
+      *made = std::this_thread::get_id();
+      return Result<std::vector<gpu::HostTensor>>(in);
+    };
+    // A swap-in on the worker, then the warm run (in a lane when there are lanes), then an infer job.
+    for (int job = 0; job < 2; ++job) {
+      std::promise<Threads> ran;
+      SwapRun run{key, m, {}};
+      run.make_inputs = inputs;
+      ASSERT_TRUE(e->swap_run(std::move(run), [&](SwapRunResult r) {
+        ran.set_value({*made, std::this_thread::get_id(),
+                       r.run.outputs.ok() && gpu::testing::bitwise_equal((*r.run.outputs)[0], want[0])});
+      }));
+      const Threads t = ran.get_future().get();
+      EXPECT_TRUE(t.right) << "swap_run " << job;
+      EXPECT_NE(t.made, std::thread::id{}) << "swap_run " << job << " never made its inputs";
+      EXPECT_NE(t.made, std::this_thread::get_id()) << "swap_run " << job << " made its inputs on the caller";
+      EXPECT_EQ(t.made, t.done) << "swap_run " << job;
+      *made = std::thread::id{};
+    }
+    std::promise<Threads> inferred;
+    ASSERT_TRUE(e->infer(key, inputs, [&](InferResult r) {
+      inferred.set_value(
+          {*made, std::this_thread::get_id(), r.outputs.ok() && gpu::testing::bitwise_equal((*r.outputs)[0], want[0])});
+    }));
+    const Threads t = inferred.get_future().get();
+    EXPECT_TRUE(t.right) << "infer";
+    EXPECT_NE(t.made, std::thread::id{}) << "infer never made its inputs";
+    EXPECT_NE(t.made, std::this_thread::get_id()) << "infer made its inputs on the caller";
+    EXPECT_EQ(t.made, t.done) << "infer";
+  }
+}
+
+// Inputs that fail (a request that does not decode) answer their job with their error, and nothing
+// changes on the device: no eviction the router planned, no swap-in, no memory; a run of a resident
+// model (in a lane when there are lanes) as much as a swap-in. The engine serves on.
+TEST(ExecutorEngineInputs, InputsThatFailAnswerTheJobAndChangeNothingOnTheDevice) {
+  gpu::testing::TempDir dir;
+  auto a = write_mlp(dir / "a", 5, 2);
+  auto b = write_mlp(dir / "b", 6, 2);
+  const model_key ka{"a", 1};
+  const model_key kb{"b", 1};
+  const auto in = gpu::testing::arch_inputs(*a, 2, 1, 8);
+  const RunInputs bad = [] {
+    return Result<std::vector<gpu::HostTensor>>(invalid_argument("input 'input': 12 bytes of data"));
+  };
+  auto is_bad = [](const Result<std::vector<gpu::HostTensor>>& out) {
+    return !out.ok() && out.error().code() == ErrorCode::invalid_argument &&
+           out.error().message() == "input 'input': 12 bytes of data";
+  };
+  for (uint32_t streams : {1u, 2u}) {
+    SCOPED_TRACE("streams " + std::to_string(streams));
+    auto e = engine(gpu::testing::sim_device(16 * MiB, 10 + streams), streams);
+    ASSERT_TRUE(swap_run(*e, SwapRun{ka, a, in}).run.outputs.ok());
+    const uint64_t used = e->memory().used_bytes;
+    const uint64_t pool_free = e->engine_memory().pool_free;
+
+    std::promise<InferResult> inferred;
+    ASSERT_TRUE(e->infer(ka, bad, [&](InferResult r) { inferred.set_value(std::move(r)); }));
+    EXPECT_TRUE(is_bad(inferred.get_future().get().outputs));
+    SwapRun swap_in{kb, b, {}, std::nullopt, {ka}};  // the router's plan: evict a for b
+    swap_in.make_inputs = bad;
+    SwapRun warm{ka, a, {}};
+    warm.make_inputs = bad;
+    for (SwapRun* run : {&swap_in, &warm}) {
+      const auto r = swap_run(*e, *run);
+      EXPECT_TRUE(is_bad(r.run.outputs)) << run->key.to_string();
+      EXPECT_FALSE(r.swapped);
+      EXPECT_TRUE(r.evicted.empty());
+      EXPECT_EQ(r.footprint, 0u) << "a default result, as before anything ran";
+      EXPECT_FALSE(r.fault);
+      EXPECT_TRUE(r.inputs_failed);
+    }
+    EXPECT_TRUE(e->holds(ka));
+    EXPECT_FALSE(e->holds(kb));
+    EXPECT_EQ(e->memory().used_bytes, used);
+    EXPECT_EQ(e->engine_memory().pool_free, pool_free);
+
+    swap_in.make_inputs = [in] { return Result<std::vector<gpu::HostTensor>>(in); };
+    const auto served = swap_run(*e, swap_in);
+    ASSERT_TRUE(served.run.outputs.ok()) << served.run.outputs.error().message();
+    EXPECT_TRUE(served.swapped);
+    EXPECT_FALSE(served.inputs_failed);
+    EXPECT_EQ(served.evicted, std::vector<model_key>{ka}) << "the plan the failed job left alone";
+  }
 }
 
 }  // namespace ember::executor_engine_test
