@@ -561,6 +561,10 @@ TEST_P(DataPlane, StopWhileTransfersRunIsPromptAndFailsThemFast) {
   auto bytes = testing::random_bytes(16 * kMiB, 43);
   BlobServerOptions server_options;
   server_options.chunk_bytes = 1u << 20;
+  // Socket buffers far smaller than the blob: with the default 4 MiB (8 MiB each way once the kernel
+  // doubles them) a held receiver's socket could take all 16 MiB, the server would finish that
+  // transfer before stop() and it would not fail (seen once under load).
+  server_options.socket_buffer_bytes = 256 << 10;
   auto server = start(lookup_of({{"m", MemoryBlob::of(bytes)}}), server_options);
   ASSERT_TRUE(server);
   constexpr int kFetches = 2;
@@ -571,6 +575,7 @@ TEST_P(DataPlane, StopWhileTransfersRunIsPromptAndFailsThemFast) {
   std::vector<std::thread> threads;
   FetchOptions options;
   options.idle_timeout = 20s;  // the failure must come from the stop, not a timeout
+  options.socket_buffer_bytes = 256 << 10;
   for (int i = 0; i < kFetches; ++i) {
     const auto u = static_cast<size_t>(i);
     sinks[u].hook = [&](uint64_t offset, uint64_t) {
