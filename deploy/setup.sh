@@ -29,6 +29,8 @@ SERVE_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   # the console's line editing (BSD-licensed editline, not GNU readline)
   libedit-dev
+  # `ember model import`: the ONNX schema (onnx.proto, compiled with protoc at build time; no ONNX library is linked)
+  libonnx-dev
   # matrix products (the OpenMP build follows the thread count we set)
   libopenblas-openmp-dev
   # deploy/demo.sh's requests
@@ -45,6 +47,8 @@ TEST_PACKAGES=(
   python3-grpcio python3-protobuf
   # the reference we check against and benchmark beside (run with /usr/bin/python3)
   python3 python3-torch python3-torchvision python3-numpy
+  # ONNX import tests: the ONNX node tests' models and data, and the Python package torch.onnx.export needs
+  libonnx-testdata python3-onnx
   # benchmark plots (bench/autoscale_replay.py)
   python3-matplotlib
   # network-namespace test clusters
