@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "importer/fold.hpp"
 #include "importer/onnx_tensor.hpp"
 
 namespace ember::importer {
@@ -204,6 +205,16 @@ Result<Value> Converter::add_layer(std::string_view name_hint, gpu::OpKind op, c
   weights_.insert(weights_.end(), pending.begin(), pending.end());
   manifest_.layers.push_back(std::move(layer));
   return Value::of_activation(manifest_.layers.back().name, out.dtype, dims);
+}
+
+Result<std::shared_ptr<const Constant>> Converter::transposed(const std::shared_ptr<const Constant>& w) {
+  auto& [source, t] = transposed_[w.get()];
+  if (!t) {
+    EMBER_ASSIGN_OR_RETURN(Constant c, fold_transpose(*w, {1, 0}));
+    source = w;
+    t = std::make_shared<const Constant>(std::move(c));
+  }
+  return t;
 }
 
 void Converter::refuse(const onnx::NodeProto& node, int index, const Error& error) {

@@ -84,6 +84,10 @@ class Converter {
   /// The output shape `op` would give these inputs, in both lanes (nothing appended).
   Result<Dims> infer(gpu::OpKind op, const gpu::LayerAttrs& attrs, const std::vector<const Value*>& inputs) const;
 
+  /// `w` (a float matrix) transposed, once per constant: layers that read one weight transposed
+  /// (tied MatMul weights) share the transposed buffer, as they share an untransposed one.
+  Result<std::shared_ptr<const Constant>> transposed(const std::shared_ptr<const Constant>& w);
+
   void count_folded() { ++stats_.folded; }
   void count_removed() { ++stats_.removed; }
 
@@ -121,6 +125,8 @@ class Converter {
   std::vector<Fusion> fusions_;
   std::map<int, size_t> fusion_of_;  // node -> its fusion
   std::map<std::string, std::string, std::less<>> output_names_;  // graph output -> its Ember name
+  // Source -> (source, transposed); holding the source keeps its address from being reused.
+  std::map<const Constant*, std::pair<std::shared_ptr<const Constant>, std::shared_ptr<const Constant>>> transposed_;
   std::set<const void*> written_;  // weight buffers already written once (for duplicated_bytes)
   std::vector<Refusal> refusals_;
   ImportStats stats_;

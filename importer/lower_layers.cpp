@@ -255,8 +255,8 @@ Result<Product> matmul_operands(Converter& c, const onnx::NodeProto& n) {
     return unsupported("not supported yet: a right operand " + b->constant->describe() + " (Ember's linear takes a matrix)");
   }
   EMBER_RETURN_IF_ERROR(NodeAttrs(n).finish());
-  EMBER_ASSIGN_OR_RETURN(Constant w, fold_transpose(*b->constant, {1, 0}));
-  return Product{x, std::make_shared<const Constant>(std::move(w))};
+  EMBER_ASSIGN_OR_RETURN(auto w, c.transposed(b->constant));
+  return Product{x, std::move(w)};
 }
 
 Status convert_matmul(Converter& c, const onnx::NodeProto& n) {
@@ -283,17 +283,20 @@ Status convert_gemm(Converter& c, const onnx::NodeProto& n) {
   if (x->dims.rank() != 2) return invalid_argument("A has rank " + std::to_string(x->dims.rank()) + ", Gemm takes 2");
   if (b->dims.size() != 2 || b->kind != Constant::Kind::f32) return invalid_argument("B is " + b->describe() + ", expected a float matrix");
   // Ember's weight is [N, K]: B as it is with transB, else transposed; alpha folded into it.
-  Constant w = *b;
+  std::shared_ptr<const Constant> w = b;
   if (!trans_b) {
-    EMBER_ASSIGN_OR_RETURN(w, fold_transpose(*b, {1, 0}));
+    EMBER_ASSIGN_OR_RETURN(w, c.transposed(b));
   }
-  if (alpha != 1.f)
-    for (float& v : w.f) v *= alpha;
+  if (alpha != 1.f) {
+    Constant scaled = *w;
+    for (float& v : scaled.f) v *= alpha;
+    w = std::make_shared<const Constant>(std::move(scaled));
+  }
   gpu::LayerAttrs attrs;
-  attrs.out_features = w.dims[0];
-  attrs.in_features = w.dims[1];
+  attrs.out_features = w->dims[0];
+  attrs.in_features = w->dims[1];
   attrs.bias = bias != nullptr;
-  std::vector<RoleWeight> weights = {{"weight", std::make_shared<const Constant>(std::move(w))}};
+  std::vector<RoleWeight> weights = {{"weight", w}};
   if (bias) {
     // C broadcasts to [M, N]: one row of biases, or one value.
     if (bias->dims.size() == 2 && bias->dims[0] != 1) return unsupported("not supported yet: a bias C " + bias->describe() + " that varies per row");
