@@ -255,7 +255,8 @@ void Converter::convert_node(int index) {
     st = unsupported("not supported: domain '" + node.domain() + "' (the importer reads the default ai.onnx domain)");
   } else if (!fusion && !conversion) {
     st = unsupported("not supported yet: Ember's op set has no " + node.op_type() + " (issue 34 plans it)");
-  } else if (reads_refused) {  // refused upstream: nothing to say about this node
+  } else if (reads_refused) {  // refused upstream: nothing can be said about this node
+    ++unchecked_;
     for (const auto& out : node.output())
       if (!out.empty()) values_[out] = Value{};
     return;
@@ -283,7 +284,9 @@ Error Converter::refusal_error() const {
   std::string ops;
   for (const auto& [op, n] : by_op) ops += (ops.empty() ? "" : ", ") + op + (n > 1 ? " x" + std::to_string(n) : "");
   std::string msg = source_ + ": cannot import " + std::to_string(refusals_.size()) + " of " +
-                    std::to_string(graph_.graph().node_size()) + " nodes (" + ops + "):";
+                    std::to_string(graph_.graph().node_size()) + " nodes (" + ops + ")";
+  if (unchecked_) msg += "; " + std::to_string(unchecked_) + " nodes that read their results were not checked";
+  msg += ":";
   for (size_t i = 0; i < refusals_.size() && i < kListedRefusals; ++i) {
     msg += "\n  " + refusals_[i].label + ": " + refusals_[i].error.message();
   }

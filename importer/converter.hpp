@@ -8,8 +8,9 @@
 //   1. not needed by any graph output: skipped (counted as removed);
 //   2. part of a fused pattern (patterns.hpp): skipped, except the pattern's last node, which
 //      converts the whole pattern;
-//   3. reads a value of a refused node: its outputs are refused too, silently, unless the importer
-//      has no conversion for its op at all (then it is listed, so the list of missing ops is whole);
+//   3. reads a value of a refused node: its outputs are refused too, and it is counted as not
+//      checked, unless the importer has no conversion for its op at all (then it is listed, so the
+//      list of missing ops is as whole as it can be without the refused node's results);
 //   4. otherwise the op's conversion defines every output the graph needs or returns why it cannot,
 //      and the node is listed as refused.
 // Refusals do not stop the walk: the Error of run() lists every refused node.
@@ -129,6 +130,7 @@ class Converter {
   std::map<const Constant*, std::pair<std::shared_ptr<const Constant>, std::shared_ptr<const Constant>>> transposed_;
   std::set<const void*> written_;  // weight buffers already written once (for duplicated_bytes)
   std::vector<Refusal> refusals_;
+  uint32_t unchecked_ = 0;  // nodes skipped because they read a refused node's results
   ImportStats stats_;
 };
 
