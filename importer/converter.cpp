@@ -69,7 +69,9 @@ Status Converter::define_inputs() {
       if (k == options_.batch_dim) {
         symbol = "--batch-dim";
       } else if (dim.has_dim_value()) {
-        if (dim.dim_value() <= 0) return unsupported(where + ": dim " + std::to_string(k) + " is " + std::to_string(dim.dim_value()));
+        if (dim.dim_value() <= 0 || dim.dim_value() > kMaxDim) {
+          return unsupported(where + ": dim " + std::to_string(k) + " is " + std::to_string(dim.dim_value()));
+        }
         d.a[k] = d.b[k] = dim.dim_value();
         continue;
       } else {  // a dim_param names a free dim; one without a name is a free dim of its own
@@ -276,10 +278,11 @@ void Converter::convert_node(int index) {
 
 Error Converter::refusal_error() const {
   std::map<std::string, int> by_op;
-  bool all_unsupported = true;
+  bool all_unsupported = true, bug = false;
   for (const auto& r : refusals_) {
     ++by_op[r.op_type];
     all_unsupported &= r.error.code() == ErrorCode::unsupported;
+    bug |= r.error.code() == ErrorCode::internal;
   }
   std::string ops;
   for (const auto& [op, n] : by_op) ops += (ops.empty() ? "" : ", ") + op + (n > 1 ? " x" + std::to_string(n) : "");
@@ -291,6 +294,7 @@ Error Converter::refusal_error() const {
     msg += "\n  " + refusals_[i].label + ": " + refusals_[i].error.message();
   }
   if (refusals_.size() > kListedRefusals) msg += "\n  ... and " + std::to_string(refusals_.size() - kListedRefusals) + " more";
+  if (bug) return internal_error(msg);
   return Error(all_unsupported ? ErrorCode::unsupported : ErrorCode::invalid_argument, msg);
 }
 
@@ -304,6 +308,9 @@ Status Converter::declare_outputs() {
     for (const auto& in : manifest_.inputs)
       if (in.name == v.ember) return unsupported(where + " is the input '" + in.name + "' unchanged");
     if (rename.count(v.ember)) return unsupported(where + " is the same value as an earlier output");
+    for (int i = 0; i < v.dims.rank(); ++i) {
+      if (v.dims.a[i] > kMaxDim || v.dims.b[i] > kMaxDim) return unsupported(where + ": dims " + v.dims.to_string() + " too large");
+    }
     // The layer takes the output's name; it was reserved for it before the walk.
     rename[v.ember] = output_names_.at(o);
     manifest_.outputs.push_back({output_names_.at(o), v.dtype, v.dims.declared()});

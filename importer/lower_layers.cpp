@@ -77,13 +77,18 @@ Status need_rank4(const Value& x, const char* op) {
                      " input; Ember's is 2-d (NCHW)");
 }
 
-// Pooling's attributes, shared by MaxPool and AveragePool.
-Status read_pool(NodeAttrs& a, const Value& x, gpu::LayerAttrs& out, bool dilations) {
+// Pooling's attributes, shared by MaxPool and AveragePool; `extra_pad` is padding a fused Pad adds.
+Status read_pool(NodeAttrs& a, const Value& x, gpu::LayerAttrs& out, bool dilations,
+                 const int64_t extra_pad[2] = nullptr) {
   EMBER_RETURN_IF_ERROR(need_rank4(x, "pooling"));
   const auto k = a.ints("kernel_shape");
   if (k.size() != 2) return invalid_argument("kernel_shape " + list_text(k) + " does not fit a 2-d window");
   const int64_t kernel[2] = {k[0], k[1]};
   EMBER_RETURN_IF_ERROR(read_window(a, x, kernel, out, dilations));
+  for (int i = 0; extra_pad && i < 2; ++i) {
+    out.padding[i] += extra_pad[i];
+    EMBER_RETURN_IF_ERROR(in_range("pad", out.padding[i], 0));
+  }
   if (out.dilation[0] != 1 || out.dilation[1] != 1) return unsupported("not supported yet: dilated pooling");
   for (int i = 0; i < 2; ++i) {
     if (2 * out.padding[i] > out.kernel[i]) {
@@ -200,18 +205,28 @@ Status convert_max_pool(Converter& c, const onnx::NodeProto& n) {
   return define_layer(c, n, OpKind::max_pool2d, attrs, {x});
 }
 
-Status convert_avg_pool(Converter& c, const onnx::NodeProto& n) {
-  EMBER_ASSIGN_OR_RETURN(const Value* x, c.activation_input(n, 0, "X"));
+// AveragePool `n` of x, after a fused Pad of zeros of `extra_pad` (nullptr: none).
+Status avg_pool(Converter& c, const onnx::NodeProto& n, const Value* x, const int64_t extra_pad[2]) {
   NodeAttrs a(n);
   gpu::LayerAttrs attrs;
   EMBER_RETURN_IF_ERROR(read_pool(a, *x, attrs, false));
+  const bool own_pads = attrs.padding[0] || attrs.padding[1];
   const bool counts_pad = a.integer("count_include_pad", 0) != 0;
   EMBER_RETURN_IF_ERROR(a.finish());
-  if (!counts_pad && (attrs.padding[0] || attrs.padding[1])) {
+  if (!counts_pad && own_pads) {
     return unsupported("not supported yet: count_include_pad 0 with padding (Ember's avg_pool2d divides by the whole "
                        "window, padding included)");
   }
+  if (extra_pad) {  // a Pad's zeros are counted whatever count_include_pad says: they are values
+    NodeAttrs again(n);
+    EMBER_RETURN_IF_ERROR(read_pool(again, *x, attrs, false, extra_pad));
+  }
   return define_layer(c, n, OpKind::avg_pool2d, attrs, {x});
+}
+
+Status convert_avg_pool(Converter& c, const onnx::NodeProto& n) {
+  EMBER_ASSIGN_OR_RETURN(const Value* x, c.activation_input(n, 0, "X"));
+  return avg_pool(c, n, x, nullptr);
 }
 
 Status convert_global_avg_pool(Converter& c, const onnx::NodeProto& n) {
@@ -329,6 +344,10 @@ Status convert_layer_norm(Converter& c, const onnx::NodeProto& n) {
   if (!x->dims.fixed(ax)) return unsupported("not supported yet: normalising over a free dim");
   if (!(attrs.eps >= 0.f && attrs.eps <= 1.f)) return unsupported("not supported yet: epsilon outside [0, 1]");
   attrs.num_features = x->dims.a[ax];
+  // Checked before a zero bias of that size is made: the scale's data bounds it.
+  if (scale->dims != std::vector<int64_t>{attrs.num_features}) {
+    return invalid_argument("Scale is " + scale->describe() + ", expected [" + std::to_string(attrs.num_features) + "]");
+  }
   if (!bias) bias = std::make_shared<const Constant>(Constant::floats({attrs.num_features}, std::vector<float>(static_cast<size_t>(attrs.num_features), 0.f)));
   return define_layer(c, n, OpKind::layer_norm, attrs, {x}, {{"weight", scale}, {"bias", bias}});
 }
@@ -369,6 +388,11 @@ Status convert_fusion(Converter& c, const Fusion& f) {
     EMBER_ASSIGN_OR_RETURN(Value y, c.add_layer(layer_hint(mm), OpKind::linear, attrs, {p->x}, {{"weight", p->weight}, {"bias", bias}}));
     c.define(anchor, 0, std::move(y));
     return Status::OK();
+  }
+  if (f.kind == Fusion::Kind::pad_avg_pool) {
+    const onnx::NodeProto& pad = c.graph().node(f.nodes.front());
+    EMBER_ASSIGN_OR_RETURN(const Value* x, c.activation_input(pad, 0, "data"));
+    return avg_pool(c, anchor, x, f.pad);
   }
   const Value* x = nullptr;
   for (int n : f.nodes) {

@@ -104,8 +104,10 @@ Result<gpu::Shape> reshape_target(const Dims& in, const Dims& out) {
 // reshape layer.
 Status reshape_activation(Converter& c, const onnx::NodeProto& n, const Value& x, const Dims& out) {
   if (out == x.dims) return alias(c, n, x);
-  for (int i = 0; i < out.rank(); ++i)
+  for (int i = 0; i < out.rank(); ++i) {
     if (out.a[i] < 1 || out.b[i] < 1) return unsupported("not supported yet: a zero-size dim");
+    if (out.a[i] > kMaxDim || out.b[i] > kMaxDim) return unsupported("not supported: a dim above " + std::to_string(kMaxDim));
+  }
   gpu::LayerAttrs attrs;
   EMBER_ASSIGN_OR_RETURN(attrs.shape, reshape_target(x.dims, out));
   EMBER_ASSIGN_OR_RETURN(const Dims got, c.infer(OpKind::reshape, attrs, {&x}));

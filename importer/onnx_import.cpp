@@ -38,6 +38,15 @@ std::string default_name(std::string_view source) {
   return stem.empty() ? "model" : stem;
 }
 
+// Text from the file for model.json's description: printable ASCII, at most 64 characters (the
+// file's strings need not be valid UTF-8, which JSON requires).
+std::string printable(std::string_view s) {
+  std::string out(s.substr(0, 64));
+  for (char& c : out)
+    if (c < 0x20 || c > 0x7e) c = '?';
+  return out;
+}
+
 // Written to a temporary file renamed into place, as write_safetensors does, so a reader never
 // sees half a manifest.
 Status write_text(const std::string& path, const std::string& text) {
@@ -67,10 +76,10 @@ Result<Imported> convert_onnx(std::string_view bytes, const std::string& model_d
   EMBER_ASSIGN_OR_RETURN(OnnxGraph graph, read_onnx(bytes, source));
   Converter converter(graph, o, model_dir, std::string(source));
   EMBER_ASSIGN_OR_RETURN(Imported imported, converter.run());
-  std::string about = "imported from " + fs::path(source).filename().string() + " (ONNX opset " +
+  std::string about = "imported from " + printable(fs::path(source).filename().string()) + " (ONNX opset " +
                       std::to_string(graph.opset);
   if (!graph.model.producer_name().empty()) {
-    about += ", made by " + graph.model.producer_name() + " " + graph.model.producer_version();
+    about += ", made by " + printable(graph.model.producer_name()) + " " + printable(graph.model.producer_version());
   }
   imported.manifest.description = about + ")";
   return imported;

@@ -47,6 +47,7 @@ class Matcher {
       if (op == "Erf") f = gelu_erf(i);
       else if (op == "Tanh") f = gelu_tanh(i);
       else if (op == "MatMul") f = linear_bias(i);
+      else if (op == "Pad") f = pad_avg_pool(i);
       if (!f || !claim(*f)) continue;
       out.push_back(std::move(*f));
     }
@@ -192,6 +193,34 @@ class Matcher {
       return outer(tanh, x, std::move(f));
     }
     return std::nullopt;
+  }
+
+  std::optional<Fusion> pad_avg_pool(int pad) const {
+    const auto& p = g_.node(pad);
+    if (p.output_size() != 1 || !(p.domain().empty() || p.domain() == "ai.onnx") || p.input_size() < 2) {
+      return std::nullopt;
+    }
+    for (const auto& a : p.attribute())
+      if (a.name() != "mode" || a.s() != "constant") return std::nullopt;
+    if (p.input_size() > 2 && !p.input(2).empty() && !is_scalar(p.input(2), 0.0)) {
+      // A nonzero fill; is_scalar's relative tolerance cannot test for 0, so test exactly.
+      auto v = scalar(p.input(2));
+      if (!v || *v != 0.0) return std::nullopt;
+    }
+    if (p.input_size() > 3) return std::nullopt;  // axes (opset 18) are past this importer's opsets
+    const int pool = reader(out(pad), "AveragePool");
+    auto pads = static_constant(g_, p.input(1), 8);
+    if (pool < 0 || !pads || pads->kind != Constant::Kind::i64 || pads->numel() != 8) return std::nullopt;
+    const auto& v = pads->a;  // [n, c, h, w] begins, then ends
+    if (v[0] || v[1] || v[4] || v[5] || v[2] != v[6] || v[3] != v[7] || v[2] < 0 || v[3] < 0) return std::nullopt;
+    Fusion f;
+    f.kind = Fusion::Kind::pad_avg_pool;
+    f.nodes = {pad, pool};
+    f.anchor = pool;
+    f.input = p.input(0);
+    f.pad[0] = v[2];
+    f.pad[1] = v[3];
+    return f;
   }
 
   std::optional<Fusion> linear_bias(int matmul) const {

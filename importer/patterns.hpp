@@ -5,6 +5,9 @@
 //   linear_bias  MatMul(x, W) whose only reader is Add(., b) (either order) with b a constant that
 //                varies only along the last dim: linear with bias (torch.onnx.export writes
 //                nn.Linear on a rank-3 input so).
+//   pad_avg_pool Pad(x, pads) with zeros (mode constant, value 0) on the two spatial dims of an
+//                NCHW value, read only by AveragePool: avg_pool2d with that padding, whose zeros
+//                the average counts (torch.onnx.export writes nn.AvgPool2d(padding=p) so).
 //   gelu         0.5 * x * (1 + Erf(x / sqrt(2))), the products in any order and grouping, the
 //                division by sqrt(2) or a product with 1/sqrt(2) (torch.onnx.export of F.gelu).
 //   gelu_tanh    0.5 * x * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), x^3 as Pow(x, 3) or
@@ -26,13 +29,15 @@
 namespace ember::importer {
 
 struct Fusion {
-  enum class Kind : uint8_t { linear_bias, gelu, gelu_tanh };
+  enum class Kind : uint8_t { linear_bias, pad_avg_pool, gelu, gelu_tanh };
   Kind kind = Kind::gelu;
   /// Every node of the pattern, the last (`anchor`, whose output is the result) included.
   std::vector<int> nodes;
   int anchor = -1;
-  /// gelu, gelu_tanh: the input value x. linear_bias: unused.
+  /// gelu, gelu_tanh, pad_avg_pool: the input value x. linear_bias: unused.
   std::string input;
+  /// pad_avg_pool: the zeros Pad adds before and after each spatial dim (height, width).
+  int64_t pad[2] = {0, 0};
   /// linear_bias: the MatMul node and the bias value.
   int matmul = -1;
   std::string bias;

@@ -15,6 +15,7 @@
 // Pure values; any thread. Nothing here reads files.
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -25,6 +26,9 @@
 namespace ember::importer {
 
 inline constexpr int64_t kProbeA = 2;
+/// The largest dim the importer writes into model.json (an input's, an output's, a reshape's):
+/// Ember's attributes are at most INT32_MAX (model/ops.cpp).
+inline constexpr int64_t kMaxDim = INT32_MAX;
 /// Lane b's size of free dim `symbol` (0, 1, ...): distinct per symbol and from lane a.
 inline int64_t probe_b(int symbol) { return 7 + 4 * static_cast<int64_t>(symbol); }
 

@@ -122,6 +122,14 @@ TEST(OnnxImport, NamesAreMadeValidAndUnique) {
   EXPECT_FALSE(convert(b, bad).ok());
 }
 
+TEST(OnnxImport, TextFromTheFileReachesModelJsonAsPrintableAscii) {
+  OnnxBuilder b = tied();
+  b.model.set_producer_name("torch\xff\xfe");  // not UTF-8, which JSON needs (a fuzzer's find)
+  const Imported m = must(convert(b));
+  EXPECT_NE(m.manifest.description.find("made by torch??"), std::string::npos) << m.manifest.description;
+  EXPECT_TRUE(gpu::parse_manifest(gpu::manifest_to_json(m.manifest), "model.json").ok());
+}
+
 TEST(OnnxImport, AMissingFileAndABadBatchDimAreErrors) {
   Dir d;
   auto r = import_onnx_file(d / "none.onnx", d / "out", {});

@@ -151,5 +151,34 @@ TEST(Patterns, ABiasThatVariesAlongRowsIsNotFused) {
       << r.error().message();
 }
 
+// nn.AvgPool2d(3, stride=1, padding=1) as torch.onnx.export writes it: Pad of zeros, AveragePool.
+OnnxBuilder pad_then_pool(std::vector<int64_t> pads, float fill) {
+  OnnxBuilder b;
+  b.input("x", {"batch", 2, 5, 5}).output("y");
+  b.int_vector("pads", pads);
+  b.scalar("fill", fill);
+  testing::set_string(b.node("Pad", {"x", "pads", "fill"}, {"p"}, "/pool/Pad"), "mode", "constant");
+  auto& pool = b.node("AveragePool", {"p"}, {"y"}, "/pool/AveragePool");
+  testing::set_ints(pool, "kernel_shape", {3, 3});
+  testing::set_ints(pool, "strides", {1, 1});
+  testing::set_ints(pool, "pads", {0, 0, 0, 0});
+  return b;
+}
+
+TEST(Patterns, PadOfZerosThenAveragePoolIsOnePaddedAvgPool) {
+  const Imported m = must(convert(pad_then_pool({0, 0, 1, 1, 0, 0, 1, 1}, 0.f)));
+  ASSERT_EQ(ops(m), std::vector<std::string>{"avg_pool2d"});
+  EXPECT_EQ(m.manifest.layers[0].attrs.padding[0], 1);
+  EXPECT_EQ(m.manifest.layers[0].attrs.padding[1], 1);
+  EXPECT_EQ(m.manifest.outputs[0].shape, (gpu::Shape{-1, 2, 5, 5}));
+  // Not zeros, or not the same on both sides: the Pad stands alone, and Ember has none.
+  for (auto b : {pad_then_pool({0, 0, 1, 1, 0, 0, 1, 1}, 1.f), pad_then_pool({0, 0, 1, 0, 0, 0, 1, 1}, 0.f)}) {
+    auto r = convert(b);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().message().find("node '/pool/Pad' (Pad): not supported yet"), std::string::npos)
+        << r.error().message();
+  }
+}
+
 }  // namespace patterns_test
 }  // namespace ember::importer

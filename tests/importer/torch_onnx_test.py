@@ -9,6 +9,11 @@ Cases (one CTest entry each, tests/importer/CMakeLists.txt):
                        opsets 13 and 17 with a dynamic batch axis; imported; `ember run` at batch 1
                        and 4 against PyTorch: max|ember - torch| / max|torch| <= 1e-4 (fp32). A
                        negative control (PyTorch on an input moved by 1e-2) must fail that check.
+  torch_modules        small modules that cover the rest of the mapping (BatchNormalization kept by
+                       TrainingMode.PRESERVE, grouped convolution, AvgPool2d(padding) written as Pad +
+                       AveragePool, residual Add, Softmax, erf and tanh GELU, LayerNormalization,
+                       a reshape on the dynamic batch), at opsets 11 to 17 and batches 1 and 3,
+                       against PyTorch at the same tolerance.
   transformer_refused  torch.nn.TransformerEncoder at opsets 13 and 17: the import is refused (exit
                        status 2), listing the ops Ember lacks with node names, and writes nothing.
   cli_errors           a truncated .onnx file and a missing one: exit status 2 and a clear message.
@@ -19,6 +24,7 @@ Exit status: 0 pass, 1 fail, 77 skipped (numpy, torch or torchvision not importa
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -58,13 +64,15 @@ def ember(binary: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([binary, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=300)
 
 
-def export(module, example, path: str, opset: int, names, dynamic) -> None:
+def export(module, example, path: str, opset: int, names, dynamic, keep_batch_norm: bool = False) -> None:
     # torch 1.13's exporter warns about every constant it folds; only failures matter here.
+    # PRESERVE on a module in eval mode keeps (inference) BatchNormalization nodes.
     import warnings
+    mode = torch.onnx.TrainingMode.PRESERVE if keep_batch_norm else torch.onnx.TrainingMode.EVAL
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(module, example, path, opset_version=opset, input_names=names[0], output_names=names[1],
-                          dynamic_axes=dynamic)
+                          dynamic_axes=dynamic, training=mode)
 
 
 def rel_error(got: np.ndarray, want: np.ndarray) -> float:
@@ -106,6 +114,88 @@ def case_torchvision_resnet(binary: str, tmp: str) -> None:
             with torch.no_grad():
                 moved = model(x + 1e-2).numpy().astype(np.float64)
             check(rel_error(got, moved) > TOLERANCE, "negative control: a moved input passed the check")
+    print(f"worst max relative error {worst:.3g} (tolerance {TOLERANCE})")
+
+
+class ConvNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.bn = torch.nn.BatchNorm2d(8)
+        self.conv2 = torch.nn.Conv2d(8, 8, 3, padding=1, groups=4, bias=False)
+        self.pool = torch.nn.AvgPool2d(3, stride=1, padding=1)
+        self.fc = torch.nn.Linear(8, 5)
+
+    def forward(self, x):
+        y = torch.nn.functional.max_pool2d(torch.relu(self.bn(self.conv(x))), 3, stride=2, padding=1)
+        y = y + self.pool(self.conv2(y))
+        return torch.softmax(self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(y, 1), 1)), dim=1)
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self, approximate: str, norm: bool):
+        super().__init__()
+        self.approximate, self.use_norm = approximate, norm
+        self.fc1, self.norm, self.fc2 = torch.nn.Linear(6, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        y = self.fc1(x)
+        y = torch.nn.functional.gelu(self.norm(y) if self.use_norm else y, approximate=self.approximate)
+        y = torch.tanh(self.fc2(y))
+        return y.reshape(y.shape[0], -1)
+
+
+def compare(binary: str, tmp: str, module, example_shape, tag: str) -> float:
+    out_dir = os.path.join(tmp, tag)
+    worst = 0.0
+    for batch in (1, 3):
+        x = torch.randn(batch, *example_shape[1:], generator=torch.Generator().manual_seed(batch))
+        with torch.no_grad():
+            want = module(x).numpy().astype(np.float64)
+        inputs, outputs = os.path.join(tmp, "in.safetensors"), os.path.join(tmp, "out.safetensors")
+        et.write_safetensors(inputs, [("x", x.numpy())])
+        p = ember(binary, "run", out_dir, "--input", inputs, "--output", outputs, "--repeat", "0", "--threads",
+                  str(THREADS), "--device", "sim")
+        check(p.returncode == 0, f"{tag}: ember run failed ({p.returncode}):\n{p.stderr}{p.stdout}")
+        got = et.read_safetensors(outputs)["y"]
+        check(got.shape == want.shape, f"{tag}: output shape {got.shape}, PyTorch's {want.shape}")
+        err = rel_error(got, want)
+        print(f"{tag}, batch {batch}: max relative error {err:.3g}")
+        check(err <= TOLERANCE, f"{tag}, batch {batch}: max relative error {err:.3g} > {TOLERANCE}")
+        worst = max(worst, err)
+    return worst
+
+
+def case_torch_modules(binary: str, tmp: str) -> None:
+    torch.manual_seed(0)
+    conv = ConvNet().eval()
+    with torch.no_grad():  # statistics other than the defaults, so batch norm is not the identity
+        conv.bn.running_mean.uniform_(-0.5, 0.5)
+        conv.bn.running_var.uniform_(0.5, 2.0)
+        conv.bn.weight.uniform_(0.5, 1.5)
+    modules = [
+        (conv, (1, 3, 16, 16), 11, True, {}),
+        (conv, (1, 3, 16, 16), 13, False, {}),
+        (Mlp("none", True).eval(), (2, 5, 6), 17, False, {"layer_norm": 1, "gelu": 1}),
+        (Mlp("tanh", True).eval(), (2, 5, 6), 17, False, {"layer_norm": 1, "gelu": 1}),
+        (Mlp("none", False).eval(), (2, 5, 6), 11, False, {"gelu": 1}),
+    ]
+    worst = 0.0
+    for i, (module, shape, opset, keep_bn, must_have) in enumerate(modules):
+        tag = f"{type(module).__name__.lower()}{i}_opset{opset}"
+        onnx_file = os.path.join(tmp, tag + ".onnx")
+        export(module, torch.randn(*shape), onnx_file, opset, (["x"], ["y"]), {"x": {0: "batch"}, "y": {0: "batch"}},
+               keep_batch_norm=keep_bn)
+        p = ember(binary, "model", "import", onnx_file, "--out", os.path.join(tmp, tag))
+        check(p.returncode == 0, f"{tag}: import failed ({p.returncode}):\n{p.stderr}{p.stdout}")
+        p = ember(binary, "model", "inspect", os.path.join(tmp, tag), "--json")
+        ops = [layer["op"] for layer in json.loads(p.stdout)["layer_table"]]
+        print(f"{tag}: {' '.join(ops)}")
+        if keep_bn:
+            must_have = {"batch_norm": 1, "avg_pool2d": 1}
+        for op, count in must_have.items():
+            check(ops.count(op) == count, f"{tag}: expected {count} {op} layer(s), got {ops}")
+        worst = max(worst, compare(binary, tmp, module, shape, tag))
     print(f"worst max relative error {worst:.3g} (tolerance {TOLERANCE})")
 
 
@@ -154,6 +244,7 @@ def case_cli_errors(binary: str, tmp: str) -> None:
 
 CASES = {
     "torchvision_resnet": case_torchvision_resnet,
+    "torch_modules": case_torch_modules,
     "transformer_refused": case_transformer_refused,
     "cli_errors": case_cli_errors,
 }
