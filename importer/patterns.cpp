@@ -43,6 +43,7 @@ class Matcher {
     std::vector<Fusion> out;
     for (int i = 0; i < g_.graph().node_size(); ++i) {
       const std::string& op = g_.node(i).op_type();
+      if (!well_formed(i)) continue;
       std::optional<Fusion> f;
       if (op == "Erf") f = gelu_erf(i);
       else if (op == "Tanh") f = gelu_tanh(i);
@@ -62,22 +63,30 @@ class Matcher {
     return true;
   }
 
-  // The node producing `value` if it is a default-domain `op`; -1 otherwise.
+  // Whether node i is in the default domain, has one output and as many inputs as the patterns
+  // read of its op (the file is not trusted: an Erf without an input is possible).
+  bool well_formed(int i) const {
+    const auto& n = g_.node(i);
+    if (!(n.domain().empty() || n.domain() == "ai.onnx") || n.output_size() != 1 || n.output(0).empty()) return false;
+    const std::string& op = n.op_type();
+    if (op == "Erf" || op == "Tanh" || op == "AveragePool") return n.input_size() == 1;
+    if (op == "Add" || op == "Mul" || op == "Div" || op == "Pow" || op == "MatMul") return n.input_size() == 2;
+    if (op == "Pad") return n.input_size() >= 2 && n.input_size() <= 3;
+    return false;
+  }
+
+  // The node producing `value` if it is a well-formed `op`; -1 otherwise.
   int producer(std::string_view value, std::string_view op) const {
     auto p = g_.producer.find(value);
     if (p == g_.producer.end()) return -1;
-    const auto& n = g_.node(p->second);
-    const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
-    return default_domain && n.op_type() == op && n.output_size() == 1 ? p->second : -1;
+    return g_.node(p->second).op_type() == op && well_formed(p->second) ? p->second : -1;
   }
 
-  // The sole reader of `value` if it is a default-domain `op`; -1 otherwise.
+  // The sole reader of `value` if it is a well-formed `op`; -1 otherwise.
   int reader(std::string_view value, std::string_view op) const {
     const int r = g_.sole_consumer(value);
     if (r < 0) return -1;
-    const auto& n = g_.node(r);
-    const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
-    return default_domain && n.op_type() == op && n.output_size() == 1 ? r : -1;
+    return g_.node(r).op_type() == op && well_formed(r) ? r : -1;
   }
 
   std::optional<double> scalar(std::string_view value) const {
@@ -202,12 +211,9 @@ class Matcher {
     }
     for (const auto& a : p.attribute())
       if (a.name() != "mode" || a.s() != "constant") return std::nullopt;
-    if (p.input_size() > 2 && !p.input(2).empty() && !is_scalar(p.input(2), 0.0)) {
-      // A nonzero fill; is_scalar's relative tolerance cannot test for 0, so test exactly.
-      auto v = scalar(p.input(2));
-      if (!v || *v != 0.0) return std::nullopt;
-    }
-    if (p.input_size() > 3) return std::nullopt;  // axes (opset 18) are past this importer's opsets
+    // The fill must be 0 (is_scalar's tolerance relative to 0 is exact); axes (a fourth input, opset
+    // 18) are past this importer's opsets and well_formed() refuses them.
+    if (p.input_size() > 2 && !p.input(2).empty() && !is_scalar(p.input(2), 0.0)) return std::nullopt;
     const int pool = reader(out(pad), "AveragePool");
     auto pads = static_constant(g_, p.input(1), 8);
     if (pool < 0 || !pads || pads->kind != Constant::Kind::i64 || pads->numel() != 8) return std::nullopt;

@@ -74,6 +74,15 @@ TEST(Patterns, AnInnerValueReadElsewhereStopsTheFusion) {
       << r.error().message();
 }
 
+TEST(Patterns, NodesWithoutTheInputsTheirOpTakesAreNotMatched) {
+  // A fuzzer's find: an Erf without an input, inside what is otherwise a GELU.
+  OnnxBuilder b = gelu_erf(Grouping::x_times_sum_then_half);
+  b.model.mutable_graph()->mutable_node(3)->clear_input();
+  auto r = convert(b);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("(Erf): not supported yet"), std::string::npos) << r.error().message();
+}
+
 TEST(Patterns, AWrongConstantIsNotAGelu) {
   OnnxBuilder b = gelu_erf(Grouping::x_times_sum_then_half);
   b.model.mutable_graph()->mutable_node(1)->mutable_attribute(0)->mutable_t()->set_float_data(0, 1.5f);
