@@ -47,8 +47,9 @@ TEST_PACKAGES=(
   python3-grpcio python3-protobuf
   # the reference we check against and benchmark beside (run with /usr/bin/python3)
   python3 python3-torch python3-torchvision python3-numpy
-  # ONNX import tests: the ONNX node tests' models and data, and the Python package torch.onnx.export needs
-  libonnx-testdata python3-onnx
+  # the ONNX node tests (models, inputs, expected outputs) for the op conformance suite of issue 34;
+  # the importer's own tests build their ONNX files with protobuf and torch.onnx.export
+  libonnx-testdata
   # benchmark plots (bench/autoscale_replay.py)
   python3-matplotlib
   # network-namespace test clusters
