@@ -12,7 +12,7 @@ namespace ember::cli {
 
 using Runner = std::function<int()>;
 
-/// `ember model new|inspect`.
+/// `ember model new|import|inspect|profile`.
 void add_model_commands(CLI::App& app, Runner& runner);
 /// `ember run DIR`.
 void add_run_command(CLI::App& app, Runner& runner);

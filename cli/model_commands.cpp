@@ -1,4 +1,4 @@
-// `ember model new`, `ember model inspect` and `ember model profile`.
+// `ember model new`, `ember model import`, `ember model inspect` and `ember model profile`.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +11,7 @@
 #include "gpu/device_registry.hpp"
 #include "gpu/profiler.hpp"
 #include "gpu/shadow_split.hpp"
+#include "importer/onnx_import.hpp"
 #include "model/architectures.hpp"
 #include "model/layer_blocks.hpp"
 #include "model/model.hpp"
@@ -50,6 +51,38 @@ std::string shape_list(const std::vector<gpu::TensorSpec>& specs) {
     s += t.name + ":" + std::string(gpu::dtype_name(t.dtype)) + t.shape.to_string();
   }
   return s;
+}
+
+struct ImportOptions {
+  std::string file;
+  std::string out;
+  importer::ImportOptions importer;
+  std::string batch_dim = "graph";
+};
+
+int run_import(ImportOptions o) {
+  if (o.batch_dim != "graph") {
+    try {
+      o.importer.batch_dim = std::stoi(o.batch_dim);
+    } catch (const std::exception&) {
+      o.importer.batch_dim = -1;
+    }
+    if (o.importer.batch_dim < 0) return report(invalid_argument("--batch-dim: expected 'graph' or a dim index, got '" + o.batch_dim + "'"));
+  }
+  auto imported = importer::import_onnx_file(o.file, o.out, o.importer);
+  if (!imported.ok()) return report(imported.error());
+  const auto& m = imported->manifest;
+  const auto& s = imported->stats;
+  std::printf("imported %s (opset %lld): %u nodes -> %zu layers (%u folded, %u removed, %u fused)\n", o.file.c_str(),
+              static_cast<long long>(s.opset), s.nodes, m.layers.size(), s.folded, s.removed, s.fused);
+  std::printf("inputs  %s\noutputs %s\n", shape_list(m.inputs).c_str(), shape_list(m.outputs).c_str());
+  std::printf("wrote %s: model '%s', %llu parameters", o.out.c_str(), m.name.c_str(),
+              static_cast<unsigned long long>(s.parameters));
+  if (s.duplicated_bytes) {
+    std::printf(" (%s written twice: weights read by several layers)", format_bytes(s.duplicated_bytes).c_str());
+  }
+  std::printf("\n");
+  return 0;
 }
 
 /// Spearman's rank correlation of x and y (ties ranked by their mean rank); 0 for fewer than 2.
@@ -313,6 +346,17 @@ void add_model_commands(CLI::App& app, Runner& runner) {
   create->add_option("--name", o->name, "Model name (default: the architecture's)");
   create->add_flag("--manifest-only", o->manifest_only, "Write model.json only (for importing trained weights)");
   create->callback([o, &runner] { runner = [o] { return run_new(*o); }; });
+
+  auto imp = std::make_shared<ImportOptions>();
+  auto* import = model->add_subcommand("import", "Convert an ONNX model into a model directory (model.json + weights.safetensors)");
+  import->add_option("file", imp->file, "The .onnx file (external data files beside it)")->required();
+  import->add_option("--out", imp->out, "Model version directory to write")->required();
+  import->add_option("--name", imp->importer.name, "Model name (default: the file's name without .onnx)");
+  import->add_option("--batch-dim", imp->batch_dim,
+                     "graph: free dims are the ONNX graph's symbolic dims (default); N: dim N of every input is "
+                     "free too")
+      ->default_val("graph");
+  import->callback([imp, &runner] { runner = [imp] { return run_import(*imp); }; });
 
   auto dir = std::make_shared<std::string>();
   auto as_json = std::make_shared<bool>(false);

@@ -51,3 +51,9 @@ pkg_check_modules(LIBEDIT REQUIRED IMPORTED_TARGET libedit)
 # configure fails without protobuf-compiler-grpc (../shared/dependencies.md §9.3).
 find_package(Protobuf REQUIRED)
 find_package(gRPC CONFIG REQUIRED)
+
+# The ONNX schema for `ember model import` (importer/): Debian's libonnx-dev ships onnx.proto beside
+# its headers. Only the .proto is used: importer/CMakeLists.txt compiles it with protoc (above), so
+# neither libonnx.so nor libonnx_proto.so is linked (../shared/dependencies.md, "ONNX").
+find_path(EMBER_ONNX_PROTO_DIR onnx/onnx.proto DOC "The folder holding onnx/onnx.proto (libonnx-dev: /usr/include)"
+          REQUIRED)

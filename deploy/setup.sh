@@ -29,6 +29,8 @@ SERVE_PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   # the console's line editing (BSD-licensed editline, not GNU readline)
   libedit-dev
+  # `ember model import`: the ONNX schema (onnx.proto, compiled with protoc at build time; no ONNX library is linked)
+  libonnx-dev
   # matrix products (the OpenMP build follows the thread count we set)
   libopenblas-openmp-dev
   # deploy/demo.sh's requests
@@ -45,6 +47,9 @@ TEST_PACKAGES=(
   python3-grpcio python3-protobuf
   # the reference we check against and benchmark beside (run with /usr/bin/python3)
   python3 python3-torch python3-torchvision python3-numpy
+  # the ONNX node tests (models, inputs, expected outputs) for the op conformance suite of issue 34;
+  # the importer's own tests build their ONNX files with protobuf and torch.onnx.export
+  libonnx-testdata
   # benchmark plots (bench/autoscale_replay.py)
   python3-matplotlib
   # network-namespace test clusters

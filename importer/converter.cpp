@@ -1,0 +1,359 @@
+#include "importer/converter.hpp"
+
+#include <algorithm>
+
+#include "importer/fold.hpp"
+#include "importer/onnx_tensor.hpp"
+
+namespace ember::importer {
+
+namespace {
+
+// Refusals listed in full before the rest is summarised.
+constexpr size_t kListedRefusals = 16;
+
+Result<gpu::DType> input_dtype(int32_t type, const std::string& where) {
+  switch (type) {
+    case onnx::TensorProto::FLOAT: return gpu::DType::f32;
+    case onnx::TensorProto::INT64: return gpu::DType::i64;
+    case onnx::TensorProto::INT32: return gpu::DType::i32;
+    default:
+      return unsupported(where + ": element type " + onnx_type_name(type) +
+                         "; Ember's inputs are float32, int64 or int32");
+  }
+}
+
+}  // namespace
+
+std::string ember_name(std::string_view onnx_name) {
+  std::string s(onnx_name.substr(0, 200));
+  for (char& c : s) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                    c == '-' || c == '.' || c == ':' || c == '/';
+    if (!ok) c = '_';
+  }
+  return s.empty() ? "value" : s;
+}
+
+std::string layer_hint(const onnx::NodeProto& node) {
+  return node.name().empty() && node.output_size() > 0 ? node.output(0) : node.name();
+}
+
+Converter::Converter(const OnnxGraph& graph, const ImportOptions& options, std::string model_dir, std::string source)
+    : graph_(graph), options_(options), model_dir_(std::move(model_dir)), source_(std::move(source)) {}
+
+std::string Converter::unique_name(std::string_view hint) {
+  const std::string base = ember_name(hint);
+  std::string name = base;
+  for (int k = 2; names_.count(name); ++k) name = base + "_" + std::to_string(k);
+  names_.insert(name);
+  return name;
+}
+
+Status Converter::define_inputs() {
+  for (const auto& info : graph_.graph().input()) {
+    if (graph_.initializers.count(info.name())) continue;
+    const std::string where = source_ + ": input '" + info.name() + "'";
+    if (!info.type().has_tensor_type()) return unsupported(where + ": not a tensor");
+    const auto& tt = info.type().tensor_type();
+    EMBER_ASSIGN_OR_RETURN(gpu::DType dtype, input_dtype(tt.elem_type(), where));
+    if (!tt.has_shape()) return unsupported(where + ": no shape; Ember's inputs declare their rank and fixed dims");
+    if (tt.shape().dim_size() > gpu::Shape::kMaxRank) {
+      return unsupported(where + ": rank " + std::to_string(tt.shape().dim_size()) + " (at most 6)");
+    }
+    Dims d;
+    d.a.rank = d.b.rank = tt.shape().dim_size();
+    for (int k = 0; k < d.a.rank; ++k) {
+      const auto& dim = tt.shape().dim(k);
+      std::string symbol;  // "" for a fixed dim
+      if (k == options_.batch_dim) {
+        symbol = "--batch-dim";
+      } else if (dim.has_dim_value()) {
+        if (dim.dim_value() <= 0 || dim.dim_value() > kMaxDim) {
+          return unsupported(where + ": dim " + std::to_string(k) + " is " + std::to_string(dim.dim_value()));
+        }
+        d.a[k] = d.b[k] = dim.dim_value();
+        continue;
+      } else {  // a dim_param names a free dim; one without a name is a free dim of its own
+        symbol = dim.has_dim_param() ? dim.dim_param() : std::string();
+        if (symbol.empty()) symbol = "#" + std::to_string(k) + "." + std::to_string(next_symbol_);
+      }
+      auto [it, fresh] = symbols_.emplace(symbol, next_symbol_);
+      if (fresh) ++next_symbol_;
+      d.a[k] = kProbeA;
+      d.b[k] = probe_b(it->second);
+    }
+    const std::string name = unique_name(info.name());
+    manifest_.inputs.push_back({name, dtype, d.declared()});
+    values_[info.name()] = Value::of_activation(name, dtype, d);
+  }
+  return Status::OK();
+}
+
+Status Converter::read_initializers() {
+  for (const auto& t : graph_.graph().initializer()) {
+    EMBER_ASSIGN_OR_RETURN(Constant c, read_tensor(t, model_dir_, source_ + ": initializer '" + t.name() + "'"));
+    values_[t.name()] = Value::of_constant(std::move(c));
+  }
+  return Status::OK();
+}
+
+const Value* Converter::input(const onnx::NodeProto& node, int i) const {
+  if (i >= node.input_size() || node.input(i).empty()) return nullptr;
+  auto it = values_.find(node.input(i));
+  return it == values_.end() ? nullptr : &it->second;
+}
+
+Result<const Value*> Converter::value_input(const onnx::NodeProto& node, int i) const {
+  const Value* v = input(node, i);
+  if (!v) return invalid_argument("input " + std::to_string(i) + " is missing");
+  return v;
+}
+
+Result<std::shared_ptr<const Constant>> Converter::constant_input(const onnx::NodeProto& node, int i,
+                                                                  const char* role) const {
+  const Value* v = input(node, i);
+  if (!v) return invalid_argument("input " + std::to_string(i) + " (" + role + ") is missing");
+  if (!v->is_constant()) {
+    return unsupported("not supported yet: input " + std::to_string(i) + " (" + role + ", '" + node.input(i) +
+                       "') is computed at serve time; the importer needs it constant");
+  }
+  return v->constant;
+}
+
+Result<const Value*> Converter::activation_input(const onnx::NodeProto& node, int i, const char* role) const {
+  const Value* v = input(node, i);
+  if (!v) return invalid_argument("input " + std::to_string(i) + " (" + role + ") is missing");
+  if (!v->is_activation()) {
+    return unsupported("not supported yet: input " + std::to_string(i) + " (" + role + ", '" + node.input(i) +
+                       "') is a constant; Ember's layers compute on values a request carries");
+  }
+  if (v->dtype != gpu::DType::f32) {
+    return unsupported("input " + std::to_string(i) + " (" + role + ") is " + std::string(gpu::dtype_name(v->dtype)) +
+                       "; the op computes on float32");
+  }
+  return v;
+}
+
+void Converter::define(const onnx::NodeProto& node, int i, Value value) {
+  if (i >= node.output_size() || node.output(i).empty()) return;
+  values_[node.output(i)] = std::move(value);
+}
+
+Status Converter::require_unused(const onnx::NodeProto& node, int i, const char* what) const {
+  if (i >= node.output_size() || node.output(i).empty()) return Status::OK();
+  const std::string& out = node.output(i);
+  if (graph_.consumers.count(out) || graph_.is_output(out)) {
+    return unsupported(std::string(what) + " (output " + std::to_string(i) +
+                       ") is read by the graph; the importer converts inference, which does not compute it");
+  }
+  return Status::OK();
+}
+
+Result<Dims> Converter::infer(gpu::OpKind op, const gpu::LayerAttrs& attrs,
+                              const std::vector<const Value*>& inputs) const {
+  std::vector<gpu::TensorDesc> a, b;
+  for (const Value* v : inputs) {
+    a.push_back({v->dtype, v->dims.a});
+    b.push_back({v->dtype, v->dims.b});
+  }
+  auto out_a = gpu::infer_output(op, attrs, a);
+  if (!out_a.ok()) return out_a.error();
+  auto out_b = gpu::infer_output(op, attrs, b);
+  if (!out_b.ok()) return out_b.error().with_context("with the model's free dims at their second probe size");
+  return Dims{out_a->shape, out_b->shape};
+}
+
+Result<Value> Converter::add_layer(std::string_view name_hint, gpu::OpKind op, const gpu::LayerAttrs& attrs,
+                                   const std::vector<const Value*>& inputs, const std::vector<RoleWeight>& weights) {
+  gpu::LayerSpec layer;
+  layer.op = op;
+  layer.attrs = attrs;
+  for (const Value* v : inputs) {
+    if (!v->is_activation()) return internal_error("add_layer: input is not an activation");
+    layer.inputs.push_back(v->ember);
+  }
+  std::vector<gpu::TensorDesc> probe;
+  for (const Value* v : inputs) probe.push_back({v->dtype, v->dims.a});
+  EMBER_ASSIGN_OR_RETURN(const gpu::TensorDesc out, gpu::infer_output(op, attrs, probe));
+  EMBER_ASSIGN_OR_RETURN(const Dims dims, infer(op, attrs, inputs));
+
+  size_t bound = 0;
+  std::vector<PendingWeight> pending;
+  for (const gpu::WeightSpec& spec : gpu::weight_specs(op, attrs)) {
+    auto w = std::find_if(weights.begin(), weights.end(), [&](const RoleWeight& r) { return r.role == spec.role; });
+    if (w == weights.end()) {
+      if (spec.required) return internal_error("add_layer: no weight for role '" + std::string(spec.role) + "'");
+      continue;
+    }
+    ++bound;
+    const std::string role(spec.role);
+    const Constant& c = *w->value;
+    gpu::Shape shape;
+    for (int64_t d : c.dims) shape[shape.rank++] = d;
+    if (c.kind != Constant::Kind::f32 || shape != spec.shape) {
+      return invalid_argument(std::string(gpu::op_name(op)) + " needs " + role + " float32" + spec.shape.to_string() +
+                              ", the model has " + c.describe());
+    }
+    layer.weights.push_back({role, role});  // the tensor's name is set once layer names are final
+    // The buffer is the constant's own: a weight two layers read is written twice from one buffer.
+    std::shared_ptr<const std::vector<float>> values(w->value, &w->value->f);
+    pending.push_back({manifest_.layers.size(), role, shape, values});
+    stats_.parameters += static_cast<uint64_t>(c.numel());
+    if (!written_.insert(values.get()).second) stats_.duplicated_bytes += static_cast<uint64_t>(c.numel()) * 4;
+  }
+  if (bound != weights.size()) return internal_error("add_layer: a weight of a role the op does not take");
+  layer.name = unique_name(name_hint);
+  weights_.insert(weights_.end(), pending.begin(), pending.end());
+  manifest_.layers.push_back(std::move(layer));
+  return Value::of_activation(manifest_.layers.back().name, out.dtype, dims);
+}
+
+Result<std::shared_ptr<const Constant>> Converter::transposed(const std::shared_ptr<const Constant>& w) {
+  auto& [source, t] = transposed_[w.get()];
+  if (!t) {
+    EMBER_ASSIGN_OR_RETURN(Constant c, fold_transpose(*w, {1, 0}));
+    source = w;
+    t = std::make_shared<const Constant>(std::move(c));
+  }
+  return t;
+}
+
+void Converter::refuse(const onnx::NodeProto& node, int index, const Error& error) {
+  refusals_.push_back({node.op_type(), node_label(node, index), error});
+  for (const auto& out : node.output())
+    if (!out.empty() && !values_.count(out)) values_[out] = Value{};
+}
+
+void Converter::convert_node(int index) {
+  const onnx::NodeProto& node = graph_.node(index);
+  if (!graph_.live[static_cast<size_t>(index)]) {
+    ++stats_.removed;
+    return;
+  }
+  // The nodes whose inputs this step reads from outside it: the node, or a fused pattern.
+  std::vector<int> nodes = {index};
+  const Fusion* fusion = nullptr;
+  if (auto f = fusion_of_.find(index); f != fusion_of_.end()) {
+    ++stats_.fused;
+    fusion = &fusions_[f->second];
+    if (index != fusion->anchor) return;
+    nodes = fusion->nodes;
+  }
+  const bool default_domain = node.domain().empty() || node.domain() == "ai.onnx";
+  OpConversion conversion = nullptr;
+  if (default_domain) conversion = layer_conversion(node.op_type());
+  if (default_domain && !conversion) conversion = shape_conversion(node.op_type());
+
+  bool reads_refused = false;
+  for (int n : nodes) {
+    for (const auto& in : graph_.node(n).input()) {
+      auto it = values_.find(in);
+      reads_refused |= it != values_.end() && it->second.kind == Value::Kind::refused;
+    }
+  }
+  Status st;
+  if (!default_domain) {
+    st = unsupported("not supported: domain '" + node.domain() + "' (the importer reads the default ai.onnx domain)");
+  } else if (!fusion && !conversion) {
+    st = unsupported("not supported yet: Ember's op set has no " + node.op_type() + " (issue 34 plans it)");
+  } else if (reads_refused) {  // refused upstream: nothing can be said about this node
+    ++unchecked_;
+    for (const auto& out : node.output())
+      if (!out.empty()) values_[out] = Value{};
+    return;
+  } else {
+    st = fusion ? convert_fusion(*this, *fusion) : conversion(*this, node);
+  }
+  if (st.ok()) {
+    for (int i = 0; i < node.output_size(); ++i) {
+      const std::string& out = node.output(i);
+      if (!out.empty() && !values_.count(out) && (graph_.consumers.count(out) || graph_.is_output(out))) {
+        st = internal_error("output " + std::to_string(i) + " was not converted");
+      }
+    }
+  }
+  if (!st.ok()) refuse(node, index, st.error());
+}
+
+Error Converter::refusal_error() const {
+  std::map<std::string, int> by_op;
+  bool all_unsupported = true, bug = false;
+  for (const auto& r : refusals_) {
+    ++by_op[r.op_type];
+    all_unsupported &= r.error.code() == ErrorCode::unsupported;
+    bug |= r.error.code() == ErrorCode::internal;
+  }
+  std::string ops;
+  for (const auto& [op, n] : by_op) ops += (ops.empty() ? "" : ", ") + op + (n > 1 ? " x" + std::to_string(n) : "");
+  std::string msg = source_ + ": cannot import " + std::to_string(refusals_.size()) + " of " +
+                    std::to_string(graph_.graph().node_size()) + " nodes (" + ops + ")";
+  if (unchecked_) msg += "; " + std::to_string(unchecked_) + " nodes that read their results were not checked";
+  msg += ":";
+  for (size_t i = 0; i < refusals_.size() && i < kListedRefusals; ++i) {
+    msg += "\n  " + refusals_[i].label + ": " + refusals_[i].error.message();
+  }
+  if (refusals_.size() > kListedRefusals) msg += "\n  ... and " + std::to_string(refusals_.size() - kListedRefusals) + " more";
+  if (bug) return internal_error(msg);
+  return Error(all_unsupported ? ErrorCode::unsupported : ErrorCode::invalid_argument, msg);
+}
+
+Status Converter::declare_outputs() {
+  std::map<std::string, std::string> rename;  // layer -> graph output's name
+  for (const auto& o : graph_.outputs) {
+    const Value& v = values_.at(o);
+    const std::string where = source_ + ": graph output '" + o + "'";
+    if (v.is_constant()) return unsupported(where + " is a constant; an Ember model computes each output from its inputs");
+    if (v.kind != Value::Kind::activation) return internal_error(where + " was not converted");
+    for (const auto& in : manifest_.inputs)
+      if (in.name == v.ember) return unsupported(where + " is the input '" + in.name + "' unchanged");
+    if (rename.count(v.ember)) return unsupported(where + " is the same value as an earlier output");
+    for (int i = 0; i < v.dims.rank(); ++i) {
+      if (v.dims.a[i] > kMaxDim || v.dims.b[i] > kMaxDim) return unsupported(where + ": dims " + v.dims.to_string() + " too large");
+    }
+    // The layer takes the output's name; it was reserved for it before the walk.
+    rename[v.ember] = output_names_.at(o);
+    manifest_.outputs.push_back({output_names_.at(o), v.dtype, v.dims.declared()});
+  }
+  for (auto& layer : manifest_.layers) {
+    if (auto r = rename.find(layer.name); r != rename.end()) layer.name = r->second;
+    for (auto& in : layer.inputs)
+      if (auto r = rename.find(in); r != rename.end()) in = r->second;
+  }
+  // Tensor names, now that layer names are final: "<layer>.<role>".
+  for (auto& layer : manifest_.layers)
+    for (auto& b : layer.weights) b.tensor = layer.name + "." + b.role;
+  return Status::OK();
+}
+
+Result<Imported> Converter::run() {
+  stats_.opset = graph_.opset;
+  stats_.nodes = static_cast<uint32_t>(graph_.graph().node_size());
+  manifest_.name = options_.name;
+  EMBER_RETURN_IF_ERROR(define_inputs());
+  // Output names are reserved first, so no layer named after a node takes one.
+  for (const auto& o : graph_.outputs)
+    if (!output_names_.count(o)) output_names_[o] = unique_name(o);
+  EMBER_RETURN_IF_ERROR(read_initializers());
+  fusions_ = find_fusions(graph_);
+  for (size_t f = 0; f < fusions_.size(); ++f)
+    for (int n : fusions_[f].nodes) fusion_of_[n] = f;
+  for (int index : graph_.order) convert_node(index);
+  if (!refusals_.empty()) return refusal_error();
+  if (manifest_.layers.empty()) return unsupported(source_ + ": nothing to compute: every output is an input or a constant");
+  EMBER_RETURN_IF_ERROR(declare_outputs());
+
+  const std::string json = gpu::manifest_to_json(manifest_);
+  if (auto checked = gpu::parse_manifest(json, source_); !checked.ok()) {
+    return internal_error("the importer made a model.json that does not validate: " + checked.error().message());
+  }
+  Imported out;
+  for (const auto& w : weights_) {
+    out.weights.push_back({*manifest_.layers[w.layer].weight(w.role), w.shape, w.values});
+  }
+  out.manifest = std::move(manifest_);
+  out.stats = stats_;
+  return out;
+}
+
+}  // namespace ember::importer
