@@ -226,7 +226,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Ember's layer executor against PyTorch, alternating, on the same weights and inputs"};
   app.add_option("--arch", o.archs, "Architectures to run")->delimiter(',');
   app.add_option("--batch", o.batches, "Batch sizes")->delimiter(',');
-  app.add_option("--seq-len", o.seq_len, "Sequence length for transformers");
+  auto* seq_len = app.add_option("--seq-len", o.seq_len, "Sequence length for transformers (default 128; 16 with --tiny)");
   app.add_option("--threads", o.threads, "Threads on both sides");
   app.add_option("--rounds", o.rounds, "Alternation rounds");
   app.add_option("--reps", o.reps, "Passes per side per round");
@@ -238,6 +238,8 @@ int main(int argc, char** argv) {
   app.add_option("--device", o.device, "sim: Ember on a SimDevice, PyTorch on the CPU; cuda: both on GPU 0")
       ->check(CLI::IsMember({"sim", "cuda"}));
   CLI11_PARSE(app, argc, argv);
+  // The tiny transformers have 32 positions: 128 would be refused by their embedding tables.
+  if (o.tiny && seq_len->count() == 0) o.seq_len = 16;
   try {
     return ember::bench::run(o);
   } catch (const std::exception& e) {
