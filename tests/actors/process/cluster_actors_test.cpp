@@ -401,6 +401,20 @@ TEST(Faults, TheConsoleParsesFaultCommandsAndRefusesBadOnes) {
   }
 }
 
+/// mlp/1 asked again (inputs of `seed`) until it is answered, for at most 20 s: every answer before
+/// that must be a retryable error. The last answer.
+Result<infer_reply> served_again(Cluster& c, uint64_t seed) {
+  Result<infer_reply> after = internal_error("not asked");
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  do {
+    after = c.infer("mlp", 1, seed);
+    if (after.ok()) break;
+    EXPECT_TRUE(retryable(after.error().code())) << after.error().message();
+    std::this_thread::sleep_for(50ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  return after;
+}
+
 class FaultsBothBindings : public ::testing::TestWithParam<BindingMode> {};
 
 TEST_P(FaultsBothBindings, AKilledRouterComesBackWithItsReplicasAndTheSameAnswers) {
@@ -426,14 +440,7 @@ TEST_P(FaultsBothBindings, AKilledExecutorIsReplacedAndItsModelsComeBackFromHost
   ASSERT_TRUE(c.fault(0, "kill", "executor:0").ok());
   // Until the replacement is restarted and the model bound again the node refuses (the gateway
   // retries); within a bound it answers right again.
-  Result<infer_reply> after = internal_error("not asked");
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  do {
-    after = c.infer("mlp", 1, 5);
-    if (after.ok()) break;
-    EXPECT_TRUE(retryable(after.error().code())) << after.error().message();
-    std::this_thread::sleep_for(50ms);
-  } while (std::chrono::steady_clock::now() < deadline);
+  Result<infer_reply> after = served_again(c, 5);
   ASSERT_TRUE(after.ok()) << after.error().message();
   EXPECT_EQ(bytes_of(*after), bytes_of(*before));
   const std::string m = c.metrics();
@@ -518,14 +525,7 @@ TEST_P(FaultsBothBindings, WithoutAllowFaultsRequestsGoStraightToTheRouterAndFol
   EXPECT_EQ(requests_in_view(c, "mlp"), first.address()) << "requests skip the supervisor";
   caf::anon_send_exit(first, caf::exit_reason::kill);
   // Served again (retryable errors at worst meanwhile) once the restarted router is published.
-  Result<infer_reply> after = internal_error("not asked");
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  do {
-    after = c.infer("mlp", 1, 3);
-    if (after.ok()) break;
-    EXPECT_TRUE(retryable(after.error().code())) << after.error().message();
-    std::this_thread::sleep_for(50ms);
-  } while (std::chrono::steady_clock::now() < deadline);
+  Result<infer_reply> after = served_again(c, 3);
   ASSERT_TRUE(after.ok()) << after.error().message();
   EXPECT_EQ(bytes_of(*after), bytes_of(*before));
   const caf::actor second = node_router_now(c, 0);
