@@ -102,9 +102,9 @@ Result<std::shared_ptr<const Model>> Model::assemble(Manifest manifest, Safetens
         return invalid_argument(field + ": tensor '" + *name + "' is already used by layer '" + o->second +
                                 "'; each layer must own its bytes (store tied weights once per layer)");
       }
-      if (t->desc.dtype != DType::f32) {
+      if (t->desc.dtype != spec.dtype) {
         return unsupported(field + ": tensor '" + *name + "' is " + std::string(dtype_name(t->desc.dtype)) +
-                           "; this build computes with float32 weights only");
+                           ", expected " + std::string(dtype_name(spec.dtype)));
       }
       if (t->desc.shape != spec.shape) {
         return invalid_argument(field + ": tensor '" + *name + "' has shape " + t->desc.shape.to_string() +

@@ -2,190 +2,33 @@
 #include "model/ops.hpp"
 
 #include <nlohmann/json.hpp>
-#include <set>
+
+#include "model/op_detail.hpp"
 
 namespace ember::gpu {
 
 using nlohmann::json;
+using namespace op_detail;
 
 namespace {
 
 constexpr std::string_view kOpNames[] = {
     "linear",  "conv2d",     "batch_norm", "relu",       "gelu",       "tanh",
     "layer_norm", "softmax", "attention",  "embedding",  "add",        "max_pool2d",
-    "avg_pool2d", "global_avg_pool", "flatten", "reshape", "select"};
+    "avg_pool2d", "global_avg_pool", "flatten", "reshape", "select",
+    // the general ops
+    "unary", "binary", "where", "constant", "matmul", "transpose", "concat", "slice", "gather", "expand",
+    "pad", "resize", "conv_transpose2d", "group_norm", "rms_norm", "reduce", "cast", "argmax", "topk"};
 static_assert(std::size(kOpNames) == static_cast<size_t>(OpKind::count), "every op needs a name");
 
-// Bounds that keep shape inference in int64 with room to spare, whatever model.json says: every
-// integer attribute is at most kMaxAttrValue (so kernel * dilation and 3 * embed_dim cannot
-// overflow), and infer_output refuses inputs whose dims multiply past kMaxElements (so products
-// of any of their dims cannot either). Both are far beyond any model Ember can hold.
-constexpr int64_t kMaxAttrValue = INT32_MAX;
-constexpr int64_t kMaxElements = int64_t{1} << 56;
-
-// Whether `x` is an integer in [min_value, kMaxAttrValue]. nlohmann stores non-negative integers
-// as unsigned, which get<int64_t>() would wrap above INT64_MAX.
-bool attr_in_range(const json& x, int64_t min_value) {
-  if (!x.is_number_integer()) return false;
-  if (x.is_number_unsigned()) {
-    const uint64_t u = x.get<uint64_t>();
-    return u <= static_cast<uint64_t>(kMaxAttrValue) && static_cast<int64_t>(u) >= min_value;
-  }
-  return x.get<int64_t>() >= min_value;
-}
-
-// Reads typed attributes out of a JSON object, remembering which keys were used so that leftovers
-// (typos) can be reported.
-class AttrReader {
- public:
-  AttrReader(const json& attrs, const std::string& where) : attrs_(attrs), where_(where) {}
-
-  Status error() const { return status_; }
-
-  int64_t integer(const char* key, int64_t fallback, bool required, int64_t min_value) {
-    const json* v = take(key, required);
-    if (!v) return fallback;
-    if (!v->is_number_integer()) return fail(key, "expected an integer, got " + v->dump()), fallback;
-    if (!attr_in_range(*v, min_value)) {
-      return fail(key, v->dump() + " is outside " + std::to_string(min_value) + ".." + std::to_string(kMaxAttrValue)),
-             fallback;
-    }
-    return v->get<int64_t>();
-  }
-
-  bool boolean(const char* key, bool fallback) {
-    const json* v = take(key, false);
-    if (!v) return fallback;
-    if (!v->is_boolean()) return fail(key, "expected true or false, got " + v->dump()), fallback;
-    return v->get<bool>();
-  }
-
-  float number(const char* key, float fallback, float min_value, float max_value) {
-    const json* v = take(key, false);
-    if (!v) return fallback;
-    if (!v->is_number()) return fail(key, "expected a number, got " + v->dump()), fallback;
-    double x = v->get<double>();
-    if (!(x >= min_value && x <= max_value)) {
-      return fail(key, v->dump() + " is outside [" + std::to_string(min_value) + ", " + std::to_string(max_value) + "]"),
-             fallback;
-    }
-    return static_cast<float>(x);
-  }
-
-  std::string text(const char* key, const std::string& fallback) {
-    const json* v = take(key, false);
-    if (!v) return fallback;
-    if (!v->is_string()) return fail(key, "expected a string, got " + v->dump()), fallback;
-    return v->get<std::string>();
-  }
-
-  // An int (both dims) or a pair [h, w].
-  void pair(const char* key, int64_t out[2], bool required, int64_t fallback, int64_t min_value) {
-    const json* v = take(key, required);
-    out[0] = out[1] = fallback;
-    if (!v) return;
-    auto one = [&](const json& x, int64_t& dst) {
-      if (!attr_in_range(x, min_value)) {
-        fail(key, "expected integers in " + std::to_string(min_value) + ".." + std::to_string(kMaxAttrValue) +
-                      ", got " + v->dump());
-        return;
-      }
-      dst = x.get<int64_t>();
-    };
-    if (v->is_array() && v->size() == 2) {
-      one((*v)[0], out[0]);
-      one((*v)[1], out[1]);
-    } else if (v->is_number_integer()) {
-      one(*v, out[0]);
-      out[1] = out[0];
-    } else {
-      fail(key, "expected an integer or a pair [height, width], got " + v->dump());
-    }
-  }
-
-  std::vector<int64_t> int_list(const char* key) {
-    const json* v = take(key, true);
-    std::vector<int64_t> out;
-    if (!v) return out;
-    if (!v->is_array() || v->size() > static_cast<size_t>(Shape::kMaxRank)) {
-      fail(key, "expected a list of at most " + std::to_string(Shape::kMaxRank) + " integers");
-      return out;
-    }
-    for (const auto& x : *v) {
-      if (!attr_in_range(x, INT64_MIN)) {
-        fail(key, "expected integers up to " + std::to_string(kMaxAttrValue) + ", got " + v->dump());
-        return {};
-      }
-      out.push_back(x.get<int64_t>());
-    }
-    return out;
-  }
-
-  // Reports keys that no reader asked for.
-  void finish() {
-    if (!status_.ok()) return;
-    for (const auto& [key, value] : attrs_.items()) {
-      (void)value;
-      if (!used_.count(key)) {
-        status_ = invalid_argument(where_ + ": attrs: unknown attribute '" + key + "'");
-        return;
-      }
-    }
-  }
-
-  void fail(const char* key, const std::string& msg) {
-    if (status_.ok()) status_ = invalid_argument(where_ + ": attrs." + key + ": " + msg);
-  }
-
- private:
-  const json* take(const char* key, bool required) {
-    used_.insert(key);
-    auto it = attrs_.find(key);
-    if (it == attrs_.end()) {
-      if (required) fail(key, "required attribute is missing");
-      return nullptr;
-    }
-    return &*it;
-  }
-
-  const json& attrs_;
-  const std::string& where_;
-  std::set<std::string> used_;
-  Status status_;
-};
-
-int normalize_dim(int64_t dim, int rank) { return static_cast<int>(dim < 0 ? dim + rank : dim); }
-
-std::string describe(const TensorDesc& d) {
-  return std::string(dtype_name(d.dtype)) + d.shape.to_string();
-}
-
-Status need_float(const TensorDesc& d, int which) {
-  if (d.dtype != DType::f32) {
-    return invalid_argument("input " + std::to_string(which) + " is " + describe(d) + ", expected float32");
-  }
-  return Status::OK();
-}
-
-Status need_rank(const TensorDesc& d, int rank, int which) {
-  if (d.shape.rank != rank) {
-    return invalid_argument("input " + std::to_string(which) + " has shape " + d.shape.to_string() +
-                            ", expected rank " + std::to_string(rank));
-  }
-  return Status::OK();
-}
-
-Status need_dim(const TensorDesc& d, int dim, int64_t expected, const char* what) {
-  const int i = normalize_dim(dim, d.shape.rank);
-  if (d.shape[i] != expected) {
-    return invalid_argument("input has shape " + d.shape.to_string() + " but dim " + std::to_string(i) + " (" + what +
-                            ") must be " + std::to_string(expected));
-  }
-  return Status::OK();
-}
-
-int64_t pooled(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
-  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+// PyTorch's (and ONNX's) output size; with ceil_mode a last window may start past the input's end
+// only within the padding (a window starting in the right padding is dropped).
+int64_t pooled(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode = false) {
+  const int64_t span = in + 2 * p - d * (k - 1) - 1;
+  if (!ceil_mode || span < 0) return span < 0 ? 0 : span / s + 1;
+  int64_t o = (span + s - 1) / s + 1;
+  if ((o - 1) * s >= in + p) --o;
+  return o;
 }
 
 Result<TensorDesc> infer_window(const LayerAttrs& a, const TensorDesc& x, int64_t out_channels) {
@@ -195,7 +38,7 @@ Result<TensorDesc> infer_window(const LayerAttrs& a, const TensorDesc& x, int64_
   out.shape[1] = out_channels;
   for (int i = 0; i < 2; ++i) {
     const int64_t in = x.shape[2 + i];
-    const int64_t o = pooled(in, a.kernel[i], a.stride[i], a.padding[i], a.dilation[i]);
+    const int64_t o = pooled(in, a.kernel[i], a.stride[i], a.padding[i], a.dilation[i], a.ceil_mode);
     if (o < 1) {
       return invalid_argument("input " + x.shape.to_string() + " is too small for kernel " +
                               std::to_string(a.kernel[i]) + " with padding " + std::to_string(a.padding[i]));
@@ -218,12 +61,19 @@ Result<OpKind> parse_op(std::string_view name) {
 }
 
 std::pair<int, int> input_count(OpKind op) {
+  if (is_general(op)) return general_input_count(op);
+  if (op == OpKind::attention) return {1, 2};
   return op == OpKind::add ? std::pair{2, 2} : std::pair{1, 1};
 }
 
 Status parse_attrs(OpKind op, const json& attrs, LayerAttrs& a, const std::string& where) {
   if (!attrs.is_object()) return invalid_argument(where + ": attrs: expected an object");
   AttrReader r(attrs, where);
+  if (is_general(op)) {
+    parse_general_attrs(op, attrs, r, a);
+    r.finish();
+    return r.error();
+  }
   switch (op) {
     case OpKind::linear:
       a.in_features = r.integer("in_features", 0, true, 1);
@@ -259,6 +109,7 @@ Status parse_attrs(OpKind op, const json& attrs, LayerAttrs& a, const std::strin
     }
     case OpKind::softmax:
       a.dim = static_cast<int32_t>(r.integer("dim", -1, false, -Shape::kMaxRank));
+      a.log = r.boolean("log", false);
       break;
     case OpKind::attention:
       a.embed_dim = r.integer("embed_dim", 0, true, 1);
@@ -284,6 +135,9 @@ Status parse_attrs(OpKind op, const json& attrs, LayerAttrs& a, const std::strin
       if (r.error().ok() && (2 * a.padding[0] > a.kernel[0] || 2 * a.padding[1] > a.kernel[1])) {
         r.fail("padding", "must be at most half the kernel size");
       }
+      a.ceil_mode = r.boolean("ceil_mode", false);
+      if (op == OpKind::max_pool2d) r.pair("dilation", a.dilation, false, 1, 1);
+      else a.count_include_pad = r.boolean("count_include_pad", true);
       break;
     case OpKind::flatten:
       a.start_dim = static_cast<int32_t>(r.integer("start_dim", 1, false, -Shape::kMaxRank));
@@ -310,8 +164,8 @@ Status parse_attrs(OpKind op, const json& attrs, LayerAttrs& a, const std::strin
     case OpKind::add:
     case OpKind::global_avg_pool:
       break;
-    case OpKind::count:
-      return internal_error("parse_attrs: OpKind::count");
+    default:
+      return internal_error("parse_attrs: OpKind " + std::to_string(static_cast<int>(op)));
   }
   r.finish();
   return r.error();
@@ -319,6 +173,7 @@ Status parse_attrs(OpKind op, const json& attrs, LayerAttrs& a, const std::strin
 
 void attrs_to_json(OpKind op, const LayerAttrs& a, json& out) {
   out = json::object();
+  if (is_general(op)) return general_attrs_to_json(op, a, out);
   auto pair = [](const int64_t v[2]) { return v[0] == v[1] ? json(v[0]) : json::array({v[0], v[1]}); };
   switch (op) {
     case OpKind::linear:
@@ -332,7 +187,10 @@ void attrs_to_json(OpKind op, const LayerAttrs& a, json& out) {
     case OpKind::batch_norm: out = {{"num_features", a.num_features}, {"eps", a.eps}}; break;
     case OpKind::layer_norm: out = {{"normalized_shape", a.num_features}, {"eps", a.eps}}; break;
     case OpKind::gelu: out = {{"approximate", a.tanh_approximation ? "tanh" : "none"}}; break;
-    case OpKind::softmax: out = {{"dim", a.dim}}; break;
+    case OpKind::softmax:
+      out = {{"dim", a.dim}};
+      if (a.log) out["log"] = true;
+      break;
     case OpKind::attention:
       out = {{"embed_dim", a.embed_dim}, {"num_heads", a.num_heads}, {"causal", a.causal}, {"bias", a.bias}};
       break;
@@ -342,6 +200,9 @@ void attrs_to_json(OpKind op, const LayerAttrs& a, json& out) {
     case OpKind::max_pool2d:
     case OpKind::avg_pool2d:
       out = {{"kernel_size", pair(a.kernel)}, {"stride", pair(a.stride)}, {"padding", pair(a.padding)}};
+      if (a.ceil_mode) out["ceil_mode"] = true;
+      if (op == OpKind::max_pool2d && (a.dilation[0] != 1 || a.dilation[1] != 1)) out["dilation"] = pair(a.dilation);
+      if (op == OpKind::avg_pool2d && !a.count_include_pad) out["count_include_pad"] = false;
       break;
     case OpKind::flatten: out = {{"start_dim", a.start_dim}, {"end_dim", a.end_dim}}; break;
     case OpKind::reshape:
@@ -353,6 +214,7 @@ void attrs_to_json(OpKind op, const LayerAttrs& a, json& out) {
 }
 
 std::vector<WeightSpec> weight_specs(OpKind op, const LayerAttrs& a) {
+  if (is_general(op)) return general_weight_specs(op, a);
   switch (op) {
     case OpKind::linear:
       return {{"weight", Shape{a.out_features, a.in_features}}, {"bias", Shape{a.out_features}, a.bias}};
@@ -383,9 +245,8 @@ Result<TensorDesc> infer_output(OpKind op, const LayerAttrs& a, std::span<const 
   if (static_cast<int>(in.size()) < min_in || static_cast<int>(in.size()) > max_in) {
     return invalid_argument("takes " + std::to_string(min_in) + " input(s), got " + std::to_string(in.size()));
   }
-  const TensorDesc& x = in[0];
-  if (x.shape.has_wildcard()) return internal_error("infer_output: shape " + x.shape.to_string() + " has -1");
   for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i].shape.has_wildcard()) return internal_error("infer_output: shape " + in[i].shape.to_string() + " has -1");
     int64_t n = 1;  // product of the dims, a 0 counted as 1: bounds the product of any subset
     for (int d = 0; d < in[i].shape.rank; ++d) {
       if (__builtin_mul_overflow(n, std::max<int64_t>(in[i].shape[d], 1), &n) || n > kMaxElements) {
@@ -394,6 +255,8 @@ Result<TensorDesc> infer_output(OpKind op, const LayerAttrs& a, std::span<const 
       }
     }
   }
+  if (is_general(op)) return infer_general(op, a, in);
+  const TensorDesc& x = in[0];
   switch (op) {
     case OpKind::linear: {
       EMBER_RETURN_IF_ERROR(need_float(x, 0));
@@ -435,6 +298,9 @@ Result<TensorDesc> infer_output(OpKind op, const LayerAttrs& a, std::span<const 
       EMBER_RETURN_IF_ERROR(need_float(x, 0));
       EMBER_RETURN_IF_ERROR(need_rank(x, 3, 0));
       EMBER_RETURN_IF_ERROR(need_dim(x, 2, a.embed_dim, "embed_dim"));
+      if (in.size() == 2 && (in[1].shape.rank != 2 || in[1].shape[0] != x.shape[0] || in[1].shape[1] != x.shape[1])) {
+        return invalid_argument("mask " + describe(in[1]) + " must be [batch, seq] of input " + x.shape.to_string());
+      }
       return x;
     case OpKind::embedding: {
       if (x.dtype != DType::i64 && x.dtype != DType::i32) {
@@ -524,9 +390,9 @@ Result<TensorDesc> infer_output(OpKind op, const LayerAttrs& a, std::span<const 
         if (i != d) out.shape[out.shape.rank++] = x.shape[i];
       return out;
     }
-    case OpKind::count: break;
+    default: break;
   }
-  return internal_error("infer_output: OpKind::count");
+  return internal_error("infer_output: OpKind " + std::to_string(static_cast<int>(op)));
 }
 
 ConvPlan conv_plan(const LayerAttrs& a, const Shape& s) {
@@ -539,6 +405,7 @@ ConvPlan conv_plan(const LayerAttrs& a, const Shape& s) {
 }
 
 uint64_t workspace_bytes(OpKind op, const LayerAttrs& a, std::span<const TensorDesc> in) {
+  if (is_general(op)) return general_workspace_bytes(op, a, in);
   const Shape& s = in[0].shape;
   switch (op) {
     case OpKind::conv2d: {

@@ -31,18 +31,101 @@ enum class OpKind : uint8_t {
   gelu,             // exact (erf) or tanh-approximated GELU (F.gelu(approximate=...))
   tanh,             // tanh(x)
   layer_norm,       // normalisation over the last dim with affine weight and bias (nn.LayerNorm)
-  softmax,          // softmax along `dim`
-  attention,        // multi-head self-attention, packed QKV projection (nn.MultiheadAttention, batch_first)
+  softmax,          // softmax (or log-softmax when `log`) along `dim`
+  attention,        // multi-head self-attention, packed QKV projection (nn.MultiheadAttention, batch_first);
+                    // an optional second input [batch, seq] masks padded keys (0 = padding, any dtype)
   embedding,        // table lookup by integer ids, or by position when `positional` (nn.Embedding)
   add,              // elementwise sum of two tensors of one shape (residual connections)
-  max_pool2d,       // NCHW max pooling (nn.MaxPool2d)
-  avg_pool2d,       // NCHW average pooling, padding counted as zeros (nn.AvgPool2d)
+  max_pool2d,       // NCHW max pooling, with dilation and ceil_mode (nn.MaxPool2d)
+  avg_pool2d,       // NCHW average pooling; padding counted in the divisor unless !count_include_pad (nn.AvgPool2d)
   global_avg_pool,  // mean over H and W, keeping them as 1 (nn.AdaptiveAvgPool2d(1))
   flatten,          // merges dims [start_dim, end_dim] (torch.flatten)
   reshape,          // new shape; 0 copies the input dim, one -1 is inferred (torch.reshape)
   select,           // picks one index of `dim` and drops that dim (x.select(dim, index))
+  // -- the general ops (ONNX's operator set, numpy broadcasting; model/ops_tensor.cpp) ----------
+  unary,            // y = fn(x) elementwise, fn a UnaryFn (sigmoid, silu, clip, exp, erf, ...)
+  binary,           // y = fn(a, b) with numpy broadcasting, fn a BinaryFn (arithmetic, comparisons, logic)
+  where,            // y = cond ? a : b with numpy broadcasting over all three (cond uint8)
+  constant,         // no inputs: its one weight `value`, as a value (any dtype)
+  matmul,           // numpy matmul of two activations: batched, batch dims broadcast, 1-d promoted
+  transpose,        // permutes dims: output dim i is input dim perm[i]
+  concat,           // joins its inputs along `dim` (up to kMaxLayerInputs of one dtype)
+  slice,            // per listed axis: elements start, start+step, ... before end (negative step allowed)
+  gather,           // data[..., indices[...], ...] along `dim`; indices int64/int32, negative wraps
+  expand,           // broadcasts to `shape` (numpy rules); dims may be taken from a second input
+  pad,              // pads (or crops, when negative) every dim: constant, reflect or edge
+  resize,           // nearest or linear resampling of the last one or two dims (ONNX Resize)
+  conv_transpose2d, // NCHW transposed convolution (nn.ConvTranspose2d)
+  group_norm,       // normalisation over groups of channels, affine per channel (nn.GroupNorm; instance norm)
+  rms_norm,         // x / sqrt(mean(x^2) + eps) * weight over the last dim (RMSNorm)
+  reduce,           // fn over the listed axes (sum, mean, max, min, prod, ...), keepdims or not
+  cast,             // converts to another dtype (float32, float16, bfloat16, int64, int32, uint8)
+  argmax,           // index of the largest (or smallest) element along `dim`, as int64
+  topk,             // the k largest (or smallest) along `dim`, sorted: their values or their indices
   count
 };
+
+// The general ops in detail (inputs; dtypes; shapes). Broadcasting is numpy's: shapes align from
+// the right, a dim of 1 stretches, missing leading dims count as 1.
+//   unary      x: float32 (not: uint8)                    -> x's shape and dtype
+//   binary     a, b: see BinaryFn                          -> the broadcast shape
+//   where      cond: uint8, a, b: one dtype                -> the broadcast of all three, a's dtype
+//   constant   (none); weight `value` of `to` and `shape`  -> that tensor
+//   matmul     a [..., m, k], b [..., k, n]: float32       -> [broadcast(...), m, n]; a 1-d operand
+//              is promoted ([k] -> [1, k] for a, [k, 1] for b) and its added dim dropped after
+//   transpose  x (any dtype), axes = perm                  -> dims permuted
+//   concat     1..kMaxLayerInputs inputs, one dtype and rank, equal except along `dim`
+//   slice      x (any dtype); axes/starts/ends/steps       -> numpy x[start:end:step] on each axis;
+//              negative starts/ends count from the end, then clamp to [0, dim] ([-1, dim-1] for a
+//              negative step), so INT64_MAX means "to the end"
+//   gather     data (any dtype), indices int64/int32 along `dim` -> data.shape[:dim] +
+//              indices.shape + data.shape[dim+1:]; an index outside [-n, n) gives zeros (the
+//              kernels never fail on data)
+//   expand     x (any dtype)[, like]                       -> broadcast(x.shape, target), target
+//              dim i = like.shape[like_dims[i]] when like_dims[i] >= 0, else shape[i]
+//   pad        x (any dtype for constant mode, zero-filled when not float32; float32 otherwise),
+//              pads for every dim                          -> each dim + begin + end (>= 0);
+//              reflect mirrors without repeating the edge (numpy 'reflect'), edge repeats it
+//   resize     x float32, rank >= 1, only the last two dims may change -> dim i =
+//              shape[i] if > 0 else floor(in_i * scales[i]); the mapping scale is out/in when
+//              sizes are given, else scales[i] (ONNX Resize); linear is bilinear over two dims
+//   conv_transpose2d  x [n, in_channels, h, w] float32, weight [in, out / groups, kh, kw], bias
+//              -> h_out = (h - 1) * stride - 2 * padding + dilation * (kh - 1) + output_padding + 1
+//   group_norm x [n, num_features, ...] float32; weight and bias [num_features]; eps
+//   rms_norm   x [..., num_features] float32; weight [num_features]; eps
+//   reduce     x float32, axes (none = all)                -> reduced dims dropped unless keepdims
+//   cast       x (any dtype) -> `to`; float to integer truncates toward zero and saturates at the
+//              target's range (NaN becomes 0); float32 to float16/bfloat16 rounds to nearest even
+//   argmax     x float32 along `dim`                       -> int64, `dim` kept as 1 if keepdims
+//   topk       x float32, k <= dim size                    -> dim size k; values (x's dtype) or
+//              int64 indices; ties keep the lower index first
+// Half-precision (float16/bfloat16) activations are not computed on: cast to float32 first.
+
+/// unary's functions. alpha and beta (LayerAttrs) are: clip's min and max; hard_sigmoid's slope
+/// and offset (y = max(0, min(1, alpha x + beta))); leaky_relu's negative slope (alpha); elu's
+/// alpha; celu's alpha; selu's alpha and gamma (beta). hard_swish is x * hard_sigmoid(x) with
+/// alpha 1/6 and beta 1/2 (ONNX HardSwish); silu is x * sigmoid(x); not applies to uint8 (0/1).
+enum class UnaryFn : uint8_t {
+  sigmoid, silu, hard_sigmoid, hard_swish, clip, exp, log, sqrt, reciprocal, erf, neg, abs, leaky_relu,
+  elu, celu, selu, softplus, softsign, sin, cos, floor, ceil, round, sign, not_, count
+};
+/// binary's functions. Arithmetic (add .. mod) takes and gives float32; mod is C's fmod (ONNX Mod
+/// with fmod=1). Comparisons take two inputs of one dtype (float32, int64 or int32) and give uint8
+/// 0/1. and/or/xor take and give uint8.
+enum class BinaryFn : uint8_t {
+  add, sub, mul, div, pow, min, max, mod, equal, less, greater, less_equal, greater_equal, and_, or_, xor_, count
+};
+/// reduce's functions (ONNX ReduceSum, ReduceMean, ... ReduceLogSumExp).
+enum class ReduceFn : uint8_t { sum, mean, max, min, prod, sum_square, l1, l2, log_sum_exp, count };
+/// pad's modes and resize's modes, coordinate mappings and rounding (ONNX's spellings in model.json).
+enum class PadMode : uint8_t { constant, reflect, edge, count };
+enum class ResizeMode : uint8_t { nearest, linear, count };
+enum class ResizeCoords : uint8_t { half_pixel, pytorch_half_pixel, align_corners, asymmetric, count };
+enum class NearestRound : uint8_t { round_prefer_floor, round_prefer_ceil, floor, ceil, count };
+
+std::string_view unary_fn_name(UnaryFn fn);
+std::string_view binary_fn_name(BinaryFn fn);
+std::string_view reduce_fn_name(ReduceFn fn);
 
 /// "linear", "conv2d", ... (the spelling used in model.json).
 std::string_view op_name(OpKind op);
@@ -73,7 +156,49 @@ struct LayerAttrs {
   int64_t num_embeddings = 0, embedding_dim = 0;
   bool positional = false;
   // reshape: target shape without wildcards resolved (0 = copy input dim, -1 = infer)
+  // expand: the target shape; constant: the value's shape; resize: output sizes (0 = from scales)
   Shape shape;
+
+  // -- the general ops ---------------------------------------------------------------------------
+  // unary, binary, reduce: the function (a UnaryFn, BinaryFn or ReduceFn); argmax: 0 max, 1 min;
+  // pad: a PadMode; resize: a ResizeMode
+  uint8_t fn = 0;
+  // unary's parameters (see UnaryFn); pad: the constant value
+  float alpha = 0.f, beta = 0.f;
+  // transpose: the permutation (num_axes = rank); slice: the sliced axes; reduce: the reduced axes
+  // (num_axes 0 = every axis, unless noop_with_empty_axes). Negative axes count from the end.
+  int32_t num_axes = 0;
+  int64_t axes[Shape::kMaxRank] = {};
+  // slice, per listed axis: start, end (clamped, as numpy and ONNX do), step (non-zero)
+  int64_t starts[Shape::kMaxRank] = {}, ends[Shape::kMaxRank] = {}, steps[Shape::kMaxRank] = {};
+  // reduce, argmax: keep the reduced dims as 1; reduce with no axes reduces nothing when set
+  bool keepdims = true, noop_with_empty_axes = false;
+  // argmax: the last index of equal extremes (ONNX select_last_index)
+  bool select_last_index = false;
+  // pad: the begin pads of dims 0..rank-1, then the end pads (ONNX's order); negative crops
+  int32_t num_pads = 0;
+  int64_t pads[2 * Shape::kMaxRank] = {};
+  // resize: per dim scale (1 = unchanged; only the last two dims may change), how output
+  // coordinates map to input ones, and how nearest rounds
+  float scales[Shape::kMaxRank] = {1.f, 1.f, 1.f, 1.f, 1.f, 1.f};
+  uint8_t coords = 0;        // a ResizeCoords
+  uint8_t nearest_round = 0; // a NearestRound
+  // cast: the target dtype; constant: the value's dtype
+  DType to = DType::f32;
+  // expand: per output dim, -1 = shape[i], j >= 0 = dim j of the second input (a free dim that
+  // the expanded shape takes from another value)
+  int8_t like_dims[Shape::kMaxRank] = {-1, -1, -1, -1, -1, -1};
+  // topk: k, the largest (else smallest), and which output: the values (else int64 indices)
+  int64_t k = 1;
+  bool largest = true, values_output = true;
+  // conv_transpose2d: extra size on one side of the output
+  int64_t output_padding[2] = {0, 0};
+  // max_pool2d, avg_pool2d: output size rounds up; avg_pool2d: padding counts in the divisor
+  bool ceil_mode = false, count_include_pad = true;
+  // group_norm: the groups num_features (channels) fall into (instance norm: one per channel)
+  int64_t num_groups = 1;
+  // softmax: log-softmax instead
+  bool log = false;
 };
 
 /// One weight an op takes, in the fixed order its kernels receive them.
@@ -81,13 +206,19 @@ struct WeightSpec {
   std::string_view role;  // "weight", "bias", "running_mean", "in_proj_weight", ...
   Shape shape;            // exact expected shape
   bool required = true;   // false: may be absent (e.g. bias when attrs.bias is false)
+  DType dtype = DType::f32;  // constant's value may be any dtype; every other weight is float32
 };
 
-inline constexpr int kMaxLayerInputs = 2;
+/// At most this many inputs per layer (concat of DenseNet's blocks reads up to 49).
+inline constexpr int kMaxLayerInputs = 64;
 inline constexpr int kMaxLayerWeights = 4;
 /// Attention kernels process at most this many (batch, head) slices at once; the score workspace
 /// holds one [seq, seq] matrix per slice.
 inline constexpr int64_t kAttentionParallelSlices = 16;
+
+/// numpy broadcasting of two shapes; invalid_argument naming both when a pair of dims differs and
+/// neither is 1.
+Result<Shape> broadcast_shapes(const Shape& a, const Shape& b);
 
 /// Parses `attrs` (a JSON object; unknown keys are errors) into `out`. `where` prefixes messages.
 /// Integer attributes above INT32_MAX are errors, which keeps shape arithmetic far from overflow.
