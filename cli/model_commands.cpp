@@ -1,4 +1,4 @@
-// `ember model new`, `ember model import`, `ember model inspect` and `ember model profile`.
+// `ember model new`, `ember model import`, `ember model convert`, `ember model inspect` and `ember model profile`.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +13,7 @@
 #include "gpu/shadow_split.hpp"
 #include "importer/onnx_import.hpp"
 #include "model/architectures.hpp"
+#include "model/convert.hpp"
 #include "model/layer_blocks.hpp"
 #include "model/model.hpp"
 #include "model/model_profile.hpp"
@@ -58,7 +59,27 @@ struct ImportOptions {
   std::string out;
   importer::ImportOptions importer;
   std::string batch_dim = "graph";
+  std::string dtype = "fp32";
 };
+
+struct ConvertOptions {
+  std::string dir, dtype, out;
+};
+
+gpu::DType width_of(const std::string& dtype) {
+  return dtype == "fp16" ? gpu::DType::f16 : dtype == "bf16" ? gpu::DType::bf16 : gpu::DType::f32;
+}
+
+int run_convert(const ConvertOptions& o) {
+  const gpu::DType width = width_of(o.dtype);
+  auto stats = gpu::convert_model_dir(o.dir, o.out.empty() ? o.dir : o.out, width);
+  if (!stats.ok()) return report(stats.error());
+  std::printf("converted %s: %llu tensors to %s, weights %s -> %s%s\n", o.dir.c_str(),
+              static_cast<unsigned long long>(stats->tensors_converted), std::string(gpu::dtype_name(width)).c_str(),
+              format_bytes(stats->bytes_before).c_str(), format_bytes(stats->bytes_after).c_str(),
+              stats->profile_removed ? " (profile.json removed: run `ember model profile` again)" : "");
+  return 0;
+}
 
 int run_import(ImportOptions o) {
   if (o.batch_dim != "graph") {
@@ -82,6 +103,10 @@ int run_import(ImportOptions o) {
     std::printf(" (%s written twice: weights read by several layers)", format_bytes(s.duplicated_bytes).c_str());
   }
   std::printf("\n");
+  if (o.dtype != "fp32") {
+    ConvertOptions c{o.out, o.dtype, ""};
+    return run_convert(c);
+  }
   return 0;
 }
 
@@ -356,7 +381,16 @@ void add_model_commands(CLI::App& app, Runner& runner) {
                      "graph: free dims are the ONNX graph's symbolic dims (default); N: dim N of every input is "
                      "free too")
       ->default_val("graph");
+  import->add_option("--dtype", imp->dtype, "Width the float weights are held at: fp32 (default), fp16 or bf16")
+      ->check(CLI::IsMember({"fp16", "bf16", "fp32"}));
   import->callback([imp, &runner] { runner = [imp] { return run_import(*imp); }; });
+
+  auto conv = std::make_shared<ConvertOptions>();
+  auto* convert = model->add_subcommand("convert", "Rewrite a model's float weights as float16, bfloat16 or float32");
+  convert->add_option("dir", conv->dir, "Model version directory")->required();
+  convert->add_option("--dtype", conv->dtype, "fp16, bf16 or fp32")->required()->check(CLI::IsMember({"fp16", "bf16", "fp32"}));
+  convert->add_option("--out", conv->out, "Directory to write (default: convert DIR in place)");
+  convert->callback([conv, &runner] { runner = [conv] { return run_convert(*conv); }; });
 
   auto dir = std::make_shared<std::string>();
   auto as_json = std::make_shared<bool>(false);

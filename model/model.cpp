@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "model/sample_inputs.hpp"
@@ -88,6 +89,7 @@ Result<std::shared_ptr<const Model>> Model::assemble(Manifest manifest, Safetens
     const std::string where = mfile + ": layers[" + std::to_string(i) + "] '" + l.name + "' (" +
                               std::string(op_name(l.op)) + ")";
     std::vector<const TensorInfo*> tensors;
+    std::optional<DType> width;  // of the layer's float weights
     for (const WeightSpec& spec : weight_specs(l.op, l.attrs)) {
       const std::string* name = l.weight(spec.role);
       if (!name) {
@@ -102,9 +104,18 @@ Result<std::shared_ptr<const Model>> Model::assemble(Manifest manifest, Safetens
         return invalid_argument(field + ": tensor '" + *name + "' is already used by layer '" + o->second +
                                 "'; each layer must own its bytes (store tied weights once per layer)");
       }
-      if (t->desc.dtype != spec.dtype) {
+      if (l.op == OpKind::constant ? t->desc.dtype != spec.dtype : !is_float(t->desc.dtype)) {
         return unsupported(field + ": tensor '" + *name + "' is " + std::string(dtype_name(t->desc.dtype)) +
-                           ", expected " + std::string(dtype_name(spec.dtype)));
+                           ", expected " + (l.op == OpKind::constant ? std::string(dtype_name(spec.dtype))
+                                                                     : std::string("float32, float16 or bfloat16")));
+      }
+      if (l.op != OpKind::constant) {
+        if (!width) width = t->desc.dtype;
+        if (*width != t->desc.dtype) {
+          return unsupported(field + ": tensor '" + *name + "' is " + std::string(dtype_name(t->desc.dtype)) +
+                             " but the layer's other weights are " + std::string(dtype_name(*width)) +
+                             " (one width per layer)");
+        }
       }
       if (t->desc.shape != spec.shape) {
         return invalid_argument(field + ": tensor '" + *name + "' has shape " + t->desc.shape.to_string() +
@@ -113,6 +124,7 @@ Result<std::shared_ptr<const Model>> Model::assemble(Manifest manifest, Safetens
       m->layer_weights_[i].push_back(t);
       tensors.push_back(t);
     }
+    m->manifest_.layers[i].attrs.weights = width.value_or(DType::f32);
     std::sort(tensors.begin(), tensors.end(),
               [](const TensorInfo* a, const TensorInfo* b) { return a->data.offset < b->data.offset; });
     m->layer_bytes_[i] = {cursor, 0};

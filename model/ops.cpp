@@ -404,7 +404,20 @@ ConvPlan conv_plan(const LayerAttrs& a, const Shape& s) {
   return pointwise ? ConvPlan::pointwise : ConvPlan::per_image;
 }
 
+bool widens_weights(OpKind op, const LayerAttrs& a) {
+  return a.weights != DType::f32 && op != OpKind::embedding && op != OpKind::constant &&
+         !weight_specs(op, a).empty();
+}
+
 uint64_t workspace_bytes(OpKind op, const LayerAttrs& a, std::span<const TensorDesc> in) {
+  uint64_t bytes = op_scratch_bytes(op, a, in);
+  if (!widens_weights(op, a)) return bytes;
+  for (const WeightSpec& w : weight_specs(op, a)) bytes += static_cast<uint64_t>(w.shape.numel()) * 4;
+  if (!in.empty()) bytes += static_cast<uint64_t>(in[0].shape.numel()) * 2;
+  return bytes;
+}
+
+uint64_t op_scratch_bytes(OpKind op, const LayerAttrs& a, std::span<const TensorDesc> in) {
   if (is_general(op)) return general_workspace_bytes(op, a, in);
   const Shape& s = in[0].shape;
   switch (op) {

@@ -199,6 +199,9 @@ struct LayerAttrs {
   int64_t num_groups = 1;
   // softmax: log-softmax instead
   bool log = false;
+  // Every op: the width its float weights are held at (float32, float16 or bfloat16; one per
+  // layer). Not in model.json: Model sets it from the weights file when it loads.
+  DType weights = DType::f32;
 };
 
 /// One weight an op takes, in the fixed order its kernels receive them.
@@ -206,7 +209,9 @@ struct WeightSpec {
   std::string_view role;  // "weight", "bias", "running_mean", "in_proj_weight", ...
   Shape shape;            // exact expected shape
   bool required = true;   // false: may be absent (e.g. bias when attrs.bias is false)
-  DType dtype = DType::f32;  // constant's value may be any dtype; every other weight is float32
+  /// constant's value must be exactly this dtype. Every other weight is a float: float32, or
+  /// float16 / bfloat16 held at that width (one width per layer: LayerAttrs::weights).
+  DType dtype = DType::f32;
 };
 
 /// At most this many inputs per layer (concat of DenseNet's blocks reads up to 49).
@@ -239,7 +244,16 @@ std::pair<int, int> input_count(OpKind op);
 Result<TensorDesc> infer_output(OpKind op, const LayerAttrs& attrs, std::span<const TensorDesc> inputs);
 
 /// Scratch bytes a kernel needs for these inputs (im2col columns, attention scores, ...).
+/// With half-precision weights (attrs.weights float16 or bfloat16) every op with float weights but
+/// embedding gets more after its own scratch, at offset op_scratch_bytes(): room for its weights
+/// widened to float32 (what the CPU kernels compute from) and for its first input narrowed to the
+/// weights' width (what a GPU's half-precision GEMM reads): 4 bytes per weight element plus 2 per
+/// input element. Embedding widens the rows it looks up as it copies them.
 uint64_t workspace_bytes(OpKind op, const LayerAttrs& attrs, std::span<const TensorDesc> inputs);
+/// The op's own scratch: workspace_bytes() without the half-precision room.
+uint64_t op_scratch_bytes(OpKind op, const LayerAttrs& attrs, std::span<const TensorDesc> inputs);
+/// Whether a layer of `op` with these attributes gets the half-precision room in its workspace.
+bool widens_weights(OpKind op, const LayerAttrs& attrs);
 
 /// How the CPU conv2d kernel organises its matrix products; workspace_bytes() sizes the scratch
 /// for the chosen plan, so kernel and planner always agree.

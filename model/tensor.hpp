@@ -18,14 +18,17 @@
 namespace ember::gpu {
 
 /// Element types. Names follow safetensors ("F32"); model.json spells them "float32" etc.
-/// Compute is float32; float16 and bfloat16 are understood by the parsers and may be stored, and
-/// integer types carry token ids.
+/// Compute is float32; weights may be held as float16 or bfloat16 (kernels widen them, see
+/// ops.hpp's workspace_bytes), activations cast to and from them; integer types carry token ids,
+/// indices and (uint8) booleans.
 enum class DType : uint8_t { f32, f16, bf16, i64, i32, u8, count };
 
 inline constexpr uint32_t kDTypeSize[] = {4, 2, 2, 8, 4, 1};
 static_assert(std::size(kDTypeSize) == static_cast<size_t>(DType::count));
 
 inline uint32_t dtype_size(DType t) { return kDTypeSize[static_cast<size_t>(t)]; }
+/// float32, float16 or bfloat16.
+inline bool is_float(DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; }
 /// "float32", "float16", "bfloat16", "int64", "int32", "uint8".
 std::string_view dtype_name(DType t);
 /// safetensors spelling: "F32", "F16", "BF16", "I64", "I32", "U8".
