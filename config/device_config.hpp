@@ -62,6 +62,15 @@ struct SimDeviceConfig {
   /// slowing each other: k of about devices / cores or more; scale pcie_bandwidth down by as much to
   /// keep the copy/compute ratio of the hardware meant. Results stay exact; only time is modelled.
   double compute_dilation = 0;
+  /// Fixed cost of each host copy, seconds: the time a copy holds its copy engine before its bytes
+  /// move (a real engine's command fetch and DMA setup, a few microseconds on PCIe). With it, small
+  /// copies reach less of the link's rate, so the copy-size curve has the elbow real devices show.
+  /// 0 (the default): none. Set by tests and benchmarks; not a config-file key.
+  double copy_setup_s = 0;
+  /// Fixed cost of a stream's synchronize(), seconds, paid after the work is done (a real host
+  /// thread's wake-up, tens of microseconds for a blocking sync). 0 (the default): none. Set by
+  /// tests and benchmarks; not a config-file key.
+  double synchronize_s = 0;
 };
 
 struct DevicesConfig {

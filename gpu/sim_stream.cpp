@@ -166,7 +166,11 @@ class SimStream final : public Stream {
   Status synchronize() override {
     SimEvent done(device_);
     record(done);
-    return done.synchronize();
+    Status status = done.synchronize();
+    if (const double s = device_.config().synchronize_s; s > 0) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(s));
+    }
+    return status;
   }
 
   void set_caller_waits(bool on) override { caller_waits_ = on; }
@@ -197,7 +201,17 @@ class SimStream final : public Stream {
     if (!d) return;
     device_.count_copy(SimDevice::kToDevice, bytes, !device_.host_registered(src, bytes));
     LinkPacer& lane = device_.host_lane(SimDevice::kToDevice, src, bytes);
+    setup(lane);
     paced_memcpy(d, src, bytes, {&lane, &device_.uplink()->to_device});
+  }
+
+  // A host copy's fixed cost (SimDeviceConfig::copy_setup_s), booked on its lane ahead of its bytes
+  // so that the pacer's time keeps it exact; slept on an unthrottled lane.
+  void setup(LinkPacer& lane) {
+    const double s = device_.config().copy_setup_s;
+    if (s <= 0) return;
+    if (lane.throttled()) lane.reserve(static_cast<uint64_t>(s * lane.bytes_per_s()));
+    else std::this_thread::sleep_for(std::chrono::duration<double>(s));
   }
 
   void copy_out(void* dst, DevicePtr src, uint64_t bytes) {
@@ -207,6 +221,7 @@ class SimStream final : public Stream {
     std::lock_guard engine(device_.copy_engine(SimDevice::kToHost));
     device_.count_copy(SimDevice::kToHost, bytes, !device_.host_registered(dst, bytes));
     LinkPacer& lane = device_.host_lane(SimDevice::kToHost, dst, bytes);
+    setup(lane);
     paced_memcpy(dst, s, bytes, {&lane, &device_.uplink()->to_host});
   }
 
