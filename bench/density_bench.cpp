@@ -77,6 +77,8 @@ struct Options {
   /// --memory (EMBER_CUDA_MEMORY), with their own links and speed (--pcie, --nvlink and
   /// --dilation do not apply).
   std::string device = "sim";
+  /// Width of the functions' weights: fp32, fp16 or bf16 (their own folder, --models + "-fp16").
+  std::string dtype = "fp32";
 };
 
 struct FunctionStats {
@@ -433,7 +435,13 @@ int main(int argc, char** argv) {
   app.add_option("--device", o.device,
                  "sim (dilated simulated devices) or cuda (GPUs 0..devices-1, each limited to --memory)")
       ->check(CLI::IsMember({"sim", "cuda"}));
+  app.add_option("--dtype", o.dtype,
+                 "Width of the functions' weights: fp32, fp16 or bf16 (half the bytes per model; written under "
+                 "--models plus -fp16 / -bf16)")
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   CLI11_PARSE(app, argc, argv);
+  if (o.dtype != "fp32") o.models += "-" + o.dtype;
+  const gpu::DType width = o.dtype == "fp16" ? gpu::DType::f16 : o.dtype == "bf16" ? gpu::DType::bf16 : gpu::DType::f32;
   SimDeviceConfig dc;
   dc.compute_threads = o.threads;
   for (const auto& [flag, text] : {std::pair{"--pcie", o.pcie}, std::pair{"--nvlink", o.nvlink}}) {
@@ -449,7 +457,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "density_bench: the ladders need function counts above 0\n");
     return 1;
   }
-  auto fns = make_density_functions(o.models, *all_n.rbegin(), dc, 4);
+  auto fns = make_density_functions(o.models, *all_n.rbegin(), dc, 4, width);
   if (!fns.ok()) {
     std::fprintf(stderr, "density_bench: %s\n", fns.error().message().c_str());
     return 1;
@@ -464,9 +472,9 @@ int main(int argc, char** argv) {
   } else {
     std::printf(
         "# %u devices x %s, compute dilation %.1f (each device computes like 1/%.1f of a host core), "
-        "PCIe %.2f GB/s (%s / %.1f; two devices per switch)\n",
+        "PCIe %.2f GB/s (%s / %.1f; two devices per switch); weights %s\n",
         o.devices, o.memory.c_str(), o.dilation, std::max(o.dilation, 1.0), pcie / 1e9, o.pcie.c_str(),
-        std::max(o.dilation, 1.0));
+        std::max(o.dilation, 1.0), o.dtype.c_str());
   }
   if (*parse_bandwidth(o.nvlink) > 0 && o.device != "cuda") {
     std::printf("# NVLink %s per link / %.1f, pairs linked by one or two links as on Torpor's worker\n",

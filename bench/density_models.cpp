@@ -8,6 +8,7 @@
 #include "gpu/executor.hpp"
 #include "gpu/sim_device.hpp"
 #include "model/architectures.hpp"
+#include "model/convert.hpp"
 #include "model/model.hpp"
 #include "model/model_builder.hpp"
 #include "model/sample_inputs.hpp"
@@ -78,7 +79,7 @@ bool same_outputs(const std::vector<gpu::HostTensor>& outputs, const std::vector
 
 Result<std::vector<DensityFunction>> make_density_functions(const std::string& root, uint32_t count,
                                                             const SimDeviceConfig& device,
-                                                            uint32_t inputs_per_function) {
+                                                            uint32_t inputs_per_function, gpu::DType width) {
   static const char* kFamilies[] = {"wide", "deep", "conv"};
   SimDeviceConfig dc = device;
   dc.memory_bytes = 1ull << 30;
@@ -92,7 +93,12 @@ Result<std::vector<DensityFunction>> make_density_functions(const std::string& r
     const std::string dir = (fs::path(root) / f.name / "1").string();
     f.seed = 1000 + i;
     EMBER_ASSIGN_OR_RETURN(auto builder, family_builder(f.family, f.name, f.seed));
-    if (!fs::exists(fs::path(dir) / "weights.safetensors")) EMBER_RETURN_IF_ERROR(builder.write(dir));
+    if (!fs::exists(fs::path(dir) / "weights.safetensors")) {
+      EMBER_RETURN_IF_ERROR(builder.write(dir));
+      if (width != gpu::DType::f32) {
+        if (auto converted = gpu::convert_model_dir(dir, dir, width); !converted.ok()) return converted.error();
+      }
+    }
     EMBER_ASSIGN_OR_RETURN(auto model, gpu::Model::load(dir));
     f.weights_bytes = model->data_bytes();
     EMBER_ASSIGN_OR_RETURN(auto ex, gpu::LayerExecutor::create(*dev, model, {0, model->num_layers()}));

@@ -31,11 +31,13 @@ struct DensityFunction {
   std::vector<std::vector<gpu::HostTensor>> reference;
 };
 
-/// Writes (or reuses, when present) `count` models under `root` and returns them with their
-/// reference outputs, computed on a SimDevice configured like `device`.
+/// Writes (or reuses, when present) `count` models under `root`, their float weights held at
+/// `width` (float32, float16 or bfloat16, as `ember model convert` writes them), and returns them
+/// with their reference outputs, computed on a SimDevice configured like `device`.
 Result<std::vector<DensityFunction>> make_density_functions(const std::string& root, uint32_t count,
                                                             const SimDeviceConfig& device,
-                                                            uint32_t inputs_per_function);
+                                                            uint32_t inputs_per_function,
+                                                            gpu::DType width = gpu::DType::f32);
 
 /// Sets the function's warm latency and deadline (slo_factor x warm_us) and writes the deadline
 /// into its model.json.

@@ -9,6 +9,10 @@
 //             pipelined swaps through the device's I/O scheduler, as executors' are)
 //   +grouped  pinned, pipelined in groups at the copy-throughput elbow (what Ember's executors do)
 // each as a ratio to warm (median of --repeat cold starts; every cold start uses a fresh executor).
+// With --dtype fp32,fp16 (or bf16) each model runs at each width of its weights (converted as
+// `ember model convert` does) and a last table gives each width's bytes and cold starts against
+// fp32's: half the bytes to copy, and on a simulated device the CPU kernels' cost of widening
+// half-precision weights in every run (a GPU computes from them directly).
 // The elbow is measured first (gpu/copy_elbow.hpp, as executors do at start).
 //
 // Then a model of the grouped pipeline from the measured per-layer compute times: group g arrives
@@ -34,6 +38,7 @@
 #include "gpu/io_scheduler.hpp"
 #include "gpu/sim_device.hpp"
 #include "model/architectures.hpp"
+#include "model/convert.hpp"
 #include "model/host_buffer.hpp"
 #include "model/model.hpp"
 #include "model/sample_inputs.hpp"
@@ -85,6 +90,7 @@ int main(int argc, char** argv) {
   double gpu_speedup = 30;
   int64_t batch = 1, seq_len = 128;
   std::string device_kind = "sim";
+  std::vector<std::string> dtypes = {"fp32"};
   app.add_option("--models", models_dir, "Where the models are written (reused between runs)");
   app.add_option("--arch", archs, "Architectures")->delimiter(',');
   app.add_option("--pcie", bandwidth, "Host->device bandwidth of the simulated device, e.g. 16GB/s");
@@ -95,6 +101,11 @@ int main(int argc, char** argv) {
   app.add_option("--gpu-speedup", gpu_speedup, "For the model: how much faster a GPU computes than this CPU");
   app.add_option("--device", device_kind, "sim (a simulated device paced at --pcie) or cuda (GPU 0)")
       ->check(CLI::IsMember({"sim", "cuda"}));
+  app.add_option("--dtype", dtypes,
+                 "Widths of the weights, each model at each (fp32, fp16, bf16; `ember model convert`), e.g. "
+                 "fp32,fp16: a last table compares every width with fp32")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   CLI11_PARSE(app, argc, argv);
 
   auto bw = parse_bandwidth(bandwidth);
@@ -168,78 +179,111 @@ int main(int argc, char** argv) {
     std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   }
 
+  // Per model and width: weight bytes, whole-copy (pinned) and grouped cold starts, for the last table.
+  struct WidthRow {
+    std::string arch, dtype;
+    uint64_t bytes = 0;
+    double warm = 0, pinned = 0, grouped = 0;
+  };
+  std::vector<WidthRow> widths;
   for (const auto& arch : archs) {
-    const std::string dir = models_dir + "/" + arch + "/1";
-    if (!std::filesystem::exists(dir + "/weights.safetensors")) {
-      auto builder = gpu::build_architecture(arch, {false, 1, {}});
-      if (!builder.ok() || !builder->write(dir).ok()) {
-        std::fprintf(stderr, "cannot write %s\n", dir.c_str());
+    for (const auto& dtype : dtypes) {
+      const std::string base = models_dir + "/" + arch + "/1";
+      if (!std::filesystem::exists(base + "/weights.safetensors")) {
+        auto builder = gpu::build_architecture(arch, {false, 1, {}});
+        if (!builder.ok() || !builder->write(base).ok()) {
+          std::fprintf(stderr, "cannot write %s\n", base.c_str());
+          return 1;
+        }
+      }
+      const std::string dir = dtype == "fp32" ? base : models_dir + "/" + arch + "-" + dtype + "/1";
+      if (!std::filesystem::exists(dir + "/weights.safetensors")) {
+        auto converted = gpu::convert_model_dir(base, dir, dtype == "fp16" ? gpu::DType::f16 : gpu::DType::bf16);
+        if (!converted.ok()) {
+          std::fprintf(stderr, "%s\n", converted.error().message().c_str());
+          return 1;
+        }
+      }
+      const std::string label = dtypes.size() > 1 ? arch + " " + dtype : arch;
+      auto model = gpu::Model::load(dir);
+      if (!model.ok()) {
+        std::fprintf(stderr, "%s\n", model.error().message().c_str());
         return 1;
       }
-    }
-    auto model = gpu::Model::load(dir);
-    if (!model.ok()) {
-      std::fprintf(stderr, "%s\n", model.error().message().c_str());
-      return 1;
-    }
-    std::shared_ptr<const gpu::Model> m = std::move(*model);
-    auto inputs = gpu::sample_model_inputs(*m, batch, seq_len, 7);
-    if (!inputs.ok()) {
-      std::fprintf(stderr, "%s\n", inputs.error().message().c_str());
-      return 1;
-    }
-    const gpu::LayerRange all{0, m->num_layers()};
-    std::vector<double> warm, layer_us;
-    {
-      auto ex = gpu::LayerExecutor::create(**device, m, all);
-      if (!ex.ok()) {
-        std::fprintf(stderr, "%s\n", ex.error().message().c_str());
+      std::shared_ptr<const gpu::Model> m = std::move(*model);
+      auto inputs = gpu::sample_model_inputs(*m, batch, seq_len, 7);
+      if (!inputs.ok()) {
+        std::fprintf(stderr, "%s\n", inputs.error().message().c_str());
         return 1;
       }
-      (void)(*ex)->run_host(*inputs);  // plans and first-touch costs out of the figures
-      for (uint32_t i = 0; i < repeat; ++i) {
-        const auto t0 = Clock::now();
+      const gpu::LayerRange all{0, m->num_layers()};
+      std::vector<double> warm, layer_us;
+      {
+        auto ex = gpu::LayerExecutor::create(**device, m, all);
+        if (!ex.ok()) {
+          std::fprintf(stderr, "%s\n", ex.error().message().c_str());
+          return 1;
+        }
+        (void)(*ex)->run_host(*inputs);  // plans and first-touch costs out of the figures
+        for (uint32_t i = 0; i < repeat; ++i) {
+          const auto t0 = Clock::now();
+          (void)(*ex)->run_host(*inputs);
+          warm.push_back(ms_since(t0));
+        }
+        (*ex)->set_profiling(true);
         (void)(*ex)->run_host(*inputs);
-        warm.push_back(ms_since(t0));
+        layer_us = (*ex)->last_layer_us();
       }
-      (*ex)->set_profiling(true);
-      (void)(*ex)->run_host(*inputs);
-      layer_us = (*ex)->last_layer_us();
-    }
-    // Pipelined swaps go through the device's I/O scheduler, as an executor's do: the copy engine
-    // serves commands in issue order, so a run's input issued after every group would wait for all.
-    gpu::IoScheduler io(**device, {elbow, 6});
-    auto cold = [&](uint64_t group) {
-      std::vector<double> t;
-      for (uint32_t i = 0; i < repeat; ++i) {
-        const auto t0 = Clock::now();
-        auto ex = gpu::LayerExecutor::swap_in(**device, m, all,
-                                              gpu::SwapInOptions{group, {}, nullptr, group ? &io : nullptr});
-        if (!ex.ok() || !(*ex)->run_host(*inputs).ok()) return -1.0;
-        t.push_back(ms_since(t0));
+      // Pipelined swaps go through the device's I/O scheduler, as an executor's do: the copy engine
+      // serves commands in issue order, so a run's input issued after every group would wait for all.
+      gpu::IoScheduler io(**device, {elbow, 6});
+      auto cold = [&](uint64_t group) {
+        std::vector<double> t;
+        for (uint32_t i = 0; i < repeat; ++i) {
+          const auto t0 = Clock::now();
+          auto ex = gpu::LayerExecutor::swap_in(**device, m, all,
+                                                gpu::SwapInOptions{group, {}, nullptr, group ? &io : nullptr});
+          if (!ex.ok() || !(*ex)->run_host(*inputs).ok()) return -1.0;
+          t.push_back(ms_since(t0));
+        }
+        return median(t);
+      };
+      const double w = median(warm);
+      const double pageable = cold(0);
+      if (!(*device)->register_host(m->data(), m->data_bytes()).ok()) return 1;
+      const double pinned = cold(0), layer = cold(1), grouped = cold(elbow);
+      (*device)->unregister_host(m->data());
+      double profiled = 0;
+      for (double us : layer_us) profiled += us;
+      const double at_emulated = model_pipeline(*m, layer_us, elbow, *bw, 1);
+      const double at_pcie4 = model_pipeline(*m, layer_us, elbow, 25e9, 1);
+      const double gpu_pcie4 = model_pipeline(*m, layer_us, elbow, 25e9, gpu_speedup);
+      const double gpu_warm = profiled / 1e3 / gpu_speedup;
+      std::printf("| %s | %s | %.2f | %.2f ms (%.2fx) | %.2f ms (%.2fx) | %.2f ms (%.2fx) | %.2f ms (%.2fx) | %.2fx",
+                  label.c_str(), format_bytes(m->range_bytes(all).length).c_str(), w, pageable, pageable / w, pinned,
+                  pinned / w, layer, layer / w, grouped, grouped / w, at_emulated / (profiled / 1e3));
+      if (cuda) {
+        std::printf(" |\n");
+      } else {
+        std::printf(" | %.2fx | %.2fx |\n", at_pcie4 / (profiled / 1e3), gpu_pcie4 / gpu_warm);
       }
-      return median(t);
-    };
-    const double w = median(warm);
-    const double pageable = cold(0);
-    if (!(*device)->register_host(m->data(), m->data_bytes()).ok()) return 1;
-    const double pinned = cold(0), layer = cold(1), grouped = cold(elbow);
-    (*device)->unregister_host(m->data());
-    double profiled = 0;
-    for (double us : layer_us) profiled += us;
-    const double at_emulated = model_pipeline(*m, layer_us, elbow, *bw, 1);
-    const double at_pcie4 = model_pipeline(*m, layer_us, elbow, 25e9, 1);
-    const double gpu_pcie4 = model_pipeline(*m, layer_us, elbow, 25e9, gpu_speedup);
-    const double gpu_warm = profiled / 1e3 / gpu_speedup;
-    std::printf("| %s | %s | %.2f | %.2f ms (%.2fx) | %.2f ms (%.2fx) | %.2f ms (%.2fx) | %.2f ms (%.2fx) | %.2fx",
-                arch.c_str(), format_bytes(m->range_bytes(all).length).c_str(), w, pageable, pageable / w, pinned,
-                pinned / w, layer, layer / w, grouped, grouped / w, at_emulated / (profiled / 1e3));
-    if (cuda) {
-      std::printf(" |\n");
-    } else {
-      std::printf(" | %.2fx | %.2fx |\n", at_pcie4 / (profiled / 1e3), gpu_pcie4 / gpu_warm);
+      std::fflush(stdout);
+      widths.push_back({arch, dtype, m->range_bytes(all).length, w, pinned, grouped});
     }
-    std::fflush(stdout);
+  }
+  if (dtypes.size() > 1) {
+    std::printf(
+        "\n| model | width | weights | bytes vs fp32 | warm vs fp32 | cold, whole copy (pinned), vs fp32 | "
+        "cold, grouped, vs fp32 |\n|---|---|---|---|---|---|---|\n");
+    for (const WidthRow& r : widths) {
+      auto fp32 = std::find_if(widths.begin(), widths.end(),
+                               [&](const WidthRow& o) { return o.arch == r.arch && o.dtype == "fp32"; });
+      if (fp32 == widths.end() || r.dtype == "fp32") continue;
+      std::printf("| %s | %s | %s | %.2fx | %.2fx | %.2f ms vs %.2f ms (%.2fx) | %.2f ms vs %.2f ms (%.2fx) |\n",
+                  r.arch.c_str(), r.dtype.c_str(), format_bytes(r.bytes).c_str(),
+                  static_cast<double>(r.bytes) / static_cast<double>(fp32->bytes), r.warm / fp32->warm, r.pinned,
+                  fp32->pinned, r.pinned / fp32->pinned, r.grouped, fp32->grouped, r.grouped / fp32->grouped);
+    }
   }
   return 0;
 }
