@@ -3,6 +3,7 @@
 #include "base/json_text.hpp"
 #include "base/units.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -245,7 +246,7 @@ Result<ServingConfig> parse_serving(const json& root, const std::string& at) {
   if (auto db = it->find("dynamic_batching"); db != it->end()) {
     const std::string at_db = where + ".dynamic_batching";
     if (!db->is_object()) return invalid_argument(at_db + ": must be an object (empty for the defaults)");
-    EMBER_RETURN_IF_ERROR(check_keys(*db, {"preferred_batch", "max_queue_delay_us"}, at_db));
+    EMBER_RETURN_IF_ERROR(check_keys(*db, {"preferred_batch", "max_queue_delay_us", "pad"}, at_db));
     s.dynamic_batching = true;
     if (auto p = db->find("preferred_batch"); p != db->end()) {
       if (!p->is_number_integer() || p->get<int64_t>() < 1 || p->get<int64_t>() > s.max_batch) {
@@ -261,6 +262,15 @@ Result<ServingConfig> parse_serving(const json& root, const std::string& at) {
                                 "0..10000000");
       }
       s.max_queue_delay_us = static_cast<uint64_t>(d->get<int64_t>());
+    }
+    if (auto pad = db->find("pad"); pad != db->end()) {
+      if (!pad->is_object() || pad->empty()) {
+        return invalid_argument(at_db + ".pad: must be an object {input name: pad value}");
+      }
+      for (const auto& [name, value] : pad->items()) {
+        if (!value.is_number()) return invalid_argument(at_db + ".pad." + name + ": the pad value must be a number");
+        s.pad_inputs.emplace_back(name, value.get<double>());
+      }
     }
   }
   if (auto a = it->find("autoscale"); a != it->end()) {
@@ -399,6 +409,21 @@ Result<Manifest> parse_manifest(std::string_view text, std::string_view source) 
     m.layers.push_back(std::move(l));
   }
   EMBER_ASSIGN_OR_RETURN(m.serving, parse_serving(root, at));
+  for (const auto& [name, value] : m.serving.pad_inputs) {
+    const std::string where = at + ": serving.dynamic_batching.pad." + name;
+    auto in = std::find_if(m.inputs.begin(), m.inputs.end(), [&](const TensorSpec& t) { return t.name == name; });
+    if (in == m.inputs.end()) return invalid_argument(where + ": the model has no such input");
+    if (in->shape.rank < 2 || in->shape[0] != -1 || in->shape[1] != -1) {
+      return invalid_argument(where + ": input " + in->shape.to_string() +
+                              " must have free batch and sequence dims ([-1, -1, ...]) to be padded");
+    }
+    const bool integral = in->dtype == DType::i64 || in->dtype == DType::i32 || in->dtype == DType::u8;
+    if (integral && (value != std::floor(value) || (in->dtype == DType::u8 && (value < 0 || value > 255)) ||
+                     std::fabs(value) > 9.0e15)) {
+      return invalid_argument(where + ": " + std::to_string(value) + " is not a " +
+                              std::string(dtype_name(in->dtype)) + " value");
+    }
+  }
 
   // References, then shapes: run inference with every wildcard dim set to 2.
   EMBER_ASSIGN_OR_RETURN(Graph g, build_graph(m, source));
@@ -455,6 +480,11 @@ std::string manifest_to_json(const Manifest& m) {
     nlohmann::ordered_json db = nlohmann::ordered_json::object();
     if (m.serving.preferred_batch) db["preferred_batch"] = m.serving.preferred_batch;
     if (m.serving.max_queue_delay_us) db["max_queue_delay_us"] = m.serving.max_queue_delay_us;
+    if (!m.serving.pad_inputs.empty()) {
+      nlohmann::ordered_json pad = nlohmann::ordered_json::object();
+      for (const auto& [name, value] : m.serving.pad_inputs) pad[name] = value;
+      db["pad"] = pad;
+    }
     serving["dynamic_batching"] = db;
   }
   if (m.serving.autoscale != AutoscaleOverrides{}) {

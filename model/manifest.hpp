@@ -12,6 +12,7 @@
 //   6. "serving": {"slo_deadline_ms", "slo_percentile", "max_batch", "dynamic_batching", "autoscale"}
 //      all optional; "dynamic_batching": {"preferred_batch", "max_queue_delay_us"} (both optional;
 //      its presence turns dynamic batching on, as Triton's dynamic_batching block does);
+//      "dynamic_batching" may also hold "pad": {input name: pad value} (ServingConfig::pad_inputs);
 //      "autoscale" holds this model's own autoscaling keys (config/autoscale_config.hpp, the YAML
 //      section's names): "policy" a word, "min_replicas"/"max_replicas" integers, the targets,
 //      headroom and tolerance numbers, the delays, idle_timeout and host_keep_alive duration
@@ -76,6 +77,12 @@ struct ServingConfig {
   /// ... but at most this long after the oldest request arrived, microseconds (never past what
   /// its SLO allows). 0 (the default): no waiting; a batch is whatever waits when a device frees.
   uint64_t max_queue_delay_us = 0;
+  /// Requests of different sequence lengths in one batch ("dynamic_batching": {"pad": {"input_ids":
+  /// 0, "attention_mask": 0}}): these inputs (declared [-1, -1, ...]) may differ along dim 1 and are
+  /// padded to the batch's longest with their value, and every output declared [-1, -1, ...] is cut
+  /// back to each member's length. Only for a model that masks padded positions (a padding-mask
+  /// input among these, set to 0 where padded): the owner's declaration, which Ember cannot check.
+  std::vector<std::pair<std::string, double>> pad_inputs;
   /// This model's autoscaling keys over the cluster's defaults (none by default).
   AutoscaleOverrides autoscale;
 };

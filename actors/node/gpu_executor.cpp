@@ -75,6 +75,7 @@ struct executor_state {
   };
   struct Lane {
     uint32_t max_batch = 1;
+    BatchPadding padding;  // sequences of different lengths (model.json's dynamic_batching.pad)
     bool busy = false;
     std::deque<Waiting> waiting;
   };
@@ -162,6 +163,8 @@ void execute(executor_pointer self, const model_key& key, std::vector<executor_s
     return;
   }
   std::vector<std::shared_ptr<const infer_request>> requests;
+  BatchPadding padding;
+  if (auto lane = st.lanes.find(key); lane != st.lanes.end() && members->size() > 1) padding = lane->second.padding;
   int64_t rows = 0;
   for (const auto& m : *members) {
     requests.push_back(m.request);
@@ -191,12 +194,12 @@ void execute(executor_pointer self, const model_key& key, std::vector<executor_s
     if (in_lane) lane_next(self, key);
   });
   // Built where the run ends, on the engine's thread, from what this job owns (never actor state).
-  auto done = [deliver, requests, skeleton = skeleton_of(self, *requests.front())](InferResult r) mutable {
-    auto answers = execution_answers(std::move(skeleton), requests, r);
+  auto done = [deliver, requests, padding, skeleton = skeleton_of(self, *requests.front())](InferResult r) mutable {
+    auto answers = execution_answers(std::move(skeleton), requests, r, padding);
     if (r.outputs.ok()) r.outputs = std::vector<gpu::HostTensor>{};  // encoded into the answers
     deliver(Answers{std::move(r), std::move(answers)});
   };
-  if (!st.engine->infer(key, decoded_inputs(requests), std::move(done))) {
+  if (!st.engine->infer(key, decoded_inputs(requests, padding), std::move(done))) {
     if (in_lane) st.lanes[key].busy = false;
     fail_all(queue_full(self, key));
   }
@@ -215,7 +218,7 @@ void lane_next(executor_pointer self, const model_key& key) {
   for (auto w = lane.waiting.begin(); w != lane.waiting.end() && rows < static_cast<int64_t>(lane.max_batch);) {
     const int64_t r = batch_rows(*w->request);
     if (rows > 0 && r > 0 && rows + r <= static_cast<int64_t>(lane.max_batch) &&
-        batch_compatible(*members.front().request, *w->request)) {
+        batch_compatible(*members.front().request, *w->request, lane.padding)) {
       rows += r;
       members.push_back(std::move(*w));
       w = lane.waiting.erase(w);
@@ -438,6 +441,7 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, Engin
         const auto& serving = b.model->manifest().serving;
         if (serving.dynamic_batching && serving.max_batch > 1 && batching_eligible(b.model->manifest()).ok()) {
           self->state.lanes[b.key].max_batch = serving.max_batch;
+          self->state.lanes[b.key].padding = BatchPadding::of(b.model->manifest());
         }
         self->state.engine->bind(b.key, std::move(b.model), std::move(done));
         return rp;

@@ -66,7 +66,8 @@ void answer_batch(router_pointer self, const SwapDispatch& d, const infer_reply&
     members.push_back(m->request);
     holds.push_back(std::move(*m));
   }
-  auto replies = split_reply(reply, members);
+  auto replica = st.replicas.find(d.model);
+  auto replies = split_reply(reply, members, replica != st.replicas.end() ? replica->second.padding : BatchPadding{});
   for (size_t k = 0; k < holds.size(); ++k) {
     if (replies.ok()) {
       holds[k].promise.deliver(std::move((*replies)[k]));
@@ -243,7 +244,7 @@ void launch(router_pointer self, SwapDispatch d, std::optional<gpu::PeerWeights>
     int64_t rows = 0;
     for (const auto& m : members) rows += batch_rows(*m);
     if (st.instruments) st.instruments->count_execution(replica->first, members.size(), rows);
-    req.request = std::make_shared<const infer_request>(concat_requests(members));
+    req.request = std::make_shared<const infer_request>(concat_requests(members, replica->second.padding));
   } else if (st.instruments && is_traffic(held.kind)) {
     st.instruments->count_execution(replica->first, 1, batch_rows(*held.request));
   }
@@ -283,7 +284,8 @@ void launch(router_pointer self, SwapDispatch d, std::optional<gpu::PeerWeights>
 }
 
 /// Which queued requests may join a batch led by `lead`: same model, inputs of the same names,
-/// datatypes and trailing dimensions, the same outputs asked, batchable (a client's, not running
+/// datatypes and trailing dimensions (dim 1 of padded inputs may differ: BatchPadding), the same
+/// outputs asked, batchable (a client's, not running
 /// solo), and rows adding up to at most the model's max_batch.
 SwapController::BatchJoin batch_join(router_pointer self) {
   return [self](const placement::QueuedRequest& lead) -> placement::RrcQueue::RequestFilter {
@@ -295,9 +297,12 @@ SwapController::BatchJoin batch_join(router_pointer self) {
     const int64_t lead_rows = batch_rows(*first->request);
     if (lead_rows == 0 || lead_rows >= static_cast<int64_t>(m->max_batch)) return {};
     auto rows = std::make_shared<int64_t>(lead_rows);
-    return [self, request = first->request, rows, max = static_cast<int64_t>(m->max_batch)](uint64_t id) {
+    auto replica = st.replicas.find(first->request->model);
+    auto padding = std::make_shared<const BatchPadding>(replica != st.replicas.end() ? replica->second.padding
+                                                                                     : BatchPadding{});
+    return [self, request = first->request, rows, padding, max = static_cast<int64_t>(m->max_batch)](uint64_t id) {
       Held* c = self->state.held.find(id);
-      if (!c || !batchable(*c) || !batch_compatible(*request, *c->request)) return false;
+      if (!c || !batchable(*c) || !batch_compatible(*request, *c->request, *padding)) return false;
       const int64_t r = batch_rows(*c->request);
       if (*rows + r > max) return false;
       *rows += r;

@@ -213,6 +213,7 @@ void late_profiled(router_pointer self, const model_key& key, const ProfileRun& 
       m->max_batch = serving.max_batch;
       m->preferred_batch = serving.preferred_batch;
       m->max_queue_delay_us = serving.max_queue_delay_us;
+      it->second.padding = BatchPadding::of(it->second.model->manifest());
     } else {
       spdlog::warn("node {}: {} asks for dynamic batching, which stays off: {}", st.config.name, key,
                    eligible.error().message());

@@ -24,6 +24,7 @@
 #include "actors/node/held_request.hpp"
 #include "actors/node/key_format.hpp"
 #include "actors/node/node_router.hpp"
+#include "actors/node/request_batch.hpp"
 #include "actors/node/swap_controller.hpp"
 #include "actors/node/workflow_runs.hpp"
 #include "actors/node_router_interface.hpp"
@@ -77,6 +78,9 @@ struct router_state {
     /// not a replica of a model: never reported, scaled or counted as one.
     std::optional<stage_key> stage;
     std::shared_ptr<const gpu::Model> whole;
+    /// Dynamic batching of sequences of different lengths (model.json's dynamic_batching.pad), set
+    /// when batching turns on at registration.
+    BatchPadding padding;
   };
 
   NodeRouterConfig config;  // config.stages: the stage host now

@@ -25,22 +25,22 @@ Result<infer_reply> build_reply(infer_reply skeleton, const std::vector<std::str
   return reply;
 }
 
-RunInputs decoded_inputs(std::vector<std::shared_ptr<const infer_request>> requests) {
-  return [requests = std::move(requests)]() -> Result<std::vector<gpu::HostTensor>> {
+RunInputs decoded_inputs(std::vector<std::shared_ptr<const infer_request>> requests, BatchPadding padding) {
+  return [requests = std::move(requests), padding = std::move(padding)]() -> Result<std::vector<gpu::HostTensor>> {
     if (requests.size() == 1) return decode_tensors(requests.front()->inputs);
-    return decode_tensors(concat_requests(requests).inputs);
+    return decode_tensors(concat_requests(requests, padding).inputs);
   };
 }
 
 std::vector<Result<infer_reply>> execution_answers(infer_reply skeleton,
                                                    const std::vector<std::shared_ptr<const infer_request>>& requests,
-                                                   const InferResult& r) {
+                                                   const InferResult& r, const BatchPadding& padding) {
   auto reply = build_reply(std::move(skeleton), requests.front()->outputs, r);
   std::vector<Result<infer_reply>> answers;
   if (requests.size() == 1) {
     answers.push_back(std::move(reply));
   } else if (reply.ok()) {
-    auto parts = split_reply(*reply, requests);
+    auto parts = split_reply(*reply, requests, padding);
     for (size_t k = 0; k < requests.size(); ++k) {
       if (parts.ok()) {
         answers.emplace_back(std::move((*parts)[k]));

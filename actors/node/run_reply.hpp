@@ -12,6 +12,7 @@
 #include "actors/engine_run.hpp"
 #include "actors/gpu_executor_interface.hpp"
 #include "actors/inference_messages.hpp"
+#include "actors/node/request_batch.hpp"
 #include "base/status.hpp"
 
 namespace ember {
@@ -22,10 +23,11 @@ namespace ember {
 Result<infer_reply> build_reply(infer_reply skeleton, const std::vector<std::string>& wanted, const InferResult& r);
 
 /// The inputs of one execution of `requests` (one request, or a batch: every member batch_compatible
-/// with the first, request_batch.hpp), made when called: a batch concatenated, then decoded. For
+/// with the first under `padding`, request_batch.hpp), made when called: a batch concatenated (its
+/// sequences padded), then decoded. For
 /// ExecutorEngine::infer and SwapRun::make_inputs, which call it on the engine's thread. Owns the
 /// shared requests (const: they are read, never written, by every holder).
-RunInputs decoded_inputs(std::vector<std::shared_ptr<const infer_request>> requests);
+RunInputs decoded_inputs(std::vector<std::shared_ptr<const infer_request>> requests, BatchPadding padding = {});
 
 /// The answers to one execution of `requests` (as decoded_inputs took them): one per request, in
 /// order (a batch's answer split into its members', split_reply), or none when a batch failed, its
@@ -33,7 +35,7 @@ RunInputs decoded_inputs(std::vector<std::shared_ptr<const infer_request>> reque
 /// others. `skeleton` is build_reply's, for the first request (whose outputs the batch asks for).
 std::vector<Result<infer_reply>> execution_answers(infer_reply skeleton,
                                                    const std::vector<std::shared_ptr<const infer_request>>& requests,
-                                                   const InferResult& r);
+                                                   const InferResult& r, const BatchPadding& padding = {});
 
 /// The swap_reply to a swap_request from what the engine did: the client's answer (build_reply) or
 /// why it failed, and `r` with its outputs, now encoded into the answer, left empty (a failed run's

@@ -63,6 +63,34 @@ TEST(Manifest, AModelsAutoscaleKeysRoundTripAndOverrideTheClusterDefaults) {
             "model.json: serving.autoscale.max_replicas: 16 is below serving.autoscale.min_replicas (20)");
 }
 
+TEST(Manifest, PaddedSequencesNameFreeInputsAndRoundTrip) {
+  json j = tiny("bert-base");  // input_ids [-1, -1] int64
+  j["serving"]["max_batch"] = 8;
+  j["serving"]["dynamic_batching"] = {{"pad", {{"input_ids", 0}}}};
+  auto m = parse_manifest(j.dump(), "model.json");
+  ASSERT_TRUE(m.ok()) << m.error().message();
+  ASSERT_EQ(m->serving.pad_inputs.size(), 1u);
+  EXPECT_EQ(m->serving.pad_inputs[0].first, "input_ids");
+  auto again = parse_manifest(manifest_to_json(*m), "model.json");
+  ASSERT_TRUE(again.ok()) << again.error().message();
+  EXPECT_EQ(again->serving.pad_inputs, m->serving.pad_inputs);
+  auto error = [&](json pad) {
+    j["serving"]["dynamic_batching"] = {{"pad", pad}};
+    auto bad = parse_manifest(j.dump(), "model.json");
+    return bad.ok() ? std::string("(parsed)") : bad.error().message();
+  };
+  EXPECT_EQ(error({{"tokens", 0}}), "model.json: serving.dynamic_batching.pad.tokens: the model has no such input");
+  EXPECT_EQ(error({{"input_ids", 0.5}}), "model.json: serving.dynamic_batching.pad.input_ids: 0.500000 is not a int64 value");
+  EXPECT_EQ(error({{"input_ids", "zero"}}), "model.json: serving.dynamic_batching.pad.input_ids: the pad value must be a number");
+  EXPECT_EQ(error(json::array()), "model.json: serving.dynamic_batching.pad: must be an object {input name: pad value}");
+  json fixed = tiny("mlp");  // input [-1, 784]: no free sequence dim
+  fixed["serving"]["dynamic_batching"] = {{"pad", {{fixed["inputs"][0]["name"].get<std::string>(), 0}}}};
+  auto no_seq = parse_manifest(fixed.dump(), "model.json");
+  ASSERT_FALSE(no_seq.ok());
+  EXPECT_NE(no_seq.error().message().find("must have free batch and sequence dims"), std::string::npos)
+      << no_seq.error().message();
+}
+
 TEST(Manifest, DynamicBatchingIsOffUnlessAskedForAndRoundTrips) {
   json j = tiny("mlp");
   auto plain = parse_manifest(j.dump(), "model.json");

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 namespace ember {
 namespace {
 
@@ -97,6 +99,121 @@ TEST(RequestBatch, OnlyModelsWithAFreeFirstDimensionEverywhereMayBatch) {
   m.outputs[0].shape = gpu::Shape{1, 2};
   EXPECT_NE(batching_eligible(m).error().message().find("output 'y' has shape [1, 2]"), std::string::npos)
       << batching_eligible(m).error().message();
+}
+
+// Token ids (int64) and a mask of one row each, `len` positions: ids 1..len, mask 1.
+std::shared_ptr<const infer_request> sequence(const std::string& id, int64_t rows, int64_t len) {
+  auto r = std::make_shared<infer_request>();
+  r->model = {"bert", 1};
+  r->id = id;
+  for (const char* name : {"input_ids", "attention_mask"}) {
+    tensor_msg t;
+    t.name = name;
+    t.dtype = static_cast<uint8_t>(gpu::DType::i64);
+    t.shape = {rows, len};
+    std::vector<int64_t> v(static_cast<size_t>(rows * len));
+    for (int64_t i = 0; i < rows * len; ++i) v[static_cast<size_t>(i)] = std::string(name) == "attention_mask" ? 1 : 1 + i % len + 100 * (i / len);
+    t.data.resize(v.size() * 8);
+    std::memcpy(t.data.data(), v.data(), t.data.size());
+    r->inputs.push_back(std::move(t));
+  }
+  return r;
+}
+
+std::vector<int64_t> ints(const tensor_msg& t) {
+  std::vector<int64_t> v(t.data.size() / 8);
+  std::memcpy(v.data(), t.data.data(), t.data.size());
+  return v;
+}
+
+BatchPadding bert_padding() {
+  BatchPadding p;
+  p.inputs = {{"input_ids", 0}, {"attention_mask", 0}};
+  p.outputs = {"hidden"};
+  return p;
+}
+
+TEST(RequestBatch, SequencesOfDifferentLengthsArePaddedAndTheirAnswersCutBack) {
+  const BatchPadding pad = bert_padding();
+  auto a = sequence("a", 1, 3), b = sequence("b", 2, 5), c = sequence("c", 1, 2);
+  EXPECT_FALSE(batch_compatible(*a, *b)) << "without padding, lengths must agree";
+  EXPECT_TRUE(batch_compatible(*a, *b, pad));
+  EXPECT_EQ(sequence_length(*b, pad), 5);
+  std::vector<std::shared_ptr<const infer_request>> members{a, b, c};
+  infer_request batch = concat_requests(members, pad);
+  ASSERT_EQ(batch.inputs.size(), 2u);
+  EXPECT_EQ(batch.inputs[0].shape, (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(ints(batch.inputs[0]), (std::vector<int64_t>{1, 2, 3, 0, 0,  //
+                                                         1, 2, 3, 4, 5, 101, 102, 103, 104, 105,  //
+                                                         1, 2, 0, 0, 0}));
+  EXPECT_EQ(ints(batch.inputs[1]), (std::vector<int64_t>{1, 1, 1, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0}));
+
+  // The answer: a [4, 5, 2] float output per position (cut back) and a [4, 2] pooled one (not).
+  infer_reply reply;
+  reply.model = {"bert", 1};
+  tensor_msg hidden;
+  hidden.name = "hidden";
+  hidden.shape = {4, 5, 2};
+  std::vector<float> h(40);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<float>(i);
+  hidden.data.resize(h.size() * 4);
+  std::memcpy(hidden.data.data(), h.data(), hidden.data.size());
+  tensor_msg pooled;
+  pooled.name = "pooled";
+  pooled.shape = {4, 2};
+  pooled.data.assign(4 * 2 * 4, 7);
+  reply.outputs = {hidden, pooled};
+  auto parts = split_reply(reply, members, pad);
+  ASSERT_TRUE(parts.ok()) << parts.error().message();
+  ASSERT_EQ(parts->size(), 3u);
+  auto floats = [](const tensor_msg& t) {
+    std::vector<float> v(t.data.size() / 4);
+    std::memcpy(v.data(), t.data.data(), t.data.size());
+    return v;
+  };
+  EXPECT_EQ((*parts)[0].outputs[0].shape, (std::vector<int64_t>{1, 3, 2}));
+  EXPECT_EQ(floats((*parts)[0].outputs[0]), (std::vector<float>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ((*parts)[1].outputs[0].shape, (std::vector<int64_t>{2, 5, 2}));
+  EXPECT_EQ(floats((*parts)[1].outputs[0]).front(), 10.f);
+  EXPECT_EQ(floats((*parts)[1].outputs[0]).back(), 29.f);
+  EXPECT_EQ((*parts)[2].outputs[0].shape, (std::vector<int64_t>{1, 2, 2}));
+  EXPECT_EQ(floats((*parts)[2].outputs[0]), (std::vector<float>{30, 31, 32, 33}));
+  EXPECT_EQ((*parts)[1].outputs[1].shape, (std::vector<int64_t>{2, 2})) << "pooled outputs keep their rows only";
+}
+
+TEST(RequestBatch, PaddingNeedsEachMembersPaddedInputsToAgreeOnItsLength) {
+  const BatchPadding pad = bert_padding();
+  auto a = sequence("a", 1, 3);
+  auto odd = std::make_shared<infer_request>(*sequence("b", 1, 4));
+  odd->inputs[1] = sequence("x", 1, 5)->inputs[1];  // a mask longer than its ids
+  EXPECT_EQ(sequence_length(*odd, pad), 0);
+  EXPECT_FALSE(batch_compatible(*a, *odd, pad));
+  auto lying = std::make_shared<infer_request>(*sequence("c", 1, 4));
+  lying->inputs[0].data.resize(8);  // fewer bytes than its shape: runs alone, where decoding says why
+  EXPECT_FALSE(batch_compatible(*a, *lying, pad));
+  EXPECT_TRUE(batch_compatible(*a, *sequence("d", 3, 3), pad)) << "equal lengths batch as before";
+  // An answer that lost the padded length cannot be cut back: the members run alone.
+  std::vector<std::shared_ptr<const infer_request>> members{a, sequence("e", 1, 5)};
+  infer_reply reply;
+  tensor_msg hidden;
+  hidden.name = "hidden";
+  hidden.shape = {2, 4, 2};
+  hidden.data.assign(2 * 4 * 2 * 4, 0);
+  reply.outputs = {hidden};
+  EXPECT_FALSE(split_reply(reply, members, pad).ok());
+}
+
+TEST(RequestBatch, ThePaddingComesFromTheManifest) {
+  gpu::Manifest m;
+  m.inputs = {{"input_ids", gpu::DType::i64, gpu::Shape{-1, -1}}, {"attention_mask", gpu::DType::i64, gpu::Shape{-1, -1}}};
+  m.outputs = {{"hidden", gpu::DType::f32, gpu::Shape{-1, -1, 8}}, {"pooled", gpu::DType::f32, gpu::Shape{-1, 8}}};
+  EXPECT_TRUE(BatchPadding::of(m).empty());
+  m.serving.pad_inputs = {{"input_ids", 0}, {"attention_mask", 0}};
+  const BatchPadding p = BatchPadding::of(m);
+  EXPECT_EQ(p.outputs, (std::vector<std::string>{"hidden"}));
+  ASSERT_TRUE(p.value("attention_mask"));
+  EXPECT_EQ(*p.value("attention_mask"), 0.0);
+  EXPECT_FALSE(p.value("hidden"));
 }
 
 }  // namespace
