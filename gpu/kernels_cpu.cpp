@@ -1,5 +1,11 @@
 #include "gpu/kernels_cpu.hpp"
 
+#include <algorithm>
+#include <array>
+
+#include "gpu/cpu_parallel.hpp"
+#include "model/half.hpp"
+
 namespace ember::gpu {
 
 namespace {
@@ -25,6 +31,42 @@ constexpr CpuKernel kCpuKernels[] = {
 static_assert(std::size(kCpuKernels) == static_cast<size_t>(OpKind::count), "every op needs a CPU kernel");
 }  // namespace
 
-void run_cpu_kernel(const CpuKernelArgs& args) { kCpuKernels[static_cast<size_t>(args.args->op)](args); }
+namespace {
+
+// Half-precision weights: each widened to float32 into the workspace room after the op's own
+// scratch (ops.hpp's workspace_bytes), then the float32 kernel runs on the widened copies.
+void run_widened(const CpuKernelArgs& args) {
+  const KernelArgs& a = *args.args;
+  std::array<TensorDesc, kMaxLayerInputs> in;
+  for (int i = 0; i < a.num_inputs; ++i) in[static_cast<size_t>(i)] = a.inputs[i].desc;
+  const uint64_t own = op_scratch_bytes(a.op, a.attrs, {in.data(), static_cast<size_t>(a.num_inputs)});
+  float* wide = reinterpret_cast<float*>(args.workspace + own);
+  CpuKernelArgs k = args;
+  for (int w = 0; w < a.num_weights; ++w) {
+    if (!args.weights[w]) continue;
+    const int64_t n = a.weights[w].desc.shape.numel();
+    const auto* h = reinterpret_cast<const uint16_t*>(args.weights[w]);
+    float* out = wide;
+    if (a.weights[w].desc.dtype == DType::f16) {
+      parallel_for((n + 4095) / 4096, n > 65536, [&](int64_t c) {
+        for (int64_t e = c * 4096, end = std::min(n, e + 4096); e < end; ++e) out[e] = f16_to_f32(h[e]);
+      });
+    } else {
+      parallel_for((n + 4095) / 4096, n > 65536, [&](int64_t c) {
+        for (int64_t e = c * 4096, end = std::min(n, e + 4096); e < end; ++e) out[e] = bf16_to_f32(h[e]);
+      });
+    }
+    k.weights[w] = reinterpret_cast<const uint8_t*>(out);
+    wide += n;
+  }
+  kCpuKernels[static_cast<size_t>(a.op)](k);
+}
+
+}  // namespace
+
+void run_cpu_kernel(const CpuKernelArgs& args) {
+  if (widens_weights(args.args->op, args.args->attrs)) return run_widened(args);
+  kCpuKernels[static_cast<size_t>(args.args->op)](args);
+}
 
 }  // namespace ember::gpu

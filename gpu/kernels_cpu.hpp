@@ -5,7 +5,9 @@
 // shapes; they never allocate (scratch comes in `workspace`) and never throw on data: an
 // embedding id outside the table yields a zero row (the executor rejects such ids at the edge).
 // Matrix products go to OpenBLAS (cblas_sgemm); loops are parallelised with OpenMP over the
-// device's compute threads. float32 throughout.
+// device's compute threads. float32 throughout: half-precision weights (float16, bfloat16) are
+// widened by run_cpu_kernel into the workspace room ops.hpp's workspace_bytes() adds for them,
+// and the kernel runs on the widened copies (embedding widens the rows it copies itself).
 #pragma once
 
 #include <cstdint>

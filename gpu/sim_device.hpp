@@ -117,16 +117,20 @@ class SimDevice final : public Device {
   struct CopyCounts {
     uint64_t to_device = 0, to_host = 0, on_device = 0, from_peer = 0;
     uint64_t to_host_bytes = 0;
+    uint64_t to_device_bytes = 0;
     /// Bytes of host copies (either way) from or to memory not registered (pageable).
     uint64_t pageable_bytes = 0;
   };
   CopyCounts copy_counts() const {
-    return {to_device_.load(), to_host_.load(),       on_device_.load(),
-            from_peer_.load(), to_host_bytes_.load(), pageable_bytes_.load()};
+    return {to_device_.load(),     to_host_.load(),         on_device_.load(),     from_peer_.load(),
+            to_host_bytes_.load(), to_device_bytes_.load(), pageable_bytes_.load()};
   }
   void count_copy(CopyEngine engine, uint64_t bytes, bool pageable = false) {
     if (pageable) pageable_bytes_ += bytes;
-    if (engine == kToDevice) ++to_device_;
+    if (engine == kToDevice) {
+      ++to_device_;
+      to_device_bytes_ += bytes;
+    }
     if (engine == kFromPeer) ++from_peer_;
     if (engine == kToHost) {
       ++to_host_;
@@ -158,7 +162,8 @@ class SimDevice final : public Device {
 
   ComputeClock compute_clock_;
   FifoMutex compute_;
-  std::atomic<uint64_t> to_device_{0}, to_host_{0}, on_device_{0}, from_peer_{0}, to_host_bytes_{0}, pageable_bytes_{0};
+  std::atomic<uint64_t> to_device_{0}, to_host_{0}, on_device_{0}, from_peer_{0}, to_host_bytes_{0}, to_device_bytes_{0},
+      pageable_bytes_{0};
   FifoMutex copy_engine_[3];
   std::unique_ptr<LinkPacer> lanes_[2][2];  // [to device, to host][pinned, pageable]
   std::map<uint32_t, std::unique_ptr<LinkPacer>> peer_lanes_;  // by source ordinal; kFromPeer engine's holder
