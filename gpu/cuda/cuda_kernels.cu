@@ -37,6 +37,7 @@ __global__ void fill_rows_kernel(float* y, int64_t total, int64_t n, const float
 CudaKernelStatus run_cuda_kernel(const CudaKernelArgs& args) {
   const auto op = static_cast<size_t>(args.args->op);
   if (op >= std::size(kCudaKernels)) return {"run_cuda_kernel (unknown op)", cudaErrorInvalidValue};
+  if (widens_weights(args.args->op, args.args->attrs)) return run_half_weights(args, kCudaKernels[op]);
   return kCudaKernels[op](args);
 }
 

@@ -10,7 +10,9 @@
 // Semantics are the CPU kernels' (kernels_cpu*.cpp), which are PyTorch's: same formulas, same
 // workspace layout where one is used, an embedding id outside the table gives a zero row, causal
 // attention zeroes masked probabilities. Results agree with the CPU kernels to float32 rounding
-// (summation order differs); float32 throughout. Matrix products go to cuBLAS in its default math
+// (summation order differs); float32 throughout, except half-precision weights (run_half_weights:
+// linear multiplies half-precision operands with float32 accumulation, so its inputs are rounded
+// to the weights' width first). Matrix products go to cuBLAS in its default math
 // mode, which computes float32 GEMMs in float32 (no TF32), as PyTorch does by default.
 //
 // cuBLAS is column-major and Ember row-major; gemm_rm() below hides the swap: a row-major
@@ -58,6 +60,10 @@ using CudaKernel = CudaKernelStatus (*)(const CudaKernelArgs&);
 
 /// Enqueues the kernel of args.args->op.
 CudaKernelStatus run_cuda_kernel(const CudaKernelArgs& args);
+
+/// A layer whose weights are float16 or bfloat16 (widens_weights): linear on the tensor cores,
+/// any other op's `kernel` on its weights widened into the workspace (cuda_kernels_half.cu).
+CudaKernelStatus run_half_weights(const CudaKernelArgs& args, CudaKernel kernel);
 
 /// True for the ops whose kernels call cuBLAS (and so use the device's cuBLAS workspace).
 bool uses_cublas(OpKind op);
