@@ -33,7 +33,10 @@ enum class OpKind : uint8_t {
   layer_norm,       // normalisation over the last dim with affine weight and bias (nn.LayerNorm)
   softmax,          // softmax (or log-softmax when `log`) along `dim`
   attention,        // multi-head self-attention, packed QKV projection (nn.MultiheadAttention, batch_first);
-                    // an optional second input [batch, seq] masks padded keys (0 = padding, any dtype)
+                    // an optional second input [batch, seq] masks padded keys (0 = padding, any dtype; a
+                    // float's -0.0 is 0 too): a masked key gets probability 0 (with causal, both apply),
+                    // and a query whose keys are all masked gets an all-zero probability row (so its
+                    // output is the out-projection's bias), where PyTorch gives NaN
   embedding,        // table lookup by integer ids, or by position when `positional` (nn.Embedding)
   add,              // elementwise sum of two tensors of one shape (residual connections)
   max_pool2d,       // NCHW max pooling, with dilation and ceil_mode (nn.MaxPool2d)
