@@ -1,6 +1,9 @@
 // CUDA kernels built on matrix products: linear, matmul, conv2d (im2col + cuBLAS, or direct for
 // grouped convolutions), conv_transpose2d (cuBLAS + col2im, or direct for grouped ones), attention,
 // and embedding. Mirrors kernels_cpu_dense.cpp.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -125,13 +128,34 @@ __global__ void grouped_conv_transpose_kernel(const float* x, const float* wt, c
   }
 }
 
-template <class Id>
-__global__ void embedding_kernel(const Id* ids, const float* table, float* y, int64_t n, int64_t dim, int64_t rows,
+__device__ inline float table_value(const float* t, int64_t i) { return t[i]; }
+__device__ inline float table_value(const __half* t, int64_t i) { return __half2float(t[i]); }
+__device__ inline float table_value(const __nv_bfloat16* t, int64_t i) { return __bfloat162float(t[i]); }
+
+// A table of float32, or of float16 / bfloat16 widened as each row is copied.
+template <class Id, class T>
+__global__ void embedding_kernel(const Id* ids, const T* table, float* y, int64_t n, int64_t dim, int64_t rows,
                                  int64_t seq, bool positional) {
   EMBER_GRID_LOOP(idx, n * dim) {
     const int64_t i = idx / dim, j = idx % dim;
     const int64_t id = positional ? i % seq : static_cast<int64_t>(ids[i]);
-    y[idx] = (id >= 0 && id < rows) ? table[id * dim + j] : 0.f;
+    y[idx] = (id >= 0 && id < rows) ? table_value(table, id * dim + j) : 0.f;
+  }
+}
+
+template <class Id, class T>
+void launch_embedding(const CudaKernelArgs& k, unsigned grid, int64_t n, int64_t dim, int64_t seq) {
+  const LayerAttrs& a = k.attrs();
+  embedding_kernel<<<grid, kBlock, 0, k.stream>>>(static_cast<const Id*>(k.inputs[0]), static_cast<const T*>(k.weights[0]),
+                                                  k.out_f32(), n, dim, a.num_embeddings, seq, a.positional);
+}
+
+template <class Id>
+void launch_embedding(const CudaKernelArgs& k, unsigned grid, int64_t n, int64_t dim, int64_t seq) {
+  switch (k.args->weights[0].desc.dtype) {
+    case DType::f16: return launch_embedding<Id, __half>(k, grid, n, dim, seq);
+    case DType::bf16: return launch_embedding<Id, __nv_bfloat16>(k, grid, n, dim, seq);
+    default: return launch_embedding<Id, float>(k, grid, n, dim, seq);
   }
 }
 
@@ -330,13 +354,8 @@ CudaKernelStatus cuda_embedding(const CudaKernelArgs& k) {
   const int64_t n = ids.numel(), dim = a.embedding_dim, seq = ids.last();
   if (n * dim == 0) return {};
   const unsigned grid = grid_for(n * dim);
-  if (k.args->inputs[0].desc.dtype == DType::i64) {
-    embedding_kernel<<<grid, kBlock, 0, k.stream>>>(static_cast<const int64_t*>(k.inputs[0]), k.w_f32(0),
-                                                    k.out_f32(), n, dim, a.num_embeddings, seq, a.positional);
-  } else {
-    embedding_kernel<<<grid, kBlock, 0, k.stream>>>(static_cast<const int32_t*>(k.inputs[0]), k.w_f32(0),
-                                                    k.out_f32(), n, dim, a.num_embeddings, seq, a.positional);
-  }
+  if (k.args->inputs[0].desc.dtype == DType::i64) launch_embedding<int64_t>(k, grid, n, dim, seq);
+  else launch_embedding<int32_t>(k, grid, n, dim, seq);
   return launched("embedding_kernel");
 }
 

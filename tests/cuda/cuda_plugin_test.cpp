@@ -25,6 +25,7 @@
 #include "gpu/cuda_plugin_abi.hpp"
 #include "gpu/device_registry.hpp"
 #include "gpu/sim_device.hpp"
+#include "model/half.hpp"
 #include "tests/cuda/cuda_op_cases.hpp"
 
 namespace ember::gpu {
@@ -286,6 +287,27 @@ std::vector<OpCase> op_cases() {
   add("select_middle", OpKind::select, a, {f32({3, 4, 5})});
   a.dim = 0, a.index = 1;
   add("select_first_i64", OpKind::select, a, {{DType::i64, Shape{3, 4}}});
+
+  // Half-precision weights (attrs.weights): linear on the tensor cores (its input rounded to the
+  // weights' width on CUDA, so the comparison's tolerance is the width's), the others widened.
+  for (DType width : {DType::f16, DType::bf16}) {
+    const std::string w = width == DType::f16 ? "_f16" : "_bf16";
+    a = {};
+    a.in_features = 64, a.out_features = 48, a.weights = width;
+    add("linear" + w, OpKind::linear, a, {f32({3, 5, 64})});
+    a = window(3, 1, 1);
+    a.in_channels = 4, a.out_channels = 8, a.weights = width;
+    add("conv2d" + w, OpKind::conv2d, a, {f32({2, 4, 6, 6})});
+    a = {};
+    a.num_features = 32, a.weights = width;
+    add("layer_norm" + w, OpKind::layer_norm, a, {f32({3, 32})});
+    a = {};
+    a.embed_dim = 16, a.num_heads = 4, a.weights = width;
+    add("attention" + w, OpKind::attention, a, {f32({2, 5, 16})});
+    a = {};
+    a.num_embeddings = 10, a.embedding_dim = 12, a.weights = width;
+    add("embedding" + w, OpKind::embedding, a, {{DType::i64, Shape{2, 6}}});
+  }
   add_general_op_cases(cases);
   return cases;
 }
@@ -345,6 +367,21 @@ std::vector<uint8_t> random_tensor(const TensorDesc& d, std::mt19937& rng, const
   return bytes_of(v);
 }
 
+// The dtype a weight is held at: a constant's value as its spec says, a float weight at the layer's
+// width (attrs.weights: float32, float16 or bfloat16).
+DType weight_dtype(const OpCase& c, const WeightSpec& s) { return c.op == OpKind::constant ? s.dtype : c.attrs.weights; }
+
+// float32 bytes rounded to float16 or bfloat16.
+std::vector<uint8_t> narrowed(const std::vector<uint8_t>& f32, DType to) {
+  std::vector<uint16_t> out(f32.size() / 4);
+  for (size_t i = 0; i < out.size(); ++i) {
+    float v;
+    std::memcpy(&v, f32.data() + 4 * i, 4);
+    out[i] = to == DType::f16 ? f32_to_f16(v) : f32_to_bf16(v);
+  }
+  return bytes_of(out);
+}
+
 Result<CaseData> make_case_data(const OpCase& c, uint32_t seed) {
   CaseData data;
   EMBER_ASSIGN_OR_RETURN(data.output, infer_output(c.op, c.attrs, c.inputs));
@@ -371,7 +408,10 @@ Result<CaseData> make_case_data(const OpCase& c, uint32_t seed) {
     Draw w{-1.f, 1.f, false, -1, 0};
     if (s.shape.rank >= 2) w.hi = 1.f / std::sqrt(static_cast<float>(s.shape.prod(1, s.shape.rank))), w.lo = -w.hi;
     if (s.role == "running_var") w.lo = 0.5f, w.hi = 1.5f;
-    data.weights.push_back(random_tensor({s.dtype, s.shape}, rng, w));
+    const DType held = weight_dtype(c, s);
+    std::vector<uint8_t> bytes = random_tensor({held == s.dtype ? s.dtype : DType::f32, s.shape}, rng, w);
+    if (held != s.dtype) bytes = narrowed(bytes, held);  // half-precision weights: drawn, then rounded
+    data.weights.push_back(std::move(bytes));
   }
   return data;
 }
@@ -394,7 +434,7 @@ Result<std::vector<uint8_t>> run_case(Device& device, const OpCase& c, const Cas
     args.inputs[args.num_inputs++] = DeviceTensor{c.inputs[i], p};
   }
   for (size_t i = 0; i < data.specs.size(); ++i) {
-    DeviceTensor t{{data.specs[i].dtype, data.specs[i].shape}, DevicePtr{}};
+    DeviceTensor t{{weight_dtype(c, data.specs[i]), data.specs[i].shape}, DevicePtr{}};
     if (!data.weights[i].empty()) {
       EMBER_ASSIGN_OR_RETURN(t.ptr, buffer(data.weights[i].size()));
       stream->copy_to_device(t.ptr, data.weights[i].data(), data.weights[i].size());
@@ -543,9 +583,18 @@ TEST_F(CudaDeviceTest, EveryOpMatchesSimDevice) {
       continue;
     }
     const auto g = floats(*got), w = floats(*want);
+    // linear with half-precision weights multiplies half-precision operands on a GPU: its input is
+    // rounded to the weights' width (2^-11 or 2^-8 of each value), the CPU's is not.
+    float abs = kAbs, rel = kRel;
+    if (c.op == OpKind::linear && c.attrs.weights != DType::f32) {
+      float scale = 0;
+      for (float x : w) scale = std::max(scale, std::fabs(x));
+      rel = c.attrs.weights == DType::f16 ? 4e-3f : 3e-2f;
+      abs = rel * scale;
+    }
     size_t bad = 0;
     for (size_t i = 0; i < g.size(); ++i) {
-      if (!(std::fabs(g[i] - w[i]) <= kAbs + kRel * std::fabs(w[i])) && bad++ < 5) {
+      if (!(std::fabs(g[i] - w[i]) <= abs + rel * std::fabs(w[i])) && bad++ < 5) {
         ADD_FAILURE() << "element " << i << ": cuda " << g[i] << ", sim " << w[i];
       }
     }
