@@ -33,7 +33,8 @@ enum class OpKind : uint8_t {
   layer_norm,       // normalisation over the last dim with affine weight and bias (nn.LayerNorm)
   softmax,          // softmax (or log-softmax when `log`) along `dim`
   attention,        // multi-head self-attention, packed QKV projection (nn.MultiheadAttention, batch_first);
-                    // an optional second input [batch, seq] masks padded keys (0 = padding, any dtype)
+                    // an optional second input [batch, seq] masks padded keys (0 = padding, any dtype;
+                    // a query whose keys are all masked gets a zero context, where PyTorch gives NaN)
   embedding,        // table lookup by integer ids, or by position when `positional` (nn.Embedding)
   add,              // elementwise sum of two tensors of one shape (residual connections)
   max_pool2d,       // NCHW max pooling, with dilation and ceil_mode (nn.MaxPool2d)
@@ -88,17 +89,22 @@ enum class OpKind : uint8_t {
 //              reflect mirrors without repeating the edge (numpy 'reflect'), edge repeats it
 //   resize     x float32, rank >= 1, only the last two dims may change -> dim i =
 //              shape[i] if > 0 else floor(in_i * scales[i]); the mapping scale is out/in when
-//              sizes are given, else scales[i] (ONNX Resize); linear is bilinear over two dims
+//              sizes are given, else scales[i] (ONNX Resize); linear is bilinear over two dims;
+//              align_corners and pytorch_half_pixel take the resized length as in * scale, as
+//              ONNX's reference does (2.4 for a 0.6 downsample of 4; out when sizes are given)
 //   conv_transpose2d  x [n, in_channels, h, w] float32, weight [in, out / groups, kh, kw], bias
 //              -> h_out = (h - 1) * stride - 2 * padding + dilation * (kh - 1) + output_padding + 1
 //   group_norm x [n, num_features, ...] float32; weight and bias [num_features]; eps
 //   rms_norm   x [..., num_features] float32; weight [num_features]; eps
-//   reduce     x float32, axes (none = all)                -> reduced dims dropped unless keepdims
+//   reduce     x float32, axes (none = all)                -> reduced dims dropped unless keepdims;
+//              over an empty dim: sum, sum_square, l1, l2 0, prod 1, mean NaN, log_sum_exp -inf
 //   cast       x (any dtype) -> `to`; float to integer truncates toward zero and saturates at the
-//              target's range (NaN becomes 0); float32 to float16/bfloat16 rounds to nearest even
+//              target's range (NaN becomes 0); float32 to float16/bfloat16 rounds to nearest even;
+//              integer to integer wraps (two's complement, numpy's astype)
 //   argmax     x float32 along `dim`                       -> int64, `dim` kept as 1 if keepdims
 //   topk       x float32, k <= dim size                    -> dim size k; values (x's dtype) or
-//              int64 indices; ties keep the lower index first
+//              int64 indices; ties keep the lower index first. NaN: argmax (either fn) picks the
+//              first NaN (numpy's argmax and argmin); topk counts NaN as the largest (PyTorch's)
 // Half-precision (float16/bfloat16) activations are not computed on: cast to float32 first.
 
 /// unary's functions. alpha and beta (LayerAttrs) are: clip's min and max; hard_sigmoid's slope
