@@ -291,9 +291,10 @@ Result<Activations> LayerExecutor::run_locked(const Activations& inputs) {
                            std::to_string(range_.last) + ")";
 
   std::shared_ptr<DeviceBuffer> block;
-  if (plan->block_bytes) {
-    auto b =
-        activations_ ? activations_->allocate(plan->block_bytes) : DeviceBuffer::allocate(device_, plan->block_bytes);
+  if (plan->block_bytes || !plan->offsets.empty()) {
+    // A range whose every planned value is empty (a slice to nothing) still needs an address for them.
+    const uint64_t bytes = std::max<uint64_t>(plan->block_bytes, 1);
+    auto b = activations_ ? activations_->allocate(bytes) : DeviceBuffer::allocate(device_, bytes);
     if (!b.ok()) return b.error().with_context(what + ": activations");
     block = std::move(*b);
   }

@@ -27,6 +27,25 @@ constexpr CpuKernel kCpuKernels[] = {
     cpu_copy,         // flatten
     cpu_copy,         // reshape
     cpu_select,       // select
+    cpu_unary,        // unary
+    cpu_binary,       // binary
+    cpu_where,        // where
+    cpu_constant,     // constant
+    cpu_matmul,       // matmul
+    cpu_transpose,    // transpose
+    cpu_concat,       // concat
+    cpu_slice,        // slice
+    cpu_gather,       // gather
+    cpu_expand,       // expand
+    cpu_pad,          // pad
+    cpu_resize,       // resize
+    cpu_conv_transpose2d,  // conv_transpose2d
+    cpu_group_norm,   // group_norm
+    cpu_rms_norm,     // rms_norm
+    cpu_reduce,       // reduce
+    cpu_cast,         // cast
+    cpu_argmax,       // argmax
+    cpu_topk,         // topk
 };
 static_assert(std::size(kCpuKernels) == static_cast<size_t>(OpKind::count), "every op needs a CPU kernel");
 }  // namespace

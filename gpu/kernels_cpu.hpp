@@ -5,9 +5,11 @@
 // shapes; they never allocate (scratch comes in `workspace`) and never throw on data: an
 // embedding id outside the table yields a zero row (the executor rejects such ids at the edge).
 // Matrix products go to OpenBLAS (cblas_sgemm); loops are parallelised with OpenMP over the
-// device's compute threads. float32 throughout: half-precision weights (float16, bfloat16) are
-// widened by run_cpu_kernel into the workspace room ops.hpp's workspace_bytes() adds for them,
-// and the kernel runs on the widened copies (embedding widens the rows it copies itself).
+// device's compute threads. float32 compute; the data-movement ops (constant, transpose, concat,
+// slice, gather, expand, pad, where, cast) move any dtype by element size, and comparisons, cast,
+// argmax and topk give the integer dtypes ops.hpp states. Half-precision weights (float16,
+// bfloat16) are widened by run_cpu_kernel into the workspace room ops.hpp's workspace_bytes() adds
+// for them, and the kernel runs on the widened copies (embedding widens the rows it copies itself).
 #pragma once
 
 #include <cstdint>
@@ -37,7 +39,9 @@ using CpuKernel = void (*)(const CpuKernelArgs&);
 void run_cpu_kernel(const CpuKernelArgs& args);
 
 // One kernel per op, grouped by file: kernels_cpu_dense.cpp (matrix products), kernels_cpu_pointwise.cpp
-// (elementwise and normalisation), kernels_cpu_layout.cpp (pooling and data movement).
+// (activations and normalisation), kernels_cpu_layout.cpp (pooling, resize, reshaping copies),
+// kernels_cpu_elementwise.cpp (unary, binary with broadcasting, where, cast), kernels_cpu_shape.cpp
+// (general data movement), kernels_cpu_reduce.cpp (reductions, argmax, topk, group and RMS norm).
 void cpu_linear(const CpuKernelArgs&);
 void cpu_conv2d(const CpuKernelArgs&);
 void cpu_attention(const CpuKernelArgs&);
@@ -54,6 +58,25 @@ void cpu_avg_pool2d(const CpuKernelArgs&);
 void cpu_global_avg_pool(const CpuKernelArgs&);
 void cpu_copy(const CpuKernelArgs&);  // flatten and reshape: same bytes, new shape
 void cpu_select(const CpuKernelArgs&);
+void cpu_unary(const CpuKernelArgs&);
+void cpu_binary(const CpuKernelArgs&);
+void cpu_where(const CpuKernelArgs&);
+void cpu_constant(const CpuKernelArgs&);
+void cpu_matmul(const CpuKernelArgs&);
+void cpu_transpose(const CpuKernelArgs&);
+void cpu_concat(const CpuKernelArgs&);
+void cpu_slice(const CpuKernelArgs&);
+void cpu_gather(const CpuKernelArgs&);
+void cpu_expand(const CpuKernelArgs&);
+void cpu_pad(const CpuKernelArgs&);
+void cpu_resize(const CpuKernelArgs&);
+void cpu_conv_transpose2d(const CpuKernelArgs&);
+void cpu_group_norm(const CpuKernelArgs&);
+void cpu_rms_norm(const CpuKernelArgs&);
+void cpu_reduce(const CpuKernelArgs&);
+void cpu_cast(const CpuKernelArgs&);
+void cpu_argmax(const CpuKernelArgs&);
+void cpu_topk(const CpuKernelArgs&);
 
 /// Softmax of `n` floats in place, over the first `valid` of them; the rest become 0 (causal
 /// masking without infinities). Shared by softmax and attention.

@@ -1,10 +1,12 @@
-// CPU kernels built on matrix products: linear, conv2d (im2col + GEMM), attention, and embedding.
+// CPU kernels built on matrix products: linear, conv2d (im2col + GEMM), conv_transpose2d (GEMM +
+// col2im), matmul of two activations, attention (with its key-padding mask), and embedding.
 #include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "gpu/cpu_parallel.hpp"
 #include "gpu/cpu_vector_math.hpp"
@@ -59,6 +61,42 @@ void im2col(const float* x, int64_t channels, int64_t h, int64_t w, const LayerA
 // y[r, :] = value[r] for r < rows (row length n): per-channel biases before a GEMM accumulates.
 void fill_rows_with(float* y, int64_t rows, int64_t n, const float* value) {
   parallel_for(rows, rows * n > 65536, [&](int64_t r) { std::fill(y + r * n, y + (r + 1) * n, value[r]); });
+}
+
+// attention's key-padding mask [batch, seq], any dtype: a key is kept where its element is nonzero.
+struct KeyMask {
+  const uint8_t* data = nullptr;
+  DType dtype = DType::u8;
+  bool keep(int64_t i) const {
+    switch (dtype) {
+      case DType::f32: return reinterpret_cast<const float*>(data)[i] != 0.f;
+      case DType::f16:
+      case DType::bf16: return (reinterpret_cast<const uint16_t*>(data)[i] & 0x7fff) != 0;  // +-0 pads
+      case DType::i64: return reinterpret_cast<const int64_t*>(data)[i] != 0;
+      case DType::i32: return reinterpret_cast<const int32_t*>(data)[i] != 0;
+      default: return data[i] != 0;
+    }
+  }
+};
+
+// softmax_row over the first `valid` of n scores, with the keys the mask drops (key j is element
+// first_key + j of the mask) at probability 0; a row with no key left is all zeros (ops.hpp).
+void masked_softmax_row(float* row, int64_t n, int64_t valid, const KeyMask& mask, int64_t first_key) {
+  float max = -std::numeric_limits<float>::infinity();
+  bool any = false;
+  for (int64_t j = 0; j < valid; ++j) {
+    if (!mask.keep(first_key + j)) continue;
+    max = std::max(max, row[j]);
+    any = true;
+  }
+  float sum = 0.f;
+  for (int64_t j = 0; j < n; ++j) {
+    row[j] = any && j < valid && mask.keep(first_key + j) ? std::exp(row[j] - max) : 0.f;
+    sum += row[j];
+  }
+  if (!any) return;
+  const float inv = 1.f / sum;
+  for (int64_t j = 0; j < valid; ++j) row[j] *= inv;
 }
 
 }  // namespace
@@ -122,6 +160,8 @@ void cpu_conv2d(const CpuKernelArgs& k) {
 
 // Multi-head self-attention as torch.nn.MultiheadAttention(batch_first=True) computes it:
 //   qkv = x W_in^T + b_in;  per head h: P = softmax(Q_h K_h^T / sqrt(d) [+ causal mask]);  ctx_h = P V_h
+// A key-padding mask (the optional second input, key_padding_mask's complement: nonzero = keep)
+// drops keys from every query's softmax; a query with every key dropped gets a zero context.
 //   y = ctx W_out^T + b_out
 // Workspace: qkv [B*S, 3E] | ctx [B*S, E] | scores [slices, S, S]; slices of (batch, head) run in
 // parallel, one score matrix per thread.
@@ -133,6 +173,8 @@ void cpu_attention(const CpuKernelArgs& k) {
   float* ctx = qkv + batch * seq * 3 * e;
   float* scores = ctx + batch * seq * e;
   const int64_t rows = batch * seq;
+  KeyMask mask;
+  if (k.args->num_inputs == 2) mask = KeyMask{k.inputs[1], k.args->inputs[1].desc.dtype};
 
   if (k.w_f32(1)) fill_rows(qkv, rows, 3 * e, 3 * e, k.w_f32(1));
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(3 * e),
@@ -151,7 +193,10 @@ void cpu_attention(const CpuKernelArgs& k) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(seq), static_cast<int>(seq),
                 static_cast<int>(d), scale, q, static_cast<int>(3 * e), kmat, static_cast<int>(3 * e), 0.f, p,
                 static_cast<int>(seq));
-    for (int64_t i = 0; i < seq; ++i) softmax_row(p + i * seq, seq, a.causal ? i + 1 : seq);
+    for (int64_t i = 0; i < seq; ++i) {
+      if (mask.data) masked_softmax_row(p + i * seq, seq, a.causal ? i + 1 : seq, mask, b * seq);
+      else softmax_row(p + i * seq, seq, a.causal ? i + 1 : seq);
+    }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(seq), static_cast<int>(d),
                 static_cast<int>(seq), 1.f, p, static_cast<int>(seq), v, static_cast<int>(3 * e), 0.f,
                 ctx + b * seq * e + h * d, static_cast<int>(e));
@@ -192,6 +237,92 @@ void cpu_embedding(const CpuKernelArgs& k) {
       std::memcpy(row, table + id * dim, static_cast<size_t>(dim) * sizeof(float));
     }
   });
+}
+
+// numpy matmul: per output batch index, C[m, n] = A[m, k] B[k, n] with A and B found through
+// their broadcast batch strides. When B has one matrix for every batch and A's batches are
+// contiguous, the batches stack into one GEMM of batch * m rows (x @ W).
+void cpu_matmul(const CpuKernelArgs& k) {
+  const Shape& as = k.in_shape(0);
+  const Shape& bs = k.in_shape(1);
+  const int64_t m = as.rank == 1 ? 1 : as[as.rank - 2], kk = as.last(), n = bs.rank == 1 ? 1 : bs.last();
+  const int ra = std::max(as.rank - 2, 0), rb = std::max(bs.rank - 2, 0), rank = std::max(ra, rb);
+  int64_t batch_dims[Shape::kMaxRank], sa[Shape::kMaxRank], sb[Shape::kMaxRank];
+  int64_t batch = 1, stride_a = m * kk, stride_b = kk * n;
+  for (int i = rank - 1; i >= 0; --i) {
+    const int ia = ra - rank + i, ib = rb - rank + i;
+    const int64_t da = ia >= 0 ? as[ia] : 1, db = ib >= 0 ? bs[ib] : 1;
+    batch_dims[i] = std::max(da, db);
+    sa[i] = da == 1 ? 0 : stride_a;
+    sb[i] = db == 1 ? 0 : stride_b;
+    stride_a *= da;
+    stride_b *= db;
+    batch *= batch_dims[i];
+  }
+  float* y = k.out_f32();
+  if (m * n * batch == 0) return;
+  if (kk == 0) {
+    std::fill(y, y + batch * m * n, 0.f);
+    return;
+  }
+  auto gemm = [&](int64_t rows, const float* a, const float* b, float* c) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(n),
+                static_cast<int>(kk), 1.f, a, static_cast<int>(kk), b, static_cast<int>(n), 0.f, c, static_cast<int>(n));
+  };
+  bool b_shared = true, a_dense = true;
+  for (int i = 0; i < rank; ++i) b_shared = b_shared && sb[i] == 0, a_dense = a_dense && (sa[i] != 0 || batch_dims[i] == 1);
+  if (b_shared && a_dense) return gemm(batch * m, k.in_f32(0), k.in_f32(1), y);
+  for (int64_t t = 0; t < batch; ++t) {
+    int64_t oa = 0, ob = 0;
+    int64_t rest = t;
+    for (int i = rank - 1; i >= 0; --i) {
+      const int64_t j = rest % batch_dims[i];
+      rest /= batch_dims[i];
+      oa += j * sa[i];
+      ob += j * sb[i];
+    }
+    gemm(m, k.in_f32(0) + oa, k.in_f32(1) + ob, y + t * m * n);
+  }
+}
+
+// Transposed convolution as torch's: per image and group, columns = W_g^T x_g ([out/g * kh * kw,
+// h * w], one GEMM into the workspace), then col2im adds each column into the output positions
+// oh = ih * stride - padding + i * dilation (likewise ow), skipping those outside.
+void cpu_conv_transpose2d(const CpuKernelArgs& k) {
+  const LayerAttrs& a = k.attrs();
+  const Shape& xs = k.in_shape(0);
+  const Shape& ys = k.args->output.desc.shape;
+  const int64_t batch = xs[0], c = xs[1], h = xs[2], w = xs[3];
+  const int64_t o = ys[1], ho = ys[2], wo = ys[3];
+  const int64_t g = a.groups, cg = c / g, og = o / g, kh = a.kernel[0], kw = a.kernel[1];
+  const int64_t rows = og * kh * kw, hw = h * w;
+  const float* bias = k.w_f32(1);
+  float* col = k.ws_f32();
+  for (int64_t b = 0; b < batch; ++b) {
+    float* y = k.out_f32() + b * o * ho * wo;
+    if (bias) fill_rows_with(y, o, ho * wo, bias);
+    else std::fill(y, y + o * ho * wo, 0.f);
+    for (int64_t gi = 0; gi < g; ++gi) {
+      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(rows), static_cast<int>(hw),
+                  static_cast<int>(cg), 1.f, k.w_f32(0) + gi * cg * rows, static_cast<int>(rows),
+                  k.in_f32(0) + (b * c + gi * cg) * hw, static_cast<int>(hw), 0.f, col, static_cast<int>(hw));
+      parallel_for(og, og * kh * kw * hw > 32768, [&](int64_t oc) {  // one output plane per task
+        float* plane = y + (gi * og + oc) * ho * wo;
+        for (int64_t i = 0; i < kh; ++i)
+          for (int64_t j = 0; j < kw; ++j) {
+            const float* src = col + ((oc * kh + i) * kw + j) * hw;
+            for (int64_t ih = 0; ih < h; ++ih) {
+              const int64_t oh = ih * a.stride[0] - a.padding[0] + i * a.dilation[0];
+              if (oh < 0 || oh >= ho) continue;
+              for (int64_t iw = 0; iw < w; ++iw) {
+                const int64_t ow = iw * a.stride[1] - a.padding[1] + j * a.dilation[1];
+                if (ow >= 0 && ow < wo) plane[oh * wo + ow] += src[ih * w + iw];
+              }
+            }
+          }
+      });
+    }
+  }
 }
 
 }  // namespace ember::gpu

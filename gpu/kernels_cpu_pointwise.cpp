@@ -60,6 +60,19 @@ void parallel_chunks(int64_t n, Fn&& fn) {
   parallel_for(chunks, n > kParallelElements, [&](int64_t c) { fn(c * kChunk, std::min(n, (c + 1) * kChunk)); });
 }
 
+// y = x - max - log(sum(exp(x - max))) over one contiguous row: log-softmax without the
+// underflow of log(softmax(x)).
+void log_softmax_row(const float* x, float* y, int64_t n) {
+  float max = x[0];
+  for (int64_t i = 1; i < n; ++i) max = std::max(max, x[i]);
+  std::copy(x, x + n, y);
+  float sum = 0.f;
+  exp_span(y, n, max, sum);
+  const float shift = max + std::log(sum);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] - shift;
+}
+
 }  // namespace
 
 void softmax_row(float* row, int64_t n, int64_t valid) {
@@ -136,8 +149,10 @@ void cpu_softmax(const CpuKernelArgs& k) {
   const int64_t outer = s.prod(0, dim), n = s[dim], inner = s.prod(dim + 1, s.rank);
   const float* x = k.in_f32(0);
   float* y = k.out_f32();
+  const bool log = k.attrs().log;
   if (inner == 1) {
     parallel_for(outer, outer * n > kParallelElements, [&](int64_t r) {
+      if (log) return log_softmax_row(x + r * n, y + r * n, n);
       std::copy(x + r * n, x + (r + 1) * n, y + r * n);
       softmax_row(y + r * n, n, n);
     });
@@ -152,6 +167,11 @@ void cpu_softmax(const CpuKernelArgs& k) {
     for (int64_t i = 1; i < n; ++i) max = std::max(max, xc[i * inner]);
     float sum = 0.f;
     for (int64_t i = 0; i < n; ++i) sum += (yc[i * inner] = std::exp(xc[i * inner] - max));
+    if (log) {
+      const float shift = max + std::log(sum);
+      for (int64_t i = 0; i < n; ++i) yc[i * inner] = xc[i * inner] - shift;
+      return;
+    }
     for (int64_t i = 0; i < n; ++i) yc[i * inner] /= sum;
   });
 }
