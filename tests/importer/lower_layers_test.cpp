@@ -325,5 +325,18 @@ TEST(LowerLayers, WeightsComputedAtServeTimeAreRefused) {
   EXPECT_NE(refusal(b).find("input 1 (W, 'w') is computed at serve time"), std::string::npos) << refusal(b);
 }
 
+TEST(LowerLayers, InstanceNormalizationIsAGroupNormWithAGroupPerChannel) {
+  OnnxBuilder b;
+  b.input("x", {"batch", 3, 4, 4}).output("y");
+  b.ramp("s", {3});
+  b.ramp("b", {3});
+  set_float(b.node("InstanceNormalization", {"x", "s", "b"}, {"y"}, "/in"), "epsilon", 1e-3f);
+  const Imported m = must(convert(b));
+  ASSERT_EQ(ops(m), std::vector<std::string>{"group_norm"});
+  EXPECT_EQ(m.manifest.layers[0].attrs.num_groups, 3);
+  EXPECT_EQ(m.manifest.layers[0].attrs.num_features, 3);
+  EXPECT_FLOAT_EQ(m.manifest.layers[0].attrs.eps, 1e-3f);
+}
+
 }  // namespace lower_layers_test
 }  // namespace ember::importer
