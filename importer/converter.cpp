@@ -1,6 +1,7 @@
 #include "importer/converter.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "importer/fold.hpp"
 #include "importer/onnx_tensor.hpp"
@@ -21,6 +22,58 @@ Result<gpu::DType> input_dtype(int32_t type, const std::string& where) {
       return unsupported(where + ": element type " + onnx_type_name(type) +
                          "; Ember's inputs are float32, int64 or int32");
   }
+}
+
+// A constant's elements in `dtype` (an integer type, or float16/bfloat16 is not needed: float
+// constants are written as float32), little-endian.
+Result<std::shared_ptr<const std::vector<uint8_t>>> constant_bytes(const Constant& c, gpu::DType dtype) {
+  if (c.kind != Constant::Kind::i64 || !c.fixed()) {
+    return invalid_argument("a " + std::string(gpu::dtype_name(dtype)) + " value from " + c.describe());
+  }
+  auto out = std::make_shared<std::vector<uint8_t>>();
+  const size_t width = gpu::dtype_size(dtype);
+  out->resize(c.a.size() * width);
+  for (size_t i = 0; i < c.a.size(); ++i) {
+    const int64_t v = c.a[i];
+    uint8_t* p = out->data() + i * width;
+    switch (dtype) {
+      case gpu::DType::i64: std::memcpy(p, &v, 8); break;
+      case gpu::DType::i32: {
+        if (v < INT32_MIN || v > INT32_MAX) return invalid_argument(std::to_string(v) + " does not fit int32");
+        const auto x = static_cast<int32_t>(v);
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case gpu::DType::u8:
+        if (v < 0 || v > 255) return invalid_argument(std::to_string(v) + " does not fit uint8");
+        *p = static_cast<uint8_t>(v);
+        break;
+      default: return invalid_argument("integers cannot be written as " + std::string(gpu::dtype_name(dtype)));
+    }
+  }
+  return std::shared_ptr<const std::vector<uint8_t>>(std::move(out));
+}
+
+// Ember's reshape target turning `in` into `out`: fixed dims as they are, a free dim that stays in
+// place 0 (copy), and at most one other free dim -1.
+Result<gpu::Shape> reshape_target(const Dims& in, const Dims& out) {
+  gpu::Shape t;
+  t.rank = out.rank();
+  bool wildcard = false;
+  for (int i = 0; i < out.rank(); ++i) {
+    if (out.fixed(i)) {
+      t[i] = out.a[i];
+    } else if (i < in.rank() && in.a[i] == out.a[i] && in.b[i] == out.b[i]) {
+      t[i] = 0;
+    } else if (!wildcard) {
+      wildcard = true;
+      t[i] = -1;
+    } else {
+      return unsupported("not supported yet: a reshape to " + out.to_string() +
+                         ", where more than one dim depends on the model's free dims");
+    }
+  }
+  return t;
 }
 
 }  // namespace
@@ -164,6 +217,36 @@ Result<Dims> Converter::infer(gpu::OpKind op, const gpu::LayerAttrs& attrs,
   return Dims{out_a->shape, out_b->shape};
 }
 
+Result<Value> Converter::reshape(std::string_view name_hint, const Value& x, const Dims& out) {
+  gpu::LayerAttrs attrs;
+  EMBER_ASSIGN_OR_RETURN(attrs.shape, reshape_target(x.dims, out));
+  EMBER_ASSIGN_OR_RETURN(const Dims got, infer(gpu::OpKind::reshape, attrs, {&x}));
+  if (!(got == out)) return internal_error("reshape to " + out.to_string() + " came out as " + got.to_string());
+  return add_layer(name_hint, gpu::OpKind::reshape, attrs, {&x}, {});
+}
+
+const Value* Converter::dim_carrier(const std::vector<std::pair<int64_t, int64_t>>& dims,
+                                    std::vector<int>& where) const {
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const auto& [name, v] : values_) {
+      if (!v.is_activation()) continue;
+      bool is_input = false;
+      for (const auto& in : manifest_.inputs) is_input |= in.name == v.ember;
+      if (is_input != (pass == 0)) continue;
+      where.clear();
+      for (const auto& [a, b] : dims) {
+        int found = -1;
+        for (int i = 0; i < v.dims.rank() && found < 0; ++i)
+          if (v.dims.a[i] == a && v.dims.b[i] == b) found = i;
+        if (found < 0) break;
+        where.push_back(found);
+      }
+      if (where.size() == dims.size()) return &v;
+    }
+  }
+  return nullptr;
+}
+
 Result<Value> Converter::add_layer(std::string_view name_hint, gpu::OpKind op, const gpu::LayerAttrs& attrs,
                                    const std::vector<const Value*>& inputs, const std::vector<RoleWeight>& weights) {
   gpu::LayerSpec layer;
@@ -191,22 +274,58 @@ Result<Value> Converter::add_layer(std::string_view name_hint, gpu::OpKind op, c
     const Constant& c = *w->value;
     gpu::Shape shape;
     for (int64_t d : c.dims) shape[shape.rank++] = d;
-    if (c.kind != Constant::Kind::f32 || shape != spec.shape) {
-      return invalid_argument(std::string(gpu::op_name(op)) + " needs " + role + " float32" + spec.shape.to_string() +
-                              ", the model has " + c.describe());
+    const bool as_float = spec.dtype == gpu::DType::f32;
+    if ((as_float && c.kind != Constant::Kind::f32) || shape != spec.shape) {
+      return invalid_argument(std::string(gpu::op_name(op)) + " needs " + role + " " +
+                              std::string(gpu::dtype_name(spec.dtype)) + spec.shape.to_string() + ", the model has " +
+                              c.describe());
     }
     layer.weights.push_back({role, role});  // the tensor's name is set once layer names are final
-    // The buffer is the constant's own: a weight two layers read is written twice from one buffer.
-    std::shared_ptr<const std::vector<float>> values(w->value, &w->value->f);
-    pending.push_back({manifest_.layers.size(), role, shape, values});
+    PendingWeight p{manifest_.layers.size(), role, shape, nullptr, spec.dtype, nullptr};
+    if (as_float) {
+      // The buffer is the constant's own: a weight two layers read is written twice from one buffer.
+      p.values = std::shared_ptr<const std::vector<float>>(w->value, &w->value->f);
+      if (!written_.insert(p.values.get()).second) stats_.duplicated_bytes += static_cast<uint64_t>(c.numel()) * 4;
+    } else {
+      EMBER_ASSIGN_OR_RETURN(p.raw, constant_bytes(c, spec.dtype));
+    }
+    pending.push_back(std::move(p));
     stats_.parameters += static_cast<uint64_t>(c.numel());
-    if (!written_.insert(values.get()).second) stats_.duplicated_bytes += static_cast<uint64_t>(c.numel()) * 4;
   }
   if (bound != weights.size()) return internal_error("add_layer: a weight of a role the op does not take");
   layer.name = unique_name(name_hint);
   weights_.insert(weights_.end(), pending.begin(), pending.end());
   manifest_.layers.push_back(std::move(layer));
   return Value::of_activation(manifest_.layers.back().name, out.dtype, dims);
+}
+
+Result<const Value*> Converter::constant_layer(const std::shared_ptr<const Constant>& k, gpu::DType int_dtype,
+                                               std::string_view hint) {
+  const gpu::DType dtype = k->kind == Constant::Kind::f32 ? gpu::DType::f32 : int_dtype;
+  const auto key = std::make_pair(k.get(), dtype);
+  if (auto it = constant_layers_.find(key); it != constant_layers_.end()) return &it->second.second;
+  if (!k->fixed()) {
+    return unsupported("not supported: a constant " + k->describe() +
+                       " whose values depend on a free dim of the model, read as a layer's operand");
+  }
+  if (k->dims.size() > static_cast<size_t>(gpu::Shape::kMaxRank)) return unsupported("not supported: a constant of rank above 6");
+  gpu::LayerAttrs attrs;
+  attrs.to = dtype;
+  for (int64_t d : k->dims) attrs.shape[attrs.shape.rank++] = d;
+  EMBER_ASSIGN_OR_RETURN(Value v, add_layer(std::string(hint) + ".constant", gpu::OpKind::constant, attrs, {}, {{"value", k}}));
+  auto [it, fresh] = constant_layers_.emplace(key, std::make_pair(k, std::move(v)));
+  (void)fresh;
+  return &it->second.second;
+}
+
+Result<const Value*> Converter::operand(const onnx::NodeProto& node, int i, const char* role, gpu::DType int_dtype) {
+  const Value* v = input(node, i);
+  if (!v) return invalid_argument("input " + std::to_string(i) + " (" + role + ") is missing");
+  if (v->is_activation()) return v;
+  if (!v->is_constant()) return internal_error("input " + std::to_string(i) + " was refused");
+  auto r = constant_layer(v->constant, int_dtype, node.input(i));
+  if (!r.ok()) return r.error().with_context("input " + std::to_string(i) + " (" + role + ")");
+  return r;
 }
 
 Result<std::shared_ptr<const Constant>> Converter::transposed(const std::shared_ptr<const Constant>& w) {
@@ -242,8 +361,9 @@ void Converter::convert_node(int index) {
   }
   const bool default_domain = node.domain().empty() || node.domain() == "ai.onnx";
   OpConversion conversion = nullptr;
-  if (default_domain) conversion = layer_conversion(node.op_type());
-  if (default_domain && !conversion) conversion = shape_conversion(node.op_type());
+  for (auto table : {layer_conversion, shape_conversion, elementwise_conversion, tensor_conversion, reduce_conversion}) {
+    if (default_domain && !conversion) conversion = table(node.op_type());
+  }
 
   bool reads_refused = false;
   for (int n : nodes) {
@@ -256,7 +376,7 @@ void Converter::convert_node(int index) {
   if (!default_domain) {
     st = unsupported("not supported: domain '" + node.domain() + "' (the importer reads the default ai.onnx domain)");
   } else if (!fusion && !conversion) {
-    st = unsupported("not supported yet: Ember's op set has no " + node.op_type() + " (issue 34 plans it)");
+    st = unsupported("not supported yet: Ember's op set has no " + node.op_type());
   } else if (reads_refused) {  // refused upstream: nothing can be said about this node
     ++unchecked_;
     for (const auto& out : node.output())
@@ -349,7 +469,7 @@ Result<Imported> Converter::run() {
   }
   Imported out;
   for (const auto& w : weights_) {
-    out.weights.push_back({*manifest_.layers[w.layer].weight(w.role), w.shape, w.values});
+    out.weights.push_back({*manifest_.layers[w.layer].weight(w.role), w.shape, w.values, w.dtype, w.raw});
   }
   out.manifest = std::move(manifest_);
   out.stats = stats_;

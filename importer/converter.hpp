@@ -40,13 +40,21 @@ class Converter;
 /// cannot (the message is shown after the node's label).
 using OpConversion = Status (*)(Converter& c, const onnx::NodeProto& node);
 
-/// lower_layers.cpp and lower_shapes.cpp: the conversion of `op_type`, or nullptr.
+/// The conversion of `op_type`, or nullptr: lower_layers.cpp (norms, matrix products; with
+/// lower_conv.cpp's convolutions and pools), lower_shapes.cpp (reshapes, folding, vanishing ops), lower_elementwise.cpp (unary,
+/// binary, Where, Cast), lower_tensor.cpp (Transpose, Concat, Split, Slice, Gather, Expand, Pad,
+/// Resize), lower_reduce.cpp (reductions, ArgMax, TopK, Softmax). The tables are disjoint.
 OpConversion layer_conversion(std::string_view op_type);
+OpConversion conv_conversion(std::string_view op_type);  // lower_conv.cpp, reached through layer_conversion
 OpConversion shape_conversion(std::string_view op_type);
+OpConversion elementwise_conversion(std::string_view op_type);
+OpConversion tensor_conversion(std::string_view op_type);
+OpConversion reduce_conversion(std::string_view op_type);
 /// lower_layers.cpp: converts a fused pattern at its last node.
 Status convert_fusion(Converter& c, const Fusion& fusion);
 
-/// A weight bound to a role of a layer: a float32 constant whose dims are the role's shape.
+/// A weight bound to a role of a layer: a constant whose dims are the role's shape, float32 unless
+/// the role takes another dtype (a `constant` layer's value: integers are written in that dtype).
 struct RoleWeight {
   std::string_view role;
   std::shared_ptr<const Constant> value;
@@ -72,6 +80,15 @@ class Converter {
   Result<std::shared_ptr<const Constant>> constant_input(const onnx::NodeProto& node, int i, const char* role) const;
   /// Input `i`, which must be a float32 activation.
   Result<const Value*> activation_input(const onnx::NodeProto& node, int i, const char* role) const;
+  /// Input `i` as an activation of any dtype: an activation as it is, a constant as the output of
+  /// a `constant` layer (one per constant and dtype, made on first use; float constants are
+  /// float32, integer ones `int_dtype`: int64, int32 or uint8). A constant whose integers depend on
+  /// a free dim cannot be a layer's value and is refused.
+  Result<const Value*> operand(const onnx::NodeProto& node, int i, const char* role,
+                               gpu::DType int_dtype = gpu::DType::i64);
+  /// The activation holding `k` (see operand()); `hint` names the layer.
+  Result<const Value*> constant_layer(const std::shared_ptr<const Constant>& k, gpu::DType int_dtype,
+                                      std::string_view hint);
   /// Defines output `i` of `node` (no-op for an omitted output).
   void define(const onnx::NodeProto& node, int i, Value value);
   /// Output `i` must be omitted or read by nothing (e.g. BatchNormalization's running statistics).
@@ -82,6 +99,13 @@ class Converter {
   /// inputs do not fit is an Error with gpu::infer_output's reason.
   Result<Value> add_layer(std::string_view name_hint, gpu::OpKind op, const gpu::LayerAttrs& attrs,
                           const std::vector<const Value*>& inputs, const std::vector<RoleWeight>& weights);
+  /// A reshape layer giving activation `x` the dims `out` (same element count in both lanes): fixed
+  /// dims as they are, a free dim that stays in place copied, at most one other free dim inferred.
+  Result<Value> reshape(std::string_view name_hint, const Value& x, const Dims& out);
+  /// An activation defined so far that has, for each (a, b) of `dims`, a dim of size a in lane a and
+  /// b in lane b (dims that depend on the model's free dims), the model's inputs first; nullptr if
+  /// none. `where` gets the index of each.
+  const Value* dim_carrier(const std::vector<std::pair<int64_t, int64_t>>& dims, std::vector<int>& where) const;
   /// The output shape `op` would give these inputs, in both lanes (nothing appended).
   Result<Dims> infer(gpu::OpKind op, const gpu::LayerAttrs& attrs, const std::vector<const Value*>& inputs) const;
 
@@ -119,7 +143,9 @@ class Converter {
     size_t layer = 0;
     std::string role;
     gpu::Shape shape;
-    std::shared_ptr<const std::vector<float>> values;
+    std::shared_ptr<const std::vector<float>> values;  // float32
+    gpu::DType dtype = gpu::DType::f32;
+    std::shared_ptr<const std::vector<uint8_t>> raw;   // any other dtype
   };
   gpu::Manifest manifest_;
   std::vector<PendingWeight> weights_;
@@ -128,6 +154,9 @@ class Converter {
   std::map<std::string, std::string, std::less<>> output_names_;  // graph output -> its Ember name
   // Source -> (source, transposed); holding the source keeps its address from being reused.
   std::map<const Constant*, std::pair<std::shared_ptr<const Constant>, std::shared_ptr<const Constant>>> transposed_;
+  // (constant, dtype) -> the activation of its `constant` layer; holding the constant keeps its
+  // address from being reused.
+  std::map<std::pair<const Constant*, gpu::DType>, std::pair<std::shared_ptr<const Constant>, Value>> constant_layers_;
   std::set<const void*> written_;  // weight buffers already written once (for duplicated_bytes)
   std::vector<Refusal> refusals_;
   uint32_t unchecked_ = 0;  // nodes skipped because they read a refused node's results

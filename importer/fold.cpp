@@ -107,7 +107,174 @@ float apply(Arith op, float x, float y) {
   return 0.f;
 }
 
+float unary_value(gpu::UnaryFn fn, float x, float alpha, float beta) {
+  using gpu::UnaryFn;
+  switch (fn) {
+    case UnaryFn::sigmoid: return 1.f / (1.f + std::exp(-x));
+    case UnaryFn::silu: return x / (1.f + std::exp(-x));
+    case UnaryFn::hard_sigmoid: return std::max(0.f, std::min(1.f, alpha * x + beta));
+    case UnaryFn::hard_swish: return x * std::max(0.f, std::min(1.f, alpha * x + beta));
+    case UnaryFn::clip: return std::min(std::max(x, alpha), beta);
+    case UnaryFn::exp: return std::exp(x);
+    case UnaryFn::log: return std::log(x);
+    case UnaryFn::sqrt: return std::sqrt(x);
+    case UnaryFn::reciprocal: return 1.f / x;
+    case UnaryFn::erf: return std::erf(x);
+    case UnaryFn::neg: return -x;
+    case UnaryFn::abs: return std::abs(x);
+    case UnaryFn::leaky_relu: return x < 0.f ? alpha * x : x;
+    case UnaryFn::elu: return x < 0.f ? alpha * (std::exp(x) - 1.f) : x;
+    case UnaryFn::celu: return std::max(0.f, x) + std::min(0.f, alpha * (std::exp(x / alpha) - 1.f));
+    case UnaryFn::selu: return x <= 0.f ? beta * alpha * (std::exp(x) - 1.f) : beta * x;
+    case UnaryFn::softplus: return std::log1p(std::exp(x));
+    case UnaryFn::softsign: return x / (1.f + std::abs(x));
+    case UnaryFn::sin: return std::sin(x);
+    case UnaryFn::cos: return std::cos(x);
+    case UnaryFn::floor: return std::floor(x);
+    case UnaryFn::ceil: return std::ceil(x);
+    case UnaryFn::round: return std::nearbyint(x);  // half to even, as ONNX Round
+    case UnaryFn::sign: return static_cast<float>((x > 0.f) - (x < 0.f));
+    case UnaryFn::not_:
+    case UnaryFn::count: break;
+  }
+  return 0.f;
+}
+
+bool is_comparison(gpu::BinaryFn fn) { return fn >= gpu::BinaryFn::equal && fn <= gpu::BinaryFn::greater_equal; }
+bool is_logical(gpu::BinaryFn fn) { return fn >= gpu::BinaryFn::and_; }
+
+template <typename T>
+bool compare(gpu::BinaryFn fn, T x, T y) {
+  using gpu::BinaryFn;
+  switch (fn) {
+    case BinaryFn::equal: return x == y;
+    case BinaryFn::less: return x < y;
+    case BinaryFn::greater: return x > y;
+    case BinaryFn::less_equal: return x <= y;
+    case BinaryFn::greater_equal: return x >= y;
+    case BinaryFn::and_: return x != 0 && y != 0;
+    case BinaryFn::or_: return x != 0 || y != 0;
+    case BinaryFn::xor_: return (x != 0) != (y != 0);
+    default: return false;
+  }
+}
+
+float float_binary(gpu::BinaryFn fn, float x, float y) {
+  using gpu::BinaryFn;
+  switch (fn) {
+    case BinaryFn::add: return x + y;
+    case BinaryFn::sub: return x - y;
+    case BinaryFn::mul: return x * y;
+    case BinaryFn::div: return x / y;
+    case BinaryFn::pow: return std::pow(x, y);
+    case BinaryFn::min: return std::min(x, y);
+    case BinaryFn::max: return std::max(x, y);
+    case BinaryFn::mod: return std::fmod(x, y);
+    default: return 0.f;
+  }
+}
+
 }  // namespace
+
+Result<Constant> fold_unary(gpu::UnaryFn fn, float alpha, float beta, const Constant& x) {
+  using gpu::UnaryFn;
+  Constant out = x;
+  if (x.kind == Constant::Kind::f32) {
+    if (fn == UnaryFn::not_) return invalid_argument("Not of floats");
+    for (float& v : out.f) v = unary_value(fn, v, alpha, beta);
+    return out;
+  }
+  for (auto* lane : {&out.a, &out.b}) {
+    for (int64_t& v : *lane) {
+      switch (fn) {
+        case UnaryFn::neg:
+          if (v == INT64_MIN) return invalid_argument("integer overflow in Neg");
+          v = -v;
+          break;
+        case UnaryFn::abs:
+          if (v == INT64_MIN) return invalid_argument("integer overflow in Abs");
+          v = v < 0 ? -v : v;
+          break;
+        case UnaryFn::sign: v = (v > 0) - (v < 0); break;
+        case UnaryFn::not_: v = v == 0; break;
+        default: return invalid_argument(std::string(gpu::unary_fn_name(fn)) + " of integers");
+      }
+    }
+  }
+  return out;
+}
+
+Result<Constant> fold_binary(gpu::BinaryFn fn, const Constant& x, const Constant& y) {
+  using gpu::BinaryFn;
+  if (x.kind != y.kind) return invalid_argument("operands " + x.describe() + " and " + y.describe() + " differ in type");
+  const bool ints = x.kind == Constant::Kind::i64;
+  if (is_logical(fn) && !ints) return invalid_argument(std::string(gpu::binary_fn_name(fn)) + " of floats");
+  switch (fn) {
+    case BinaryFn::add: return fold_arith(Arith::add, x, y);
+    case BinaryFn::sub: return fold_arith(Arith::sub, x, y);
+    case BinaryFn::mul: return fold_arith(Arith::mul, x, y);
+    case BinaryFn::div: return fold_arith(Arith::div, x, y);
+    default: break;
+  }
+  const bool to_ints = is_comparison(fn) || is_logical(fn);
+  if (ints && !to_ints && fn != BinaryFn::min && fn != BinaryFn::max) {
+    return invalid_argument(std::string(gpu::binary_fn_name(fn)) + " of integers");
+  }
+  EMBER_ASSIGN_OR_RETURN(auto dims, broadcast_dims(x.dims, y.dims));
+  if (dims.size() > static_cast<size_t>(gpu::Shape::kMaxRank)) return unsupported("rank above 6");
+  EMBER_RETURN_IF_ERROR(check_growth(dims, std::max(x.numel(), y.numel())));
+  Constant out = make(to_ints || ints ? Constant::Kind::i64 : Constant::Kind::f32, dims);
+  const auto xi = broadcast_index(dims, x.dims), yi = broadcast_index(dims, y.dims);
+  for (size_t i = 0; i < xi.size(); ++i) {
+    if (!ints) {
+      if (to_ints) out.a[i] = out.b[i] = compare(fn, x.f[xi[i]], y.f[yi[i]]);
+      else out.f[i] = float_binary(fn, x.f[xi[i]], y.f[yi[i]]);
+      continue;
+    }
+    const int64_t xa = x.a[xi[i]], xb = x.b[xi[i]], ya = y.a[yi[i]], yb = y.b[yi[i]];
+    if (to_ints) {
+      out.a[i] = compare(fn, xa, ya);
+      out.b[i] = compare(fn, xb, yb);
+    } else {
+      out.a[i] = fn == BinaryFn::min ? std::min(xa, ya) : std::max(xa, ya);
+      out.b[i] = fn == BinaryFn::min ? std::min(xb, yb) : std::max(xb, yb);
+    }
+  }
+  return out;
+}
+
+Result<Constant> fold_where(const Constant& cond, const Constant& x, const Constant& y) {
+  if (cond.kind != Constant::Kind::i64) return invalid_argument("Where's condition must be bool, got " + cond.describe());
+  if (x.kind != y.kind) return invalid_argument("Where of " + x.describe() + " and " + y.describe());
+  EMBER_ASSIGN_OR_RETURN(auto dims, broadcast_dims(cond.dims, x.dims));
+  EMBER_ASSIGN_OR_RETURN(dims, broadcast_dims(dims, y.dims));
+  if (dims.size() > static_cast<size_t>(gpu::Shape::kMaxRank)) return unsupported("rank above 6");
+  EMBER_RETURN_IF_ERROR(check_growth(dims, std::max({cond.numel(), x.numel(), y.numel()})));
+  Constant out = make(x.kind, dims);
+  const auto ci = broadcast_index(dims, cond.dims), xi = broadcast_index(dims, x.dims), yi = broadcast_index(dims, y.dims);
+  for (size_t i = 0; i < ci.size(); ++i) {
+    if (x.kind == Constant::Kind::f32) {
+      if (!cond.fixed()) return unsupported("a Where on floats whose condition depends on a free dim of the model");
+      out.f[i] = cond.a[ci[i]] ? x.f[xi[i]] : y.f[yi[i]];
+      continue;
+    }
+    out.a[i] = cond.a[ci[i]] ? x.a[xi[i]] : y.a[yi[i]];
+    out.b[i] = cond.b[ci[i]] ? x.b[xi[i]] : y.b[yi[i]];
+  }
+  return out;
+}
+
+Result<Constant> fold_expand(const Constant& x, const std::vector<int64_t>& shape) {
+  for (int64_t d : shape)
+    if (d < 0) return invalid_argument("Expand to a negative dim " + std::to_string(d));
+  EMBER_ASSIGN_OR_RETURN(auto dims, broadcast_dims(x.dims, shape));
+  if (dims.size() > static_cast<size_t>(gpu::Shape::kMaxRank)) return unsupported("rank above 6");
+  EMBER_RETURN_IF_ERROR(check_growth(dims, x.numel()));
+  Constant out = make(x.kind, dims);
+  const auto xi = broadcast_index(dims, x.dims);
+  for (size_t i = 0; i < xi.size(); ++i) copy_element(x, xi[i], out, i);
+  return out;
+}
 
 Result<int> normalize_axis(int64_t axis, int rank) {
   const int64_t a = axis < 0 ? axis + rank : axis;

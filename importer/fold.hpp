@@ -15,6 +15,7 @@
 
 #include "base/status.hpp"
 #include "importer/values.hpp"
+#include "model/ops.hpp"
 
 namespace ember::importer {
 
@@ -25,6 +26,21 @@ Result<std::vector<int64_t>> broadcast_dims(const std::vector<int64_t>& x, const
 
 /// x (op) y, broadcasting; both floats or both integers (integer division truncates toward zero).
 Result<Constant> fold_arith(Arith op, const Constant& x, const Constant& y);
+
+/// fn(x) elementwise with unary's semantics (model/ops.hpp); x must be floats, except neg, abs and
+/// sign, which also take fixed integers, and not, which takes integers (0/1).
+Result<Constant> fold_unary(gpu::UnaryFn fn, float alpha, float beta, const Constant& x);
+
+/// fn(x, y) with broadcasting and binary's semantics (model/ops.hpp): arithmetic on two floats, or
+/// add/sub/mul/div/min/max on two integer constants (per lane); comparisons on one kind give
+/// integers 0/1 per lane; and/or/xor take integers (nonzero is true).
+Result<Constant> fold_binary(gpu::BinaryFn fn, const Constant& x, const Constant& y);
+
+/// ONNX Where: cond (integers, nonzero true, fixed) ? x : y, broadcasting all three; x and y one kind.
+Result<Constant> fold_where(const Constant& cond, const Constant& x, const Constant& y);
+
+/// ONNX Expand: x broadcast to `shape` (numpy rules; fixed dims).
+Result<Constant> fold_expand(const Constant& x, const std::vector<int64_t>& shape);
 
 /// ONNX Gather along `axis` (negative counts from the end); indices must be fixed.
 Result<Constant> fold_gather(const Constant& data, const Constant& indices, int64_t axis);

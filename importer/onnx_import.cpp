@@ -90,7 +90,10 @@ Status write_model_dir(const Imported& imported, const std::string& dir) {
   fs::create_directories(dir, ec);
   if (ec) return io_error(dir + ": cannot create directory: " + ec.message());
   std::vector<gpu::TensorToWrite> tensors;
-  for (const auto& w : imported.weights) tensors.push_back({w.tensor, {gpu::DType::f32, w.shape}, w.values->data()});
+  for (const auto& w : imported.weights) {
+    const void* data = w.dtype == gpu::DType::f32 ? static_cast<const void*>(w.values->data()) : w.raw->data();
+    tensors.push_back({w.tensor, {w.dtype, w.shape}, data});
+  }
   const std::string weights = dir + "/" + gpu::kWeightsFile, manifest = dir + "/" + gpu::kManifestFile;
   EMBER_RETURN_IF_ERROR(gpu::write_safetensors(weights, tensors, {{"format", "pt"}, {"ember.importer", "onnx"}}));
   EMBER_RETURN_IF_ERROR(write_text(manifest, gpu::manifest_to_json(imported.manifest)));

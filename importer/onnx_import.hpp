@@ -48,16 +48,19 @@ struct ImportStats {
   uint32_t folded = 0;     // evaluated at import (constant subgraphs)
   uint32_t removed = 0;    // Identity, Dropout, and nodes no output needs
   uint32_t fused = 0;      // nodes merged into a fused layer (their layers count in manifest.layers)
-  uint64_t parameters = 0; // float32 values written, duplicates included
+  uint64_t parameters = 0; // weight elements written (float32, and constant layers' values), duplicates included
   uint64_t duplicated_bytes = 0;  // bytes written more than once (weights read by several layers)
 };
 
-/// A weight as it is written: a float32 tensor. Two layers that read one ONNX weight hold
-/// the same `values`.
+/// A weight as it is written: a float32 tensor (`values`), or, for a `constant` layer's value of
+/// another dtype, its bytes (`raw`, little-endian, `dtype`'s width per element). Two layers that
+/// read one ONNX weight hold the same `values`.
 struct ImportedWeight {
   std::string tensor;
   gpu::Shape shape;
-  std::shared_ptr<const std::vector<float>> values;
+  std::shared_ptr<const std::vector<float>> values;  // dtype float32
+  gpu::DType dtype = gpu::DType::f32;
+  std::shared_ptr<const std::vector<uint8_t>> raw;   // any other dtype
 };
 
 struct Imported {

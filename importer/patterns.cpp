@@ -232,6 +232,7 @@ class Matcher {
   std::optional<Fusion> linear_bias(int matmul) const {
     const auto& mm = g_.node(matmul);
     if (mm.output_size() != 1 || !(mm.domain().empty() || mm.domain() == "ai.onnx")) return std::nullopt;
+    if (!constant_matrix(mm.input(1)) || constant_matrix(mm.input(0))) return std::nullopt;  // not x * W
     const int add = reader(out(matmul), "Add");
     if (add < 0) return std::nullopt;
     const std::string bias = other(add, out(matmul));
@@ -246,6 +247,21 @@ class Matcher {
     f.matmul = matmul;
     f.bias = bias;
     return f;
+  }
+
+  // Whether `value` is an initializer or a Constant node's value of rank 2 (read without its data).
+  bool constant_matrix(const std::string& value) const {
+    if (g_.initializers.count(value)) {
+      for (const auto& t : g_.graph().initializer())
+        if (t.name() == value) return t.dims_size() == 2;
+    }
+    auto p = g_.producer.find(value);
+    if (p == g_.producer.end()) return false;
+    const auto& node = g_.node(p->second);
+    if (node.op_type() != "Constant") return false;
+    for (const auto& a : node.attribute())
+      if (a.name() == "value" && a.has_t()) return a.t().dims_size() == 2;
+    return false;
   }
 
   const OnnxGraph& g_;

@@ -2,7 +2,8 @@
 // (converter.hpp) so that their inner nodes, which Ember could not run alone (Erf, Pow, a Mul of
 // an activation by a constant), are never looked at one by one.
 //
-//   linear_bias  MatMul(x, W) whose only reader is Add(., b) (either order) with b a constant that
+//   linear_bias  MatMul(x, W), W an initializer or Constant matrix and x not, whose only reader is
+//                Add(., b) (either order) with b a constant that
 //                varies only along the last dim: linear with bias (torch.onnx.export writes
 //                nn.Linear on a rank-3 input so).
 //   pad_avg_pool Pad(x, pads) with zeros (mode constant, value 0) on the two spatial dims of an

@@ -528,8 +528,9 @@ Result<TensorDesc> infer_general(OpKind op, const LayerAttrs& a, std::span<const
       }
       TensorDesc out = x;
       for (int i = 0; i < x.shape.rank; ++i) {
-        out.shape[i] = a.shape.rank > 0 ? a.shape[i]
-                                         : static_cast<int64_t>(std::floor(static_cast<double>(x.shape[i]) * a.scales[i]));
+        out.shape[i] = a.shape.rank > 0 && a.shape[i] > 0
+                           ? a.shape[i]
+                           : static_cast<int64_t>(std::floor(static_cast<double>(x.shape[i]) * a.scales[i]));
         if (out.shape[i] != x.shape[i] && i < x.shape.rank - 2) {
           return invalid_argument("resize may change only the last two dims; dim " + std::to_string(i) + " of " +
                                   x.shape.to_string() + " would become " + std::to_string(out.shape[i]));

@@ -115,18 +115,34 @@ TEST(LowerLayers, GemmWithoutTransBIsTransposedAndAlphaBetaAreFoldedIn) {
   EXPECT_EQ(*weight(m, "y.bias").values, (std::vector<float>{0.5f, 0.5f, 0.5f}));
 }
 
-TEST(LowerLayers, GemmRefusesWhatLinearCannotExpress) {
+TEST(LowerLayers, GemmGeneralCasesAreLayersAndMisfitsAreRefused) {
+  // C that varies per row: linear without bias, then a broadcasting add.
+  OnnxBuilder rows;
+  rows.input("x", {4, 2}).output("y");
+  rows.ramp("B", {3, 2});
+  rows.ramp("C", {4, 3});
+  set_int(rows.node("Gemm", {"x", "B", "C"}, {"y"}, "/fc/Gemm"), "transB", 1);
+  EXPECT_EQ(ops(must(convert(rows))), (std::vector<std::string>{"linear", "constant", "binary"}));
+
+  // transA transposes the activation first; B an activation makes a matmul, alpha a product.
+  OnnxBuilder t;
+  t.input("x", {2, 4}).input("z", {2, 3}).output("y");
+  auto& g = t.node("Gemm", {"x", "z"}, {"y"}, "/g");
+  set_int(g, "transA", 1);
+  set_float(g, "alpha", 0.5f);
+  const Imported m = must(convert(t));
+  EXPECT_EQ(ops(m), (std::vector<std::string>{"transpose", "matmul", "constant", "binary"}));
+  EXPECT_EQ(m.manifest.outputs[0].shape, (gpu::Shape{4, 3}));
+
   OnnxBuilder b;
   b.input("x", {"n", 2}).output("y");
   b.ramp("B", {3, 2});
   b.ramp("C", {4, 3});
   auto& gemm = b.node("Gemm", {"x", "B", "C"}, {"y"}, "/fc/Gemm");
   set_int(gemm, "transB", 1);
-  EXPECT_NE(refusal(b).find("node '/fc/Gemm' (Gemm): not supported yet: a bias C float32[4, 3] that varies per row"),
-            std::string::npos)
+  // [n, 3] + C [4, 3]: the rows do not fit a free n.
+  EXPECT_NE(refusal(b).find("node '/fc/Gemm' (Gemm): shapes [2, 3] and [4, 3] do not broadcast"), std::string::npos)
       << refusal(b);
-  set_int(gemm, "transA", 1);
-  EXPECT_NE(refusal(b).find("transA 1"), std::string::npos) << refusal(b);
 }
 
 TEST(LowerLayers, MatMulByAConstantIsALinearWithTheWeightTransposed) {
@@ -141,28 +157,51 @@ TEST(LowerLayers, MatMulByAConstantIsALinearWithTheWeightTransposed) {
   EXPECT_EQ(m.manifest.outputs[0].shape, (gpu::Shape{-1, 5, 3}));
 }
 
-TEST(LowerLayers, MatMulOfTwoActivationsIsRefused) {
+TEST(LowerLayers, MatMulOfTwoActivationsIsAMatmulLayer) {
   OnnxBuilder b;
-  b.input("x", {2, 2}).input("z", {2, 2}).output("y");
+  b.input("x", {"batch", 3, 2}).input("z", {"batch", 2, 4}).output("y");
   b.node("MatMul", {"x", "z"}, {"y"}, "/attn/MatMul");
-  EXPECT_NE(refusal(b).find("node '/attn/MatMul' (MatMul): not supported yet: a product of two activations"),
-            std::string::npos)
-      << refusal(b);
+  const Imported m = must(convert(b));
+  EXPECT_EQ(ops(m), std::vector<std::string>{"matmul"});
+  EXPECT_EQ(m.manifest.outputs[0].shape, (gpu::Shape{-1, 3, 4}));
+  // Inner dims that differ are refused with the reason.
+  OnnxBuilder bad;
+  bad.input("x", {2, 3}).input("z", {2, 3}).output("y");
+  bad.node("MatMul", {"x", "z"}, {"y"}, "/mm");
+  EXPECT_NE(refusal(bad).find("node '/mm' (MatMul): cannot multiply [2, 3] by [2, 3]"), std::string::npos) << refusal(bad);
 }
 
-TEST(LowerLayers, ConvRefusesAsymmetricPadsAndOtherRanks) {
+TEST(LowerLayers, ConvAsymmetricPadsAreAPadLayerAndOneDConvIsReshapedToTwoD) {
   OnnxBuilder b = resnet_like();
   auto* conv = b.model.mutable_graph()->mutable_node(0);
   conv->mutable_attribute(1)->set_ints(2, 2);  // pads [1, 1, 2, 1]
-  EXPECT_NE(refusal(b).find("node '/conv1/Conv' (Conv): not supported yet: asymmetric pads [1, 1, 2, 1]"),
-            std::string::npos)
-      << refusal(b);
+  const Imported m = must(convert(b));
+  EXPECT_EQ(ops(m)[0], "pad");
+  EXPECT_EQ(m.manifest.layers[0].attrs.num_pads, 8);
+  EXPECT_EQ(m.manifest.layers[0].attrs.pads[6], 1);  // height's end: 2, of which conv2d pads 1
+  EXPECT_EQ(m.manifest.layers[1].attrs.padding[0], 1);
 
   OnnxBuilder one_d;
-  one_d.input("x", {1, 3, 8}).output("y");
+  one_d.input("x", {"n", 3, 8}).output("y");
   one_d.ramp("w", {4, 3, 3});
-  one_d.node("Conv", {"x", "w"}, {"y"}, "/c");
-  EXPECT_NE(refusal(one_d).find("1-d convolution"), std::string::npos) << refusal(one_d);
+  auto& c1 = one_d.node("Conv", {"x", "w"}, {"y"}, "/c");
+  set_ints(c1, "pads", {1, 1});
+  set_ints(c1, "strides", {2});
+  const Imported m1 = must(convert(one_d));
+  EXPECT_EQ(ops(m1), (std::vector<std::string>{"reshape", "conv2d", "reshape"}));
+  EXPECT_EQ(m1.manifest.layers[1].attrs.kernel[0], 1);
+  EXPECT_EQ(m1.manifest.layers[1].attrs.kernel[1], 3);
+  EXPECT_EQ(m1.manifest.layers[1].attrs.stride[1], 2);
+  EXPECT_EQ(weight(m1, "/c.conv2d.weight").shape, (gpu::Shape{4, 3, 1, 3}));
+  EXPECT_EQ(m1.manifest.outputs[0].shape, (gpu::Shape{-1, 4, 4}));
+
+  OnnxBuilder three_d;
+  three_d.input("x", {1, 3, 4, 4, 4}).output("y");
+  three_d.ramp("w", {4, 3, 1, 1, 1});
+  three_d.node("Conv", {"x", "w"}, {"y"}, "/c3");
+  EXPECT_NE(refusal(three_d).find("node '/c3' (Conv): not supported yet: convolution over a rank-5 input"),
+            std::string::npos)
+      << refusal(three_d);
 }
 
 TEST(LowerLayers, ConvSamePaddingIsComputedAndGroupsAreKept) {
@@ -180,7 +219,7 @@ TEST(LowerLayers, ConvSamePaddingIsComputedAndGroupsAreKept) {
   EXPECT_EQ(m.manifest.outputs[0].shape, (gpu::Shape{1, 8, 9, 9}));
 }
 
-TEST(LowerLayers, PoolingRefusesWhatEmbersPoolsComputeDifferently) {
+TEST(LowerLayers, PoolingKeepsCeilModeAndCountIncludePadAndRefusesWhatDiffers) {
   auto pool = [](const char* op, std::initializer_list<int64_t> pads, int64_t ceil, int64_t count_pad) {
     OnnxBuilder b;
     b.input("x", {1, 2, 6, 6}).output("y");
@@ -192,13 +231,32 @@ TEST(LowerLayers, PoolingRefusesWhatEmbersPoolsComputeDifferently) {
     if (count_pad >= 0) set_int(n, "count_include_pad", count_pad);
     return b;
   };
-  // AveragePool with padding: Ember divides by the whole window, as count_include_pad=1 does.
-  EXPECT_EQ(ops(must(convert(pool("AveragePool", {1, 1, 1, 1}, 0, 1)))), std::vector<std::string>{"avg_pool2d"});
-  EXPECT_NE(refusal(pool("AveragePool", {1, 1, 1, 1}, 0, 0)).find("count_include_pad 0 with padding"),
+  // AveragePool with padding: count_include_pad as ONNX says (ONNX's default 0).
+  const Imported counted = must(convert(pool("AveragePool", {1, 1, 1, 1}, 0, 1)));
+  EXPECT_EQ(ops(counted), std::vector<std::string>{"avg_pool2d"});
+  EXPECT_TRUE(counted.manifest.layers[0].attrs.count_include_pad);
+  EXPECT_FALSE(must(convert(pool("AveragePool", {1, 1, 1, 1}, 0, 0))).manifest.layers[0].attrs.count_include_pad);
+  // Padding Ember's pools do not take (asymmetric): a pad layer, unless the padding must not count.
+  EXPECT_EQ(ops(must(convert(pool("MaxPool", {0, 0, 1, 1}, 0, -1)))), (std::vector<std::string>{"pad", "max_pool2d"}));
+  EXPECT_NE(refusal(pool("AveragePool", {0, 0, 1, 1}, 0, 0)).find("count_include_pad 0 with pads [0, 0, 1, 1]"),
             std::string::npos);
-  // ceil_mode: (6 + 2 - 3) / 2 is not whole, so rounding up would add a row.
-  EXPECT_NE(refusal(pool("MaxPool", {1, 1, 1, 1}, 1, -1)).find("ceil_mode 1 where it changes the output size"),
-            std::string::npos);
+  // ceil_mode: (6 + 2 - 3) / 2 rounds up to 3 windows, 4 rows, as ONNX and PyTorch agree.
+  const Imported ceil = must(convert(pool("MaxPool", {1, 1, 1, 1}, 1, -1)));
+  EXPECT_TRUE(ceil.manifest.layers[0].attrs.ceil_mode);
+  EXPECT_EQ(ceil.manifest.outputs[0].shape, (gpu::Shape{1, 2, 4, 4}));
+  // A last window that would start in the padding: PyTorch drops it, ONNX's formula keeps it.
+  OnnxBuilder drop = pool("MaxPool", {1, 1, 1, 1}, 1, -1);
+  auto* strides = drop.model.mutable_graph()->mutable_node(0)->mutable_attribute(1);
+  strides->set_ints(0, 2);
+  strides->set_ints(1, 2);
+  auto* k = drop.model.mutable_graph()->mutable_node(0)->mutable_attribute(0);
+  k->set_ints(0, 2);
+  k->set_ints(1, 2);
+  auto* shape = drop.model.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  shape->mutable_dim(2)->set_dim_value(5);  // windows at -1, 1, 3 and 5, which starts in the padding
+  shape->mutable_dim(3)->set_dim_value(5);
+  EXPECT_NE(refusal(drop).find("ceil_mode where ONNX's output size (4) differs from PyTorch's"), std::string::npos)
+      << refusal(drop);
   // Without padding on 7x7, (7 - 3) / 2 is whole: ceil_mode changes nothing and is accepted.
   OnnxBuilder exact = pool("MaxPool", {0, 0, 0, 0}, 1, -1);
   exact.model.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(2)->set_dim_value(7);
@@ -265,6 +323,19 @@ TEST(LowerLayers, WeightsComputedAtServeTimeAreRefused) {
   b.input("x", {1, 3, 4, 4}).input("w", {2, 3, 1, 1}).output("y");
   b.node("Conv", {"x", "w"}, {"y"}, "/conv");
   EXPECT_NE(refusal(b).find("input 1 (W, 'w') is computed at serve time"), std::string::npos) << refusal(b);
+}
+
+TEST(LowerLayers, InstanceNormalizationIsAGroupNormWithAGroupPerChannel) {
+  OnnxBuilder b;
+  b.input("x", {"batch", 3, 4, 4}).output("y");
+  b.ramp("s", {3});
+  b.ramp("b", {3});
+  set_float(b.node("InstanceNormalization", {"x", "s", "b"}, {"y"}, "/in"), "epsilon", 1e-3f);
+  const Imported m = must(convert(b));
+  ASSERT_EQ(ops(m), std::vector<std::string>{"group_norm"});
+  EXPECT_EQ(m.manifest.layers[0].attrs.num_groups, 3);
+  EXPECT_EQ(m.manifest.layers[0].attrs.num_features, 3);
+  EXPECT_FLOAT_EQ(m.manifest.layers[0].attrs.eps, 1e-3f);
 }
 
 }  // namespace lower_layers_test

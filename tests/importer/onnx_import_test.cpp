@@ -73,21 +73,22 @@ TEST(OnnxImport, TiedWeightsAreWrittenOncePerLayerAndTheDirectoryLoads) {
 }
 
 TEST(OnnxImport, EveryRefusedNodeIsListedWithItsOp) {
-  // Transformer-like pieces Ember lacks, in a chain: each refusal is reported, once.
+  // Pieces Ember lacks, in a chain: each refusal is reported, once.
   OnnxBuilder b;
   b.input("x", {"batch", 4, 8}).output("y");
-  b.node("Transpose", {"x"}, {"t"}, "/attn/Transpose");
+  b.int_vector("pads", {0, 0, 1, 0, 0, 1});
+  testing::set_string(b.node("Pad", {"x", "pads"}, {"t"}, "/attn/Pad"), "mode", "wrap");
   b.node("MatMul", {"x", "t"}, {"s"}, "/attn/MatMul");  // reads a refused value: not checked
-  b.node("Sigmoid", {"s"}, {"g"}, "/gate/Sigmoid");       // an op Ember lacks: listed all the same
-  b.node("Relu", {"g"}, {"y"}, "/relu");                  // not checked either
+  b.node("NonZero", {"s"}, {"g"}, "/gate/NonZero");     // an op Ember lacks: listed all the same
+  b.node("Relu", {"g"}, {"y"}, "/relu");                // not checked either
   auto r = convert(b);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code(), ErrorCode::unsupported);
   EXPECT_EQ(r.error().message(),
-            "test.onnx: cannot import 2 of 4 nodes (Sigmoid, Transpose); 2 nodes that read their results were not "
+            "test.onnx: cannot import 2 of 5 nodes (NonZero, Pad); 2 nodes that read their results were not "
             "checked:\n"
-            "  node '/attn/Transpose' (Transpose): not supported yet: Transpose of an activation is not in Ember's op set\n"
-            "  node '/gate/Sigmoid' (Sigmoid): not supported yet: Ember's op set has no Sigmoid (issue 34 plans it)");
+            "  node '/attn/Pad' (Pad): not supported: mode 'wrap' (Ember pads constant, reflect or edge)\n"
+            "  node '/gate/NonZero' (NonZero): not supported yet: Ember's op set has no NonZero");
 }
 
 TEST(OnnxImport, OutputsThatAreNotComputedAreRefused) {

@@ -1,0 +1,31 @@
+#include "importer/lower.hpp"
+
+namespace ember::importer {
+
+std::string list_text(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+Status define_folded(Converter& c, const onnx::NodeProto& n, int i, Result<Constant> value) {
+  if (!value.ok()) return value.error();
+  c.define(n, i, Value::of_constant(std::move(*value)));
+  c.count_folded();
+  return Status::OK();
+}
+
+Status define_alias(Converter& c, const onnx::NodeProto& n, int i, const Value& v) {
+  c.define(n, i, v);
+  c.count_removed();
+  return Status::OK();
+}
+
+Status define_layer(Converter& c, const onnx::NodeProto& n, gpu::OpKind op, const gpu::LayerAttrs& attrs,
+                    const std::vector<const Value*>& inputs, const std::vector<RoleWeight>& weights) {
+  EMBER_ASSIGN_OR_RETURN(Value y, c.add_layer(layer_hint(n), op, attrs, inputs, weights));
+  c.define(n, 0, std::move(y));
+  return Status::OK();
+}
+
+}  // namespace ember::importer
