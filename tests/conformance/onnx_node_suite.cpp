@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "gpu/executor.hpp"
+#include "importer/onnx_graph.hpp"
 #include "importer/onnx_import.hpp"
 #include "importer/onnx_tensor.hpp"
 #include "model/half.hpp"
@@ -129,6 +130,7 @@ CaseResult run_case_inner(const std::string& case_dir, const std::string& scratc
   CaseResult r;
   r.name = fs::path(case_dir).filename().string();
   r.op = case_op(case_dir);
+  r.opset = case_opset(case_dir);
   auto fail = [&](std::string why) {
     r.outcome = Outcome::failed;
     r.detail = std::move(why);
@@ -253,6 +255,15 @@ std::string case_op(const std::string& case_dir) {
   return n ? model.graph().node(n - 1).op_type() : "";
 }
 
+int64_t case_opset(const std::string& case_dir) {
+  auto bytes = read_bytes(case_dir + "/model.onnx");
+  onnx::ModelProto model;
+  if (!bytes.ok() || !model.ParseFromString(*bytes)) return 0;
+  for (const auto& o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") return o.version();
+  return 0;
+}
+
 CaseResult run_case(const std::string& case_dir, const std::string& scratch_dir, gpu::Device& device) {
   const auto start = std::chrono::steady_clock::now();
   CaseResult r;
@@ -261,6 +272,7 @@ CaseResult run_case(const std::string& case_dir, const std::string& scratch_dir,
   } catch (const std::exception& e) {
     r.name = fs::path(case_dir).filename().string();
     r.op = case_op(case_dir);
+    r.opset = case_opset(case_dir);
     r.outcome = Outcome::failed;
     r.detail = std::string("exception: ") + e.what();
   }
@@ -332,8 +344,10 @@ namespace {
 
 struct OpRow {
   int cases = 0, passed = 0, refused = 0, failed = 0;
+  int old_opset = 0;  // refused cases whose model is below importer::kMinOpset
   std::vector<std::string> failed_cases;
-  std::string refusal;  // the first refused case's reason
+  std::string refusal;  // the first refused case's reason, preferring a case at a supported opset
+  bool refusal_at_supported_opset = false;
 };
 
 std::map<std::string, OpRow> rows_of(const std::vector<CaseResult>& results) {
@@ -343,10 +357,16 @@ std::map<std::string, OpRow> rows_of(const std::vector<CaseResult>& results) {
     ++row.cases;
     switch (r.outcome) {
       case Outcome::passed: ++row.passed; break;
-      case Outcome::refused:
+      case Outcome::refused: {
         ++row.refused;
-        if (row.refusal.empty()) row.refusal = r.detail;
+        const bool old = r.opset > 0 && r.opset < importer::kMinOpset;
+        row.old_opset += old;
+        if (row.refusal.empty() || (!old && !row.refusal_at_supported_opset)) {
+          row.refusal = r.detail;
+          row.refusal_at_supported_opset = !old;
+        }
         break;
+      }
       case Outcome::failed:
         ++row.failed;
         row.failed_cases.push_back(r.name);
@@ -362,18 +382,24 @@ std::string note_of(const OpRow& row) {
     note = "failed: ";
     for (size_t i = 0; i < row.failed_cases.size(); ++i) note += (i ? ", " : "") + row.failed_cases[i];
   }
-  if (row.refused) {
+  if (row.old_opset == row.refused && row.refused) {
+    note += (note.empty() ? "" : "; ") + std::string("refused: ") +
+            (row.refused == 1 ? "the model is" : "the models are") + " below opset " +
+            std::to_string(importer::kMinOpset);
+  } else if (row.refused) {
     std::string why = row.refusal.size() > 110 ? row.refusal.substr(0, 107) + "..." : row.refusal;
-    note += (note.empty() ? "" : "; ") + std::string(row.refused == row.cases ? "" : "refused: ") + why;
+    note += (note.empty() ? "" : "; ") + std::string("refused: ") + why;
+    if (row.old_opset) note += " (" + std::to_string(row.old_opset) + " below opset " + std::to_string(importer::kMinOpset) + ")";
   }
   return note;
 }
 
 std::string totals(const std::vector<CaseResult>& results) {
-  int passed = 0, refused = 0, failed = 0;
+  int passed = 0, refused = 0, failed = 0, old = 0;
   for (const auto& r : results) {
     passed += r.outcome == Outcome::passed;
     refused += r.outcome == Outcome::refused;
+    old += r.outcome == Outcome::refused && r.opset > 0 && r.opset < importer::kMinOpset;
     failed += r.outcome == Outcome::failed;
   }
   const auto rows = rows_of(results);
@@ -383,7 +409,8 @@ std::string totals(const std::vector<CaseResult>& results) {
     ops_some += row.passed > 0;
   }
   return std::to_string(results.size()) + " cases of " + std::to_string(rows.size()) + " ops: " +
-         std::to_string(passed) + " passed, " + std::to_string(refused) + " refused, " + std::to_string(failed) +
+         std::to_string(passed) + " passed, " + std::to_string(refused) + " refused (" + std::to_string(old) +
+         " of them models below opset " + std::to_string(importer::kMinOpset) + "), " + std::to_string(failed) +
          " failed; " + std::to_string(ops_some) + " ops pass at least one case, " + std::to_string(ops_all) +
          " pass all of theirs";
 }

@@ -56,6 +56,7 @@ std::string_view outcome_name(Outcome o);
 struct CaseResult {
   std::string name;  // the folder's name, "test_add_bcast"
   std::string op;    // the ONNX op it counts under, "Add"
+  int64_t opset = 0; // the model's opset of the default domain (0: none declared)
   Outcome outcome = Outcome::failed;
   std::string detail;  // refused: the importer's reason; failed: what went wrong; passed: ""
   double seconds = 0;  // wall time of the whole case
@@ -70,6 +71,8 @@ std::vector<std::string> list_cases(const std::string& dir);
 
 /// The op `case_dir`'s model counts under (see above); "" when model.onnx cannot be read.
 std::string case_op(const std::string& case_dir);
+/// The opset of the default domain `case_dir`'s model declares; 0 when none (or unreadable).
+int64_t case_opset(const std::string& case_dir);
 
 /// Runs one case on `device`, writing the imported model under `scratch_dir` (created; left for
 /// the caller to remove). Never throws.
@@ -80,8 +83,9 @@ CaseResult run_case(const std::string& case_dir, const std::string& scratch_dir,
 std::string compare_output(const onnx::TensorProto& expected, const gpu::HostTensor& actual, const std::string& where);
 
 /// Totals and one row per op: the per-op table (markdown: a GitHub table; text: aligned columns
-/// for a test log). Ops sorted by name; each row names its failed cases and, when every case of
-/// the op was refused, the first refusal's reason.
+/// for a test log). Ops sorted by name; each row names its failed cases, how many of its refused
+/// cases are models below the importer's opsets (importer::kMinOpset), and one refusal's reason
+/// (the first of a case at a supported opset, where there is one).
 std::string markdown_table(const std::vector<CaseResult>& results);
 std::string text_table(const std::vector<CaseResult>& results);
 
