@@ -112,6 +112,23 @@ TEST(Conformance, CaseOpIsTheNodesOp) {
   EXPECT_EQ(case_op(dir + "/test_resize_downsample_sizes_nearest_tf_half_pixel_for_nn"), "Resize");
 }
 
+// A node test feeds a Conv's W as a graph input; Ember's importer takes it as a constant, so the
+// case passes on its second attempt, and says so. A case that imports as it is says nothing.
+TEST(Conformance, OperandsBecomeConstantsOnlyWhenRefusedAsTheyAre) {
+  const std::string dir = node_tests_dir();
+  if (dir.empty() || !fs::is_directory(dir)) GTEST_SKIP() << "no ONNX node tests";
+  auto device = must(gpu::SimDevice::create(SimDeviceConfig{}, 0), "creating a SimDevice");
+  ScratchDir scratch;
+  const CaseResult conv = run_case(dir + "/test_conv_with_strides_padding", scratch.path() + "/conv", *device);
+  EXPECT_EQ(conv.outcome, Outcome::passed) << conv.detail;
+  EXPECT_TRUE(conv.constant_operands);
+  EXPECT_EQ(conv.op, "Conv");
+  EXPECT_EQ(conv.opset, 11);
+  const CaseResult relu = run_case(dir + "/test_relu", scratch.path() + "/relu", *device);
+  EXPECT_EQ(relu.outcome, Outcome::passed) << relu.detail;
+  EXPECT_FALSE(relu.constant_operands);
+}
+
 onnx::TensorProto floats(std::vector<int64_t> dims, std::vector<float> values, int32_t type = onnx::TensorProto::FLOAT) {
   onnx::TensorProto t;
   t.set_data_type(type);
