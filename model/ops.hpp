@@ -33,7 +33,10 @@ enum class OpKind : uint8_t {
   layer_norm,       // normalisation over the last dim with affine weight and bias (nn.LayerNorm)
   softmax,          // softmax (or log-softmax when `log`) along `dim`
   attention,        // multi-head self-attention, packed QKV projection (nn.MultiheadAttention, batch_first);
-                    // an optional second input [batch, seq] masks padded keys (0 = padding, any dtype)
+                    // an optional second input [batch, seq] masks padded keys (0 = padding, any dtype; a
+                    // float's -0.0 is 0 too): a masked key gets probability 0 (with causal, both apply),
+                    // and a query whose keys are all masked gets an all-zero probability row (so its
+                    // output is the out-projection's bias), where PyTorch gives NaN
   embedding,        // table lookup by integer ids, or by position when `positional` (nn.Embedding)
   add,              // elementwise sum of two tensors of one shape (residual connections)
   max_pool2d,       // NCHW max pooling, with dilation and ceil_mode (nn.MaxPool2d)
@@ -88,14 +91,21 @@ enum class OpKind : uint8_t {
 //              reflect mirrors without repeating the edge (numpy 'reflect'), edge repeats it
 //   resize     x float32, rank >= 1, only the last two dims may change -> dim i =
 //              shape[i] if > 0 else floor(in_i * scales[i]); the mapping scale is out/in when
-//              sizes are given, else scales[i] (ONNX Resize); linear is bilinear over two dims
+//              sizes are given, else scales[i] (ONNX Resize); linear is bilinear over two dims;
+//              coordinates are float32 as in ONNX Runtime (x_in = (x_out + 0.5) / scale - 0.5 for
+//              half_pixel), nearest clamps the rounded index to [0, in), linear clamps x_in to
+//              [0, in - 1] (ONNX's edge padding)
 //   conv_transpose2d  x [n, in_channels, h, w] float32, weight [in, out / groups, kh, kw], bias
 //              -> h_out = (h - 1) * stride - 2 * padding + dilation * (kh - 1) + output_padding + 1
 //   group_norm x [n, num_features, ...] float32; weight and bias [num_features]; eps
 //   rms_norm   x [..., num_features] float32; weight [num_features]; eps
-//   reduce     x float32, axes (none = all)                -> reduced dims dropped unless keepdims
+//   reduce     x float32, axes (none = all)                -> reduced dims dropped unless keepdims;
+//              with noop_with_empty_axes and no axes each element is reduced alone (sum_square
+//              gives x^2, l1 and l2 |x|, the others x)
 //   cast       x (any dtype) -> `to`; float to integer truncates toward zero and saturates at the
-//              target's range (NaN becomes 0); float32 to float16/bfloat16 rounds to nearest even
+//              target's range (NaN becomes 0); float32 to float16/bfloat16 rounds to nearest even;
+//              integer to integer keeps the low bits (two's complement, as C++ and numpy); integer
+//              to float16/bfloat16 goes through float32
 //   argmax     x float32 along `dim`                       -> int64, `dim` kept as 1 if keepdims
 //   topk       x float32, k <= dim size                    -> dim size k; values (x's dtype) or
 //              int64 indices; ties keep the lower index first

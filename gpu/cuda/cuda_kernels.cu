@@ -25,6 +25,25 @@ constexpr CudaKernel kCudaKernels[] = {
     cuda_copy,             // flatten
     cuda_copy,             // reshape
     cuda_select,           // select
+    cuda_unary,            // unary
+    cuda_binary,           // binary
+    cuda_where,            // where
+    cuda_constant,         // constant
+    cuda_matmul,           // matmul
+    cuda_transpose,        // transpose
+    cuda_concat,           // concat
+    cuda_slice,            // slice
+    cuda_gather,           // gather
+    cuda_expand,           // expand
+    cuda_pad,              // pad
+    cuda_resize,           // resize
+    cuda_conv_transpose2d, // conv_transpose2d
+    cuda_group_norm,       // group_norm
+    cuda_rms_norm,         // rms_norm
+    cuda_reduce,           // reduce
+    cuda_cast,             // cast
+    cuda_argmax,           // argmax
+    cuda_topk,             // topk
 };
 static_assert(std::size(kCudaKernels) == static_cast<size_t>(OpKind::count), "every op needs a CUDA kernel");
 
@@ -37,10 +56,14 @@ __global__ void fill_rows_kernel(float* y, int64_t total, int64_t n, const float
 CudaKernelStatus run_cuda_kernel(const CudaKernelArgs& args) {
   const auto op = static_cast<size_t>(args.args->op);
   if (op >= std::size(kCudaKernels)) return {"run_cuda_kernel (unknown op)", cudaErrorInvalidValue};
+  if (widens_weights(args.args->op, args.args->attrs)) return run_half_weights(args, kCudaKernels[op]);
   return kCudaKernels[op](args);
 }
 
-bool uses_cublas(OpKind op) { return op == OpKind::linear || op == OpKind::conv2d || op == OpKind::attention; }
+bool uses_cublas(OpKind op) {
+  return op == OpKind::linear || op == OpKind::conv2d || op == OpKind::attention || op == OpKind::matmul ||
+         op == OpKind::conv_transpose2d;
+}
 
 cudaError_t probe_kernel_image() {
   cudaFuncAttributes attrs;

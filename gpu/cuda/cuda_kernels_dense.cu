@@ -1,5 +1,6 @@
-// CUDA kernels built on matrix products: linear, conv2d (im2col + cuBLAS, or direct for grouped
-// convolutions), attention, and embedding. Mirrors kernels_cpu_dense.cpp.
+// CUDA kernels built on matrix products: linear, matmul, conv2d (im2col + cuBLAS, or direct for
+// grouped convolutions), conv_transpose2d (cuBLAS + col2im, or direct for grouped ones), attention,
+// and embedding. Mirrors kernels_cpu_dense.cpp.
 #include <algorithm>
 #include <cmath>
 
@@ -73,6 +74,57 @@ __global__ void fill_channels_kernel(float* y, int64_t total, int64_t plane, int
   EMBER_GRID_LOOP(i, total) y[i] = bias[(i / plane) % channels];
 }
 
+// Transposed convolution of one image from its columns col[(oc*kh + i)*kw + j][ih*w + iw] = sum over
+// c of w[c][oc][i][j] x[c][ih][iw] (groups 1), gathered per output element so that no two threads
+// write one address: output (oh, ow) receives tap (i, j) of input (ih, iw) when
+// oh = ih*sh - ph + i*dh (and the same for w). g.channels is the output channels here.
+__global__ void col2im_kernel(const float* col, const float* bias, float* y, ConvGeometry g) {
+  EMBER_GRID_LOOP(idx, g.channels * g.ho * g.wo) {
+    const int64_t ow = idx % g.wo, oh = (idx / g.wo) % g.ho, oc = idx / (g.wo * g.ho);
+    float acc = bias ? bias[oc] : 0.f;
+    for (int64_t i = 0; i < g.kh; ++i) {
+      const int64_t th = oh + g.ph - i * g.dh;
+      if (th < 0 || th % g.sh || th / g.sh >= g.h) continue;
+      for (int64_t j = 0; j < g.kw; ++j) {
+        const int64_t tw = ow + g.pw - j * g.dw;
+        if (tw < 0 || tw % g.sw || tw / g.sw >= g.w) continue;
+        acc += col[((oc * g.kh + i) * g.kw + j) * g.h * g.w + (th / g.sh) * g.w + tw / g.sw];
+      }
+    }
+    y[idx] = acc;
+  }
+}
+
+// Grouped transposed convolution, one thread per output element (the per-group GEMMs of a
+// depthwise layer would be 1 x kh*kw): w is [in_channels, out_channels / groups, kh, kw].
+__global__ void grouped_conv_transpose_kernel(const float* x, const float* wt, const float* bias, float* y,
+                                              int64_t batch, int64_t in_channels, int64_t out_channels, int64_t groups,
+                                              ConvGeometry g) {
+  const int64_t cg = in_channels / groups, og = out_channels / groups;
+  EMBER_GRID_LOOP(idx, batch * out_channels * g.ho * g.wo) {
+    int64_t t = idx;
+    const int64_t ow = t % g.wo; t /= g.wo;
+    const int64_t oh = t % g.ho; t /= g.ho;
+    const int64_t oc = t % out_channels, b = t / out_channels;
+    const int64_t gi = oc / og, ol = oc % og;
+    float acc = bias ? bias[oc] : 0.f;
+    for (int64_t i = 0; i < g.kh; ++i) {
+      const int64_t th = oh + g.ph - i * g.dh;
+      if (th < 0 || th % g.sh || th / g.sh >= g.h) continue;
+      for (int64_t j = 0; j < g.kw; ++j) {
+        const int64_t tw = ow + g.pw - j * g.dw;
+        if (tw < 0 || tw % g.sw || tw / g.sw >= g.w) continue;
+        const int64_t pixel = (th / g.sh) * g.w + tw / g.sw;
+        for (int64_t c = 0; c < cg; ++c) {
+          const int64_t ic = gi * cg + c;
+          acc += x[(b * in_channels + ic) * g.h * g.w + pixel] * wt[((ic * og + ol) * g.kh + i) * g.kw + j];
+        }
+      }
+    }
+    y[idx] = acc;
+  }
+}
+
 template <class Id>
 __global__ void embedding_kernel(const Id* ids, const float* table, float* y, int64_t n, int64_t dim, int64_t rows,
                                  int64_t seq, bool positional) {
@@ -138,6 +190,81 @@ CudaKernelStatus cuda_conv2d(const CudaKernelArgs& k) {
   return {};
 }
 
+// numpy matmul: the batch dims broadcast, a 1-d operand is promoted (infer_output dropped its dim
+// from the output, which changes no offsets). When each operand's batch offset is linear in the
+// output's batch index (equal batch dims, or broadcast across all of them) the batch is one strided
+// cuBLAS call; otherwise (e.g. [2, 1] against [1, 3] batch dims) one GEMM per output matrix.
+CudaKernelStatus cuda_matmul(const CudaKernelArgs& k) {
+  Shape sa = k.in_shape(0), sb = k.in_shape(1);
+  if (sa.rank == 1) sa = Shape{1, sa[0]};
+  if (sb.rank == 1) sb = Shape{sb[0], 1};
+  const int64_t m = sa[sa.rank - 2], kk = sa.last(), n = sb.last();
+  Shape ba, bb, batch_shape;
+  ba.rank = sa.rank - 2, bb.rank = sb.rank - 2;
+  for (int i = 0; i < ba.rank; ++i) ba[i] = sa[i];
+  for (int i = 0; i < bb.rank; ++i) bb[i] = sb[i];
+  batch_shape.rank = std::max(ba.rank, bb.rank);
+  int64_t strides[2][Shape::kMaxRank] = {};
+  broadcast_strides(ba, batch_shape.rank, strides[0]);
+  broadcast_strides(bb, batch_shape.rank, strides[1]);
+  for (int i = 0; i < batch_shape.rank; ++i) {
+    const int ia = ba.rank - batch_shape.rank + i, ib = bb.rank - batch_shape.rank + i;
+    batch_shape[i] = std::max(ia >= 0 ? ba[ia] : 1, ib >= 0 ? bb[ib] : 1);
+    strides[0][i] *= m * kk;
+    strides[1][i] *= kk * n;
+  }
+  const int64_t batch = batch_shape.numel();
+  float* y = k.out_f32();
+  if (batch * m * n == 0) return {};
+  if (kk == 0) {
+    return cuda_call(cudaMemsetAsync(y, 0, k.args->output.desc.bytes(), k.stream), "cudaMemsetAsync");
+  }
+  const IndexMap<2> map = make_index_map(batch_shape, strides);
+  if (map.rank <= 1) {
+    return gemm_rm(k.blas, false, false, m, n, kk, 1.f, k.in_f32(0), kk, k.in_f32(1), n, 0.f, y, n, batch,
+                   map.rank ? map.strides[0][0] : 0, map.rank ? map.strides[1][0] : 0, m * n);
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t t = b, off_a = 0, off_b = 0;
+    for (int d = map.rank - 1; d >= 0; --d) {
+      const int64_t c = t % map.dims[d];
+      t /= map.dims[d];
+      off_a += c * map.strides[0][d], off_b += c * map.strides[1][d];
+    }
+    EMBER_CUDA_TRY(gemm_rm(k.blas, false, false, m, n, kk, 1.f, k.in_f32(0) + off_a, kk, k.in_f32(1) + off_b, n, 0.f,
+                           y + b * m * n, n));
+  }
+  return {};
+}
+
+// Transposed convolution (see col2im_kernel). groups 1: per image, col[O*kh*kw, H*W] = W^T x_b
+// (W viewed as [C, O*kh*kw]) in the workspace (exactly its size), then col2im adds the bias.
+CudaKernelStatus cuda_conv_transpose2d(const CudaKernelArgs& k) {
+  const LayerAttrs& a = k.attrs();
+  const Shape& xs = k.in_shape(0);
+  const Shape& ys = k.out_shape();
+  const int64_t batch = xs[0], c = xs[1], h = xs[2], w = xs[3], o = ys[1];
+  const float* bias = k.w_f32(1);
+  float* y = k.out_f32();
+  const int64_t total = batch * o * ys[2] * ys[3];
+  if (total == 0) return {};
+  if (a.groups > 1) {
+    grouped_conv_transpose_kernel<<<grid_for(total), kBlock, 0, k.stream>>>(
+        k.in_f32(0), k.w_f32(0), bias, y, batch, c, o, a.groups, geometry(a, c / a.groups, xs, ys));
+    return launched("grouped_conv_transpose_kernel");
+  }
+  const ConvGeometry g = geometry(a, o, xs, ys);
+  const int64_t rows = o * a.kernel[0] * a.kernel[1], plane = ys[2] * ys[3];
+  float* col = k.ws_f32();
+  for (int64_t b = 0; b < batch; ++b) {
+    EMBER_CUDA_TRY(gemm_rm(k.blas, true, false, rows, h * w, c, 1.f, k.w_f32(0), rows, k.in_f32(0) + b * c * h * w,
+                           h * w, 0.f, col, h * w));
+    col2im_kernel<<<grid_for(o * plane), kBlock, 0, k.stream>>>(col, bias, y + b * o * plane, g);
+    EMBER_CUDA_TRY(launched("col2im_kernel"));
+  }
+  return {};
+}
+
 // Multi-head self-attention as torch.nn.MultiheadAttention(batch_first=True) computes it (see
 // cpu_attention):
 //   qkv = x W_in^T + b_in;  per (batch, head): P = softmax(Q K^T / sqrt(d) [+ causal mask]);
@@ -145,7 +272,9 @@ CudaKernelStatus cuda_conv2d(const CudaKernelArgs& k) {
 // Workspace, as the CPU's: qkv [B*S, 3E] | ctx [B*S, E] | scores [slices, S, S]. The (batch, head)
 // slices go to cuBLAS in strided batches of at most `slices`: a strided batch needs one stride, so
 // it runs along heads for one batch entry (stride d) or along batch entries for one head (stride
-// S*3E), whichever has more of them.
+// S*3E), whichever has more of them. The optional second input, a [B, S] key-padding mask of any
+// dtype (0 = padding), reaches the softmax, which gives masked keys probability 0 (and a query
+// whose keys are all masked an all-zero row, so its context is 0 and its output the out-bias).
 CudaKernelStatus cuda_attention(const CudaKernelArgs& k) {
   const LayerAttrs& a = k.attrs();
   const Shape& xs = k.in_shape(0);
@@ -176,7 +305,13 @@ CudaKernelStatus cuda_attention(const CudaKernelArgs& k) {
       // P[S, S] = scale * Q[S, d] K[S, d]^T (rows of Q, K, V are 3E apart in qkv).
       EMBER_CUDA_TRY(gemm_rm(k.blas, false, true, seq, seq, d, scale, q, 3 * e, kmat, 3 * e, 0.f, scores, seq, count,
                              inner_qkv, inner_qkv, seq * seq));
-      EMBER_CUDA_TRY(softmax_rows(scores, scores, count * seq, seq, a.causal ? seq : 0, k.stream));
+      KeyMask mask;
+      if (k.args->num_inputs > 1) {
+        const DType mt = k.args->inputs[1].desc.dtype;
+        mask = {k.inputs[1], dtype_size(mt), mt == DType::f32 || mt == DType::f16 || mt == DType::bf16,
+                along_batch ? i0 : o, along_batch ? 1 : 0, seq};
+      }
+      EMBER_CUDA_TRY(softmax_rows(scores, scores, count * seq, seq, a.causal ? seq : 0, k.stream, mask));
       // ctx[S, d] (row length E) = P[S, S] V[S, d].
       EMBER_CUDA_TRY(gemm_rm(k.blas, false, false, seq, d, seq, 1.f, scores, seq, v, 3 * e, 0.f,
                              ctx + o * outer_ctx + i0 * inner_ctx, e, count, seq * seq, inner_qkv, inner_ctx));

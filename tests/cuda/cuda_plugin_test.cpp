@@ -25,6 +25,7 @@
 #include "gpu/cuda_plugin_abi.hpp"
 #include "gpu/device_registry.hpp"
 #include "gpu/sim_device.hpp"
+#include "tests/cuda/cuda_op_cases.hpp"
 
 namespace ember::gpu {
 namespace cuda_plugin_test {
@@ -195,13 +196,6 @@ TEST(CudaPluginTest, BadMemorySettingIsRefusedByCreateDevice) {
 
 // -- one case per op (and per kernel path), run on SimDevice everywhere and on CUDA when present --
 
-struct OpCase {
-  std::string name;
-  OpKind op;
-  LayerAttrs attrs;
-  std::vector<TensorDesc> inputs;
-};
-
 TensorDesc f32(Shape s) { return {DType::f32, s}; }
 
 LayerAttrs window(int64_t k, int64_t s, int64_t p) {
@@ -292,6 +286,7 @@ std::vector<OpCase> op_cases() {
   add("select_middle", OpKind::select, a, {f32({3, 4, 5})});
   a.dim = 0, a.index = 1;
   add("select_first_i64", OpKind::select, a, {{DType::i64, Shape{3, 4}}});
+  add_general_op_cases(cases);
   return cases;
 }
 
@@ -311,18 +306,42 @@ std::vector<uint8_t> bytes_of(const std::vector<T>& v) {
   return out;
 }
 
-std::vector<uint8_t> random_tensor(const TensorDesc& d, std::mt19937& rng, float lo, float hi, int64_t ids) {
+// Floats uniform in [lo, hi] (rounded to halves when `halves`), integers uniform in [id_lo, id_hi],
+// uint8 0 or 1, float16/bfloat16 any finite bit pattern.
+struct Draw {
+  float lo = -2.f, hi = 2.f;
+  bool halves = false;
+  int64_t id_lo = -1, id_hi = 0;
+};
+
+std::vector<uint8_t> random_tensor(const TensorDesc& d, std::mt19937& rng, const Draw& draw) {
   const auto n = static_cast<size_t>(d.shape.numel());
   if (d.dtype == DType::i64 || d.dtype == DType::i32) {
-    std::uniform_int_distribution<int64_t> id(-1, ids);  // includes one out-of-range id at each end
+    std::uniform_int_distribution<int64_t> id(draw.id_lo, draw.id_hi);
     std::vector<int64_t> v(n);
     for (auto& x : v) x = id(rng);
     if (d.dtype == DType::i64) return bytes_of(v);
     return bytes_of(std::vector<int32_t>(v.begin(), v.end()));
   }
-  std::uniform_real_distribution<float> u(lo, hi);
+  if (d.dtype == DType::u8) {
+    std::uniform_int_distribution<int> bit(0, 1);
+    std::vector<uint8_t> v(n);
+    for (auto& x : v) x = static_cast<uint8_t>(bit(rng));
+    return v;
+  }
+  if (d.dtype == DType::f16 || d.dtype == DType::bf16) {
+    const uint16_t exponent = d.dtype == DType::f16 ? 0x7c00 : 0x7f80;  // all ones: inf or NaN
+    std::uniform_int_distribution<int> bits(0, 0xffff);
+    std::vector<uint16_t> v(n);
+    for (auto& x : v) {
+      x = static_cast<uint16_t>(bits(rng));
+      if ((x & exponent) == exponent) x ^= 0x4000;
+    }
+    return bytes_of(v);
+  }
+  std::uniform_real_distribution<float> u(draw.lo, draw.hi);
   std::vector<float> v(n);
-  for (auto& x : v) x = u(rng);
+  for (auto& x : v) x = draw.halves ? std::round(u(rng) * 2.f) / 2.f : u(rng);
   return bytes_of(v);
 }
 
@@ -331,8 +350,16 @@ Result<CaseData> make_case_data(const OpCase& c, uint32_t seed) {
   EMBER_ASSIGN_OR_RETURN(data.output, infer_output(c.op, c.attrs, c.inputs));
   data.workspace = workspace_bytes(c.op, c.attrs, c.inputs);
   std::mt19937 rng(seed);
-  const int64_t ids = c.attrs.num_embeddings;
-  for (const TensorDesc& d : c.inputs) data.inputs.push_back(random_tensor(d, rng, -2.f, 2.f, ids));
+  // Ids include one out-of-range id at each end of the embedding table.
+  Draw draw{c.lo, c.hi, c.halves, -1, c.attrs.num_embeddings};
+  if (c.ids) draw.id_lo = c.ids->first, draw.id_hi = c.ids->second;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const bool given = i < c.given.size() && !c.given[i].empty();
+    if (given && c.given[i].size() != c.inputs[i].bytes()) {
+      return invalid_argument("case " + c.name + ": given input " + std::to_string(i) + " has the wrong size");
+    }
+    data.inputs.push_back(given ? c.given[i] : random_tensor(c.inputs[i], rng, draw));
+  }
   data.specs = weight_specs(c.op, c.attrs);
   for (const WeightSpec& s : data.specs) {
     if (!s.required) {
@@ -341,10 +368,10 @@ Result<CaseData> make_case_data(const OpCase& c, uint32_t seed) {
     }
     // Matrices scaled by fan-in as PyTorch initialises them, so that attention scores stay in the
     // range trained models have (huge scores make softmax amplify rounding differences).
-    float lo = -1.f, hi = 1.f;
-    if (s.shape.rank >= 2) hi = 1.f / std::sqrt(static_cast<float>(s.shape.prod(1, s.shape.rank))), lo = -hi;
-    if (s.role == "running_var") lo = 0.5f, hi = 1.5f;
-    data.weights.push_back(random_tensor(f32(s.shape), rng, lo, hi, 0));
+    Draw w{-1.f, 1.f, false, -1, 0};
+    if (s.shape.rank >= 2) w.hi = 1.f / std::sqrt(static_cast<float>(s.shape.prod(1, s.shape.rank))), w.lo = -w.hi;
+    if (s.role == "running_var") w.lo = 0.5f, w.hi = 1.5f;
+    data.weights.push_back(random_tensor({s.dtype, s.shape}, rng, w));
   }
   return data;
 }
@@ -367,7 +394,7 @@ Result<std::vector<uint8_t>> run_case(Device& device, const OpCase& c, const Cas
     args.inputs[args.num_inputs++] = DeviceTensor{c.inputs[i], p};
   }
   for (size_t i = 0; i < data.specs.size(); ++i) {
-    DeviceTensor t{f32(data.specs[i].shape), DevicePtr{}};
+    DeviceTensor t{{data.specs[i].dtype, data.specs[i].shape}, DevicePtr{}};
     if (!data.weights[i].empty()) {
       EMBER_ASSIGN_OR_RETURN(t.ptr, buffer(data.weights[i].size()));
       stream->copy_to_device(t.ptr, data.weights[i].data(), data.weights[i].size());
@@ -542,7 +569,10 @@ TEST_F(CudaDeviceTest, StreamsShareOneBlasWorkspace) {
   std::vector<std::pair<OpCase, std::vector<uint8_t>>> blas_cases;  // the case and the CPU's answer
   std::vector<CaseData> inputs;
   for (const OpCase& c : op_cases()) {
-    if (c.op != OpKind::linear && c.op != OpKind::conv2d && c.op != OpKind::attention) continue;
+    if (c.op != OpKind::linear && c.op != OpKind::conv2d && c.op != OpKind::attention && c.op != OpKind::matmul &&
+        c.op != OpKind::conv_transpose2d) {
+      continue;
+    }
     auto data = make_case_data(c, 11);
     ASSERT_TRUE(data.ok()) << data.error().to_string();
     auto want = run_case(*sim_, c, *data);
