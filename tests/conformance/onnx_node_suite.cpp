@@ -180,6 +180,13 @@ void attempt(CaseResult& r, const std::string& case_dir, const std::string& byte
   auto executor = gpu::LayerExecutor::create(device, *model, {0, (*model)->num_layers()});
   if (!executor.ok()) return fail("executor: " + executor.error().to_string());
 
+  // ONNX's test generator (1.12) writes a bfloat16 tensor as a UINT16 tensor of its bits; the graph
+  // output's declared type says what it is.
+  onnx::ModelProto onnx_model;
+  std::vector<int32_t> declared;
+  if (onnx_model.ParseFromString(bytes)) {
+    for (const auto& o : onnx_model.graph().output()) declared.push_back(o.type().tensor_type().elem_type());
+  }
   for (const std::string& set : sets) {
     const std::string set_name = fs::path(set).filename().string();
     std::vector<gpu::HostTensor> inputs;
@@ -208,11 +215,17 @@ void attempt(CaseResult& r, const std::string& case_dir, const std::string& byte
       const std::string where = set_name + "/output_" + std::to_string(j) + ".pb";
       auto expected = read_tensor_file(set + "/output_" + std::to_string(j) + ".pb");
       if (!expected.ok()) return fail(expected.error().message());
+      if (expected->data_type() == onnx::TensorProto::UINT16 && j < declared.size() &&
+          declared[j] == onnx::TensorProto::BFLOAT16) {
+        expected->set_data_type(onnx::TensorProto::BFLOAT16);  // raw_data and int32_data hold the same bits
+      }
       const gpu::HostTensor* actual = nullptr;
       for (const auto& t : *outputs)
         if (t.name == manifest.outputs[j].name) actual = &t;
       if (!actual) return fail(where + ": the run returned no '" + manifest.outputs[j].name + "'");
-      if (std::string bad = compare_output(*expected, *actual, where); !bad.empty()) return fail(bad);
+      if (std::string bad = compare_output(*expected, *actual, where, tolerance_for(r.name)); !bad.empty()) {
+        return fail(bad);
+      }
     }
     if (fs::exists(set + "/output_" + std::to_string(manifest.outputs.size()) + ".pb")) {
       return fail(set_name + ": more expected outputs than the model's " + std::to_string(manifest.outputs.size()));
@@ -336,7 +349,23 @@ CaseResult run_case(const std::string& case_dir, const std::string& scratch_dir,
   return r;
 }
 
-std::string compare_output(const onnx::TensorProto& expected, const gpu::HostTensor& actual, const std::string& where) {
+Tolerance tolerance_for(std::string_view case_name) {
+  // ONNX 1.12's generator makes a float32 -> bfloat16 cast's expected output by truncation (the
+  // upper 16 bits: onnx/backend/test/case/node/cast.py), where Ember's cast rounds to nearest even
+  // (model/ops.hpp, as PyTorch and ONNX Runtime do): the two differ by at most one bfloat16 unit
+  // in the last place, 2^-7 relative.
+  static constexpr std::string_view kTruncatedBfloat16[] = {
+      "test_cast_FLOAT_to_BFLOAT16", "test_castlike_FLOAT_to_BFLOAT16", "test_castlike_FLOAT_to_BFLOAT16_expanded"};
+  for (std::string_view c : kTruncatedBfloat16) {
+    if (c == case_name) {
+      return {1.0 / 128, kAtol, "ONNX 1.12 truncates float32 to bfloat16; Ember rounds to nearest even (one bfloat16 ulp)"};
+    }
+  }
+  return {};
+}
+
+std::string compare_output(const onnx::TensorProto& expected, const gpu::HostTensor& actual, const std::string& where,
+                           const Tolerance& tolerance) {
   gpu::DType want_dtype;
   if (!ember_dtype(expected.data_type(), want_dtype)) {
     return where + ": expected " + importer::onnx_type_name(expected.data_type()) +
@@ -374,7 +403,7 @@ std::string compare_output(const onnx::TensorProto& expected, const gpu::HostTen
       ok = a == e;
       excess = ok ? 0 : INFINITY;
     } else {
-      const double allowed = kAtol + kRtol * std::abs(e);
+      const double allowed = tolerance.atol + tolerance.rtol * std::abs(e);
       excess = std::abs(a - e) / allowed;
       ok = excess <= 1;
     }
@@ -391,7 +420,7 @@ std::string compare_output(const onnx::TensorProto& expected, const gpu::HostTen
     os << "first at " << worst << ": " << integer(actual, worst) << ", expected " << want->a[w];
   } else {
     os << "worst at " << worst << ": " << element(actual, worst) << ", expected " << want->f[w]
-       << " (rtol " << kRtol << ", atol " << kAtol << ")";
+       << " (rtol " << tolerance.rtol << ", atol " << tolerance.atol << ")";
   }
   return os.str();
 }

@@ -17,6 +17,8 @@
 //     elementwise, NaN equal to NaN, infinities equal only to themselves;
 //   - integers and booleans exactly;
 //   - dtype and shape exactly (the runner asserts dtype equality too). ONNX bool is Ember's uint8.
+//   A few cases compare at a wider tolerance, each with its reason (tolerance_for): ONNX's own
+//   runner has the same per-case rtol/atol overrides.
 // A case the importer refuses as it is gets a second attempt with its operands after the first
 // made initializers holding the data set's values: a node test feeds everything as graph inputs,
 // where a model holds a Conv's W, a BatchNormalization's statistics, a Reshape's shape or a Slice's
@@ -85,9 +87,17 @@ int64_t case_opset(const std::string& case_dir);
 /// the caller to remove). Never throws.
 CaseResult run_case(const std::string& case_dir, const std::string& scratch_dir, gpu::Device& device);
 
+/// The tolerance a case's float outputs are compared at, and why when it is not ONNX's default.
+struct Tolerance {
+  double rtol = kRtol, atol = kAtol;
+  std::string_view reason;  // empty for the default
+};
+Tolerance tolerance_for(std::string_view case_name);
+
 /// Compares Ember's output with the expected TensorProto as above: "" when they agree, else why
 /// not (dtype, shape, or the worst element and its index). `where` names the file in messages.
-std::string compare_output(const onnx::TensorProto& expected, const gpu::HostTensor& actual, const std::string& where);
+std::string compare_output(const onnx::TensorProto& expected, const gpu::HostTensor& actual, const std::string& where,
+                           const Tolerance& tolerance = {});
 
 /// Totals and one row per op: the per-op table (markdown: a GitHub table; text: aligned columns
 /// for a test log). Ops sorted by name; each row names its failed cases, how many of its refused

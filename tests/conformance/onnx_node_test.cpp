@@ -160,6 +160,19 @@ TEST(Conformance, FloatsCompareAsOnnxBackendTestDoes) {
   EXPECT_NE(why.find("out: 1 of 3 elements differ; worst at 1"), std::string::npos) << why;
 }
 
+// The per-case overrides are few and each says why; every other case is at ONNX's default.
+TEST(Conformance, ToleranceIsOnnxsUnlessACaseSaysWhy) {
+  EXPECT_EQ(tolerance_for("test_add").rtol, kRtol);
+  EXPECT_EQ(tolerance_for("test_add").atol, kAtol);
+  EXPECT_TRUE(tolerance_for("test_add").reason.empty());
+  const Tolerance bf16 = tolerance_for("test_cast_FLOAT_to_BFLOAT16");
+  EXPECT_EQ(bf16.rtol, 1.0 / 128);
+  EXPECT_NE(bf16.reason.find("truncates"), std::string_view::npos);
+  const auto want = floats({1}, {0.81640625f});  // truncated; rounded to nearest even it is 0.8203125
+  EXPECT_NE(compare_output(want, host(gpu::DType::f32, {1}, {0.8203125}), "o"), "");
+  EXPECT_EQ(compare_output(want, host(gpu::DType::f32, {1}, {0.8203125}), "o", bf16), "");
+}
+
 TEST(Conformance, NanAndInfinityMatchOnlyThemselves) {
   const auto want = floats({3}, {NAN, INFINITY, -INFINITY});
   EXPECT_EQ(compare_output(want, host(gpu::DType::f32, {3}, {NAN, INFINITY, -INFINITY}), "o"), "");
