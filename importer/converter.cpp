@@ -430,6 +430,10 @@ Status Converter::declare_outputs() {
     if (rename.count(v.ember)) return unsupported(where + " is the same value as an earlier output");
     for (int i = 0; i < v.dims.rank(); ++i) {
       if (v.dims.a[i] > kMaxDim || v.dims.b[i] > kMaxDim) return unsupported(where + ": dims " + v.dims.to_string() + " too large");
+      // model.json declares positive dims (or -1): an output that is always empty is refused.
+      if (v.dims.a[i] < 1 || v.dims.b[i] < 1) {
+        return unsupported(where + " is empty (" + v.dims.to_string() + "); Ember's outputs have positive dims");
+      }
     }
     // The layer takes the output's name; it was reserved for it before the walk.
     rename[v.ember] = output_names_.at(o);

@@ -36,7 +36,17 @@ Status check_opset(const onnx::ModelProto& m, const std::string& at, int64_t& op
       found = true;
     }
   }
-  if (!found) return invalid_argument(at + ": the model declares no opset for the default domain (ai.onnx)");
+  if (!found) {
+    // A model of other domains' ops only (ONNX's training ops, ai.onnx.preview.training) is valid
+    // ONNX, just not one Ember runs; a model that declares no domain at all is malformed.
+    std::string others;
+    for (const auto& o : m.opset_import()) others += (others.empty() ? "'" : ", '") + o.domain() + "'";
+    if (!others.empty()) {
+      return unsupported(at + ": the model declares no opset for the default domain (ai.onnx), only for " + others +
+                         "; Ember imports the default domain's ops");
+    }
+    return invalid_argument(at + ": the model declares no opset for the default domain (ai.onnx)");
+  }
   if (opset < kMinOpset || opset > kMaxOpset) {
     return unsupported(at + ": opset " + std::to_string(opset) + " of the default domain; this build imports opsets " +
                        std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +

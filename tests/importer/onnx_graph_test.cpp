@@ -56,6 +56,15 @@ TEST(OnnxGraph, OpsetsOutside11To17AndOtherDomainsAreRefused) {
   OnnxBuilder none;
   none.model.mutable_opset_import(0)->set_domain("com.microsoft");
   EXPECT_NE(error_of(none.bytes()).find("declares no opset for the default domain"), std::string::npos);
+  // Valid ONNX of other domains only (ONNX's training ops): unsupported; no domain at all: malformed.
+  auto other = read_onnx(none.bytes(), "m.onnx");
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error().code(), ErrorCode::unsupported) << other.error().message();
+  EXPECT_NE(other.error().message().find("only for 'com.microsoft'"), std::string::npos) << other.error().message();
+  none.model.clear_opset_import();
+  auto neither = read_onnx(none.bytes(), "m.onnx");
+  ASSERT_FALSE(neither.ok());
+  EXPECT_EQ(neither.error().code(), ErrorCode::invalid_argument) << neither.error().message();
 
   OnnxBuilder custom = chain();
   custom.model.mutable_graph()->mutable_node(1)->set_domain("com.microsoft");
