@@ -409,7 +409,9 @@ Result<Manifest> parse_manifest(std::string_view text, std::string_view source) 
     m.layers.push_back(std::move(l));
   }
   EMBER_ASSIGN_OR_RETURN(m.serving, parse_serving(root, at));
-  for (const auto& [name, value] : m.serving.pad_inputs) {
+  for (const auto& pad : m.serving.pad_inputs) {
+    const std::string& name = pad.first;
+    const double value = pad.second;
     const std::string where = at + ": serving.dynamic_batching.pad." + name;
     auto in = std::find_if(m.inputs.begin(), m.inputs.end(), [&](const TensorSpec& t) { return t.name == name; });
     if (in == m.inputs.end()) return invalid_argument(where + ": the model has no such input");
