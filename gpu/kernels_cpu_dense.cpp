@@ -11,6 +11,7 @@
 #include "gpu/cpu_parallel.hpp"
 #include "gpu/cpu_vector_math.hpp"
 #include "gpu/kernels_cpu.hpp"
+#include "model/half.hpp"
 
 namespace ember::gpu {
 
@@ -227,12 +228,18 @@ void cpu_embedding(const CpuKernelArgs& k) {
   const auto* ids64 = reinterpret_cast<const int64_t*>(k.inputs[0]);
   const auto* ids32 = reinterpret_cast<const int32_t*>(k.inputs[0]);
   const float* table = k.w_f32(0);
+  const auto* half = reinterpret_cast<const uint16_t*>(k.weights[0]);  // a float16 / bfloat16 table
+  const DType width = k.args->weights[0].desc.dtype;
   float* y = k.out_f32();
   parallel_for(n, n * dim > 65536, [&](int64_t i) {
     const int64_t id = a.positional ? i % seq : (wide ? ids64[i] : ids32[i]);
     float* row = y + i * dim;
     if (id < 0 || id >= a.num_embeddings) {
       std::memset(row, 0, static_cast<size_t>(dim) * sizeof(float));
+    } else if (width == DType::f16) {
+      for (int64_t j = 0; j < dim; ++j) row[j] = f16_to_f32(half[id * dim + j]);
+    } else if (width == DType::bf16) {
+      for (int64_t j = 0; j < dim; ++j) row[j] = bf16_to_f32(half[id * dim + j]);
     } else {
       std::memcpy(row, table + id * dim, static_cast<size_t>(dim) * sizeof(float));
     }

@@ -86,7 +86,8 @@ enum class OpKind : uint8_t {
 //              kernels never fail on data)
 //   expand     x (any dtype)[, like]                       -> broadcast(x.shape, target), target
 //              dim i = like.shape[like_dims[i]] when like_dims[i] >= 0, else shape[i]
-//   pad        x (any dtype for constant mode, zero-filled when not float32; float32 otherwise),
+//   pad        x (any dtype: elements are moved, not computed on; the constant fill is `value` for
+//              float32 and 0 for every other dtype),
 //              pads for every dim                          -> each dim + begin + end (>= 0);
 //              reflect mirrors without repeating the edge (numpy 'reflect'), edge repeats it
 //   resize     x float32, rank >= 1, only the last two dims may change -> dim i =

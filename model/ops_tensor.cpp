@@ -503,7 +503,6 @@ Result<TensorDesc> infer_general(OpKind op, const LayerAttrs& a, std::span<const
         return invalid_argument("pads has " + std::to_string(a.num_pads) + " entries for input " + x.shape.to_string() +
                                 ", expected " + std::to_string(2 * x.shape.rank));
       }
-      if (static_cast<PadMode>(a.fn) != PadMode::constant) EMBER_RETURN_IF_ERROR(need_float(x, 0));
       TensorDesc out = x;
       for (int i = 0; i < x.shape.rank; ++i) {
         const int64_t b = a.pads[i], e = a.pads[i + x.shape.rank];

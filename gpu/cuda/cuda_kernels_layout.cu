@@ -99,7 +99,8 @@ CudaKernelStatus pool2d(const CudaKernelArgs& k) {
 
 // One resized axis: output coordinate o maps to input coordinate (o + offset) * ratio - offset
 // (half_pixel; pytorch_half_pixel, except that a length-1 output maps to 0), o * ratio
-// (align_corners, ratio (in - 1) / (out - 1), 0 for a length-1 output; asymmetric, ratio 1/scale).
+// (align_corners, ratio (in - 1) / (resized - 1), 0 for a resized length of 1 or less, resized being
+// in * scale, or out when sizes were given; asymmetric, ratio 1/scale).
 // ratio is 1/scale, scale being out / in when sizes were given, else the attribute (ONNX Resize);
 // float32 arithmetic, as ONNX Runtime.
 struct ResizeAxis {
@@ -115,11 +116,15 @@ struct ResizeGeometry {
 
 ResizeAxis resize_axis(const LayerAttrs& a, int64_t in, int64_t out, int dim) {
   const float scale = a.shape.rank > 0 ? static_cast<float>(out) / static_cast<float>(in) : a.scales[dim];
+  // As the CPU kernel and ONNX's reference: align_corners and pytorch_half_pixel take the resized
+  // length as in * scale (out when sizes were given), fractional for some listed scales.
+  const float resized = a.shape.rank > 0 ? static_cast<float>(out) : static_cast<float>(in) * scale;
   switch (static_cast<ResizeCoords>(a.coords)) {
     case ResizeCoords::align_corners:
-      return {in, out, out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.f, 0.f};
+      return {in, out, resized > 1.f ? static_cast<float>(in - 1) / (resized - 1.f) : 0.f, 0.f};
     case ResizeCoords::asymmetric: return {in, out, 1.f / scale, 0.f};
-    case ResizeCoords::pytorch_half_pixel: return {in, out, out > 1 ? 1.f / scale : 0.f, out > 1 ? 0.5f : 0.f};
+    case ResizeCoords::pytorch_half_pixel:
+      return {in, out, resized > 1.f ? 1.f / scale : 0.f, resized > 1.f ? 0.5f : 0.f};
     default: return {in, out, 1.f / scale, 0.5f};
   }
 }

@@ -120,11 +120,13 @@ const ReduceKernel* reduce_table(std::index_sequence<I...>) {
 // -- argmax and topk ---------------------------------------------------------------------------------
 
 // Whether candidate (va, ia) goes before (vb, ib): larger (smaller) first, ties to the lower index;
-// index -1 is no candidate. A NaN never goes before a candidate, and is taken only when nothing
-// else is left.
+// index -1 is no candidate. A NaN counts as larger than any number (PyTorch's topk, as the CPU
+// kernel): first when largest, last when smallest.
 __device__ inline bool goes_before(float va, int64_t ia, float vb, int64_t ib, bool largest) {
   if (ia < 0) return false;
   if (ib < 0) return true;
+  const bool an = isnan(va), bn = isnan(vb);
+  if (an || bn) return an && bn ? ia < ib : (largest ? an : bn);
   if (va == vb) return ia < ib;
   return largest ? va > vb : va < vb;
 }
@@ -136,8 +138,13 @@ __global__ void argmax_kernel(const float* x, int64_t* y, int64_t outer, int64_t
     const float* xs = x + (p / inner) * n * inner + p % inner;
     float best = xs[0];
     int64_t at = 0;
-    for (int64_t i = 1; i < n; ++i) {
+    // The first NaN wins, for max and min alike (numpy's argmax and argmin, as the CPU kernel).
+    for (int64_t i = 1; i < n && !isnan(best); ++i) {
       const float v = xs[i * inner];
+      if (isnan(v)) {
+        best = v, at = i;
+        break;
+      }
       if (largest ? (v > best || (last && v == best)) : (v < best || (last && v == best))) best = v, at = i;
     }
     y[p] = at;
