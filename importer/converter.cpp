@@ -219,10 +219,33 @@ Result<Dims> Converter::infer(gpu::OpKind op, const gpu::LayerAttrs& attrs,
 
 Result<Value> Converter::reshape(std::string_view name_hint, const Value& x, const Dims& out) {
   gpu::LayerAttrs attrs;
-  EMBER_ASSIGN_OR_RETURN(attrs.shape, reshape_target(x.dims, out));
-  EMBER_ASSIGN_OR_RETURN(const Dims got, infer(gpu::OpKind::reshape, attrs, {&x}));
+  std::vector<const Value*> inputs{&x};
+  if (auto target = reshape_target(x.dims, out); target.ok()) {
+    attrs.shape = *target;
+  } else {
+    // Free dims that move: each taken from a value that has it (like_dims), fixed dims as they are.
+    attrs.shape.rank = out.rank();
+    std::vector<std::pair<int64_t, int64_t>> moved;
+    std::vector<int> at, where;
+    for (int i = 0; i < out.rank(); ++i) {
+      if (out.fixed(i)) {
+        attrs.shape[i] = out.a[i];
+      } else if (i < x.dims.rank() && x.dims.a[i] == out.a[i] && x.dims.b[i] == out.b[i]) {
+        attrs.shape[i] = 0;
+      } else {
+        attrs.shape[i] = 1;  // ignored: like_dims names where it comes from
+        moved.emplace_back(out.a[i], out.b[i]);
+        at.push_back(i);
+      }
+    }
+    const Value* like = dim_carrier(moved, where);
+    if (!like) return target.error();
+    for (size_t k = 0; k < at.size(); ++k) attrs.like_dims[at[k]] = static_cast<int8_t>(where[k]);
+    inputs.push_back(like);
+  }
+  EMBER_ASSIGN_OR_RETURN(const Dims got, infer(gpu::OpKind::reshape, attrs, inputs));
   if (!(got == out)) return internal_error("reshape to " + out.to_string() + " came out as " + got.to_string());
-  return add_layer(name_hint, gpu::OpKind::reshape, attrs, {&x}, {});
+  return add_layer(name_hint, gpu::OpKind::reshape, attrs, inputs, {});
 }
 
 const Value* Converter::dim_carrier(const std::vector<std::pair<int64_t, int64_t>>& dims,

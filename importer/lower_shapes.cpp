@@ -240,17 +240,48 @@ Status convert_flatten(Converter& c, const onnx::NodeProto& n) {
   return give_dims(c, n, x, out);
 }
 
+// ConstantOfShape whose shape depends on the model's free dims (a mask of zeros [batch, seq]): the
+// value as a scalar `constant` layer, expanded to the shape, each free dim taken from a value that
+// has it (expand's like_dims).
+Status constant_of_free_shape(Converter& c, const onnx::NodeProto& n, const Constant& shape, const Constant& fill,
+                              int onnx_dtype) {
+  if (shape.kind != Constant::Kind::i64 || shape.dims.size() != 1 || shape.numel() > gpu::Shape::kMaxRank) {
+    return invalid_argument("the shape must be a 1-d integer tensor of at most 6 dims, got " + shape.describe());
+  }
+  gpu::LayerAttrs attrs;
+  attrs.shape.rank = static_cast<int32_t>(shape.numel());
+  std::vector<std::pair<int64_t, int64_t>> free;
+  std::vector<int> at, where;
+  for (int i = 0; i < attrs.shape.rank; ++i) {
+    const int64_t da = shape.a[static_cast<size_t>(i)], db = shape.b[static_cast<size_t>(i)];
+    if (da < 0 || db < 0) return invalid_argument("the shape has a negative dim");
+    attrs.shape[i] = da == db ? da : 1;
+    if (da != db) free.emplace_back(da, db), at.push_back(i);
+  }
+  const Value* like = c.dim_carrier(free, where);
+  if (!like) return unsupported("not supported yet: a constant whose shape has free dims no value of the model has");
+  for (size_t k = 0; k < at.size(); ++k) attrs.like_dims[at[k]] = static_cast<int8_t>(where[k]);
+  const gpu::DType int_dtype = onnx_dtype == onnx::TensorProto::BOOL || onnx_dtype == onnx::TensorProto::UINT8
+                                   ? gpu::DType::u8
+                                   : onnx_dtype == onnx::TensorProto::INT32 ? gpu::DType::i32 : gpu::DType::i64;
+  auto scalar = std::make_shared<const Constant>(fill.kind == Constant::Kind::f32 ? Constant::floats({}, {fill.f[0]})
+                                                                                  : Constant::ints({}, {fill.a[0]}));
+  EMBER_ASSIGN_OR_RETURN(const Value* value, c.constant_layer(scalar, int_dtype, layer_hint(n) + ".value"));
+  return define_layer(c, n, gpu::OpKind::expand, attrs, {value, like});
+}
+
 Status convert_constant_of_shape(Converter& c, const onnx::NodeProto& n) {
   NodeAttrs a(n);
   const onnx::TensorProto* t = a.tensor("value");
   EMBER_RETURN_IF_ERROR(a.finish());
   EMBER_ASSIGN_OR_RETURN(auto shape_c, c.constant_input(n, 0, "shape"));
-  EMBER_ASSIGN_OR_RETURN(auto dims, fixed_ints(*shape_c, "the shape"));
   Constant fill = Constant::floats({}, {0.f});
   if (t) {
     EMBER_ASSIGN_OR_RETURN(fill, read_tensor(*t, "", "attribute 'value'"));
   }
   if (fill.numel() != 1) return invalid_argument("value must hold one element");
+  if (!shape_c->fixed()) return constant_of_free_shape(c, n, *shape_c, fill, t ? t->data_type() : 0);
+  EMBER_ASSIGN_OR_RETURN(auto dims, fixed_ints(*shape_c, "the shape"));
   int64_t count = 1;
   for (int64_t d : dims)
     if (d < 0 || __builtin_mul_overflow(count, d, &count) || count > (int64_t{1} << 24)) return unsupported("not supported: a constant of shape that large");

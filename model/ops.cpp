@@ -1,6 +1,7 @@
 // Op table: attribute parsing, weight specs, shape inference and workspace sizes, one case per op.
 #include "model/ops.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "model/op_detail.hpp"
@@ -62,7 +63,7 @@ Result<OpKind> parse_op(std::string_view name) {
 
 std::pair<int, int> input_count(OpKind op) {
   if (is_general(op)) return general_input_count(op);
-  if (op == OpKind::attention) return {1, 2};
+  if (op == OpKind::attention || op == OpKind::reshape) return {1, 2};
   return op == OpKind::add ? std::pair{2, 2} : std::pair{1, 1};
 }
 
@@ -153,6 +154,11 @@ Status parse_attrs(OpKind op, const json& attrs, LayerAttrs& a, const std::strin
         a.shape[a.shape.rank++] = d;
       }
       if (wildcards > 1) r.fail("shape", "at most one dim may be -1");
+      const auto like = r.int_list("like_dims", false, Shape::kMaxRank, -1);
+      if (!like.empty() && static_cast<int>(like.size()) != a.shape.rank) {
+        r.fail("like_dims", "needs one entry per dim of shape");
+      }
+      for (size_t i = 0; i < like.size() && i < Shape::kMaxRank; ++i) a.like_dims[i] = static_cast<int8_t>(like[i]);
       break;
     }
     case OpKind::select:
@@ -205,9 +211,12 @@ void attrs_to_json(OpKind op, const LayerAttrs& a, json& out) {
       if (op == OpKind::avg_pool2d && !a.count_include_pad) out["count_include_pad"] = false;
       break;
     case OpKind::flatten: out = {{"start_dim", a.start_dim}, {"end_dim", a.end_dim}}; break;
-    case OpKind::reshape:
+    case OpKind::reshape: {
       out = {{"shape", std::vector<int64_t>(a.shape.dims.begin(), a.shape.dims.begin() + a.shape.rank)}};
+      std::vector<int64_t> like(a.like_dims, a.like_dims + a.shape.rank);
+      if (std::any_of(like.begin(), like.end(), [](int64_t d) { return d >= 0; })) out["like_dims"] = like;
       break;
+    }
     case OpKind::select: out = {{"dim", a.dim}, {"index", a.index}}; break;
     default: break;
   }
@@ -351,6 +360,13 @@ Result<TensorDesc> infer_output(OpKind op, const LayerAttrs& a, std::span<const 
     }
     case OpKind::reshape: {
       TensorDesc out{x.dtype, a.shape};
+      for (int i = 0; i < out.shape.rank; ++i) {
+        if (a.like_dims[i] < 0) continue;
+        if (in.size() < 2 || a.like_dims[i] >= in[1].shape.rank) {
+          return invalid_argument("like_dims[" + std::to_string(i) + "] names a dim the second input does not have");
+        }
+        out.shape[i] = in[1].shape[a.like_dims[i]];
+      }
       int64_t known = 1;
       int wildcard = -1;
       for (int i = 0; i < out.shape.rank; ++i) {

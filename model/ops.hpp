@@ -43,7 +43,9 @@ enum class OpKind : uint8_t {
   avg_pool2d,       // NCHW average pooling; padding counted in the divisor unless !count_include_pad (nn.AvgPool2d)
   global_avg_pool,  // mean over H and W, keeping them as 1 (nn.AdaptiveAvgPool2d(1))
   flatten,          // merges dims [start_dim, end_dim] (torch.flatten)
-  reshape,          // new shape; 0 copies the input dim, one -1 is inferred (torch.reshape)
+  reshape,          // new shape; 0 copies the input dim, one -1 is inferred (torch.reshape); with a second
+                    // input, dim i is that input's dim like_dims[i] where like_dims[i] >= 0 (free dims
+                    // moved to other places: an attention's [batch * heads, seq, d] back to [batch, ...])
   select,           // picks one index of `dim` and drops that dim (x.select(dim, index))
   // -- the general ops (ONNX's operator set, numpy broadcasting; model/ops_tensor.cpp) ----------
   unary,            // y = fn(x) elementwise, fn a UnaryFn (sigmoid, silu, clip, exp, erf, ...)
@@ -200,8 +202,8 @@ struct LayerAttrs {
   uint8_t nearest_round = 0; // a NearestRound
   // cast: the target dtype; constant: the value's dtype
   DType to = DType::f32;
-  // expand: per output dim, -1 = shape[i], j >= 0 = dim j of the second input (a free dim that
-  // the expanded shape takes from another value)
+  // expand, reshape: per output dim, -1 = shape[i], j >= 0 = dim j of the second input (a free dim
+  // that the shape takes from another value; shape[i] is then ignored)
   int8_t like_dims[Shape::kMaxRank] = {-1, -1, -1, -1, -1, -1};
   // topk: k, the largest (else smallest), and which output: the values (else int64 indices)
   int64_t k = 1;

@@ -31,8 +31,9 @@ import http.client
 SKIP = 77
 TOLERANCE = 1e-4
 # float16 keeps 11 significant bits, bfloat16 8: each weight is rounded by up to 2^-11 or 2^-8 of
-# itself, and a network adds a few dozen such roundings up (measured: see the output).
-HALF_TOLERANCE = {"fp16": 1e-2, "bf16": 8e-2}
+# itself, and a network adds a few dozen such roundings up (measured 2026-11-28: at most 4e-4 and
+# 3.3e-3 on resnet18 and the encoder).
+HALF_TOLERANCE = {"fp16": 2e-3, "bf16": 2e-2}
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
@@ -155,9 +156,10 @@ def export(name, path):
     axes["output"] = {0: "batch"}
     if name in SEQUENCE_AXES:
         axes["output"][1] = "sequence"
-    with torch.no_grad():
-        torch.onnx.export(module, tuple(inputs), path, opset_version=17, input_names=names, output_names=["output"],
-                          dynamic_axes=axes, do_constant_folding=True)
+    # Not under no_grad: PyTorch's transformer layers take a fused fast path then, which ONNX cannot
+    # express; with gradients enabled they run (and export) their plain ops.
+    torch.onnx.export(module, tuple(inputs), path, opset_version=17, input_names=names, output_names=["output"],
+                      dynamic_axes=axes, do_constant_folding=True)
     return module, shapes, names
 
 
