@@ -123,20 +123,25 @@ TEST(LowerShapes, ArithmeticOnAFreeDimIsFollowedAndOneDerivedDimIsInferred) {
   EXPECT_EQ(m.manifest.outputs[0].shape, (gpu::Shape{-1, 2}));
 }
 
-TEST(LowerShapes, AReshapeWhereTwoDimsDependOnFreeDimsIsRefused) {
+TEST(LowerShapes, AReshapeWhereTwoFreeDimsMoveTakesThemFromAValueThatHasThem) {
   // [batch, seq, 4] -> [seq, batch, 4], the target gathered from Shape: neither free dim stays in
-  // place, and Ember's reshape infers one dim at most.
+  // place, and 0 and -1 can say one at most; like_dims takes both from x itself.
   OnnxBuilder b;
   b.input("x", {"batch", "seq", 4}).output("y");
   b.node("Shape", {"x"}, {"s"});
   b.int_vector("order", {1, 0, 2});
   b.node("Gather", {"s", "order"}, {"target"});
   b.node("Reshape", {"x", "target"}, {"y"}, "/r");
-  const std::string msg = refusal(b);
-  EXPECT_NE(msg.find("node '/r' (Reshape): not supported yet: a reshape to [?, ?, 4], where more than one dim "
-                     "depends on the model's free dims"),
-            std::string::npos)
-      << msg;
+  const Imported m = must(convert(b));
+  ASSERT_EQ(m.manifest.layers.size(), 1u);
+  const gpu::LayerSpec& r = m.manifest.layers[0];
+  EXPECT_EQ(r.op, gpu::OpKind::reshape);
+  EXPECT_EQ(r.inputs, (std::vector<std::string>{"x", "x"}));
+  EXPECT_EQ(r.attrs.like_dims[0], 1);
+  EXPECT_EQ(r.attrs.like_dims[1], 0);
+  EXPECT_EQ(r.attrs.like_dims[2], -1);
+  EXPECT_EQ(r.attrs.shape[2], 4);
+  EXPECT_EQ(m.manifest.outputs[0].shape, (gpu::Shape{-1, -1, 4}));
 }
 
 TEST(LowerShapes, UnsqueezeSqueezeAndFlattenOfActivationsAreReshapes) {
