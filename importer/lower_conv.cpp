@@ -128,18 +128,33 @@ Result<Value> pad_extra(Converter& c, const std::string& hint, const Value& x, c
   return c.add_layer(hint + ".pad", OpKind::pad, attrs, {&x}, {});
 }
 
-Status convert_conv(Converter& c, const onnx::NodeProto& n) {
-  EMBER_ASSIGN_OR_RETURN(const Value* x, c.activation_input(n, 0, "X"));
-  EMBER_ASSIGN_OR_RETURN(auto w, c.constant_input(n, 1, "W"));
-  EMBER_RETURN_IF_ERROR(need_spatial(*x, "convolution"));
-  const int rank = x->dims.rank();
-  if (static_cast<int>(w->dims.size()) != rank) {
-    return invalid_argument("W is " + w->describe() + ", expected [M, C/group, k...] of rank " + std::to_string(rank));
+// A Conv's or ConvTranspose's operands: X an activation with spatial dims, W a constant of X's
+// rank (`layout` names its dims in the message), B an optional constant.
+struct ConvOperands {
+  const Value* x = nullptr;
+  std::shared_ptr<const Constant> w, b;
+};
+
+Result<ConvOperands> conv_operands(Converter& c, const onnx::NodeProto& n, const char* what, const char* layout) {
+  ConvOperands o;
+  EMBER_ASSIGN_OR_RETURN(o.x, c.activation_input(n, 0, "X"));
+  EMBER_ASSIGN_OR_RETURN(o.w, c.constant_input(n, 1, "W"));
+  EMBER_RETURN_IF_ERROR(need_spatial(*o.x, what));
+  const int rank = o.x->dims.rank();
+  if (static_cast<int>(o.w->dims.size()) != rank) {
+    return invalid_argument("W is " + o.w->describe() + ", expected " + layout + " of rank " + std::to_string(rank));
   }
-  std::shared_ptr<const Constant> b;
   if (c.input(n, 2)) {
-    EMBER_ASSIGN_OR_RETURN(b, c.constant_input(n, 2, "B"));
+    EMBER_ASSIGN_OR_RETURN(o.b, c.constant_input(n, 2, "B"));
   }
+  return o;
+}
+
+Status convert_conv(Converter& c, const onnx::NodeProto& n) {
+  EMBER_ASSIGN_OR_RETURN(ConvOperands ops, conv_operands(c, n, "convolution", "[M, C/group, k...]"));
+  const Value* x = ops.x;
+  auto w = ops.w;
+  const auto& b = ops.b;
   NodeAttrs a(n);
   gpu::LayerAttrs attrs;
   attrs.groups = a.integer("group", 1);
@@ -178,17 +193,11 @@ Status convert_conv(Converter& c, const onnx::NodeProto& n) {
 }
 
 Status convert_conv_transpose(Converter& c, const onnx::NodeProto& n) {
-  EMBER_ASSIGN_OR_RETURN(const Value* x, c.activation_input(n, 0, "X"));
-  EMBER_ASSIGN_OR_RETURN(auto w, c.constant_input(n, 1, "W"));
-  EMBER_RETURN_IF_ERROR(need_spatial(*x, "ConvTranspose"));
+  EMBER_ASSIGN_OR_RETURN(ConvOperands ops, conv_operands(c, n, "ConvTranspose", "[C, M/group, k...]"));
+  const Value* x = ops.x;
+  auto w = ops.w;
+  const auto& b = ops.b;
   const int rank = x->dims.rank();
-  if (static_cast<int>(w->dims.size()) != rank) {
-    return invalid_argument("W is " + w->describe() + ", expected [C, M/group, k...] of rank " + std::to_string(rank));
-  }
-  std::shared_ptr<const Constant> b;
-  if (c.input(n, 2)) {
-    EMBER_ASSIGN_OR_RETURN(b, c.constant_input(n, 2, "B"));
-  }
   NodeAttrs a(n);
   gpu::LayerAttrs attrs;
   attrs.groups = a.integer("group", 1);
