@@ -121,6 +121,7 @@ function loadOrt() {
 
 async function main() {
   const a = parseArgs(process.argv.slice(2));
+  if (!fs.existsSync(a.model)) fail(`${a.model}: no such file`);
   const ort = loadOrt();
   const session = await ort.InferenceSession.create(a.model, {
     executionProviders: ['cpu'], intraOpNumThreads: a.threads, interOpNumThreads: 1,
