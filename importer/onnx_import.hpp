@@ -11,7 +11,10 @@
 //     two layers read is written once per layer (duplicated: see the design note for the cost);
 //   - free dims: an input dim the ONNX graph leaves symbolic (dim_param, or no dim_value) is -1,
 //     and so is every output dim that follows from one. --batch-dim N frees dim N of every input
-//     even where the graph fixed it.
+//     even where the graph fixed it; --input-shape NAME=D0,D1,... sets an input's dims outright
+//     (a size fixes a dim the graph left free, `?` frees one), for a graph whose free dims Ember
+//     cannot keep free (an image CNN exported with free height and width, whose feature maps only
+//     line up at multiples of its stride).
 //
 // What is refused, at import and never at serve time: every node whose op, attributes or operands
 // Ember cannot run, all of them listed in one Error ("node '/layer1/Mul' (Mul): not supported yet:
@@ -23,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -39,7 +43,16 @@ struct ImportOptions {
   /// -1 (default): the graph's own free dims only. N >= 0: dim N of every input of rank > N is free
   /// too (one free dim shared by all inputs), for a graph exported without dynamic axes.
   int batch_dim = -1;
+  /// Per graph input name: its dims as imported, one entry per dim of the graph's declared rank;
+  /// -1 frees a dim, a size > 0 fixes it (a dim the graph fixed to another size is refused: the
+  /// weights were made for it). Wins over batch_dim for that input. A name that is not a graph
+  /// input, or a rank that differs, is an error.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
 };
+
+/// Parses --input-shape's "NAME=D0,D1,..." (each D a size >= 1, or `?` / -1 for a free dim) into
+/// `into`; a name given twice is an error. Pure.
+Status parse_input_shape(std::string_view spec, std::map<std::string, std::vector<int64_t>>& into);
 
 /// What a conversion did, for the CLI's summary and for tests.
 struct ImportStats {

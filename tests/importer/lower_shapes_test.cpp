@@ -77,6 +77,29 @@ TEST(LowerShapes, BatchDimOptionFreesADimTheGraphFixed) {
   EXPECT_EQ(m.manifest.outputs[0].shape, (gpu::Shape{-1, 12}));
 }
 
+TEST(LowerShapes, InputShapeOptionFixesFreeDimsAndFreesFixedOnes) {
+  // An image CNN exported with free height and width: --input-shape fixes them (and frees the batch
+  // the graph fixed); a size that contradicts the graph, a wrong rank or an unknown input is refused.
+  OnnxBuilder b;
+  b.input("x", {1, 3, "h", "w"}).output("y");
+  auto& flat = b.node("Flatten", {"x"}, {"y"});
+  set_int(flat, "axis", 1);
+  ImportOptions o;
+  o.input_shapes["x"] = {-1, 3, 4, 6};
+  const Imported m = must(convert(b, o));
+  EXPECT_EQ(m.manifest.inputs[0].shape, (gpu::Shape{-1, 3, 4, 6}));
+  EXPECT_EQ(m.manifest.outputs[0].shape, (gpu::Shape{-1, 72}));
+  o.batch_dim = 2;  // --input-shape wins for the input it names
+  EXPECT_EQ(must(convert(b, o)).manifest.inputs[0].shape, (gpu::Shape{-1, 3, 4, 6}));
+  o.batch_dim = -1;
+  o.input_shapes["x"] = {1, 4, 4, 6};
+  EXPECT_NE(refusal(b, o).find("--input-shape x: dim 1 is 3 in the graph, not 4"), std::string::npos) << refusal(b, o);
+  o.input_shapes["x"] = {1, 3, 4};
+  EXPECT_NE(refusal(b, o).find("3 dims given, the graph declares 4"), std::string::npos) << refusal(b, o);
+  o.input_shapes = {{"z", {1}}};
+  EXPECT_NE(refusal(b, o).find("--input-shape z: the graph has no input of that name"), std::string::npos);
+}
+
 TEST(LowerShapes, ArithmeticCastSliceAndConstantOfShapeFold) {
   // y = Reshape(x, Concat(Shape(x)[0:1], [H * W * C] cast through float and back)).
   OnnxBuilder b;

@@ -142,5 +142,16 @@ TEST(OnnxImport, AMissingFileAndABadBatchDimAreErrors) {
   EXPECT_FALSE(fs::exists(d / "out"));
 }
 
+TEST(OnnxImport, InputShapeSpecsParse) {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  EXPECT_TRUE(parse_input_shape("x=?,3,640,-1", shapes).ok());
+  EXPECT_TRUE(parse_input_shape("a=b=7", shapes).ok());  // the name is everything before the last '='
+  EXPECT_EQ(shapes["x"], (std::vector<int64_t>{-1, 3, 640, -1}));
+  EXPECT_EQ(shapes["a=b"], (std::vector<int64_t>{7}));
+  for (const char* bad : {"x", "=1", "y=", "y=1,,2", "y=0", "y=-2", "y=3x", "y=99999999999", "y=1,1,1,1,1,1,1", "x=1"}) {
+    EXPECT_FALSE(parse_input_shape(bad, shapes).ok()) << bad;
+  }
+}
+
 }  // namespace onnx_import_test
 }  // namespace ember::importer
