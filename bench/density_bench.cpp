@@ -17,9 +17,9 @@
 // warm); real rates; no device-to-device links unless --nvlink (then Torpor's worker topology).
 // Devices compute with a dilation of 3 (devices.compute_dilation: each kernel keeps its device
 // busy for 3x its host CPU time, so the four emulated devices of this 2-core host do not slow each
-// other down as no four GPUs do), and PCIe runs at --pcie / dilation (4 GB/s / 3), so copy and compute keep the ratio they have
-// at 4 GB/s undilated: the wide model's weights cross in about 1.3x its warm latency, as ResNet-152's
-// do on Torpor's PCIe 3 V100s. Each trial reports the CPU the process used and the host's steal time.
+// other down as no four GPUs do), and PCIe runs at --pcie / dilation (4 GB/s / 3), so copy and compute keep the ratio
+// they have at 4 GB/s undilated: the wide model's weights cross in about 1.3x its warm latency, as ResNet-152's do on
+// Torpor's PCIe 3 V100s. Each trial reports the CPU the process used and the host's steal time.
 //
 // The node runs in this process (real actors, executors and dilated SimDevices); requests go
 // straight to its router, so the figures are the node's, not HTTP's. Not a test: it prints figures.
@@ -77,8 +77,9 @@ struct Options {
   /// --memory (EMBER_CUDA_MEMORY), with their own links and speed (--pcie, --nvlink and
   /// --dilation do not apply).
   std::string device = "sim";
-  /// Width of the functions' weights: fp32, fp16 or bf16 (their own folder, --models + "-fp16").
-  std::string dtype = "fp32";
+  /// Widths of the functions' weights: fp32, fp16, bf16 (each its own folder, --models + "-fp16"),
+  /// interleaved at every N like the variants.
+  std::vector<std::string> dtypes = {"fp32"};
 };
 
 struct FunctionStats {
@@ -305,7 +306,8 @@ Status calibrate(const Options& o, std::vector<DensityFunction>& fns) {
       self->request(node->router(), std::chrono::seconds(30), std::move(req))
           .receive([](infer_reply&) {}, [&](caf::error& e) { st = from_caf(e); });
       EMBER_RETURN_IF_ERROR(st);
-      us.push_back(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count()));
+      us.push_back(
+          static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count()));
     }
     std::sort(us.begin(), us.end());
     warm[probe[i].family].push_back(us[us.size() / 2]);
@@ -435,13 +437,12 @@ int main(int argc, char** argv) {
   app.add_option("--device", o.device,
                  "sim (dilated simulated devices) or cuda (GPUs 0..devices-1, each limited to --memory)")
       ->check(CLI::IsMember({"sim", "cuda"}));
-  app.add_option("--dtype", o.dtype,
-                 "Width of the functions' weights: fp32, fp16 or bf16 (half the bytes per model; written under "
-                 "--models plus -fp16 / -bf16)")
+  app.add_option("--dtype", o.dtypes,
+                 "Widths of the functions' weights, side by side at every N: fp32, fp16, bf16 (half the bytes "
+                 "per model; written under --models plus -fp16 / -bf16)")
+      ->delimiter(',')
       ->check(CLI::IsMember({"fp32", "fp16", "bf16"}));
   CLI11_PARSE(app, argc, argv);
-  if (o.dtype != "fp32") o.models += "-" + o.dtype;
-  const gpu::DType width = o.dtype == "fp16" ? gpu::DType::f16 : o.dtype == "bf16" ? gpu::DType::bf16 : gpu::DType::f32;
   SimDeviceConfig dc;
   dc.compute_threads = o.threads;
   for (const auto& [flag, text] : {std::pair{"--pcie", o.pcie}, std::pair{"--nvlink", o.nvlink}}) {
@@ -457,14 +458,28 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "density_bench: the ladders need function counts above 0\n");
     return 1;
   }
-  auto fns = make_density_functions(o.models, *all_n.rbegin(), dc, 4, width);
-  if (!fns.ok()) {
-    std::fprintf(stderr, "density_bench: %s\n", fns.error().message().c_str());
-    return 1;
-  }
-  if (Status s = calibrate(o, *fns); !s.ok()) {
-    std::fprintf(stderr, "density_bench: calibration: %s\n", s.error().message().c_str());
-    return 1;
+  // One set of functions per width, each in its own folder and calibrated on its own warm latency.
+  struct Width {
+    std::string name;
+    Options o;
+    std::vector<DensityFunction> fns;
+  };
+  std::vector<Width> widths;
+  for (const auto& name : o.dtypes) {
+    Width w{name, o, {}};
+    if (name != "fp32") w.o.models += "-" + name;
+    const gpu::DType dtype = name == "fp16" ? gpu::DType::f16 : name == "bf16" ? gpu::DType::bf16 : gpu::DType::f32;
+    auto fns = make_density_functions(w.o.models, *all_n.rbegin(), dc, 4, dtype);
+    if (!fns.ok()) {
+      std::fprintf(stderr, "density_bench: %s\n", fns.error().message().c_str());
+      return 1;
+    }
+    w.fns = std::move(*fns);
+    if (Status s = calibrate(w.o, w.fns); !s.ok()) {
+      std::fprintf(stderr, "density_bench: %s calibration: %s\n", name.c_str(), s.error().message().c_str());
+      return 1;
+    }
+    widths.push_back(std::move(w));
   }
   const double pcie = *parse_bandwidth(o.pcie) / std::max(o.dilation, 1.0);
   if (o.device == "cuda") {
@@ -472,9 +487,9 @@ int main(int argc, char** argv) {
   } else {
     std::printf(
         "# %u devices x %s, compute dilation %.1f (each device computes like 1/%.1f of a host core), "
-        "PCIe %.2f GB/s (%s / %.1f; two devices per switch); weights %s\n",
+        "PCIe %.2f GB/s (%s / %.1f; two devices per switch)\n",
         o.devices, o.memory.c_str(), o.dilation, std::max(o.dilation, 1.0), pcie / 1e9, o.pcie.c_str(),
-        std::max(o.dilation, 1.0), o.dtype.c_str());
+        std::max(o.dilation, 1.0));
   }
   if (*parse_bandwidth(o.nvlink) > 0 && o.device != "cuda") {
     std::printf("# NVLink %s per link / %.1f, pairs linked by one or two links as on Torpor's worker\n",
@@ -482,53 +497,68 @@ int main(int argc, char** argv) {
   }
   std::printf("# %.0f s trials, rates %.0f-%.0f/min x %.1f, deadline %.1fx warm at p%.0f\n", o.seconds, o.rate_min,
               o.rate_max, o.time_scale, o.slo_factor, o.percentile * 100);
-  for (const char* family : {"wide", "deep", "conv"}) {
-    for (const auto& f : *fns) {
-      if (f.family != family) continue;
-      std::printf("# %-5s %s weights, warm %.2f ms, deadline %.2f ms\n", family, format_bytes(f.weights_bytes).c_str(),
-                  static_cast<double>(f.warm_us) / 1e3, static_cast<double>(f.deadline_us) / 1e3);
-      break;
+  for (const auto& w : widths) {
+    for (const char* family : {"wide", "deep", "conv"}) {
+      for (const auto& f : w.fns) {
+        if (f.family != family) continue;
+        std::printf("# %-4s %-5s %s weights, warm %.2f ms, deadline %.2f ms\n", w.name.c_str(), family,
+                    format_bytes(f.weights_bytes).c_str(), static_cast<double>(f.warm_us) / 1e3,
+                    static_cast<double>(f.deadline_us) / 1e3);
+        break;
+      }
     }
   }
-  std::printf("%-8s %5s %7s %9s %9s %7s %7s %7s %8s %8s %6s %5s %6s\n", "variant", "N", "loaded", "requests",
-              "meet_slo", "pct", "late", "errors", "p50_ms", "p99_ms", "wrong", "cpu", "steal");
+  std::printf("%-8s %-5s %5s %7s %9s %9s %7s %7s %7s %8s %8s %6s %5s %6s\n", "variant", "dtype", "N", "loaded",
+              "requests", "meet_slo", "pct", "late", "errors", "p50_ms", "p99_ms", "wrong", "cpu", "steal");
   std::map<std::string, uint32_t> best;
   uint64_t wrong_total = 0;
-  // Variants interleaved at each N, so that they share the host's conditions (this shared 2-core
-  // machine's speed drifts over minutes). Pinned stops once it refuses functions and fails: more
-  // only adds refusals.
+  // Variants and widths interleaved at each N, so that they share the host's conditions (this
+  // shared 2-core machine's speed drifts over minutes). Pinned stops once it refuses functions and
+  // fails: more only adds refusals. Keys are "variant dtype".
   std::map<std::string, uint32_t> pinned_refused;
-  const std::set<uint32_t> late_n(o.ladder.begin(), o.ladder.end()), pinned_n(o.pinned_ladder.begin(), o.pinned_ladder.end());
+  const std::set<uint32_t> late_n(o.ladder.begin(), o.ladder.end()),
+      pinned_n(o.pinned_ladder.begin(), o.pinned_ladder.end());
   for (uint32_t n : all_n) {
-    for (const auto& v : o.variants) {
-      if (v == "pinned" && (pinned_refused.count(v) || !pinned_n.count(n))) continue;
-      if (v != "pinned" && !late_n.count(n)) continue;
-      auto t = run_trial(o, v, *fns, n);
-      if (!t.ok()) {
-        std::fprintf(stderr, "%s N=%u: %s\n", v.c_str(), n, t.error().message().c_str());
-        return 1;
+    for (const auto& w : widths) {
+      for (const auto& v : o.variants) {
+        const std::string key = v + " " + w.name;
+        if (v == "pinned" && (pinned_refused.count(key) || !pinned_n.count(n))) continue;
+        if (v != "pinned" && !late_n.count(n)) continue;
+        auto t = run_trial(w.o, v, w.fns, n);
+        if (!t.ok()) {
+          std::fprintf(stderr, "%s N=%u: %s\n", v.c_str(), n, t.error().message().c_str());
+          return 1;
+        }
+        const double share = static_cast<double>(t->meeting) / n;
+        wrong_total += t->wrong;
+        std::printf("%-8s %-5s %5u %7u %9lu %9u %6.1f%% %7lu %7lu %8.2f %8.2f %6lu %5.2f %5.1f%%\n", v.c_str(),
+                    w.name.c_str(), n, t->loaded, static_cast<unsigned long>(t->requests), t->meeting, share * 100,
+                    static_cast<unsigned long>(t->misses), static_cast<unsigned long>(t->errors), t->p50_ms, t->p99_ms,
+                    static_cast<unsigned long>(t->wrong), t->cpu_cores, t->steal * 100);
+        if (v != "pinned") {
+          std::printf("#   bound: %lu resident, %lu from host, %lu from a peer; %lu evictions\n",
+                      static_cast<unsigned long>(t->runs), static_cast<unsigned long>(t->host_swaps),
+                      static_cast<unsigned long>(t->peer_swaps), static_cast<unsigned long>(t->evictions));
+        } else if (t->loaded < n && share < 0.95) {
+          pinned_refused[key] = n;
+        }
+        std::fflush(stdout);
+        if (share >= 0.95) best[key] = std::max(best[key], n);
       }
-      const double share = static_cast<double>(t->meeting) / n;
-      wrong_total += t->wrong;
-      std::printf("%-8s %5u %7u %9lu %9u %6.1f%% %7lu %7lu %8.2f %8.2f %6lu %5.2f %5.1f%%\n", v.c_str(), n,
-                  t->loaded, static_cast<unsigned long>(t->requests), t->meeting, share * 100,
-                  static_cast<unsigned long>(t->misses), static_cast<unsigned long>(t->errors), t->p50_ms,
-                  t->p99_ms, static_cast<unsigned long>(t->wrong), t->cpu_cores, t->steal * 100);
-      if (v != "pinned") {
-        std::printf("#   bound: %lu resident, %lu from host, %lu from a peer; %lu evictions\n",
-                    static_cast<unsigned long>(t->runs), static_cast<unsigned long>(t->host_swaps),
-                    static_cast<unsigned long>(t->peer_swaps), static_cast<unsigned long>(t->evictions));
-      } else if (t->loaded < n && share < 0.95) {
-        pinned_refused[v] = n;
-      }
-      std::fflush(stdout);
-      if (share >= 0.95) best[v] = std::max(best[v], n);
     }
   }
   std::printf("\n# largest N with >= 95%% of functions meeting their SLO:");
-  for (const auto& v : o.variants) std::printf(" %s %u", v.c_str(), best[v]);
-  if (best["pinned"] > 0 && best.count("torpor")) {
-    std::printf("\n# torpor / pinned = %.2fx", static_cast<double>(best["torpor"]) / best["pinned"]);
+  for (const auto& w : widths) {
+    for (const auto& v : o.variants) std::printf(" %s %s %u;", v.c_str(), w.name.c_str(), best[v + " " + w.name]);
+  }
+  for (const auto& w : widths) {
+    const uint32_t pinned = best["pinned " + w.name], torpor = best["torpor " + w.name];
+    if (pinned > 0 && torpor > 0)
+      std::printf("\n# %s: torpor / pinned = %.2fx", w.name.c_str(), static_cast<double>(torpor) / pinned);
+    const uint32_t torpor32 = best["torpor fp32"];
+    if (w.name != "fp32" && torpor32 > 0 && torpor > 0) {
+      std::printf("\n# torpor %s / torpor fp32 = %.2fx", w.name.c_str(), static_cast<double>(torpor) / torpor32);
+    }
   }
   std::printf("\n# wrong answers in all trials: %lu\n", static_cast<unsigned long>(wrong_total));
   return wrong_total == 0 ? 0 : 3;
