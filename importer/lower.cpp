@@ -8,6 +8,13 @@ std::string list_text(const std::vector<int64_t>& v) {
   return s + "]";
 }
 
+Status inputs_before(const Converter& c, const onnx::NodeProto& n, int count, int64_t version) {
+  if (c.opset() >= version || n.input_size() <= count) return Status::OK();
+  return invalid_argument(n.op_type() + " takes " + std::to_string(count) + (count == 1 ? " input" : " inputs") +
+                          " before opset " + std::to_string(version) + " (the model declares opset " +
+                          std::to_string(c.opset()) + "), this node " + std::to_string(n.input_size()));
+}
+
 Status define_folded(Converter& c, const onnx::NodeProto& n, int i, Result<Constant> value) {
   if (!value.ok()) return value.error();
   c.define(n, i, Value::of_constant(std::move(*value)));

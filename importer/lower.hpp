@@ -1,5 +1,6 @@
 // Helpers the op conversions (importer/lower_*.cpp) share: defining a node's output as a folded
-// constant, an alias or a new layer, and the few conversions one file hands to another.
+// constant, an alias or a new layer, the inputs an op's older version takes, and the few
+// conversions one file hands to another.
 //
 // Used only inside the importer, on the Converter's thread.
 #pragma once
@@ -23,6 +24,10 @@ Status define_alias(Converter& c, const onnx::NodeProto& n, int i, const Value& 
 /// Output 0 of `n` is a new layer named after the node.
 Status define_layer(Converter& c, const onnx::NodeProto& n, gpu::OpKind op, const gpu::LayerAttrs& attrs,
                     const std::vector<const Value*>& inputs, const std::vector<RoleWeight>& weights = {});
+
+/// Before opset `version`, `n`'s op takes only its first `count` inputs (what follows were
+/// attributes then, or did not exist): an Error naming both when it has more. OK from `version` on.
+Status inputs_before(const Converter& c, const onnx::NodeProto& n, int count, int64_t version);
 
 /// lower_conv.cpp: AveragePool `n` of x after a fused Pad of zeros of `extra_pad` (height, width).
 Status avg_pool_after_pad(Converter& c, const onnx::NodeProto& n, const Value* x, const int64_t extra_pad[2]);

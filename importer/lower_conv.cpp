@@ -6,7 +6,8 @@
 // averages, the lowest float for max pools); a transposed convolution's extra padding is cropped
 // by a slice after it. What cannot be expressed so is refused: an average that excludes padding
 // Ember would have to add, extra padding with ceil_mode, and a ceil_mode window count that ONNX's
-// formula and PyTorch's (which Ember follows) disagree on.
+// formula and PyTorch's (which Ember follows) disagree on. Before opset 10 the pools have no
+// ceil_mode (and MaxPool no dilations); one that has them anyway is refused by name.
 #include <cfloat>
 
 #include "importer/fold.hpp"
@@ -262,9 +263,11 @@ Status pool(Converter& c, const onnx::NodeProto& n, const Value* x, bool max, co
   NodeAttrs a(n);
   if (max) a.ignore("storage_order");  // the layout of Indices, which is unused
   const auto k = a.ints("kernel_shape");
-  EMBER_ASSIGN_OR_RETURN(Window win, read_window(a, *x, k, max));
+  // MaxPool's dilations and both pools' ceil_mode arrive with opset 10 (MaxPool-10, AveragePool-10).
+  const bool dilations = max && a.since("dilations", 10, c.opset());
+  EMBER_ASSIGN_OR_RETURN(Window win, read_window(a, *x, k, dilations));
   gpu::LayerAttrs attrs;
-  attrs.ceil_mode = a.integer("ceil_mode", 0) != 0;
+  if (a.since("ceil_mode", 10, c.opset())) attrs.ceil_mode = a.integer("ceil_mode", 0) != 0;
   attrs.count_include_pad = max || a.integer("count_include_pad", 0) != 0;
   EMBER_RETURN_IF_ERROR(a.finish());
   if (max) EMBER_RETURN_IF_ERROR(c.require_unused(n, 1, "Indices"));

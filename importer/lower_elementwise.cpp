@@ -3,6 +3,7 @@
 // Where and Cast. On constants they fold (fold.hpp); on activations they become Ember's unary,
 // binary, where and cast layers, a constant operand becoming a `constant` layer (operand()).
 // Add of two float activations of one shape stays Ember's coarse `add` (a residual connection).
+// Clip's bounds are attributes before opset 11, inputs from 11 on.
 #include <cfloat>
 
 #include "importer/fold.hpp"
@@ -102,10 +103,20 @@ Result<float> clip_bound(Converter& c, const onnx::NodeProto& n, int i, float fa
   return static_cast<float>(k->a[0]);
 }
 
+// Clip-6 (before opset 11) takes min and max as attributes; Clip-11 and later as inputs.
 Status convert_clip(Converter& c, const onnx::NodeProto& n) {
-  EMBER_RETURN_IF_ERROR(NodeAttrs(n).finish());  // opset 11+: min and max are inputs
-  EMBER_ASSIGN_OR_RETURN(const float lo, clip_bound(c, n, 1, -FLT_MAX));
-  EMBER_ASSIGN_OR_RETURN(const float hi, clip_bound(c, n, 2, FLT_MAX));
+  NodeAttrs a(n);
+  float lo = -FLT_MAX, hi = FLT_MAX;
+  if (c.opset() < 11) {
+    lo = a.number("min", lo);
+    hi = a.number("max", hi);
+  }
+  EMBER_RETURN_IF_ERROR(a.finish());
+  EMBER_RETURN_IF_ERROR(inputs_before(c, n, 1, 11));
+  if (c.opset() >= 11) {
+    EMBER_ASSIGN_OR_RETURN(lo, clip_bound(c, n, 1, lo));
+    EMBER_ASSIGN_OR_RETURN(hi, clip_bound(c, n, 2, hi));
+  }
   return unary(c, n, UnaryFn::clip, lo, hi);
 }
 

@@ -1,8 +1,9 @@
 // The ONNX ops that reduce along axes: ReduceSum/Mean/Max/Min/Prod/SumSquare/L1/L2/LogSumExp
 // (Ember's reduce), ArgMax/ArgMin (argmax), TopK (one topk layer per output read: values,
-// indices), Softmax and LogSoftmax (softmax). Before opset 13 Softmax and LogSoftmax normalise
-// over every dim from `axis` on as one; that equals Ember's per-dim softmax only when `axis` is
-// the last dim or every dim after it is 1, and is refused otherwise.
+// indices; k an attribute before opset 10), Softmax and LogSoftmax (softmax). Before opset 13
+// Softmax and LogSoftmax normalise over every dim from `axis` on as one; that equals Ember's
+// per-dim softmax only when `axis` is the last dim or every dim after it is 1, and is refused
+// otherwise.
 #include "importer/fold.hpp"
 #include "importer/lower.hpp"
 #include "importer/onnx_attrs.hpp"
@@ -66,7 +67,7 @@ Status convert_argmax(Converter& c, const onnx::NodeProto& n) {
   gpu::LayerAttrs attrs;
   const int64_t axis = a.integer("axis", 0);
   attrs.keepdims = a.integer("keepdims", 1) != 0;
-  attrs.select_last_index = a.integer("select_last_index", 0) != 0;
+  if (a.since("select_last_index", 12, c.opset())) attrs.select_last_index = a.integer("select_last_index", 0) != 0;
   attrs.fn = n.op_type() == "ArgMin" ? 1 : 0;
   EMBER_RETURN_IF_ERROR(a.finish());
   EMBER_ASSIGN_OR_RETURN(const Value* x, c.activation_input(n, 0, "data"));
@@ -74,17 +75,30 @@ Status convert_argmax(Converter& c, const onnx::NodeProto& n) {
   return define_output(c, n, 0, OpKind::argmax, attrs, x, layer_hint(n));
 }
 
+// TopK-1 (before opset 10) takes k as an attribute, TopK-10 as input K; both return the largest
+// elements, sorted. largest and sorted arrive with TopK-11.
 Status convert_topk(Converter& c, const onnx::NodeProto& n) {
   NodeAttrs a(n);
   gpu::LayerAttrs attrs;
   const int64_t axis = a.integer("axis", -1);
-  attrs.largest = a.integer("largest", 1) != 0;
-  a.ignore("sorted");  // Ember's topk always sorts, which sorted 0 allows
+  attrs.largest = true;
+  if (a.since("largest", 11, c.opset())) attrs.largest = a.integer("largest", 1) != 0;
+  if (a.since("sorted", 11, c.opset())) a.ignore("sorted");  // Ember's topk always sorts, which sorted 0 allows
+  std::vector<int64_t> ks;
+  if (c.opset() < 10) {
+    if (!a.has("k")) return invalid_argument("attribute 'k' is required before opset 10");
+    ks = {a.integer("k", 0)};
+  }
   EMBER_RETURN_IF_ERROR(a.finish());
+  EMBER_RETURN_IF_ERROR(inputs_before(c, n, 1, 10));
   EMBER_ASSIGN_OR_RETURN(const Value* x, c.activation_input(n, 0, "X"));
-  EMBER_ASSIGN_OR_RETURN(auto k, c.constant_input(n, 1, "K"));
-  EMBER_ASSIGN_OR_RETURN(auto ks, fixed_ints(*k, "K"));
-  if (ks.size() != 1 || ks[0] < 0 || ks[0] > kMaxDim) return invalid_argument("K must be one count, got " + k->describe());
+  std::string k_text = ks.empty() ? "" : list_text(ks);
+  if (c.opset() >= 10) {
+    EMBER_ASSIGN_OR_RETURN(auto k, c.constant_input(n, 1, "K"));
+    EMBER_ASSIGN_OR_RETURN(ks, fixed_ints(*k, "K"));
+    k_text = k->describe();
+  }
+  if (ks.size() != 1 || ks[0] < 0 || ks[0] > kMaxDim) return invalid_argument("K must be one count, got " + k_text);
   attrs.k = ks[0];
   EMBER_ASSIGN_OR_RETURN(attrs.dim, normalize_axis(axis, x->dims.rank()));
   // Each output that is read is a layer of its own.

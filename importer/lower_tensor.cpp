@@ -2,7 +2,8 @@
 // (and the deprecated Upsample). On constants the first five fold (fold.hpp); on activations each
 // becomes Ember's layer of the same name, a constant operand a `constant` layer. What Ember's ops
 // cannot express is refused with the reason: bounds or pads that depend on a free dim, Pad's wrap
-// mode, Resize's cubic mode, exclude_outside and the tf_* coordinate modes.
+// mode, Resize's cubic mode, exclude_outside and the tf_* coordinate modes. Before opset 10 (Slice)
+// and 11 (Pad, Resize) the ops take their old forms, read per their versions below.
 #include <algorithm>
 
 #include "importer/fold.hpp"
@@ -161,15 +162,28 @@ Status convert_split(Converter& c, const onnx::NodeProto& n) {
   return Status::OK();
 }
 
+// Slice-1 (before opset 10) takes starts, ends and axes as attributes and has no steps; Slice-10
+// and later take all four as inputs. The bounds mean the same in both.
 Status convert_slice(Converter& c, const onnx::NodeProto& n) {
-  EMBER_RETURN_IF_ERROR(NodeAttrs(n).finish());
+  NodeAttrs a(n);
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (c.opset() < 10) {
+    if (!a.has("starts") || !a.has("ends")) return invalid_argument("attributes 'starts' and 'ends' are required before opset 10");
+    starts = a.ints("starts");
+    ends = a.ints("ends");
+    axes = a.ints("axes");
+  }
+  EMBER_RETURN_IF_ERROR(a.finish());
+  EMBER_RETURN_IF_ERROR(inputs_before(c, n, 1, 10));
   EMBER_ASSIGN_OR_RETURN(const Value* data, c.value_input(n, 0));
-  EMBER_ASSIGN_OR_RETURN(auto starts_c, c.constant_input(n, 1, "starts"));
-  EMBER_ASSIGN_OR_RETURN(auto ends_c, c.constant_input(n, 2, "ends"));
-  EMBER_ASSIGN_OR_RETURN(auto starts, fixed_ints(*starts_c, "starts"));
-  EMBER_ASSIGN_OR_RETURN(auto ends, fixed_ints(*ends_c, "ends"));
-  EMBER_ASSIGN_OR_RETURN(auto axes, ints_input(c, n, 3, "axes"));
-  EMBER_ASSIGN_OR_RETURN(auto steps, ints_input(c, n, 4, "steps"));
+  if (c.opset() >= 10) {
+    EMBER_ASSIGN_OR_RETURN(auto starts_c, c.constant_input(n, 1, "starts"));
+    EMBER_ASSIGN_OR_RETURN(auto ends_c, c.constant_input(n, 2, "ends"));
+    EMBER_ASSIGN_OR_RETURN(starts, fixed_ints(*starts_c, "starts"));
+    EMBER_ASSIGN_OR_RETURN(ends, fixed_ints(*ends_c, "ends"));
+    EMBER_ASSIGN_OR_RETURN(axes, ints_input(c, n, 3, "axes"));
+    EMBER_ASSIGN_OR_RETURN(steps, ints_input(c, n, 4, "steps"));
+  }
   if (data->is_constant()) return define_folded(c, n, 0, fold_slice(*data->constant, starts, ends, axes, steps));
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
@@ -260,21 +274,32 @@ Status convert_expand(Converter& c, const onnx::NodeProto& n) {
   return define_layer(c, n, OpKind::expand, attrs, inputs);
 }
 
+// Pad-2 (before opset 11) takes pads and the fill value as attributes; Pad-11 and later as inputs
+// (constant_value of the data's type, axes from opset 18).
 Status convert_pad(Converter& c, const onnx::NodeProto& n) {
   NodeAttrs a(n);
   const std::string mode = a.text("mode", "constant");
-  EMBER_RETURN_IF_ERROR(a.finish());
   gpu::LayerAttrs attrs;
+  std::vector<int64_t> pads;
+  if (c.opset() < 11) {
+    if (!a.has("pads")) return invalid_argument("attribute 'pads' is required before opset 11");
+    pads = a.ints("pads");
+    attrs.alpha = a.number("value", 0.f);
+  }
+  EMBER_RETURN_IF_ERROR(a.finish());
+  EMBER_RETURN_IF_ERROR(inputs_before(c, n, 1, 11));
   if (mode == "constant") attrs.fn = static_cast<uint8_t>(gpu::PadMode::constant);
   else if (mode == "reflect") attrs.fn = static_cast<uint8_t>(gpu::PadMode::reflect);
   else if (mode == "edge") attrs.fn = static_cast<uint8_t>(gpu::PadMode::edge);
   else return unsupported("not supported: mode '" + mode + "' (Ember pads constant, reflect or edge)");
-  if (c.input(n, 3)) return unsupported("not supported yet: Pad with axes");
-  EMBER_ASSIGN_OR_RETURN(auto pads_c, c.constant_input(n, 1, "pads"));
-  EMBER_ASSIGN_OR_RETURN(auto pads, fixed_ints(*pads_c, "pads"));
-  if (const Value* v = c.input(n, 2)) {
-    if (!v->is_constant() || v->constant->numel() != 1) return unsupported("not supported: a constant_value that is not a constant scalar");
-    attrs.alpha = v->constant->kind == Constant::Kind::f32 ? v->constant->f[0] : static_cast<float>(v->constant->a[0]);
+  if (c.opset() >= 11) {
+    if (c.input(n, 3)) return unsupported("not supported yet: Pad with axes");
+    EMBER_ASSIGN_OR_RETURN(auto pads_c, c.constant_input(n, 1, "pads"));
+    EMBER_ASSIGN_OR_RETURN(pads, fixed_ints(*pads_c, "pads"));
+    if (const Value* v = c.input(n, 2)) {
+      if (!v->is_constant() || v->constant->numel() != 1) return unsupported("not supported: a constant_value that is not a constant scalar");
+      attrs.alpha = v->constant->kind == Constant::Kind::f32 ? v->constant->f[0] : static_cast<float>(v->constant->a[0]);
+    }
   }
   EMBER_ASSIGN_OR_RETURN(const Value* x, c.operand(n, 0, "data"));
   if (pads.size() != static_cast<size_t>(2 * x->dims.rank())) {
@@ -296,19 +321,37 @@ Status convert_pad(Converter& c, const onnx::NodeProto& n) {
   return define_layer(c, n, OpKind::pad, attrs, {x});
 }
 
-// Resize (opset 11+: X, roi, scales, sizes) and Upsample (X, scales).
+// Resize-11 and later: X, roi, scales, sizes, the coordinate mapping and the nearest rounding as
+// attributes. Resize-10, and Upsample at any opset (its last version is 10, deprecated since): X
+// and scales, mode only, coordinates asymmetric (x / scale), and nearest rounding per
+// dim: down where the dim grows or keeps its size, up where it shrinks (ONNX's Resize-10 test
+// data, test_resize_downsample_nearest, and ONNX Runtime's mode for versions before 11). Ember's
+// resize rounds both resized dims alike, so an old nearest resize that grows one and shrinks the
+// other is refused. A dim whose scale is 1 maps to whole coordinates, which round alike either way.
 Status convert_resize(Converter& c, const onnx::NodeProto& n) {
   const bool upsample = n.op_type() == "Upsample";
+  const bool old = upsample || c.opset() < 11;
   NodeAttrs a(n);
   const std::string mode = a.text("mode", "nearest");
-  const std::string coords = upsample ? "asymmetric" : a.text("coordinate_transformation_mode", "half_pixel");
-  const std::string round = upsample ? "floor" : a.text("nearest_mode", "round_prefer_floor");
+  std::string coords = "asymmetric", round = "floor";
   if (!upsample) {
+    for (const char* name : {"coordinate_transformation_mode", "nearest_mode", "exclude_outside", "cubic_coeff_a",
+                             "extrapolation_value"}) {
+      a.since(name, 11, c.opset());  // refused by name on a Resize-10
+    }
+  }
+  if (!old) {
+    coords = a.text("coordinate_transformation_mode", "half_pixel");
+    round = a.text("nearest_mode", "round_prefer_floor");
     if (a.integer("exclude_outside", 0) != 0) return unsupported("not supported: exclude_outside 1 (cubic only)");
     a.ignore("cubic_coeff_a");        // read by cubic mode only, which is refused
     a.ignore("extrapolation_value");  // read by tf_crop_and_resize only, which is refused
   }
   EMBER_RETURN_IF_ERROR(a.finish());
+  if (old && n.input_size() > 2) {
+    return invalid_argument(n.op_type() + (upsample ? "" : " before opset 11") + " takes X and scales, this node " +
+                            std::to_string(n.input_size()) + " inputs");
+  }
   gpu::LayerAttrs attrs;
   if (mode == "nearest") attrs.fn = static_cast<uint8_t>(gpu::ResizeMode::nearest);
   else if (mode == "linear" || mode == "bilinear") attrs.fn = static_cast<uint8_t>(gpu::ResizeMode::linear);
@@ -333,26 +376,38 @@ Status convert_resize(Converter& c, const onnx::NodeProto& n) {
   if (!known) return invalid_argument("nearest_mode '" + round + "' is not an ONNX value");
   EMBER_ASSIGN_OR_RETURN(const Value* x, c.activation_input(n, 0, "X"));
   const int rank = x->dims.rank();
-  if (!upsample && c.input(n, 1) && coords == "tf_crop_and_resize") return unsupported("not supported: roi");
-  const int scales_at = upsample ? 1 : 2;
+  if (!old && c.input(n, 1) && coords == "tf_crop_and_resize") return unsupported("not supported: roi");
+  const int scales_at = old ? 1 : 2;
   std::shared_ptr<const Constant> scales, sizes;
   if (c.input(n, scales_at)) {
     EMBER_ASSIGN_OR_RETURN(scales, c.constant_input(n, scales_at, "scales"));
-    if (scales->numel() == 0) scales = nullptr;  // an empty tensor stands for "absent"
+    if (scales->numel() == 0 && !old) scales = nullptr;  // an empty tensor stands for "absent"
   }
-  if (!upsample && c.input(n, 3)) {
+  if (!old && c.input(n, 3)) {
     EMBER_ASSIGN_OR_RETURN(sizes, c.constant_input(n, 3, "sizes"));
     if (sizes->numel() == 0) sizes = nullptr;
   }
+  if (old && !scales) return invalid_argument("input 1 (scales) is missing");
   if (!scales == !sizes) return invalid_argument("give exactly one of scales and sizes");
   attrs.num_axes = rank;
   if (scales) {
     if (scales->kind != Constant::Kind::f32 || scales->numel() != rank) {
       return invalid_argument("scales " + scales->describe() + " do not fit rank " + std::to_string(rank));
     }
+    bool grows = false, shrinks = false;
     for (int i = 0; i < rank; ++i) {
       attrs.scales[i] = scales->f[static_cast<size_t>(i)];
       if (!(attrs.scales[i] > 0.f && attrs.scales[i] <= 1e4f)) return unsupported("not supported: a scale outside (0, 10000]");
+      grows |= attrs.scales[i] > 1.f;
+      shrinks |= attrs.scales[i] < 1.f;
+    }
+    if (old && mode == "nearest" && shrinks) {
+      if (grows) {
+        return unsupported("not supported: nearest scales " + scales->describe() + " that grow one dim and shrink another (" +
+                           n.op_type() + (upsample ? "" : " before opset 11") +
+                           " rounds down in one and up in the other; Ember's resize rounds both alike)");
+      }
+      attrs.nearest_round = static_cast<uint8_t>(gpu::NearestRound::ceil);
     }
   } else {
     if (sizes->kind != Constant::Kind::i64 || sizes->numel() != rank) {

@@ -50,6 +50,17 @@ std::vector<int64_t> NodeAttrs::ints(const char* name, std::vector<int64_t> fall
   return {a->ints().begin(), a->ints().end()};
 }
 
+bool NodeAttrs::since(const char* name, int64_t version, int64_t opset) {
+  if (opset >= version) return true;
+  read_.insert(name);
+  if (has(name) && status_.ok()) {
+    status_ = invalid_argument("attribute '" + std::string(name) + "' is not part of " + node_.op_type() +
+                               " before opset " + std::to_string(version) + " (the model declares opset " +
+                               std::to_string(opset) + ")");
+  }
+  return false;
+}
+
 const onnx::TensorProto* NodeAttrs::tensor(const char* name) {
   const auto* a = find(name, AttributeProto::TENSOR);
   return a && a->has_t() ? &a->t() : nullptr;

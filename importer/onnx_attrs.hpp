@@ -1,6 +1,7 @@
 // Reading one ONNX node's attributes with their types checked, and refusing the attributes a
 // conversion did not read: an attribute the importer does not understand may change what the
-// node computes, so it is an error, never ignored.
+// node computes, so it is an error, never ignored. An attribute an op gained in a later version
+// than the model's opset (AveragePool's ceil_mode before opset 10) is refused by name (since()).
 //
 // Pure; anyone, any thread. The node outlives the reader.
 #pragma once
@@ -31,6 +32,11 @@ class NodeAttrs {
   /// Marks `name` as understood without reading it (an attribute whose value does not matter at
   /// inference, e.g. BatchNormalization's momentum).
   void ignore(const char* name) { read_.insert(name); }
+  /// Whether attribute `name`, which the op gained at opset `version`, exists at the model's
+  /// `opset`. Below `version` it does not: it is marked read, and a node that has it anyway is an
+  /// error finish() reports (the model is not valid ONNX at its opset, and ONNX Runtime refuses it
+  /// too), rather than read with the newer version's meaning.
+  bool since(const char* name, int64_t version, int64_t opset);
 
   /// The first error: a wrong type, or (checked here) an attribute nobody read.
   Status finish() const;

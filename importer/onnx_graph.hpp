@@ -6,7 +6,8 @@
 //   - bytes that do not parse as a ModelProto (truncated, not protobuf), or more than 2 GiB (the
 //     limit of one protobuf message: larger models keep their weights as external data);
 //   - a model without a graph, a graph without outputs, sparse initializers;
-//   - no opset for the default domain (""/"ai.onnx"), or one outside kMinOpset..kMaxOpset;
+//   - no opset for the default domain (""/"ai.onnx"), or one outside kMinOpset..kMaxOpset (9 to 17:
+//     the op conversions read each op as the version the model's opset names, lower_*.cpp);
 //   - a value produced twice (by two nodes, or by a node and an input or initializer);
 //   - a node that reads a value nothing produces (a dangling input), an output nothing produces;
 //   - a cycle: nodes that cannot be put in an order where every value is produced before it is read.
@@ -28,7 +29,7 @@
 
 namespace ember::importer {
 
-inline constexpr int64_t kMinOpset = 11;
+inline constexpr int64_t kMinOpset = 9;
 inline constexpr int64_t kMaxOpset = 17;
 
 struct OnnxGraph {

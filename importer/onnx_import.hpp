@@ -1,4 +1,4 @@
-// `ember model import`: an ONNX model (default domain, opsets 11-17) converted into an Ember model
+// `ember model import`: an ONNX model (default domain, opsets 9-17) converted into an Ember model
 // directory, DIR/model.json + DIR/weights.safetensors. docs/design/onnx-import.md is the design.
 //
 // What comes out:

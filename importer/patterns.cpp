@@ -71,7 +71,7 @@ class Matcher {
     const std::string& op = n.op_type();
     if (op == "Erf" || op == "Tanh" || op == "AveragePool") return n.input_size() == 1;
     if (op == "Add" || op == "Mul" || op == "Div" || op == "Pow" || op == "MatMul") return n.input_size() == 2;
-    if (op == "Pad") return n.input_size() >= 2 && n.input_size() <= 3;
+    if (op == "Pad") return g_.opset < 11 ? n.input_size() == 1 : n.input_size() >= 2 && n.input_size() <= 3;
     return false;
   }
 
@@ -206,18 +206,29 @@ class Matcher {
 
   std::optional<Fusion> pad_avg_pool(int pad) const {
     const auto& p = g_.node(pad);
-    if (p.output_size() != 1 || !(p.domain().empty() || p.domain() == "ai.onnx") || p.input_size() < 2) {
+    // Pad-2 (before opset 11): pads and the fill value are attributes; Pad-11: inputs.
+    const bool attributes = g_.opset < 11;
+    if (p.output_size() != 1 || !(p.domain().empty() || p.domain() == "ai.onnx") || p.input_size() < (attributes ? 1 : 2)) {
       return std::nullopt;
     }
-    for (const auto& a : p.attribute())
-      if (a.name() != "mode" || a.s() != "constant") return std::nullopt;
+    std::vector<int64_t> v;  // [n, c, h, w] begins, then ends
+    for (const auto& a : p.attribute()) {
+      if (a.name() == "mode" && a.s() == "constant") continue;
+      if (attributes && a.name() == "pads" && a.type() == onnx::AttributeProto::INTS) {
+        v.assign(a.ints().begin(), a.ints().end());
+      } else if (!(attributes && a.name() == "value" && a.type() == onnx::AttributeProto::FLOAT && a.f() == 0.f)) {
+        return std::nullopt;
+      }
+    }
     // The fill must be 0 (is_scalar's tolerance relative to 0 is exact); axes (a fourth input, opset
     // 18) are past this importer's opsets and well_formed() refuses them.
-    if (p.input_size() > 2 && !p.input(2).empty() && !is_scalar(p.input(2), 0.0)) return std::nullopt;
+    if (!attributes && p.input_size() > 2 && !p.input(2).empty() && !is_scalar(p.input(2), 0.0)) return std::nullopt;
     const int pool = reader(out(pad), "AveragePool");
-    auto pads = static_constant(g_, p.input(1), 8);
-    if (pool < 0 || !pads || pads->kind != Constant::Kind::i64 || pads->numel() != 8) return std::nullopt;
-    const auto& v = pads->a;  // [n, c, h, w] begins, then ends
+    if (!attributes) {
+      auto pads = static_constant(g_, p.input(1), 8);
+      if (pads && pads->kind == Constant::Kind::i64) v = pads->a;
+    }
+    if (pool < 0 || v.size() != 8) return std::nullopt;
     if (v[0] || v[1] || v[4] || v[5] || v[2] != v[6] || v[3] != v[7] || v[2] < 0 || v[3] < 0) return std::nullopt;
     Fusion f;
     f.kind = Fusion::Kind::pad_avg_pool;

@@ -6,9 +6,10 @@
 //                Add(., b) (either order) with b a constant that
 //                varies only along the last dim: linear with bias (torch.onnx.export writes
 //                nn.Linear on a rank-3 input so).
-//   pad_avg_pool Pad(x, pads) with zeros (mode constant, value 0) on the two spatial dims of an
-//                NCHW value, read only by AveragePool: avg_pool2d with that padding, whose zeros
-//                the average counts (torch.onnx.export writes nn.AvgPool2d(padding=p) so).
+//   pad_avg_pool Pad(x, pads) with zeros (mode constant, value 0; pads and value attributes
+//                before opset 11, inputs after) on the two spatial dims of an NCHW value, read
+//                only by AveragePool: avg_pool2d with that padding, whose zeros the average
+//                counts (torch.onnx.export writes nn.AvgPool2d(padding=p) so).
 //   gelu         0.5 * x * (1 + Erf(x / sqrt(2))), the products in any order and grouping, the
 //                division by sqrt(2) or a product with 1/sqrt(2) (torch.onnx.export of F.gelu).
 //   gelu_tanh    0.5 * x * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), x^3 as Pow(x, 3) or

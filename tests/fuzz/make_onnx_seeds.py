@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the committed seeds of onnx_fuzzer (tests/fuzz/corpus/onnx/): tiny modules exported by
 torch.onnx.export, small enough (a few KiB) to keep libFuzzer's -max_len low, covering the op
-mappings, the folded shape arithmetic, the fused patterns and a refusal.
+mappings (opsets 9 to 17), the folded shape arithmetic, the fused patterns and a refusal.
 
   /usr/bin/python3 tests/fuzz/make_onnx_seeds.py [OUT_DIR]   (default: tests/fuzz/corpus/onnx)
 
@@ -50,6 +50,20 @@ class Mlp(nn.Module):
         return y.reshape(y.shape[0], -1)
 
 
+class OldOps(nn.Module):
+    """The ops whose form before opset 11 differs (Clip, Slice, Pad with attributes; Upsample-9 or
+    Resize-10; TopK-1 or -10), as torch writes them at opsets 9 and 10."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3, padding=1)
+
+    def forward(self, x):
+        y = F.relu6(self.conv(x))[:, 1:3, :, 1:-1]
+        y = F.interpolate(F.pad(y, (1, 0, 0, 1), value=0.5), scale_factor=2.0, mode="nearest")
+        return torch.topk(F.avg_pool2d(y, 2).flatten(1), 3).values
+
+
 def export(module, example, path, opset, dynamic, keep_batch_norm=False):
     # PRESERVE on a module in eval mode keeps BatchNormalization nodes (inference ones) instead of
     # folding them into the convolutions.
@@ -75,6 +89,8 @@ def main():
     enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 1)
     export(enc, torch.randn(2, 3, 8), os.path.join(out, "encoder-refused-opset17.onnx"), 17,
            {"x": {0: "batch", 1: "seq"}, "y": {0: "batch", 1: "seq"}})
+    export(OldOps(), torch.randn(1, 2, 6, 6), os.path.join(out, "oldops-opset9.onnx"), 9, batch)
+    export(OldOps(), torch.randn(1, 2, 6, 6), os.path.join(out, "oldops-opset10.onnx"), 10, batch)
     for name in sorted(os.listdir(out)):
         print(f"{name}: {os.path.getsize(os.path.join(out, name))} bytes")
 

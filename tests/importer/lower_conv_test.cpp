@@ -1,5 +1,6 @@
 // The window ops (importer/lower_conv.cpp) beyond what lower_layers_test covers: ConvTranspose,
-// 1-d and dilated pools, pools padded past what Ember's take, and the global pools.
+// 1-d and dilated pools, pools padded past what Ember's take, pools before opset 10, and the global
+// pools.
 #include <gtest/gtest.h>
 
 #include "tests/importer/onnx_builder.hpp"
@@ -73,6 +74,42 @@ TEST(LowerConv, OneDimensionalAndDilatedPoolsAndPaddingPastHalfTheKernel) {
   EXPECT_EQ(ops(mw), (std::vector<std::string>{"pad", "max_pool2d"}));
   EXPECT_LT(mw.manifest.layers[0].attrs.alpha, -1e38f);
   EXPECT_EQ(mw.manifest.outputs[0].shape, (gpu::Shape{1, 1, 6, 6}));
+}
+
+// MaxPool-8 and AveragePool-7 (opset 9) have no ceil_mode, and MaxPool-8 no dilations: pools
+// without them import as they do at later opsets, and either attribute is refused by name.
+TEST(LowerConv, PoolsBeforeOpset10HaveNoCeilModeOrDilations) {
+  auto pool = [](const char* op, int64_t opset) {
+    OnnxBuilder b(opset);
+    b.input("x", {"batch", 2, 6, 6}).output("y");
+    auto& n = b.node(op, {"x"}, {"y"}, "/pool");
+    set_ints(n, "kernel_shape", {3, 3});
+    set_ints(n, "strides", {2, 2});
+    set_ints(n, "pads", {1, 1, 1, 1});
+    return b;
+  };
+  const Imported avg = must(convert(pool("AveragePool", 9)));
+  EXPECT_EQ(ops(avg), std::vector<std::string>{"avg_pool2d"});
+  EXPECT_FALSE(avg.manifest.layers[0].attrs.ceil_mode);
+  EXPECT_FALSE(avg.manifest.layers[0].attrs.count_include_pad);
+  EXPECT_EQ(avg.manifest.outputs[0].shape, (gpu::Shape{-1, 2, 3, 3}));
+  EXPECT_EQ(ops(must(convert(pool("MaxPool", 9)))), std::vector<std::string>{"max_pool2d"});
+
+  for (const char* op : {"AveragePool", "MaxPool"}) {
+    OnnxBuilder ceil = pool(op, 9);
+    set_int(ceil.model.mutable_graph()->mutable_node(0)[0], "ceil_mode", 1);
+    EXPECT_NE(refusal(ceil).find("node '/pool' (" + std::string(op) + "): attribute 'ceil_mode' is not part of " + op +
+                                 " before opset 10 (the model declares opset 9)"),
+              std::string::npos)
+        << refusal(ceil);
+    OnnxBuilder ten = pool(op, 10);  // from opset 10 it is read
+    set_int(ten.model.mutable_graph()->mutable_node(0)[0], "ceil_mode", 1);
+    EXPECT_TRUE(must(convert(ten)).manifest.layers[0].attrs.ceil_mode) << op;
+  }
+  OnnxBuilder dilated = pool("MaxPool", 9);
+  set_ints(dilated.model.mutable_graph()->mutable_node(0)[0], "dilations", {2, 2});
+  EXPECT_NE(refusal(dilated).find("attribute 'dilations' is not part of MaxPool before opset 10"), std::string::npos)
+      << refusal(dilated);
 }
 
 TEST(LowerConv, GlobalPoolsOfOtherRanksAreReductions) {

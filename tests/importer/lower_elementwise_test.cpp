@@ -99,6 +99,51 @@ TEST(LowerElementwise, ClipTakesConstantBoundsAndRefusesComputedOnes) {
       << refusal(computed);
 }
 
+// Clip-6, before opset 11: the bounds are attributes (ONNX's defaults the float range), and a
+// bound given as an input is refused by name.
+TEST(LowerElementwise, ClipBeforeOpset11TakesItsBoundsAsAttributes) {
+  for (int64_t opset : {9, 10}) {
+    OnnxBuilder b = one("Clip", opset);
+    auto& n = b.model.mutable_graph()->mutable_node(0)[0];
+    set_float(n, "min", 0.f);
+    set_float(n, "max", 6.f);
+    const Imported m = must(convert(b));
+    ASSERT_EQ(ops(m), std::vector<std::string>{"unary"}) << opset;
+    EXPECT_EQ(m.manifest.layers[0].attrs.fn, static_cast<uint8_t>(gpu::UnaryFn::clip));
+    EXPECT_FLOAT_EQ(m.manifest.layers[0].attrs.alpha, 0.f);
+    EXPECT_FLOAT_EQ(m.manifest.layers[0].attrs.beta, 6.f);
+  }
+  OnnxBuilder only_min = one("Clip", 9);
+  set_float(only_min.model.mutable_graph()->mutable_node(0)[0], "min", -1.f);
+  const Imported m = must(convert(only_min));
+  EXPECT_FLOAT_EQ(m.manifest.layers[0].attrs.alpha, -1.f);
+  EXPECT_GT(m.manifest.layers[0].attrs.beta, 1e38f);
+
+  OnnxBuilder folded(9);  // on a constant it folds
+  folded.input("x", {2}).output("y");
+  folded.scalar("k", 9.f);
+  set_float(folded.node("Clip", {"k"}, {"c"}), "max", 6.f);
+  folded.node("Add", {"x", "c"}, {"y"});
+  const Imported mf = must(convert(folded));
+  EXPECT_EQ(ops(mf), (std::vector<std::string>{"constant", "binary"}));
+  ASSERT_EQ(mf.weights.size(), 1u);
+  EXPECT_EQ(*mf.weights[0].values, std::vector<float>{6.f});
+
+  OnnxBuilder inputs(10);
+  inputs.input("x", {2}).output("y");
+  inputs.scalar("lo", 0.f);
+  inputs.scalar("hi", 6.f);
+  inputs.node("Clip", {"x", "lo", "hi"}, {"y"}, "/clip");
+  EXPECT_NE(refusal(inputs).find("node '/clip' (Clip): Clip takes 1 input before opset 11 (the model declares opset "
+                                 "10), this node 3"),
+            std::string::npos)
+      << refusal(inputs);
+  // From opset 11 the attributes are gone: one there is not understood.
+  OnnxBuilder attrs = one("Clip", 11);
+  set_float(attrs.model.mutable_graph()->mutable_node(0)[0], "max", 6.f);
+  EXPECT_NE(refusal(attrs).find("attribute 'max' is not understood"), std::string::npos) << refusal(attrs);
+}
+
 TEST(LowerElementwise, BinaryOpsBroadcastAndComparisonsGiveBool) {
   OnnxBuilder b;
   b.input("x", {"batch", 3, 4}).input("z", {4}).output("y").output("less");

@@ -2,6 +2,7 @@
 // attributes and weights, and what each refuses.
 #include <gtest/gtest.h>
 
+#include "model/manifest.hpp"
 #include "tests/importer/onnx_builder.hpp"
 #include "tests/must.hpp"
 
@@ -35,9 +36,10 @@ std::string refusal(const OnnxBuilder& b) {
   return r.error().message();
 }
 
-// A ResNet stem and head as torch.onnx.export writes them (batch free).
-OnnxBuilder resnet_like() {
-  OnnxBuilder b;
+// A ResNet stem and head as torch.onnx.export writes them (batch free). MaxPool has ceil_mode
+// from opset 10 on.
+OnnxBuilder resnet_like(int64_t opset = 13) {
+  OnnxBuilder b(opset);
   b.input("input", {"batch", 3, 8, 8}).output("logits");
   b.ramp("conv.w", {4, 3, 3, 3}, 0.01f);
   b.ramp("conv.b", {4});
@@ -56,7 +58,7 @@ OnnxBuilder resnet_like() {
   set_ints(pool, "kernel_shape", {3, 3});
   set_ints(pool, "pads", {1, 1, 1, 1});
   set_ints(pool, "strides", {2, 2});
-  set_int(pool, "ceil_mode", 0);
+  if (opset >= 10) set_int(pool, "ceil_mode", 0);
   b.node("GlobalAveragePool", {"p"}, {"g"}, "/avgpool/GlobalAveragePool");
   auto& flat = b.node("Flatten", {"g"}, {"f"}, "/Flatten");
   set_int(flat, "axis", 1);
@@ -97,6 +99,20 @@ TEST(LowerLayers, AResNetStemAndHeadMapOntoTheOpTable) {
                                              "logits.bias"}));
   EXPECT_FLOAT_EQ((*weight(m, "logits.weight").values)[1], 0.2f);  // Gemm with transB: as stored
   EXPECT_EQ(m.stats.parameters, 4u * 27 + 4 + 16 + 40 + 10);
+}
+
+// Conv-1, BatchNormalization-9, MaxPool-8/10, Flatten-9 and Gemm-9 (opsets 9 and 10) mean what
+// their opset-11+ versions do for these attributes: the same layers.
+TEST(LowerLayers, AResNetStemAndHeadAtOpsets9And10MapAsAtLaterOpsets) {
+  const Imported want = must(convert(resnet_like()));
+  for (int64_t opset : {9, 10}) {
+    const Imported m = must(convert(resnet_like(opset)));
+    EXPECT_EQ(ops(m), ops(want)) << opset;
+    gpu::Manifest got = m.manifest, same = want.manifest;
+    got.description = same.description = "";  // names the opset
+    EXPECT_EQ(gpu::manifest_to_json(got), gpu::manifest_to_json(same)) << opset;
+    EXPECT_EQ(m.stats.opset, opset);
+  }
 }
 
 TEST(LowerLayers, GemmWithoutTransBIsTransposedAndAlphaBetaAreFoldedIn) {

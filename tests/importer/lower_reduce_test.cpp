@@ -74,6 +74,52 @@ TEST(LowerReduce, ArgMaxAndTopKGiveInt64IndicesAndTopKOneLayerPerOutput) {
             std::string::npos);
 }
 
+// TopK-1 (before opset 10) takes k as an attribute; TopK-10 as input K. Both return the largest,
+// sorted; largest and sorted arrive with TopK-11 and are refused by name before it.
+TEST(LowerReduce, TopKBeforeOpset11IsTheLargestKWithKAnAttributeBefore10) {
+  OnnxBuilder nine(9);
+  nine.input("x", {"batch", 10}).output("values").output("indices");
+  set_int(nine.node("TopK", {"x"}, {"values", "indices"}, "/topk"), "k", 4);
+  const Imported m9 = must(convert(nine));
+  ASSERT_EQ(m9.manifest.layers.size(), 2u);
+  EXPECT_EQ(m9.manifest.layers[0].attrs.k, 4);
+  EXPECT_TRUE(m9.manifest.layers[0].attrs.largest);
+  EXPECT_EQ(m9.manifest.layers[0].attrs.dim, 1);
+  EXPECT_EQ(m9.manifest.outputs[0].shape, (gpu::Shape{-1, 4}));
+  EXPECT_EQ(m9.manifest.outputs[1].dtype, gpu::DType::i64);
+
+  OnnxBuilder ten(10);
+  ten.input("x", {"batch", 10}).output("values");
+  ten.int_vector("k", {3});
+  ten.node("TopK", {"x", "k"}, {"values"}, "/topk");
+  const Imported m10 = must(convert(ten));
+  EXPECT_EQ(m10.manifest.layers[0].attrs.k, 3);
+  EXPECT_TRUE(m10.manifest.layers[0].attrs.largest);
+
+  set_int(ten.model.mutable_graph()->mutable_node(1)[0], "largest", 0);
+  EXPECT_NE(refusal(ten).find("node '/topk' (TopK): attribute 'largest' is not part of TopK before opset 11 (the model "
+                              "declares opset 10)"),
+            std::string::npos)
+      << refusal(ten);
+  OnnxBuilder no_k(9);
+  no_k.input("x", {2, 10}).output("values");
+  no_k.node("TopK", {"x"}, {"values"}, "/topk");
+  EXPECT_NE(refusal(no_k).find("node '/topk' (TopK): attribute 'k' is required before opset 10"), std::string::npos)
+      << refusal(no_k);
+  OnnxBuilder input_k(9);
+  input_k.input("x", {2, 10}).output("values");
+  input_k.int_vector("k", {3});
+  set_int(input_k.node("TopK", {"x", "k"}, {"values"}, "/topk"), "k", 3);
+  EXPECT_NE(refusal(input_k).find("TopK takes 1 input before opset 10"), std::string::npos) << refusal(input_k);
+
+  // ArgMax's select_last_index arrives with opset 12.
+  OnnxBuilder last(11);
+  last.input("x", {2, 10}).output("i");
+  set_int(last.node("ArgMax", {"x"}, {"i"}, "/argmax"), "select_last_index", 1);
+  EXPECT_NE(refusal(last).find("attribute 'select_last_index' is not part of ArgMax before opset 12"), std::string::npos)
+      << refusal(last);
+}
+
 TEST(LowerReduce, LogSoftmaxAndOldSoftmaxOverTrailingOnes) {
   OnnxBuilder b(13);
   b.input("x", {"batch", 5}).output("y");

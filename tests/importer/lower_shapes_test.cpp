@@ -44,7 +44,7 @@ OnnxBuilder view_batch_minus_one(int64_t opset) {
 }
 
 TEST(LowerShapes, ShapeArithmeticOnAFreeBatchFoldsIntoAReshapeThatKeepsItFree) {
-  for (int64_t opset : {11, 13, 17}) {
+  for (int64_t opset : {9, 10, 11, 13, 17}) {
     const Imported m = must(convert(view_batch_minus_one(opset)), "opset " + std::to_string(opset));
     ASSERT_EQ(m.manifest.layers.size(), 1u) << opset;
     const auto& l = m.manifest.layers[0];
@@ -219,6 +219,19 @@ TEST(LowerShapes, IdentityAndInferenceDropoutVanish) {
   dropout->add_output("mask");
   b.output("mask");
   EXPECT_NE(refusal(b).find("the mask (output 1) is read by the graph"), std::string::npos) << refusal(b);
+}
+
+// Dropout-7 and -10 (opsets 9 to 11) carry ratio as an attribute; at inference they vanish alike.
+TEST(LowerShapes, DropoutWithARatioAttributeVanishesBeforeOpset12) {
+  for (int64_t opset : {9, 10, 11}) {
+    OnnxBuilder b(opset);
+    b.input("x", {"batch", 4}).output("y");
+    b.node("Relu", {"x"}, {"r"}, "/relu");
+    testing::set_float(b.node("Dropout", {"r"}, {"y", ""}), "ratio", 0.3f);
+    const Imported m = must(convert(b));
+    ASSERT_EQ(m.manifest.layers.size(), 1u) << opset;
+    EXPECT_EQ(m.stats.removed, 1u);
+  }
 }
 
 TEST(LowerShapes, AddOfTwoActivationsOfOneShapeIsAResidualAndAnythingElseABinaryLayer) {

@@ -104,6 +104,55 @@ TEST(LowerTensor, SliceOfAnActivationKeepsItsBoundsAndFreeDims) {
   EXPECT_EQ(m.manifest.outputs[0].shape, (gpu::Shape{-1, -1, 4}));  // seq - 1 stays free; 7, 5, 3, 1
 }
 
+// Slice-1, before opset 10: starts, ends and axes are attributes, and there are no steps. The
+// bounds mean what they mean from opset 10 on; on a shape they fold.
+TEST(LowerTensor, SliceBeforeOpset10TakesItsBoundsAsAttributes) {
+  OnnxBuilder b(9);
+  b.input("x", {"batch", "seq", 8}).output("y").output("n");
+  auto& n = b.node("Slice", {"x"}, {"y"}, "/slice");
+  set_ints(n, "starts", {1, -3});
+  set_ints(n, "ends", {INT64_MAX, -1});
+  set_ints(n, "axes", {1, 2});
+  b.node("Shape", {"y"}, {"shape"});
+  auto& dims = b.node("Slice", {"shape"}, {"lead"}, "/dims");  // [batch, seq - 1]: folded
+  set_ints(dims, "starts", {0});
+  set_ints(dims, "ends", {2});
+  b.int_vector("rest", {1, 2});
+  set_int(b.node("Concat", {"lead", "rest"}, {"target"}), "axis", 0);
+  b.node("Relu", {"y"}, {"r"});
+  b.node("Reshape", {"r", "target"}, {"n"}, "/view");
+  const Imported m = must(convert(b));
+  ASSERT_EQ(ops(m), (std::vector<std::string>{"slice", "relu", "reshape"}));
+  const auto& a = m.manifest.layers[0].attrs;
+  EXPECT_EQ(a.num_axes, 2);
+  EXPECT_EQ(a.starts[1], -3);
+  EXPECT_EQ(a.ends[1], -1);
+  EXPECT_EQ(a.steps[1], 1);
+  EXPECT_EQ(m.manifest.outputs[0].shape, (gpu::Shape{-1, -1, 2}));
+  EXPECT_EQ(m.manifest.outputs[1].shape, (gpu::Shape{-1, -1, 1, 2}));
+
+  OnnxBuilder no_axes(9);  // axes omitted: 0, 1, ...
+  no_axes.input("x", {4, 6}).output("y");
+  auto& s = no_axes.node("Slice", {"x"}, {"y"});
+  set_ints(s, "starts", {1, 2});
+  set_ints(s, "ends", {3, 6});
+  EXPECT_EQ(must(convert(no_axes)).manifest.outputs[0].shape, (gpu::Shape{2, 4}));
+
+  OnnxBuilder inputs(9);  // the opset-10 form in an opset-9 model
+  inputs.input("x", {4, 6}).output("y");
+  inputs.int_vector("starts", {1});
+  inputs.int_vector("ends", {3});
+  inputs.node("Slice", {"x", "starts", "ends"}, {"y"}, "/slice");
+  EXPECT_NE(refusal(inputs).find("node '/slice' (Slice): attributes 'starts' and 'ends' are required before opset 10"),
+            std::string::npos)
+      << refusal(inputs);
+  set_ints(inputs.model.mutable_graph()->mutable_node(2)[0], "starts", {1});
+  set_ints(inputs.model.mutable_graph()->mutable_node(2)[0], "ends", {3});
+  EXPECT_NE(refusal(inputs).find("Slice takes 1 input before opset 10 (the model declares opset 9), this node 3"),
+            std::string::npos)
+      << refusal(inputs);
+}
+
 TEST(LowerTensor, GatherWithIndicesThatAreNotOneFixedIndexIsAGatherLayer) {
   // An embedding: a constant table, ids from the request.
   OnnxBuilder b;
@@ -168,6 +217,34 @@ TEST(LowerTensor, PadTakesItsModesAndRefusesWrap) {
   EXPECT_NE(refusal(pad("wrap")).find("node '/pad' (Pad): not supported: mode 'wrap'"), std::string::npos);
 }
 
+// Pad-2, before opset 11: pads and the fill value are attributes.
+TEST(LowerTensor, PadBeforeOpset11TakesPadsAndValueAsAttributes) {
+  OnnxBuilder b(10);
+  b.input("x", {"batch", 2, 4, 4}).output("y");
+  auto& n = b.node("Pad", {"x"}, {"y"}, "/pad");
+  set_ints(n, "pads", {0, 0, 1, 2, 0, 0, 1, 0});
+  testing::set_float(n, "value", -1.5f);
+  const Imported m = must(convert(b));
+  ASSERT_EQ(ops(m), std::vector<std::string>{"pad"});
+  EXPECT_EQ(m.manifest.layers[0].attrs.fn, static_cast<uint8_t>(gpu::PadMode::constant));
+  EXPECT_FLOAT_EQ(m.manifest.layers[0].attrs.alpha, -1.5f);
+  EXPECT_EQ(m.manifest.outputs[0].shape, (gpu::Shape{-1, 2, 6, 6}));
+
+  OnnxBuilder edge(9);
+  edge.input("x", {1, 2, 4, 4}).output("y");
+  auto& e = edge.node("Pad", {"x"}, {"y"}, "/pad");
+  set_ints(e, "pads", {0, 0, 1, 1, 0, 0, 1, 1});
+  set_string(e, "mode", "edge");
+  EXPECT_EQ(must(convert(edge)).manifest.layers[0].attrs.fn, static_cast<uint8_t>(gpu::PadMode::edge));
+
+  OnnxBuilder inputs(10);  // the opset-11 form in an opset-10 model
+  inputs.input("x", {1, 2, 4, 4}).output("y");
+  inputs.int_vector("pads", {0, 0, 1, 1, 0, 0, 1, 1});
+  inputs.node("Pad", {"x", "pads"}, {"y"}, "/pad");
+  EXPECT_NE(refusal(inputs).find("node '/pad' (Pad): attribute 'pads' is required before opset 11"), std::string::npos)
+      << refusal(inputs);
+}
+
 OnnxBuilder resize(const std::string& mode, const std::string& coords) {
   OnnxBuilder b;
   b.input("x", {"batch", 2, 4, 4}).output("y");
@@ -205,6 +282,52 @@ TEST(LowerTensor, ResizeTakesScalesOrSizesAndRefusesWhatEmberLacks) {
   const Imported ms = must(convert(s));
   EXPECT_EQ(ms.manifest.layers[0].attrs.shape, (gpu::Shape{0, 0, 6, 6}));
   EXPECT_EQ(ms.manifest.outputs[0].shape, (gpu::Shape{-1, 2, 6, 6}));
+}
+
+// Resize-10 and Upsample: X and scales, asymmetric coordinates, and nearest rounding down where a
+// dim grows and up where it shrinks (ONNX's test_resize_downsample_nearest: [1, 2, 3, 4] at 0.6
+// is [1, 3]). Growing one dim and shrinking the other is refused, as are Resize-11's attributes.
+OnnxBuilder old_resize(const std::string& op, int64_t opset, std::vector<float> scales, const std::string& mode = "nearest") {
+  OnnxBuilder b(opset);
+  b.input("x", {"batch", 2, 4, 4}).output("y");
+  b.weight("scales", {4}, scales);
+  set_string(b.node(op, {"x", "scales"}, {"y"}, "/up"), "mode", mode);
+  return b;
+}
+
+TEST(LowerTensor, ResizeBeforeOpset11AndUpsampleRoundNearestByTheirScales) {
+  for (const auto& [op, opset] : std::vector<std::pair<std::string, int64_t>>{{"Resize", 10}, {"Upsample", 9}, {"Upsample", 13}}) {
+    const Imported up = must(convert(old_resize(op, opset, {1.f, 1.f, 2.f, 1.f})), op);
+    ASSERT_EQ(ops(up), std::vector<std::string>{"resize"}) << op << opset;
+    const auto& a = up.manifest.layers[0].attrs;
+    EXPECT_EQ(a.coords, static_cast<uint8_t>(gpu::ResizeCoords::asymmetric));
+    EXPECT_EQ(a.nearest_round, static_cast<uint8_t>(gpu::NearestRound::floor)) << op << opset;
+    EXPECT_EQ(up.manifest.outputs[0].shape, (gpu::Shape{-1, 2, 8, 4}));
+    const Imported down = must(convert(old_resize(op, opset, {1.f, 1.f, 0.6f, 1.f})), op);
+    EXPECT_EQ(down.manifest.layers[0].attrs.nearest_round, static_cast<uint8_t>(gpu::NearestRound::ceil)) << op << opset;
+    EXPECT_EQ(down.manifest.outputs[0].shape, (gpu::Shape{-1, 2, 2, 4}));
+    EXPECT_NE(refusal(old_resize(op, opset, {1.f, 1.f, 2.f, 0.5f})).find("node '/up' (" + op + "): not supported: nearest scales"),
+              std::string::npos)
+        << refusal(old_resize(op, opset, {1.f, 1.f, 2.f, 0.5f}));
+    // Linear interpolation has no rounding: both ways at once is fine.
+    const Imported linear = must(convert(old_resize(op, opset, {1.f, 1.f, 2.f, 0.5f}, "linear")));
+    EXPECT_EQ(linear.manifest.layers[0].attrs.fn, static_cast<uint8_t>(gpu::ResizeMode::linear));
+    EXPECT_EQ(linear.manifest.layers[0].attrs.coords, static_cast<uint8_t>(gpu::ResizeCoords::asymmetric));
+    EXPECT_EQ(linear.manifest.outputs[0].shape, (gpu::Shape{-1, 2, 8, 2}));
+  }
+  OnnxBuilder modes = old_resize("Resize", 10, {1.f, 1.f, 2.f, 2.f});
+  set_string(modes.model.mutable_graph()->mutable_node(0)[0], "coordinate_transformation_mode", "half_pixel");
+  EXPECT_NE(refusal(modes).find("node '/up' (Resize): attribute 'coordinate_transformation_mode' is not part of Resize "
+                                "before opset 11 (the model declares opset 10)"),
+            std::string::npos)
+      << refusal(modes);
+  OnnxBuilder roi(10);  // Resize-11's inputs in an opset-10 model
+  roi.input("x", {1, 2, 4, 4}).output("y");
+  roi.weight("roi", {0}, {});
+  roi.weight("scales", {4}, {1.f, 1.f, 2.f, 2.f});
+  roi.node("Resize", {"x", "roi", "scales"}, {"y"}, "/up");
+  EXPECT_NE(refusal(roi).find("Resize before opset 11 takes X and scales, this node 3 inputs"), std::string::npos)
+      << refusal(roi);
 }
 
 }  // namespace lower_tensor_test

@@ -13,8 +13,9 @@ installs with onnxruntime-node into $EMBER_NPM_DIR (default ~/.cache/ember-npm).
   ocr_rec  ch_PP-OCRv4_rec_infer.onnx (opset 9, 10.8 MB): SVTR-LCNet text recogniser (convolutions,
            then transformer blocks with LayerNorm written as ReduceMean/Pow/Sqrt, MatMul, Softmax),
            input x=?,3,48,320; answers per-column character probabilities (CTC, 6625 classes).
-  The two opset-9 files are lifted to opset 11 with onnx.version_converter (Ember imports opsets
-  11-17); ONNX Runtime runs the files as the package ships them.
+  All three are imported as the package ships them: the two opset-9 files with their opset-9 ops
+  (Clip's bounds, Slice's starts/ends/axes as attributes), which the importer reads as such
+  (opsets 9-17). ONNX Runtime runs the same files.
 
 Inputs are text rendered with Pillow's built-in bitmap font (no font file, no data set), preprocessed
 as PaddleOCR does. Each model is asked over HTTP (KServe v2 binary tensors) at batch 1 and 2 and
@@ -28,7 +29,7 @@ rotated one, the recogniser's greedy CTC decoding of Ember's answer equals ONNX 
   npm_models_test.py --ember PATH [--keep DIR]
 
 Exit status: 0 pass, 1 fail, 77 skipped (no node, onnxruntime-node or the model package under
-$EMBER_NPM_DIR; or numpy, Pillow, onnx or grpc not importable by this Python).
+$EMBER_NPM_DIR; or numpy, Pillow or grpc not importable by this Python).
 """
 
 from __future__ import annotations
@@ -53,12 +54,10 @@ sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 
 try:
     import numpy as np
-    import onnx
-    from onnx import version_converter
     from PIL import Image, ImageDraw, ImageFont
     import grpc
 except ImportError as e:  # pragma: no cover
-    print(f"SKIP: needs numpy, onnx, Pillow and grpc importable by {sys.executable}: {e}")
+    print(f"SKIP: needs numpy, Pillow and grpc importable by {sys.executable}: {e}")
     sys.exit(SKIP)
 
 import procs  # noqa: E402
@@ -67,12 +66,12 @@ from procs import Failure  # noqa: E402
 
 THREADS = int(os.environ.get("EMBER_REFERENCE_THREADS", "1"))
 
-# name -> (file in the package, opset to lift to (None: as shipped), input shape, mean, std)
+# name -> (file in the package, the opset it declares, input shape, mean, std)
 IMAGENET = ((0.485, 0.456, 0.406), (0.229, 0.224, 0.225))
 MODELS = {
-    "ocr_det": ("ch_PP-OCRv4_det_infer.onnx", None, (3, 96, 192)) + IMAGENET,
-    "ocr_cls": ("ch_ppocr_mobile_v2.0_cls_infer.onnx", 11, (3, 48, 192), 0.5, 0.5),
-    "ocr_rec": ("ch_PP-OCRv4_rec_infer.onnx", 11, (3, 48, 320), 0.5, 0.5),
+    "ocr_det": ("ch_PP-OCRv4_det_infer.onnx", 11, (3, 96, 192)) + IMAGENET,
+    "ocr_cls": ("ch_ppocr_mobile_v2.0_cls_infer.onnx", 9, (3, 48, 192), 0.5, 0.5),
+    "ocr_rec": ("ch_PP-OCRv4_rec_infer.onnx", 9, (3, 48, 320), 0.5, 0.5),
 }
 
 
@@ -182,19 +181,17 @@ def grpc_infer(stub, pb, model: str, x: np.ndarray) -> np.ndarray:
     return np.frombuffer(reply.raw_output_contents[0], dtype=np.float32).reshape(list(reply.outputs[0].shape))
 
 
-def import_model(ember: str, name: str, repo: str, work: str) -> str:
-    """Imports MODELS[name] into repo/name/1; returns the file ONNX Runtime runs (the shipped one)."""
-    file, lift, shape, _, _ = MODELS[name]
+def import_model(ember: str, name: str, repo: str) -> str:
+    """Imports MODELS[name] as shipped into repo/name/1; returns the file (ONNX Runtime runs it too)."""
+    file, opset, shape, _, _ = MODELS[name]
     shipped = os.path.join(ASSETS, file)
-    source = shipped
-    if lift:
-        source = os.path.join(work, f"{name}_opset{lift}.onnx")
-        onnx.save(version_converter.convert_version(onnx.load(shipped), lift), source)
-    p = subprocess.run([ember, "model", "import", source, "--out", os.path.join(repo, name, "1"), "--name", name,
+    p = subprocess.run([ember, "model", "import", shipped, "--out", os.path.join(repo, name, "1"), "--name", name,
                         "--input-shape", "x=?," + ",".join(map(str, shape))], capture_output=True, text=True,
                        timeout=300)
     check(p.returncode == 0, f"{name}: import failed ({p.returncode}):\n{p.stdout}{p.stderr}")
-    print(f"{name}: {p.stdout.strip().splitlines()[0]}", flush=True)
+    summary = p.stdout.strip().splitlines()[0]
+    check(f"(opset {opset})" in summary, f"{name}: expected a model of opset {opset}: {summary}")
+    print(f"{name}: {summary}", flush=True)
     return shipped
 
 
@@ -229,7 +226,7 @@ def main() -> None:
     table = keys()
     want, inputs = {}, {}
     for name in MODELS:
-        shipped = import_model(args.ember, name, repo, work)
+        shipped = import_model(args.ember, name, repo)
         inputs[name] = inputs_for(name)
         want[name] = ort_answer(shipped, inputs[name], work)
     pb, rpc = grpc_stubs(work)

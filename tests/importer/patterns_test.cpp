@@ -193,5 +193,26 @@ TEST(Patterns, PadOfZerosThenAveragePoolIsOnePaddedAvgPool) {
   }
 }
 
+// Pad-2 (before opset 11) holds pads and the fill as attributes: the same fusion.
+TEST(Patterns, PadBeforeOpset11OfZerosThenAveragePoolIsOnePaddedAvgPool) {
+  auto old = [](float fill) {
+    OnnxBuilder b(10);
+    b.input("x", {"batch", 2, 5, 5}).output("y");
+    auto& pad = b.node("Pad", {"x"}, {"p"}, "/pool/Pad");
+    testing::set_ints(pad, "pads", {0, 0, 1, 1, 0, 0, 1, 1});
+    testing::set_float(pad, "value", fill);
+    auto& pool = b.node("AveragePool", {"p"}, {"y"}, "/pool/AveragePool");
+    testing::set_ints(pool, "kernel_shape", {3, 3});
+    return b;
+  };
+  const Imported m = must(convert(old(0.f)));
+  ASSERT_EQ(ops(m), std::vector<std::string>{"avg_pool2d"});
+  EXPECT_EQ(m.manifest.layers[0].attrs.padding[0], 1);
+  EXPECT_TRUE(m.manifest.layers[0].attrs.count_include_pad);
+  EXPECT_EQ(m.stats.fused, 2u);
+  EXPECT_EQ(m.manifest.outputs[0].shape, (gpu::Shape{-1, 2, 5, 5}));
+  EXPECT_EQ(ops(must(convert(old(1.f)))), (std::vector<std::string>{"pad", "avg_pool2d"}));
+}
+
 }  // namespace patterns_test
 }  // namespace ember::importer

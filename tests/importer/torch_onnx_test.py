@@ -19,7 +19,10 @@ Cases (one CTest entry each, tests/importer/CMakeLists.txt):
                        pools, ConvTranspose2d, InstanceNorm2d, bilinear and nearest resize, Conv1d,
                        max_pool1d, transposes, matmul of activations, log_softmax, where, pow,
                        reductions, topk, gather by a list), at opsets 11, 13 and 17 and batches 1 and
-                       3, against PyTorch at the same tolerance.
+                       3, against PyTorch at the same tolerance; and a module of the ops whose ONNX
+                       form before opset 11 differs (Clip, Slice, Pad with its bounds as attributes,
+                       Upsample-9 and Resize-10, TopK-1 and -10, pools without ceil_mode) at opsets 9
+                       and 10.
   transformer_encoder  torch.nn.TransformerEncoder with batch and sequence free, at opsets 13 and 17
                        (its attention reshapes [seq * batch, 16] to [seq, batch, 16]: two free dims
                        move, which reshape's like_dims express): imported and run against PyTorch.
@@ -181,6 +184,8 @@ def case_torch_modules(binary: str, tmp: str) -> None:
         conv.bn.running_var.uniform_(0.5, 2.0)
         conv.bn.weight.uniform_(0.5, 1.5)
     modules = [
+        (conv, (1, 3, 16, 16), 9, True, {}),
+        (conv, (1, 3, 16, 16), 10, False, {}),
         (conv, (1, 3, 16, 16), 11, True, {}),
         (conv, (1, 3, 16, 16), 13, False, {}),
         (Mlp("none", True).eval(), (2, 5, 6), 17, False, {"layer_norm": 1, "gelu": 1}),
@@ -199,7 +204,7 @@ def case_torch_modules(binary: str, tmp: str) -> None:
         ops = [layer["op"] for layer in json.loads(p.stdout)["layer_table"]]
         print(f"{tag}: {' '.join(ops)}")
         if keep_bn:
-            must_have = {"batch_norm": 1, "avg_pool2d": 1}
+            must_have = {"batch_norm": 1, "avg_pool2d": 1, "pad": 0}
         for op, count in must_have.items():
             check(ops.count(op) == count, f"{tag}: expected {count} {op} layer(s), got {ops}")
         worst = max(worst, compare(binary, tmp, module, shape, tag))
@@ -250,11 +255,32 @@ class Pick(torch.nn.Module):
         return torch.cat([v * g, torch.nn.functional.softplus(x[:, :3]), torch.erf(x[:, -3:])], 1)
 
 
+class Old(torch.nn.Module):
+    """What torch.onnx.export writes at opsets 9 and 10 in the forms those opsets have: Clip's bounds,
+    Slice's starts/ends/axes (opset 9) and Pad's pads/value as attributes, Upsample-9 (opset 9) and
+    Resize-10 (opset 10), TopK's k as an attribute (9) or input (10), pools without ceil_mode (9)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 6, 3, padding=1)
+
+    def forward(self, x):  # [batch, 3, 8, 8]
+        F = torch.nn.functional
+        y = F.relu6(self.conv(x) * 3.0)
+        y = torch.clamp(y[:, 1:5, :, 1:-1] - 1.0, min=-0.5)  # [batch, 4, 8, 6]
+        y = F.pad(y, (1, 2, 0, 1), value=0.25)  # [batch, 4, 9, 9]
+        y = F.avg_pool2d(y, 3, 2, padding=1, count_include_pad=False)  # [batch, 4, 5, 5]
+        y = F.interpolate(y, scale_factor=2.0, mode="nearest")  # [batch, 4, 10, 10]
+        y = F.max_pool2d(F.pad(y, (1, 1, 1, 1), mode="reflect"), 2)  # [batch, 4, 6, 6]
+        a, b = torch.chunk(y.flatten(1), 2, dim=1)
+        return torch.cat([torch.topk(a, 5).values, F.hardsigmoid(b[:, :7])], 1)
+
+
 def case_general_ops(binary: str, tmp: str) -> None:
     torch.manual_seed(0)
-    vision, sequence, pick = Vision().eval(), Sequence().eval(), Pick().eval()
+    vision, sequence, pick, old = Vision().eval(), Sequence().eval(), Pick().eval(), Old().eval()
     modules = [(vision, (1, 3, 16, 16), 11), (vision, (1, 3, 16, 16), 17), (sequence, (1, 4, 10), 13),
-               (sequence, (1, 4, 10), 17), (pick, (1, 10), 13)]
+               (sequence, (1, 4, 10), 17), (pick, (1, 10), 13), (old, (1, 3, 8, 8), 9), (old, (1, 3, 8, 8), 10)]
     worst = 0.0
     for i, (module, shape, opset) in enumerate(modules):
         tag = f"{type(module).__name__.lower()}{i}_opset{opset}"
