@@ -185,9 +185,10 @@ void drive(caf::event_based_actor* self, node_router_actor router, const std::ve
                   // On the device: the executor's queue and its run (swap-in included); the rest
                   // waited in the router's queue or in messages.
                   const uint64_t device_us = reply.queue_us + reply.compute_us;
-                  char note[96];
-                  std::snprintf(note, sizeof(note), "%.1f ms (%.1f on %s, %.1f before)", us / 1e3, device_us / 1e3,
-                                reply.device.c_str(), (us - std::min(us, device_us)) / 1e3);
+                  char note[128];
+                  std::snprintf(note, sizeof(note), "%.1f ms (%.1f on %s: %.1f queued, %.1f run; %.1f before)",
+                                us / 1e3, device_us / 1e3, reply.device.c_str(), reply.queue_us / 1e3,
+                                reply.compute_us / 1e3, (us - std::min(us, device_us)) / 1e3);
                   s.late.emplace_back(note);
                 }
                 if (++st->answered == plan->size()) self->send(done, true);
