@@ -35,8 +35,6 @@ $EMBER_NPM_DIR; or numpy, Pillow or grpc not importable by this Python).
 from __future__ import annotations
 
 import argparse
-import http.client
-import json
 import os
 import shutil
 import subprocess
@@ -63,6 +61,7 @@ except ImportError as e:  # pragma: no cover
 import procs  # noqa: E402
 from ports import free_port  # noqa: E402
 from procs import Failure  # noqa: E402
+from kserve_client import grpc_infer, grpc_stubs, http_binary  # noqa: E402
 
 THREADS = int(os.environ.get("EMBER_REFERENCE_THREADS", "1"))
 
@@ -139,48 +138,6 @@ def ctc_greedy(probs: np.ndarray, table: list) -> str:
     return "".join(out)
 
 
-def http_binary(port: int, model: str, x: np.ndarray) -> np.ndarray:
-    header = {"inputs": [{"name": "x", "datatype": "FP32", "shape": list(x.shape),
-                          "parameters": {"binary_data_size": x.nbytes}}],
-              "parameters": {"binary_data_output": True}}
-    body = json.dumps(header).encode()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-    try:
-        conn.request("POST", f"/v2/models/{model}/infer", body=body + x.tobytes(),
-                     headers={"Content-Type": "application/octet-stream",
-                              "Inference-Header-Content-Length": str(len(body))})
-        r = conn.getresponse()
-        reply = r.read()
-        check(r.status == 200, f"{model} over HTTP: {r.status} {reply[:300]}")
-        n = int(r.getheader("Inference-Header-Content-Length"))
-        out = json.loads(reply[:n])["outputs"][0]
-        return np.frombuffer(reply[n:n + out["parameters"]["binary_data_size"]], dtype=np.float32).reshape(out["shape"])
-    finally:
-        conn.close()
-
-
-def grpc_stubs(work: str):
-    out = os.path.join(work, "stubs")
-    os.makedirs(out, exist_ok=True)
-    subprocess.run(["protoc", f"--python_out={out}", f"--grpc_out={out}",
-                    "--plugin=protoc-gen-grpc=/usr/bin/grpc_python_plugin", "-I",
-                    os.path.join(REPO, "actors", "gateway", "grpc"), "grpc_service.proto"], check=True)
-    sys.path.insert(0, out)
-    import grpc_service_pb2
-    import grpc_service_pb2_grpc
-    return grpc_service_pb2, grpc_service_pb2_grpc
-
-
-def grpc_infer(stub, pb, model: str, x: np.ndarray) -> np.ndarray:
-    req = pb.ModelInferRequest(model_name=model)
-    t = req.inputs.add()
-    t.name, t.datatype = "x", "FP32"
-    t.shape.extend(x.shape)
-    req.raw_input_contents.append(x.tobytes())
-    reply = stub.ModelInfer(req, timeout=300)
-    return np.frombuffer(reply.raw_output_contents[0], dtype=np.float32).reshape(list(reply.outputs[0].shape))
-
-
 def import_model(ember: str, name: str, repo: str) -> str:
     """Imports MODELS[name] as shipped into repo/name/1; returns the file (ONNX Runtime runs it too)."""
     file, opset, shape, _, _ = MODELS[name]
@@ -245,9 +202,9 @@ def main() -> None:
                        ignore=(OSError, grpc.RpcError))
         for name in MODELS:
             x, ort = inputs[name], want[name]
-            answers = {"http batch 1": (http_binary(hport, name, x[:1]), ort[:1]),
-                       "http batch 2": (http_binary(hport, name, x), ort),
-                       "grpc batch 2": (grpc_infer(stub, pb, name, x), ort)}
+            answers = {"http batch 1": (http_binary(hport, name, [x[:1]], ["x"]), ort[:1]),
+                       "http batch 2": (http_binary(hport, name, [x], ["x"]), ort),
+                       "grpc batch 2": (grpc_infer(stub, pb, name, [x], ["x"]), ort)}
             errors = {k: rel_err(got, ref) for k, (got, ref) in answers.items()}
             print(f"  {name}: " + ", ".join(f"{k} {v:.1e}" for k, v in errors.items()), flush=True)
             bad = {k: v for k, v in errors.items() if not v <= TOLERANCE}
