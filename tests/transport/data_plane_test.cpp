@@ -493,11 +493,17 @@ void expect_writer_failure_passed_on(DataPlane& test, const Error& writer_error)
   auto server = test.start_for(lookup_of({{"g", g.blob}}), server_options);
   ASSERT_TRUE(server);
   g.write(0, 2 * kMiB);
+  // The writer fails once the receiver holds the two chunks written (not after a sleep: under load
+  // the server had sent only one when a 150 ms sleep ran out, and then rightly sent the abort).
+  VectorSink sink;
+  Latch received;
+  sink.hook = [&](uint64_t offset, uint64_t length) {
+    if (offset + length == 2 * kMiB) received.open();
+  };
   std::thread writer([&] {
-    std::this_thread::sleep_for(150ms);
+    EXPECT_TRUE(received.wait()) << "the two chunks written never arrived";
     g.blob->fail(writer_error);
   });
-  VectorSink sink;
   const auto t0 = Clock::now();
   auto result = test.fetch_from(*server, "g", sink);
   writer.join();
