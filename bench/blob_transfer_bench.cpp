@@ -6,6 +6,9 @@
 //                    raw TCP, raw UCX as the data plane configures it (error mode PEER: tcp lanes),
 //                    and raw UCX with error mode NONE (shared memory: what the data plane gives up
 //                    for clean failure handling, ucx_worker.hpp). Prints the UCX lanes used.
+//   --weights F...   one hop over TCP and over UCX of each file's bytes (a model's
+//                    weights.safetensors: fp32 beside its fp16 conversion), alternating, each row's
+//                    time against the first file's.
 //
 // Server and receiver run in this one process (one transfer thread each, plus the receiver's
 // trailing SHA-256 thread), so on a small VM they share the cores as two processes on one host
@@ -458,6 +461,73 @@ int compare_transports(const std::shared_ptr<const MemoryBlob>& blob, uint8_t* d
   std::printf("UCX lanes with error mode NONE:\n%s", lane_lines(none_lanes).c_str());
   return 0;
 }
+// --weights: each file's bytes as the blob, fetched over TCP and UCX (one hop, the data plane's
+// default chunk), alternating; a row per file with its time against the first file's.
+int compare_files(const std::vector<std::string>& files, int runs, int buffer_bytes) {
+  std::printf(
+      "\n| file | MiB | TCP ms median (min-max) | UCX ms median (min-max) | bytes vs first | TCP time vs first "
+      "| UCX time vs first |\n|---|---|---|---|---|---|---|\n");
+  double first_bytes = 0, first_ms[2] = {0, 0};
+  for (const auto& file : files) {
+    std::ifstream in(file, std::ios::binary | std::ios::ate);
+    if (!in) {
+      std::fprintf(stderr, "cannot open %s\n", file.c_str());
+      return 1;
+    }
+    const auto bytes = static_cast<uint64_t>(in.tellg());
+    auto owner = std::make_shared<Buffer>(std::max<uint64_t>(bytes, 1));
+    in.seekg(0);
+    if (owner->data() == nullptr ||
+        !in.read(reinterpret_cast<char*>(owner->data()), static_cast<std::streamsize>(bytes))) {
+      std::fprintf(stderr, "cannot read %s\n", file.c_str());
+      return 1;
+    }
+    auto blob = std::make_shared<const MemoryBlob>(owner, owner->data(), bytes);
+    (void)blob->digest();  // memoized before timing, as the server's cache does
+    Buffer dst(std::max<uint64_t>(bytes, 1));
+    std::memset(dst.data(), 0, bytes);
+    BlobServerOptions options;
+    options.socket_buffer_bytes = buffer_bytes;
+    auto lookup = [&](const std::string&) -> ember::Result<std::shared_ptr<const Blob>> {
+      return std::static_pointer_cast<const Blob>(blob);
+    };
+    const TransportKind kinds[2] = {TransportKind::tcp, TransportKind::ucx};
+    std::unique_ptr<DataServer> servers[2];
+    for (int k = 0; k < 2; ++k) {
+      auto started = start_data_server(kinds[k], options, lookup);
+      if (!started.ok()) {
+        std::fprintf(stderr, "%s\n", started.error().to_string().c_str());
+        return 1;
+      }
+      servers[k] = std::move(*started);
+    }
+    FetchOptions fetch;
+    fetch.socket_buffer_bytes = buffer_bytes;
+    std::vector<double> ms[2];
+    for (int r = 0; r < runs; ++r) {
+      for (int k = 0; k < 2; ++k) {
+        BufferSink sink(dst.data());
+        auto result = fetch_blob(kinds[k], servers[k]->endpoint(), "blob", fetch, sink);
+        if (!result.ok()) {
+          std::fprintf(stderr, "%s: %s fetch failed: %s\n", file.c_str(), std::string(to_string(kinds[k])).c_str(),
+                       result.error().to_string().c_str());
+          return 1;
+        }
+        ms[k].push_back(result->seconds * 1e3);
+      }
+    }
+    if (first_bytes == 0) {
+      first_bytes = static_cast<double>(bytes);
+      first_ms[0] = median(ms[0]);
+      first_ms[1] = median(ms[1]);
+    }
+    std::printf("| %s | %.1f | %s | %s | %.2fx | %.2fx | %.2fx |\n", file.c_str(),
+                static_cast<double>(bytes) / (1 << 20), cell(ms[0]).c_str(), cell(ms[1]).c_str(),
+                static_cast<double>(bytes) / first_bytes, median(ms[0]) / first_ms[0], median(ms[1]) / first_ms[1]);
+    std::fflush(stdout);
+  }
+  return 0;
+}
 }  // namespace
 }  // namespace ember::bench
 
@@ -475,10 +545,22 @@ int main(int argc, char** argv) {
   app.add_option("--runs", runs, "Timed fetches per chunk size and buffer kind")->check(CLI::Range(1, 100));
   app.add_option("--socket-buffer", buffer_bytes, "SO_SNDBUF/SO_RCVBUF bytes (0 = kernel autotuning)");
   app.add_flag("--transports", transports, "Compare TCP and UCX, one hop, at --chunk-kib, with raw floors");
+  std::vector<std::string> weights;
+  app.add_option("--weights", weights,
+                 "Files (a model's weights.safetensors, fp32 then fp16) fetched over TCP and UCX, one hop, each "
+                 "against the first")
+      ->check(CLI::ExistingFile);
   app.add_option("--chunk-kib", chunk_kib, "Chunk size for --transports, KiB (default: BlobServerOptions' default)")
       ->check(CLI::Range(4, 65536));
   CLI11_PARSE(app, argc, argv);
 
+  if (!weights.empty()) {
+    utsname u{};
+    ::uname(&u);
+    std::printf("blob_transfer_bench --weights: %d runs each, loopback; %s, %s %s, socket buffers %d\n", runs,
+                cpu_model().c_str(), u.sysname, u.release, buffer_bytes);
+    return compare_files(weights, runs, buffer_bytes);
+  }
   const uint64_t bytes = mib << 20;
   utsname u{};
   ::uname(&u);
