@@ -38,12 +38,14 @@ using CpuKernel = void (*)(const CpuKernelArgs&);
 /// Dispatches to the kernel of args.args->op.
 void run_cpu_kernel(const CpuKernelArgs& args);
 
-// One kernel per op, grouped by file: kernels_cpu_dense.cpp (matrix products), kernels_cpu_pointwise.cpp
+// One kernel per op, grouped by file: kernels_cpu_dense.cpp (matrix products), kernels_cpu_depthwise.cpp
+// (conv2d's direct depthwise plan, which cpu_conv2d hands over to), kernels_cpu_pointwise.cpp
 // (activations and normalisation), kernels_cpu_layout.cpp (pooling, resize, reshaping copies),
 // kernels_cpu_elementwise.cpp (unary, binary with broadcasting, where, cast), kernels_cpu_shape.cpp
 // (general data movement), kernels_cpu_reduce.cpp (reductions, argmax, topk, group and RMS norm).
 void cpu_linear(const CpuKernelArgs&);
 void cpu_conv2d(const CpuKernelArgs&);
+void cpu_conv2d_depthwise(const CpuKernelArgs&);  // ConvPlan::depthwise only; cpu_conv2d calls it
 void cpu_attention(const CpuKernelArgs&);
 void cpu_embedding(const CpuKernelArgs&);
 void cpu_batch_norm(const CpuKernelArgs&);

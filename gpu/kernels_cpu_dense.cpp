@@ -1,5 +1,6 @@
-// CPU kernels built on matrix products: linear, conv2d (im2col + GEMM), conv_transpose2d (GEMM +
-// col2im), matmul of two activations, attention (with its key-padding mask), and embedding.
+// CPU kernels built on matrix products: linear, conv2d (im2col + GEMM; depthwise layers go to
+// kernels_cpu_depthwise.cpp's direct loops), conv_transpose2d (GEMM + col2im), matmul of two
+// activations, attention (with its key-padding mask), and embedding.
 #include <cblas.h>
 #include <omp.h>
 
@@ -130,6 +131,7 @@ void cpu_conv2d(const CpuKernelArgs& k) {
   };
 
   const ConvPlan plan = conv_plan(a, xs);
+  if (plan == ConvPlan::depthwise) return cpu_conv2d_depthwise(k);
   if (plan == ConvPlan::batched) {
     const int64_t cols = batch * hw;
     float* col = k.ws_f32();

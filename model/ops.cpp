@@ -414,6 +414,7 @@ Result<TensorDesc> infer_output(OpKind op, const LayerAttrs& a, std::span<const 
 ConvPlan conv_plan(const LayerAttrs& a, const Shape& s) {
   const int64_t ho = pooled(s[2], a.kernel[0], a.stride[0], a.padding[0], a.dilation[0]);
   const int64_t wo = pooled(s[3], a.kernel[1], a.stride[1], a.padding[1], a.dilation[1]);
+  if (a.groups > 1 && a.groups == s[1]) return ConvPlan::depthwise;
   if (s[0] > 1 && a.groups == 1 && ho * wo < kConvBatchedColumns) return ConvPlan::batched;
   const bool pointwise = a.kernel[0] == 1 && a.kernel[1] == 1 && a.stride[0] == 1 && a.stride[1] == 1 &&
                          a.padding[0] == 0 && a.padding[1] == 0;
@@ -442,7 +443,8 @@ uint64_t op_scratch_bytes(OpKind op, const LayerAttrs& a, std::span<const Tensor
       const int64_t wo = pooled(s[3], a.kernel[1], a.stride[1], a.padding[1], a.dilation[1]);
       const int64_t k = (a.in_channels / a.groups) * a.kernel[0] * a.kernel[1];
       switch (conv_plan(a, s)) {
-        case ConvPlan::pointwise: return 0;
+        case ConvPlan::pointwise:
+        case ConvPlan::depthwise: return 0;
         case ConvPlan::per_image: return static_cast<uint64_t>(k * ho * wo) * 4;
         case ConvPlan::batched: return static_cast<uint64_t>((k + a.out_channels) * s[0] * ho * wo) * 4;
       }

@@ -272,7 +272,7 @@ uint64_t op_scratch_bytes(OpKind op, const LayerAttrs& attrs, std::span<const Te
 /// Whether a layer of `op` with these attributes gets the half-precision room in its workspace.
 bool widens_weights(OpKind op, const LayerAttrs& attrs);
 
-/// How the CPU conv2d kernel organises its matrix products; workspace_bytes() sizes the scratch
+/// How the CPU conv2d kernel organises its work; workspace_bytes() sizes the scratch
 /// for the chosen plan, so kernel and planner always agree.
 enum class ConvPlan : uint8_t {
   /// 1x1, stride 1, no padding, per image: the image itself is the [C, H*W] operand. No scratch.
@@ -283,6 +283,12 @@ enum class ConvPlan : uint8_t {
   /// side by side, [C*kh*kw, B*Ho*Wo], one GEMM into [O, B*Ho*Wo], then scattered to NCHW.
   /// Measured with OpenBLAS on 2 cores: a 512x49x4608 GEMM runs at 58 GFLOP/s, 512x392x4608 at 102.
   batched,
+  /// One input channel per group (groups == C > 1: depthwise, any channel multiplier O/g): a
+  /// direct loop per output plane (gpu/kernels_cpu_depthwise.cpp), no GEMM. No scratch (the CUDA
+  /// kernels run grouped convolutions directly too). Chosen before the others: as `groups` GEMMs of
+  /// O/g rows by kh*kw, BLAS's call overhead was most of the time. A one-channel input with groups 1
+  /// stays a GEMM: one product of O rows, and CUDA's im2col needs the scratch.
+  depthwise,
 };
 inline constexpr int64_t kConvBatchedColumns = 256;
 ConvPlan conv_plan(const LayerAttrs& attrs, const Shape& input);
