@@ -372,6 +372,26 @@ std::string lane_lines(const std::string& info) {
 }
 
 /// --transports: one hop over each data-plane transport, same blob, same chunk, full verification.
+constexpr TransportKind kBothKinds[2] = {TransportKind::tcp, TransportKind::ucx};
+
+// One data server per transport of kBothKinds, each serving `blob` under any key; false (said on
+// stderr) when one cannot start.
+bool start_both(const std::shared_ptr<const MemoryBlob>& blob, const BlobServerOptions& options,
+                std::unique_ptr<DataServer> (&servers)[2]) {
+  auto lookup = [blob](const std::string&) -> ember::Result<std::shared_ptr<const Blob>> {
+    return std::static_pointer_cast<const Blob>(blob);
+  };
+  for (int k = 0; k < 2; ++k) {
+    auto started = start_data_server(kBothKinds[k], options, lookup);
+    if (!started.ok()) {
+      std::fprintf(stderr, "%s\n", started.error().to_string().c_str());
+      return false;
+    }
+    servers[k] = std::move(*started);
+  }
+  return true;
+}
+
 int compare_transports(const std::shared_ptr<const MemoryBlob>& blob, uint8_t* dst, uint64_t chunk_bytes, int runs,
                        int buffer_bytes) {
   const uint64_t bytes = blob->size();
@@ -383,19 +403,9 @@ int compare_transports(const std::shared_ptr<const MemoryBlob>& blob, uint8_t* d
   BlobServerOptions options;
   options.chunk_bytes = static_cast<uint32_t>(chunk_bytes);
   options.socket_buffer_bytes = buffer_bytes;
-  auto lookup = [&](const std::string&) -> ember::Result<std::shared_ptr<const Blob>> {
-    return std::static_pointer_cast<const Blob>(blob);
-  };
-  const TransportKind kinds[2] = {TransportKind::tcp, TransportKind::ucx};
+  const auto& kinds = kBothKinds;
   std::unique_ptr<DataServer> servers[2];
-  for (int k = 0; k < 2; ++k) {
-    auto s = start_data_server(kinds[k], options, lookup);
-    if (!s.ok()) {
-      std::fprintf(stderr, "%s\n", s.error().to_string().c_str());
-      return 1;
-    }
-    servers[k] = std::move(*s);
-  }
+  if (!start_both(blob, options, servers)) return 1;
   FetchOptions fetch;
   fetch.socket_buffer_bytes = buffer_bytes;
   std::vector<double> rate[2], cpu[2];
@@ -488,19 +498,9 @@ int compare_files(const std::vector<std::string>& files, int runs, int buffer_by
     std::memset(dst.data(), 0, bytes);
     BlobServerOptions options;
     options.socket_buffer_bytes = buffer_bytes;
-    auto lookup = [&](const std::string&) -> ember::Result<std::shared_ptr<const Blob>> {
-      return std::static_pointer_cast<const Blob>(blob);
-    };
-    const TransportKind kinds[2] = {TransportKind::tcp, TransportKind::ucx};
+    const auto& kinds = kBothKinds;
     std::unique_ptr<DataServer> servers[2];
-    for (int k = 0; k < 2; ++k) {
-      auto started = start_data_server(kinds[k], options, lookup);
-      if (!started.ok()) {
-        std::fprintf(stderr, "%s\n", started.error().to_string().c_str());
-        return 1;
-      }
-      servers[k] = std::move(*started);
-    }
+    if (!start_both(blob, options, servers)) return 1;
     FetchOptions fetch;
     fetch.socket_buffer_bytes = buffer_bytes;
     std::vector<double> ms[2];
