@@ -1,10 +1,13 @@
 """The KServe v2 client the served-model tests share: one request over HTTP (binary tensors or JSON)
 or gRPC (raw contents) with float32 and int64 inputs, answered by the model's first output as a
 float32 array. A reply other than 200 (HTTP) raises procs.Failure; a gRPC error raises grpc.RpcError.
+serving() runs the `ember serve` they ask. Imports procs and ports from tests/integration (on the
+caller's sys.path).
 
 Needs numpy, and for grpc_stubs protoc with grpc_python_plugin (Debian's protobuf-compiler-grpc).
 """
 
+import contextlib
 import http.client
 import json
 import os
@@ -13,6 +16,8 @@ import sys
 
 import numpy as np
 
+import procs
+from ports import free_port
 from procs import Failure
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -84,3 +89,34 @@ def grpc_infer(stub, pb, model, arrays, names):
         req.raw_input_contents.append(a.tobytes())
     reply = stub.ModelInfer(req, timeout=300)
     return np.frombuffer(reply.raw_output_contents[0], dtype=np.float32).reshape(list(reply.outputs[0].shape))
+
+
+@contextlib.contextmanager
+def serving(ember, repo, work, memory, threads):
+    """One `ember serve` on `repo`, HTTP and gRPC on free loopback ports, `memory` (e.g. "1GiB") of
+    device memory and of host cache; yields (http_port, grpc_stub, grpc_service_pb2) once gRPC says
+    ready. Stops the server on the way out; when the body raised, prints the tail of its log
+    (work/serve.log) first."""
+    import grpc
+
+    pb, rpc = grpc_stubs(work)
+    hport, gport = free_port(), free_port()
+    log_path = os.path.join(work, "serve.log")
+    with open(log_path, "w") as log:
+        server = subprocess.Popen([ember, "serve", "--repository", repo, "--http", f"127.0.0.1:{hport}", "--grpc",
+                                   f"127.0.0.1:{gport}", "--device-memory", memory, "--cache", memory, "--threads",
+                                   str(threads)], stdout=log, stderr=subprocess.STDOUT)
+        ok = False
+        try:
+            channel = grpc.insecure_channel(f"127.0.0.1:{gport}",
+                                            options=[("grpc.max_send_message_length", 256 << 20),
+                                                     ("grpc.max_receive_message_length", 256 << 20)])
+            stub = rpc.GRPCInferenceServiceStub(channel)
+            procs.wait_for("gRPC readiness", lambda: stub.ServerReady(pb.ServerReadyRequest(), timeout=2).ready, 120,
+                           ignore=(OSError, grpc.RpcError))
+            yield hport, stub, pb
+            ok = True
+        finally:
+            procs.stop(server)
+            if not ok:
+                procs.print_tail(log_path, 40)

@@ -53,15 +53,13 @@ sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 try:
     import numpy as np
     from PIL import Image, ImageDraw, ImageFont
-    import grpc
+    import grpc  # noqa: F401 (a SKIP without it; kserve_client uses it)
 except ImportError as e:  # pragma: no cover
     print(f"SKIP: needs numpy, Pillow and grpc importable by {sys.executable}: {e}")
     sys.exit(SKIP)
 
-import procs  # noqa: E402
-from ports import free_port  # noqa: E402
 from procs import Failure  # noqa: E402
-from kserve_client import grpc_infer, grpc_stubs, http_binary  # noqa: E402
+from kserve_client import grpc_infer, http_binary, serving  # noqa: E402
 
 THREADS = int(os.environ.get("EMBER_REFERENCE_THREADS", "1"))
 
@@ -186,40 +184,23 @@ def main() -> None:
         shipped = import_model(args.ember, name, repo)
         inputs[name] = inputs_for(name)
         want[name] = ort_answer(shipped, inputs[name], work)
-    pb, rpc = grpc_stubs(work)
-    hport, gport = free_port(), free_port()
-    log_path = os.path.join(work, "serve.log")
-    log = open(log_path, "w")
-    server = subprocess.Popen([args.ember, "serve", "--repository", repo, "--http", f"127.0.0.1:{hport}", "--grpc",
-                               f"127.0.0.1:{gport}", "--device-memory", "1GiB", "--cache", "1GiB", "--threads",
-                               str(THREADS)], stdout=log, stderr=subprocess.STDOUT)
-    ok = False
     try:
-        channel = grpc.insecure_channel(f"127.0.0.1:{gport}", options=[("grpc.max_send_message_length", 64 << 20),
-                                                                     ("grpc.max_receive_message_length", 64 << 20)])
-        stub = rpc.GRPCInferenceServiceStub(channel)
-        procs.wait_for("gRPC readiness", lambda: stub.ServerReady(pb.ServerReadyRequest(), timeout=2).ready, 120,
-                       ignore=(OSError, grpc.RpcError))
-        for name in MODELS:
-            x, ort = inputs[name], want[name]
-            answers = {"http batch 1": (http_binary(hport, name, [x[:1]], ["x"]), ort[:1]),
-                       "http batch 2": (http_binary(hport, name, [x], ["x"]), ort),
-                       "grpc batch 2": (grpc_infer(stub, pb, name, [x], ["x"]), ort)}
-            errors = {k: rel_err(got, ref) for k, (got, ref) in answers.items()}
-            print(f"  {name}: " + ", ".join(f"{k} {v:.1e}" for k, v in errors.items()), flush=True)
-            bad = {k: v for k, v in errors.items() if not v <= TOLERANCE}
-            check(not bad, f"{name}: relative max error {bad} above {TOLERANCE}")
-            got = answers["http batch 2"][0]
-            swapped = rel_err(got, ort[::-1])
-            check(swapped > TOLERANCE, f"{name}: negative control: against the swapped batch the error is {swapped:.2e}")
-            judge(name, got, ort, table)
-        ok = True
+        with serving(args.ember, repo, work, "1GiB", THREADS) as (hport, stub, pb):
+            for name in MODELS:
+                x, ort = inputs[name], want[name]
+                answers = {"http batch 1": (http_binary(hport, name, [x[:1]], ["x"]), ort[:1]),
+                           "http batch 2": (http_binary(hport, name, [x], ["x"]), ort),
+                           "grpc batch 2": (grpc_infer(stub, pb, name, [x], ["x"]), ort)}
+                errors = {k: rel_err(got, ref) for k, (got, ref) in answers.items()}
+                print(f"  {name}: " + ", ".join(f"{k} {v:.1e}" for k, v in errors.items()), flush=True)
+                bad = {k: v for k, v in errors.items() if not v <= TOLERANCE}
+                check(not bad, f"{name}: relative max error {bad} above {TOLERANCE}")
+                got = answers["http batch 2"][0]
+                swapped = rel_err(got, ort[::-1])
+                check(swapped > TOLERANCE, f"{name}: negative control: against the swapped batch the error is {swapped:.2e}")
+                judge(name, got, ort, table)
         print("PASS")
     finally:
-        procs.stop(server)
-        log.close()
-        if not ok:
-            procs.print_tail(log_path, 40)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 

@@ -40,15 +40,13 @@ try:
     import numpy as np
     import torch
     import torchvision
-    import grpc
+    import grpc  # noqa: F401 (a SKIP without it; kserve_client uses it)
 except ImportError as e:  # pragma: no cover
     print(f"SKIP: needs numpy, torch, torchvision and grpc importable by {sys.executable}: {e}")
     sys.exit(SKIP)
 
-import procs  # noqa: E402
-from ports import free_port  # noqa: E402
 from procs import Failure  # noqa: E402
-from kserve_client import grpc_infer, grpc_stubs, http_binary, http_json  # noqa: E402
+from kserve_client import grpc_infer, http_binary, http_json, serving  # noqa: E402
 
 THREADS = int(os.environ.get("EMBER_REFERENCE_THREADS", "1"))
 torch.set_num_threads(THREADS)
@@ -184,7 +182,6 @@ def main():
     work = args.keep or tempfile.mkdtemp(prefix="ember-zoo-")
     repo = os.path.join(work, "repo")
     os.makedirs(repo, exist_ok=True)
-    pb, rpc = grpc_stubs(work)
     modules = {}
     for name in names:
         onnx_path = os.path.join(work, f"{name}.onnx")
@@ -205,48 +202,32 @@ def main():
                                     "--out", os.path.join(repo, f"{name}_{width}", "1")], capture_output=True, text=True)
                 if c.returncode != 0:
                     raise Failure(f"{name}: convert to {width} failed:\n{c.stdout}{c.stderr}")
-    hport, gport = free_port(), free_port()
-    log_path = os.path.join(work, "serve.log")
-    log = open(log_path, "w")
-    server = subprocess.Popen([args.ember, "serve", "--repository", repo, "--http", f"127.0.0.1:{hport}", "--grpc",
-                               f"127.0.0.1:{gport}", "--device-memory", "3GiB", "--cache", "3GiB", "--threads",
-                               str(THREADS)], stdout=log, stderr=subprocess.STDOUT)
-    ok = False
     try:
-        channel = grpc.insecure_channel(f"127.0.0.1:{gport}", options=[("grpc.max_send_message_length", 256 << 20),
-                                                                     ("grpc.max_receive_message_length", 256 << 20)])
-        stub = rpc.GRPCInferenceServiceStub(channel)
-        procs.wait_for("gRPC readiness", lambda: stub.ServerReady(pb.ServerReadyRequest(), timeout=2).ready, 120,
-                       ignore=(OSError, grpc.RpcError))
-        for name in names:
-            module, shapes, input_names = modules[name]
-            for batch, seq, seed in ((1, None, 2), (3, None, 3)) + (((2, 6, 4),) if name in SEQUENCE_AXES else ()):
-                inputs = example_inputs(name, shapes, batch, seed, seq)
-                with torch.no_grad():
-                    want = module(*inputs).numpy()
-                arrays = [i.numpy() for i in inputs]
-                errors = {"http": rel_err(http_binary(hport, name, arrays, input_names), want),
-                          "grpc": rel_err(grpc_infer(stub, pb, name, arrays, input_names), want)}
-                if name == "resnet18":
-                    errors["json"] = rel_err(http_json(hport, name, arrays, input_names), want)
-                shape = f"batch {batch}" + (f", sequence {seq}" if seq else "")
-                print(f"  {name} {shape}: " + ", ".join(f"{k} {v:.1e}" for k, v in errors.items()), flush=True)
-                bad = {k: v for k, v in errors.items() if not v <= TOLERANCE}
-                if bad:
-                    raise Failure(f"{name} {shape}: relative max error {bad} above {TOLERANCE}")
-                if name in HALF:
-                    for width, tol in HALF_TOLERANCE.items():
-                        e = rel_err(grpc_infer(stub, pb, f"{name}_{width}", arrays, input_names), want)
-                        print(f"  {name}_{width} {shape}: grpc {e:.1e} (tolerance {tol})", flush=True)
-                        if not e <= tol:
-                            raise Failure(f"{name}_{width} {shape}: relative max error {e:.2e} above {tol}")
-        ok = True
+        with serving(args.ember, repo, work, "3GiB", THREADS) as (hport, stub, pb):
+            for name in names:
+                module, shapes, input_names = modules[name]
+                for batch, seq, seed in ((1, None, 2), (3, None, 3)) + (((2, 6, 4),) if name in SEQUENCE_AXES else ()):
+                    inputs = example_inputs(name, shapes, batch, seed, seq)
+                    with torch.no_grad():
+                        want = module(*inputs).numpy()
+                    arrays = [i.numpy() for i in inputs]
+                    errors = {"http": rel_err(http_binary(hport, name, arrays, input_names), want),
+                              "grpc": rel_err(grpc_infer(stub, pb, name, arrays, input_names), want)}
+                    if name == "resnet18":
+                        errors["json"] = rel_err(http_json(hport, name, arrays, input_names), want)
+                    shape = f"batch {batch}" + (f", sequence {seq}" if seq else "")
+                    print(f"  {name} {shape}: " + ", ".join(f"{k} {v:.1e}" for k, v in errors.items()), flush=True)
+                    bad = {k: v for k, v in errors.items() if not v <= TOLERANCE}
+                    if bad:
+                        raise Failure(f"{name} {shape}: relative max error {bad} above {TOLERANCE}")
+                    if name in HALF:
+                        for width, tol in HALF_TOLERANCE.items():
+                            e = rel_err(grpc_infer(stub, pb, f"{name}_{width}", arrays, input_names), want)
+                            print(f"  {name}_{width} {shape}: grpc {e:.1e} (tolerance {tol})", flush=True)
+                            if not e <= tol:
+                                raise Failure(f"{name}_{width} {shape}: relative max error {e:.2e} above {tol}")
         print("PASS")
     finally:
-        procs.stop(server)
-        log.close()
-        if not ok:
-            procs.print_tail(log_path, 40)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
 
