@@ -189,9 +189,9 @@ TEST(InlineRuns, WaitsForNoWorkerJobAndTheGateClosesWithItsEngine) {
   // The worker runs a job: an inline run does not wait for it, it declines.
   std::promise<void> release;
   std::promise<void> started;
-  e->unbind({"nothing", 1}, [&] {
+  e->unbind({"nothing", 1}, [&started, released = release.get_future().share()] {
     started.set_value();
-    release.get_future().wait();
+    released.wait();
   });
   started.get_future().wait();
   EXPECT_FALSE(gate->run_here(key, inputs).has_value());
@@ -255,11 +255,13 @@ TEST(InlineRuns, TakesDevicesInTheRoutersOrderAndDecodesOnlyWhenItRuns) {
     ++asked;
     return &inputs;
   };
+  // The job holds the future it waits on: once released, the test may end (and its promise go)
+  // before the worker wakes; the engines, destroyed last, join it.
   std::promise<void> release;
   std::promise<void> started;
-  engines[0]->unbind({"nothing", 1}, [&] {
+  engines[0]->unbind({"nothing", 1}, [&started, released = release.get_future().share()] {
     started.set_value();
-    release.get_future().wait();
+    released.wait();
   });
   started.get_future().wait();
   EXPECT_FALSE(engines[0]->gate()->run_here(key, counted).has_value());

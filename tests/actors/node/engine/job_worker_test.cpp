@@ -21,12 +21,13 @@ namespace ember::job_worker_test {
 using engine_test::MiB;
 
 // The worker holds a job until `go`: what is posted meanwhile waits, in order.
+// The job holds the future it waits on, never reaching into this object once `go` is set.
 struct Held {
   std::promise<void> started, go;
   void hold(ember::engine::JobWorker& w) {
-    w.post([this] {
+    w.post([this, released = go.get_future().share()] {
       started.set_value();
-      go.get_future().wait();
+      released.wait();
     });
     started.get_future().wait();
   }
