@@ -79,6 +79,7 @@ void cpu_reduce(const CpuKernelArgs&);
 void cpu_cast(const CpuKernelArgs&);
 void cpu_argmax(const CpuKernelArgs&);
 void cpu_topk(const CpuKernelArgs&);
+void cpu_kv_attention(const CpuKernelArgs&);  // kernels_cpu_kv_attention.cpp
 
 /// Softmax of `n` floats in place, over the first `valid` of them; the rest become 0 (causal
 /// masking without infinities). Shared by softmax and attention.
