@@ -46,6 +46,7 @@ constexpr CpuKernel kCpuKernels[] = {
     cpu_cast,         // cast
     cpu_argmax,       // argmax
     cpu_topk,         // topk
+    cpu_kv_attention, // kv_attention
 };
 static_assert(std::size(kCpuKernels) == static_cast<size_t>(OpKind::count), "every op needs a CPU kernel");
 }  // namespace

@@ -65,10 +65,11 @@ Result<ConvertStats> convert_model_dir(const std::string& src_dir, const std::st
   EMBER_ASSIGN_OR_RETURN(std::string manifest, read_text(src_dir + "/" + kManifestFile));
   ConvertStats stats;
   stats.bytes_before = model->file_bytes();
-  // The tensors in file order, each converted unless it is a constant layer's value.
-  std::vector<const TensorInfo*> keep;  // constant values, by tensor
+  // The tensors in file order, each converted unless an exact_weights layer's (a constant's value,
+  // a kv_attention's inv_freq).
+  std::vector<const TensorInfo*> keep;  // exact weights, by tensor
   for (uint32_t i = 0; i < model->num_layers(); ++i) {
-    if (model->layer(i).op != OpKind::constant) continue;
+    if (!exact_weights(model->layer(i).op)) continue;
     for (const TensorInfo* t : model->layer_weights(i))
       if (t) keep.push_back(t);
   }

@@ -104,12 +104,13 @@ Result<std::shared_ptr<const Model>> Model::assemble(Manifest manifest, Safetens
         return invalid_argument(field + ": tensor '" + *name + "' is already used by layer '" + o->second +
                                 "'; each layer must own its bytes (store tied weights once per layer)");
       }
-      if (l.op == OpKind::constant ? t->desc.dtype != spec.dtype : !is_float(t->desc.dtype)) {
+      const bool exact = exact_weights(l.op);
+      if (exact ? t->desc.dtype != spec.dtype : !is_float(t->desc.dtype)) {
         return unsupported(field + ": tensor '" + *name + "' is " + std::string(dtype_name(t->desc.dtype)) +
-                           ", expected " + (l.op == OpKind::constant ? std::string(dtype_name(spec.dtype))
-                                                                     : std::string("float32, float16 or bfloat16")));
+                           ", expected " + (exact ? std::string(dtype_name(spec.dtype))
+                                                  : std::string("float32, float16 or bfloat16")));
       }
-      if (l.op != OpKind::constant) {
+      if (!exact) {
         if (!width) width = t->desc.dtype;
         if (*width != t->desc.dtype) {
           return unsupported(field + ": tensor '" + *name + "' is " + std::string(dtype_name(t->desc.dtype)) +

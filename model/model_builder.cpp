@@ -46,6 +46,7 @@ WeightInit default_init(OpKind op, const LayerAttrs& a, std::string_view role) {
       if (role == "out_proj_weight") return sym(1.0 / std::sqrt(static_cast<double>(a.embed_dim)));
       return sym(0.02);
     case OpKind::embedding: return sym(0.1);
+    case OpKind::kv_attention: return {0.f, 1.f};  // inv_freq: rotary frequencies, in (0, 1] when trained
     default: return sym(0.1);
   }
 }

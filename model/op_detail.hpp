@@ -1,5 +1,5 @@
-// What model/ops.cpp and model/ops_tensor.cpp share: reading model.json attributes and checking
-// inputs. Internal to model/ (its two op-table files); pure, anyone.
+// What model/ops.cpp, model/ops_tensor.cpp and model/ops_kv_attention.cpp share: reading model.json attributes and checking
+// inputs. Internal to model/ (its op-table files); pure, anyone.
 #pragma once
 
 #include <algorithm>
@@ -229,12 +229,18 @@ inline Status need_dim(const TensorDesc& d, int dim, int64_t expected, const cha
 }
 
 // The general ops' table (model/ops_tensor.cpp); ops.cpp's functions hand these ops over.
-inline bool is_general(OpKind op) { return op >= OpKind::unary && op < OpKind::count; }
+inline bool is_general(OpKind op) { return op >= OpKind::unary && op <= OpKind::topk; }
 void parse_general_attrs(OpKind op, const json& attrs, AttrReader& r, LayerAttrs& a);
 void general_attrs_to_json(OpKind op, const LayerAttrs& a, json& out);
 std::vector<WeightSpec> general_weight_specs(OpKind op, const LayerAttrs& a);
 std::pair<int, int> general_input_count(OpKind op);
 Result<TensorDesc> infer_general(OpKind op, const LayerAttrs& a, std::span<const TensorDesc> in);
 uint64_t general_workspace_bytes(OpKind op, const LayerAttrs& a, std::span<const TensorDesc> in);
+
+// kv_attention's part of the table (model/ops_kv_attention.cpp).
+void parse_kv_attention_attrs(AttrReader& r, LayerAttrs& a);
+void kv_attention_attrs_to_json(const LayerAttrs& a, json& out);
+Result<TensorDesc> infer_kv_attention(const LayerAttrs& a, std::span<const TensorDesc> in);
+uint64_t kv_attention_scratch_bytes(const LayerAttrs& a, std::span<const TensorDesc> in);
 
 }  // namespace ember::gpu::op_detail

@@ -19,7 +19,9 @@ constexpr std::string_view kOpNames[] = {
     "avg_pool2d", "global_avg_pool", "flatten", "reshape", "select",
     // the general ops
     "unary", "binary", "where", "constant", "matmul", "transpose", "concat", "slice", "gather", "expand",
-    "pad", "resize", "conv_transpose2d", "group_norm", "rms_norm", "reduce", "cast", "argmax", "topk"};
+    "pad", "resize", "conv_transpose2d", "group_norm", "rms_norm", "reduce", "cast", "argmax", "topk",
+    // generation
+    "kv_attention"};
 static_assert(std::size(kOpNames) == static_cast<size_t>(OpKind::count), "every op needs a name");
 
 // PyTorch's (and ONNX's) output size; with ceil_mode a last window may start past the input's end
@@ -64,6 +66,7 @@ Result<OpKind> parse_op(std::string_view name) {
 std::pair<int, int> input_count(OpKind op) {
   if (is_general(op)) return general_input_count(op);
   if (op == OpKind::attention || op == OpKind::reshape) return {1, 2};
+  if (op == OpKind::kv_attention) return {3, 3};
   return op == OpKind::add ? std::pair{2, 2} : std::pair{1, 1};
 }
 
@@ -165,6 +168,7 @@ Status parse_attrs(OpKind op, const json& attrs, LayerAttrs& a, const std::strin
       a.dim = static_cast<int32_t>(r.integer("dim", 0, true, -Shape::kMaxRank));
       a.index = r.integer("index", 0, true, INT32_MIN);
       break;
+    case OpKind::kv_attention: parse_kv_attention_attrs(r, a); break;
     case OpKind::relu:
     case OpKind::tanh:
     case OpKind::add:
@@ -218,6 +222,7 @@ void attrs_to_json(OpKind op, const LayerAttrs& a, json& out) {
       break;
     }
     case OpKind::select: out = {{"dim", a.dim}, {"index", a.index}}; break;
+    case OpKind::kv_attention: kv_attention_attrs_to_json(a, out); break;
     default: break;
   }
 }
@@ -244,6 +249,9 @@ std::vector<WeightSpec> weight_specs(OpKind op, const LayerAttrs& a) {
               {"out_proj_bias", Shape{a.embed_dim}, a.bias}};
     case OpKind::embedding:
       return {{"weight", Shape{a.num_embeddings, a.embedding_dim}}};
+    case OpKind::kv_attention:
+      if (a.rope_dim == 0) return {};
+      return {{"inv_freq", Shape{a.rope_dim / 2}, true, DType::f32}};
     default:
       return {};
   }
@@ -265,6 +273,7 @@ Result<TensorDesc> infer_output(OpKind op, const LayerAttrs& a, std::span<const 
     }
   }
   if (is_general(op)) return infer_general(op, a, in);
+  if (op == OpKind::kv_attention) return infer_kv_attention(a, in);
   const TensorDesc& x = in[0];
   switch (op) {
     case OpKind::linear: {
@@ -422,8 +431,7 @@ ConvPlan conv_plan(const LayerAttrs& a, const Shape& s) {
 }
 
 bool widens_weights(OpKind op, const LayerAttrs& a) {
-  return a.weights != DType::f32 && op != OpKind::embedding && op != OpKind::constant &&
-         !weight_specs(op, a).empty();
+  return a.weights != DType::f32 && op != OpKind::embedding && !exact_weights(op) && !weight_specs(op, a).empty();
 }
 
 uint64_t workspace_bytes(OpKind op, const LayerAttrs& a, std::span<const TensorDesc> in) {
@@ -436,6 +444,7 @@ uint64_t workspace_bytes(OpKind op, const LayerAttrs& a, std::span<const TensorD
 
 uint64_t op_scratch_bytes(OpKind op, const LayerAttrs& a, std::span<const TensorDesc> in) {
   if (is_general(op)) return general_workspace_bytes(op, a, in);
+  if (op == OpKind::kv_attention) return kv_attention_scratch_bytes(a, in);
   const Shape& s = in[0].shape;
   switch (op) {
     case OpKind::conv2d: {

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -67,6 +68,9 @@ enum class OpKind : uint8_t {
   cast,             // converts to another dtype (float32, float16, bfloat16, int64, int32, uint8)
   argmax,           // index of the largest (or smallest) element along `dim`, as int64
   topk,             // the k largest (or smallest) along `dim`, sorted: their values or their indices
+  // -- generation (docs/design/generation.md; model/ops_kv_attention.cpp) ------------------------
+  kv_attention,     // causal attention of a step's tokens over a paged KV cache it also writes: rotary
+                    // positions, grouped-query heads (see "kv_attention" below)
   count
 };
 
@@ -117,6 +121,34 @@ enum class OpKind : uint8_t {
 //              int64 indices; ties keep the lower index first. NaN: argmax (either fn) picks the
 //              first NaN (numpy's argmax and argmin); topk counts NaN as the largest (PyTorch's)
 // Half-precision (float16/bfloat16) activations are not computed on: cast to float32 first.
+
+// kv_attention in detail (docs/design/generation.md is the contract; this is its letter).
+// One step runs the whole graph over T tokens of B sequences packed along one dim, each sequence's
+// tokens contiguous and in position order. Attributes: num_heads H, num_kv_heads Hkv (H a multiple:
+// grouped-query attention, q head h reads kv head h / (H / Hkv) as Hugging Face's repeat_kv),
+// head_dim D (<= kKvMaxHeadDim), kv_layer (0-based among the model's kv_attention layers: where its
+// K and V sit in a block), rope_dim (0: no rotary; else even and <= D), scale (0: 1/sqrt(D)).
+//   inputs     0 qkv float32 [T, (H + 2 Hkv) D]: q heads, then k heads, then v heads, each D contiguous
+//              1 positions int64 [T]: each token's position in its sequence, 0-based
+//              2 kv_meta int64 [M], M = 4 + T + B W (layout below)
+//   weight     inv_freq float32 [rope_dim / 2], when rope_dim > 0 (kept float32 whatever the model's
+//              width: exact_weights)
+//   output     float32 [T, H D]
+// Rotary (NeoX / Hugging Face rotate_half pairing): with a = float32(p) * inv_freq[i] for i <
+// rope_dim / 2, dims i and i + rope_dim / 2 of each q and k head become (x_i cos a - x_j sin a,
+// x_j cos a + x_i sin a), j = i + rope_dim / 2; dims from rope_dim on are unchanged.
+// The op first writes every token's rotated k and its v at its position (converted to the cache's
+// type), then each token attends to positions 0 ..= p of its own sequence, read back from the cache
+// (its own step's included), softmax(scale q.k) v per q head. Positions before the step's were
+// written by earlier steps; the op cannot know whether they were, and reads what the blocks hold.
+// The shapes are checked by infer_output; kv_meta's values by check_kv_meta, which the layer
+// executor runs on the host before a launch (as it checks embedding ids). Kernels given values that
+// fail it never write or read outside a block the table names: a token with a sequence index
+// outside [0, B) or a position outside the table gets a zero output row and writes nothing, a
+// block address of 0 is skipped, and a header that fails (B, block_size or W below 1, an unknown
+// cache type, M != 4 + T + B W, or a block past int64) makes the whole output zero. A nonzero block
+// address outside device memory faults a SimDevice (illegal address, as any other pointer); on a
+// CUDA device the kernel skips it when it lies outside the device's reservation.
 
 /// unary's functions. alpha and beta (LayerAttrs) are: clip's min and max; hard_sigmoid's slope
 /// and offset (y = max(0, min(1, alpha x + beta))); leaky_relu's negative slope (alpha); elu's
@@ -216,6 +248,10 @@ struct LayerAttrs {
   int64_t num_groups = 1;
   // softmax: log-softmax instead
   bool log = false;
+  // kv_attention (num_heads above is H): kv heads, head size, the layer's index among the model's
+  // kv_attention layers (its place in a KV block), rotary dims, score scale (0 = 1/sqrt(head_dim))
+  int64_t num_kv_heads = 0, head_dim = 0, kv_layer = 0, rope_dim = 0;
+  float scale = 0.f;
   // Every op: the width its float weights are held at (float32, float16 or bfloat16; one per
   // layer). Not in model.json: Model sets it from the weights file when it loads.
   DType weights = DType::f32;
@@ -226,8 +262,9 @@ struct WeightSpec {
   std::string_view role;  // "weight", "bias", "running_mean", "in_proj_weight", ...
   Shape shape;            // exact expected shape
   bool required = true;   // false: may be absent (e.g. bias when attrs.bias is false)
-  /// constant's value must be exactly this dtype. Every other weight is a float: float32, or
-  /// float16 / bfloat16 held at that width (one width per layer: LayerAttrs::weights).
+  /// An exact_weights op's weight (constant's value, kv_attention's inv_freq) must be exactly this
+  /// dtype. Every other weight is a float: float32, or float16 / bfloat16 held at that width (one
+  /// width per layer: LayerAttrs::weights).
   DType dtype = DType::f32;
 };
 
@@ -237,6 +274,53 @@ inline constexpr int kMaxLayerWeights = 4;
 /// Attention kernels process at most this many (batch, head) slices at once; the score workspace
 /// holds one [seq, seq] matrix per slice.
 inline constexpr int64_t kAttentionParallelSlices = 16;
+
+/// kv_attention: the largest head_dim (the CPU kernel converts a row of a half-precision cache
+/// into a stack buffer of this many floats; every model Ember serves has 64 to 256).
+inline constexpr int64_t kKvMaxHeadDim = 512;
+
+/// kv_attention's kv_meta, int64 [M] with M = kKvMetaHeader + T + B * W:
+///   1. [0] B, the sequences in the step (>= 1)
+///   2. [1] block_size, positions per KV block (>= 1)
+///   3. [2] W, block-table width: blocks listed per sequence (>= 1)
+///   4. [3] the cache's element type, a KvCacheType
+///   5. [4, 4 + T): each token's sequence index in [0, B)
+///   6. [4 + T, 4 + T + B * W): row s lists sequence s's block addresses (device addresses as int64)
+///      in position order: position p of sequence s lives in block row[p / block_size], slot
+///      p % block_size; entries no position uses are 0.
+/// A KV block is one contiguous device range holding block_size positions of every kv_attention
+/// layer: layer l's K then V, each [block_size, num_kv_heads, head_dim] of the cache type, at
+/// block + l * kv_layer_bytes(...).
+enum class KvCacheType : int64_t { f32 = 0, f16 = 1, bf16 = 2 };
+inline constexpr int64_t kKvMetaHeader = 4;
+static_assert(sizeof(int64_t) == 8, "kv_meta entries are 8-byte device addresses and counts");
+
+/// The DType of a kv_meta cache type code (0, 1, 2), or nothing for another code.
+std::optional<DType> kv_cache_dtype(int64_t code);
+/// Bytes of one kv_attention layer's K and V in a block: 2 * block_size * num_kv_heads * head_dim
+/// * element size; 0 when that overflows int64.
+int64_t kv_layer_bytes(const LayerAttrs& attrs, int64_t block_size, DType cache);
+/// The score scale a kv_attention layer uses: attrs.scale, or 1/sqrt(head_dim) when it is 0.
+float kv_attention_scale(const LayerAttrs& attrs);
+/// Where kv_attention's kernels keep their scratch (op_scratch_bytes): the block table resolved to
+/// the kernel's own addresses (an 8-byte slot per kv_meta entry; the CPU kernel's, whose cache
+/// pointers are host pointers), then each token's q heads rotated and scaled, [T, H * D] float32.
+struct KvAttentionScratch {
+  uint64_t blocks = 0, q = 0, bytes = 0;  // offsets and total, bytes
+};
+KvAttentionScratch kv_attention_scratch(const LayerAttrs& attrs, int64_t tokens, int64_t meta_entries);
+/// Checks a step's kv_meta and positions (host copies) for a kv_attention layer, before a launch:
+/// the header (B, block_size and W >= 1, a known cache type, M == 4 + T + B * W, every block's
+/// layer range within int64), each token's sequence index in [0, B), each position >= 0 with its
+/// block inside the table, each sequence's positions increasing in token order (no two tokens
+/// write one slot), and a nonzero block address for every position 0 ..= p a token attends to.
+/// invalid_argument naming the first offending entry.
+Status check_kv_meta(const LayerAttrs& attrs, std::span<const int64_t> positions, std::span<const int64_t> kv_meta);
+
+/// Ops whose weights keep their dtype when a model's weights are narrowed (model/convert.hpp)
+/// and are never widened by the kernels: constant's value (data, not parameters) and
+/// kv_attention's inv_freq (rotary angles of thousands of radians need float32's 24 bits).
+inline bool exact_weights(OpKind op) { return op == OpKind::constant || op == OpKind::kv_attention; }
 
 /// numpy broadcasting of two shapes; invalid_argument naming both when a pair of dims differs and
 /// neither is 1.

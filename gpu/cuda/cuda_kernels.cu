@@ -44,6 +44,7 @@ constexpr CudaKernel kCudaKernels[] = {
     cuda_cast,             // cast
     cuda_argmax,           // argmax
     cuda_topk,             // topk
+    cuda_kv_attention,     // kv_attention
 };
 static_assert(std::size(kCudaKernels) == static_cast<size_t>(OpKind::count), "every op needs a CUDA kernel");
 

@@ -217,6 +217,7 @@ CudaKernelStatus cuda_reduce(const CudaKernelArgs&);
 CudaKernelStatus cuda_cast(const CudaKernelArgs&);
 CudaKernelStatus cuda_argmax(const CudaKernelArgs&);
 CudaKernelStatus cuda_topk(const CudaKernelArgs&);
+CudaKernelStatus cuda_kv_attention(const CudaKernelArgs&);  // cuda_kernels_kv_attention.cu
 
 #ifdef __CUDACC__
 // -- device helpers (CUDA translation units only) ----------------------------------------------
