@@ -10,6 +10,7 @@
 #include "actors/cluster_manager_interface.hpp"
 #include "actors/fault_messages.hpp"
 #include "actors/gateway_interface.hpp"
+#include "actors/generation_messages.hpp"
 #include "actors/gpu_executor_interface.hpp"
 #include "actors/inference_messages.hpp"
 #include "actors/load_report_messages.hpp"
@@ -75,4 +76,7 @@ CAF_ADD_TYPE_ID(ember_actors, (ember::slo_setting))
 CAF_ADD_TYPE_ID(ember_actors, (ember::slo_command))
 CAF_ADD_TYPE_ID(ember_actors, (ember::workflow_entry))
 CAF_ADD_TYPE_ID(ember_actors, (ember::workflow_request))
+// Text generation (generation_messages.hpp): a request, and the chunks that answer it.
+CAF_ADD_TYPE_ID(ember_actors, (ember::generate_request))
+CAF_ADD_TYPE_ID(ember_actors, (ember::generate_chunk))
 CAF_END_TYPE_ID_BLOCK(ember_actors)

@@ -32,6 +32,12 @@ GatewayInstruments::GatewayInstruments()
                                        "protocol and reason (unauthenticated: none or malformed; permission_denied: "
                                        "an unknown token)",
                                        {"protocol", "reason"})),
+      generation_cancels_(registry_.counter("ember_generation_cancels_total",
+                                            "Generations the HTTP front end cancelled, by reason (client_gone: the "
+                                            "client closed its connection; slow_client: its stream was cut off, "
+                                            "read slower than the model generated; timeout: no chunk within "
+                                            "gateway.request_timeout)",
+                                            {"reason"})),
       manager_connected_(registry_
                              .gauge("ember_gateway_manager_connected",
                                     "1 while the gateway holds a live connection to the cluster manager; 0 while it "
@@ -87,6 +93,7 @@ void GatewayInstruments::count_http_rejected() { http_rejected_.inc(); }
 void GatewayInstruments::count_auth_refusal(std::string_view protocol, std::string_view reason) {
   auth_refusals_.with({protocol, reason}).inc();
 }
+void GatewayInstruments::count_generation_cancel(std::string_view reason) { generation_cancels_.with({reason}).inc(); }
 void GatewayInstruments::set_manager_connected(bool connected) { manager_connected_.set(connected ? 1 : 0); }
 
 }  // namespace ember

@@ -36,6 +36,10 @@ class GatewayInstruments {
   /// `bytes` of intermediate tensors went from one step to the next by `path`: same_device, peer,
   /// host (through this process's memory) or network.
   void count_handoff(const std::string& workflow, std::string_view path, uint64_t bytes);
+  /// The HTTP front end cancelled a generation (generation_service.hpp): `reason` client_gone (the
+  /// client closed its connection), slow_client (its stream was cut off: it read slower than the
+  /// model generated) or timeout (no chunk within gateway.request_timeout).
+  void count_generation_cancel(std::string_view reason);
   /// The gateway reached (true) or lost (false) the cluster manager.
   void set_manager_connected(bool connected);
 
@@ -49,6 +53,7 @@ class GatewayInstruments {
   metrics::Gauge& held_;
   metrics::Counter& http_rejected_;
   metrics::CounterFamily& auth_refusals_;
+  metrics::CounterFamily& generation_cancels_;
   metrics::Gauge& manager_connected_;
   metrics::CounterFamily& workflow_requests_;
   metrics::HistogramFamily& workflow_duration_;

@@ -15,9 +15,12 @@
 #include "actors/errors.hpp"
 #include "actors/gateway/gateway_client.hpp"
 #include "actors/gateway/gateway_instruments.hpp"
+#include "actors/gateway/generation_service.hpp"
+#include "actors/gateway/http/generation_endpoints.hpp"
 #include "actors/gateway/http/http_request.hpp"
 #include "actors/gateway/http/http_server.hpp"
 #include "actors/gateway/http/kserve_json.hpp"
+#include "actors/gateway/http/openai_render.hpp"
 #include "actors/gateway/http/repository_json.hpp"
 #include "metrics/metrics.hpp"
 
@@ -31,6 +34,22 @@ void reply_error(httplib::Response& res, const Error& e) {
   res.status = http_status(e.code());
   if (res.status == 503) res.set_header("Retry-After", "1");
   res.set_content(render_error(e.message()), kJson);
+}
+
+/// OpenAI's API lives under /v1/: its errors take OpenAI's shape.
+bool openai_path(const std::string& path) { return path.rfind("/v1/", 0) == 0; }
+
+/// reply_error, in OpenAI's shape under /v1/.
+void reply_error_at(const std::string& path, httplib::Response& res, const Error& e) {
+  if (!openai_path(path)) return reply_error(res, e);
+  res.status = http_status(e.code());
+  if (res.status == 503) res.set_header("Retry-After", "1");
+  res.set_content(render_openai_error(e), kJson);
+}
+
+/// The body of an error with `status` and `message`, in the shape `path` answers in.
+std::string error_body_at(const std::string& path, int status, const std::string& message) {
+  return openai_path(path) ? render_openai_error(status, message) : render_error(message);
 }
 
 HttpServerOptions server_options(const GatewayConfig& config, GatewayInstruments* instruments,
@@ -81,14 +100,23 @@ struct HttpFrontend::Impl {
   const GatewayConfig& config;
   GatewayInstruments* instruments;
   HttpServer server;
+  /// The text generation routes, when a GenerationService was given.
+  std::unique_ptr<GenerationEndpoints> generation;
   std::thread thread;
   uint16_t port = 0;
 
-  Impl(std::shared_ptr<GatewayClient> c, GatewayInstruments* i, std::shared_ptr<const TlsContext> tls)
+  Impl(std::shared_ptr<GatewayClient> c, GatewayInstruments* i, std::shared_ptr<const TlsContext> tls,
+       std::shared_ptr<GenerationService> g)
       : client(std::move(c)),
         config(client->config()),
         instruments(i),
-        server(server_options(config, instruments, std::move(tls))) {}
+        server(server_options(config, instruments, std::move(tls))) {
+    if (g) {
+      generation = std::make_unique<GenerationEndpoints>(std::move(g),
+                                                         std::chrono::microseconds(config.request_timeout_us),
+                                                         instruments, [this] { return server.stopped(); });
+    }
+  }
 
   using BodyHandler = std::function<void(const httplib::Request&, httplib::Response&, const std::string& body)>;
 
@@ -105,7 +133,7 @@ struct HttpFrontend::Impl {
       if (change ? refused_change(req, res) : refused(req, res)) return;
       if (body.error_status != 0) {
         res.status = body.error_status;
-        res.set_content(render_error(body.error), kJson);
+        res.set_content(error_body_at(req.path, body.error_status, body.error), kJson);
         return;
       }
       handler(req, res, body.text);
@@ -118,7 +146,8 @@ struct HttpFrontend::Impl {
     if (!client->requires_token() || req.path == "/v2/health/live" || req.path == "/v2/health/ready") return false;
     std::optional<std::string> header;
     if (req.has_header("Authorization")) header = req.get_header_value("Authorization");
-    return answered(res, client->authorize("http", header ? std::optional<std::string_view>(*header) : std::nullopt));
+    return answered(req, res,
+                    client->authorize("http", header ? std::optional<std::string_view>(*header) : std::nullopt));
   }
 
   /// A call that changes what the cluster serves without the admin scope: answered 401 or 403 here
@@ -126,18 +155,39 @@ struct HttpFrontend::Impl {
   bool refused_change(const httplib::Request& req, httplib::Response& res) {
     std::optional<std::string> header;
     if (req.has_header("Authorization")) header = req.get_header_value("Authorization");
-    return answered(res,
+    return answered(req, res,
                     client->authorize_change("http", header ? std::optional<std::string_view>(*header) : std::nullopt));
   }
 
   /// A refusal `allowed` answered (true), or nothing to answer.
-  static bool answered(httplib::Response& res, const Status& allowed) {
+  static bool answered(const httplib::Request& req, httplib::Response& res, const Status& allowed) {
     if (allowed.ok()) return false;
     if (allowed.error().code() == ErrorCode::unauthenticated) {
       res.set_header("WWW-Authenticate", R"(Bearer realm="ember")");
     }
-    reply_error(res, allowed.error());
+    reply_error_at(req.path, res, allowed.error());
     return true;
+  }
+
+  /// Text generation (generation_endpoints.hpp), when a service was given.
+  void generation_routes() {
+    if (!generation) return;
+    GenerationEndpoints* g = generation.get();
+    server.Get("/v1/models", [g](const httplib::Request& req, httplib::Response& res) { g->models(req, res); });
+    post("/v1/completions", [g](const httplib::Request& req, httplib::Response& res, const std::string& body) {
+      g->openai(OpenAiApi::completions, req, res, body);
+    });
+    post("/v1/chat/completions", [g](const httplib::Request& req, httplib::Response& res, const std::string& body) {
+      g->openai(OpenAiApi::chat, req, res, body);
+    });
+    post(R"(/v2/models/([^/]+)(?:/versions/([0-9]+))?/generate)",
+         [g](const httplib::Request& req, httplib::Response& res, const std::string& body) {
+           g->kserve(/*stream=*/false, req, res, body);
+         });
+    post(R"(/v2/models/([^/]+)(?:/versions/([0-9]+))?/generate_stream)",
+         [g](const httplib::Request& req, httplib::Response& res, const std::string& body) {
+           g->kserve(/*stream=*/true, req, res, body);
+         });
   }
 
   /// load or unload: the repository command of `atom` on the model the path names.
@@ -254,6 +304,7 @@ struct HttpFrontend::Impl {
       if (!text.ok()) return reply_error(res, text.error());
       res.set_content(*text, std::string(metrics::kContentType));
     });
+    generation_routes();
     // Credentials: every call but a POST (its route checks them once the body is read) and the
     // health checks, before routing.
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
@@ -265,11 +316,12 @@ struct HttpFrontend::Impl {
     server.set_error_handler(
         httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
           if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-          res.set_content(render_error(describe_library_error(res.status, req.method, req.path, config.max_body_bytes)),
+          res.set_content(error_body_at(req.path, res.status,
+                                        describe_library_error(res.status, req.method, req.path, config.max_body_bytes)),
                           kJson);
           return httplib::Server::HandlerResponse::Handled;
         }));
-    server.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    server.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
       std::string what = "internal error";
       try {
         if (ep) std::rethrow_exception(ep);
@@ -278,7 +330,7 @@ struct HttpFrontend::Impl {
       } catch (...) {
       }
       res.status = 500;
-      res.set_content(render_error(what), kJson);
+      res.set_content(error_body_at(req.path, 500, what), kJson);
     });
   }
 };
@@ -297,9 +349,10 @@ void HttpFrontend::stop() {
 
 Result<std::unique_ptr<HttpFrontend>> HttpFrontend::start(std::shared_ptr<GatewayClient> client,
                                                           GatewayInstruments* instruments,
-                                                          std::shared_ptr<const TlsContext> tls) {
+                                                          std::shared_ptr<const TlsContext> tls,
+                                                          std::shared_ptr<GenerationService> generation) {
   const bool secure = tls != nullptr;
-  auto impl = std::make_unique<Impl>(std::move(client), instruments, std::move(tls));
+  auto impl = std::make_unique<Impl>(std::move(client), instruments, std::move(tls), std::move(generation));
   const GatewayConfig& config = impl->config;
   impl->server.set_payload_max_length(config.max_body_bytes);
   impl->server.set_keep_alive_max_count(1'000'000);  // httplib's default (5) would close busy connections

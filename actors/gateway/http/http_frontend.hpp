@@ -12,6 +12,10 @@
 //   POST /ember/v1/models/{m}/evict            drop them again
 //   GET  /metrics                              Prometheus text: the gateway and every node
 //
+// With a GenerationService (generation_service.hpp), text generation too (generation_endpoints.hpp):
+//   GET  /v1/models, POST /v1/completions, POST /v1/chat/completions      OpenAI's API
+//   POST /v2/models/{m}[/versions/{v}]/generate, …/generate_stream         KServe v2's generate extension
+//
 // Bodies are KServe v2 JSON (kserve_json.hpp, repository_json.hpp). Every POST body but infer's is
 // optional, and a POST without Content-Length or Transfer-Encoding (`curl -X POST URL`) has an
 // empty body (http_request.hpp says why that needed care with cpp-httplib).
@@ -19,7 +23,9 @@
 // Errors answer {"error": "<message>"} with 400 (bad input, model cannot load), 404 (unknown model
 // or path), 413 (body over the limit), 415 (multipart body), 503 (retryable: no replica in time,
 // node lost, queue full, every HTTP thread busy; with Retry-After), 504 (deadline) or 500. No error
-// is a bare status: errors cpp-httplib answers itself get a message too.
+// is a bare status: errors cpp-httplib answers itself get a message too. Under /v1/ (OpenAI's API)
+// every error, a refused token or an unknown path too, is OpenAI's shape instead:
+// {"error": {"message", "type", "param", "code"}} (openai_render.hpp).
 //
 // HTTP library: cpp-httplib (Debian's libcpp-httplib-dev). It is a small, well-kept library with a
 // thread-pool server, keep-alive and body-size limits, which is all a JSON API needs; Boost.Beast
@@ -46,6 +52,7 @@ namespace ember {
 
 class GatewayClient;
 class GatewayInstruments;
+class GenerationService;
 struct TlsContext;
 
 class HttpFrontend {
@@ -53,9 +60,12 @@ class HttpFrontend {
   /// Binds the client's config().http (port 0: an ephemeral port, see port()) and starts serving.
   /// `instruments` (may be null) counts the connections refused at the limit.
   /// `tls` (may be null: plain HTTP) serves TLS only.
+  /// `generation` (may be null: no generation routes, they are 404) serves text generation; it must
+  /// outlive stop().
   static Result<std::unique_ptr<HttpFrontend>> start(std::shared_ptr<GatewayClient> client,
                                                      GatewayInstruments* instruments,
-                                                     std::shared_ptr<const TlsContext> tls = nullptr);
+                                                     std::shared_ptr<const TlsContext> tls = nullptr,
+                                                     std::shared_ptr<GenerationService> generation = nullptr);
   ~HttpFrontend();
   HttpFrontend(const HttpFrontend&) = delete;
   HttpFrontend& operator=(const HttpFrontend&) = delete;

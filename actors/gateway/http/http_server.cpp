@@ -32,6 +32,18 @@ namespace {
 /// Set on the accept thread while it runs a connection's closure to refuse it.
 thread_local bool t_refusing = false;
 
+/// The socket a serving thread serves (client_gone()); INVALID_SOCKET elsewhere.
+thread_local socket_t t_serving = INVALID_SOCKET;
+
+/// Sets t_serving for a scope.
+class ServingSocket {
+ public:
+  explicit ServingSocket(socket_t sock) { t_serving = sock; }
+  ~ServingSocket() { t_serving = INVALID_SOCKET; }
+  ServingSocket(const ServingSocket&) = delete;
+  ServingSocket& operator=(const ServingSocket&) = delete;
+};
+
 template <class F>
 ssize_t retry_on_eintr(F f) {
   for (;;) {
@@ -280,7 +292,15 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
   return serve(sock);
 }
 
+bool HttpServer::client_gone() {
+  if (t_serving == INVALID_SOCKET) return false;
+  pollfd p{t_serving, POLLRDHUP, 0};
+  if (retry_on_eintr([&] { return static_cast<ssize_t>(::poll(&p, 1, 0)); }) <= 0) return false;
+  return (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
 bool HttpServer::serve(socket_t sock) {
+  const ServingSocket serving(sock);
   const int read_ms = millis(read_timeout_sec_, read_timeout_usec_);
   const int write_ms = millis(write_timeout_sec_, write_timeout_usec_);
   bool ok = false;

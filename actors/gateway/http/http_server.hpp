@@ -62,6 +62,14 @@ class HttpServer : public httplib::Server {
 
   /// Connections refused so far.
   uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
+  /// On a serving thread, inside a handler or a content provider: whether the client of the
+  /// connection this thread serves has closed it or reset it (a FIN counts: an HTTP client waiting
+  /// for its answer does not half-close). Never blocks (one poll with no wait). False on any other
+  /// thread. A long answer (a generation) asks this while it waits, to stop work nobody will read.
+  static bool client_gone();
+  /// True before binding and once stop() was called: a handler that waits lets go (httplib's
+  /// is_running() stays true until every serving thread has returned).
+  bool stopped() const { return svr_sock_ == INVALID_SOCKET; }
   /// After binding: the kernel's queue of connections not accepted yet holds `backlog` (cpp-httplib
   /// listens with 5, so a burst of new connections lost SYNs and waited out TCP's 1 s retransmit).
   /// False when the socket is not bound or listen() refused.
