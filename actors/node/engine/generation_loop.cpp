@@ -103,7 +103,7 @@ bool GenerationLoop::step(uint64_t now_us) {
   for (const gpu::HostTensor& t : *outputs) {
     if (t.name == "logits") logits = &t;
   }
-  if (!logits || logits->desc.dtype != gpu::DType::f32 || logits->desc.shape.rank() != 2 ||
+  if (!logits || logits->desc.dtype != gpu::DType::f32 || logits->desc.shape.rank != 2 ||
       logits->desc.shape[0] != static_cast<int64_t>(st.sequences.size()) ||
       logits->desc.shape[1] != static_cast<int64_t>(spec_.vocab_size)) {
     return fail_step(internal_error("the model's logits are not float32 [" + std::to_string(st.sequences.size()) +

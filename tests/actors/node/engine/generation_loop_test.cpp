@@ -1,0 +1,296 @@
+// GenerationLoop (actors/node/engine/generation_loop.hpp) on a SimDevice, over a small decoder built
+// here (learned positions, two kv_attention blocks with grouped-query heads, a tied-shape head):
+// the tokens a request gets step by step, with its cache in blocks, are the ones the whole sequence
+// recomputed in one step gives; so are a continuous batch's of mixed lengths, and a run whose cache
+// is too small for all of them at once (preempted and recomputed). Seeds repeat and a resumed
+// stream continues as the first would have; stop tokens, max_tokens, cancel, and refused requests.
+#include "actors/node/engine/generation_loop.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "actors/node/engine/step_inputs.hpp"
+#include "model/model_builder.hpp"
+#include "tests/gpu/test_util.hpp"
+
+namespace ember::engine {
+namespace generation_loop_test {
+
+using gpu::DType;
+using gpu::LayerAttrs;
+using gpu::OpKind;
+using gpu::Shape;
+
+constexpr uint64_t KiB = 1ull << 10;
+constexpr uint64_t MiB = 1ull << 20;
+constexpr int64_t kVocab = 97, kEmbed = 32, kHeads = 4, kKvHeads = 2, kHeadDim = 8, kLayers = 2, kContext = 128;
+
+// A GPT-2-shaped decoder over docs/design/generation.md's inputs, random weights (seeded).
+std::shared_ptr<const gpu::Model> decoder(const std::filesystem::path& dir) {
+  gpu::ModelBuilder b("tiny-decoder", 11);
+  const std::string ids = b.input("input_ids", DType::i64, Shape{-1});
+  const std::string pos = b.input("positions", DType::i64, Shape{-1});
+  const std::string meta = b.input("kv_meta", DType::i64, Shape{-1});
+  const std::string last = b.input("last_index", DType::i64, Shape{-1});
+  LayerAttrs emb;
+  emb.num_embeddings = kVocab, emb.embedding_dim = kEmbed;
+  const std::string wte = b.add("wte", OpKind::embedding, emb, {ids}, "wte");
+  emb.num_embeddings = kContext;
+  const std::string wpe = b.add("wpe", OpKind::embedding, emb, {pos}, "wpe");
+  std::string h = b.add("embed", OpKind::add, {}, {wte, wpe});
+  LayerAttrs norm;
+  norm.num_features = kEmbed;
+  for (int64_t l = 0; l < kLayers; ++l) {
+    const std::string p = "h" + std::to_string(l) + ".";
+    const std::string n = b.add(p + "ln", OpKind::layer_norm, norm, {h}, p + "ln");
+    LayerAttrs qkv;
+    qkv.in_features = kEmbed, qkv.out_features = (kHeads + 2 * kKvHeads) * kHeadDim;
+    const std::string q = b.add(p + "qkv", OpKind::linear, qkv, {n}, p + "qkv");
+    LayerAttrs attn;
+    attn.num_heads = kHeads, attn.num_kv_heads = kKvHeads, attn.head_dim = kHeadDim, attn.kv_layer = l;
+    attn.rope_dim = l == 0 ? 0 : kHeadDim;  // one block with rotary, one without
+    const std::string a = b.add(p + "attn", OpKind::kv_attention, attn, {q, pos, meta}, p + "attn");
+    LayerAttrs out;
+    out.in_features = kHeads * kHeadDim, out.out_features = kEmbed;
+    h = b.add(p + "residual", OpKind::add, {}, {h, b.add(p + "proj", OpKind::linear, out, {a}, p + "proj")});
+  }
+  LayerAttrs gather;
+  gather.dim = 0;
+  const std::string g = b.add("last", OpKind::gather, gather, {h, last});
+  const std::string f = b.add("ln_f", OpKind::layer_norm, norm, {g}, "ln_f");
+  LayerAttrs head;
+  head.in_features = kEmbed, head.out_features = kVocab, head.bias = false;
+  b.output(b.add("logits", OpKind::linear, head, {f}, "lm_head"), DType::f32, Shape{-1, kVocab});
+  EXPECT_TRUE(b.write(dir.string()).ok());
+  auto model = gpu::Model::load(dir);
+  EXPECT_TRUE(model.ok()) << model.error().message();
+  return *model;
+}
+
+GenerativeSpec spec() {
+  GenerativeSpec s;
+  s.layout.num_kv_layers = kLayers;
+  s.layout.num_kv_heads = kKvHeads;
+  s.layout.head_dim = kHeadDim;
+  s.layout.block_size = 4;  // small: sequences cross blocks often
+  s.vocab_size = kVocab;
+  s.context_window = kContext;
+  return s;
+}
+
+struct Rig {
+  gpu::testing::TempDir dir;
+  std::unique_ptr<gpu::Device> device = gpu::testing::sim_device(64 * MiB);
+  std::unique_ptr<DeviceMemory> memory;
+  std::shared_ptr<const gpu::Model> model = decoder(dir / "m");
+  std::unique_ptr<gpu::LayerExecutor> ex;
+
+  Rig() {
+    auto m = DeviceMemory::reserve(*device, 16 * MiB, 256 * KiB, 0);
+    EXPECT_TRUE(m.ok()) << m.error().message();
+    memory = std::move(*m);
+    auto e = gpu::LayerExecutor::create(*device, model, {0, model->num_layers()});
+    EXPECT_TRUE(e.ok()) << e.error().message();
+    ex = std::move(*e);
+  }
+  std::unique_ptr<GenerationLoop> loop(GenerationLoopConfig config = {}) {
+    auto l = GenerationLoop::create(*device, *memory, spec(), nullptr, std::move(config));
+    EXPECT_TRUE(l.ok()) << l.error().message();
+    (*l)->attach(ex.get());
+    return std::move(*l);
+  }
+
+  // The reference: greedy tokens, each from the whole sequence so far run in one step over blocks
+  // of its own (no cache carried between steps).
+  std::vector<int32_t> recomputed(std::vector<int32_t> tokens, size_t n) {
+    std::vector<int32_t> out;
+    auto pool = gpu::DeviceBuffer::allocate(*device, 64 * spec().layout.block_bytes());
+    EXPECT_TRUE(pool.ok());
+    std::vector<gpu::DevicePtr> table;
+    for (uint64_t b = 0; b < 64; ++b) table.push_back((*pool)->ptr() + b * spec().layout.block_bytes());
+    for (size_t i = 0; i < n; ++i) {
+      StepSequence s;
+      s.tokens.assign(tokens.begin(), tokens.end());
+      s.table = table;
+      auto in = build_step_inputs({s}, spec().layout.block_size, DType::f32);
+      EXPECT_TRUE(in.ok()) << in.error().message();
+      auto logits = ex->run_host(in->take());
+      EXPECT_TRUE(logits.ok()) << logits.error().message();
+      const float* row = (*logits)[0].as<float>();
+      const int32_t next = static_cast<int32_t>(std::max_element(row, row + kVocab) - row);
+      out.push_back(next);
+      tokens.push_back(next);
+    }
+    return out;
+  }
+};
+
+// What one request received.
+struct Received {
+  std::vector<int32_t> tokens;
+  std::vector<GenerationOutput> finals;
+};
+
+GenerationJob job(const std::string& id, std::vector<int32_t> prompt, int64_t max_tokens,
+                  std::map<std::string, Received>& got) {
+  GenerationJob j;
+  j.id = id;
+  j.prompt = std::move(prompt);
+  j.sampling.temperature = 0;
+  j.stop.max_tokens = max_tokens;
+  j.emit = [&got, id](GenerationOutput out) {
+    Received& r = got[id];
+    r.tokens.insert(r.tokens.end(), out.tokens.begin(), out.tokens.end());
+    if (out.final) r.finals.push_back(std::move(out));
+  };
+  return j;
+}
+
+void run(GenerationLoop& loop, int max_steps = 1000) {
+  for (int i = 0; i < max_steps && loop.step(static_cast<uint64_t>(i)); ++i) {
+  }
+  EXPECT_FALSE(loop.busy());
+}
+
+TEST(GenerationLoop, GreedyTokensStepByStepAreTheWholeSequenceRecomputed) {
+  Rig rig;
+  auto loop = rig.loop();
+  std::map<std::string, Received> got;
+  const std::vector<int32_t> prompt = {5, 17, 3, 88, 41, 2, 9};
+  ASSERT_TRUE(loop->submit(job("a", prompt, 24, got), 0).ok());
+  run(*loop);
+  EXPECT_EQ(got["a"].tokens, rig.recomputed(prompt, 24));
+  ASSERT_EQ(got["a"].finals.size(), 1u);
+  const GenerationOutput& end = got["a"].finals[0];
+  EXPECT_EQ(end.finish, text::FinishReason::length);
+  EXPECT_FALSE(end.error.has_value());
+  EXPECT_EQ(end.prompt_tokens, 7u);
+  EXPECT_EQ(end.completion_tokens, 24u);
+  EXPECT_EQ(loop->stats().kv.in_use, 0u) << "a finished stream's blocks are freed";
+}
+
+TEST(GenerationLoop, AContinuousBatchOfMixedLengthsGivesEachTheTokensItGetsAlone) {
+  Rig rig;
+  GenerationLoopConfig config;
+  config.batcher.max_num_batched_tokens = 8;  // prompts arrive in chunks beside the decodes
+  config.batcher.max_num_seqs = 4;
+  auto loop = rig.loop(config);
+  std::map<std::string, Received> got;
+  const std::vector<std::vector<int32_t>> prompts = {{1, 2, 3}, {60, 61, 62, 63, 64, 65, 66, 67, 68, 69, 70}, {42}};
+  ASSERT_TRUE(loop->submit(job("p0", prompts[0], 16, got), 0).ok());
+  ASSERT_TRUE(loop->step(0));
+  ASSERT_TRUE(loop->step(1));
+  ASSERT_TRUE(loop->submit(job("p1", prompts[1], 9, got), 2).ok());  // joins the running batch
+  ASSERT_TRUE(loop->step(2));
+  ASSERT_TRUE(loop->submit(job("p2", prompts[2], 20, got), 3).ok());
+  run(*loop);
+  EXPECT_EQ(got["p0"].tokens, rig.recomputed(prompts[0], 16));
+  EXPECT_EQ(got["p1"].tokens, rig.recomputed(prompts[1], 9));
+  EXPECT_EQ(got["p2"].tokens, rig.recomputed(prompts[2], 20));
+  EXPECT_GT(loop->stats().batcher.max_step_tokens, 1u);
+}
+
+TEST(GenerationLoop, ACacheTooSmallForAllPreemptsAndRecomputesWithoutChangingATokenOrDroppingOne) {
+  Rig rig;
+  GenerationLoopConfig config;
+  config.kv.budget_bytes = 10 * spec().layout.block_bytes();  // 40 positions for three streams of ~30
+  config.kv.host_bytes = 0;                                   // no swap space: recompute
+  auto loop = rig.loop(config);
+  std::map<std::string, Received> got;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(loop->submit(job("s" + std::to_string(i), {7 + i, 8, 9}, 26, got), 0).ok());
+  }
+  run(*loop);
+  for (int i = 0; i < 3; ++i) {
+    const std::string id = "s" + std::to_string(i);
+    EXPECT_EQ(got[id].tokens, rig.recomputed({7 + i, 8, 9}, 26)) << id;
+    ASSERT_EQ(got[id].finals.size(), 1u) << id;
+    EXPECT_FALSE(got[id].finals[0].error.has_value()) << id;
+  }
+  EXPECT_GT(loop->stats().batcher.preempted_recompute, 0u);
+}
+
+TEST(GenerationLoop, ASeedRepeatsAndAResumedStreamContinuesAsTheFirstWould) {
+  Rig rig;
+  auto loop = rig.loop();
+  std::map<std::string, Received> got;
+  auto sampled = [&](const std::string& id, std::vector<int32_t> resumed) {
+    GenerationJob j = job(id, {3, 1, 4, 1, 5}, 20, got);
+    j.sampling.temperature = 1.5f;
+    j.sampling.top_k = 20;
+    j.sampling.seed = 1234;
+    j.resumed = std::move(resumed);
+    return j;
+  };
+  ASSERT_TRUE(loop->submit(sampled("first", {}), 0).ok());
+  ASSERT_TRUE(loop->submit(sampled("again", {}), 0).ok());
+  run(*loop);
+  ASSERT_EQ(got["first"].tokens.size(), 20u);
+  EXPECT_EQ(got["again"].tokens, got["first"].tokens);
+  const std::vector<int32_t> sent(got["first"].tokens.begin(), got["first"].tokens.begin() + 8);
+  ASSERT_TRUE(loop->submit(sampled("resumed", sent), 10).ok());
+  run(*loop);
+  EXPECT_EQ(got["resumed"].tokens, std::vector<int32_t>(got["first"].tokens.begin() + 8, got["first"].tokens.end()));
+  EXPECT_EQ(got["resumed"].finals.at(0).completion_tokens, 20u) << "the resumed tokens count as generated";
+  GenerationJob other = sampled("other seed", {});
+  other.sampling.seed = 99;
+  ASSERT_TRUE(loop->submit(std::move(other), 20).ok());
+  run(*loop);
+  EXPECT_NE(got["other seed"].tokens, got["first"].tokens);
+}
+
+TEST(GenerationLoop, AStopTokenEndsTheStreamAndACancelledOneGetsNothingMore) {
+  Rig rig;
+  auto loop = rig.loop();
+  std::map<std::string, Received> got;
+  const std::vector<int32_t> prompt = {10, 20, 30};
+  const std::vector<int32_t> want = rig.recomputed(prompt, 12);
+  GenerationJob stopping = job("stop", prompt, 12, got);
+  stopping.stop.stop_token_ids = {want[4]};
+  ASSERT_TRUE(loop->submit(std::move(stopping), 0).ok());
+  ASSERT_TRUE(loop->submit(job("gone", prompt, 12, got), 0).ok());
+  ASSERT_TRUE(loop->step(0));  // both prefilled, first token each
+  ASSERT_TRUE(loop->cancel("gone"));
+  EXPECT_FALSE(loop->cancel("gone"));
+  run(*loop);
+  const auto first_stop = std::find(want.begin(), want.end(), want[4]) - want.begin();
+  // The stop token ends the stream and is not sent (as OpenAI and vLLM leave out an end token).
+  EXPECT_EQ(got["stop"].tokens, std::vector<int32_t>(want.begin(), want.begin() + first_stop));
+  EXPECT_EQ(got["stop"].finals.at(0).finish, text::FinishReason::stop);
+  EXPECT_EQ(got["gone"].tokens.size(), 1u);
+  EXPECT_TRUE(got["gone"].finals.empty());
+  EXPECT_EQ(loop->stats().kv.in_use, 0u);
+}
+
+TEST(GenerationLoop, RefusesWhatCannotRunBeforeTakingIt) {
+  Rig rig;
+  auto loop = rig.loop();
+  std::map<std::string, Received> got;
+  auto refused = [&](GenerationJob j) {
+    Status s = loop->submit(std::move(j), 0);
+    EXPECT_FALSE(s.ok());
+    return s.ok() ? ErrorCode::internal : s.error().code();
+  };
+  EXPECT_EQ(refused(job("empty", {}, 4, got)), ErrorCode::invalid_argument);
+  EXPECT_EQ(refused(job("vocab", {1, kVocab}, 4, got)), ErrorCode::invalid_argument);
+  EXPECT_EQ(refused(job("negative", {1, -3}, 4, got)), ErrorCode::invalid_argument);
+  EXPECT_EQ(refused(job("window", std::vector<int32_t>(kContext, 1), 4, got)), ErrorCode::invalid_argument);
+  EXPECT_EQ(refused(job("too many", {1, 2}, kContext, got)), ErrorCode::invalid_argument);
+  GenerationJob hot = job("hot", {1}, 4, got);
+  hot.sampling.temperature = -1;
+  EXPECT_EQ(refused(std::move(hot)), ErrorCode::invalid_argument);
+  GenerationJob strings = job("strings", {1}, 4, got);
+  strings.stop_strings = {"end"};
+  EXPECT_EQ(refused(std::move(strings)), ErrorCode::invalid_argument) << "no tokenizer: no text to match";
+  ASSERT_TRUE(loop->submit(job("twice", {1}, 4, got), 0).ok());
+  EXPECT_EQ(refused(job("twice", {1}, 4, got)), ErrorCode::invalid_argument);
+  run(*loop);
+  EXPECT_TRUE(got.count("empty") == 0 && got.count("vocab") == 0) << "a refused request is never answered";
+}
+
+}  // namespace generation_loop_test
+}  // namespace ember::engine
