@@ -1,6 +1,7 @@
 #include "text/sampling.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cfloat>
 #include <climits>
 #include <cmath>
@@ -59,6 +60,80 @@ class TopN {
   std::vector<Item> best_;
 };
 
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Sums of w in blocks of kBlock, each in eight float lanes folded into a double: a fixed order (so
+// the same row always gives the same sums), and one the compiler vectorizes.
+constexpr size_t kBlock = 256;
+constexpr size_t kLanes = 8;
+void block_sums(const std::vector<float>& w, std::vector<double>& sums) {
+  const size_t n = w.size();
+  sums.resize((n + kBlock - 1) / kBlock);
+  for (size_t b = 0; b < sums.size(); ++b) {
+    size_t i = b * kBlock;
+    const size_t end = std::min(n, i + kBlock);
+    float acc[kLanes] = {};
+    for (; i + kLanes <= end; i += kLanes)
+      for (size_t j = 0; j < kLanes; ++j) acc[j] += w[i + j];
+    double sum = 0;
+    for (float a : acc) sum += a;
+    for (; i < end; ++i) sum += w[i];
+    sums[b] = sum;
+  }
+}
+
+inline float exp_le0(float z) {
+  // Cephes' expf (Moshier): z = n ln2 + r with |r| <= ln2 / 2, exp(r) by a degree-7 polynomial, 2^n
+  // written into the exponent bits. Branch-free, so the loops over a row vectorize; the rounding
+  // trick needs strict IEEE float arithmetic, which this build has (no -ffast-math), and the selects
+  // vectorize because text/CMakeLists.txt compiles with -fno-trapping-math.
+  const bool underflow = !(z >= -87.0f);  // exp(-87) ~ 1.6e-38 is about the smallest normal float
+  const float x = underflow ? -87.0f : z;
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(x / ln2)
+  const float r = (x - n * 0.693359375f) + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  const float scale = std::bit_cast<float>((static_cast<int32_t>(n) + 127) << 23);  // n in [-126, 0]
+  return underflow ? 0.0f : p * scale;
+}
+
+// The row's copy, its NaN/+inf check and its maximum, in eight lanes (vectorized).
+float copy_max(const float* __restrict in, float* __restrict out, size_t n, bool& bad) {
+  float lane_max[kLanes], lane_bad[kLanes];
+  for (size_t j = 0; j < kLanes; ++j) lane_max[j] = -kInf, lane_bad[j] = 0;
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (size_t j = 0; j < kLanes; ++j) {
+      const float v = in[i + j];
+      out[i + j] = v;
+      lane_bad[j] = v < kInf ? lane_bad[j] : 1.0f;  // NaN or +inf
+      lane_max[j] = v > lane_max[j] ? v : lane_max[j];
+    }
+  }
+  float max = -kInf;
+  bad = false;
+  for (size_t j = 0; j < kLanes; ++j) max = std::max(max, lane_max[j]), bad |= lane_bad[j] != 0;
+  for (; i < n; ++i) {
+    out[i] = in[i];
+    bad |= !(in[i] < kInf);
+    max = std::max(max, in[i]);
+  }
+  return max;
+}
+
+// w = exp(z - shift) where z - shift >= cut, else 0 (vectorized).
+void exp_row(const float* __restrict z, float* __restrict w, size_t n, float shift, float cut) {
+  for (size_t i = 0; i < n; ++i) {
+    const float x = z[i] - shift;
+    const float e = exp_le0(x);
+    w[i] = x >= cut ? e : 0.0f;
+  }
+}
 }  // namespace
 
 double sampling_uniform(uint64_t seed, uint64_t index) {
@@ -68,6 +143,8 @@ double sampling_uniform(uint64_t seed, uint64_t index) {
   const uint64_t bits = mix64(mix64(seed) + (index + 1) * 0x9e3779b97f4a7c15ULL);
   return static_cast<double>(bits >> 11) * 0x1.0p-53;
 }
+
+float sampling_exp(float z) { return exp_le0(z); }
 
 Status SamplingParams::validate() const {
   if (!std::isfinite(temperature) || temperature < 0) return out_of_range("temperature", "a finite number >= 0", temperature);
@@ -128,23 +205,17 @@ Status Sampler::process(std::span<const float> logits, const TokenCounts& counts
   if (logits.size() != vocab_)
     return invalid_argument("sampling: logits row has " + std::to_string(logits.size()) + " entries, the vocabulary " +
                             std::to_string(vocab_));
-  constexpr float inf = std::numeric_limits<float>::infinity();
   logits_.resize(vocab_);
   bool bad = false;
-  float max = -inf;
-  int32_t argmax = -1;
-  for (size_t i = 0; i < vocab_; ++i) {
-    const float v = logits[i];
-    bad |= !(v < inf);  // NaN or +inf
-    logits_[i] = v;
-    if (v > max) max = v, argmax = static_cast<int32_t>(i);
-  }
+  float max = copy_max(logits.data(), logits_.data(), vocab_, bad);
   if (bad) {
-    for (size_t i = 0; i < vocab_; ++i) {
-      if (!(logits[i] < inf))
-        return internal_error("sampling: the model's logit for token " + std::to_string(i) + " is " + num(logits[i]));
+    for (size_t k = 0; k < vocab_; ++k) {
+      if (!(logits[k] < kInf))
+        return internal_error("sampling: the model's logit for token " + std::to_string(k) + " is " + num(logits[k]));
     }
   }
+  if (max == -kInf) return internal_error("sampling: every logit is -infinity, the model gave no distribution");
+  int32_t argmax = static_cast<int32_t>(std::find(logits_.begin(), logits_.end(), max) - logits_.begin());
   // Steps 1 and 2 touch few entries; the maximum is rescanned only when they lower its holder. A
   // penalised or biased logit is kept finite (a tiny repetition penalty could overflow it).
   bool lowered_max = false;
@@ -169,12 +240,10 @@ Status Sampler::process(std::span<const float> logits, const TokenCounts& counts
   }
   for (const auto& [id, bias] : params_.logit_bias) adjust(id, logits_[static_cast<size_t>(id)] + bias);
   if (lowered_max) {
-    max = -inf, argmax = -1;
-    for (size_t i = 0; i < vocab_; ++i) {
-      if (logits_[i] > max) max = logits_[i], argmax = static_cast<int32_t>(i);
-    }
+    max = *std::max_element(logits_.begin(), logits_.end());
+    argmax = static_cast<int32_t>(std::find(logits_.begin(), logits_.end(), max) - logits_.begin());
   }
-  if (argmax < 0) return internal_error("sampling: every logit is -infinity, the model gave no distribution");
+  if (max == -kInf) return internal_error("sampling: every logit is -infinity after the penalties and bias");
   max_logit_ = max;
   argmax_ = argmax;
   return Status::OK();
@@ -183,7 +252,15 @@ Status Sampler::process(std::span<const float> logits, const TokenCounts& counts
 Result<SampledToken> Sampler::sample(std::span<const float> logits, const TokenCounts& counts, uint64_t index) {
   EMBER_RETURN_IF_ERROR(process(logits, counts));
   if (params_.temperature == 0) return greedy();
-  return draw(index);
+  // Step 3 in place: logits_ becomes z = (logit - max) / temperature, <= 0, 0 at the argmax.
+  const float max = max_logit_, temperature = params_.temperature;
+  for (float& v : logits_) v = (v - max) / temperature;
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < vocab_ &&
+      static_cast<size_t>(params_.top_k) <= kSmallTopK) {
+    select_small_top_k(static_cast<size_t>(params_.top_k));
+    return draw_candidates(index);
+  }
+  return draw_row(index);
 }
 
 SampledToken Sampler::greedy() {
@@ -191,59 +268,125 @@ SampledToken Sampler::greedy() {
   out.id = argmax_;
   if (!params_.logprobs) return out;
   // The final distribution of a greedy request is softmax of the processed logits (header).
+  weights_.resize(vocab_);
+  exp_row(logits_.data(), weights_.data(), vocab_, max_logit_, -kInf);
+  block_sums(weights_, sums_);
   double total = 0;
-  TopN top(params_.top_logprobs);
-  for (size_t i = 0; i < vocab_; ++i) {
-    const float z = logits_[i] - max_logit_;
-    total += std::exp(z);
-    if (z != -std::numeric_limits<float>::infinity()) top.offer(z, static_cast<int32_t>(i));
-  }
+  for (double s : sums_) total += s;
   const double log_total = std::log(total);
   out.logprob = static_cast<float>(-log_total);
-  for (const auto& item : top.best()) out.top.push_back({item.id, static_cast<float>(item.z - log_total)});
+  if (params_.top_logprobs > 0) {
+    TopN top(params_.top_logprobs);
+    for (size_t i = 0; i < vocab_; ++i) {
+      if (logits_[i] != -kInf) top.offer(logits_[i] - max_logit_, static_cast<int32_t>(i));
+    }
+    for (const auto& item : top.best()) out.top.push_back({item.id, static_cast<float>(item.z - log_total)});
+  }
   return out;
 }
 
-size_t Sampler::bucket(float z) {
-  const float scaled = -z * kBucketsPerUnit;
-  return scaled < static_cast<float>(kBuckets - 1) ? static_cast<size_t>(scaled) : kBuckets - 1;
-}
-
-// Step 4 as a selection: the bucket that holds the k-th most likely token, from the histogram of
-// counts, then nth_element among that bucket's tokens only.
-Sampler::Threshold Sampler::select_top_k(size_t k) {
-  size_t above = 0, b = 0;
-  for (; b < kBuckets; ++b) {
-    if (above + counts_[b] >= k) break;
-    above += counts_[b];
-  }
-  if (b == kBuckets) return {};  // fewer than k tokens are possible at all
+// Step 4 for a small k, as a streaming selection: tokens at or above the running threshold (the
+// k-th best so far) are gathered; when the buffer fills, nth_element keeps the best k and raises
+// the threshold. Almost every token fails one comparison.
+void Sampler::select_small_top_k(size_t k) {
+  const size_t cap = k + 4096;
   candidates_.clear();
+  float threshold = -kInf;
+  auto compact = [&] {
+    std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<ptrdiff_t>(k - 1), candidates_.end(),
+                     Ranked{});
+    candidates_.resize(k);
+    threshold = candidates_[k - 1].z;
+  };
   for (size_t i = 0; i < vocab_; ++i) {
     const float z = logits_[i];
-    if (z != -std::numeric_limits<float>::infinity() && bucket(z) == b) candidates_.push_back({z, static_cast<int32_t>(i)});
+    if (z >= threshold && z != -kInf) {
+      candidates_.push_back({z, static_cast<int32_t>(i)});
+      if (candidates_.size() == cap) compact();
+    }
   }
-  const size_t r = k - above;  // in [1, counts_[b]]
-  std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<ptrdiff_t>(r - 1), candidates_.end(), Ranked{});
-  return {candidates_[r - 1].z, candidates_[r - 1].id};
+  if (candidates_.size() > k) compact();
 }
 
-// Step 5 as a selection: the bucket in which the mass, most likely first, reaches `target`, from
-// the histogram of mass, then that bucket's tokens ranked in growing batches (nth_element, then a
-// sort of the batch) until the crossing token.
-Sampler::Threshold Sampler::select_top_p(double target) {
+// Steps 5-7 on the (at most kSmallTopK) candidates of a small top-k.
+SampledToken Sampler::draw_candidates(uint64_t index) {
+  std::sort(candidates_.begin(), candidates_.end(), Ranked{});
+  size_t kept = candidates_.size();
+  if (params_.top_p < 1.0f) {
+    double total = 0;
+    for (const Candidate& c : candidates_) total += exp_le0(c.z);
+    const double target = static_cast<double>(params_.top_p) * total;
+    double cum = 0;
+    for (size_t i = 0; i < candidates_.size(); ++i) {
+      cum += exp_le0(candidates_[i].z);
+      if (cum >= target) {
+        kept = i + 1;
+        break;
+      }
+    }
+  }
+  if (params_.min_p > 0) {
+    const float floor = std::log(params_.min_p);  // the first candidate's z is 0
+    while (kept > 1 && candidates_[kept - 1].z < floor) --kept;
+  }
+  candidates_.resize(kept);
+  SampledToken out;
+  const size_t n_top = params_.logprobs ? std::min<size_t>(params_.top_logprobs, kept) : 0;
+  for (size_t i = 0; i < n_top; ++i) out.top.push_back({candidates_[i].id, candidates_[i].z});  // z for now
+  // Step 7 in id order, as on a whole row.
+  std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+  double total = 0;
+  for (const Candidate& c : candidates_) total += exp_le0(c.z);
+  const double target = sampling_uniform(seed_, index) * total;
+  double cum = 0;
+  const Candidate* pick = nullptr;
+  for (const Candidate& c : candidates_) {
+    const float w = exp_le0(c.z);
+    if (w == 0) continue;
+    pick = &c;
+    cum += w;
+    if (target < cum) break;
+  }
+  if (pick == nullptr) pick = &candidates_.front();  // every kept weight underflowed: not with z = 0 kept
+  out.id = pick->id;
+  if (params_.logprobs) {
+    const double log_total = std::log(total);
+    out.logprob = static_cast<float>(pick->z - log_total);
+    for (TokenLogprob& t : out.top) t.logprob = static_cast<float>(t.logprob - log_total);
+  }
+  return out;
+}
+
+// Step 4 for a large k: nth_element over every possible token (linear, but with a large constant;
+// requests with k above kSmallTopK are rare).
+Sampler::Threshold Sampler::select_large_top_k(size_t k) {
+  candidates_.clear();
+  for (size_t i = 0; i < vocab_; ++i) {
+    if (logits_[i] != -kInf) candidates_.push_back({logits_[i], static_cast<int32_t>(i)});
+  }
+  if (candidates_.size() <= k) return {};
+  std::nth_element(candidates_.begin(), candidates_.begin() + static_cast<ptrdiff_t>(k - 1), candidates_.end(), Ranked{});
+  return {candidates_[k - 1].z, candidates_[k - 1].id};
+}
+
+// Step 5 on a whole row: a histogram of the mass over z (branch-free, every token adding its weight
+// to its bucket) finds the bucket where the cut falls, and only that bucket's tokens are ranked, in
+// growing batches (nth_element, then a sort of the batch), until the crossing token.
+Sampler::Threshold Sampler::select_top_p(double total) {
+  const double target = static_cast<double>(params_.top_p) * total;
+  mass_.assign(kBuckets, 0.0);
+  for (size_t i = 0; i < vocab_; ++i) mass_[bucket(logits_[i])] += weights_[i];
   double cum = 0;
   size_t b = 0;
   for (; b < kBuckets; ++b) {
     if (cum + mass_[b] >= target) break;
     cum += mass_[b];
   }
-  if (b == kBuckets) {  // rounding kept the sum short of the target: keep everything
-    return {};
-  }
+  if (b == kBuckets) return {};  // rounding kept the sum short of the target: keep everything
   candidates_.clear();
   for (size_t i = 0; i < vocab_; ++i) {
-    if (weights_[i] > 0 && bucket(logits_[i]) == b) candidates_.push_back({logits_[i], static_cast<int32_t>(i)});
+    if (bucket(logits_[i]) == b && weights_[i] > 0)
+      candidates_.push_back({logits_[i], static_cast<int32_t>(i)});
   }
   auto first = candidates_.begin();
   size_t ranked = 0;
@@ -262,71 +405,75 @@ Sampler::Threshold Sampler::select_top_p(double target) {
   return {};  // rounding again: the whole bucket crosses it
 }
 
-SampledToken Sampler::draw(uint64_t index) {
-  const float temperature = params_.temperature;
-  const bool top_k = params_.top_k > 0 && static_cast<size_t>(params_.top_k) < vocab_;
+// Steps 4 (a large k), 5, 6 and 7 on the whole row.
+SampledToken Sampler::draw_row(uint64_t index) {
   const bool top_p = params_.top_p < 1.0f;
   // Step 6's floor: probability at least min_p times the most likely token's, whose z is 0.
-  const float floor = params_.min_p > 0 ? std::log(params_.min_p) : -std::numeric_limits<float>::infinity();
-  // Step 3 in place: logits_ becomes z. Step 4 needs every z before any weight.
+  const float floor = params_.min_p > 0 ? std::log(params_.min_p) : -kInf;
   Threshold keep;
-  if (top_k) {
-    counts_.assign(kBuckets, 0);
-    for (size_t i = 0; i < vocab_; ++i) {
-      const float z = (logits_[i] - max_logit_) / temperature;
-      logits_[i] = z;
-      if (z != -std::numeric_limits<float>::infinity()) ++counts_[bucket(z)];
-    }
-    keep = select_top_k(static_cast<size_t>(params_.top_k));
-  }
-  // The weights of the top-k set: all of it for step 5's mass, or already cut by step 6 without it.
-  if (top_p) mass_.assign(kBuckets, 0.0);
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < vocab_) keep = select_large_top_k(static_cast<size_t>(params_.top_k));
+  // Weights of the top-k set: all of it for step 5's mass, or already cut by step 6 without it.
+  const float cut = top_p ? -kInf : floor;
   weights_.resize(vocab_);
-  double total = 0;
-  for (size_t i = 0; i < vocab_; ++i) {
-    const float z = top_k ? logits_[i] : (logits_[i] - max_logit_) / temperature;
-    logits_[i] = z;
-    float w = 0;
-    if (keep.keeps(z, static_cast<int32_t>(i)) && (top_p || z >= floor)) w = std::exp(z);
-    weights_[i] = w;
-    total += w;
-    if (top_p) mass_[bucket(z)] += w;
-  }
-  if (top_p) {
-    keep = select_top_p(static_cast<double>(params_.top_p) * total);
-    total = 0;
+  if (keep.keeps_all()) {
+    exp_row(logits_.data(), weights_.data(), vocab_, 0.0f, cut);
+  } else {
     for (size_t i = 0; i < vocab_; ++i) {
-      if (weights_[i] > 0 && !(keep.keeps(logits_[i], static_cast<int32_t>(i)) && logits_[i] >= floor)) weights_[i] = 0;
-      total += weights_[i];
+      const float z = logits_[i];
+      weights_[i] = z >= cut && keep.keeps(z, static_cast<int32_t>(i)) ? exp_le0(z) : 0.0f;
     }
   }
-  // Step 7 over the kept tokens in id order. The most likely token is always kept with weight 1,
-  // so total >= 1.
+  block_sums(weights_, sums_);
+  double total = 0;
+  for (double s : sums_) total += s;
+  if (top_p) {
+    keep = select_top_p(total);
+    // Kept: z at or above the cut's and min-p's floor (vectorized), then the ties at the cut's z
+    // that rank below it (higher ids) dropped.
+    const float lowest = std::max(keep.z, floor);
+    float* w = weights_.data();
+    const float* z = logits_.data();
+    for (size_t i = 0; i < vocab_; ++i) w[i] = z[i] >= lowest ? w[i] : 0.0f;
+    if (!keep.keeps_all()) {
+      for (size_t i = static_cast<size_t>(keep.id) + 1; i < vocab_; ++i) {
+        if (z[i] == keep.z) w[i] = 0;
+      }
+    }
+    block_sums(weights_, sums_);
+    total = 0;
+    for (double s : sums_) total += s;
+  }
+  // Step 7 over the kept tokens in id order: the block whose sum crosses the target, then the token
+  // within it. The most likely token is always kept with weight 1, so total >= 1.
   const double target = sampling_uniform(seed_, index) * total;
   double cum = 0;
-  size_t pick = vocab_, last_kept = static_cast<size_t>(argmax_);
-  for (size_t i = 0; i < vocab_; ++i) {
-    if (weights_[i] == 0) continue;
-    last_kept = i;
-    cum += weights_[i];
-    if (target < cum) {
+  size_t pick = vocab_;
+  for (size_t b = 0; b < sums_.size() && pick == vocab_; ++b) {
+    if (!(target < cum + sums_[b]) && b + 1 < sums_.size()) {
+      cum += sums_[b];
+      continue;
+    }
+    // Rounding may keep the block's own walk short of the target: then its last kept token.
+    for (size_t i = b * kBlock; i < std::min(vocab_, (b + 1) * kBlock); ++i) {
+      if (weights_[i] == 0) continue;
       pick = i;
-      break;
+      cum += weights_[i];
+      if (target < cum) break;
     }
   }
-  if (pick == vocab_) pick = last_kept;  // rounding kept the sum short of the target
+  if (pick == vocab_) pick = static_cast<size_t>(argmax_);  // the last block was empty (rounding)
   SampledToken out;
   out.id = static_cast<int32_t>(pick);
   if (params_.logprobs) {
     const double log_total = std::log(total);
     out.logprob = static_cast<float>(logits_[pick] - log_total);
-    TopN top(params_.top_logprobs);
     if (params_.top_logprobs > 0) {
+      TopN top(params_.top_logprobs);
       for (size_t i = 0; i < vocab_; ++i) {
         if (weights_[i] > 0) top.offer(logits_[i], static_cast<int32_t>(i));
       }
+      for (const auto& item : top.best()) out.top.push_back({item.id, static_cast<float>(item.z - log_total)});
     }
-    for (const auto& item : top.best()) out.top.push_back({item.id, static_cast<float>(item.z - log_total)});
   }
   return out;
 }

@@ -192,6 +192,56 @@ TEST(Sampling, TopKBreaksTiesAtTheBoundaryTowardsLowerIds) {
   expect_distribution(frequencies(p, logits_of({0.4, 0.15, 0.15, 0.15, 0.15})), {0.4 / 0.55, 0.15 / 0.55, 0, 0, 0});
 }
 
+TEST(Sampling, ASmallTopKOverManyTiesKeepsTheLowestIds) {
+  // 10,000 equal logits and k = 10: the streaming selection trims its buffer (4,106 entries) more
+  // than once, and must end with ids 0-9, each drawn about a tenth of the time.
+  const std::vector<float> logits(10000, 1.5f);
+  SamplingParams p;
+  p.top_k = 10;
+  p.seed = 8;
+  Sampler s = make(p, logits.size());
+  std::vector<int> seen(10, 0);
+  for (uint64_t i = 0; i < 2000; ++i) {
+    const int32_t id = pick(s, logits, i);
+    ASSERT_LT(id, 10);
+    ++seen[static_cast<size_t>(id)];
+  }
+  for (int n : seen) EXPECT_NEAR(n, 200, 5 * std::sqrt(2000 * 0.1 * 0.9)) << "counts of one id";
+}
+
+TEST(Sampling, ALargeTopKCutsInsideATie) {
+  // k = 1,100 > kSmallTopK: the even ids (logit 1) are the best 1,000, and of the odd ids (logit 0,
+  // all tied) only the 100 lowest, 1 to 199, are kept; together 100 / (1000 e + 100) of the mass.
+  std::vector<float> logits(2000);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = i % 2 == 0 ? 1.0f : 0.0f;
+  SamplingParams p;
+  p.top_k = 1100;
+  p.seed = 9;
+  Sampler s = make(p, logits.size());
+  int odd = 0;
+  for (uint64_t i = 0; i < kDraws; ++i) {
+    const int32_t id = pick(s, logits, i);
+    if (id % 2 == 1) {
+      ASSERT_LE(id, 199);
+      ++odd;
+    }
+  }
+  const double expected = 100 / (1000 * std::exp(1.0) + 100);
+  EXPECT_NEAR(static_cast<double>(odd) / kDraws, expected, 5 * std::sqrt(expected * (1 - expected) / kDraws));
+}
+
+TEST(Sampling, TheExponentialIsWithinAFewUlps) {
+  EXPECT_EQ(sampling_exp(0.0f), 1.0f);
+  EXPECT_EQ(sampling_exp(-std::numeric_limits<float>::infinity()), 0.0f);
+  EXPECT_EQ(sampling_exp(-100.0f), 0.0f);
+  double worst = 0;
+  for (float z = -87.0f; z <= 0.0f; z += 0.00123f) {
+    const double want = std::exp(static_cast<double>(z));
+    worst = std::max(worst, std::fabs(sampling_exp(z) - want) / want);
+  }
+  EXPECT_LT(worst, 1.5e-7);  // about 1 ulp of a float (every float in [-87, 0] was checked once: 8.2e-8)
+}
+
 TEST(Sampling, TopPKeepsTheShortestPrefixThatReachesIt) {
   const std::vector<double> probs = {0.05, 0.5, 0.15, 0.3};
   SamplingParams p;
