@@ -23,10 +23,15 @@
 #include "gpu/shadow_split.hpp"
 #include "model/host_tensor.hpp"
 #include "model/model.hpp"
+#include "text/sampling.hpp"
+#include "text/stop_conditions.hpp"
 
 namespace ember {
 
 class EngineGate;
+namespace text {
+class Tokenizer;
+}
 
 /// A run of a resident model: its outputs (named as the model names them) and its times.
 struct InferResult {
@@ -42,6 +47,39 @@ struct InferResult {
 /// engine refused the job: its queue was full). An error answers the job with it, before anything
 /// changed on the device.
 using RunInputs = std::function<Result<std::vector<gpu::HostTensor>>()>;
+
+/// What the loop streams to a request; `final` on the last.
+struct GenerationOutput {
+  std::vector<int32_t> tokens;  // generated since the last output
+  std::string text;             // their text (what of it may be sent now)
+  /// Per token of `tokens` when the request asked for log probabilities.
+  std::vector<text::SampledToken> logprobs;
+  bool final = false;
+  text::FinishReason finish = text::FinishReason::none;
+  uint32_t prompt_tokens = 0, completion_tokens = 0;  // on the final output
+  std::optional<Error> error;                         // the final output of a failed stream
+};
+
+/// One generation request as a model's GenerationLoop runs it (actors/node/engine/generation_loop.hpp):
+/// the executor makes it from the client's request on the engine's thread (tokenized, the chat
+/// template applied), and `emit` carries each GenerationOutput back.
+struct GenerationJob {
+  std::string id;               // the request's (cancel() names it)
+  std::vector<int32_t> prompt;  // token ids, the chat template applied
+  /// Ids a lost replica already sent: fed after the prompt, counted as generated, never sent again.
+  std::vector<int32_t> resumed;
+  text::SamplingParams sampling;
+  uint64_t fallback_seed = 0;   // the seed when sampling has none
+  text::StopParams stop;
+  std::vector<std::string> stop_strings;
+  bool skip_special_tokens = true;
+  std::function<void(GenerationOutput)> emit;
+};
+
+/// Makes a generation's job when it starts, on the engine's thread, with the model's tokenizer (null
+/// when the model carries none): the gpu_executor tokenizes the client's prompt there, not on its
+/// actor. An error answers the run with it (nothing was generated).
+using MakeGeneration = std::function<Result<GenerationJob>(const text::Tokenizer*)>;
 
 /// One request on a model that may not be resident (late binding). The router fills what to copy,
 /// evict and keep; the executor fills key, make_inputs and wanted from the client's request.
@@ -78,6 +116,11 @@ struct SwapRun {
   /// job with a SwapRunResult that holds only that error and inputs_failed (nothing evicted, copied
   /// or run).
   RunInputs make_inputs;
+  /// A generation (docs/design/generation.md) instead of a run: once the model is resident, the job
+  /// this makes joins the model's generation loop on this device, which streams through the job's
+  /// `emit` from then on; the SwapRunResult answers when it joined (outputs empty) or why it did
+  /// not (nothing was generated, `emit` is never called).
+  MakeGeneration generate;
 };
 
 /// What a SwapRun did: its answer and what changed on the device.

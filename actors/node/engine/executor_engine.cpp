@@ -14,6 +14,8 @@ using Clock = std::chrono::steady_clock;
 uint64_t us_between(Clock::time_point a, Clock::time_point b) {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(b - a).count());
 }
+/// Microseconds on the steady clock, for the generation loops' queue times.
+uint64_t now_us() { return us_between(Clock::time_point{}, Clock::now()); }
 }  // namespace
 
 ExecutorEngine::ExecutorEngine(std::unique_ptr<gpu::Device> device, EngineOptions options)
@@ -39,6 +41,7 @@ Result<std::unique_ptr<ExecutorEngine>> ExecutorEngine::create(std::unique_ptr<g
   e->kept_ = std::make_unique<engine::KeptValues>(d, *e->memory_, options.node, e->gate_.get());
   e->jobs_ = std::make_unique<engine::JobWorker>(d, options.max_queue);
   e->shadows_ = std::make_unique<engine::ShadowHost>(d, *e->memory_, *e->jobs_);
+  e->generations_ = std::make_unique<engine::Generations>(d, *e->memory_, engine::GenerationLoopConfig{});
   if (options.streams > 1) e->lanes_ = std::make_unique<engine::Lanes>(d, options.streams);
   if (options.node) options.node->attach(d.info().ordinal, e->gate_);
   return e;
@@ -49,6 +52,10 @@ ExecutorEngine::~ExecutorEngine() {
   if (jobs_) jobs_->stop();   // the jobs still queued run (each answers, guarded), then the worker is joined
   drain();                    // the runs the last jobs handed on run (each answers; a strand posts its next)
   lanes_.reset();
+  if (generations_) {  // streams still running end with an answer; their blocks go before the pool
+    generations_->fail_all(unavailable(device_->info().name + ": the device's engine stopped"));
+    generations_.reset();
+  }
   models_.clear();                  // before the pool region and the device go
   if (shadows_) shadows_->clear();  // a split elsewhere holding one has finished: this engine's gate is closed
   io_.reset();
@@ -67,6 +74,7 @@ EngineMemory ExecutorEngine::memory_use() const {
 }
 
 void ExecutorEngine::evict(const model_key& key) {
+  generations_->evicting(key);  // its streams preempted and its loop detached before the weights go
   models_.erase(key);  // the LayerExecutor drains its streams before its blocks go back
   memory_->free(key.to_string());
   models_.unpublish(key);
@@ -256,6 +264,7 @@ void ExecutorEngine::swap_job(SwapRun& run, SwapRunResult& r) {
     r.swapped = true;
   }
   gpu::LayerExecutor& ex = *resident->ex;
+  if (run.generate) return join_generation(run, ex, r);
   run_resident(ex, run, r, handoff_stream());
   // The copy may outlast a run that failed early: the source stays locked until this job answers.
   Status copied = ex.wait_weights();
@@ -389,5 +398,57 @@ void ExecutorEngine::drop_shadow(const model_key& key, std::function<void(bool)>
 }
 
 size_t ExecutorEngine::queued() const { return jobs_->queued() + (lanes_ ? lanes_->waiting() : 0); }
+
+void ExecutorEngine::join_generation(SwapRun& run, gpu::LayerExecutor& ex, SwapRunResult& r) {
+  // A step reads every layer: the weights arrive first (the copy's fault fails the join).
+  if (Status copied = jobs_->guarded([&] { return ex.wait_weights(); }); !copied.ok()) {
+    r.run.outputs = copied.error();
+    r.fault = jobs_->broken();
+    evict(run.key);  // half-copied weights are no replica
+    return;
+  }
+  publish(run.key, &ex);
+  r.footprint = memory_->bytes_of(run.key.to_string());
+  Status joined = generations_->join(run.key, run.model, ex, run.generate, now_us());
+  if (!joined.ok()) {
+    r.run.outputs = joined.error();
+    return;
+  }
+  r.run.outputs = std::vector<gpu::HostTensor>{};
+  kick_generation();
+}
+
+void ExecutorEngine::kick_generation() {
+  if (stepping_) return;
+  stepping_ = true;
+  jobs_->post([this] { generation_step(); });
+}
+
+void ExecutorEngine::generation_step() {
+  stepping_ = false;
+  bool more = false;
+  Status stepped = jobs_->guarded([&] {
+    more = generations_->step(now_us());
+    return Status::OK();
+  });
+  if (!stepped.ok()) {
+    generations_->fail_all(stepped.error());
+    more = false;
+  }
+  {
+    std::lock_guard lock(generation_stats_mu_);
+    generation_stats_ = generations_->stats();
+  }
+  if (more) kick_generation();
+}
+
+void ExecutorEngine::cancel_generation(const model_key& key, std::string id) {
+  jobs_->post([this, key, id = std::move(id)] { generations_->cancel(key, id); });
+}
+
+engine::GenerationsStats ExecutorEngine::generation_stats() const {
+  std::lock_guard lock(generation_stats_mu_);
+  return generation_stats_;
+}
 
 }  // namespace ember

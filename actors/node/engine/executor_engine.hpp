@@ -11,7 +11,9 @@
 //     spills to a peer device or host memory and their return;
 //   - ShadowHost (shadow_host.hpp): Shadows held here for Bodies elsewhere (AsyFunc), and the
 //     Body's side of a split;
-//   - EngineGate (engine_gate.hpp): the way front-end threads and the node's other engines reach it.
+//   - EngineGate (engine_gate.hpp): the way front-end threads and the node's other engines reach it;
+//   - Generations (generations.hpp): the generative models served token by token here, one
+//     GenerationLoop each (their KV blocks, continuous batching, sampling and stops).
 // The gpu_executor actor uses this façade, not the parts: the order between them (drain the lanes
 // before residency changes, spill and try once more when a run does not fit, enter a peer's gate
 // around a read there) is the engine's own and stays inside it.
@@ -42,6 +44,13 @@
 // it. Such a run only reads the resident models and runs one, as an infer job would; every change
 // of residency stays a job of the worker's.
 //
+// Generation (docs/design/generation.md): a swap_run with SwapRun::generate makes the model resident
+// as any run does, then joins the request to the model's loop instead of running inputs; the loop's
+// steps are jobs of the worker, one posted after another while any loop has work, so other models'
+// runs, binds and swaps interleave with them step by step. A step that faults breaks the engine as
+// any run does, and every stream ends with the fault. A model evicted with streams running has them
+// preempted (their blocks to host memory, or recomputed later) until it is resident again.
+//
 // Destruction closes the gate first (waiting for a call inside), runs the jobs still queued (each
 // answers), joins the worker, drains and joins the lanes, then lets go of the models, the Shadows,
 // the I/O scheduler, the kept values (those moved to other devices go back there) and the values
@@ -66,6 +75,7 @@
 #include "actors/node/engine/device_memory.hpp"
 #include "actors/node/engine/device_workflow.hpp"
 #include "actors/node/engine/engine_gate.hpp"
+#include "actors/node/engine/generations.hpp"
 #include "actors/node/engine/job_worker.hpp"
 #include "actors/node/engine/kept_values.hpp"
 #include "actors/node/engine/lanes.hpp"
@@ -164,6 +174,11 @@ class ExecutorEngine {
   /// Late binding: see the header. SwapRun::make_inputs, when set, runs first on the job's thread.
   /// Returns false, without calling `done`, when the queue is full.
   bool swap_run(SwapRun run, std::function<void(SwapRunResult)> done);
+  /// Ends generation `id` of `key` at its next step (a job: after the ones queued before); unknown
+  /// ids are ignored (the stream ended already).
+  void cancel_generation(const model_key& key, std::string id);
+  /// The generations' totals (the worker's last copy; any thread).
+  engine::GenerationsStats generation_stats() const;
   /// An inline run (see the header): runs resident `key` on the calling thread when the worker is
   /// idle and nothing is queued; nullopt, without running, otherwise, or when the model is not
   /// resident or batches with a queue delay (its requests wait for company on the router's way;
@@ -252,6 +267,11 @@ class ExecutorEngine {
   Result<std::vector<gpu::HostTensor>> run_with_shadow(engine::Resident& body, const model_key& key,
                                                        const std::vector<gpu::HostTensor>& inputs, EngineGate* shadow,
                                                        double share, gpu::SplitStats& st);
+  /// Joins a SwapRun::generate to resident `ex`'s loop; the run's answer in `r` (the worker only).
+  void join_generation(SwapRun& run, gpu::LayerExecutor& ex, SwapRunResult& r);
+  /// Posts the next generation step unless one is posted (the worker only); the step itself.
+  void kick_generation();
+  void generation_step();
   /// Uploads and downloads of jobs (the worker, or an inline run in the queue's turn); runs in
   /// lanes take streams from the lanes.
   gpu::Stream& handoff_stream();
@@ -268,6 +288,11 @@ class ExecutorEngine {
   std::unique_ptr<engine::KeptValues> kept_;
   std::unique_ptr<engine::ShadowHost> shadows_;
   std::unique_ptr<gpu::Stream> handoff_stream_;
+  /// The generative models' loops (the worker only); their streams fail when the engine stops.
+  std::unique_ptr<engine::Generations> generations_;
+  bool stepping_ = false;  // the worker only: a generation step is posted
+  mutable std::mutex generation_stats_mu_;
+  engine::GenerationsStats generation_stats_;  // guarded by generation_stats_mu_
   /// The lanes (streams > 1; null otherwise): reset after jobs_ and before the models go.
   std::unique_ptr<engine::Lanes> lanes_;
   /// Stopped first in the destructor (after the gate), so every job has run before the rest goes;

@@ -38,13 +38,12 @@
 #include <string>
 #include <vector>
 
+#include "actors/engine_run.hpp"
 #include "actors/node/engine/generation_batcher.hpp"
 #include "actors/node/engine/kv_blocks.hpp"
 #include "base/status.hpp"
 #include "gpu/executor.hpp"
 #include "text/incremental_decoder.hpp"
-#include "text/sampling.hpp"
-#include "text/stop_conditions.hpp"
 #include "text/stop_matcher.hpp"
 #include "text/tokenizer.hpp"
 
@@ -56,33 +55,6 @@ struct GenerativeSpec {
   uint32_t vocab_size = 0;      // the logits' width
   uint64_t context_window = 0;  // positions the model was trained for
   std::vector<int32_t> eos_ids;
-};
-
-/// What the loop streams to a request; `final` on the last.
-struct GenerationOutput {
-  std::vector<int32_t> tokens;  // generated since the last output
-  std::string text;             // their text (what of it may be sent now)
-  /// Per token of `tokens` when the request asked for log probabilities.
-  std::vector<text::SampledToken> logprobs;
-  bool final = false;
-  text::FinishReason finish = text::FinishReason::none;
-  uint32_t prompt_tokens = 0, completion_tokens = 0;  // on the final output
-  std::optional<Error> error;                         // the final output of a failed stream
-};
-
-/// One request as the loop runs it (the executor made it from the client's request: tokenized,
-/// parameters checked against the model where it can).
-struct GenerationJob {
-  std::string id;               // the request's (cancel() names it)
-  std::vector<int32_t> prompt;  // token ids, the chat template applied
-  /// Ids a lost replica already sent: fed after the prompt, counted as generated, never sent again.
-  std::vector<int32_t> resumed;
-  text::SamplingParams sampling;
-  uint64_t fallback_seed = 0;   // the seed when sampling has none
-  text::StopParams stop;
-  std::vector<std::string> stop_strings;
-  bool skip_special_tokens = true;
-  std::function<void(GenerationOutput)> emit;
 };
 
 struct GenerationLoopConfig {
