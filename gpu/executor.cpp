@@ -386,6 +386,34 @@ Status LayerExecutor::check_ids(const std::vector<HostTensor>& tensors, const st
   return Status::OK();
 }
 
+Status LayerExecutor::check_kv_meta_values(const std::vector<HostTensor>& tensors,
+                                           const std::vector<uint32_t>& ids) const {
+  const Graph& g = model_->graph();
+  auto given = [&](uint32_t v) -> std::span<const int64_t> {
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const HostTensor& t = tensors[i];
+      if (ids[i] != v || t.desc.dtype != DType::i64 || t.desc.shape.rank != 1) continue;
+      return {t.as<int64_t>(), static_cast<size_t>(t.desc.shape[0])};
+    }
+    return {};
+  };
+  for (uint32_t l = range_.first; l < range_.last; ++l) {
+    const LayerSpec& spec = model_->layer(l);
+    if (spec.op != OpKind::kv_attention) continue;
+    // Positions and kv_meta computed inside the range are not on the host to check (a generative
+    // model takes both as inputs); the kernels stay inside the blocks whatever they hold.
+    const std::span<const int64_t> positions = given(g.layer_inputs[l][1]), meta = given(g.layer_inputs[l][2]);
+    if (positions.empty() || meta.empty()) continue;
+    Status st = check_kv_meta(spec.attrs, positions, meta);
+    if (!st.ok()) {
+      return invalid_argument("inputs '" + g.value_names[g.layer_inputs[l][1]] + "' and '" +
+                              g.value_names[g.layer_inputs[l][2]] + "' of layer '" + spec.name +
+                              "': " + st.error().message());
+    }
+  }
+  return Status::OK();
+}
+
 Result<std::vector<std::pair<size_t, uint32_t>>> LayerExecutor::resolve_inputs(
     const std::vector<std::pair<const std::string*, const TensorDesc*>>& given) const {
   const Graph& g = model_->graph();
@@ -434,6 +462,7 @@ Result<std::pair<std::vector<HostTensor>, std::vector<uint32_t>>> LayerExecutor:
     ids.push_back(id);
   }
   EMBER_RETURN_IF_ERROR(check_ids(used, ids));
+  EMBER_RETURN_IF_ERROR(check_kv_meta_values(used, ids));
   return std::pair{std::move(used), std::move(ids)};
 }
 
@@ -477,21 +506,29 @@ Result<std::vector<NamedValue>> LayerExecutor::run_device(const std::vector<Name
     in[id] = values[i].value;
   }
   std::lock_guard lock(mu_);
-  // Embedding ids: read back (a few bytes) and checked as run_host checks them, since an id outside
-  // the table would read outside the weights on the device.
+  // Embedding ids, and kv_attention's positions and kv_meta: read back (a few bytes) and checked as
+  // run_host checks them, since an id outside the table would read outside the weights on the
+  // device, and a block table that does not hold together would send the kernel astray.
   std::vector<HostTensor> ids_back;
   std::vector<uint32_t> ids;
   const Graph& g = model_->graph();
-  for (uint32_t l = range_.first; l < range_.last; ++l) {
-    const LayerSpec& spec = model_->layer(l);
-    if (spec.op != OpKind::embedding || spec.attrs.positional) continue;
-    auto it = in.find(g.layer_inputs[l][0]);
-    if (it == in.end() || std::count(ids.begin(), ids.end(), it->first)) continue;
+  auto read_back = [&](uint32_t v) -> Status {
+    auto it = in.find(v);
+    if (it == in.end() || std::count(ids.begin(), ids.end(), it->first)) return Status::OK();
     EMBER_ASSIGN_OR_RETURN(auto back, download(*stream_, {{it->first, it->second}}, g.value_names));
     ids_back.push_back(std::move(back.front()));
     ids.push_back(it->first);
+    return Status::OK();
+  };
+  for (uint32_t l = range_.first; l < range_.last; ++l) {
+    const LayerSpec& spec = model_->layer(l);
+    if (spec.op == OpKind::embedding && !spec.attrs.positional) EMBER_RETURN_IF_ERROR(read_back(g.layer_inputs[l][0]));
+    if (spec.op != OpKind::kv_attention) continue;
+    EMBER_RETURN_IF_ERROR(read_back(g.layer_inputs[l][1]));
+    EMBER_RETURN_IF_ERROR(read_back(g.layer_inputs[l][2]));
   }
   EMBER_RETURN_IF_ERROR(check_ids(ids_back, ids));
+  EMBER_RETURN_IF_ERROR(check_kv_meta_values(ids_back, ids));
   EMBER_ASSIGN_OR_RETURN(Activations out, run_locked(in));
   std::vector<NamedValue> named;
   for (auto& [id, v] : out) named.push_back({g.value_names[id], std::move(v)});

@@ -149,10 +149,14 @@ class LayerExecutor {
   const std::vector<WeightSegment>& weight_segments() const { return segments_; }
 
   /// Runs the range. `inputs` must hold every input_values() entry (extra entries are ignored).
+  /// Values are not checked (they are on the device): embedding ids and kv_meta are the caller's
+  /// to have checked; run_host and run_device check them.
   Result<Activations> run(const Activations& inputs);
 
   /// Host convenience: uploads tensors named after input_values(), runs, and downloads
-  /// output_values() as tensors named after them. Checks integer ids fed to embedding layers.
+  /// output_values() as tensors named after them. Checks integer ids fed to embedding layers, and
+  /// the positions and kv_meta fed to kv_attention layers (check_kv_meta: a block table that does
+  /// not hold together is invalid_argument before anything runs).
   /// Tensors named after other values of the model are ignored (so one range's outputs can feed
   /// the next even when some of them are final outputs); names the model lacks are errors.
   Result<std::vector<HostTensor>> run_host(const std::vector<HostTensor>& inputs);
@@ -164,8 +168,8 @@ class LayerExecutor {
 
   /// Device hand-off (a workflow's steps on one device): as run_host, but the inputs are on this
   /// executor's device already (another device's are invalid_argument) and the outputs stay there,
-  /// named after output_values(). Nothing is copied to the host but the few bytes of embedding ids,
-  /// read back to be checked as run_host checks them. The caller owns the outputs, each in a buffer
+  /// named after output_values(). Nothing is copied to the host but the few bytes of embedding ids
+  /// and of kv_attention's positions and kv_meta, read back to be checked as run_host checks them. The caller owns the outputs, each in a buffer
   /// of its own that no later run touches.
   Result<std::vector<NamedValue>> run_device(const std::vector<NamedValue>& inputs);
 
@@ -196,6 +200,9 @@ class LayerExecutor {
   Result<Activations> run_locked(const Activations& inputs);  // requires mu_
   Result<const Plan*> plan_for(const Activations& inputs);     // requires mu_
   Status check_ids(const std::vector<HostTensor>& inputs, const std::vector<uint32_t>& ids) const;
+  /// check_kv_meta (model/ops.hpp) for each kv_attention layer of the range whose positions and
+  /// kv_meta are among `inputs`.
+  Status check_kv_meta_values(const std::vector<HostTensor>& inputs, const std::vector<uint32_t>& ids) const;
   /// The tensors of `tensors` this range reads and their value ids, resolved and checked.
   Result<std::pair<std::vector<HostTensor>, std::vector<uint32_t>>> checked_inputs(
       const std::vector<HostTensor>& tensors) const;

@@ -1,7 +1,8 @@
 // The CPU kernels: what SimDevice's streams run for each op (the CUDA plugin has its own table).
 //
 // Called only from a SimDevice stream thread, with every pointer already resolved to host memory
-// and checked against the arena. Arguments have passed infer_output, so kernels do not validate
+// and checked against the arena (addresses that arrive as data, kv_attention's KV blocks, through
+// CpuKernelArgs::resolve). Arguments have passed infer_output, so kernels do not validate
 // shapes; they never allocate (scratch comes in `workspace`) and never throw on data: an
 // embedding id outside the table yields a zero row (the executor rejects such ids at the edge).
 // Matrix products go to OpenBLAS (cblas_sgemm); loops are parallelised with OpenMP over the
@@ -18,12 +19,26 @@
 
 namespace ember::gpu {
 
+/// Resolves a device address that reaches a kernel as data rather than as an argument
+/// (kv_attention's block table) to a host pointer, with the bounds check the device gives every
+/// argument pointer: nullptr, after faulting the device with `what` in the message, when [addr,
+/// addr + bytes) is outside its memory. Thread-safe: kernels call it from their OpenMP threads.
+/// Without a function every address is refused.
+struct DeviceAddressResolver {
+  uint8_t* (*fn)(void* device, uint64_t addr, uint64_t bytes, const char* what) = nullptr;
+  void* device = nullptr;
+  uint8_t* operator()(uint64_t addr, uint64_t bytes, const char* what) const {
+    return fn ? fn(device, addr, bytes, what) : nullptr;
+  }
+};
+
 struct CpuKernelArgs {
   const KernelArgs* args = nullptr;
   const uint8_t* inputs[kMaxLayerInputs] = {};
   const uint8_t* weights[kMaxLayerWeights] = {};  // nullptr = absent optional weight
   uint8_t* output = nullptr;
   uint8_t* workspace = nullptr;
+  DeviceAddressResolver resolve;  // the launching SimDevice's
 
   const float* in_f32(int i) const { return reinterpret_cast<const float*>(inputs[i]); }
   const float* w_f32(int i) const { return reinterpret_cast<const float*>(weights[i]); }
@@ -42,7 +57,8 @@ void run_cpu_kernel(const CpuKernelArgs& args);
 // (conv2d's direct depthwise plan, which cpu_conv2d hands over to), kernels_cpu_pointwise.cpp
 // (activations and normalisation), kernels_cpu_layout.cpp (pooling, resize, reshaping copies),
 // kernels_cpu_elementwise.cpp (unary, binary with broadcasting, where, cast), kernels_cpu_shape.cpp
-// (general data movement), kernels_cpu_reduce.cpp (reductions, argmax, topk, group and RMS norm).
+// (general data movement), kernels_cpu_reduce.cpp (reductions, argmax, topk, group and RMS norm),
+// kernels_cpu_kv_attention.cpp (attention over the paged KV cache).
 void cpu_linear(const CpuKernelArgs&);
 void cpu_conv2d(const CpuKernelArgs&);
 void cpu_conv2d_depthwise(const CpuKernelArgs&);  // ConvPlan::depthwise only; cpu_conv2d calls it

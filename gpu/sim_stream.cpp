@@ -267,6 +267,10 @@ class SimStream final : public Stream {
     if (!device_.admit_kernel()) return;
     CpuKernelArgs cpu;
     cpu.args = &args;
+    cpu.resolve = {[](void* device, uint64_t addr, uint64_t bytes, const char* what) {
+                     return static_cast<SimDevice*>(device)->resolve(DevicePtr{addr}, bytes, what);
+                   },
+                   &device_};
     const char* op = op_name(args.op).data();
     auto map = [&](const DeviceTensor& t, const char* what) -> uint8_t* {
       return device_.resolve(t.ptr, t.desc.bytes(), what);

@@ -400,7 +400,8 @@ TEST(Ops, FlattenReshapeSelect) {
 
 TEST(Ops, EveryOpHasAConformanceCase) {
   // Keep this list in step with the TESTs above when an op is added. The general ops' cases are in
-  // ops_general_test.cpp, ops_general_shape_test.cpp and ops_general_reduce_test.cpp.
+  // ops_general_test.cpp, ops_general_shape_test.cpp and ops_general_reduce_test.cpp, kv_attention's
+  // in kernels_cpu_kv_attention_test.cpp.
   const OpKind covered[] = {OpKind::linear,     OpKind::conv2d,
                             OpKind::batch_norm, OpKind::relu,
                             OpKind::gelu,       OpKind::tanh,
@@ -418,7 +419,8 @@ TEST(Ops, EveryOpHasAConformanceCase) {
                             OpKind::resize,     OpKind::conv_transpose2d,
                             OpKind::group_norm, OpKind::rms_norm,
                             OpKind::reduce,     OpKind::cast,
-                            OpKind::argmax,     OpKind::topk};
+                            OpKind::argmax,     OpKind::topk,
+                            OpKind::kv_attention};
   EXPECT_EQ(std::size(covered), static_cast<size_t>(OpKind::count));
 }
 
