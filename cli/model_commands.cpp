@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -11,6 +12,7 @@
 #include "gpu/device_registry.hpp"
 #include "gpu/profiler.hpp"
 #include "gpu/shadow_split.hpp"
+#include "importer/hf_import.hpp"
 #include "importer/onnx_import.hpp"
 #include "model/architectures.hpp"
 #include "model/convert.hpp"
@@ -60,7 +62,7 @@ struct ImportOptions {
   importer::ImportOptions importer;
   std::string batch_dim = "graph";
   std::vector<std::string> input_shapes;
-  std::string dtype = "fp32";
+  std::string dtype;  // "": fp32 for ONNX, the checkpoint's width for a Hugging Face folder
 };
 
 struct ConvertOptions {
@@ -82,7 +84,52 @@ int run_convert(const ConvertOptions& o) {
   return 0;
 }
 
+/// A Hugging Face folder: a decoder-only language model imported as a generative model.
+int run_import_hf(const ImportOptions& o) {
+  if (o.batch_dim != "graph" || !o.input_shapes.empty()) {
+    return report(invalid_argument("--batch-dim and --input-shape are for ONNX files; a Hugging Face folder's "
+                                   "inputs are the generation graph's (docs/design/generation.md)"));
+  }
+  importer::HfImportOptions h;
+  h.name = o.importer.name;
+  if (!o.dtype.empty()) h.width = width_of(o.dtype);
+  auto imported = importer::import_hf_folder(o.file, o.out, h);
+  if (!imported.ok()) return report(imported.error());
+  const auto& m = imported->manifest;
+  const auto& c = imported->config;
+  const auto& g = *m.generation;
+  std::printf("imported Hugging Face folder %s (%s, %lld layers, %lld heads / %lld kv heads of %lld, vocab %lld, "
+              "context %lld; %zu safetensors file%s) -> %zu layers\n",
+              o.file.c_str(), c.model_type.c_str(), static_cast<long long>(c.layers), static_cast<long long>(c.heads),
+              static_cast<long long>(c.kv_heads), static_cast<long long>(c.head_dim),
+              static_cast<long long>(c.vocab_size), static_cast<long long>(c.context_length), imported->shards,
+              imported->shards == 1 ? "" : "s", m.layers.size());
+  std::printf("wrote %s: model '%s', %llu parameters at %s", o.out.c_str(), m.name.c_str(),
+              static_cast<unsigned long long>(imported->parameters),
+              std::string(gpu::dtype_name(imported->width)).c_str());
+  if (imported->duplicated_bytes) {
+    std::printf(" (%s written twice: the tied head)", format_bytes(imported->duplicated_bytes).c_str());
+  }
+  std::printf("\ngeneration: KV cache %llu bytes per token (%s), eos", static_cast<unsigned long long>(g.kv_bytes_per_token()),
+              std::string(gpu::dtype_name(g.kv_dtype)).c_str());
+  for (int64_t id : g.eos_token_ids) std::printf(" %lld", static_cast<long long>(id));
+  std::printf("%s; tokenizer %s; chat template %s\n", g.eos_token_ids.empty() ? " none" : "",
+              imported->tokenizer ? "carried (tokenizer.json)" : "none (token ids only)",
+              g.chat_template.empty() ? "not recognised" : g.chat_template.c_str());
+  return 0;
+}
+
 int run_import(ImportOptions o) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(o.file, ec)) {
+    if (!importer::is_hf_folder(o.file)) {
+      return report(invalid_argument(o.file + ": a directory without config.json; `ember model import` reads an .onnx "
+                                              "file or a Hugging Face model folder"));
+    }
+    return run_import_hf(o);
+  }
+  if (o.dtype.empty()) o.dtype = "fp32";
   if (o.batch_dim != "graph") {
     try {
       o.importer.batch_dim = std::stoi(o.batch_dim);
@@ -305,6 +352,15 @@ int run_inspect(const std::string& dir, bool as_json, bool with_profile, double 
               format_bytes(m.data_bytes()).c_str());
   std::printf("file       %s/%s: %llu bytes, data section at byte %llu\n", dir.c_str(), gpu::kWeightsFile,
               static_cast<unsigned long long>(m.file_bytes()), static_cast<unsigned long long>(m.data_offset()));
+  if (const gpu::GenerationSpec* gen = m.generation()) {
+    std::printf("generation %s, context %u, vocab %u, KV cache %u layers x %u heads x %u (%s, %llu bytes per token), "
+                "tokenizer %s, chat template %s\n",
+                gen->family.c_str(), gen->context_length, gen->vocab_size, gen->num_kv_layers, gen->num_kv_heads,
+                gen->head_dim, std::string(gpu::dtype_name(gen->kv_dtype)).c_str(),
+                static_cast<unsigned long long>(gen->kv_bytes_per_token()),
+                m.tokenizer_json().empty() ? "none" : format_bytes(m.tokenizer_json().size()).c_str(),
+                gen->chat_template.empty() ? "none" : gen->chat_template.c_str());
+  }
   std::printf("serving    slo %.1f ms at p%.0f, max batch %u\n",
               static_cast<double>(m.manifest().serving.slo_deadline_us) / 1000.0,
               m.manifest().serving.slo_percentile * 100, m.manifest().serving.max_batch);
@@ -377,10 +433,14 @@ void add_model_commands(CLI::App& app, Runner& runner) {
   create->callback([o, &runner] { runner = [o] { return run_new(*o); }; });
 
   auto imp = std::make_shared<ImportOptions>();
-  auto* import = model->add_subcommand("import", "Convert an ONNX model into a model directory (model.json + weights.safetensors)");
-  import->add_option("file", imp->file, "The .onnx file (external data files beside it)")->required();
+  auto* import = model->add_subcommand(
+      "import", "Convert an ONNX model or a Hugging Face folder (GPT-2, Llama, Mistral, Qwen2) into a model directory");
+  import->add_option("file", imp->file,
+                     "The .onnx file (external data files beside it), or a Hugging Face folder (config.json, "
+                     "*.safetensors, tokenizer.json): a language model imported for generation")
+      ->required();
   import->add_option("--out", imp->out, "Model version directory to write")->required();
-  import->add_option("--name", imp->importer.name, "Model name (default: the file's name without .onnx)");
+  import->add_option("--name", imp->importer.name, "Model name (default: the file's name without .onnx, or the folder's)");
   import->add_option("--batch-dim", imp->batch_dim,
                      "graph: free dims are the ONNX graph's symbolic dims (default); N: dim N of every input is "
                      "free too")
@@ -390,7 +450,9 @@ void add_model_commands(CLI::App& app, Runner& runner) {
                      "one); repeat per input")
       ->allow_extra_args(false)
       ->take_all();
-  import->add_option("--dtype", imp->dtype, "Width the float weights are held at: fp32 (default), fp16 or bf16")
+  import->add_option("--dtype", imp->dtype,
+                     "Width the float weights are held at: fp32, fp16 or bf16 (default: fp32 for ONNX, the "
+                     "checkpoint's own for a Hugging Face folder)")
       ->check(CLI::IsMember({"fp16", "bf16", "fp32"}));
   import->callback([imp, &runner] { runner = [imp] { return run_import(*imp); }; });
 

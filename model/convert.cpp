@@ -78,7 +78,7 @@ Result<ConvertStats> convert_model_dir(const std::string& src_dir, const std::st
   std::vector<TensorToWrite> out;
   for (const TensorInfo& t : model->weights_index().tensors) {
     const uint8_t* src = model->data() + t.data.offset;
-    if (std::find(keep.begin(), keep.end(), &t) != keep.end() || t.desc.dtype == width) {
+    if (std::find(keep.begin(), keep.end(), &t) != keep.end() || t.desc.dtype == width || !is_float(t.desc.dtype)) {
       out.push_back({t.name, t.desc, src});
       continue;
     }

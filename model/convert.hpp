@@ -3,7 +3,8 @@
 // order (so each layer's bytes stay one range), constant layers' values untouched (they are data,
 // not weights: an index or a mask keeps its dtype), and so are kv_attention's rotary frequencies
 // (ops.hpp's exact_weights: float16 would move a rotary angle of p * inv_freq by about p / 2000
-// radians). A profile.json in the destination is removed:
+// radians), and a generative model's tokenizer files (U8 tensors after the layers,
+// model/generation_spec.hpp: bytes, not numbers). A profile.json in the destination is removed:
 // it measured other bytes.
 //
 // Narrowing rounds to nearest even (model/half.hpp); a float32 value beyond float16's range

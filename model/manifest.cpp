@@ -384,7 +384,8 @@ Result<Manifest> parse_manifest(std::string_view text, std::string_view source) 
   json root = std::move(*parsed);
   if (!root.is_object()) return invalid_argument(at + ": must be a JSON object");
   EMBER_RETURN_IF_ERROR(check_keys(
-      root, {"format", "format_version", "name", "description", "inputs", "outputs", "layers", "serving"}, at));
+      root, {"format", "format_version", "name", "description", "inputs", "outputs", "layers", "serving", "generation"},
+      at));
   EMBER_ASSIGN_OR_RETURN(std::string format, get_string(root, "format", at));
   if (format != "ember-model") return invalid_argument(at + ": field 'format': expected \"ember-model\", got \"" + format + "\"");
   auto version = root.find("format_version");
@@ -409,6 +410,9 @@ Result<Manifest> parse_manifest(std::string_view text, std::string_view source) 
     m.layers.push_back(std::move(l));
   }
   EMBER_ASSIGN_OR_RETURN(m.serving, parse_serving(root, at));
+  if (auto gen = root.find("generation"); gen != root.end()) {
+    EMBER_ASSIGN_OR_RETURN(m.generation, parse_generation(*gen, at + ": generation"));
+  }
   for (const auto& pad : m.serving.pad_inputs) {
     const std::string& name = pad.first;
     const double value = pad.second;
@@ -456,6 +460,7 @@ Result<Manifest> parse_manifest(std::string_view text, std::string_view source) 
                               " (with every -1 input dim set to 2)");
     }
   }
+  if (m.generation) EMBER_RETURN_IF_ERROR(check_generation(m, g, at + ": generation"));
   return m;
 }
 
@@ -495,6 +500,11 @@ std::string manifest_to_json(const Manifest& m) {
     serving["autoscale"] = autoscale;
   }
   root["serving"] = serving;
+  if (m.generation) {
+    nlohmann::ordered_json generation;
+    generation_to_json(*m.generation, generation);
+    root["generation"] = generation;
+  }
   root["layers"] = nlohmann::ordered_json::array();
   for (const auto& l : m.layers) {
     json attrs;

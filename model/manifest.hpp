@@ -17,6 +17,9 @@
 //      section's names): "policy" a word, "min_replicas"/"max_replicas" integers, the targets,
 //      headroom and tolerance numbers, the delays, idle_timeout and host_keep_alive duration
 //      strings ("30s", "250ms"). Each replaces the cluster's default for this model.
+//   7. "generation": optional; present in a generative model (a language model served token by
+//      token): its family, context, KV cache shape, special tokens, sampling defaults, chat
+//      template and tokenizer tensors (model/generation_spec.hpp has its layout and checks).
 //
 // Pure parsing; anyone, any thread; never throws. Validation covers everything that can be
 // checked without the weights file: names, references, attributes, roles and shapes, by running
@@ -32,6 +35,7 @@
 
 #include "base/status.hpp"
 #include "config/autoscale_config.hpp"
+#include "model/generation_spec.hpp"
 #include "model/ops.hpp"
 #include "model/tensor.hpp"
 
@@ -94,6 +98,8 @@ struct Manifest {
   std::vector<TensorSpec> outputs;
   std::vector<LayerSpec> layers;
   ServingConfig serving;
+  /// A generative model's section (model/generation_spec.hpp); nullopt for every other model.
+  std::optional<GenerationSpec> generation;
 };
 
 /// The dataflow of a manifest with names resolved to value ids. Values 0..inputs-1 are the model

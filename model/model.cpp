@@ -139,10 +139,41 @@ Result<std::shared_ptr<const Model>> Model::assemble(Manifest manifest, Safetens
     }
     m->layer_bytes_[i].length = cursor - m->layer_bytes_[i].offset;
   }
+  EMBER_RETURN_IF_ERROR(m->bind_trailing(by_name, owner, cursor, mfile, wfile));
   for (const auto& t : m->index_.tensors) {
     if (!owner.count(t.name)) return invalid_argument(wfile + ": tensor '" + t.name + "' is not used by any layer");
   }
   return std::shared_ptr<const Model>(std::move(m));
+}
+
+Status Model::bind_trailing(const std::map<std::string, const TensorInfo*, std::less<>>& by_name,
+                            std::map<std::string, std::string, std::less<>>& owner, uint64_t layers_end,
+                            const std::string& mfile, const std::string& wfile) {
+  if (!manifest_.generation) return Status::OK();
+  const GenerationSpec& g = *manifest_.generation;
+  const std::pair<const std::string*, ByteRange*> files[] = {{&g.tokenizer, &tokenizer_},
+                                                             {&g.tokenizer_config, &tokenizer_config_}};
+  for (const auto& [name, range] : files) {
+    if (name->empty()) continue;
+    const std::string field = mfile + ": generation: tensor '" + *name + "'";
+    auto it = by_name.find(*name);
+    if (it == by_name.end()) return not_found(field + " is not in " + wfile);
+    const TensorInfo* t = it->second;
+    if (auto [o, fresh] = owner.emplace(*name, "generation"); !fresh) {
+      return invalid_argument(field + " is a weight of layer '" + o->second + "'; the tokenizer's bytes are no layer's");
+    }
+    if (t->desc.dtype != DType::u8 || t->desc.shape.rank != 1) {
+      return invalid_argument(field + " is " + std::string(dtype_name(t->desc.dtype)) + t->desc.shape.to_string() +
+                              "; a file's bytes are uint8 [bytes]");
+    }
+    if (t->data.offset < layers_end) {
+      return invalid_argument(field + " starts at data byte " + std::to_string(t->data.offset) +
+                              ", inside the layers' bytes (which end at " + std::to_string(layers_end) +
+                              "): the tokenizer's bytes come after every layer's");
+    }
+    *range = t->data;
+  }
+  return Status::OK();
 }
 
 Result<std::vector<std::optional<TensorDesc>>> Model::check_inputs(const std::vector<TensorDesc>& inputs) const {
@@ -204,6 +235,8 @@ Result<std::shared_ptr<const Model>> Model::stage(const std::shared_ptr<const Mo
   m.description =
       "layers [" + std::to_string(range.first) + ", " + std::to_string(range.last) + ") of " + whole->manifest().name;
   m.serving = whole->manifest().serving;
+  // A stage is no generative model of its own (other inputs and outputs), and carries no tokenizer.
+  m.generation.reset();
   for (uint32_t v : g.range_inputs(range)) m.inputs.push_back(spec_of(v));
   for (uint32_t v : g.range_outputs(range)) m.outputs.push_back(spec_of(v));
   m.layers.assign(whole->manifest().layers.begin() + range.first, whole->manifest().layers.begin() + range.last);

@@ -8,13 +8,18 @@
 // section and the layers follow each other in layer order, with nothing else in between. So layer
 // i owns bytes layer_bytes(i) and a layer range [i, j) owns one byte range, range_bytes({i, j}):
 // transfer, swap-in and partitioning all work on byte ranges. A tensor may belong to one layer
-// only (tied weights are stored once per layer that uses them).
+// only (tied weights are stored once per layer that uses them). The one exception to "every tensor
+// is a layer's": a generative model's tokenizer files (model/generation_spec.hpp), U8 tensors the
+// generation section names, which must lie after the last layer's bytes: outside every layer's
+// range, so nothing that copies layers to a device copies them, while the whole file (what caches,
+// multicast and every node's load move) carries them. layers_bytes() is what a device holds.
 //
 // Immutable after load and shared as `shared_ptr<const Model>`; any thread may read it. Loading
 // never crashes on bad files: each problem is an Error naming the file and the field.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -91,6 +96,17 @@ class Model {
   uint64_t data_bytes() const { return index_.data_bytes; }
   /// The whole weights file in host memory (header included), e.g. for transfer.
   const std::shared_ptr<const HostBuffer>& file() const { return file_; }
+  /// Bytes of every layer's weights, range_bytes({0, num_layers()}).length: data_bytes() without a
+  /// generative model's trailing tokenizer tensors. What a device holds of the whole model.
+  uint64_t layers_bytes() const { return range_bytes({0, num_layers()}).length; }
+
+  /// A generative model's section (manifest().generation), or nullptr.
+  const GenerationSpec* generation() const { return manifest_.generation ? &*manifest_.generation : nullptr; }
+  /// tokenizer.json's and tokenizer_config.json's bytes as the model carries them (the tensors the
+  /// generation section names); empty when it names none, and for a model checked without its
+  /// bytes (check_dir). Valid as long as the model.
+  std::string_view tokenizer_json() const { return trailing_text(tokenizer_); }
+  std::string_view tokenizer_config_json() const { return trailing_text(tokenizer_config_); }
 
   /// Weights of layer i in the op's kernel order; nullptr where an optional weight is absent.
   const std::vector<const TensorInfo*>& layer_weights(uint32_t layer) const { return layer_weights_[layer]; }
@@ -105,6 +121,10 @@ class Model {
   static Result<std::shared_ptr<const Model>> assemble(Manifest manifest, SafetensorsIndex index,
                                                        std::shared_ptr<const HostBuffer> weights_file,
                                                        std::string_view source);
+  /// Binds the generation section's tokenizer tensors (after `layers_end`, U8 [n]) and claims them in `owner`.
+  Status bind_trailing(const std::map<std::string, const TensorInfo*, std::less<>>& by_name,
+                       std::map<std::string, std::string, std::less<>>& owner, uint64_t layers_end,
+                       const std::string& mfile, const std::string& wfile);
 
   std::string source_;
   Manifest manifest_;
@@ -113,6 +133,12 @@ class Model {
   std::shared_ptr<const HostBuffer> file_;
   std::vector<ByteRange> layer_bytes_;
   std::vector<std::vector<const TensorInfo*>> layer_weights_;
+  /// The tokenizer tensors' bytes, relative to the data section (length 0: none).
+  ByteRange tokenizer_, tokenizer_config_;
+  std::string_view trailing_text(ByteRange r) const {
+    if (!file_ || r.length == 0) return {};
+    return {reinterpret_cast<const char*>(data() + r.offset), static_cast<size_t>(r.length)};
+  }
 };
 
 }  // namespace ember::gpu

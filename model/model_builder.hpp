@@ -29,6 +29,8 @@ class ModelBuilder {
 
   void set_description(std::string text) { manifest_.description = std::move(text); }
   ServingConfig& serving() { return manifest_.serving; }
+  /// A generative model's section (model/generation_spec.hpp); unset by default.
+  std::optional<GenerationSpec>& generation() { return manifest_.generation; }
 
   /// Declares a model input; returns its name for use as a layer input.
   std::string input(const std::string& name, DType dtype, Shape shape);

@@ -127,7 +127,7 @@ namespace {
 void bind_somewhere(router_pointer self, model_key key, std::shared_ptr<const gpu::Model> model,
                     std::vector<size_t> tried) {
   auto& st = self->state;
-  const uint64_t need = model->data_bytes();
+  const uint64_t need = model->layers_bytes();  // a generative model's tokenizer stays on the host
   size_t best = st.devices.size();
   for (size_t i = 0; i < st.devices.size(); ++i) {
     if (std::find(tried.begin(), tried.end(), i) != tried.end()) continue;

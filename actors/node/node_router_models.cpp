@@ -158,7 +158,7 @@ void late_register(router_pointer self, const model_key& key, std::shared_ptr<co
   auto it = st.replicas.find(key);
   if (it == st.replicas.end()) return;
   it->second.model = model;
-  SwapModel m{key, model->data_bytes(), placement::Heaviness::light, 0, st.config.late->slo_percentile};
+  SwapModel m{key, model->layers_bytes(), placement::Heaviness::light, 0, st.config.late->slo_percentile};
   if (Status s = st.swap->add_model(m); !s.ok()) return finish_load(self, key, to_caf(s.error()));
   // A stage, or a member's full model: a model with a stage fetched on this node.
   const bool stage = it->second.stage.has_value();
