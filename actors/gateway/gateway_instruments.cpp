@@ -36,7 +36,7 @@ GatewayInstruments::GatewayInstruments()
                                             "Generations the HTTP front end cancelled, by reason (client_gone: the "
                                             "client closed its connection; slow_client: its stream was cut off, "
                                             "read slower than the model generated; timeout: no chunk within "
-                                            "gateway.request_timeout)",
+                                            "gateway.request_timeout; server_stopping)",
                                             {"reason"})),
       manager_connected_(registry_
                              .gauge("ember_gateway_manager_connected",

@@ -38,7 +38,7 @@ class GatewayInstruments {
   void count_handoff(const std::string& workflow, std::string_view path, uint64_t bytes);
   /// The HTTP front end cancelled a generation (generation_service.hpp): `reason` client_gone (the
   /// client closed its connection), slow_client (its stream was cut off: it read slower than the
-  /// model generated) or timeout (no chunk within gateway.request_timeout).
+  /// model generated), timeout (no chunk within gateway.request_timeout) or server_stopping.
   void count_generation_cancel(std::string_view reason);
   /// The gateway reached (true) or lost (false) the cluster manager.
   void set_manager_connected(bool connected);

@@ -108,6 +108,8 @@ struct GenerationEndpoints::StreamState {
   std::shared_ptr<AnswerFormat> format;
   std::string id;
   std::string pending;
+  /// Why the releaser cancels a stream that did not end: the client went, or the server stops.
+  std::string_view cancel_reason = "client_gone";
 };
 
 GenerationEndpoints::GenerationEndpoints(std::shared_ptr<GenerationService> service, std::chrono::microseconds timeout,
@@ -220,9 +222,11 @@ void GenerationEndpoints::serve(generate_request request, std::shared_ptr<Answer
         cancel(id, "slow_client");
         return reply_with(res, *format, internal_error("the answer outgrew the gateway's buffer"));
       case Wait::client_gone:
-      case Wait::stopping:
         cancel(id, "client_gone");
         return reply_with(res, *format, unavailable("the client closed its connection"));
+      case Wait::stopping:
+        cancel(id, "server_stopping");
+        return reply_with(res, *format, unavailable("the gateway is stopping"));
       case Wait::timed_out:
         cancel(id, "timeout");
         return reply_with(res, *format, timed_out());
@@ -245,7 +249,7 @@ void GenerationEndpoints::serve(generate_request request, std::shared_ptr<Answer
   res.set_chunked_content_provider(
       kEventStream, [this, state](size_t, httplib::DataSink& sink) { return provide(*state, sink); },
       [this, state](bool) {
-        if (!state->format->ended()) cancel(state->id, "client_gone");
+        if (!state->format->ended()) cancel(state->id, state->cancel_reason);
       });
 }
 
@@ -277,8 +281,10 @@ bool GenerationEndpoints::provide(StreamState& state, httplib::DataSink& sink) {
       state.pending = state.format->fail(timed_out());
       return true;
     case Wait::client_gone:
-    case Wait::stopping:
       return false;  // the releaser cancels
+    case Wait::stopping:
+      state.cancel_reason = "server_stopping";
+      return false;
   }
   return false;
 }

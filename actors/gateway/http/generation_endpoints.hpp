@@ -25,8 +25,8 @@
 // (HttpServer::client_gone) and at stop(): a client that closed its connection, or a write to it
 // that fails, cancels the generation at once (counted, client_gone); a stream whose client reads
 // slower than the model generates is cut off (GenerationCall's overflow policy; slow_client); no
-// chunk within gateway.request_timeout cancels too (timeout). Counts go to
-// ember_generation_cancels_total{reason}.
+// chunk within gateway.request_timeout cancels too (timeout), and so does stop() (server_stopping).
+// Counts go to ember_generation_cancels_total{reason}.
 //
 // Request ids: "cmpl-", "chatcmpl-" or "gen-" and 24 random hex digits, unique with overwhelming
 // odds (the service keys cancels by them). A request for a model without a version asks for the

@@ -9,8 +9,11 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <future>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "actors/gateway/gateway_client.hpp"
@@ -370,6 +373,39 @@ TEST_F(GenerationEndpointsTest, AClientThatDisconnectsMidStreamCancelsItsGenerat
   EXPECT_TRUE(service_->wait_cancelled(seen[0].id)) << "the service never saw the cancel";
   EXPECT_TRUE(service_->wait_finished());
   EXPECT_NE(metrics().find(R"(ember_generation_cancels_total{reason="client_gone"} 1)"), std::string::npos)
+      << metrics();
+}
+
+TEST_F(GenerationEndpointsTest, StoppingTheFrontEndEndsAStreamAtOnceAndCancelsItsGeneration) {
+  script_ = script_of({"Hello", " world"});
+  script_.hold_before = 1;
+  start();
+  std::promise<void> first;
+  std::thread client([&, port = frontend_->port()] {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(10, 0);
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.set_header("Content-Type", "application/json");
+    req.body = R"({"model": "gpt2", "prompt": "x", "stream": true})";
+    bool told = false;
+    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+      if (!std::exchange(told, true)) first.set_value();
+      return true;
+    };
+    c.send(req);
+    if (!told) first.set_value();
+  });
+  first.get_future().wait();
+  const auto since = std::chrono::steady_clock::now();
+  frontend_->stop();  // the stream's thread lets go within a wait slice, not at the hold's end
+  EXPECT_LT(std::chrono::steady_clock::now() - since, 5s);
+  client.join();
+  const auto seen = service_->requests();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_TRUE(service_->wait_cancelled(seen[0].id));
+  EXPECT_NE(metrics().find(R"(ember_generation_cancels_total{reason="server_stopping"} 1)"), std::string::npos)
       << metrics();
 }
 
