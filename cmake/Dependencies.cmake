@@ -48,6 +48,8 @@ pkg_check_modules(LIBEDIT REQUIRED IMPORTED_TARGET libedit)
 # PCRE2 (BSD, libpcre2-dev) for the tokenizers' pre-tokenizer regexes (text/regex.hpp): the 8-bit
 # library; UTF and UCP are chosen per pattern at compile time.
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# utf8proc (MIT, libutf8proc-dev) for the tokenizers' Unicode normalizers (NFC: Qwen2's tokenizer.json).
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 
 # gRPC and protobuf for the KServe v2 gRPC front end (libgrpc++-dev, protobuf-compiler-grpc,
 # libprotobuf-dev, protobuf-compiler). gRPCConfig.cmake checks that every plugin binary exists, so

@@ -52,8 +52,9 @@ SERVE_PACKAGES=(
   libonnx-dev
   # matrix products (the OpenMP build follows the thread count we set)
   libopenblas-openmp-dev
-  # the tokenizers' pre-tokenizer regexes (text/regex.hpp; PCRE2, BSD-licensed)
-  libpcre2-dev
+  # the tokenizers' pre-tokenizer regexes (text/regex.hpp; PCRE2, BSD-licensed) and Unicode
+  # normalizers (text/pre_tokenizer.hpp; utf8proc, MIT)
+  libpcre2-dev libutf8proc-dev
   # deploy/demo.sh's requests, and fetching the trained models it serves (see the top)
   curl
 )

@@ -80,7 +80,7 @@ Result<AddedTokens> AddedTokens::parse(const nlohmann::json& j, int64_t id_bound
     if (a.find_content(t.content) != nullptr) return invalid_argument(where + ": \"" + t.content + "\" added twice");
     if (a.find_id(t.id) != nullptr) return invalid_argument(where + ": id " + std::to_string(t.id) + " added twice");
     a.by_id_.emplace(t.id, a.tokens_.size());
-    a.by_content_.emplace(t.content, static_cast<int32_t>(a.tokens_.size()));
+    a.by_content_.insert(t.content, static_cast<int32_t>(a.tokens_.size()));
     a.tokens_.push_back(std::move(t));
   }
   for (size_t i = 0; i < a.tokens_.size(); ++i) {
@@ -96,8 +96,8 @@ const AddedToken* AddedTokens::find_id(int32_t id) const {
 }
 
 const AddedToken* AddedTokens::find_content(std::string_view content) const {
-  const auto it = by_content_.find(content);
-  return it == by_content_.end() ? nullptr : &tokens_[static_cast<size_t>(it->second)];
+  const auto index = by_content_.find(content);
+  return index ? &tokens_[static_cast<size_t>(*index)] : nullptr;
 }
 
 bool AddedTokens::accept(const AddedToken& t, std::string_view text, size_t begin, size_t end,

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "base/status.hpp"
-#include "text/bpe_model.hpp"
+#include "text/token_table.hpp"
 
 namespace ember::text {
 
@@ -84,7 +84,7 @@ class AddedTokens {
 
   std::vector<AddedToken> tokens_;
   std::unordered_map<int32_t, size_t> by_id_;  // index in tokens_
-  TokenIds by_content_;                        // index in tokens_
+  TokenTable by_content_;                      // content -> index in tokens_
   Trie raw_;
   Trie normalized_;
 };

@@ -3,15 +3,26 @@
 #include <cstdio>
 #include <mutex>
 #include <queue>
+#include <unordered_map>
 
 #include "text/json_fields.hpp"
 #include "text/utf8.hpp"
 
 namespace ember::text {
 
+namespace bpe_model_detail {
+
+/// Lets the cache, keyed by std::string, be searched with a string_view.
+struct StringHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+
+}  // namespace bpe_model_detail
+
 struct BpeModel::Cache {
   mutable std::mutex mutex;
-  std::unordered_map<std::string, std::vector<int32_t>, StringHash, std::equal_to<>> words;
+  std::unordered_map<std::string, std::vector<int32_t>, bpe_model_detail::StringHash, std::equal_to<>> words;
 };
 
 BpeModel::BpeModel() : cache_(std::make_unique<Cache>()) { byte_ids_.fill(-1); }
@@ -112,7 +123,7 @@ Result<BpeModel> BpeModel::parse(const nlohmann::json& model) {
     return invalid_argument("model.vocab: " + std::to_string(vocab->size()) + " tokens (at most " +
                             std::to_string(kMaxVocab) + ")");
   }
-  m.token_to_id_.reserve(vocab->size());
+  m.vocab_.reserve(vocab->size());
   int64_t limit = 0;
   for (const auto& [token, id_json] : vocab->items()) {
     if (!id_json.is_number_integer()) return type_error("model.vocab[\"" + token + "\"]", "an integer id", id_json);
@@ -123,19 +134,21 @@ Result<BpeModel> BpeModel::parse(const nlohmann::json& model) {
       return invalid_argument("model.vocab[\"" + token + "\"]: id " + std::to_string(id) + " outside [0, " +
                               std::to_string(kMaxVocab) + ")");
     }
-    if (token.size() > kMaxTokenBytes)
+    if (token.size() > kMaxTokenBytes) {
       return invalid_argument("model.vocab: a token of " + std::to_string(token.size()) + " bytes");
-    m.token_to_id_.emplace(token, static_cast<int32_t>(id));
+    }
+    m.vocab_.insert(token, static_cast<int32_t>(id));  // JSON object keys are unique
     limit = std::max(limit, id + 1);
   }
-  m.id_to_token_.assign(static_cast<size_t>(limit), nullptr);
-  for (const auto& [token, id] : m.token_to_id_) {
-    const std::string*& slot = m.id_to_token_[static_cast<size_t>(id)];
-    if (slot != nullptr) {
-      return invalid_argument("model.vocab: id " + std::to_string(id) + " is given to both \"" + *slot + "\" and \"" +
-                              token + "\"");
+  m.by_id_.assign(static_cast<size_t>(limit), -1);
+  for (size_t i = 0; i < m.vocab_.size(); ++i) {
+    int32_t& slot = m.by_id_[static_cast<size_t>(m.vocab_.id_at(i))];
+    if (slot >= 0) {
+      return invalid_argument("model.vocab: id " + std::to_string(m.vocab_.id_at(i)) + " is given to both \"" +
+                              std::string(m.vocab_.token_at(static_cast<size_t>(slot))) + "\" and \"" +
+                              std::string(m.vocab_.token_at(i)) + "\"");
     }
-    slot = &token;
+    slot = static_cast<int32_t>(i);
   }
 
   auto unk = optional_string_field(model, "unk_token", "model");
@@ -161,35 +174,30 @@ Result<BpeModel> BpeModel::parse(const nlohmann::json& model) {
                               std::to_string(kMaxMerges) + ")");
     }
     m.merges_.reserve(merges->size());
-    std::string a, b;
+    std::string a, b, ab;
     for (size_t i = 0; i < merges->size(); ++i) {
       if (Status s = d::merge_parts((*merges)[i], i, a, b); !s.ok()) return s.error();
+      ab.assign(a).append(b);
       const auto ia = m.token_to_id(a);
       const auto ib = m.token_to_id(b);
-      const auto ic = m.token_to_id(a + b);
+      const auto ic = m.token_to_id(ab);
       if (!ia || !ib || !ic) {
-        return invalid_argument("model.merges[" + std::to_string(i) + "]: \"" +
-                                (!ia   ? a
-                                 : !ib ? b
-                                       : a + b) +
+        const std::string& missing = !ia ? a : !ib ? b : ab;
+        return invalid_argument("model.merges[" + std::to_string(i) + "]: \"" + missing +
                                 "\" is not in the vocabulary");
       }
       // A repeated pair keeps its last rank, as Hugging Face's map does.
-      m.merges_[pair_key(*ia, *ib)] = Merge{static_cast<int32_t>(i), *ic};
+      m.merges_.set(*ia, *ib, {static_cast<int32_t>(i), *ic});
     }
   }
   return m;
 }
 
-std::optional<int32_t> BpeModel::token_to_id(std::string_view token) const {
-  const auto it = token_to_id_.find(token);
-  if (it == token_to_id_.end()) return std::nullopt;
-  return it->second;
-}
-
-const std::string* BpeModel::id_to_token(int32_t id) const {
-  if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size()) return nullptr;
-  return id_to_token_[static_cast<size_t>(id)];
+std::optional<std::string_view> BpeModel::id_to_token(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= by_id_.size()) return std::nullopt;
+  const int32_t index = by_id_[static_cast<size_t>(id)];
+  if (index < 0) return std::nullopt;
+  return vocab_.token_at(static_cast<size_t>(index));
 }
 
 size_t BpeModel::cached_words() const {
@@ -266,8 +274,9 @@ void BpeModel::encode_word(std::string_view piece, std::vector<int32_t>& out) co
   auto consider = [&](int32_t pos) {
     const d::Symbol& s = symbols[static_cast<size_t>(pos)];
     if (s.next < 0) return;
-    const auto it = merges_.find(pair_key(s.id, symbols[static_cast<size_t>(s.next)].id));
-    if (it != merges_.end()) queue.push({it->second.rank, pos, it->second.id});
+    if (const MergeTable::Merge* m = merges_.find(s.id, symbols[static_cast<size_t>(s.next)].id)) {
+      queue.push({m->rank, pos, m->id});
+    }
   };
   for (int32_t p = 0; p + 1 < static_cast<int32_t>(symbols.size()); ++p) consider(p);
   while (!queue.empty()) {
@@ -277,8 +286,8 @@ void BpeModel::encode_word(std::string_view piece, std::vector<int32_t>& out) co
     if (left.gone || left.next < 0) continue;
     d::Symbol& right = symbols[static_cast<size_t>(left.next)];
     // Stale when either side changed since the candidate was queued.
-    const auto it = merges_.find(pair_key(left.id, right.id));
-    if (it == merges_.end() || it->second.id != c.id) continue;
+    const MergeTable::Merge* now = merges_.find(left.id, right.id);
+    if (now == nullptr || now->id != c.id) continue;
     left.id = c.id;
     right.gone = true;
     left.next = right.next;

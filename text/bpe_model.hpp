@@ -15,6 +15,7 @@
 //   4. Merges: repeatedly the adjacent pair of lowest rank (leftmost among equals) becomes the token
 //      the merges list made of it, with a priority queue over a linked list of symbols, so a word of
 //      n characters costs O(n log n), never a rescan per merge.
+// The vocabulary and the merges live in flat tables (text/token_table.hpp).
 // Refused at parse(), with the reason: another model type (WordPiece, Unigram, WordLevel), dropout,
 // a continuing_subword_prefix or end_of_word_suffix (BERT- and CLIP-style BPE), a merge whose parts
 // or result are not in the vocabulary, an unk_token outside it, two tokens with one id, and sizes
@@ -28,19 +29,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "base/status.hpp"
+#include "text/token_table.hpp"
 
 namespace ember::text {
-
-/// Hash and equality that let an unordered_map keyed by std::string be searched by string_view.
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-};
-using TokenIds = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
 
 class BpeModel {
  public:
@@ -63,12 +57,12 @@ class BpeModel {
   /// Appends the ids of one piece (valid UTF-8, already in the model's alphabet).
   void encode(std::string_view piece, std::vector<int32_t>& out) const;
 
-  std::optional<int32_t> token_to_id(std::string_view token) const;
-  /// The token of `id`, or nullptr when the vocabulary has none.
-  const std::string* id_to_token(int32_t id) const;
+  std::optional<int32_t> token_to_id(std::string_view token) const { return vocab_.find(token); }
+  /// The token of `id` (valid as long as the model lives), or nullopt when the vocabulary has none.
+  std::optional<std::string_view> id_to_token(int32_t id) const;
   /// One past the largest id in the vocabulary.
-  int32_t id_limit() const { return static_cast<int32_t>(id_to_token_.size()); }
-  size_t vocab_count() const { return token_to_id_.size(); }
+  int32_t id_limit() const { return static_cast<int32_t>(by_id_.size()); }
+  size_t vocab_count() const { return vocab_.size(); }
   size_t merge_count() const { return merges_.size(); }
   std::optional<int32_t> unk_id() const { return unk_id_; }
   bool byte_fallback() const { return byte_fallback_; }
@@ -76,21 +70,14 @@ class BpeModel {
   size_t cached_words() const;
 
  private:
-  struct Merge {
-    int32_t rank;
-    int32_t id;
-  };
   struct Cache;
 
   /// Steps 3 and 4 above, without the cache.
   void encode_word(std::string_view piece, std::vector<int32_t>& out) const;
-  static uint64_t pair_key(int32_t a, int32_t b) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
-  }
 
-  TokenIds token_to_id_;
-  std::vector<const std::string*> id_to_token_;  // into token_to_id_'s keys (stable in a node map)
-  std::unordered_map<uint64_t, Merge> merges_;
+  TokenTable vocab_;
+  std::vector<int32_t> by_id_;  // id -> index in vocab_, -1 where no token has the id
+  MergeTable merges_;
   std::optional<int32_t> unk_id_;
   bool byte_fallback_ = false;
   bool fuse_unk_ = false;

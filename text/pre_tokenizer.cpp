@@ -1,6 +1,9 @@
 #include "text/pre_tokenizer.hpp"
 
+#include <utf8proc.h>
+
 #include <algorithm>
+#include <cstdlib>
 
 #include "text/byte_level.hpp"
 #include "text/json_fields.hpp"
@@ -99,6 +102,21 @@ Result<std::vector<std::pair<Span, bool>>> find_segments(const Regex& regex, std
   return segments;
 }
 
+/// `text` in the Unicode normalization form utf8proc's `options` name. ASCII is in every form already.
+Result<std::string> unicode_normalize(std::string_view text, int options) {
+  if (std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; })) {
+    return std::string(text);
+  }
+  utf8proc_uint8_t* out = nullptr;
+  const utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), static_cast<utf8proc_ssize_t>(text.size()),
+                   &out, static_cast<utf8proc_option_t>(options));
+  if (n < 0) return invalid_argument(std::string("Unicode normalization: ") + utf8proc_errmsg(n));
+  std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+  std::free(out);
+  return result;
+}
+
 Result<SplitBehavior> parse_behavior(const nlohmann::json& j, const std::string& where) {
   auto b = string_field(j, "behavior", where);
   if (!b.ok()) return b.error();
@@ -143,8 +161,20 @@ Status Normalizer::parse_into(const nlohmann::json& j, std::vector<Step>& steps,
     steps.push_back({Step::Kind::replace, std::move(*content), std::move(pattern->literal), std::move(pattern->regex)});
     return Status::OK();
   }
+  for (const auto& [name, options] : {std::pair{"NFC", UTF8PROC_STABLE | UTF8PROC_COMPOSE},
+                                      {"NFD", UTF8PROC_STABLE | UTF8PROC_DECOMPOSE},
+                                      {"NFKC", UTF8PROC_STABLE | UTF8PROC_COMPOSE | UTF8PROC_COMPAT},
+                                      {"NFKD", UTF8PROC_STABLE | UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT}}) {
+    if (*type == name) {
+      Step step{Step::Kind::unicode, {}, {}, std::nullopt};
+      step.unicode_options = options;
+      steps.push_back(std::move(step));
+      return Status::OK();
+    }
+  }
   return unsupported(where + ": type \"" + *type +
-                     "\" is not supported (Ember's tokenizer reads Prepend, Replace and Sequence normalizers)");
+                     "\" is not supported (Ember's tokenizer reads Prepend, Replace, NFC, NFD, NFKC, NFKD and "
+                     "Sequence normalizers)");
 }
 
 Result<Normalizer> Normalizer::parse(const nlohmann::json& j) {
@@ -160,6 +190,12 @@ Result<std::string> Normalizer::apply(std::string_view text) const {
     if (step.kind == Step::Kind::prepend) {
       // Hugging Face prepends to non-empty text only.
       if (!out.empty()) out.insert(0, step.content);
+      continue;
+    }
+    if (step.kind == Step::Kind::unicode) {
+      auto normalized = pre_tokenizer_detail::unicode_normalize(out, step.unicode_options);
+      if (!normalized.ok()) return normalized.error();
+      out = std::move(normalized).value();
       continue;
     }
     if (!step.regex) {

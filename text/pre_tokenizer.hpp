@@ -7,14 +7,15 @@
 // tokenizer's edge). The steps supported are what byte-level and SentencePiece-style BPE files use,
 // with Hugging Face tokenizers' semantics (its normalizer.rs, split.rs, byte_level.rs,
 // metaspace.rs):
-//   normalizer     Prepend, Replace (String or Regex pattern), Sequence, null
+//   normalizer     Prepend, Replace (String or Regex pattern), NFC, NFD, NFKC, NFKD (utf8proc, Unicode
+//                  15; Qwen2's file asks for NFC), Sequence, null
 //   pre_tokenizer  ByteLevel (add_prefix_space, use_regex: GPT-2's pattern), Split (String or Regex
 //                  pattern; behavior Removed, Isolated, MergedWithPrevious, MergedWithNext,
 //                  Contiguous; invert), Metaspace (replacement, prepend_scheme always / first /
 //                  never or the older add_prefix_space, split), Sequence, null
-// Anything else (NFC and the other Unicode normalizations, Lowercase, BertNormalizer, Precompiled,
-// Whitespace, Digits, Punctuation...) is refused by parse() with the type named: Ember does not
-// guess at a normalization it does not perform.
+// Anything else (Lowercase, Strip, StripAccents, BertNormalizer, Precompiled, Whitespace, Digits,
+// Punctuation...) is refused by parse() with the type named: Ember does not guess at a normalization
+// it does not perform.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -40,10 +41,11 @@ class Normalizer {
 
  private:
   struct Step {
-    enum class Kind { prepend, replace } kind;
+    enum class Kind { prepend, replace, unicode } kind;
     std::string content;         // what is prepended, or what replaces each match
     std::string literal;         // a String pattern (when regex is empty)
     std::optional<Regex> regex;  // a Regex pattern
+    int unicode_options = 0;     // NFC..NFKD: utf8proc's options for the form
   };
   static Status parse_into(const nlohmann::json& j, std::vector<Step>& steps, int depth);
 

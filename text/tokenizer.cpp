@@ -341,12 +341,12 @@ Result<std::string> Tokenizer::decode(std::span<const int32_t> ids, const Decode
       if (!(options.skip_special_tokens && t->special)) tokens.push_back(t->content);
       continue;
     }
-    const std::string* t = m.model.id_to_token(id);
-    if (t == nullptr) {
+    const auto t = m.model.id_to_token(id);
+    if (!t) {
       return invalid_argument("token id " + std::to_string(id) + " has no token (vocabulary size " +
                               std::to_string(m.vocab_size) + ")");
     }
-    tokens.push_back(*t);
+    tokens.emplace_back(*t);
   }
   std::string out = m.decoder.decode(std::move(tokens));
   if (options.clean_up_tokenization_spaces) out = clean_up_tokenization(out);
@@ -360,8 +360,7 @@ std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
 
 std::optional<std::string_view> Tokenizer::id_to_token(int32_t id) const {
   if (const AddedToken* t = impl_->added.find_id(id)) return std::string_view(t->content);
-  if (const std::string* t = impl_->model.id_to_token(id)) return std::string_view(*t);
-  return std::nullopt;
+  return impl_->model.id_to_token(id);
 }
 
 int32_t Tokenizer::vocab_size() const { return impl_->vocab_size; }

@@ -10,9 +10,8 @@
 //   - model: BPE (text/bpe_model.hpp) with its vocab, merges ("a b" or ["a", "b"]), byte_fallback,
 //     fuse_unk, ignore_merges, unk_token;
 //   - normalizer and pre_tokenizer: what byte-level BPE (GPT-2, Llama 3, Qwen2, Mistral-Nemo: ByteLevel
-//     and/or Split with a regex run by PCRE2) and SentencePiece-style BPE (Llama 2, Mistral 7B v0.1:
-//     Prepend("▁") + Replace(" ", "▁"), or Metaspace) use (text/pre_tokenizer.hpp). Not NFC or any
-//     other Unicode normalization (so not Qwen2's file as shipped);
+//     and/or Split with a regex run by PCRE2, Qwen2's NFC) and SentencePiece-style BPE (Llama 2,
+//     Mistral 7B v0.1: Prepend("▁") + Replace(" ", "▁"), or Metaspace) use (text/pre_tokenizer.hpp);
 //   - added_tokens (text/added_tokens.hpp);
 //   - post_processor: TemplateProcessing's single template (special tokens around $A), ByteLevel
 //     (offsets only: nothing to do for ids), and a Sequence of them;

@@ -30,8 +30,8 @@ TEST(BpeModel, MergesByRankNotByLength) {
   EXPECT_EQ(encode(m, "xyz"), (Ids{'x', 'y', 'z'}));
   EXPECT_EQ(*m.token_to_id("Ġthe"), 258);
   EXPECT_EQ(*m.id_to_token(257), "he");
-  EXPECT_EQ(m.id_to_token(263), nullptr);
-  EXPECT_EQ(m.id_to_token(-1), nullptr);
+  EXPECT_FALSE(m.id_to_token(263));
+  EXPECT_FALSE(m.id_to_token(-1));
 }
 
 TEST(BpeModel, IgnoreMergesTakesAWholeWordFromTheVocabulary) {

@@ -34,8 +34,24 @@ TEST(Normalizer, ReplaceWithARegex) {
   EXPECT_EQ(must(n.apply("a \t\n b")), "a b");
 }
 
+TEST(Normalizer, UnicodeFormsAsPythonsUnicodedataGivesThem) {
+  auto form = [](const char* type, std::string_view text) {
+    return must(must(Normalizer::parse({{"type", type}})).apply(text));
+  };
+  // Expected values: Python's unicodedata.normalize(form, text).
+  EXPECT_EQ(form("NFC", "e\xCC\x81"), "\xC3\xA9");  // e + U+0301 -> é
+  EXPECT_EQ(form("NFD", "\xC3\xA9"), "e\xCC\x81");
+  EXPECT_EQ(form("NFC", "\xEF\xAC\x81"), "\xEF\xAC\x81");                // ﬁ stays in NFC
+  EXPECT_EQ(form("NFKC", "\xEF\xAC\x81 \xE2\x91\xA0"), "fi 1");          // ﬁ ① -> fi 1
+  EXPECT_EQ(form("NFKD", "\xE1\xBA\x9B\xCC\xA3"), "s\xCC\xA3\xCC\x87");  // ẛ̣ -> s + dots
+  EXPECT_EQ(form("NFD", "A\xCC\x8A\xCC\xA7 \xEA\xB0\x80"),
+            "A\xCC\xA7\xCC\x8A \xE1\x84\x80\xE1\x85\xA1");  // reordered; Hangul
+  EXPECT_EQ(form("NFC", std::string("x\0y", 3)), std::string("x\0y", 3));
+  EXPECT_EQ(form("NFC", "plain ASCII"), "plain ASCII");
+}
+
 TEST(Normalizer, UnsupportedKindsAreRefusedByName) {
-  for (const char* type : {"NFC", "NFKC", "Lowercase", "BertNormalizer", "Precompiled", "StripAccents"}) {
+  for (const char* type : {"Lowercase", "BertNormalizer", "Precompiled", "StripAccents", "Strip"}) {
     auto n = Normalizer::parse({{"type", type}});
     ASSERT_FALSE(n.ok()) << type;
     EXPECT_EQ(n.error().code(), ErrorCode::unsupported);

@@ -67,6 +67,40 @@ TEST(Tokenizer, SpecialTokensInTheTextAreOneIdUnlessAskedOtherwise) {
   EXPECT_FALSE(t.bos_id());
 }
 
+TEST(Tokenizer, ByteLevelWithATemplateAddsBosAsMetasLlama3FileDoes) {
+  // Meta's Llama 3 tokenizer.json: a Sequence of ByteLevel (offsets only) and TemplateProcessing.
+  nlohmann::json j = tokenizer_files::byte_level_json();
+  j["added_tokens"].push_back({{"id", 301}, {"content", "<|begin_of_text|>"}, {"special", true}});
+  j["post_processor"] = nlohmann::json::parse(R"({"type": "Sequence", "processors": [
+      {"type": "ByteLevel", "add_prefix_space": true, "trim_offsets": false, "use_regex": true},
+      {"type": "TemplateProcessing",
+       "single": [{"SpecialToken": {"id": "<|begin_of_text|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+       "pair": [],
+       "special_tokens": {"<|begin_of_text|>": {"id": "<|begin_of_text|>", "ids": [301], "tokens": ["<|begin_of_text|>"]}}}]})");
+  const Tokenizer t = must(Tokenizer::parse(j.dump()));
+  EXPECT_EQ(encode(t, "the"), (Ids{301, 't', 257}));
+  EXPECT_EQ(encode(t, "the", {.add_special_tokens = false}), (Ids{'t', 257}));
+  EXPECT_EQ(encode(t, ""), (Ids{301}));
+  EXPECT_EQ(t.bos_id(), 301);
+  EXPECT_EQ(t.bos_token(), "<|begin_of_text|>");
+  EXPECT_EQ(t.vocab_size(), 302);
+  EXPECT_EQ(decode(t, encode(t, "the"), {.skip_special_tokens = true}), "the");
+}
+
+TEST(Tokenizer, NfcNormalizerAsQwen2sFileHasIt) {
+  nlohmann::json j = tokenizer_files::byte_level_json();
+  j["normalizer"] = {{"type", "NFC"}};
+  const Tokenizer t = must(Tokenizer::parse(j.dump()));
+  EXPECT_EQ(encode(t,
+                   "caf"
+                   "e\xCC\x81"),
+            encode(t, "caf\xC3\xA9"));  // decomposed é is composed first
+  EXPECT_EQ(decode(t, encode(t,
+                             "caf"
+                             "e\xCC\x81")),
+            "caf\xC3\xA9");
+}
+
 TEST(Tokenizer, SentencePieceEncodesWithBosAndByteFallback) {
   const Tokenizer t = sentencepiece();
   EXPECT_EQ(t.kind(), TokenizerKind::sentencepiece);
@@ -177,8 +211,8 @@ TEST(Tokenizer, UnsupportedFilesSayWhat) {
   j["model"]["type"] = "WordPiece";
   refused(j.dump(), ErrorCode::unsupported, "model.type \"WordPiece\" is not supported");
   j = tokenizer_files::byte_level_json();
-  j["normalizer"] = {{"type", "NFC"}};
-  refused(j.dump(), ErrorCode::unsupported, "normalizer: type \"NFC\" is not supported");
+  j["normalizer"] = {{"type", "Lowercase"}};
+  refused(j.dump(), ErrorCode::unsupported, "normalizer: type \"Lowercase\" is not supported");
   j = tokenizer_files::byte_level_json();
   j["pre_tokenizer"] = {{"type", "Whitespace"}};
   refused(j.dump(), ErrorCode::unsupported, "pre_tokenizer: type \"Whitespace\" is not supported");
