@@ -180,30 +180,27 @@ GenerationStep GenerationBatcher::schedule(uint64_t now_us) {
   uint64_t budget = config_.max_num_batched_tokens;
   bool preempted = false;
   // 1. Decodes, oldest first; the newest running sequence makes room when the blocks run out.
-  for (size_t i = 0; i < running_.size(); ++i) {
+  for (size_t i = 0; i < running_.size();) {
     const uint64_t id = running_[i];
     Seq& s = seqs_.at(id);
-    if (s.tokens.size() - s.computed != 1) continue;
-    bool fed = false;
-    while (!fed) {
-      Status grown = kv_->grow(id, s.computed + 1);
-      if (grown.ok()) {
-        add_entry(step, id, 1, false, std::nullopt);
-        --budget;
-        fed = true;
-      } else if (grown.error().code() != ErrorCode::out_of_memory) {
-        step.failed.emplace_back(id, grown.error());
-        ++counters_.failed;
-        forget(id);
-        --i;
-        break;
-      } else {
-        const uint64_t victim = running_.back();
-        running_.pop_back();
-        preempt(victim, step);
-        preempted = true;
-        if (victim == id) break;
-      }
+    if (s.tokens.size() - s.computed != 1) {
+      ++i;
+      continue;
+    }
+    Status grown = kv_->grow(id, s.computed + 1);
+    if (grown.ok()) {
+      add_entry(step, id, 1, false, std::nullopt);
+      --budget;
+      ++i;
+    } else if (grown.error().code() != ErrorCode::out_of_memory) {
+      step.failed.emplace_back(id, grown.error());  // not the blocks: the cache refused the move itself
+      ++counters_.failed;
+      forget(id);  // running_[i] is the next one now
+    } else {
+      const uint64_t victim = running_.back();  // possibly `id` itself: then the loop ends
+      running_.pop_back();
+      preempt(victim, step);
+      preempted = true;
     }
   }
   // 2. Prefills under way, oldest first, within the budget (their blocks were taken at admission).
