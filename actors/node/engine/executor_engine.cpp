@@ -48,6 +48,7 @@ Result<std::unique_ptr<ExecutorEngine>> ExecutorEngine::create(std::unique_ptr<g
 }
 
 ExecutorEngine::~ExecutorEngine() {
+  stopping_generation_ = true;  // the generation steps still queued do nothing
   if (gate_) gate_->close();  // no front-end thread inside from here on
   if (jobs_) jobs_->stop();   // the jobs still queued run (each answers, guarded), then the worker is joined
   drain();                    // the runs the last jobs handed on run (each answers; a strand posts its next)
@@ -426,6 +427,7 @@ void ExecutorEngine::kick_generation() {
 
 void ExecutorEngine::generation_step() {
   stepping_ = false;
+  if (stopping_generation_) return;  // the destructor fails the streams once the jobs have run
   bool more = false;
   Status stepped = jobs_->guarded([&] {
     more = generations_->step(now_us());

@@ -62,6 +62,7 @@
 // compute_us, a Shadow's start) are measured here on the steady clock; the parts take no clock.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -291,6 +292,9 @@ class ExecutorEngine {
   /// The generative models' loops (the worker only); their streams fail when the engine stops.
   std::unique_ptr<engine::Generations> generations_;
   bool stepping_ = false;  // the worker only: a generation step is posted
+  /// Set first in the destructor: a step job that still runs does nothing and posts no other, so
+  /// the jobs the destructor runs do not go on generating (their streams fail right after).
+  std::atomic<bool> stopping_generation_{false};
   mutable std::mutex generation_stats_mu_;
   engine::GenerationsStats generation_stats_;  // guarded by generation_stats_mu_
   /// The lanes (streams > 1; null otherwise): reset after jobs_ and before the models go.
