@@ -41,6 +41,15 @@
 // "<|endoftext|>", "<eos>". Chat models' further stop tokens (Llama 3's <|eot_id|>) come from
 // generation_config.json, which the importer reads, or from the chat template's family.
 //
+// Cost (bench/tokenizer_bench, a 2,000-token prompt of varied prose, code and numbers, the npm files, on
+// this project's shared 2-core machine at load average ~9, so upper figures): encoding warm (words in the
+// cache) takes 5.5-7 us per 100 tokens for GPT-2 and Llama 3, 27 us for Llama 2 (no pre-tokenizer: the
+// text is one BPE word, which the cache does not hold); the first encode after loading, every word new,
+// 35-550 us per 100 tokens (median ~130). Decoding 2,000 tokens ~0.2 ms. Loading: GPT-2 0.3-0.6 s,
+// Llama 2 0.1 s, Llama 3 1.4-2.6 s (JSON parsing and 280k merges). BPE costs O(n log n) in the longest
+// piece: a SentencePiece-style file without a pre-tokenizer makes each section one piece, so callers
+// bound the text they accept (a request's byte limit), as for any input.
+//
 // Bounds on untrusted files: tokenizer.json at most kMaxFileBytes, tokenizer_config.json at most
 // kMaxConfigBytes, JSON nested at most kMaxJsonDepth deep; the vocabulary, merges and added tokens
 // as their headers say.
