@@ -30,7 +30,7 @@ Cases (one CTest entry each):
                 without config.json, a refused config: exit status 2 and the reason), --dtype, and
                 `ember model inspect` / `ember model convert` on the result (the tokenizer kept)
 
-  hf_generation_test.py --ember PATH --greedy PATH CASE [--keep DIR]
+  hf_torch_test.py --ember PATH --greedy PATH CASE [--keep DIR]
 
 Exit status 0 pass, 1 fail, 77 skipped (numpy or torch not importable).
 """
