@@ -4,12 +4,9 @@
 // What it reads from DIR (a folder is recognised by its config.json):
 //   config.json                 the architecture (hf_config.hpp: what is imported, what refused)
 //   model.safetensors, or model.safetensors.index.json + its shards (hf_checkpoint.hpp)
-//   generation_config.json      optional: bos/eos ids (added to config.json's), sampling defaults
-//                               (temperature, top_p, top_k)
-//   tokenizer.json              optional (a model without one serves token ids only)
-//   tokenizer_config.json       optional: its chat_template (or chat_template.jinja /
-//                               chat_template.json beside it) recognised as a built-in template
-//                               family; its bos/eos tokens when neither config names ids
+//   generation_config.json, tokenizer.json, tokenizer_config.json   optional (hf_generation.hpp:
+//                               special tokens, sampling defaults, the chat template's family, the
+//                               tokenizer files carried)
 // What it writes to OUT:
 //   model.json                  hf_families.hpp's graph, with the generation section
 //                               (model/generation_spec.hpp)
@@ -67,11 +64,6 @@ struct HfImported {
 
 /// Whether `path` is a directory holding config.json (a Hugging Face folder).
 bool is_hf_folder(const std::string& path);
-
-/// The built-in template family a Jinja chat template is recognised as: "llama3"
-/// (<|start_header_id|> headers), "chatml" (<|im_start|>), "llama2" ([INST] with <<SYS>>), or ""
-/// for any other (no built-in template claims it). Pure.
-std::string recognise_chat_template(std::string_view jinja);
 
 /// Reads DIR, maps it and writes OUT (created if missing).
 Result<HfImported> import_hf_folder(const std::string& dir, const std::string& out, const HfImportOptions& options);

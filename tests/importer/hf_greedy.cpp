@@ -1,5 +1,5 @@
 // hf_greedy: greedy decoding of an imported generative model through Ember's own executor, for the
-// PyTorch equality test (hf_generation_test.py): a SimDevice, one LayerExecutor over every layer,
+// PyTorch equality test (hf_torch_test.py): a SimDevice, one LayerExecutor over every layer,
 // KV blocks allocated on the device one by one (so their addresses are wherever the allocator puts
 // them, listed in kv_meta in position order) and each step's four inputs built here by hand: the
 // prompt in one step, then one token per step, the next token the argmax of the step's logits
