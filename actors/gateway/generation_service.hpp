@@ -35,9 +35,9 @@
 // The front end's side (actors/gateway/http/generation_call.hpp): a request's chunks wait in a
 // buffer of at most GenerationCall::kMaxQueuedChunks for the HTTP thread that writes them; a client
 // that reads slower than that is cut off (overflow policy: cut the slow client; the generation is
-// cancelled and the stream ends with an error event; counted in ember_http_streams_cut_total). No
-// chunk for gateway.request_timeout ends the request (504 before the first chunk, an error event
-// after it) and cancels it.
+// cancelled and the stream ends with an error event; counted in
+// ember_generation_cancels_total{reason="slow_client"}). No chunk for gateway.request_timeout ends
+// the request (504 before the first chunk, an error event after it) and cancels it.
 #pragma once
 
 #include <cstdint>
