@@ -12,7 +12,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       libcaf-core0.17 libcaf-io0.17 libcaf-openssl0.17 libucx0 libcapnp-0.9.2 libspdlog1.10 libfmt9 \
       libyaml-cpp0.7 libcpp-httplib0.11 libgrpc++1.51 libprotobuf32 libedit2 libopenblas0-openmp libgomp1 \
-      libssl3 ca-certificates \
+      libssl3 libpcre2-8-0 libutf8proc2 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --user-group --home-dir /var/lib/ember --create-home ember
 
