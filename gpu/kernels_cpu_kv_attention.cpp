@@ -235,7 +235,9 @@ void run(const CpuKernelArgs& k, const Step& st, float* q_rot) {
   const int64_t parts = std::max(min_parts, std::min(G, (threads + T * Hkv - 1) / (T * Hkv)));
   const int64_t per_part = (G + parts - 1) / parts;
   int64_t work = 0;  // multiply-adds, roughly: positions attended times heads times dims
-  for (int64_t t = 0; t < T && work <= kKvParallelWork; ++t) work += (std::max<int64_t>(st.pos[t], 0) + 1) * H * D;
+  for (int64_t t = 0; t < T && work <= kKvParallelWork; ++t) {
+    work += (std::clamp<int64_t>(st.pos[t], 0, kKvParallelWork) + 1) * H * D;  // unchecked positions may be anything
+  }
   parallel_for(T * Hkv * parts, work > kKvParallelWork, [&](int64_t task) {
     const int64_t t = task / (Hkv * parts), kvh = task / parts % Hkv, part = task % parts;
     const int64_t h0 = kvh * G + part * per_part, h1 = std::min(kvh * G + G, h0 + per_part);
