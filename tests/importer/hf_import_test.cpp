@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <ostream>
 
 #include "importer/hf_checkpoint.hpp"
 #include "importer/hf_config.hpp"
@@ -338,6 +340,9 @@ struct Malformed {
   std::function<void(const std::string&)> damage;
   const char* expect;
 };
+// Named in test output by its name (gtest would print its bytes, pointers included: a CTest name
+// that changes with every build).
+void PrintTo(const Malformed& m, std::ostream* os) { *os << m.name; }
 
 class HfMalformed : public ::testing::TestWithParam<Malformed> {};
 
