@@ -17,10 +17,10 @@
 // the device for one outside its memory) into the workspace's table. Values the executor's
 // check_kv_meta would refuse never make the kernel touch memory outside the blocks (ops.hpp).
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <type_traits>
 
 #include "gpu/cpu_parallel.hpp"
 #include "gpu/cpu_vector_math.hpp"
@@ -57,35 +57,33 @@ EMBER_SIMD_CLONES void exp_shifted(float* s, float shift, int64_t n) {
   for (int64_t i = 0; i < n; ++i) s[i] = expf(s[i] - shift);
 }
 
-// The cache's element types: how a value is stored and read back.
+EMBER_SIMD_CLONES void widen_f16(const uint16_t* in, float* out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = f16_to_f32_masked(in[i]);
+}
+
+EMBER_SIMD_CLONES void widen_bf16(const uint16_t* in, float* out, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) out[i] = std::bit_cast<float>(static_cast<uint32_t>(in[i]) << 16);
+}
+
+// The cache's element types: how a value is stored, and a row read back as float32 (the row itself
+// for a float32 cache, else widened into `buf`).
 struct F32 {
   using T = float;
-  static float load(T x) { return x; }
   static T store(float x) { return x; }
+  static const float* row(const T* r, int64_t, float*) { return r; }
 };
 struct F16 {
   using T = uint16_t;
-  static float load(T x) { return f16_to_f32(x); }
   static T store(float x) { return f32_to_f16(x); }
+  static const float* row(const T* r, int64_t n, float* buf) { return widen_f16(r, buf, n), buf; }
 };
 struct BF16 {
   using T = uint16_t;
-  static float load(T x) { return bf16_to_f32(x); }
   static T store(float x) { return f32_to_bf16(x); }
+  static const float* row(const T* r, int64_t n, float* buf) { return widen_bf16(r, buf, n), buf; }
 };
-
-// A cache row as float32: the row itself for a float32 cache, else widened into `buf`.
-template <class C>
-const float* row_f32(const typename C::T* row, int64_t n, float* buf) {
-  if constexpr (std::is_same_v<C, F32>) {
-    (void)n, (void)buf;
-    return row;
-  } else {
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) buf[i] = C::load(row[i]);
-    return buf;
-  }
-}
 
 // One launch's view of kv_meta and the layer's geometry.
 struct Step {
@@ -202,7 +200,7 @@ void attend(const CpuKernelArgs& k, const Step& st, const float* q_rot, int64_t 
     for (int64_t j0 = 0; j0 < n; j0 += kKvChunk) {
       const int64_t c = std::min(kKvChunk, n - j0);
       for (int64_t j = 0; j < c; ++j) {
-        const float* kr = row_f32<C>(K + (j0 + j) * Hkv * D, D, kbuf);
+        const float* kr = C::row(K + (j0 + j) * Hkv * D, D, kbuf);
         for (int64_t i = 0; i < n_heads; ++i) score[i][j] = dot(q[i], kr, D);
       }
       for (int64_t i = 0; i < n_heads; ++i) {
@@ -217,7 +215,7 @@ void attend(const CpuKernelArgs& k, const Step& st, const float* q_rot, int64_t 
         for (int64_t j = 0; j < c; ++j) l[i] += score[i][j];
       }
       for (int64_t j = 0; j < c; ++j) {
-        const float* vr = row_f32<C>(V + (j0 + j) * Hkv * D, D, vbuf);
+        const float* vr = C::row(V + (j0 + j) * Hkv * D, D, vbuf);
         for (int64_t i = 0; i < n_heads; ++i) axpy(score[i][j], vr, y[i], D);
       }
     }
@@ -237,7 +235,9 @@ void run(const CpuKernelArgs& k, const Step& st, float* q_rot) {
   const int64_t parts = std::max(min_parts, std::min(G, (threads + T * Hkv - 1) / (T * Hkv)));
   const int64_t per_part = (G + parts - 1) / parts;
   int64_t work = 0;  // multiply-adds, roughly: positions attended times heads times dims
-  for (int64_t t = 0; t < T && work <= kKvParallelWork; ++t) work += (std::max<int64_t>(st.pos[t], 0) + 1) * H * D;
+  for (int64_t t = 0; t < T && work <= kKvParallelWork; ++t) {
+    work += (std::clamp<int64_t>(st.pos[t], 0, kKvParallelWork) + 1) * H * D;  // unchecked positions may be anything
+  }
   parallel_for(T * Hkv * parts, work > kKvParallelWork, [&](int64_t task) {
     const int64_t t = task / (Hkv * parts), kvh = task / parts % Hkv, part = task % parts;
     const int64_t h0 = kvh * G + part * per_part, h1 = std::min(kvh * G + G, h0 + per_part);

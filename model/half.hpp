@@ -31,6 +31,16 @@ inline float f16_to_f32(uint16_t h) {
   return sign ? -v : v;
 }
 
+/// f16_to_f32 with masks instead of branches, the same bits for every input: what a loop that
+/// should run in vector registers widens with (gpu/kernels_cpu_kv_attention.cpp's float16 cache).
+inline float f16_to_f32_masked(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16, em = h & 0x7fffu, exp = em >> 10;
+  const uint32_t normal = (em << 13) + (112u << 23), special = (em << 13) | 0x7f800000u;
+  const uint32_t subnormal = std::bit_cast<uint32_t>(static_cast<float>(em) * 5.9604644775390625e-8f);  // em * 2^-24
+  const uint32_t is_sub = 0u - static_cast<uint32_t>(exp == 0), is_special = 0u - static_cast<uint32_t>(exp == 0x1f);
+  return std::bit_cast<float>(sign | (subnormal & is_sub) | (special & is_special) | (normal & ~(is_sub | is_special)));
+}
+
 inline uint16_t f32_to_f16(float f) {
   const uint32_t u = std::bit_cast<uint32_t>(f);
   const uint16_t sign = static_cast<uint16_t>((u >> 16) & 0x8000u);

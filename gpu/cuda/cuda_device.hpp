@@ -133,6 +133,9 @@ class CudaDevice final : public Device {
   void* translate(DevicePtr ptr, uint64_t bytes) const;
   /// The CUDA device ordinal (cudaSetDevice's argument).
   int cuda_ordinal() const { return ordinal_; }
+  /// The reservation allocate() hands out: its first device address and its bytes.
+  uint64_t memory_base() const { return reinterpret_cast<uintptr_t>(base_); }
+  uint64_t memory_capacity() const { return capacity_; }
   /// The shared cuBLAS workspace (nullptr, 0 when the reservation had no room for it).
   void* blas_workspace() const { return blas_workspace_; }
   uint64_t blas_workspace_bytes() const { return blas_workspace_bytes_; }

@@ -41,6 +41,9 @@ struct CudaKernelArgs {
   const void* weights[kMaxLayerWeights] = {};
   void* output = nullptr;
   void* workspace = nullptr;
+  /// The device's reservation, [memory_base, memory_base + memory_bytes): the bounds of addresses
+  /// that reach a kernel as data (kv_attention's block table), which CudaStream::launch cannot check.
+  uint64_t memory_base = 0, memory_bytes = 0;
 
   const float* in_f32(int i) const { return static_cast<const float*>(inputs[i]); }
   const float* w_f32(int i) const { return static_cast<const float*>(weights[i]); }
@@ -181,7 +184,8 @@ CudaKernelStatus by_element_size(uint32_t size, F&& f) {
 // products and embedding), cuda_kernels_pointwise.cu (activations, normalisation),
 // cuda_kernels_layout.cu (pooling, resize, flatten/select), cuda_kernels_elementwise.cu (the
 // broadcasting unary, binary and where ops, cast), cuda_kernels_shape.cu (data movement: constant,
-// transpose, concat, slice, gather, expand, pad), cuda_kernels_reduce.cu (reduce, argmax, topk).
+// transpose, concat, slice, gather, expand, pad), cuda_kernels_reduce.cu (reduce, argmax, topk),
+// cuda_kernels_kv_attention.cu (attention over the paged KV cache).
 CudaKernelStatus cuda_linear(const CudaKernelArgs&);
 CudaKernelStatus cuda_conv2d(const CudaKernelArgs&);
 CudaKernelStatus cuda_attention(const CudaKernelArgs&);

@@ -149,6 +149,8 @@ class CudaStream final : public Stream {
     }
     if (!(k.output = map(args.output))) return;
     if (args.workspace_bytes && !(k.workspace = device_.resolve(args.workspace, args.workspace_bytes, op))) return;
+    k.memory_base = device_.memory_base();
+    k.memory_bytes = device_.memory_capacity();
     // The device's one cuBLAS workspace, handed from stream to stream by an event.
     std::optional<CudaDevice::BlasWorkspaceLease> lease;
     if (device_.blas_workspace() && uses_cublas(args.op)) lease.emplace(device_, stream_);

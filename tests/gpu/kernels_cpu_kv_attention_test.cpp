@@ -4,7 +4,8 @@
 // double-precision rotary and softmax over a per-sequence list of the k and v each position
 // stored, rounded to the cache's type as the cache holds them. Blocks sit at shuffled,
 // non-contiguous places of one pool, and the pool itself is read back: each position's K and V
-// must be in its slot of its block, layer 0's half of every block untouched.
+// must be in its slot of its block, layer 0's half of every block untouched. KvAttentionTorch
+// checks the same against PyTorch running Hugging Face's formulas (kv_attention_torch.py).
 //
 // Tolerances, relative to the largest output, against two references. One holds k and v rounded
 // to the cache's type as the kernel stores them: 1e-5 for every type (measured: below 5e-7; its
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <sys/wait.h>
 
 #include "gpu/executor.hpp"
 #include "model/half.hpp"
@@ -26,7 +28,7 @@
 #include "tests/gpu/test_util.hpp"
 
 namespace ember::gpu {
-namespace kv_attention_test {
+namespace kernels_cpu_kv_attention_test {
 
 using testing::must;
 using testing::TempDir;
@@ -109,6 +111,7 @@ class Harness {
   }
 
   const LayerAttrs& attrs() const { return attrs_; }
+  const std::vector<float>& inv_freq() const { return inv_freq_; }
   SimDevice& device() { return *device_; }
   LayerExecutor& executor() { return *ex_; }
   int64_t width() const { return (c_.heads + 2 * c_.kv_heads) * c_.dim; }
@@ -458,5 +461,62 @@ TEST(KvAttentionSteps, UncheckedBadKvMetaGivesZerosNotACrash) {
   EXPECT_TRUE(h.device().status().ok());
 }
 
-}  // namespace kv_attention_test
+// Against PyTorch running Hugging Face's Llama attention (tests/gpu/kv_attention_torch.py, the
+// formulas transcribed from transformers): two sequences fed as a packed prefill, then decodes of
+// mixed sets, each output row compared with the same position of a whole-sequence causal attention
+// in torch, at 1e-5 of the largest output. Skipped where /usr/bin/python3 has no torch.
+TEST(KvAttentionTorch, MatchesHuggingFaceLlamaAttention) {
+  for (const Config& c : {Config{"partial_rope", 4, 2, 16, 8, 4, DType::f32}, Config{"full_rope", 6, 2, 8, 8, 3, DType::f32}}) {
+    SCOPED_TRACE(c.name);
+    TempDir dir;
+    Harness h(c, dir / "m", 2, 4);
+    const int64_t lengths[] = {9, 6};
+    // qkv rows of every position, sequence 0's then sequence 1's.
+    const HostTensor rows = h.random_qkv(lengths[0] + lengths[1], 11);
+    auto row_of = [&](int64_t s, int64_t p) { return (s == 0 ? 0 : lengths[0]) + p; };
+    std::vector<std::vector<Token>> steps = {{{0, 0}, {0, 1}, {0, 2}, {0, 3}, {0, 4}, {1, 0}, {1, 1}, {1, 2}}};
+    for (int64_t p = 5; p < 9; ++p) {
+      steps.push_back({{0, p}});
+      if (p - 2 < lengths[1]) steps.back().push_back({1, p - 2});
+    }
+    const int64_t width = h.width(), out_row = c.heads * c.dim;
+    std::vector<float> got(static_cast<size_t>((lengths[0] + lengths[1]) * out_row));
+    for (const std::vector<Token>& step : steps) {
+      HostTensor qkv = h.random_qkv(static_cast<int64_t>(step.size()), 0);
+      for (size_t t = 0; t < step.size(); ++t) {
+        std::memcpy(qkv.as<float>() + static_cast<int64_t>(t) * width, rows.as<float>() + row_of(step[t].seq, step[t].pos) * width,
+                    static_cast<size_t>(width) * 4);
+      }
+      const HostTensor y = h.run(step, qkv);
+      for (size_t t = 0; t < step.size(); ++t) {
+        std::memcpy(got.data() + row_of(step[t].seq, step[t].pos) * out_row, y.as<float>() + static_cast<int64_t>(t) * out_row,
+                    static_cast<size_t>(out_row) * 4);
+      }
+    }
+    auto write = [&](const std::string& name, const void* data, size_t bytes) {
+      testing::write_file(dir / name, std::string(static_cast<const char*>(data), bytes));
+    };
+    write("qkv.f32", rows.data(), static_cast<size_t>(rows.desc.bytes()));
+    write("inv_freq.f32", h.inv_freq().data(), h.inv_freq().size() * 4);
+    std::string seqs = "[[0, 1, 2, 3, 4, 5, 6, 7, 8], [9, 10, 11, 12, 13, 14]]";
+    testing::write_file(dir / "spec.json", "{\"heads\": " + std::to_string(c.heads) + ", \"kv_heads\": " +
+                                               std::to_string(c.kv_heads) + ", \"head_dim\": " + std::to_string(c.dim) +
+                                               ", \"rope_dim\": " + std::to_string(c.rope_dim) +
+                                               ", \"sequences\": " + seqs + "}");
+    const std::string cmd = std::string(EMBER_TORCH_PYTHON) + " " + EMBER_SOURCE_DIR + "/tests/gpu/kv_attention_torch.py " +
+                            dir.path() + " > " + dir.path() + "/torch.log 2>&1";
+    const int rc = std::system(cmd.c_str());
+    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77) GTEST_SKIP() << testing::read_file(dir / "torch.log");
+    ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << cmd << ":\n" << testing::read_file(dir / "torch.log");
+    const std::string expected = testing::read_file(dir / "expected.f32");
+    ASSERT_EQ(expected.size(), got.size() * 4);
+    HostTensor y = must(HostTensor::allocate("y", {DType::f32, Shape{static_cast<int64_t>(got.size())}}));
+    std::memcpy(y.data(), got.data(), got.size() * 4);
+    std::vector<float> want(got.size());
+    std::memcpy(want.data(), expected.data(), expected.size());
+    EXPECT_LE(relative_error(y, want), 1e-5);
+  }
+}
+
+}  // namespace kernels_cpu_kv_attention_test
 }  // namespace ember::gpu

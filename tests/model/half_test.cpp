@@ -24,6 +24,13 @@ TEST(Half, EveryFloat16SurvivesARoundTripThroughFloat32) {
   }
 }
 
+TEST(Half, TheMaskedWideningGivesTheSameBitsForEveryFloat16) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const auto bits = static_cast<uint16_t>(h);
+    ASSERT_EQ(std::bit_cast<uint32_t>(f16_to_f32_masked(bits)), std::bit_cast<uint32_t>(f16_to_f32(bits))) << std::hex << h;
+  }
+}
+
 TEST(Half, Float32ToFloat16RoundsAsTheCompilerDoes) {
   // Every 65537th float32 bit pattern (all exponents, both signs), plus the boundaries below.
   for (uint64_t u = 0; u <= 0xffffffffull; u += 65537) {
