@@ -66,21 +66,6 @@ Result<const nlohmann::json*> sequence_items(const nlohmann::json& j, std::strin
   return items;
 }
 
-/// Replaces every occurrence of `from` (non-empty) in `text` with `to`.
-std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
-  std::string out;
-  out.reserve(text.size());
-  size_t pos = 0;
-  while (true) {
-    const size_t hit = text.find(from, pos);
-    if (hit == std::string_view::npos) break;
-    out.append(text.substr(pos, hit - pos));
-    out.append(to);
-    pos = hit + from.size();
-  }
-  out.append(text.substr(pos));
-  return out;
-}
 
 /// The segments of `text` for `regex`: matches (true) and the gaps between them (false), in order,
 /// covering the text; an empty text is one empty gap (Hugging Face's Pattern::find_matches).
@@ -199,7 +184,7 @@ Result<std::string> Normalizer::apply(std::string_view text) const {
       continue;
     }
     if (!step.regex) {
-      out = pre_tokenizer_detail::replace_all(out, step.literal, step.content);
+      out = replace_all(out, step.literal, step.content);
       continue;
     }
     std::vector<Span> matches;
@@ -416,7 +401,7 @@ Status PreTokenizer::run_step(const Step& step, std::vector<std::string>& pieces
         break;
       }
       case Step::Kind::metaspace: {
-        std::string replaced = d::replace_all(piece, " ", step.replacement);
+        std::string replaced = replace_all(piece, " ", step.replacement);
         const bool prepend =
             step.prepend == Step::Prepend::always || (step.prepend == Step::Prepend::first && at_text_start && i == 0);
         if (prepend && replaced.compare(0, step.replacement.size(), step.replacement) != 0) {

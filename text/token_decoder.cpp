@@ -11,20 +11,6 @@ namespace token_decoder_detail {
 constexpr int kMaxSequenceDepth = 4;
 constexpr size_t kMaxSequenceSteps = 32;
 
-std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
-  std::string out;
-  out.reserve(text.size());
-  size_t pos = 0;
-  while (true) {
-    const size_t hit = text.find(from, pos);
-    if (hit == std::string_view::npos) break;
-    out.append(text.substr(pos, hit - pos));
-    out.append(to);
-    pos = hit + from.size();
-  }
-  out.append(text.substr(pos));
-  return out;
-}
 
 /// The byte of a "<0xXX>" token, or -1.
 int byte_token(std::string_view t) {
@@ -183,7 +169,7 @@ void TokenDecoder::run_step(const Step& step, std::vector<std::string>& tokens) 
     case Step::Kind::replace:
       for (std::string& t : tokens) {
         if (!step.regex) {
-          t = d::replace_all(t, step.literal, step.content);
+          t = replace_all(t, step.literal, step.content);
           continue;
         }
         std::vector<Span> matches;
@@ -250,7 +236,7 @@ void TokenDecoder::run_step(const Step& step, std::vector<std::string>& tokens) 
       return;
     case Step::Kind::metaspace:
       for (size_t k = 0; k < tokens.size(); ++k) {
-        std::string t = d::replace_all(tokens[k], step.content, " ");
+        std::string t = replace_all(tokens[k], step.content, " ");
         if (k == 0 && step.strip_first && !t.empty() && t[0] == ' ') t.erase(0, 1);
         tokens[k] = std::move(t);
       }
@@ -288,7 +274,7 @@ std::string clean_up_tokenization(std::string_view text) {
                                  {" 's", "'s"},
                                  {" 've", "'ve"},
                                  {" 're", "'re"}}) {
-    s = d::replace_all(s, from, to);
+    s = replace_all(s, from, to);
   }
   return s;
 }

@@ -51,4 +51,8 @@ bool is_python_whitespace(char32_t cp);
 /// `s` without leading and trailing characters for which is_python_whitespace holds (str.strip()).
 std::string_view python_strip(std::string_view s);
 
+/// `text` with every occurrence of `from` (non-empty) replaced by `to` (the tokenizer formats'
+/// Replace normalizer and decoder).
+std::string replace_all(std::string_view text, std::string_view from, std::string_view to);
+
 }  // namespace ember::text

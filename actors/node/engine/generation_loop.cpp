@@ -18,15 +18,15 @@ Result<std::unique_ptr<GenerationLoop>> GenerationLoop::create(gpu::Device& devi
     return invalid_argument("the tokenizer's " + std::to_string(tokenizer->vocab_size()) +
                             " ids do not fit the model's " + std::to_string(spec.vocab_size) + " logits");
   }
-  std::unique_ptr<GenerationLoop> loop(new GenerationLoop(device, std::move(spec), std::move(tokenizer)));
+  std::unique_ptr<GenerationLoop> loop(new GenerationLoop(std::move(spec), std::move(tokenizer)));
   EMBER_ASSIGN_OR_RETURN(loop->kv_, KvBlocks::create(device, memory, loop->spec_.layout, config.kv));
   EMBER_ASSIGN_OR_RETURN(GenerationBatcher batcher, GenerationBatcher::create(*loop->kv_, config.batcher));
   loop->batcher_.emplace(std::move(batcher));
   return loop;
 }
 
-GenerationLoop::GenerationLoop(gpu::Device& device, GenerativeSpec spec, std::shared_ptr<const text::Tokenizer> tokenizer)
-    : device_(device), spec_(std::move(spec)), tokenizer_(std::move(tokenizer)) {}
+GenerationLoop::GenerationLoop(GenerativeSpec spec, std::shared_ptr<const text::Tokenizer> tokenizer)
+    : spec_(std::move(spec)), tokenizer_(std::move(tokenizer)) {}
 
 GenerationLoop::~GenerationLoop() = default;
 

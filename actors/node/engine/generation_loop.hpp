@@ -111,14 +111,13 @@ class GenerationLoop {
     text::TokenCounts counts;
     uint64_t generated = 0;  // tokens counting the resumed ones
   };
-  GenerationLoop(gpu::Device& device, GenerativeSpec spec, std::shared_ptr<const text::Tokenizer> tokenizer);
+  GenerationLoop(GenerativeSpec spec, std::shared_ptr<const text::Tokenizer> tokenizer);
   /// The token sampled for `s` (from its logits row): counted, checked, its text emitted. True
   /// when the stream finished.
   bool take(uint64_t seq, Stream& s, const text::SampledToken& sampled);
   void finish(uint64_t seq, Stream& s, text::FinishReason reason, GenerationOutput out);
   void fail(uint64_t seq, const Error& error);
 
-  gpu::Device& device_;
   const GenerativeSpec spec_;
   std::shared_ptr<const text::Tokenizer> tokenizer_;
   std::unique_ptr<KvBlocks> kv_;
