@@ -80,5 +80,8 @@ inline constexpr lend_atom lend_atom_v{};
 /// Drop the Shadow an executor holds for a model (AsyFunc).
 using shadow_atom = caf::atom_constant<caf::atom("shadow")>;
 inline constexpr shadow_atom shadow_atom_v{};
+/// Text generation (issue 35): stop a generation by its request id (the client went away).
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+inline constexpr cancel_atom cancel_atom_v{};
 
 }  // namespace ember

@@ -33,6 +33,30 @@ namespace text {
 class Tokenizer;
 }
 
+/// A model's generation streams an engine set aside when the model left its device (evicted for
+/// another model, docs/design/generation.md "Late binding with state"): each stream's tokens so far,
+/// its sampling and stop state, its `emit`, and its KV cache either copied to host memory or to be
+/// recomputed from the tokens. The engine that evicted the model hands it out in
+/// SwapRunResult::parked; the router queues it as a request of the model, and whichever device binds
+/// the model next takes it back (SwapRun::resume): the streams go on from where they stopped, the
+/// host KV copied in (or recomputed), no token repeated or skipped.
+///
+/// Thread-safe to move between threads; its streams are touched only by the engine that takes it
+/// (resume) or by fail(). Destroyed untaken, it fails every stream it still holds with unavailable
+/// and GenerationOutput::resumable, so that nothing waits forever and the gateway continues each
+/// from the tokens it sent.
+class ParkedGenerations {
+ public:
+  virtual ~ParkedGenerations() = default;
+  /// Streams held (0 once taken or failed).
+  virtual size_t streams() const = 0;
+  /// Host bytes their KV copies hold.
+  virtual uint64_t host_bytes() const = 0;
+  /// Ends every stream held with `error` as its final output (resumable: the gateway may continue
+  /// it elsewhere). Any thread; idempotent.
+  virtual void fail(const Error& error) = 0;
+};
+
 /// A run of a resident model: its outputs (named as the model names them) and its times.
 struct InferResult {
   Result<std::vector<gpu::HostTensor>> outputs = internal_error("not run");
@@ -58,6 +82,10 @@ struct GenerationOutput {
   text::FinishReason finish = text::FinishReason::none;
   uint32_t prompt_tokens = 0, completion_tokens = 0;  // on the final output
   std::optional<Error> error;                         // the final output of a failed stream
+  /// With `error`: the stream was given up unfinished by this replica (its device broke, its model
+  /// was unloaded or set aside with nowhere to go), not refused: whoever relays it may continue it
+  /// on another replica from the tokens already sent (generate_request::resume_tokens).
+  bool resumable = false;
 };
 
 /// One generation request as a model's GenerationLoop runs it (actors/node/engine/generation_loop.hpp):
@@ -121,6 +149,10 @@ struct SwapRun {
   /// `emit` from then on; the SwapRunResult answers when it joined (outputs empty) or why it did
   /// not (nothing was generated, `emit` is never called).
   MakeGeneration generate;
+  /// Streams set aside when the model last left a device (ParkedGenerations): once the model is
+  /// resident, they join its generation loop here and go on. Answered like `generate` (outputs
+  /// empty once they joined).
+  std::shared_ptr<ParkedGenerations> resume;
 };
 
 /// What a SwapRun did: its answer and what changed on the device.
@@ -147,6 +179,9 @@ struct SwapRunResult {
   /// SwapRun::make_inputs failed: the job did nothing else (run.outputs says why; the rest is as
   /// default-constructed).
   bool inputs_failed = false;
+  /// Generation streams of models this job evicted, set aside (see ParkedGenerations): one entry per
+  /// evicted model that had streams; the router queues each to resume where the model binds next.
+  std::vector<std::pair<model_key, std::shared_ptr<ParkedGenerations>>> parked;
 };
 
 }  // namespace ember

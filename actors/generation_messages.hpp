@@ -208,11 +208,16 @@ typename Inspector::result_type inspect(Inspector& f, generation_usage& x) {
 struct generation_error {
   ErrorCode code = ErrorCode::internal;
   std::string message;
+  /// Node -> gateway only: the replica gave the stream up unfinished (its device broke, its model was
+  /// unloaded), it did not refuse it. The gateway continues it on another replica with
+  /// resume_tokens (every token it sent so far) and the client never sees this chunk; with no
+  /// replica to continue on, the client gets the error.
+  bool resume = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, generation_error& x) {
-  return f(caf::meta::type_name("generation_error"), x.code, x.message);
+  return f(caf::meta::type_name("generation_error"), x.code, x.message, x.resume);
 }
 
 /// Part of a generation's answer: node -> gateway -> front end.

@@ -27,6 +27,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/fault_messages.hpp"
+#include "actors/generation_messages.hpp"
 #include "actors/gpu_executor_interface.hpp"
 #include "actors/inference_messages.hpp"
 #include "actors/load_report_messages.hpp"
@@ -77,6 +78,18 @@ using node_router_actor = caf::typed_actor<
     /// model has no ready replica here, or the node binds models pinned: the caller runs the steps
     /// itself), invalid_argument (the workflow or the request), a step's error prefixed with it.
     caf::replies_to<workflow_request>::with<infer_reply>,
+    /// Text generation (actors/generation_messages.hpp): generate `request` on a replica here, its
+    /// generate_chunks sent to the actor given, in order, the last one final (a final chunk whose
+    /// error has `resume` set: the node gave the stream up unfinished; the sender continues it
+    /// elsewhere). The answer (true) comes once the stream joined a generation loop: chunks may
+    /// arrive before it. Errors, before any chunk: unavailable (no ready replica here, queue full),
+    /// not_found (no such model here), invalid_argument (a model that does not generate, a prompt
+    /// over its context window, token ids outside its vocabulary, a tokenizer-less model asked for
+    /// text).
+    caf::replies_to<generate_request, caf::actor>::with<bool>,
+    /// Stops generation `request id` at its next step and frees its KV blocks (its chunks stop; no
+    /// final chunk need follow). Unknown ids do nothing.
+    caf::reacts_to<cancel_atom, std::string>,
     /// Drops the model's bytes from the host cache unless a replica here uses them.
     caf::replies_to<evict_atom, model_key>::with<bool>, caf::replies_to<report_atom>::with<node_report>,
     caf::replies_to<metrics_atom>::with<metrics_snapshot>,

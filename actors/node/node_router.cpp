@@ -373,6 +373,10 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
       // -- warm path -----------------------------------------------------------------------------
       [self](workflow_request& req) -> caf::result<infer_reply> { return workflow_take(self, req); },
       [self](infer_request& req) -> caf::result<infer_reply> { return infer(self, req); },
+      [self](generate_request&, caf::actor&) -> caf::result<bool> {
+        return to_caf(unsupported("node " + self->state.config.name + ": text generation is not routed yet"));
+      },
+      [](cancel_atom, const std::string&) {},
       // -- replicas ------------------------------------------------------------------------------
       [self](load_replica& req) -> caf::result<replica_info> { return load(self, req); },
       [self](load_stage& req) -> caf::result<replica_info> { return load(self, req.load, std::move(req.part)); },
