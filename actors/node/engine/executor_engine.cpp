@@ -118,11 +118,15 @@ void ExecutorEngine::bind(const model_key& key, std::shared_ptr<const gpu::Model
   });
 }
 
+Error ExecutorEngine::unloaded(const model_key& key) const {
+  return unavailable("model " + key.to_string() + " was unloaded from " + device_->info().name);
+}
+
 void ExecutorEngine::unbind(const model_key& key, std::function<void()> done) {
   jobs_->post([this, key, done = std::move(done)] {
     drain();
     // Its streams end resumable: the gateway continues them on another replica.
-    if (auto parked = evict(key)) parked->fail(unavailable("model " + key.to_string() + " was unloaded from " + device_->info().name));
+    if (auto parked = evict(key)) parked->fail(unloaded(key));
     done();
   });
 }
@@ -131,7 +135,7 @@ void ExecutorEngine::unbind_all(std::function<void()> done) {
   jobs_->post([this, done = std::move(done)] {
     drain();
     while (auto key = models_.any()) {
-      if (auto parked = evict(*key)) parked->fail(unavailable("model " + key->to_string() + " was unloaded from " + device_->info().name));
+      if (auto parked = evict(*key)) parked->fail(unloaded(*key));
     }
     done();
   });
@@ -492,15 +496,18 @@ void ExecutorEngine::profile_generation(SwapRun& run, gpu::LayerExecutor& ex, Sw
   }
   engine::GenerationLoop& l = **loop;
   const uint64_t context = l.spec().context_window;
-  const uint32_t prompt_tokens = static_cast<uint32_t>(std::min<uint64_t>(kProfilePromptTokens, std::max<uint64_t>(1, context / 2)));
-  const uint32_t decode_tokens = static_cast<uint32_t>(std::min<uint64_t>(kProfileDecodeTokens, context - prompt_tokens));
+  const auto prompt_tokens =
+      static_cast<uint32_t>(std::min<uint64_t>(kProfilePromptTokens, std::max<uint64_t>(1, context / 2)));
+  const auto decode_tokens = static_cast<uint32_t>(std::min<uint64_t>(kProfileDecodeTokens, context - prompt_tokens));
   // One synthetic request, stepped here to its end; the time of its first step (the prefill) too.
   auto request = [&](const std::string& id, uint64_t& prefill_us) -> Status {
     bool done = false;
     std::optional<Error> failed;
     GenerationJob job;
     job.id = id;
-    for (uint32_t i = 0; i < prompt_tokens; ++i) job.prompt.push_back(static_cast<int32_t>((i + 1) % l.spec().vocab_size));
+    for (uint32_t i = 0; i < prompt_tokens; ++i) {
+      job.prompt.push_back(static_cast<int32_t>((i + 1) % l.spec().vocab_size));
+    }
     job.sampling.temperature = 0;
     job.stop.max_tokens = decode_tokens;
     job.stop.ignore_eos = true;
@@ -554,7 +561,9 @@ void ExecutorEngine::profile_generation(SwapRun& run, gpu::LayerExecutor& ex, Sw
   // elbow probe (its fastest size) or a timed swap of a few KV blocks.
   engine::KvPreemptionCosts costs;
   costs.prefill_us_per_token = std::max(1e-3, static_cast<double>(prefill_us) / prompt_tokens);
-  for (const auto& [bytes, gbps] : memory_->elbow_curve()) costs.host_bytes_per_s = std::max(costs.host_bytes_per_s, gbps * 1e9);
+  for (const auto& [bytes, gbps] : memory_->elbow_curve()) {
+    costs.host_bytes_per_s = std::max(costs.host_bytes_per_s, gbps * 1e9);
+  }
   if (costs.host_bytes_per_s == 0) {
     const auto s0 = Clock::now();
     auto moved = l.probe_swap(4);

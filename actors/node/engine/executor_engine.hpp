@@ -268,6 +268,8 @@ class ExecutorEngine {
   // The thread running jobs only:
   /// Evicts `key`; its generation streams, parked (null when it had none).
   std::shared_ptr<ParkedGenerations> evict(const model_key& key);
+  /// The error an unloaded model's streams end with (resumable).
+  Error unloaded(const model_key& key) const;
   /// evict() within a swap job: its parked streams go to `r.parked`.
   void evict_for(const model_key& key, SwapRunResult& r);
   /// Commits the pool's free bytes and, with `ex`, publishes `key` as resident there.

@@ -255,7 +255,7 @@ Status GenerationBatcher::complete(const GenerationStep& step, const std::vector
 
 std::optional<GenerationBatcher::Taken> GenerationBatcher::take(uint64_t seq) {
   auto it = seqs_.find(seq);
-  if (it == seqs_.end() || it->second.running || it->second.cancelled) return std::nullopt;
+  if (it == seqs_.end() || it->second.running) return std::nullopt;
   Seq& s = it->second;
   Taken t{std::move(s.tokens), s.computed, s.swapped, s.ever_admitted};
   waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq));

@@ -155,7 +155,8 @@ class GenerationBatcher {
   };
   /// Removes waiting `seq` (preempted, or never admitted) without touching its KV (the caller takes
   /// its host copy from the cache: KvBlocks::export_host). Sequences in the order they wait, front
-  /// first. nullopt for an unknown, running or cancelled sequence (nothing changed).
+  /// first. nullopt for an unknown or running sequence (nothing changed). A cancelled one is taken
+  /// too (the caller frees its KV and forgets it).
   std::optional<Taken> take(uint64_t seq);
   /// Ids waiting, front first.
   std::vector<uint64_t> waiting_ids() const { return {waiting_.begin(), waiting_.end()}; }

@@ -218,13 +218,14 @@ void GenerationLoop::fail_all(const Error& error, bool resumable) {
 
 std::unique_ptr<ParkedStreams> GenerationLoop::park() {
   batcher_->preempt_all();
-  if (streams_.empty()) return nullptr;
   std::vector<ParkedStream> parked;
   for (uint64_t seq : batcher_->waiting_ids()) {  // every live one waits now: queue order
     auto it = streams_.find(seq);
-    if (it == streams_.end()) continue;  // cancelled: it leaves at the next step
     auto taken = batcher_->take(seq);
-    if (!taken) continue;
+    if (it == streams_.end() || !taken) {  // cancelled: it leaves now, its KV (host copy) freed
+      kv_->release(seq);
+      continue;
+    }
     KvHostCopy kv{kv_->layout(), nullptr, 0};
     if (taken->swapped) {
       auto copy = kv_->export_host(seq);
@@ -242,6 +243,7 @@ std::unique_ptr<ParkedStreams> GenerationLoop::park() {
   }
   // A stream the batcher no longer knew (cannot happen: each has a sequence) ends resumable.
   while (!streams_.empty()) fail(streams_.begin()->first, internal_error("a stream without a sequence"), true);
+  if (parked.empty()) return nullptr;
   return std::make_unique<ParkedStreams>(std::move(parked));
 }
 

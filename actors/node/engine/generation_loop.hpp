@@ -103,8 +103,8 @@ class GenerationLoop {
   /// The model must leave the device: every running sequence is preempted (generation_batcher.hpp).
   size_t preempt_all() { return batcher_->preempt_all(); }
   /// The model leaves the device: every sequence preempted (swapped or dropped as a preemption
-  /// is), then every stream taken out (in its queue order) with its host KV copy; null when the
-  /// loop had none. The loop is empty after (cancelled sequences leave at the next step).
+  /// is), then every stream taken out (in its queue order) with its host KV copy; null when none
+  /// was left. The loop is empty after (cancelled sequences leave at once, their KV freed).
   std::unique_ptr<ParkedStreams> park();
   /// Takes back streams another loop of this model parked (this device or another): each queued
   /// behind the waiting ones with its host KV copy imported (swapped in at admission, into fresh

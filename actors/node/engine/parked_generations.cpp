@@ -15,7 +15,9 @@ void fail_stream(StreamState& s, const Error& error) {
   if (emit) emit(std::move(out));
 }
 
-ParkedStreams::~ParkedStreams() { fail(unavailable("generation streams set aside when their model left its device were never taken back")); }
+ParkedStreams::~ParkedStreams() {
+  fail(unavailable("generation streams set aside when their model left its device were never taken back"));
+}
 
 size_t ParkedStreams::streams() const {
   std::lock_guard lock(mu_);

@@ -163,10 +163,11 @@ ExecutorEngine::SwapRunResult evicted_mid_stream(Rig& rig, const std::string& id
   other.inputs = gpu::testing::arch_inputs(*mlp, 1, 1, 5);
   other.evict = {rig.key};
   std::promise<ExecutorEngine::SwapRunResult> joined, evicted;
-  EXPECT_TRUE(rig.engine->swap_run(rig.generate(id, std::move(prompt), max_tokens), [&](ExecutorEngine::SwapRunResult r) {
+  auto then_evict = [&](ExecutorEngine::SwapRunResult r) {
     EXPECT_TRUE(rig.engine->swap_run(other, [&](ExecutorEngine::SwapRunResult e) { evicted.set_value(std::move(e)); }));
     joined.set_value(std::move(r));
-  }));
+  };
+  EXPECT_TRUE(rig.engine->swap_run(rig.generate(id, std::move(prompt), max_tokens), then_evict));
   EXPECT_TRUE(joined.get_future().get().run.outputs.ok());
   auto r = evicted.get_future().get();
   EXPECT_TRUE(r.run.outputs.ok());

@@ -422,7 +422,8 @@ TEST(GenerationBatcher, TakenSequencesRestoreElsewhereWithTheirTokens) {
   auto c = batcher(other, 64, 4, 1);
   EXPECT_EQ(c.restore(9, GenerationBatcher::Taken{}, 0).error().code(), ErrorCode::invalid_argument);
   for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(c.restore(10 + i, std::move(taken[i]), 5).ok());
-  EXPECT_EQ(c.restore(10, GenerationBatcher::Taken{{1}, 0, false, true}, 5).error().code(), ErrorCode::invalid_argument);
+  EXPECT_EQ(c.restore(10, GenerationBatcher::Taken{{1}, 0, false, true}, 5).error().code(),
+            ErrorCode::invalid_argument);
   EXPECT_EQ(fed(c.schedule(5)), (std::vector<Fed>{{10, 0, 6, true}, {11, 0, 6, true}, {12, 0, 5, true}}));
 }
 

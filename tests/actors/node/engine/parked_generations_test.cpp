@@ -152,6 +152,15 @@ TEST(ParkedStreams, UntakenOrFailedStreamsEndOnceResumable) {
   EXPECT_TRUE(got["c"].finals[0].resumable);
   EXPECT_EQ(loop->stats().kv.in_use, 0u);
   EXPECT_EQ(loop->stats().kv.swapped_bytes, 0u);
+
+  // A stream cancelled just before its model leaves is not parked, and its KV goes at once.
+  ASSERT_TRUE(loop->submit(job("d", {7, 8}, 20, got), 2).ok());
+  ASSERT_TRUE(loop->step(2));
+  EXPECT_TRUE(loop->cancel("d"));
+  EXPECT_EQ(loop->park(), nullptr);
+  EXPECT_EQ(loop->stats().kv.in_use, 0u);
+  EXPECT_EQ(loop->stats().kv.swapped_bytes, 0u);
+  EXPECT_TRUE(got["d"].finals.empty());
 }
 
 TEST(ParkedStreams, AStreamWhoseIdGeneratesThereAlreadyIsRefusedResumable) {
