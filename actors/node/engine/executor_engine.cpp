@@ -41,7 +41,7 @@ Result<std::unique_ptr<ExecutorEngine>> ExecutorEngine::create(std::unique_ptr<g
   e->kept_ = std::make_unique<engine::KeptValues>(d, *e->memory_, options.node, e->gate_.get());
   e->jobs_ = std::make_unique<engine::JobWorker>(d, options.max_queue);
   e->shadows_ = std::make_unique<engine::ShadowHost>(d, *e->memory_, *e->jobs_);
-  e->generations_ = std::make_unique<engine::Generations>(d, *e->memory_, engine::GenerationLoopConfig{});
+  e->generations_ = std::make_unique<engine::Generations>(d, *e->memory_, options.generation);
   if (options.streams > 1) e->lanes_ = std::make_unique<engine::Lanes>(d, options.streams);
   if (options.node) options.node->attach(d.info().ordinal, e->gate_);
   return e;
@@ -54,7 +54,7 @@ ExecutorEngine::~ExecutorEngine() {
   drain();                    // the runs the last jobs handed on run (each answers; a strand posts its next)
   lanes_.reset();
   if (generations_) {  // streams still running end with an answer; their blocks go before the pool
-    generations_->fail_all(unavailable(device_->info().name + ": the device's engine stopped"));
+    generations_->fail_all(unavailable(device_->info().name + ": the device's engine stopped"), /*resumable=*/true);
     generations_.reset();
   }
   models_.clear();                  // before the pool region and the device go
@@ -74,11 +74,19 @@ EngineMemory ExecutorEngine::memory_use() const {
   return memory_->use(kept_here, shadows_->pool_names());
 }
 
-void ExecutorEngine::evict(const model_key& key) {
-  generations_->evicting(key);  // its streams preempted and its loop detached before the weights go
+std::shared_ptr<ParkedGenerations> ExecutorEngine::evict(const model_key& key) {
+  // Its streams parked and its loop detached before the weights go.
+  std::shared_ptr<ParkedGenerations> parked = generations_->evicting(key);
   models_.erase(key);  // the LayerExecutor drains its streams before its blocks go back
   memory_->free(key.to_string());
   models_.unpublish(key);
+  if (parked) publish_generation_stats();
+  return parked;  // dropped by the caller (unbind): its streams end resumable
+}
+
+void ExecutorEngine::evict_for(const model_key& key, SwapRunResult& r) {
+  if (auto parked = evict(key)) r.parked.emplace_back(key, std::move(parked));
+  r.evicted.push_back(key);
 }
 
 void ExecutorEngine::publish(const model_key& key, const gpu::LayerExecutor* ex) {
@@ -110,10 +118,15 @@ void ExecutorEngine::bind(const model_key& key, std::shared_ptr<const gpu::Model
   });
 }
 
+Error ExecutorEngine::unloaded(const model_key& key) const {
+  return unavailable("model " + key.to_string() + " was unloaded from " + device_->info().name);
+}
+
 void ExecutorEngine::unbind(const model_key& key, std::function<void()> done) {
   jobs_->post([this, key, done = std::move(done)] {
     drain();
-    evict(key);
+    // Its streams end resumable: the gateway continues them on another replica.
+    if (auto parked = evict(key)) parked->fail(unloaded(key));
     done();
   });
 }
@@ -121,7 +134,9 @@ void ExecutorEngine::unbind(const model_key& key, std::function<void()> done) {
 void ExecutorEngine::unbind_all(std::function<void()> done) {
   jobs_->post([this, done = std::move(done)] {
     drain();
-    while (auto key = models_.any()) evict(*key);
+    while (auto key = models_.any()) {
+      if (auto parked = evict(*key)) parked->fail(unloaded(*key));
+    }
     done();
   });
 }
@@ -232,11 +247,12 @@ bool ExecutorEngine::swap_run(SwapRun run, std::function<void(SwapRunResult)> do
 }
 
 void ExecutorEngine::swap_job(SwapRun& run, SwapRunResult& r) {
+  if (run.resume && run.generate) {
+    r.run.outputs = invalid_argument("a swap run either resumes parked generations or joins a new one, not both");
+    return;
+  }
   for (const auto& k : run.evict) {
-    if (k != run.key && models_.contains(k)) {
-      evict(k);
-      r.evicted.push_back(k);
-    }
+    if (k != run.key && models_.contains(k)) evict_for(k, r);
   }
   engine::Resident* resident = models_.find(run.key);
   if (!resident) {
@@ -250,8 +266,7 @@ void ExecutorEngine::swap_job(SwapRun& run, SwapRunResult& r) {
     for (size_t f = 0; !ex.ok() && ex.error().code() == ErrorCode::out_of_memory && f < run.fallback.size(); ++f) {
       const model_key& k = run.fallback[f];
       if (k == run.key || !models_.contains(k)) continue;
-      evict(k);
-      r.evicted.push_back(k);
+      evict_for(k, r);
       ex = gpu::LayerExecutor::swap_in(*device_, run.model, {0, run.model->num_layers()}, opts);
     }
     if (!ex.ok()) {
@@ -266,6 +281,8 @@ void ExecutorEngine::swap_job(SwapRun& run, SwapRunResult& r) {
   }
   gpu::LayerExecutor& ex = *resident->ex;
   if (run.generate) return join_generation(run, ex, r);
+  if (run.resume) return resume_generation(run, ex, r);
+  if (run.profile && run.model->generation()) return profile_generation(run, ex, r);
   run_resident(ex, run, r, handoff_stream());
   // The copy may outlast a run that failed early: the source stays locked until this job answers.
   Status copied = ex.wait_weights();
@@ -326,7 +343,7 @@ Result<std::vector<gpu::HostTensor>> ExecutorEngine::run_with_shadow(engine::Res
 }
 
 bool ExecutorEngine::runs_beside(const SwapRun& run) const {
-  if (run.profile || run.shadow || !models_.contains(run.key)) return false;
+  if (run.profile || run.shadow || run.generate || run.resume || !models_.contains(run.key)) return false;
   return std::none_of(run.evict.begin(), run.evict.end(),
                       [&](const model_key& k) { return k != run.key && models_.contains(k); });
 }
@@ -434,14 +451,130 @@ void ExecutorEngine::generation_step() {
     return Status::OK();
   });
   if (!stepped.ok()) {
-    generations_->fail_all(stepped.error());
+    generations_->fail_all(stepped.error(), /*resumable=*/true);  // the device broke, not the requests
     more = false;
   }
-  {
-    std::lock_guard lock(generation_stats_mu_);
-    generation_stats_ = generations_->stats();
-  }
+  publish_generation_stats();
   if (more) kick_generation();
+}
+
+void ExecutorEngine::publish_generation_stats() {
+  engine::GenerationsStats st = generations_->stats();
+  std::lock_guard lock(generation_stats_mu_);
+  generation_stats_ = std::move(st);
+}
+
+void ExecutorEngine::resume_generation(SwapRun& run, gpu::LayerExecutor& ex, SwapRunResult& r) {
+  auto* parked = dynamic_cast<engine::ParkedStreams*>(run.resume.get());
+  if (!parked) {
+    r.run.outputs = invalid_argument("parked generations of another kind than this engine's cannot resume here");
+    return;
+  }
+  if (Status copied = jobs_->guarded([&] { return ex.wait_weights(); }); !copied.ok()) {
+    r.run.outputs = copied.error();
+    r.fault = jobs_->broken();
+    evict(run.key);  // half-copied weights are no replica; the streams stay parked for elsewhere
+    return;
+  }
+  publish(run.key, &ex);
+  r.footprint = memory_->bytes_of(run.key.to_string());
+  auto joined = generations_->resume(run.key, run.model, ex, *parked, now_us());
+  if (!joined.ok()) {
+    r.run.outputs = joined.error();
+    return;
+  }
+  r.run.outputs = std::vector<gpu::HostTensor>{};
+  publish_generation_stats();
+  kick_generation();
+}
+
+void ExecutorEngine::profile_generation(SwapRun& run, gpu::LayerExecutor& ex, SwapRunResult& r) {
+  auto loop = generations_->loop(run.key, run.model, ex);
+  if (!loop.ok()) {
+    r.run.outputs = loop.error();
+    return;
+  }
+  engine::GenerationLoop& l = **loop;
+  const uint64_t context = l.spec().context_window;
+  const auto prompt_tokens =
+      static_cast<uint32_t>(std::min<uint64_t>(kProfilePromptTokens, std::max<uint64_t>(1, context / 2)));
+  const auto decode_tokens = static_cast<uint32_t>(std::min<uint64_t>(kProfileDecodeTokens, context - prompt_tokens));
+  // One synthetic request, stepped here to its end; the time of its first step (the prefill) too.
+  auto request = [&](const std::string& id, uint64_t& prefill_us) -> Status {
+    bool done = false;
+    std::optional<Error> failed;
+    GenerationJob job;
+    job.id = id;
+    for (uint32_t i = 0; i < prompt_tokens; ++i) {
+      job.prompt.push_back(static_cast<int32_t>((i + 1) % l.spec().vocab_size));
+    }
+    job.sampling.temperature = 0;
+    job.stop.max_tokens = decode_tokens;
+    job.stop.ignore_eos = true;
+    job.emit = [&](GenerationOutput out) {
+      if (!out.final) return;
+      done = true;
+      if (out.error) failed = *out.error;
+    };
+    EMBER_RETURN_IF_ERROR(l.submit(std::move(job), now_us()));
+    for (bool first = true; !done; first = false) {
+      const auto t0 = Clock::now();
+      bool more = false;
+      Status stepped = jobs_->guarded([&] {
+        more = l.step(now_us());
+        return Status::OK();
+      });
+      if (first) prefill_us = us_between(t0, Clock::now());
+      r.plan_bytes = std::max(r.plan_bytes, ex.last_plan_bytes());
+      if (!stepped.ok()) {
+        generations_->fail_all(stepped.error(), /*resumable=*/true);
+        return stepped;
+      }
+      if (!more && !done) {
+        l.cancel(id);
+        return internal_error("the profile's generation request of " + run.key.to_string() + " stopped unfinished");
+      }
+    }
+    if (failed) return *failed;
+    return Status::OK();
+  };
+  uint64_t cold_prefill_us = 0, prefill_us = 0;
+  Status cold = request("#profile-cold", cold_prefill_us);
+  Status copied = jobs_->guarded([&] { return ex.wait_weights(); });
+  if (!copied.ok()) {
+    r.run.outputs = copied.error();
+    evict(run.key);  // half-copied weights are no replica
+    return;
+  }
+  if (!cold.ok()) {
+    r.run.outputs = cold.error();
+    return;
+  }
+  const auto t0 = Clock::now();
+  if (Status warm = request("#profile-warm", prefill_us); !warm.ok()) {
+    r.run.outputs = warm.error();
+    return;
+  }
+  r.warm_us = us_between(t0, Clock::now());
+  r.run.outputs = std::vector<gpu::HostTensor>{};
+  // The preemption's costs, measured: prefill from the warm prefill step, host copies from the
+  // elbow probe (its fastest size) or a timed swap of a few KV blocks.
+  engine::KvPreemptionCosts costs;
+  costs.prefill_us_per_token = std::max(1e-3, static_cast<double>(prefill_us) / prompt_tokens);
+  for (const auto& [bytes, gbps] : memory_->elbow_curve()) {
+    costs.host_bytes_per_s = std::max(costs.host_bytes_per_s, gbps * 1e9);
+  }
+  if (costs.host_bytes_per_s == 0) {
+    const auto s0 = Clock::now();
+    auto moved = l.probe_swap(4);
+    const uint64_t us = std::max<uint64_t>(1, us_between(s0, Clock::now()));
+    if (moved.ok()) costs.host_bytes_per_s = static_cast<double>(*moved) * 1e6 / static_cast<double>(us);
+  }
+  l.set_costs(costs);
+  publish(run.key, &ex);
+  r.footprint = memory_->bytes_of(run.key.to_string());
+  publish_generation_stats();
+  if (l.busy()) kick_generation();
 }
 
 void ExecutorEngine::cancel_generation(const model_key& key, std::string id) {

@@ -48,8 +48,23 @@
 // as any run does, then joins the request to the model's loop instead of running inputs; the loop's
 // steps are jobs of the worker, one posted after another while any loop has work, so other models'
 // runs, binds and swaps interleave with them step by step. A step that faults breaks the engine as
-// any run does, and every stream ends with the fault. A model evicted with streams running has them
-// preempted (their blocks to host memory, or recomputed later) until it is resident again.
+// any run does, and every stream ends with the fault, resumable. A model evicted with streams (a
+// swap job's plan or fallback) has them parked (preempted, their blocks to host memory or dropped to
+// be recomputed, then taken out of its loop: parked_generations.hpp) and handed out in that job's
+// SwapRunResult::parked; a swap_run with SwapRun::resume makes the model resident as any run does
+// and its loop here (made if this engine has none) takes them back and goes on. unbind of a model
+// with streams, and the engine's destruction, end them resumable (the gateway continues them
+// elsewhere).
+//
+// The profile of a generative model (SwapRun::profile on a model with a generation section) runs
+// through its loop with real KV blocks instead of `inputs`: one synthetic request (a prompt of
+// kProfilePromptTokens valid ids, then kProfileDecodeTokens greedy tokens, EOS ignored, nothing
+// emitted anywhere), cold and then warm. compute_us is the cold request's time (with the weights'
+// copy, as for any profile's cold run), warm_us the warm one's: each is one request's prefill plus
+// its decode steps, alone on the device. plan_bytes is the largest step's activation plan (the
+// prefill's). From the warm request the loop's preemption costs are set (GenerationBatcher::
+// set_costs): prefill µs per token from its prefill step; host bytes/s from the copy elbow measured
+// at start when there is one, else from a timed KV swap of a few blocks.
 //
 // Destruction closes the gate first (waiting for a call inside), runs the jobs still queued (each
 // answers), joins the worker, drains and joins the lanes, then lets go of the models, the Shadows,
@@ -114,6 +129,9 @@ struct EngineOptions {
   /// values restored from host memory) go through (binding.staging; gpu/pinned_staging.hpp); 0:
   /// they copy pageable memory directly.
   uint64_t staging_bytes = 0;
+  /// The generative models' loops: batching bounds, KV cache bounds (its name is each model's key),
+  /// and the preemption costs weighed until a profile measures a model's (generation_loop.hpp).
+  engine::GenerationLoopConfig generation;
 };
 
 class ExecutorEngine {
@@ -178,7 +196,9 @@ class ExecutorEngine {
   /// Ends generation `id` of `key` at its next step (a job: after the ones queued before); unknown
   /// ids are ignored (the stream ended already).
   void cancel_generation(const model_key& key, std::string id);
-  /// The generations' totals (the worker's last copy; any thread).
+  /// The profile's synthetic generation request (see the header).
+  static constexpr uint32_t kProfilePromptTokens = 16, kProfileDecodeTokens = 4;
+  /// The generations' totals and per-model counts (the worker's last copy; any thread).
   engine::GenerationsStats generation_stats() const;
   /// An inline run (see the header): runs resident `key` on the calling thread when the worker is
   /// idle and nothing is queued; nullopt, without running, otherwise, or when the model is not
@@ -246,7 +266,12 @@ class ExecutorEngine {
  private:
   ExecutorEngine(std::unique_ptr<gpu::Device> device, EngineOptions options);
   // The thread running jobs only:
-  void evict(const model_key& key);
+  /// Evicts `key`; its generation streams, parked (null when it had none).
+  std::shared_ptr<ParkedGenerations> evict(const model_key& key);
+  /// The error an unloaded model's streams end with (resumable).
+  Error unloaded(const model_key& key) const;
+  /// evict() within a swap job: its parked streams go to `r.parked`.
+  void evict_for(const model_key& key, SwapRunResult& r);
   /// Commits the pool's free bytes and, with `ex`, publishes `key` as resident there.
   void publish(const model_key& key, const gpu::LayerExecutor* ex);
   void swap_job(SwapRun& run, SwapRunResult& r);
@@ -271,8 +296,14 @@ class ExecutorEngine {
   /// Joins a SwapRun::generate to resident `ex`'s loop; the run's answer in `r` (the worker only).
   void join_generation(SwapRun& run, gpu::LayerExecutor& ex, SwapRunResult& r);
   /// Posts the next generation step unless one is posted (the worker only); the step itself.
+  /// Takes SwapRun::resume's streams back into resident `ex`'s loop (the worker only).
+  void resume_generation(SwapRun& run, gpu::LayerExecutor& ex, SwapRunResult& r);
+  /// The profile of a generative model (see the header; the worker only).
+  void profile_generation(SwapRun& run, gpu::LayerExecutor& ex, SwapRunResult& r);
   void kick_generation();
   void generation_step();
+  /// Copies the generations' stats for other threads (the worker only).
+  void publish_generation_stats();
   /// Uploads and downloads of jobs (the worker, or an inline run in the queue's turn); runs in
   /// lanes take streams from the lanes.
   gpu::Stream& handoff_stream();

@@ -253,6 +253,34 @@ Status GenerationBatcher::complete(const GenerationStep& step, const std::vector
   return Status::OK();
 }
 
+std::optional<GenerationBatcher::Taken> GenerationBatcher::take(uint64_t seq) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end() || it->second.running) return std::nullopt;
+  Seq& s = it->second;
+  Taken t{std::move(s.tokens), s.computed, s.swapped, s.ever_admitted};
+  waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq));
+  if (!s.ever_admitted) --submitted_waiting_;
+  seqs_.erase(it);
+  return t;
+}
+
+Status GenerationBatcher::restore(uint64_t seq, Taken taken, uint64_t now_us) {
+  if (seqs_.count(seq)) return invalid_argument("sequence " + std::to_string(seq) + " is already queued or running");
+  if (taken.tokens.empty() || taken.computed > taken.tokens.size()) {
+    return invalid_argument("sequence " + std::to_string(seq) + " restored without tokens");
+  }
+  Seq s;
+  s.tokens = std::move(taken.tokens);
+  s.computed = taken.swapped ? taken.computed : 0;
+  s.swapped = taken.swapped;
+  s.submitted_us = now_us;
+  s.ever_admitted = taken.ever_admitted;
+  seqs_.emplace(seq, std::move(s));
+  waiting_.push_back(seq);
+  if (!taken.ever_admitted) ++submitted_waiting_;
+  return Status::OK();
+}
+
 size_t GenerationBatcher::preempt_all() {
   GenerationStep ignored;
   size_t n = 0;

@@ -145,8 +145,30 @@ class GenerationBatcher {
   /// or recomputed as a preemption is. How many.
   size_t preempt_all();
 
+  /// A waiting sequence's state, taken out of this batcher (its model leaves the device and its
+  /// stream is set aside: parked_generations.hpp) and restored into another batcher later.
+  struct Taken {
+    std::vector<int64_t> tokens;
+    uint64_t computed = 0;  // positions its KV holds (its host copy, when swapped); 0 when dropped
+    bool swapped = false;
+    bool ever_admitted = false;
+  };
+  /// Removes waiting `seq` (preempted, or never admitted) without touching its KV (the caller takes
+  /// its host copy from the cache: KvBlocks::export_host). Sequences in the order they wait, front
+  /// first. nullopt for an unknown or running sequence (nothing changed). A cancelled one is taken
+  /// too (the caller frees its KV and forgets it).
+  std::optional<Taken> take(uint64_t seq);
+  /// Ids waiting, front first.
+  std::vector<uint64_t> waiting_ids() const { return {waiting_.begin(), waiting_.end()}; }
+  /// Queues `taken` as waiting sequence `seq` (at the back, past max_waiting: it was accepted once).
+  /// A swapped one's host copy must be in the cache already (KvBlocks::import_host); its blocks are
+  /// swapped in at admission as for any preempted sequence. invalid_argument for an id in use or
+  /// no tokens.
+  Status restore(uint64_t seq, Taken taken, uint64_t now_us);
+
   /// The rates the preemption choice weighs (the engine's measurements; refreshed at will).
   void set_costs(const KvPreemptionCosts& costs) { costs_ = costs; }
+  const KvPreemptionCosts& costs() const { return costs_; }
 
   size_t waiting() const { return waiting_.size(); }
   size_t running() const { return running_.size(); }

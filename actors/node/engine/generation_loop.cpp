@@ -21,6 +21,7 @@ Result<std::unique_ptr<GenerationLoop>> GenerationLoop::create(gpu::Device& devi
   std::unique_ptr<GenerationLoop> loop(new GenerationLoop(std::move(spec), std::move(tokenizer)));
   EMBER_ASSIGN_OR_RETURN(loop->kv_, KvBlocks::create(device, memory, loop->spec_.layout, config.kv));
   EMBER_ASSIGN_OR_RETURN(GenerationBatcher batcher, GenerationBatcher::create(*loop->kv_, config.batcher));
+  batcher.set_costs(config.costs);
   loop->batcher_.emplace(std::move(batcher));
   return loop;
 }
@@ -59,7 +60,7 @@ Status GenerationLoop::submit(GenerationJob job, uint64_t now_us) {
   const uint64_t seq = next_seq_;
   EMBER_RETURN_IF_ERROR(batcher_->submit(seq, std::move(tokens), now_us));
   ++next_seq_;
-  Stream s{std::move(job), std::move(sampler), std::move(stop), std::move(stops), std::nullopt, {}, 0};
+  Stream s{std::move(job), std::move(sampler), std::move(stop), std::move(stops), std::nullopt, {}, 0, tokenizer_};
   s.counts.add_prompt(s.job.prompt);
   for (int32_t id : s.job.resumed) s.counts.add_generated(id);
   s.generated = s.job.resumed.size();
@@ -192,12 +193,13 @@ void GenerationLoop::finish(uint64_t, Stream& s, text::FinishReason reason, Gene
   s.job.emit(std::move(out));
 }
 
-void GenerationLoop::fail(uint64_t seq, const Error& error) {
+void GenerationLoop::fail(uint64_t seq, const Error& error, bool resumable) {
   auto it = streams_.find(seq);
   if (it == streams_.end()) return;
   GenerationOutput out;
   out.final = true;
   out.error = error;
+  out.resumable = resumable;
   out.prompt_tokens = static_cast<uint32_t>(it->second.job.prompt.size());
   out.completion_tokens = static_cast<uint32_t>(it->second.generated);
   auto emit = std::move(it->second.job.emit);
@@ -206,18 +208,91 @@ void GenerationLoop::fail(uint64_t seq, const Error& error) {
   emit(std::move(out));
 }
 
-void GenerationLoop::fail_all(const Error& error) {
+void GenerationLoop::fail_all(const Error& error, bool resumable) {
   while (!streams_.empty()) {
     const uint64_t seq = streams_.begin()->first;
     batcher_->cancel(seq);
-    fail(seq, error);
+    fail(seq, error, resumable);
   }
+}
+
+std::unique_ptr<ParkedStreams> GenerationLoop::park() {
+  batcher_->preempt_all();
+  std::vector<ParkedStream> parked;
+  for (uint64_t seq : batcher_->waiting_ids()) {  // every live one waits now: queue order
+    auto it = streams_.find(seq);
+    auto taken = batcher_->take(seq);
+    if (it == streams_.end() || !taken) {  // cancelled: it leaves now, its KV (host copy) freed
+      kv_->release(seq);
+      continue;
+    }
+    KvHostCopy kv{kv_->layout(), nullptr, 0};
+    if (taken->swapped) {
+      auto copy = kv_->export_host(seq);
+      if (copy.ok()) {
+        kv = std::move(*copy);
+      } else {  // cannot happen (it is swapped); the tokens are recomputed then
+        kv_->release(seq);
+        taken->swapped = false;
+        taken->computed = 0;
+      }
+    }
+    by_id_.erase(it->second.job.id);
+    parked.push_back(ParkedStream{std::move(it->second), std::move(*taken), std::move(kv)});
+    streams_.erase(it);
+  }
+  // A stream the batcher no longer knew (cannot happen: each has a sequence) ends resumable.
+  while (!streams_.empty()) fail(streams_.begin()->first, internal_error("a stream without a sequence"), true);
+  if (parked.empty()) return nullptr;
+  return std::make_unique<ParkedStreams>(std::move(parked));
+}
+
+size_t GenerationLoop::unpark(std::vector<ParkedStream> streams, uint64_t now_us) {
+  size_t joined = 0;
+  for (ParkedStream& p : streams) {
+    if (by_id_.contains(p.state.job.id)) {
+      fail_stream(p.state, invalid_argument("request '" + p.state.job.id + "' is generating here already"));
+      continue;
+    }
+    const uint64_t seq = next_seq_++;
+    if (p.seq.swapped) {
+      Status imported = kv_->import_host(seq, std::move(p.kv));
+      if (!imported.ok() && imported.error().code() != ErrorCode::out_of_memory) {
+        fail_stream(p.state, imported.error());
+        continue;
+      }
+      if (!imported.ok()) {  // no host room here: recomputed instead
+        p.seq.swapped = false;
+        p.seq.computed = 0;
+      }
+    }
+    if (Status restored = batcher_->restore(seq, std::move(p.seq), now_us); !restored.ok()) {
+      kv_->release(seq);
+      fail_stream(p.state, restored.error());
+      continue;
+    }
+    by_id_[p.state.job.id] = seq;
+    streams_.emplace(seq, std::move(p.state));
+    ++joined;
+  }
+  return joined;
+}
+
+Result<uint64_t> GenerationLoop::probe_swap(uint64_t blocks) {
+  const uint64_t seq = ~uint64_t{0};  // never a stream's (they count up from 1)
+  EMBER_RETURN_IF_ERROR(kv_->grow(seq, blocks * kv_->block_size()));
+  Status out = kv_->swap_out(seq);
+  Status in = out.ok() ? kv_->swap_in(seq) : out;
+  kv_->release(seq);
+  EMBER_RETURN_IF_ERROR(in);
+  return 2 * blocks * kv_->block_bytes();
 }
 
 GenerationLoopStats GenerationLoop::stats() const {
   GenerationLoopStats st;
   st.batcher = batcher_->counters();
   st.kv = kv_->stats();
+  st.costs = batcher_->costs();
   st.streams = streams_.size();
   st.tokens_generated = tokens_generated_;
   return st;

@@ -25,9 +25,11 @@
 // called on it too, and must not block. Time (now_us) is passed in. step() blocks while the model
 // runs (a job's work), as any run does.
 //
-// The model must stay resident while the loop has work: the engine preempts every sequence
-// (preempt_all: blocks to host memory or dropped to be recomputed) before the model leaves the
-// device, and attaches the new executor when it is back.
+// The model must stay resident while the loop has work: before the model leaves the device the
+// engine parks the loop's streams (park: every sequence preempted, its blocks to host memory or
+// dropped to be recomputed, then every stream taken out into a ParkedStreams,
+// parked_generations.hpp), and a loop of the same model, here or on another device, takes them back
+// (unpark) once the model is resident there.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +43,7 @@
 #include "actors/engine_run.hpp"
 #include "actors/node/engine/generation_batcher.hpp"
 #include "actors/node/engine/kv_blocks.hpp"
+#include "actors/node/engine/parked_generations.hpp"
 #include "base/status.hpp"
 #include "gpu/executor.hpp"
 #include "text/incremental_decoder.hpp"
@@ -60,11 +63,15 @@ struct GenerativeSpec {
 struct GenerationLoopConfig {
   GenerationBatcherConfig batcher;
   KvBlocksConfig kv;
+  /// The preemption costs a new loop weighs until a profile measures them (set_costs); all 0 by
+  /// default: every preemption recomputes.
+  KvPreemptionCosts costs;
 };
 
 struct GenerationLoopStats {
   GenerationCounters batcher;
   KvBlocksStats kv;
+  KvPreemptionCosts costs;  // what the preemption choice weighs now
   uint64_t streams = 0;           // requests holding a stream now
   uint64_t tokens_generated = 0;  // sampled so far
 };
@@ -90,10 +97,26 @@ class GenerationLoop {
   /// One iteration (see the header). False when nothing is left to run (no step was taken), or
   /// the model is not attached.
   bool step(uint64_t now_us);
-  /// Fails every stream with `error` (a final output each) and forgets them: the device broke.
-  void fail_all(const Error& error);
+  /// Fails every stream with `error` (a final output each) and forgets them: the device broke
+  /// (`resumable`: the gateway may continue them elsewhere).
+  void fail_all(const Error& error, bool resumable = false);
   /// The model must leave the device: every running sequence is preempted (generation_batcher.hpp).
   size_t preempt_all() { return batcher_->preempt_all(); }
+  /// The model leaves the device: every sequence preempted (swapped or dropped as a preemption
+  /// is), then every stream taken out (in its queue order) with its host KV copy; null when none
+  /// was left. The loop is empty after (cancelled sequences leave at once, their KV freed).
+  std::unique_ptr<ParkedStreams> park();
+  /// Takes back streams another loop of this model parked (this device or another): each queued
+  /// behind the waiting ones with its host KV copy imported (swapped in at admission, into fresh
+  /// blocks) or, without one or when the host swap space has no room, its tokens to be recomputed
+  /// (nothing emitted twice). A stream that cannot be taken (its id generating here already, a
+  /// copy of another layout) ends with its error, resumable. How many joined.
+  size_t unpark(std::vector<ParkedStream> streams, uint64_t now_us);
+  /// The preemption's measured costs (generation_batcher.hpp set_costs).
+  void set_costs(const KvPreemptionCosts& costs) { batcher_->set_costs(costs); }
+  /// A KV copy probe: `blocks` blocks taken, swapped out and back in, freed. The caller times it to
+  /// measure host bytes/s (the engine: no clock here). Its bytes, or the cache's error.
+  Result<uint64_t> probe_swap(uint64_t blocks);
   /// Requests with work left (waiting or running).
   bool busy() const { return !streams_.empty(); }
 
@@ -102,21 +125,13 @@ class GenerationLoop {
   GenerationLoopStats stats() const;
 
  private:
-  struct Stream {
-    GenerationJob job;
-    text::Sampler sampler;
-    text::StopConditions stop;
-    std::optional<text::StopMatcher> stops;
-    std::optional<text::IncrementalDecoder> decoder;
-    text::TokenCounts counts;
-    uint64_t generated = 0;  // tokens counting the resumed ones
-  };
+  using Stream = StreamState;
   GenerationLoop(GenerativeSpec spec, std::shared_ptr<const text::Tokenizer> tokenizer);
   /// The token sampled for `s` (from its logits row): counted, checked, its text emitted. True
   /// when the stream finished.
   bool take(uint64_t seq, Stream& s, const text::SampledToken& sampled);
   void finish(uint64_t seq, Stream& s, text::FinishReason reason, GenerationOutput out);
-  void fail(uint64_t seq, const Error& error);
+  void fail(uint64_t seq, const Error& error, bool resumable = false);
 
   const GenerativeSpec spec_;
   std::shared_ptr<const text::Tokenizer> tokenizer_;

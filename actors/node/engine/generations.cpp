@@ -21,8 +21,8 @@ Result<GenerativeSpec> generative_spec(const gpu::Model& model) {
   return s;
 }
 
-Status Generations::join(const model_key& key, const std::shared_ptr<const gpu::Model>& model, gpu::LayerExecutor& ex,
-                         const MakeGeneration& make, uint64_t now_us) {
+Result<GenerationLoop*> Generations::loop(const model_key& key, const std::shared_ptr<const gpu::Model>& model,
+                                          gpu::LayerExecutor& ex) {
   auto it = loops_.find(key);
   if (it == loops_.end()) {
     EMBER_ASSIGN_OR_RETURN(GenerativeSpec spec, generative_spec(*model));
@@ -38,10 +38,23 @@ Status Generations::join(const model_key& key, const std::shared_ptr<const gpu::
                                                              std::move(config)));
     it = loops_.emplace(key, std::move(loop)).first;
   }
-  GenerationLoop& loop = *it->second;
-  loop.attach(&ex);
-  EMBER_ASSIGN_OR_RETURN(GenerationJob job, make(loop.tokenizer()));
-  return loop.submit(std::move(job), now_us);
+  it->second->attach(&ex);
+  return it->second.get();
+}
+
+Status Generations::join(const model_key& key, const std::shared_ptr<const gpu::Model>& model, gpu::LayerExecutor& ex,
+                         const MakeGeneration& make, uint64_t now_us) {
+  EMBER_ASSIGN_OR_RETURN(GenerationLoop * loop, this->loop(key, model, ex));
+  EMBER_ASSIGN_OR_RETURN(GenerationJob job, make(loop->tokenizer()));
+  return loop->submit(std::move(job), now_us);
+}
+
+Result<size_t> Generations::resume(const model_key& key, const std::shared_ptr<const gpu::Model>& model,
+                                   gpu::LayerExecutor& ex, ParkedStreams& parked, uint64_t now_us) {
+  EMBER_ASSIGN_OR_RETURN(GenerationLoop * loop, this->loop(key, model, ex));
+  const size_t joined = loop->unpark(parked.take(), now_us);
+  parked_resumed_[key].second += joined;
+  return joined;
 }
 
 bool Generations::cancel(const model_key& key, const std::string& id) {
@@ -57,15 +70,17 @@ bool Generations::step(uint64_t now_us) {
   return more;
 }
 
-void Generations::evicting(const model_key& key) {
+std::unique_ptr<ParkedStreams> Generations::evicting(const model_key& key) {
   auto it = loops_.find(key);
-  if (it == loops_.end()) return;
-  it->second->preempt_all();
+  if (it == loops_.end()) return nullptr;
+  auto parked = it->second->park();
   it->second->attach(nullptr);
+  if (parked) parked_resumed_[key].first += parked->streams();
+  return parked;
 }
 
-void Generations::fail_all(const Error& error) {
-  for (auto& [key, loop] : loops_) loop->fail_all(error);
+void Generations::fail_all(const Error& error, bool resumable) {
+  for (auto& [key, loop] : loops_) loop->fail_all(error, resumable);
 }
 
 bool Generations::busy() const {
@@ -80,14 +95,30 @@ GenerationsStats Generations::stats() const {
   s.loops = loops_.size();
   for (const auto& [key, loop] : loops_) {
     const GenerationLoopStats l = loop->stats();
-    s.streams += l.streams;
-    s.tokens_generated += l.tokens_generated;
-    s.kv_blocks_in_use += l.kv.in_use;
-    s.kv_blocks_swapped_bytes += l.kv.swapped_bytes;
-    s.kv_device_bytes += l.kv.device_bytes;
-    s.preempted_swap += l.batcher.preempted_swap;
-    s.preempted_recompute += l.batcher.preempted_recompute;
-    s.rejected += l.batcher.rejected;
+    GenerationModelStats& m = s.models[key];
+    m.streams = l.streams;
+    m.tokens_generated = l.tokens_generated;
+    m.kv_blocks_in_use = l.kv.in_use;
+    m.kv_blocks_swapped_bytes = l.kv.swapped_bytes;
+    m.kv_device_bytes = l.kv.device_bytes;
+    m.preempted_swap = l.batcher.preempted_swap;
+    m.preempted_recompute = l.batcher.preempted_recompute;
+    m.rejected = l.batcher.rejected;
+    m.costs = l.costs;
+    if (auto pr = parked_resumed_.find(key); pr != parked_resumed_.end()) {
+      m.parked = pr->second.first;
+      m.resumed = pr->second.second;
+    }
+    s.streams += m.streams;
+    s.tokens_generated += m.tokens_generated;
+    s.kv_blocks_in_use += m.kv_blocks_in_use;
+    s.kv_blocks_swapped_bytes += m.kv_blocks_swapped_bytes;
+    s.kv_device_bytes += m.kv_device_bytes;
+    s.preempted_swap += m.preempted_swap;
+    s.preempted_recompute += m.preempted_recompute;
+    s.rejected += m.rejected;
+    s.parked += m.parked;
+    s.resumed += m.resumed;
   }
   return s;
 }

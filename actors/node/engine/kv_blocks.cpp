@@ -207,6 +207,41 @@ Status KvBlocks::swap_in(uint64_t seq) {
   return Status::OK();
 }
 
+Result<KvHostCopy> KvBlocks::export_host(uint64_t seq) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return illegal(seq, "export_host", "unknown");
+  if (!it->second.swapped) return illegal(seq, "export_host", "resident");
+  KvHostCopy copy{layout_, std::move(it->second.host), it->second.host_blocks};
+  host_used_ -= copy.blocks * block_bytes_;
+  --swapped_seqs_;
+  seqs_.erase(it);
+  publish();
+  return copy;
+}
+
+Status KvBlocks::import_host(uint64_t seq, KvHostCopy copy) {
+  const KvLayout& l = copy.layout;
+  if (l.num_kv_layers != layout_.num_kv_layers || l.num_kv_heads != layout_.num_kv_heads ||
+      l.head_dim != layout_.head_dim || l.block_size != layout_.block_size || l.dtype != layout_.dtype) {
+    return invalid_argument("a KV host copy of another layout cannot be imported into " + config_.name);
+  }
+  if (seqs_.count(seq)) return illegal(seq, "import_host", "known");
+  const uint64_t bytes = copy.size_bytes();
+  if (!host_room(bytes)) {
+    return out_of_memory("importing sequence " + std::to_string(seq) + "'s KV host copy (" + format_bytes(bytes) +
+                         ") into " + config_.name + ": host swap space holds " + format_bytes(host_used_) + " of " +
+                         format_bytes(config_.host_bytes));
+  }
+  Seq& s = seqs_[seq];
+  s.host = std::move(copy.bytes);
+  s.host_blocks = copy.blocks;
+  s.swapped = true;
+  ++swapped_seqs_;
+  host_used_ += bytes;
+  publish();
+  return Status::OK();
+}
+
 uint64_t KvBlocks::staging_round(uint64_t n) const {
   // In rounds the staging region can hold, so that every block goes through it when no other
   // stream holds its room; a block that finds none goes directly (PinnedStaging never waits).

@@ -75,6 +75,17 @@ struct KvLayout {
   Status validate() const;
 };
 
+/// A sequence's KV blocks copied to host memory, taken out of the KvBlocks that swapped them
+/// (export_host) to be imported by another KvBlocks of the same layout (import_host): a generation
+/// stream set aside while its model left the device (parked_generations.hpp). `blocks` blocks of
+/// layout.block_bytes() back to back, in position order; the device addresses are not kept.
+struct KvHostCopy {
+  KvLayout layout;
+  std::unique_ptr<uint8_t[]> bytes;
+  uint64_t blocks = 0;
+  uint64_t size_bytes() const { return blocks * layout.block_bytes(); }
+};
+
 struct KvBlocksConfig {
   /// Names the cache's chunks in the pool ("#kv/NAME/N"); the model key, usually. Not empty.
   std::string name = "kv";
@@ -140,6 +151,14 @@ class KvBlocks final : public KvSpace {
   Status swap_in(uint64_t seq) override;
   std::vector<gpu::DevicePtr> table(uint64_t seq) const override;
 
+  /// Takes swapped `seq`'s host copy out of this cache (the sequence is forgotten here, its host
+  /// bytes no longer counted). internal (illegal move) when `seq` is not swapped.
+  Result<KvHostCopy> export_host(uint64_t seq);
+  /// Makes `seq` (unknown here) a swapped sequence holding `copy` (from any KvBlocks of this
+  /// layout): swap_in() then copies it into fresh blocks, its table the new addresses.
+  /// invalid_argument for another layout, internal for a known `seq`, out_of_memory when the host
+  /// swap space has no room (nothing changed: the caller recomputes).
+  Status import_host(uint64_t seq, KvHostCopy copy);
   /// Whether `seq` is resident, swapped, or neither.
   enum class State : uint8_t { unknown, resident, swapped };
   State state(uint64_t seq) const;

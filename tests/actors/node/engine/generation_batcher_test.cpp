@@ -393,6 +393,40 @@ TEST(GenerationBatcher, PreemptAllEmptiesTheRunningSetNewestFirst) {
   }
 }
 
+// A model leaving the device: its waiting sequences are taken out (in queue order, tokens and what
+// the cache held kept) and restored into another batcher, which feeds only what it must: a
+// recomputed one all its tokens, none twice.
+TEST(GenerationBatcher, TakenSequencesRestoreElsewhereWithTheirTokens) {
+  CountingKv kv(4, 100);
+  auto b = batcher(kv, 64, 2);
+  for (uint64_t id = 1; id <= 3; ++id) ASSERT_TRUE(b.submit(id, prompt(5), 0).ok());
+  complete(b, b.schedule(0));  // 1 and 2 run; 3 waits, never admitted
+  EXPECT_FALSE(b.take(1).has_value()) << "running: preempt first";
+  b.preempt_all();
+  EXPECT_EQ(b.waiting_ids(), (std::vector<uint64_t>{1, 2, 3}));
+  std::vector<GenerationBatcher::Taken> taken;
+  for (uint64_t id : b.waiting_ids()) {
+    auto t = b.take(id);
+    ASSERT_TRUE(t.has_value());
+    taken.push_back(std::move(*t));
+  }
+  EXPECT_EQ(b.waiting(), 0u);
+  EXPECT_FALSE(b.take(1).has_value()) << "taken already";
+  ASSERT_EQ(taken[0].tokens.size(), 6u) << "prompt and the token sampled";
+  EXPECT_TRUE(taken[0].ever_admitted);
+  EXPECT_FALSE(taken[2].ever_admitted);
+  EXPECT_EQ(taken[0].computed, 0u) << "recomputed (no costs): nothing held";
+  for (uint64_t id = 1; id <= 3; ++id) kv.release(id);
+
+  CountingKv other(4, 100);
+  auto c = batcher(other, 64, 4, 1);
+  EXPECT_EQ(c.restore(9, GenerationBatcher::Taken{}, 0).error().code(), ErrorCode::invalid_argument);
+  for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(c.restore(10 + i, std::move(taken[i]), 5).ok());
+  EXPECT_EQ(c.restore(10, GenerationBatcher::Taken{{1}, 0, false, true}, 5).error().code(),
+            ErrorCode::invalid_argument);
+  EXPECT_EQ(fed(c.schedule(5)), (std::vector<Fed>{{10, 0, 6, true}, {11, 0, 6, true}, {12, 0, 5, true}}));
+}
+
 // Over the real cache: sequences of mixed lengths, a cache too small for all of them at once, and
 // both kinds of preemption (the costs switched after the first). Each step writes, for each token it feeds,
 // a marker (sequence, position) into the K row of its position, and checks before each sampling

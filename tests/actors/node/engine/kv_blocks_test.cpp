@@ -2,7 +2,8 @@
 // that follow a sequence's tokens, carved from the pool in chunks and given back; the bound, a full
 // pool and a refused chunk (an Error, nothing half done); swaps to host memory and back into other
 // blocks with the bytes intact, through the pinned staging region or not; the host bound; the
-// lifecycle's illegal moves.
+// lifecycle's illegal moves; a host copy exported by one cache and imported by another of the
+// same layout on another device (a parked generation resumed there).
 #include "actors/node/engine/kv_blocks.hpp"
 
 #include <gtest/gtest.h>
@@ -378,6 +379,70 @@ TEST(KvBlocks, DestructionGivesEveryChunkBack) {
     EXPECT_LT(rig.pool_free(), before);
   }
   EXPECT_EQ(rig.pool_free(), before);
+}
+
+// A stream parked on one device and resumed on another: the host copy leaves the first cache (its
+// host bytes no longer counted there) and enters the second as a swapped sequence, whose swap-in
+// puts the bytes into that device's blocks.
+TEST(KvBlocks, AHostCopyExportedByOneCacheIsImportedByAnotherOfTheSameLayout) {
+  Rig here, there;
+  auto from = here.kv();
+  auto to = there.kv();
+  const uint64_t bb = from->block_bytes();
+  ASSERT_TRUE(from->grow(1, 16 * 3).ok());
+  here.fill(from->table(1), bb, 3);
+  EXPECT_EQ(from->export_host(1).error().code(), ErrorCode::internal) << "resident: nothing to export";
+  ASSERT_TRUE(from->swap_out(1).ok());
+  auto copy = from->export_host(1);
+  ASSERT_TRUE(copy.ok()) << copy.error().message();
+  EXPECT_EQ(copy->blocks, 3u);
+  EXPECT_EQ(copy->size_bytes(), 3 * bb);
+  EXPECT_EQ(from->state(1), KvBlocks::State::unknown);
+  EXPECT_EQ(from->stats().swapped_bytes, 0u);
+  EXPECT_EQ(from->stats().swapped, 0u);
+  EXPECT_EQ(from->export_host(1).error().code(), ErrorCode::internal) << "taken already";
+
+  ASSERT_TRUE(to->grow(7, 16).ok());
+  EXPECT_EQ(to->import_host(7, std::move(*copy)).error().code(), ErrorCode::internal) << "7 is known there";
+  ASSERT_TRUE(from->grow(2, 16 * 3).ok());
+  here.fill(from->table(2), bb, 4);
+  ASSERT_TRUE(from->swap_out(2).ok());
+  copy = from->export_host(2);
+  ASSERT_TRUE(copy.ok());
+  ASSERT_TRUE(to->import_host(9, std::move(*copy)).ok());
+  EXPECT_EQ(to->state(9), KvBlocks::State::swapped);
+  EXPECT_EQ(to->stats().swapped_bytes, 3 * bb);
+  ASSERT_TRUE(to->swap_in(9).ok());
+  ASSERT_EQ(to->table(9).size(), 3u);
+  EXPECT_TRUE(there.holds(to->table(9), bb, 4)) << "the bytes came over, into the other device's blocks";
+  EXPECT_EQ(to->stats().swapped_bytes, 0u);
+  EXPECT_EQ(to->stats().in_use, 4u);
+}
+
+TEST(KvBlocks, AnImportOfAnotherLayoutOrBeyondTheHostBoundIsRefused) {
+  Rig here, there;
+  auto from = here.kv();
+  ASSERT_TRUE(from->grow(1, 16 * 2).ok());
+  here.fill(from->table(1), from->block_bytes(), 5);
+  ASSERT_TRUE(from->swap_out(1).ok());
+  auto copy = from->export_host(1);
+  ASSERT_TRUE(copy.ok());
+  KvLayout other = layout();
+  other.head_dim = 32;
+  auto narrow = there.kv({}, other);
+  EXPECT_EQ(narrow->import_host(1, std::move(*copy)).error().code(), ErrorCode::invalid_argument);
+  EXPECT_EQ(narrow->state(1), KvBlocks::State::unknown);
+
+  ASSERT_TRUE(from->grow(2, 16 * 2).ok());
+  ASSERT_TRUE(from->swap_out(2).ok());
+  copy = from->export_host(2);
+  ASSERT_TRUE(copy.ok());
+  KvBlocksConfig small;
+  small.host_bytes = from->block_bytes();  // one block of host room: the copy has two
+  auto tight = there.kv(small);
+  EXPECT_EQ(tight->import_host(2, std::move(*copy)).error().code(), ErrorCode::out_of_memory);
+  EXPECT_EQ(tight->state(2), KvBlocks::State::unknown);
+  EXPECT_EQ(tight->stats().swapped_bytes, 0u);
 }
 
 }  // namespace kv_blocks_test
