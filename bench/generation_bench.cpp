@@ -81,6 +81,17 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
+// The 1-, 5- and 15-minute load averages: on a shared machine they say how much the figures were
+// contended (printed before and after the run).
+std::string load_average() {
+  std::ifstream f("/proc/loadavg");
+  double a = 0, b = 0, c = 0;
+  f >> a >> b >> c;
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.2f %.2f %.2f", a, b, c);
+  return buf;
+}
+
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 std::string cpu_model() {
@@ -204,8 +215,8 @@ std::string gb(double bytes_per_s) {
 int run(const Options& o) {
   struct utsname un {};
   ::uname(&un);
-  std::printf("machine: %s, %u hardware threads, %s %s\n", cpu_model().c_str(), std::thread::hardware_concurrency(),
-              un.sysname, un.release);
+  std::printf("machine: %s, %u hardware threads, %s %s, load average %s\n", cpu_model().c_str(),
+              std::thread::hardware_concurrency(), un.sysname, un.release, load_average().c_str());
   Rig rig;
   auto model = gpu::Model::load(o.dir);
   if (!model.ok()) throw std::runtime_error(model.error().message());
@@ -341,6 +352,7 @@ int run(const Options& o) {
     std::printf("greedy tokens      %zu of %zu the same as PyTorch's, from the first\n", agree, compared);
   }
 
+  std::printf("load average after: %s\n", load_average().c_str());
   if (!o.markdown.empty()) {
     std::ofstream md(o.markdown);
     md << "| model | weights MB | prefill tok/s |";
