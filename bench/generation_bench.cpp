@@ -21,9 +21,10 @@
 //     single-stream achieved / bound (issue 35's target: >= 0.8 on a GPU). On the CPU the KV cache and
 //     activations add traffic the bound leaves out; it is the weights' floor, not a model of the run.
 //   - with --torch, bench/generation_torch.py decodes the same folder's model with its KV cache in
-//     PyTorch (same threads, same prompt), alternating round by round with Ember's single-stream
-//     decode so that machine noise hits both alike, and the ratio Ember / PyTorch (>1: Ember faster).
-//     DIR must then hold the Hugging Face folder's files too, or --hf names that folder.
+//     PyTorch (same threads, same prompt), each of its prefill and single-stream decode measured
+//     right after Ember's so that machine noise hits both alike, the ratio Ember / PyTorch of their
+//     tokens/s (>1: Ember faster), and how many of the first round's greedy tokens agree (the same
+//     model on both sides). --hf names the Hugging Face folder PyTorch reads (default: DIR). CPU only.
 // Medians over --rounds. Not a test: it prints figures (docs/benchmarks/generation.md).
 #include <cblas.h>
 #include <sys/utsname.h>
@@ -304,31 +305,42 @@ int run(const Options& o) {
   std::vector<double> prefill, torch_prefill, torch_decode;
   size_t agree = 0, compared = 0;
   std::map<int64_t, std::vector<double>> decode;
+  // Each PyTorch measurement right after Ember's of the same thing, so that a neighbour's load on
+  // this shared machine hits both alike; the multi-stream runs after them.
+  std::vector<double> single_rates;
   for (int r = 0; r < o.rounds; ++r) {
     const Timed p = generate(rig, long_prompt, 1, 2, r);
     prefill.push_back(static_cast<double>(o.prompt) / p.prefill_s);
+    if (torch) {
+      std::vector<int> long_ids(long_prompt.begin(), long_prompt.end());
+      json tp = ask(*torch, {{"op", "decode"}, {"prompt", long_ids}, {"tokens", 2}});
+      torch_prefill.push_back(tp["prefill_tokens_per_s"].get<double>());
+    }
+    const Timed one = generate(rig, short_prompt, 1, o.tokens, r);
+    single_rates.push_back(static_cast<double>(one.decode_tokens) / one.decode_s);
+    if (torch) {
+      std::vector<int> ids(short_prompt.begin(), short_prompt.end());
+      json t = ask(*torch, {{"op", "decode"}, {"prompt", ids}, {"tokens", o.tokens}});
+      torch_decode.push_back(t["decode_tokens_per_s"].get<double>());
+      if (r == 0) {  // the same model on both sides: greedy tokens agree (up to float near-ties)
+        const std::vector<int32_t> theirs = t["tokens"].get<std::vector<int32_t>>();
+        compared = std::min(one.first.size(), theirs.size());
+        while (agree < compared && one.first[agree] == theirs[agree]) ++agree;
+      }
+    }
     for (int64_t n : o.streams) {
+      if (n == 1) {
+        decode[n].push_back(single_rates.back());
+        continue;
+      }
       const Timed d = generate(rig, short_prompt, n, o.tokens, r);
       if (d.prefill_steps != 1) std::printf("  (%lld streams: prefill took %llu steps)\n", static_cast<long long>(n),
                                              static_cast<unsigned long long>(d.prefill_steps));
       decode[n].push_back(static_cast<double>(d.decode_tokens) / d.decode_s);
     }
-    if (torch) {
-      std::vector<int> ids(short_prompt.begin(), short_prompt.end()), long_ids(long_prompt.begin(), long_prompt.end());
-      json t = ask(*torch, {{"op", "decode"}, {"prompt", ids}, {"tokens", o.tokens}});
-      torch_decode.push_back(t["decode_tokens_per_s"].get<double>());
-      if (r == 0) {  // the same model on both sides: greedy tokens agree (up to float near-ties)
-        const std::vector<int32_t> theirs = t["tokens"].get<std::vector<int32_t>>();
-        const std::vector<int32_t> ours = generate(rig, short_prompt, 1, o.tokens, -2).first;
-        compared = std::min(ours.size(), theirs.size());
-        while (agree < compared && ours[agree] == theirs[agree]) ++agree;
-      }
-      json tp = ask(*torch, {{"op", "decode"}, {"prompt", long_ids}, {"tokens", 2}});
-      torch_prefill.push_back(tp["prefill_tokens_per_s"].get<double>());
-    }
   }
 
-  const double single = median(decode.count(1) ? decode[1] : decode.begin()->second);
+  const double single = median(single_rates);
   const double bound = rate / static_cast<double>(weights);
   std::printf("prefill            %10.1f tokens/s   (one %lld-token prompt)\n", median(prefill),
               static_cast<long long>(o.prompt));
