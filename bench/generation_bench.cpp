@@ -365,19 +365,22 @@ int run(const Options& o) {
   }
 
   std::printf("load average after: %s\n", load_average().c_str());
-  if (!o.markdown.empty()) {
-    std::ofstream md(o.markdown);
-    md << "| model | weights MB | prefill tok/s |";
-    for (int64_t n : o.streams) md << " decode " << n << " tok/s |";
-    md << " memory rate GB/s | bound tok/s | achieved / bound |" << (torch ? " PyTorch decode 1 tok/s | Ember / PyTorch |" : "")
-       << "\n|---|---|---|";
-    for (size_t i = 0; i < o.streams.size(); ++i) md << "---|";
-    md << "---|---|---|" << (torch ? "---|---|" : "") << "\n";
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), "%.1f", static_cast<double>(weights) / 1e6);
-    md << "| " << rig.model->manifest().name << " (" << g->family << ") | " << buf << " | ";
-    std::snprintf(buf, sizeof(buf), "%.0f", median(prefill));
-    md << buf << " |";
+  if (!o.markdown.empty()) {  // appended; the header when the file is new or empty
+    const bool fresh = !std::filesystem::exists(o.markdown) || std::filesystem::file_size(o.markdown) == 0;
+    std::ofstream md(o.markdown, std::ios::app);
+    if (fresh) {
+      md << "| model | weights MB | prefill tok/s |";
+      for (int64_t n : o.streams) md << " decode " << n << " tok/s |";
+      md << " memory rate GB/s | bound tok/s | achieved / bound |"
+         << (torch ? " PyTorch prefill tok/s | PyTorch decode 1 tok/s | Ember / PyTorch prefill, decode 1 |" : "")
+         << "\n|---|---|---|";
+      for (size_t i = 0; i < o.streams.size(); ++i) md << "---|";
+      md << "---|---|---|" << (torch ? "---|---|---|" : "") << "\n";
+    }
+    char buf[96];
+    std::snprintf(buf, sizeof(buf), "| %s (%s) | %.1f | %.0f |", rig.model->manifest().name.c_str(), g->family.c_str(),
+                  static_cast<double>(weights) / 1e6, median(prefill));
+    md << buf;
     for (int64_t n : o.streams) {
       std::snprintf(buf, sizeof(buf), " %.1f |", median(decode[n]));
       md << buf;
@@ -385,7 +388,8 @@ int run(const Options& o) {
     std::snprintf(buf, sizeof(buf), " %.2f | %.1f | %.2f |", rate / 1e9, bound, single / bound);
     md << buf;
     if (torch) {
-      std::snprintf(buf, sizeof(buf), " %.1f | %.2f |", median(torch_decode), single / median(torch_decode));
+      std::snprintf(buf, sizeof(buf), " %.0f | %.1f | %.2f, %.2f |", median(torch_prefill), median(torch_decode),
+                    median(prefill) / median(torch_prefill), single / median(torch_decode));
       md << buf;
     }
     md << "\n";
@@ -412,7 +416,7 @@ int main(int argc, char** argv) {
   app.add_flag("--torch", o.torch, "Also decode with PyTorch (bench/generation_torch.py) and print the ratio");
   app.add_option("--hf", o.hf, "The Hugging Face folder PyTorch reads (default: DIR)");
   app.add_option("--python", o.python, "Python for --torch");
-  app.add_option("--markdown", o.markdown, "Also write the figures as a markdown table row");
+  app.add_option("--markdown", o.markdown, "Append the figures to FILE as a markdown table row (its header when FILE is new or empty)");
   o.torch_script = std::string(EMBER_SOURCE_DIR) + "/bench/generation_torch.py";
   CLI11_PARSE(app, argc, argv);
   try {

@@ -33,11 +33,10 @@ make_model llama llama --hidden 512 --layers 8 --heads 8 --kv-heads 2 --intermed
 for name in gpt2 llama; do
   if [ "${TORCH:-1}" = 1 ]; then
     "$build/bin/generation_bench" "$models/$name/1" --torch --hf "$models/$name-hf" --python "$python" \
-      --markdown "$models/$name.md" "$@"
+      --markdown "$models/generation.md" "$@"
   else
-    "$build/bin/generation_bench" "$models/$name/1" --markdown "$models/$name.md" "$@"
+    "$build/bin/generation_bench" "$models/$name/1" --markdown "$models/generation.md" "$@"
   fi
-  cat "$models/$name.md" >> "$models/generation.md"
   echo
 done
 echo "table rows: $models/generation.md"
