@@ -7,7 +7,8 @@
 //                    [--tokens 64] [--streams 1,8,32] [--rounds 3] [--torch] [--markdown FILE]
 //
 // DIR is an imported generative model (ember format: model.json with a generation section, as
-// `ember model import` writes it from a Hugging Face folder). It prints:
+// `ember model import` writes it from a Hugging Face folder); the loop gets the model's tokenizer as
+// the engine's does, so every token is detokenized as it would be served. It prints:
 //   - prefill tokens/s: one prompt of --prompt tokens in one step (its first token sampled);
 //   - decode tokens/s at each --streams count: that many greedy streams of --decode-prompt tokens
 //     each, prefilled together in the first step (not timed), then --tokens - 1 more tokens each,
@@ -52,6 +53,7 @@
 #include "gpu/executor.hpp"
 #include "gpu/sim_device.hpp"
 #include "model/model.hpp"
+#include "text/tokenizer.hpp"
 
 namespace ember::bench {
 namespace {
@@ -149,6 +151,7 @@ struct Rig {
   std::unique_ptr<gpu::LayerExecutor> ex;
   engine::GenerativeSpec spec;
   engine::GenerationLoopConfig config;
+  std::shared_ptr<const text::Tokenizer> tokenizer;  // the model's, as the engine's loop has it (or null)
 };
 
 // One measurement: `n` greedy streams of `prompt` each, `tokens` tokens each. Returns the seconds of
@@ -162,7 +165,7 @@ struct Timed {
 };
 
 Timed generate(Rig& rig, const std::vector<int32_t>& prompt, int64_t n, int64_t tokens, int round) {
-  auto loop = engine::GenerationLoop::create(*rig.device, *rig.memory, rig.spec, nullptr, rig.config);
+  auto loop = engine::GenerationLoop::create(*rig.device, *rig.memory, rig.spec, rig.tokenizer, rig.config);
   if (!loop.ok()) throw std::runtime_error(loop.error().message());
   (*loop)->attach(rig.ex.get());
   std::vector<uint64_t> got(static_cast<size_t>(n), 0);
@@ -225,6 +228,13 @@ int run(const Options& o) {
   auto spec = engine::generative_spec(*rig.model);
   if (!spec.ok()) throw std::runtime_error(spec.error().message());
   rig.spec = *spec;
+  // The model's tokenizer, as Generations::join gives it to the loop: every token is detokenized
+  // as it would be served (its text emitted with it).
+  if (!rig.model->tokenizer_json().empty()) {
+    auto t = text::Tokenizer::parse(rig.model->tokenizer_json(), rig.model->tokenizer_config_json());
+    if (!t.ok()) throw std::runtime_error("the model's tokenizer: " + t.error().message());
+    rig.tokenizer = std::make_shared<const text::Tokenizer>(std::move(*t));
+  }
   const uint64_t weights = rig.model->layers_bytes();
   // What a decode step streams when an embedding table counts as the rows it gathers (a few KB):
   // the bound without the tables, printed beside the one the issue asks for.
@@ -280,10 +290,11 @@ int run(const Options& o) {
   if (!ex.ok()) throw std::runtime_error(ex.error().message());
   rig.ex = std::move(*ex);
   const gpu::GenerationSpec* g = rig.model->generation();
-  std::printf("model:   %s (%s), %.1f MB of weights, vocab %u, %u KV layers x %u heads x %u, context %llu\n",
+  std::printf("model:   %s (%s), %.1f MB of weights, vocab %u, %u KV layers x %u heads x %u, context %llu, %s\n",
               rig.model->manifest().name.c_str(), g->family.c_str(), static_cast<double>(weights) / 1e6,
               rig.spec.vocab_size, rig.spec.layout.num_kv_layers, rig.spec.layout.num_kv_heads, rig.spec.layout.head_dim,
-              static_cast<unsigned long long>(rig.spec.context_window));
+              static_cast<unsigned long long>(rig.spec.context_window),
+              rig.tokenizer ? "tokens detokenized as served" : "no tokenizer (token ids only)");
   std::printf("method:  %d rounds, medians; prefill: one %lld-token prompt; decode: %lld-token prompts, %lld tokens each, "
               "greedy, EOS ignored\n\n",
               o.rounds, static_cast<long long>(o.prompt), static_cast<long long>(o.decode_prompt),
