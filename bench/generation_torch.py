@@ -35,6 +35,8 @@ import llm_reference  # noqa: E402  (the reference model, shared with the confor
 
 
 def decode(model, layers: int, prompt: list, tokens: int) -> dict:
+    if not prompt or tokens < 1:
+        raise llm_reference.ReferenceError(f"decode: a prompt of {len(prompt)} tokens, {tokens} to generate (needs >= 1 each)")
     cache = llm_reference.Cache(layers, None)
     out = []
     ids, start = prompt, 0
