@@ -37,6 +37,7 @@ void publish_view(gateway_pointer self) {
     v.replicas = e.replicas;
     v.metadata_json = st.catalog.metadata(key);  // built again only when this version's metadata changed
     v.signature = st.catalog.signature(key);
+    v.generation = st.catalog.generation(key);
     snap->models[key.name][key.version] = std::move(v);
   }
   snap->workflows = st.workflows;
