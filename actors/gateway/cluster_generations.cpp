@@ -130,6 +130,7 @@ void drop_node(relay_actor* self) {
 }
 
 void dispatch(relay_actor* self);
+void resume(relay_actor* self, const std::string& why);
 
 /// Looks at the view again while no replica is ready (a timer: never blocks).
 void schedule_poll(relay_actor* self) {
@@ -211,6 +212,9 @@ void dispatch(relay_actor* self) {
               auto& st = self->state;
               if (st.done || attempt != st.attempt || !st.node) return;
               const Error e = from_caf(err);
+              // The client has tokens already: whatever broke this send (its node lost before the down
+              // message came, a refusal of the continuation), the stream goes on elsewhere if it can.
+              if (st.any_chunk) return resume(self, e.message());
               // A refusal by this replica (its queue full, no replica there after all) or its loss:
               // another one may take the stream; anything else is the request's own fault.
               if (e.code() != ErrorCode::unavailable) return fail(self, e);
