@@ -78,14 +78,24 @@ struct relay_state {
 
 using relay_actor = caf::stateful_actor<relay_state>;
 
-void end(relay_actor* self) {
+/// The stream leaves its node in the process's counts: the ReplicaChooser's in-flight, and the
+/// DirectTraffic the gateway's load reports take (the autoscaler sees streams in flight, so a model
+/// with open streams is not idle). `answered`: it ended with a stop or length final there; busy time
+/// is not claimed (a stream shares its replica's steps with others: its duration is not compute time).
+/// `handed_on`: it goes on elsewhere, where it is counted as arriving again (its arrival is taken back).
+void leave_node(relay_actor* self, bool answered, bool handed_on) {
+  auto& st = self->state;
+  if (!st.node) return;
+  self->demonitor(st.node.address());
+  st.shared->view->chooser().finished(st.node_id);
+  st.shared->view->direct().finished(st.request.model, st.node_id, answered, 0, handed_on);
+  st.node = nullptr;
+}
+
+void end(relay_actor* self, bool answered = false) {
   auto& st = self->state;
   st.done = true;
-  if (st.node) {
-    self->demonitor(st.node.address());
-    st.shared->view->chooser().finished(st.node_id);
-    st.node = nullptr;
-  }
+  leave_node(self, answered, false);
   {
     std::lock_guard lock(st.shared->mu);
     auto it = st.shared->relays.find(st.request.id);
@@ -123,10 +133,8 @@ void fail(relay_actor* self, const Error& e) {
 void drop_node(relay_actor* self) {
   auto& st = self->state;
   if (!st.node) return;
-  self->demonitor(st.node.address());
-  st.shared->view->chooser().finished(st.node_id);
   st.failed_nodes.insert(st.node_id);
-  st.node = nullptr;
+  leave_node(self, false, true);
 }
 
 void dispatch(relay_actor* self);
@@ -200,6 +208,7 @@ void dispatch(relay_actor* self) {
   }
   st.node = r->for_requests();
   st.node_id = r->node_id;
+  st.shared->view->direct().started(st.request.model, st.node_id);
   ++st.sends;
   const uint64_t attempt = ++st.attempt;
   generate_request req = st.request;
@@ -259,8 +268,9 @@ void on_chunk(relay_actor* self, generate_chunk& chunk) {
   const bool final = chunk.is_final();
   if (final) count(self, chunk.finish == FinishReason::error ? std::string(to_string(chunk.error.code)) : "success");
   st.any_chunk = true;
+  const bool answered = final && chunk.finish != FinishReason::error;
   st.sink(std::move(chunk));
-  if (final) end(self);
+  if (final) end(self, answered);
 }
 
 void on_cancel(relay_actor* self) {

@@ -28,7 +28,9 @@
 // actor only, in order, never twice at once, and dropped after its final call.
 // Time: the relay's actor clock (deterministic tests move it). Counted in the instruments (per
 // model): time to first token, inter-token latency, generated tokens, streams resumed, requests by
-// outcome; every stream is in the ReplicaChooser's in-flight count of its node while it runs there.
+// outcome; every stream is in the ReplicaChooser's in-flight count of its node while it runs there,
+// and in the view's DirectTraffic (arrivals, completions, in flight: the gateway's load reports to
+// the autoscaler), so a model with open streams is not idle.
 //
 // Lifetime: shutdown() (or the destructor) stops every relay still running and waits for them; the
 // actor system, the view and the instruments must outlive it.

@@ -190,6 +190,10 @@ TEST_F(ClusterGenerationsTest, StreamsEveryChunkInOrderAndEndsAfterTheFinal) {
   EXPECT_EQ(metric("ember_generation_requests_total", "model=\"lm\",version=\"1\",outcome=\"success\""), 1);
   EXPECT_EQ(metric("ember_generation_time_to_first_token_seconds_count", "model=\"lm\",version=\"1\""), 1);
   EXPECT_EQ(metric("ember_generation_inter_token_seconds_count", "model=\"lm\",version=\"1\""), 2);
+  auto [counts, in_flight] = view_->direct().drain();  // what the gateway's load report adds
+  EXPECT_EQ((counts[model_key{"lm", 1}].arrivals), 1u);
+  EXPECT_EQ((counts[model_key{"lm", 1}].completions), 1u);
+  EXPECT_TRUE(in_flight.empty());
 }
 
 TEST_F(ClusterGenerationsTest, AResumeFinalContinuesOnAnotherReplicaFromTheTokensSent) {
@@ -211,6 +215,10 @@ TEST_F(ClusterGenerationsTest, AResumeFinalContinuesOnAnotherReplicaFromTheToken
   for (const auto& c : seen->calls) EXPECT_FALSE(c->error.resume);  // the resume final never reaches the client
   EXPECT_EQ(metric("ember_generation_resumed_total", "model=\"lm\",version=\"1\""), 1);
   EXPECT_EQ(view_->chooser().in_flight(1) + view_->chooser().in_flight(2), 0u);
+  auto [counts, in_flight] = view_->direct().drain();
+  EXPECT_EQ((counts[model_key{"lm", 1}].arrivals), 1u);  // one stream, though sent twice
+  EXPECT_EQ((counts[model_key{"lm", 1}].completions), 1u);
+  EXPECT_TRUE(in_flight.empty());
 }
 
 TEST_F(ClusterGenerationsTest, ANodeThatDiesMidStreamIsContinuedElsewhere) {
@@ -225,6 +233,7 @@ TEST_F(ClusterGenerationsTest, ANodeThatDiesMidStreamIsContinuedElsewhere) {
   EXPECT_EQ(seen->tokens(), (std::vector<int32_t>{20, 21}));
   EXPECT_FALSE(seen->ended());
   EXPECT_EQ(view_->chooser().in_flight(1), 1u);
+  EXPECT_EQ((view_->direct().drain().second), (std::map<std::pair<model_key, uint64_t>, uint32_t>{{{{"lm", 1}, 1}, 1}}));
   caf::anon_send_exit(routers_[1], caf::exit_reason::kill);
   d_.run();
   ASSERT_EQ(b->requests.size(), 1u);
