@@ -40,8 +40,9 @@ using gateway_actor = caf::typed_actor<
     caf::replies_to<index_atom>::with<std::vector<model_state>>,
     caf::replies_to<distribute_atom, distribute_request>::with<distribute_result>,
     caf::replies_to<evict_atom, distribute_request>::with<distribute_result>,
-    /// Internal timers: expire a held request; ask the manager again for a replica; send the
-    /// manager this interval's load_report.
+    /// Internal timers: expire a held request; ask the manager again for a replica (while requests
+    /// are held; from another actor, such as a generation relay waiting for a cold model: always,
+    /// one ensure at a time per model); send the manager this interval's load_report.
     caf::reacts_to<expire_atom, uint64_t>, caf::reacts_to<ensure_atom, model_key>, caf::reacts_to<scale_atom>,
     /// A standalone gateway's link (gateway_process.hpp) reached the manager (a cluster_manager_actor):
     /// the gateway monitors it and subscribes through it (again, after losing the previous one:

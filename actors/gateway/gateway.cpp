@@ -37,6 +37,7 @@ void publish_view(gateway_pointer self) {
     v.replicas = e.replicas;
     v.metadata_json = st.catalog.metadata(key);  // built again only when this version's metadata changed
     v.signature = st.catalog.signature(key);
+    v.generation = st.catalog.generation(key);
     snap->models[key.name][key.version] = std::move(v);
   }
   snap->workflows = st.workflows;
@@ -356,7 +357,9 @@ gateway_actor::behavior_type gateway_behavior(gateway_pointer self, GatewayConfi
       [self](expire_atom, uint64_t id) { expire(self, id); },
       [self](scale_atom) { report_load(self); },
       [self](ensure_atom, const model_key& key) {
-        if (self->state.held.count(key)) ensure(self, key);
+        // Its own retry timer: only while requests still wait. Another actor asking (a generation
+        // relay waiting for a replica, cluster_generations.hpp, which asks again itself): always.
+        if (self->state.held.count(key) || self->current_sender().get() != self->ctrl()) ensure(self, key);
       },
       resume_offloaded(),
   };

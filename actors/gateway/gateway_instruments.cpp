@@ -38,6 +38,26 @@ GatewayInstruments::GatewayInstruments()
                                             "read slower than the model generated; timeout: no chunk within "
                                             "gateway.request_timeout; server_stopping)",
                                             {"reason"})),
+      generation_requests_(registry_.counter("ember_generation_requests_total",
+                                             "Text generations by outcome (success: ended stop or length; cancelled; "
+                                             "else the error's code, before or after the first token)",
+                                             {"model", "version", "outcome"})),
+      time_to_first_token_(registry_.histogram("ember_generation_time_to_first_token_seconds",
+                                               "Time at the gateway from a generation's arrival to its first chunk "
+                                               "with tokens (a cold start included)",
+                                               {"model", "version"})),
+      inter_token_(registry_.histogram("ember_generation_inter_token_seconds",
+                                       "Time between tokens of a stream after the first: each chunk's gap since the "
+                                       "previous one, divided by its tokens",
+                                       {"model", "version"},
+                                       {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5})),
+      generated_tokens_(registry_.counter("ember_generation_tokens_total",
+                                          "Generated tokens sent to clients (tokens per second: rate() of it)",
+                                          {"model", "version"})),
+      streams_resumed_(registry_.counter("ember_generation_resumed_total",
+                                         "Streams continued on another replica from the tokens already sent (their "
+                                         "node was lost or gave them up)",
+                                         {"model", "version"})),
       manager_connected_(registry_
                              .gauge("ember_gateway_manager_connected",
                                     "1 while the gateway holds a live connection to the cluster manager; 0 while it "
@@ -94,6 +114,24 @@ void GatewayInstruments::count_auth_refusal(std::string_view protocol, std::stri
   auth_refusals_.with({protocol, reason}).inc();
 }
 void GatewayInstruments::count_generation_cancel(std::string_view reason) { generation_cancels_.with({reason}).inc(); }
+void GatewayInstruments::count_generation(const model_key& model, std::string_view outcome) {
+  generation_requests_.with({model.name, std::to_string(model.version), std::string(outcome)}).inc();
+}
+void GatewayInstruments::observe_time_to_first_token(const model_key& model, double seconds) {
+  time_to_first_token_.with({model.name, std::to_string(model.version)}).observe(seconds);
+}
+void GatewayInstruments::observe_inter_token(const model_key& model, double gap_seconds, size_t tokens) {
+  if (tokens == 0) return;
+  auto& h = inter_token_.with({model.name, std::to_string(model.version)});
+  const double each = gap_seconds / static_cast<double>(tokens);
+  for (size_t i = 0; i < tokens; ++i) h.observe(each);
+}
+void GatewayInstruments::count_generated_tokens(const model_key& model, size_t tokens) {
+  generated_tokens_.with({model.name, std::to_string(model.version)}).inc(static_cast<double>(tokens));
+}
+void GatewayInstruments::count_stream_resumed(const model_key& model) {
+  streams_resumed_.with({model.name, std::to_string(model.version)}).inc();
+}
 void GatewayInstruments::set_manager_connected(bool connected) { manager_connected_.set(connected ? 1 : 0); }
 
 }  // namespace ember

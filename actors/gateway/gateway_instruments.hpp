@@ -3,6 +3,7 @@
 // the HTTP accept thread counts the connections it refuses (a relaxed atomic add: never blocks).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -40,6 +41,19 @@ class GatewayInstruments {
   /// client closed its connection), slow_client (its stream was cut off: it read slower than the
   /// model generated), timeout (no chunk within gateway.request_timeout) or server_stopping.
   void count_generation_cancel(std::string_view reason);
+  // -- text generation (cluster_generations.hpp), per model version --
+  /// A generation ended: outcome "success" (a final chunk stop or length), "cancelled", or the
+  /// error code's name (refused before any chunk, or a final error chunk after).
+  void count_generation(const model_key& model, std::string_view outcome);
+  /// From generate() to the first chunk with tokens.
+  void observe_time_to_first_token(const model_key& model, double seconds);
+  /// A later chunk with `tokens` tokens, `gap_seconds` after the previous one with tokens: each of
+  /// its tokens is observed at gap / tokens.
+  void observe_inter_token(const model_key& model, double gap_seconds, size_t tokens);
+  /// Tokens forwarded to clients (tokens per second is rate() of this counter).
+  void count_generated_tokens(const model_key& model, size_t tokens);
+  /// A stream continued on another replica (its node lost or gave it up).
+  void count_stream_resumed(const model_key& model);
   /// The gateway reached (true) or lost (false) the cluster manager.
   void set_manager_connected(bool connected);
 
@@ -54,6 +68,11 @@ class GatewayInstruments {
   metrics::Counter& http_rejected_;
   metrics::CounterFamily& auth_refusals_;
   metrics::CounterFamily& generation_cancels_;
+  metrics::CounterFamily& generation_requests_;
+  metrics::HistogramFamily& time_to_first_token_;
+  metrics::HistogramFamily& inter_token_;
+  metrics::CounterFamily& generated_tokens_;
+  metrics::CounterFamily& streams_resumed_;
   metrics::Gauge& manager_connected_;
   metrics::CounterFamily& workflow_requests_;
   metrics::HistogramFamily& workflow_duration_;

@@ -13,7 +13,8 @@
 //
 // Pure: no CAF, no clock, no threads; one owner (the gateway actor) calls it. A manifest that does
 // not parse gives an empty signature (empty inputs and outputs), as before: a model that cannot
-// load still has metadata, and its readiness says why it cannot load.
+// load still has metadata, and its readiness says why it cannot load. A generation section that does
+// not parse makes the version non-generative here (the manager refuses to load it anyway).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,7 @@
 
 #include "actors/gateway/http/kserve_json.hpp"
 #include "actors/model_key.hpp"
+#include "model/generation_spec.hpp"
 
 namespace ember {
 
@@ -39,6 +41,9 @@ class ModelCatalog {
   std::shared_ptr<const std::string> metadata(const model_key& key);
   /// The inputs and outputs of `key` (null for a key never put, or removed).
   std::shared_ptr<const ModelSignature> signature(const model_key& key) const;
+  /// The generation section of `key`'s model.json (null: not generative, never put, or removed),
+  /// parsed with the signature, once per manifest text.
+  std::shared_ptr<const gpu::GenerationSpec> generation(const model_key& key) const;
 
   size_t size() const { return versions_.size(); }
   /// Manifests parsed and bodies rendered so far: what the work per update costs.
@@ -49,6 +54,7 @@ class ModelCatalog {
   struct Version {
     std::string manifest_json;
     std::shared_ptr<const ModelSignature> signature;
+    std::shared_ptr<const gpu::GenerationSpec> generation;
     std::shared_ptr<const std::string> body;  // null: render before handing out
   };
 

@@ -27,6 +27,9 @@
 namespace ember {
 
 struct ModelSignature;
+namespace gpu {
+struct GenerationSpec;
+}
 
 struct ModelView {
   model_state state;
@@ -36,6 +39,9 @@ struct ModelView {
   /// Its inputs and outputs as model.json declares them (empty when it does not parse), for the
   /// gRPC metadata answer; shared the same way.
   std::shared_ptr<const ModelSignature> signature;
+  /// model.json's "generation" section (model/generation_spec.hpp) when the version generates text;
+  /// null otherwise (or when it does not parse). Shared the same way.
+  std::shared_ptr<const gpu::GenerationSpec> generation;
   bool ready = false;
   /// The ready replicas (full models; a pipeline serving a cold start is not here).
   std::vector<replica_ref> replicas;

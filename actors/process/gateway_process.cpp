@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "actors/actor_system.hpp"
+#include "actors/gateway/cluster_generations.hpp"
 #include "actors/gateway/gateway.hpp"
 #include "actors/gateway/gateway_client.hpp"
 #include "actors/gateway/gateway_instruments.hpp"
@@ -83,7 +84,10 @@ Result<std::unique_ptr<GatewayProcess>> GatewayProcess::start(caf::actor_system&
                               *p->metrics_queue_, p->dial_queue_.get());
   p->client_ = std::make_shared<GatewayClient>(sys, config, p->gateway_, p->view_, p->instruments_.get(),
                                                std::move(local), std::move(tokens));
-  EMBER_ASSIGN_OR_RETURN(p->http_, HttpFrontend::start(p->client_, p->instruments_.get(), tls));
+  ClusterGenerationsOptions generation;
+  generation.cold_start_timeout = std::chrono::microseconds(config.cold_start_timeout_us);
+  p->generations_ = std::make_shared<ClusterGenerations>(sys, p->view_, p->gateway_, p->instruments_.get(), generation);
+  EMBER_ASSIGN_OR_RETURN(p->http_, HttpFrontend::start(p->client_, p->instruments_.get(), tls, p->generations_));
   if (config.grpc) {
     EMBER_ASSIGN_OR_RETURN(p->grpc_, GrpcFrontend::start(p->client_, tls));
   }
@@ -97,6 +101,7 @@ GatewayProcess::~GatewayProcess() {
   metrics_.reset();
   if (grpc_) grpc_->stop();
   if (http_) http_->stop();
+  if (generations_) generations_->shutdown();  // its relays use instruments_
   if (gateway_) {
     caf::scoped_actor self{gateway_->home_system()};
     self->send_exit(gateway_, caf::exit_reason::user_shutdown);

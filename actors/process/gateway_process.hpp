@@ -1,5 +1,6 @@
 // The gateway process: the gateway actor and its KServe v2 front ends (HTTP, and gRPC when
-// gateway.grpc is set); `ember gateway`-less
+// gateway.grpc is set), with text generation over the cluster on the HTTP front end (OpenAI's API and
+// KServe's generate extension, served by ClusterGenerations); `ember gateway`-less
 // deployments run it inside `ember manager` or `ember serve`. Construction binds the ports on the
 // caller's thread; destruction stops the front ends first, then the actor. Not thread-safe.
 #pragma once
@@ -20,6 +21,7 @@ class actor_system;
 
 namespace ember {
 
+class ClusterGenerations;
 class GatewayInstruments;
 class GrpcFrontend;
 class HttpFrontend;
@@ -67,6 +69,9 @@ class GatewayProcess {
   std::shared_ptr<RoutingView> view_;
   gateway_actor gateway_;
   std::shared_ptr<GatewayClient> client_;
+  /// Text generation over the cluster for the HTTP front end; shut down after it stops (its relays
+  /// use instruments_ and the actor system).
+  std::shared_ptr<ClusterGenerations> generations_;
   std::unique_ptr<HttpFrontend> http_;
   std::unique_ptr<GrpcFrontend> grpc_;  // null when gateway.grpc is off
   std::unique_ptr<MetricsEndpoint> metrics_;  // null when gateway.metrics is off

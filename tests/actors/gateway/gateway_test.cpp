@@ -9,11 +9,14 @@
 
 #include <caf/event_based_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
+#include <nlohmann/json.hpp>
 
+#include "actors/gateway/cluster_generations.hpp"
 #include "actors/gateway/gateway_instruments.hpp"
 #include "actors/gateway/routing_view.hpp"
 #include "base/work_queue.hpp"
 #include "model/architectures.hpp"
+#include "model/generation_spec.hpp"
 #include "tests/actors/deterministic.hpp"
 
 namespace ember {
@@ -213,6 +216,42 @@ TEST_F(GatewayTest, AHeldRequestExpiresExactlyAtTheColdStartTimeoutAndNotBefore)
   EXPECT_NE(text.find("ember_request_duration_seconds_sum{model=\"m\",version=\"1\"} 2\n"), std::string::npos) << text;
   EXPECT_NE(text.find("ember_requests_total{model=\"m\",version=\"1\",outcome=\"unavailable\"} 1"), std::string::npos)
       << text;
+}
+
+TEST_F(GatewayTest, AGenerationForAColdModelHasTheGatewayEnsureItThoughNoRequestIsHeld) {
+  // A generative version: the mlp's manifest with a generation section (the view is all that reads it).
+  gpu::GenerationSpec spec;
+  spec.family = "gpt2";
+  spec.context_length = 32;
+  spec.vocab_size = 16;
+  spec.num_kv_layers = spec.num_kv_heads = 1;
+  spec.head_dim = 4;
+  spec.tokenizer = "tokenizer.json";
+  nlohmann::ordered_json section;
+  gpu::generation_to_json(spec, section);
+  auto manifest = nlohmann::json::parse(manifest_json());
+  manifest["generation"] = nlohmann::json::parse(section.dump());
+  auto e = entry(kModel, {});
+  e.manifest_json = manifest.dump();
+  manager_script_->table.entries = {e};
+  start();
+  ClusterGenerationsOptions o;
+  o.cold_start_timeout = 2s;
+  ClusterGenerations generations(d_.sys(), view_, gateway_, &instruments_, o);
+  ASSERT_EQ(generations.models()->size(), 1u);
+  std::vector<Result<generate_chunk>> seen;
+  generate_request r;
+  r.id = "cmpl-1";
+  r.model = {"m", 0};
+  r.prompt = "hi";
+  generations.generate(r, [&seen](Result<generate_chunk> c) { seen.push_back(std::move(c)); });
+  d_.run();
+  EXPECT_EQ(manager_script_->ensures, std::vector<model_key>{kModel});
+  d_.advance(2s);  // no replica comes: refused at the cold-start timeout
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].error().code(), ErrorCode::unavailable);
+  EXPECT_EQ(manager_script_->ensures.size(), 1u) << "one ensure per model at a time, the first still unanswered";
+  EXPECT_EQ(generations.streams(), 0u);
 }
 
 TEST_F(GatewayTest, HeldRequestsAreReleasedWhenTheReplicasRoutingUpdateArrivesWithOneEnsureForAll) {

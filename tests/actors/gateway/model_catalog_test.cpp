@@ -1,5 +1,6 @@
 // actors/gateway/model_catalog: a version's manifest is parsed once (again only when it changes),
-// its metadata body rendered again only when its signature or its model's version list changed.
+// its metadata body rendered again only when its signature or its model's version list changed; its
+// generation section (when it has one) parsed with it.
 #include "actors/gateway/model_catalog.hpp"
 
 #include <gtest/gtest.h>
@@ -70,6 +71,35 @@ TEST(ModelCatalog, AManifestThatDoesNotParseStillHasMetadataWithNoTensors) {
   EXPECT_EQ(j["inputs"], json::array());
   EXPECT_EQ(j["outputs"], json::array());
   EXPECT_FALSE(c.metadata({"unknown", 1}));
+}
+
+TEST(ModelCatalog, AVersionWithAGenerationSectionIsGenerative) {
+  gpu::GenerationSpec spec;
+  spec.family = "gpt2";
+  spec.context_length = 128;
+  spec.vocab_size = 50;
+  spec.num_kv_layers = 2;
+  spec.num_kv_heads = 2;
+  spec.head_dim = 8;
+  spec.tokenizer = "tokenizer.json";
+  nlohmann::ordered_json section;
+  gpu::generation_to_json(spec, section);
+  json with = json::parse(manifest("mlp"));
+  with["generation"] = json::parse(section.dump());
+  json broken = with;
+  broken["generation"]["context_length"] = -1;
+
+  ModelCatalog c;
+  c.put({"lm", 1}, with.dump());
+  c.put({"plain", 1}, manifest("mlp"));
+  c.put({"bad", 1}, broken.dump());
+  ASSERT_TRUE(c.generation({"lm", 1}));
+  EXPECT_EQ(*c.generation({"lm", 1}), spec);
+  EXPECT_FALSE(c.generation({"plain", 1}));
+  EXPECT_FALSE(c.generation({"bad", 1}));  // does not parse: not served as generative
+  EXPECT_FALSE(c.generation({"unknown", 1}));
+  c.remove({"lm", 1});
+  EXPECT_FALSE(c.generation({"lm", 1}));
 }
 
 }  // namespace model_catalog_test
