@@ -299,15 +299,16 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
           out = answer.fail(*refusal);
           break;
         case GenerationCall::Next::overflowed:
-          generation_->cancel(id);
+          cancel(id, "slow_client");
           return Served::cut_off;
         case GenerationCall::Next::idle:
           if (ctx.IsCancelled()) {
-            generation_->cancel(id);
-            return call->overflowed() ? Served::cut_off : Served::client_gone;
+            const bool cut = call->overflowed();
+            cancel(id, cut ? "slow_client" : "client_gone");
+            return cut ? Served::cut_off : Served::client_gone;
           }
           if (std::chrono::steady_clock::now() >= deadline) {
-            generation_->cancel(id);
+            cancel(id, "timeout");
             out = answer.fail(deadline_exceeded(
                 "no answer from the model within gateway.request_timeout (" +
                 std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()) + " ms)"));
@@ -315,11 +316,18 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
           break;
       }
       if (out && !stream.Write(*out)) {
-        if (!answer.ended()) generation_->cancel(id);
-        return call->overflowed() ? Served::cut_off : Served::client_gone;
+        const bool cut = call->overflowed();
+        if (!answer.ended()) cancel(id, cut ? "slow_client" : "client_gone");
+        return cut ? Served::cut_off : Served::client_gone;
       }
       if (answer.ended()) return Served::done;
     }
+  }
+
+  /// Cancels generation `id`, counted by `reason` (first: a test that saw the cancel sees the count).
+  void cancel(const std::string& id, std::string_view reason) {
+    client_->count_generation_cancel(reason);
+    generation_->cancel(id);
   }
 
   /// `key` with version 0 resolved to the highest the generation service lists (as HTTP's routes do).

@@ -108,6 +108,8 @@ class GrpcFrontendTest : public ::testing::Test {
     return out;
   }
 
+  std::string metrics() { return metrics::render(instruments_.registry().snapshot()); }
+
   std::unique_ptr<caf::actor_system> sys_ = testing::make_system();
   std::shared_ptr<RoutingView> view_ = std::make_shared<RoutingView>();
   GatewayInstruments instruments_;
@@ -198,6 +200,7 @@ TEST_F(GrpcFrontendTest, NoChunkWithinTheTimeoutEndsTheRequestAndCancelsIt) {
   const auto requests = service_->requests();
   ASSERT_EQ(requests.size(), 1u);
   EXPECT_TRUE(service_->wait_cancelled(requests[0].id));
+  EXPECT_NE(metrics().find(R"(ember_generation_cancels_total{reason="timeout"} 1)"), std::string::npos);
 }
 
 TEST_F(GrpcFrontendTest, ClientCancelCancelsTheGeneration) {
@@ -213,6 +216,7 @@ TEST_F(GrpcFrontendTest, ClientCancelCancelsTheGeneration) {
   const auto requests = service_->requests();
   ASSERT_EQ(requests.size(), 1u);
   EXPECT_TRUE(service_->wait_cancelled(requests[0].id));
+  EXPECT_NE(metrics().find(R"(ember_generation_cancels_total{reason="client_gone"} 1)"), std::string::npos);
   EXPECT_EQ(call->Finish().error_code(), grpc::StatusCode::CANCELLED);
 }
 
@@ -230,6 +234,8 @@ TEST_F(GrpcFrontendTest, AClientThatDoesNotReadIsCutOff) {
   auto id = generating.get_future();
   ASSERT_EQ(id.wait_for(10s), std::future_status::ready);
   EXPECT_TRUE(service_->wait_cancelled(id.get()));
+  EXPECT_NE(metrics().find(R"(ember_generation_cancels_total{reason="slow_client"} 1)"), std::string::npos)
+      << metrics();
   EXPECT_TRUE(service_->wait_finished());
   Response r;
   size_t read = 0;
