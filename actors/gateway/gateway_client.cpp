@@ -249,6 +249,10 @@ void GatewayClient::count_invalid(const model_key& key) {
   if (instruments_) instruments_->count_request(key, "invalid_argument", 0);
 }
 
+void GatewayClient::count_generation_cancel(std::string_view reason) {
+  if (instruments_) instruments_->count_generation_cancel(reason);
+}
+
 Result<std::vector<model_state>> GatewayClient::index() {
   return ask<std::vector<model_state>>(sys_, gateway_, timeout(), index_atom_v);
 }

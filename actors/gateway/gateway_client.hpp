@@ -89,6 +89,9 @@ class GatewayClient {
   /// A request that never reached the gateway because it did not decode: counted with the
   /// gateway's requests, as invalid_argument.
   void count_invalid(const model_key& key);
+  /// A generation a front end cancelled, by why (ember_generation_cancels_total{reason}: client_gone,
+  /// slow_client, timeout, server_stopping); for front ends that hold no instruments of their own.
+  void count_generation_cancel(std::string_view reason);
 
   // -- workflows (gateway_workflows.cpp) --
   // A workflow (config/workflow_config.hpp) is served here, by the gateway: its steps go through

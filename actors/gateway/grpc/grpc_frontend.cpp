@@ -12,9 +12,13 @@
 #include <thread>
 
 #include "actors/gateway/gateway_client.hpp"
+#include "actors/gateway/generation_service.hpp"
+#include "actors/gateway/grpc/grpc_generate.hpp"
 #include "actors/gateway/grpc/grpc_service.grpc.pb.h"
 #include "actors/gateway/grpc/health.grpc.pb.h"
 #include "actors/gateway/grpc/kserve_grpc.hpp"
+#include "actors/gateway/http/generation_call.hpp"
+#include "actors/gateway/http/generation_endpoints.hpp"
 #include "actors/gateway/http/repository_json.hpp"
 #include "actors/gateway/http/tls_context.hpp"
 
@@ -83,7 +87,9 @@ std::optional<std::chrono::microseconds> time_left(const grpc::ServerContext& ct
 /// The service's handlers (named, not file-local: GrpcFrontend::Impl holds one).
 class KserveGrpcService final : public inference::GRPCInferenceService::Service {
  public:
-  explicit KserveGrpcService(std::shared_ptr<GatewayClient> client) : client_(std::move(client)) {}
+  KserveGrpcService(std::shared_ptr<GatewayClient> client, std::shared_ptr<GenerationService> generation,
+                    size_t max_queued_chunks)
+      : client_(std::move(client)), generation_(std::move(generation)), max_queued_(max_queued_chunks) {}
 
   grpc::Status ServerLive(grpc::ServerContext*, const inference::ServerLiveRequest*,
                           inference::ServerLiveResponse* out) override {
@@ -159,6 +165,29 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
     return grpc::Status::OK;
   }
 
+  grpc::Status ModelStreamInfer(
+      grpc::ServerContext* ctx,
+      grpc::ServerReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>* stream) override {
+    if (auto denied = authorized(*client_, *ctx); !denied.ok()) return denied;
+    if (!generation_) {
+      return {grpc::StatusCode::UNIMPLEMENTED,
+              "ModelStreamInfer serves text generation, and this gateway has no generation service"};
+    }
+    inference::ModelInferRequest in;
+    while (stream->Read(&in)) {
+      switch (generate(*ctx, *stream, in)) {
+        case Served::done:
+          break;
+        case Served::client_gone:
+          return {grpc::StatusCode::CANCELLED, "the client cancelled the call"};
+        case Served::cut_off:
+          return {grpc::StatusCode::RESOURCE_EXHAUSTED,
+                  "the stream was cut off: the client read it slower than the model generated"};
+      }
+    }
+    return grpc::Status::OK;
+  }
+
   grpc::Status RepositoryIndex(grpc::ServerContext* ctx, const inference::RepositoryIndexRequest* in,
                                inference::RepositoryIndexResponse* out) override {
     if (auto denied = authorized(*client_, *ctx); !denied.ok()) return denied;
@@ -215,7 +244,108 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
     return client_->model({name, *v});
   }
 
+  using Stream = grpc::ServerReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>;
+  enum class Served { done, client_gone, cut_off };
+
+  /// The call's context while its handler runs, for a sink that cuts a slow reader off (the sink
+  /// may outlive the handler: the service drops it after its final call).
+  struct CallContext {
+    std::mutex mu;
+    grpc::ServerContext* ctx = nullptr;  // guarded by mu; null once the handler let go
+    void cut() {
+      std::lock_guard lock(mu);
+      if (ctx) ctx->TryCancel();
+    }
+    void release() {
+      std::lock_guard lock(mu);
+      ctx = nullptr;
+    }
+  };
+
+  /// Serves one request of a ModelStreamInfer call (see grpc_frontend.hpp).
+  Served generate(grpc::ServerContext& ctx, Stream& stream, const inference::ModelInferRequest& in) {
+    auto decoded = decode_generate_request(in, make_generation_id("gen-"));
+    if (!decoded.ok()) {
+      return stream.Write(generate_error_response(in, decoded.error())) ? Served::done : Served::client_gone;
+    }
+    decoded->request.model = resolve(decoded->request.model);
+    const uint32_t version = decoded->request.model.version;
+    GrpcGenerateAnswer answer(*decoded, version == 0 ? std::string() : std::to_string(version));
+    const std::string id = decoded->request.id;
+    auto call = GenerationCall::make(max_queued_);
+    auto context = std::make_shared<CallContext>();
+    context->ctx = &ctx;
+    struct Release {
+      CallContext& c;
+      ~Release() { c.release(); }
+    } release{*context};
+    generation_->generate(std::move(decoded->request),
+                          [call, context, sink = call->sink()](Result<generate_chunk> item) {
+                            sink(std::move(item));
+                            if (call->overflowed()) context->cut();
+                          });
+    const auto timeout = std::chrono::microseconds(client_->config().request_timeout_us);
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    generate_chunk chunk;
+    std::optional<Error> refusal;
+    for (;;) {
+      std::optional<inference::ModelStreamInferResponse> out;
+      switch (call->next(kWaitSlice, chunk, refusal)) {
+        case GenerationCall::Next::chunk:
+          out = answer.add(chunk);
+          deadline = std::chrono::steady_clock::now() + timeout;
+          break;
+        case GenerationCall::Next::refused:
+          out = answer.fail(*refusal);
+          break;
+        case GenerationCall::Next::overflowed:
+          cancel(id, "slow_client");
+          return Served::cut_off;
+        case GenerationCall::Next::idle:
+          if (ctx.IsCancelled()) {
+            const bool cut = call->overflowed();
+            cancel(id, cut ? "slow_client" : "client_gone");
+            return cut ? Served::cut_off : Served::client_gone;
+          }
+          if (std::chrono::steady_clock::now() >= deadline) {
+            cancel(id, "timeout");
+            out = answer.fail(deadline_exceeded(
+                "no answer from the model within gateway.request_timeout (" +
+                std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(timeout).count()) + " ms)"));
+          }
+          break;
+      }
+      if (out && !stream.Write(*out)) {
+        const bool cut = call->overflowed();
+        if (!answer.ended()) cancel(id, cut ? "slow_client" : "client_gone");
+        return cut ? Served::cut_off : Served::client_gone;
+      }
+      if (answer.ended()) return Served::done;
+    }
+  }
+
+  /// Cancels generation `id`, counted by `reason` (first: a test that saw the cancel sees the count).
+  void cancel(const std::string& id, std::string_view reason) {
+    client_->count_generation_cancel(reason);
+    generation_->cancel(id);
+  }
+
+  /// `key` with version 0 resolved to the highest the generation service lists (as HTTP's routes do).
+  model_key resolve(model_key key) const {
+    if (key.version != 0) return key;
+    auto models = generation_->models();
+    if (!models.ok()) return key;
+    for (const auto& m : *models) {
+      if (m.name == key.name) return {key.name, m.version};
+    }
+    return key;
+  }
+
+  static constexpr std::chrono::milliseconds kWaitSlice{50};
+
   std::shared_ptr<GatewayClient> client_;
+  std::shared_ptr<GenerationService> generation_;
+  const size_t max_queued_;
 };
 
 /// Readiness as the health service reports it, and who watches it.
@@ -298,7 +428,8 @@ struct GrpcFrontend::Impl {
   /// Reads readiness every 100 ms for the health watches until stopped.
   std::thread health;
 
-  explicit Impl(std::shared_ptr<GatewayClient> c) : client(c), service(c), health_service(c, health_state) {}
+  Impl(std::shared_ptr<GatewayClient> c, std::shared_ptr<GenerationService> g, size_t max_queued)
+      : client(c), service(c, std::move(g), max_queued), health_service(c, health_state) {}
 
   void watch_health() {
     std::unique_lock lock(health_state.mu);
@@ -339,11 +470,16 @@ namespace {
 constexpr int kMaxPollers = 8;
 }  // namespace
 
+static_assert(GenerationCall::kMaxQueuedChunks == 4096, "grpc_frontend.hpp's default max_queued_chunks");
+
 Result<std::unique_ptr<GrpcFrontend>> GrpcFrontend::start(std::shared_ptr<GatewayClient> client,
-                                                          std::shared_ptr<const TlsContext> tls) {
+                                                          std::shared_ptr<const TlsContext> tls,
+                                                          std::shared_ptr<GenerationService> generation,
+                                                          size_t max_queued_chunks) {
   const GatewayConfig& config = client->config();
   if (!config.grpc) return invalid_argument("gateway.grpc is not set");
-  auto impl = std::make_unique<Impl>(client);
+  if (max_queued_chunks == 0) return invalid_argument("max_queued_chunks must be at least 1");
+  auto impl = std::make_unique<Impl>(client, std::move(generation), max_queued_chunks);
   grpc::EnableDefaultHealthCheckService(false);  // Ember's own (HealthService above)
   grpc::ServerBuilder builder;
   int port = 0;

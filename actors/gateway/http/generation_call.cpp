@@ -56,4 +56,9 @@ bool GenerationCall::closed() const {
   return final_ || overflowed_;
 }
 
+bool GenerationCall::overflowed() const {
+  std::lock_guard lock(mu_);
+  return overflowed_;
+}
+
 }  // namespace ember

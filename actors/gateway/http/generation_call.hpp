@@ -58,6 +58,8 @@ class GenerationCall : public std::enable_shared_from_this<GenerationCall> {
 
   /// The final call (chunk or refusal) arrived, or the queue overflowed: nothing more will come.
   bool closed() const;
+  /// The queue overflowed (see the header): the sink's owner may cut its reader off at once.
+  bool overflowed() const;
 
  private:
   explicit GenerationCall(size_t max_queued) : max_queued_(max_queued) {}

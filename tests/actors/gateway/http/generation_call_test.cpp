@@ -77,8 +77,10 @@ TEST(GenerationCall, PastItsBoundTheCallOverflowsOnceTheQueueIsDrained) {
   sink(piece("a"));
   sink(piece("b"));
   EXPECT_FALSE(call->closed());
+  EXPECT_FALSE(call->overflowed());
   sink(piece("c"));  // no room: the slow client is cut off
   EXPECT_TRUE(call->closed());
+  EXPECT_TRUE(call->overflowed());
   sink(piece("d", FinishReason::stop));  // dropped too
   generate_chunk c;
   std::optional<Error> refusal;
