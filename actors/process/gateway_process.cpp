@@ -89,7 +89,7 @@ Result<std::unique_ptr<GatewayProcess>> GatewayProcess::start(caf::actor_system&
   p->generations_ = std::make_shared<ClusterGenerations>(sys, p->view_, p->gateway_, p->instruments_.get(), generation);
   EMBER_ASSIGN_OR_RETURN(p->http_, HttpFrontend::start(p->client_, p->instruments_.get(), tls, p->generations_));
   if (config.grpc) {
-    EMBER_ASSIGN_OR_RETURN(p->grpc_, GrpcFrontend::start(p->client_, tls));
+    EMBER_ASSIGN_OR_RETURN(p->grpc_, GrpcFrontend::start(p->client_, tls, p->generations_));
   }
   if (config.metrics) {
     EMBER_ASSIGN_OR_RETURN(p->metrics_, MetricsEndpoint::start(p->client_, *config.metrics));
