@@ -996,5 +996,31 @@ TEST(NodeRouterGeneration, PinnedStreamsEveryTokenEqualToTheReferenceAndRefusesB
   EXPECT_EQ(again.tokens, std::vector<int32_t>(sink.tokens.begin(), sink.tokens.begin() + 3));
 }
 
+// Late binding: a generation is held and bound to a device like a request; the executor's refusal
+// (here: a model with no generation section) answers the gateway, no chunk sent; an unknown model is
+// not_found; the node's requests are served as before afterwards.
+TEST(LateBindingGeneration, AGenerationIsBoundLikeARequestAndItsRefusalAnswered) {
+  LateNode node(1, 1);
+  auto loaded = node.load(0);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  caf::scoped_actor self{*node.sys};
+  Sink none;
+  caf::error e = generate_on(self, node.router, greedy("g1", "m0", {1, 2}, 4), none);
+  EXPECT_EQ(from_caf(e).code(), ErrorCode::invalid_argument) << from_caf(e).message();
+  EXPECT_NE(from_caf(e).message().find("generative"), std::string::npos) << from_caf(e).message();
+  e = generate_on(self, node.router, greedy("g2", "nope", {1}, 4), none);
+  EXPECT_EQ(from_caf(e).code(), ErrorCode::not_found) << from_caf(e).message();
+  EXPECT_EQ(none.chunks, 0);
+  // The refused id is forgotten: it may be asked again.
+  e = generate_on(self, node.router, greedy("g1", "m0", {1, 2}, 4), none);
+  EXPECT_EQ(from_caf(e).code(), ErrorCode::invalid_argument) << from_caf(e).message();
+  auto in = gpu::testing::arch_inputs(*node.models[0], 1, 4, 3);
+  infer_request req;
+  req.model = {"m0", 1};
+  req.inputs = encode_tensors(in);
+  auto reply = testing::ask<infer_reply>(*node.sys, node.router, 30s, req);
+  ASSERT_TRUE(reply.ok()) << reply.error().message();
+}
+
 }  // namespace late_binding_test
 }  // namespace ember
