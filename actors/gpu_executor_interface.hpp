@@ -6,6 +6,7 @@
 // never on this actor's.
 #pragma once
 
+#include <caf/actor.hpp>
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -18,6 +19,7 @@
 #include "actors/atoms.hpp"
 #include "actors/engine_run.hpp"
 #include "actors/fault_messages.hpp"
+#include "actors/generation_messages.hpp"
 #include "actors/inference_messages.hpp"
 #include "actors/node_report_messages.hpp"
 #include "actors/offload.hpp"
@@ -56,6 +58,13 @@ typename Inspector::result_type inspect(Inspector& f, executor_status& x) {
            x.group_bytes, x.kept_values, x.kept_bytes);
 }
 
+/// A generation the router hands an executor (swap_request::generation): the request and the
+/// actor its chunks go to (actors/node/generation_runs.hpp makes the engine's job of it).
+struct generation_order {
+  generate_request request;
+  caf::actor sink;
+};
+
 /// Late binding: run a request on a model that may have to be swapped in first (local only).
 struct swap_request {
   /// Shared with the router, which keeps it to retry the request elsewhere after a fault.
@@ -67,6 +76,11 @@ struct swap_request {
   /// decodes `request`'s inputs on the engine's thread when the job starts) and `wanted` from
   /// `request`, whose `outputs` are what comes back.
   SwapRun run;
+  /// A generation (text generation, issue 35): `request` then names only the model; the executor
+  /// fills run.generate from it (the job made on the engine's thread) instead of make_inputs, and
+  /// the reply (no outputs) says the stream joined its model's loop. run.resume (the router's) is
+  /// passed on as it is.
+  std::shared_ptr<const generation_order> generation;
 };
 
 /// The answer to a swap_request: always delivered (errors included), since the device changed.
@@ -136,6 +150,9 @@ using gpu_executor_actor = caf::typed_actor<
     /// Fault injection, checked by the node's supervisor: fail-alloc (the next `count` allocations)
     /// or fault-kernel (the next run). Answers what it armed. Errors: invalid_argument, unavailable.
     caf::replies_to<fault_atom, fault_command>::with<std::string>,
+    /// Stops generation `id` of model `key` at its next step (ExecutorEngine::cancel_generation);
+    /// unknown ids do nothing.
+    caf::reacts_to<cancel_atom, model_key, std::string>,
     /// The continuation of an engine job or a restart (self-sent, local only).
     caf::reacts_to<offload_done>>;
 

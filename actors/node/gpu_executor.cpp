@@ -18,6 +18,7 @@
 #include "actors/fault_messages.hpp"
 #include "actors/gpu_executor_interface.hpp"
 #include "actors/node/engine/executor_engine.hpp"
+#include "actors/node/generation_runs.hpp"
 #include "actors/node/inline_runs.hpp"
 #include "actors/node/node_instruments.hpp"
 #include "actors/node/request_batch.hpp"
@@ -285,6 +286,16 @@ caf::result<bool> drop_shadow(executor_pointer self, const model_key& key) {
   return rp;
 }
 
+/// A seed for a generation that asked for none: unseeded requests differ (text/sampling.hpp).
+uint64_t fallback_seed(executor_pointer self, const model_key& key) {
+  const auto ticks = static_cast<uint64_t>(self->clock().now().time_since_epoch().count());
+  return ticks ^ (std::hash<std::string>{}(key.to_string()) * 0x9e3779b97f4a7c15ULL) ^ self->id();
+}
+
+void cancel_generation(executor_pointer self, const model_key& key, const std::string& id) {
+  if (self->state.engine) self->state.engine->cancel_generation(key, id);
+}
+
 caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
   if (!self->state.engine) {
     swap_reply bad;
@@ -312,7 +323,11 @@ caf::result<swap_reply> swap(executor_pointer self, swap_request& req) {
   };
   SwapRun run = std::move(req.run);
   run.key = request.model;
-  run.make_inputs = decoded_inputs({req.request});
+  if (req.generation) {  // joins the model's loop: no inputs to decode, nothing comes back but the join
+    run.generate = make_generation(std::move(req.generation), fallback_seed(self, request.model));
+  } else if (!run.resume) {
+    run.make_inputs = decoded_inputs({req.request});
+  }
   run.wanted = request.outputs;
   if (!self->state.engine->swap_run(std::move(run), std::move(done))) {
     swap_reply bad;
@@ -475,6 +490,7 @@ gpu_executor_actor::behavior_type executor_behavior(executor_pointer self, Engin
       // -- requests ------------------------------------------------------------------------------
       [self](infer_request& req) -> caf::result<infer_reply> { return infer(self, req); },
       [self](swap_request& req) -> caf::result<swap_reply> { return swap(self, req); },
+      [self](cancel_atom, const model_key& key, const std::string& id) { cancel_generation(self, key, id); },
       [self](release_atom, std::vector<uint64_t>& handles) {
         if (self->state.engine) self->state.engine->release(std::move(handles));
       },

@@ -18,6 +18,8 @@ AnswerOutcome classify_answer(const swap_reply& r, const SwapDispatch& d, const 
     case HeldKind::profile:
       return AnswerOutcome::profiled;
     case HeldKind::client:
+    case HeldKind::generation:
+    case HeldKind::resume:
       break;
   }
   return r.reply ? AnswerOutcome::answered : AnswerOutcome::failed;

@@ -9,6 +9,8 @@
 //
 // A held request:  held (queued in the SwapController) ──dispatch: started──▶ running ──answer──▶
 //   classified: answered or failed (taken) / retried (held again, queued again: its retry says how).
+// A generation's dispatch that faults is queued again like a request (nothing was generated: the
+// executor answers a join only once the stream joined or was refused).
 // A dispatch the run watchdog finds overdue is answered as a fault; its real answer, should it
 // still come, finds it no longer running (finished() false) and is dropped.
 #pragma once
@@ -36,6 +38,8 @@ enum class HeldKind : uint8_t {
   stage_warmup,   // one tiny run that swaps a pipeline stage in (no client, no answer)
   member_warmup,  // ... a pipeline member's full model, which is ready once it ran
   workflow_step,  // a step of a workflow run here (WorkflowRuns): its answer goes to the run
+  generation,     // a text generation (Held::generation): its join answers Held::joined; never batched
+  resume,         // generation streams set aside by an eviction (Held::parked), to join the model again
 };
 
 /// Whether a request of `kind` is traffic: a client's request or a workflow's step, counted in the
@@ -68,6 +72,15 @@ struct Held {
   size_t step = 0;
   std::vector<WorkflowRuns::KeptInput> device_inputs;
   std::vector<std::string> keep;
+  /// generation: the request and its sink (`request` then names only the model), and the gateway's
+  /// promise, answered true once the stream joined a loop or with why it did not. `cancelled`: the
+  /// client cancelled it while it was queued (its promise answered already): dispatched, it is
+  /// answered without running.
+  std::shared_ptr<const generation_order> generation;
+  caf::typed_response_promise<bool> joined;
+  bool cancelled = false;
+  /// resume: the streams to take back (failed resumable when the model cannot bind again).
+  std::shared_ptr<ParkedGenerations> parked;
 };
 
 /// Whether `h` may lead or join a batch: a client's request not running solo.
@@ -99,6 +112,8 @@ class HeldRequests {
  public:
   /// A fresh request id (the SwapController queues it under this id; hold() it once queued).
   uint64_t next_id() { return next_id_++; }
+  /// The id next_id() gives next.
+  uint64_t peek_id() const { return next_id_; }
   void hold(uint64_t id, Held held) { held_.emplace(id, std::move(held)); }
   Held* find(uint64_t id) {
     auto it = held_.find(id);

@@ -78,7 +78,10 @@ router_state::~router_state() {
   auto fail = [&](auto& promise) {
     if (promise.pending()) promise.deliver(gone);
   };
-  for (auto& [id, h] : held.all()) fail(h.promise);
+  for (auto& [id, h] : held.all()) {
+    fail(h.promise);
+    fail(h.joined);
+  }
   if (workflows) workflows->fail_all(from_caf(gone));
   for (auto& [key, r] : replicas)
     for (auto& w : r.waiters) fail(w);
@@ -367,16 +370,15 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
   if (st.instruments) st.instruments->set_replicas(0);
   // The stage host runs its stages here from now on; what a predecessor handed it is dropped.
   if (st.config.stages) self->send(st.config.stages, stage_router{caf::actor_cast<caf::actor>(self)});
+  self->set_down_handler([self](caf::down_msg& down) { generation_sink_down(self, down); });
   late_start(self);
   restore(self);
   return {
       // -- warm path -----------------------------------------------------------------------------
       [self](workflow_request& req) -> caf::result<infer_reply> { return workflow_take(self, req); },
       [self](infer_request& req) -> caf::result<infer_reply> { return infer(self, req); },
-      [self](generate_request&, caf::actor&) -> caf::result<bool> {
-        return to_caf(unsupported("node " + self->state.config.name + ": text generation is not routed yet"));
-      },
-      [](cancel_atom, const std::string&) {},
+      [self](generate_request& req, caf::actor& sink) -> caf::result<bool> { return generate(self, req, sink); },
+      [self](cancel_atom, const std::string& id) { cancel_generation(self, id); },
       // -- replicas ------------------------------------------------------------------------------
       [self](load_replica& req) -> caf::result<replica_info> { return load(self, req); },
       [self](load_stage& req) -> caf::result<replica_info> { return load(self, req.load, std::move(req.part)); },

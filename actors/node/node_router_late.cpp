@@ -18,6 +18,7 @@ namespace ember {
 
 void fail_held(router_pointer self, Held& held, const Error& e) {
   if (held.kind == HeldKind::workflow_step) return workflow_step_failed(self, held, e);
+  if (held.kind == HeldKind::generation || held.kind == HeldKind::resume) return fail_generation(self, held, e);
   if (held.promise.pending()) held.promise.deliver(to_caf(e));
 }
 
@@ -120,6 +121,7 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
   }
   st.swap->finish(d, o, latency, now);
   if (r.result.plan_bytes) st.swap->note_activations(d.model, r.result.plan_bytes);
+  if (!r.result.parked.empty()) late_parked(self, d.device, std::move(r.result.parked));
   switch (outcome) {
     case AnswerOutcome::fault:
       requeue_all(self, d, false);
@@ -159,11 +161,8 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
       break;
     }
     case AnswerOutcome::answered:
-      take_lead(self, d, r.result.footprint).promise.deliver(std::move(*r.reply));
-      break;
     case AnswerOutcome::failed:
-      take_lead(self, d, r.result.footprint)
-          .promise.deliver(to_caf(r.error ? *r.error : internal_error("the executor gave no answer")));
+      late_answer(self, take_lead(self, d, r.result.footprint), r, d.device);
       break;
   }
   pump(self);
@@ -279,6 +278,7 @@ void launch(router_pointer self, SwapDispatch d, std::optional<gpu::PeerWeights>
     }
   }
   req.run.keep = held.keep;
+  if (late_launch_generation(self, d, *h, req)) return;
   if (source) return lease_then_launch(self, std::move(d), std::move(req), *source, std::move(elsewhere));
   send_swap(self, std::move(d), std::move(req));
 }
@@ -427,6 +427,11 @@ Status late_submit(router_pointer self, const model_key& key, Held held, std::op
 }
 
 void late_pump(router_pointer self) { pump(self); }
+
+void late_answer_now(router_pointer self, const SwapDispatch& d, swap_reply r) {
+  // Answered from the next message, not from inside the pump that dispatched it.
+  self->send(self, offload_done{[self, d, r = std::move(r)]() mutable { answered(self, d, std::move(r)); }});
+}
 
 caf::result<infer_reply> late_infer(router_pointer self, infer_request& req) {
   auto rp = self->make_response_promise<infer_reply>();

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "actors/node/device_health.hpp"
+#include "actors/node/generation_streams.hpp"
 #include "actors/node/held_request.hpp"
 #include "actors/node/key_format.hpp"
 #include "actors/node/node_router.hpp"
@@ -96,6 +97,8 @@ struct router_state {
   std::unique_ptr<ShadowPairs> shadows;
   std::map<uint64_t, std::shared_ptr<EngineGate>> shadow_gates;
   HeldRequests held;
+  /// Text generation: which device runs each stream id, for cancel (either binding).
+  GenerationStreams generations;
   std::optional<WorkflowRuns> workflows;
   /// Dynamic batching: when the pending wake-up (to dispatch a gathered batch) is due; 0 = none.
   int64_t gather_wake_us = 0;
@@ -148,6 +151,8 @@ void late_tick(router_pointer self);
 Status late_submit(router_pointer self, const model_key& key, Held held, std::optional<uint32_t> prefer = std::nullopt);
 /// Dispatches what can start now.
 void late_pump(router_pointer self);
+/// Dispatch `d` (started) is answered with `r` from the router's next message, without an executor.
+void late_answer_now(router_pointer self, const SwapDispatch& d, swap_reply r);
 /// Fails a held request (a client's, or a workflow's step) with `e`.
 void fail_held(router_pointer self, Held& held, const Error& e);
 
@@ -192,5 +197,25 @@ caf::result<infer_reply> workflow_take(router_pointer self, workflow_request& re
 void workflow_step_done(router_pointer self, const Held& held, WorkflowRuns::StepAnswer answer, uint32_t device);
 /// A step cannot run (unloaded, refused, its inputs' device faulted).
 void workflow_step_failed(router_pointer self, const Held& held, const Error& e);
+
+// node_router_generate.cpp (text generation)
+/// A generate_request with its sink: held and queued (late binding) or sent to the executor holding
+/// the model (pinned); answers true once the stream joined a loop, or the error before any chunk.
+caf::result<bool> generate(router_pointer self, generate_request& req, caf::actor& sink);
+/// Stops generation `id`: queued -> answered as cancelled, never run; running -> its executor
+/// cancels it. Unknown ids do nothing.
+void cancel_generation(router_pointer self, const std::string& id);
+/// A monitored sink went down: its streams are cancelled and forgotten.
+void generation_sink_down(router_pointer self, const caf::down_msg& down);
+/// launch(): a generation's or a resume's swap_request gets its order or parked streams; true when
+/// the dispatch was answered here instead (cancelled while queued) and nothing is to be sent.
+bool late_launch_generation(router_pointer self, const SwapDispatch& d, Held& held, swap_request& req);
+/// The answer of a held request that ran by itself (a client's, a generation's join, a resume).
+void late_answer(router_pointer self, Held held, swap_reply& r, uint32_t device);
+/// A held generation or resume that cannot run (fail_held).
+void fail_generation(router_pointer self, Held& held, const Error& e);
+/// Streams an eviction on `device` set aside: each queued to resume, preferring `device`.
+void late_parked(router_pointer self, uint32_t device,
+                 std::vector<std::pair<model_key, std::shared_ptr<ParkedGenerations>>> parked);
 
 }  // namespace ember

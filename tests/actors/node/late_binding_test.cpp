@@ -32,6 +32,7 @@
 #include "model/model_profile.hpp"
 #include "tests/actors/actor_test_util.hpp"
 #include "tests/actors/node/engine/engine_test_util.hpp"
+#include "tests/actors/node/engine/generation_test_util.hpp"
 #include "tests/actors/node/node_test_util.hpp"
 
 namespace ember {
@@ -600,6 +601,7 @@ gpu_executor_actor::behavior_type silent_executor(gpu_executor_actor::pointer,
       },
       [](weights_atom, const model_key&) { return weights_lease{}; },
       [](release_atom, std::vector<uint64_t>&) {},
+      [](cancel_atom, const model_key&, const std::string&) {},
       [](lend_atom, std::vector<uint64_t>&) -> caf::result<value_lease> {
         return to_caf(not_found("this fake keeps nothing"));
       },
@@ -863,6 +865,161 @@ TEST(NodeWorkflows, AFailingStepFailsTheRequestByNameAndReleasesEveryIntermediat
   x.name = "x";
   EXPECT_TRUE(testing::ask<infer_reply>(*node.sys, node.router, 30s, flow_request(kFlow, x)).ok());
   expect_nothing_kept(node);
+}
+
+}  // namespace late_binding_test
+}  // namespace ember
+
+namespace ember {
+namespace late_binding_test {
+
+// -- text generation through the late-binding router ----------------------------------------------
+
+// Collects a generation's chunks (the sink the gateway would be).
+struct Sink {
+  std::vector<int32_t> tokens;
+  std::optional<generate_chunk> final;
+  int chunks = 0;
+};
+
+generate_request greedy(std::string id, std::string model, std::vector<int32_t> prompt, uint32_t max_tokens) {
+  generate_request r;
+  r.id = std::move(id);
+  r.model = {std::move(model), 1};
+  r.kind = PromptKind::tokens;
+  r.prompt_tokens = std::move(prompt);
+  r.sampling.temperature = 0;
+  r.max_tokens = max_tokens;
+  return r;
+}
+
+// Waits for the router's answer to `r` and, when it joined, for its final chunk.
+caf::error generate_on(caf::scoped_actor& self, node_router_actor router, generate_request r, Sink& sink) {
+  caf::error refused;
+  bool answered = false;
+  self->send(router, std::move(r), caf::actor_cast<caf::actor>(self));
+  while (!answered || (!refused && !sink.final)) {
+    bool timed_out = false;
+    self->receive([&](bool) { answered = true; },
+                  [&](caf::error& e) {
+                    answered = true;
+                    refused = e;
+                  },
+                  [&](generate_chunk& c) {
+                    ++sink.chunks;
+                    sink.tokens.insert(sink.tokens.end(), c.tokens.begin(), c.tokens.end());
+                    if (c.is_final()) sink.final = c;
+                  },
+                  caf::after(30s) >> [&] { timed_out = true; });
+    if (timed_out) return to_caf(deadline_exceeded("the generation stalled"));
+  }
+  return refused;
+}
+
+// A node binding models pinned (no late binding): a generative model bound to its device at load.
+struct PinnedNode {
+  WorkQueue fetches{{.threads = 2}};
+  WorkQueue hops{{.threads = 1}};
+  WorkQueue maintenance{{.threads = 1}};
+  std::unique_ptr<caf::actor_system> sys = testing::make_system();
+  gpu::testing::TempDir repo;
+  std::shared_ptr<const gpu::Model> model;
+  std::shared_ptr<BlobStore> store = std::make_shared<BlobStore>();
+  gpu_executor_actor exec;
+  model_cache_actor cache;
+  node_router_actor router;
+
+  PinnedNode() {
+    model = engine::generation_test::decoder(repo / "m0/1", true);
+    auto e = engine(gpu::testing::sim_device(64 * MiB), 1);
+    device_report report{e->device_info().name, 64 * MiB, 0};
+    exec = spawn_gpu_executor(*sys, std::move(e), "n1", nullptr, maintenance, nullptr);
+    ModelCacheConfig c;
+    c.repository = repo.path();
+    cache = spawn_model_cache(*sys, c, store, nullptr, fetches, hops);
+    NodeRouterConfig rc{"n1", "127.0.0.1", 0, ""};
+    router = spawn_node_router(*sys, rc, {exec}, {report}, cache, nullptr);
+  }
+  ~PinnedNode() {
+    caf::scoped_actor self{*sys};
+    for (const auto& a : {caf::actor_cast<caf::actor>(router), caf::actor_cast<caf::actor>(cache),
+                          caf::actor_cast<caf::actor>(exec)}) {
+      self->send_exit(a, caf::exit_reason::user_shutdown);
+      self->wait_for(a);
+    }
+  }
+  Result<replica_info> load() {
+    auto e = testing::repository_version(repo.path(), "m0", 1);
+    return testing::ask<replica_info>(*sys, router, 30s,
+                                      load_replica{e.key, e.manifest_json, blob_key_of(e.key), e.weights_bytes, {}});
+  }
+};
+
+// Pinned binding: the router sends a generation to the executor holding the model; its tokens reach
+// the sink equal to the reference, the final chunk with usage; refusals (unknown model, ids outside
+// the vocabulary, a prompt over the context window, a duplicate id in flight) answer errors and
+// no chunk. (Late binding cannot load a generative model yet: its registration profile runs the
+// model on sample inputs, which a kv_attention model refuses; docs/design/generation.md.)
+TEST(NodeRouterGeneration, PinnedStreamsEveryTokenEqualToTheReferenceAndRefusesBadRequests) {
+  namespace gt = engine::generation_test;
+  PinnedNode node;
+  auto loaded = node.load();
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  caf::scoped_actor self{*node.sys};
+  Sink sink;
+  caf::error e = generate_on(self, node.router, greedy("g1", "m0", {5, 17, 33, 2}, 10), sink);
+  ASSERT_FALSE(e) << from_caf(e).message();
+  auto device = gpu::testing::sim_device(64 * MiB);
+  auto ex = gpu::LayerExecutor::create(*device, node.model, {0, node.model->num_layers()});
+  ASSERT_TRUE(ex.ok());
+  EXPECT_EQ(sink.tokens, gt::recomputed(*device, **ex, {5, 17, 33, 2}, 10));
+  ASSERT_TRUE(sink.final);
+  EXPECT_EQ(sink.final->finish, FinishReason::length);
+  EXPECT_EQ(sink.final->usage.prompt_tokens, 4u);
+  EXPECT_EQ(sink.final->usage.completion_tokens, 10u);
+
+  Sink none;
+  e = generate_on(self, node.router, greedy("g2", "nope", {1}, 4), none);
+  EXPECT_EQ(from_caf(e).code(), ErrorCode::not_found) << from_caf(e).message();
+  e = generate_on(self, node.router, greedy("g3", "m0", {1, 500}, 4), none);
+  EXPECT_EQ(from_caf(e).code(), ErrorCode::invalid_argument) << from_caf(e).message();
+  e = generate_on(self, node.router, greedy("g4", "m0", std::vector<int32_t>(gt::kContext + 1, 1), 4), none);
+  EXPECT_EQ(from_caf(e).code(), ErrorCode::invalid_argument) << from_caf(e).message();
+  e = generate_on(self, node.router, greedy("g1", "m0", {1}, 4), none);
+  EXPECT_EQ(from_caf(e).code(), ErrorCode::invalid_argument) << "g1 is still recorded until its sink is down or it is cancelled";
+  EXPECT_EQ(none.chunks, 0);
+  // A cancel forgets the id: it may generate again.
+  self->send(node.router, cancel_atom_v, std::string("g1"));
+  Sink again;
+  e = generate_on(self, node.router, greedy("g1", "m0", {5, 17, 33, 2}, 3), again);
+  ASSERT_FALSE(e) << from_caf(e).message();
+  EXPECT_EQ(again.tokens, std::vector<int32_t>(sink.tokens.begin(), sink.tokens.begin() + 3));
+}
+
+// Late binding: a generation is held and bound to a device like a request; the executor's refusal
+// (here: a model with no generation section) answers the gateway, no chunk sent; an unknown model is
+// not_found; the node's requests are served as before afterwards.
+TEST(LateBindingGeneration, AGenerationIsBoundLikeARequestAndItsRefusalAnswered) {
+  LateNode node(1, 1);
+  auto loaded = node.load(0);
+  ASSERT_TRUE(loaded.ok()) << loaded.error().message();
+  caf::scoped_actor self{*node.sys};
+  Sink none;
+  caf::error e = generate_on(self, node.router, greedy("g1", "m0", {1, 2}, 4), none);
+  EXPECT_EQ(from_caf(e).code(), ErrorCode::invalid_argument) << from_caf(e).message();
+  EXPECT_NE(from_caf(e).message().find("generative"), std::string::npos) << from_caf(e).message();
+  e = generate_on(self, node.router, greedy("g2", "nope", {1}, 4), none);
+  EXPECT_EQ(from_caf(e).code(), ErrorCode::not_found) << from_caf(e).message();
+  EXPECT_EQ(none.chunks, 0);
+  // The refused id is forgotten: it may be asked again.
+  e = generate_on(self, node.router, greedy("g1", "m0", {1, 2}, 4), none);
+  EXPECT_EQ(from_caf(e).code(), ErrorCode::invalid_argument) << from_caf(e).message();
+  auto in = gpu::testing::arch_inputs(*node.models[0], 1, 4, 3);
+  infer_request req;
+  req.model = {"m0", 1};
+  req.inputs = encode_tensors(in);
+  auto reply = testing::ask<infer_reply>(*node.sys, node.router, 30s, req);
+  ASSERT_TRUE(reply.ok()) << reply.error().message();
 }
 
 }  // namespace late_binding_test

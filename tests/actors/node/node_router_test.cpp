@@ -85,6 +85,7 @@ gpu_executor_actor::behavior_type fake_executor(gpu_executor_actor::pointer self
       },
       [](weights_atom, const model_key&) { return weights_lease{}; },
       [](release_atom, std::vector<uint64_t>&) {},
+      [](cancel_atom, const model_key&, const std::string&) {},
       [](lend_atom, std::vector<uint64_t>&) -> caf::result<value_lease> {
         return to_caf(not_found("this fake keeps nothing"));
       },
