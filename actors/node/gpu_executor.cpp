@@ -139,6 +139,10 @@ void report_memory(executor_pointer self) {
   if (!self->state.instruments || !self->state.engine) return;
   self->state.instruments->set_device_memory(self->state.engine->device_info().name,
                                              figures_of(self->state.engine->memory_use().use));
+  const engine::GenerationsStats g = self->state.engine->generation_stats();
+  self->state.instruments->set_generation(self->state.engine->device_info().name,
+                                          {g.streams, g.tokens_generated, g.kv_blocks_in_use, g.kv_blocks_swapped_bytes,
+                                           g.preempted_swap, g.preempted_recompute});
 }
 
 void lane_next(executor_pointer self, const model_key& key);

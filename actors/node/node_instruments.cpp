@@ -106,7 +106,17 @@ NodeInstruments::NodeInstruments()
       unrestored_(registry_.counter("ember_fault_unrestored_total",
                                     "What a restarted actor could not get back (replica: no longer served here)",
                                     {"what"})),
-      transfers_(registry_) {}
+      transfers_(registry_),
+      generation_streams_(registry_.gauge("ember_generation_streams", "Text generation streams in a device's loops",
+                                          {"device"})),
+      generation_tokens_(registry_.counter("ember_generation_tokens_total", "Tokens generated on a device", {"device"})),
+      kv_blocks_(registry_.gauge("ember_kv_blocks_in_use", "KV cache blocks held by generation streams", {"device"})),
+      kv_swapped_(registry_.gauge("ember_kv_swapped_bytes", "Bytes of KV cache swapped out to host memory",
+                                  {"device"})),
+      preemptions_(registry_.counter("ember_generation_preemptions_total",
+                                     "Generation streams preempted for KV space: swap (KV copied to host) or "
+                                     "recompute (KV dropped, recomputed on resume)",
+                                     {"device", "kind"})) {}
 
 void NodeInstruments::count_dispatch(const std::string& kind) { dispatches_.with({kind}).inc(); }
 void NodeInstruments::count_evictions(uint64_t n) { evictions_.inc(static_cast<double>(n)); }
@@ -218,6 +228,19 @@ void NodeInstruments::set_replicas(uint64_t replicas) { replicas_.set(static_cas
 void NodeInstruments::count_load(const std::string& outcome, double seconds) {
   loads_.with({outcome}).inc();
   load_seconds_.with(std::vector<std::string>{}).observe(seconds);
+}
+
+void NodeInstruments::set_generation(const std::string& device, const GenerationFigures& f) {
+  generation_streams_.with({device}).set(static_cast<double>(f.streams));
+  kv_blocks_.with({device}).set(static_cast<double>(f.kv_blocks_in_use));
+  kv_swapped_.with({device}).set(static_cast<double>(f.kv_swapped_bytes));
+  std::lock_guard<std::mutex> lock(generation_mu_);
+  GenerationFigures& last = generation_last_[device];
+  auto grown = [](uint64_t now, uint64_t before) { return static_cast<double>(now >= before ? now - before : now); };
+  generation_tokens_.with({device}).inc(grown(f.tokens_generated, last.tokens_generated));
+  preemptions_.with({device, "swap"}).inc(grown(f.preempted_swap, last.preempted_swap));
+  preemptions_.with({device, "recompute"}).inc(grown(f.preempted_recompute, last.preempted_recompute));
+  last = f;
 }
 
 }  // namespace ember

@@ -5,7 +5,8 @@
 // (executors restarted or replaced, pinned replicas bound again, a successor restored from the ledger),
 // node_router_late.cpp (late binding's dispatch: requests to swap_requests and their answers back),
 // node_router_models.cpp (late binding's models: registration, profile, SLO, burst scaling) and
-// node_router_workflow.cpp (workflow requests over WorkflowRuns), over node_router_state.hpp.
+// node_router_workflow.cpp (workflow requests over WorkflowRuns), node_router_generate.cpp (text
+// generation: held, bound and cancelled by id over GenerationStreams), over node_router_state.hpp.
 #pragma once
 
 #include <caf/fwd.hpp>
