@@ -119,6 +119,16 @@ NodeInstruments::DeviceMemory figures_of(const EngineMemory::Use& u) {
   return {u.capacity, u.used, u.weights, u.activations, u.kept, u.shadows, u.lent};
 }
 
+/// The engine's per-model generation figures into the node's metrics.
+void set_generation_figures(NodeInstruments& instruments, const std::string& device, const engine::GenerationsStats& g) {
+  std::map<model_key, NodeInstruments::GenerationFigures> models;
+  for (const auto& [key, m] : g.models) {
+    models[key] = {m.streams,        m.tokens_generated,    m.kv_blocks_in_use, m.kv_blocks_swapped_bytes,
+                   m.preempted_swap, m.preempted_recompute, m.parked,           m.resumed};
+  }
+  instruments.set_generation(device, models);
+}
+
 /// Offers the engine just adopted to front-end threads (InlineRuns), and to the metrics, which
 /// read its memory afresh at each scrape (runs on lanes and front-end threads change it unseen).
 void offer_engine(executor_pointer self) {
@@ -130,6 +140,7 @@ void offer_engine(executor_pointer self) {
                                                                 device = st.engine->device_info().name] {
       auto m = gate->memory_use();
       if (m) instruments->set_device_memory(device, figures_of(m->use));
+      if (auto g = gate->generation_stats()) set_generation_figures(*instruments, device, *g);
       return m.has_value();
     });
   }
@@ -139,10 +150,8 @@ void report_memory(executor_pointer self) {
   if (!self->state.instruments || !self->state.engine) return;
   self->state.instruments->set_device_memory(self->state.engine->device_info().name,
                                              figures_of(self->state.engine->memory_use().use));
-  const engine::GenerationsStats g = self->state.engine->generation_stats();
-  self->state.instruments->set_generation(self->state.engine->device_info().name,
-                                          {g.streams, g.tokens_generated, g.kv_blocks_in_use, g.kv_blocks_swapped_bytes,
-                                           g.preempted_swap, g.preempted_recompute});
+  set_generation_figures(*self->state.instruments, self->state.engine->device_info().name,
+                         self->state.engine->generation_stats());
 }
 
 void lane_next(executor_pointer self, const model_key& key);

@@ -107,16 +107,26 @@ NodeInstruments::NodeInstruments()
                                     "What a restarted actor could not get back (replica: no longer served here)",
                                     {"what"})),
       transfers_(registry_),
-      generation_streams_(registry_.gauge("ember_generation_streams", "Text generation streams in a device's loops",
-                                          {"device"})),
-      generation_tokens_(registry_.counter("ember_generation_tokens_total", "Tokens generated on a device", {"device"})),
-      kv_blocks_(registry_.gauge("ember_kv_blocks_in_use", "KV cache blocks held by generation streams", {"device"})),
-      kv_swapped_(registry_.gauge("ember_kv_swapped_bytes", "Bytes of KV cache swapped out to host memory",
-                                  {"device"})),
+      generation_streams_(registry_.gauge("ember_generation_streams",
+                                          "Text generation streams in a device's loop of the model (running or waiting)",
+                                          {"model", "version", "device"})),
+      generation_tokens_(registry_.counter("ember_generation_sampled_tokens_total",
+                                           "Tokens the model's generation loop sampled on a device (the gateway's "
+                                           "ember_generation_tokens_total counts those sent to clients)",
+                                           {"model", "version", "device"})),
+      kv_blocks_(registry_.gauge("ember_kv_blocks_in_use", "KV cache blocks the model's streams hold on a device",
+                                 {"model", "version", "device"})),
+      kv_swapped_(registry_.gauge("ember_kv_swapped_bytes",
+                                  "Bytes of the model's KV cache swapped out to host memory from a device's loop",
+                                  {"model", "version", "device"})),
       preemptions_(registry_.counter("ember_generation_preemptions_total",
                                      "Generation streams preempted for KV space: swap (KV copied to host) or "
-                                     "recompute (KV dropped, recomputed on resume)",
-                                     {"device", "kind"})) {}
+                                     "recompute (KV dropped, recomputed when the stream runs again)",
+                                     {"model", "version", "device", "kind"})),
+      parked_(registry_.counter("ember_generation_parked_total",
+                                "Generation streams set aside when their model was evicted from a device (evicted), "
+                                "and taken back where the model was bound next (resumed)",
+                                {"model", "version", "device", "event"})) {}
 
 void NodeInstruments::count_dispatch(const std::string& kind) { dispatches_.with({kind}).inc(); }
 void NodeInstruments::count_evictions(uint64_t n) { evictions_.inc(static_cast<double>(n)); }
@@ -230,17 +240,32 @@ void NodeInstruments::count_load(const std::string& outcome, double seconds) {
   load_seconds_.with(std::vector<std::string>{}).observe(seconds);
 }
 
-void NodeInstruments::set_generation(const std::string& device, const GenerationFigures& f) {
-  generation_streams_.with({device}).set(static_cast<double>(f.streams));
-  kv_blocks_.with({device}).set(static_cast<double>(f.kv_blocks_in_use));
-  kv_swapped_.with({device}).set(static_cast<double>(f.kv_swapped_bytes));
+void NodeInstruments::set_generation(const std::string& device, const std::map<model_key, GenerationFigures>& models) {
   std::lock_guard<std::mutex> lock(generation_mu_);
-  GenerationFigures& last = generation_last_[device];
   auto grown = [](uint64_t now, uint64_t before) { return static_cast<double>(now >= before ? now - before : now); };
-  generation_tokens_.with({device}).inc(grown(f.tokens_generated, last.tokens_generated));
-  preemptions_.with({device, "swap"}).inc(grown(f.preempted_swap, last.preempted_swap));
-  preemptions_.with({device, "recompute"}).inc(grown(f.preempted_recompute, last.preempted_recompute));
-  last = f;
+  // Models this device reported before and no longer does: their gauges go to zero.
+  for (auto& [at, last] : generation_last_) {
+    if (at.first != device || models.count(at.second)) continue;
+    const std::string version = std::to_string(at.second.version);
+    generation_streams_.with({at.second.name, version, device}).set(0);
+    kv_blocks_.with({at.second.name, version, device}).set(0);
+    kv_swapped_.with({at.second.name, version, device}).set(0);
+    last.streams = last.kv_blocks_in_use = last.kv_swapped_bytes = 0;
+  }
+  for (const auto& [key, f] : models) {
+    const std::string version = std::to_string(key.version);
+    generation_streams_.with({key.name, version, device}).set(static_cast<double>(f.streams));
+    kv_blocks_.with({key.name, version, device}).set(static_cast<double>(f.kv_blocks_in_use));
+    kv_swapped_.with({key.name, version, device}).set(static_cast<double>(f.kv_swapped_bytes));
+    GenerationFigures& last = generation_last_[{device, key}];
+    generation_tokens_.with({key.name, version, device}).inc(grown(f.tokens_generated, last.tokens_generated));
+    preemptions_.with({key.name, version, device, "swap"}).inc(grown(f.preempted_swap, last.preempted_swap));
+    preemptions_.with({key.name, version, device, "recompute"})
+        .inc(grown(f.preempted_recompute, last.preempted_recompute));
+    parked_.with({key.name, version, device, "evicted"}).inc(grown(f.parked, last.parked));
+    parked_.with({key.name, version, device, "resumed"}).inc(grown(f.resumed, last.resumed));
+    last = f;
+  }
 }
 
 }  // namespace ember

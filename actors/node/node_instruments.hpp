@@ -91,15 +91,16 @@ class NodeInstruments {
   /// A run of a Body paired with a Shadow: `rows` of it computed there, or (0) taken back by the
   /// Body (the Shadow gone, or the batch too small).
   void count_shadow_split(const model_key& model, int64_t rows);
-  /// Text generation on a device: its engine's totals (ExecutorEngine::generation_stats, per device
-  /// until the engine gives them per model). Streams and KV figures are gauges; tokens and
-  /// preemptions are the engine's running totals, counted here by their growth (an engine that
-  /// restarted from zero counts from its new totals). Any thread.
+  /// Text generation on a device, per model: its engine's per-model figures
+  /// (ExecutorEngine::generation_stats, read at each scrape). Streams and KV figures are gauges;
+  /// tokens, preemptions and parked streams are the engine's running totals, counted here by their
+  /// growth (an engine that restarted from zero counts from its new totals). A model the device no
+  /// longer reports is set to zero streams and blocks. Any thread.
   struct GenerationFigures {
     uint64_t streams = 0, tokens_generated = 0, kv_blocks_in_use = 0, kv_swapped_bytes = 0;
-    uint64_t preempted_swap = 0, preempted_recompute = 0;
+    uint64_t preempted_swap = 0, preempted_recompute = 0, parked = 0, resumed = 0;
   };
-  void set_generation(const std::string& device, const GenerationFigures& f);
+  void set_generation(const std::string& device, const std::map<model_key, GenerationFigures>& models);
 
  private:
   metrics::Registry registry_;
@@ -147,8 +148,9 @@ class NodeInstruments {
   metrics::GaugeFamily& kv_blocks_;
   metrics::GaugeFamily& kv_swapped_;
   metrics::CounterFamily& preemptions_;
+  metrics::CounterFamily& parked_;
   std::mutex generation_mu_;
-  std::map<std::string, GenerationFigures> generation_last_;  // guarded by generation_mu_, by device
+  std::map<std::pair<std::string, model_key>, GenerationFigures> generation_last_;  // guarded by generation_mu_
   std::mutex refresh_mu_;          // held while refreshing: one snapshot's refresh at a time
   std::map<std::string, std::function<bool()>> refreshers_;  // guarded by refresh_mu_
 };

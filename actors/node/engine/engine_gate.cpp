@@ -61,6 +61,12 @@ std::optional<EngineMemory> EngineGate::memory_use() {
   return engine->memory_use();
 }
 
+std::optional<engine::GenerationsStats> EngineGate::generation_stats() {
+  Entry engine(this);
+  if (!engine) return std::nullopt;
+  return engine->generation_stats();
+}
+
 void NodeEngines::attach(uint32_t ordinal, std::shared_ptr<EngineGate> gate) {
   std::lock_guard lock(mu_);
   gates_[ordinal] = std::move(gate);

