@@ -417,16 +417,21 @@ void ExecutorEngine::drop_shadow(const model_key& key, std::function<void(bool)>
 
 size_t ExecutorEngine::queued() const { return jobs_->queued() + (lanes_ ? lanes_->waiting() : 0); }
 
-void ExecutorEngine::join_generation(SwapRun& run, gpu::LayerExecutor& ex, SwapRunResult& r) {
-  // A step reads every layer: the weights arrive first (the copy's fault fails the join).
+bool ExecutorEngine::weights_arrived(const SwapRun& run, gpu::LayerExecutor& ex, SwapRunResult& r) {
   if (Status copied = jobs_->guarded([&] { return ex.wait_weights(); }); !copied.ok()) {
     r.run.outputs = copied.error();
     r.fault = jobs_->broken();
     evict(run.key);  // half-copied weights are no replica
-    return;
+    return false;
   }
   publish(run.key, &ex);
   r.footprint = memory_->bytes_of(run.key.to_string());
+  return true;
+}
+
+void ExecutorEngine::join_generation(SwapRun& run, gpu::LayerExecutor& ex, SwapRunResult& r) {
+  // A step reads every layer: the weights arrive first (the copy's fault fails the join).
+  if (!weights_arrived(run, ex, r)) return;
   Status joined = generations_->join(run.key, run.model, ex, run.generate, now_us());
   if (!joined.ok()) {
     r.run.outputs = joined.error();
@@ -470,14 +475,7 @@ void ExecutorEngine::resume_generation(SwapRun& run, gpu::LayerExecutor& ex, Swa
     r.run.outputs = invalid_argument("parked generations of another kind than this engine's cannot resume here");
     return;
   }
-  if (Status copied = jobs_->guarded([&] { return ex.wait_weights(); }); !copied.ok()) {
-    r.run.outputs = copied.error();
-    r.fault = jobs_->broken();
-    evict(run.key);  // half-copied weights are no replica; the streams stay parked for elsewhere
-    return;
-  }
-  publish(run.key, &ex);
-  r.footprint = memory_->bytes_of(run.key.to_string());
+  if (!weights_arrived(run, ex, r)) return;  // the streams stay parked for elsewhere
   auto joined = generations_->resume(run.key, run.model, ex, *parked, now_us());
   if (!joined.ok()) {
     r.run.outputs = joined.error();

@@ -296,6 +296,9 @@ class ExecutorEngine {
   Result<std::vector<gpu::HostTensor>> run_with_shadow(engine::Resident& body, const model_key& key,
                                                        const std::vector<gpu::HostTensor>& inputs, EngineGate* shadow,
                                                        double share, gpu::SplitStats& st);
+  /// Waits for `ex`'s weights (guarded) before a generation joins or resumes: published with the
+  /// footprint in `r`, or false with the copy's error and the fault in `r` and the model evicted.
+  bool weights_arrived(const SwapRun& run, gpu::LayerExecutor& ex, SwapRunResult& r);
   /// Joins a SwapRun::generate to resident `ex`'s loop; the run's answer in `r` (the worker only).
   void join_generation(SwapRun& run, gpu::LayerExecutor& ex, SwapRunResult& r);
   /// Takes SwapRun::resume's streams back into resident `ex`'s loop (the worker only).
