@@ -417,16 +417,21 @@ void ExecutorEngine::drop_shadow(const model_key& key, std::function<void(bool)>
 
 size_t ExecutorEngine::queued() const { return jobs_->queued() + (lanes_ ? lanes_->waiting() : 0); }
 
-void ExecutorEngine::join_generation(SwapRun& run, gpu::LayerExecutor& ex, SwapRunResult& r) {
-  // A step reads every layer: the weights arrive first (the copy's fault fails the join).
+bool ExecutorEngine::weights_arrived(const SwapRun& run, gpu::LayerExecutor& ex, SwapRunResult& r) {
   if (Status copied = jobs_->guarded([&] { return ex.wait_weights(); }); !copied.ok()) {
     r.run.outputs = copied.error();
     r.fault = jobs_->broken();
     evict(run.key);  // half-copied weights are no replica
-    return;
+    return false;
   }
   publish(run.key, &ex);
   r.footprint = memory_->bytes_of(run.key.to_string());
+  return true;
+}
+
+void ExecutorEngine::join_generation(SwapRun& run, gpu::LayerExecutor& ex, SwapRunResult& r) {
+  // A step reads every layer: the weights arrive first (the copy's fault fails the join).
+  if (!weights_arrived(run, ex, r)) return;
   Status joined = generations_->join(run.key, run.model, ex, run.generate, now_us());
   if (!joined.ok()) {
     r.run.outputs = joined.error();
@@ -470,14 +475,7 @@ void ExecutorEngine::resume_generation(SwapRun& run, gpu::LayerExecutor& ex, Swa
     r.run.outputs = invalid_argument("parked generations of another kind than this engine's cannot resume here");
     return;
   }
-  if (Status copied = jobs_->guarded([&] { return ex.wait_weights(); }); !copied.ok()) {
-    r.run.outputs = copied.error();
-    r.fault = jobs_->broken();
-    evict(run.key);  // half-copied weights are no replica; the streams stay parked for elsewhere
-    return;
-  }
-  publish(run.key, &ex);
-  r.footprint = memory_->bytes_of(run.key.to_string());
+  if (!weights_arrived(run, ex, r)) return;  // the streams stay parked for elsewhere
   auto joined = generations_->resume(run.key, run.model, ex, *parked, now_us());
   if (!joined.ok()) {
     r.run.outputs = joined.error();
@@ -495,82 +493,24 @@ void ExecutorEngine::profile_generation(SwapRun& run, gpu::LayerExecutor& ex, Sw
     return;
   }
   engine::GenerationLoop& l = **loop;
-  const uint64_t context = l.spec().context_window;
-  const auto prompt_tokens =
-      static_cast<uint32_t>(std::min<uint64_t>(kProfilePromptTokens, std::max<uint64_t>(1, context / 2)));
-  const auto decode_tokens = static_cast<uint32_t>(std::min<uint64_t>(kProfileDecodeTokens, context - prompt_tokens));
-  // One synthetic request, stepped here to its end; the time of its first step (the prefill) too.
-  auto request = [&](const std::string& id, uint64_t& prefill_us) -> Status {
-    bool done = false;
-    std::optional<Error> failed;
-    GenerationJob job;
-    job.id = id;
-    for (uint32_t i = 0; i < prompt_tokens; ++i) {
-      job.prompt.push_back(static_cast<int32_t>((i + 1) % l.spec().vocab_size));
-    }
-    job.sampling.temperature = 0;
-    job.stop.max_tokens = decode_tokens;
-    job.stop.ignore_eos = true;
-    job.emit = [&](GenerationOutput out) {
-      if (!out.final) return;
-      done = true;
-      if (out.error) failed = *out.error;
-    };
-    EMBER_RETURN_IF_ERROR(l.submit(std::move(job), now_us()));
-    for (bool first = true; !done; first = false) {
-      const auto t0 = Clock::now();
-      bool more = false;
-      Status stepped = jobs_->guarded([&] {
-        more = l.step(now_us());
-        return Status::OK();
-      });
-      if (first) prefill_us = us_between(t0, Clock::now());
-      r.plan_bytes = std::max(r.plan_bytes, ex.last_plan_bytes());
-      if (!stepped.ok()) {
-        generations_->fail_all(stepped.error(), /*resumable=*/true);
-        return stepped;
-      }
-      if (!more && !done) {
-        l.cancel(id);
-        return internal_error("the profile's generation request of " + run.key.to_string() + " stopped unfinished");
-      }
-    }
-    if (failed) return *failed;
-    return Status::OK();
-  };
-  uint64_t cold_prefill_us = 0, prefill_us = 0;
-  Status cold = request("#profile-cold", cold_prefill_us);
-  Status copied = jobs_->guarded([&] { return ex.wait_weights(); });
-  if (!copied.ok()) {
-    r.run.outputs = copied.error();
-    evict(run.key);  // half-copied weights are no replica
+  engine::GenerationProfileSeams seams;
+  seams.guarded = [this](const std::function<Status()>& fn) { return jobs_->guarded(fn); };
+  seams.now_us = now_us;
+  seams.plan_bytes = [&ex] { return ex.last_plan_bytes(); };
+  seams.wait_weights = [this, &ex] { return jobs_->guarded([&] { return ex.wait_weights(); }); };
+  seams.fault = [this](const Error& e) { generations_->fail_all(e, /*resumable=*/true); };
+  seams.elbow = memory_->elbow_curve();
+  seams.model = run.key.to_string();
+  engine::GenerationProfiler profiler(l, std::move(seams));
+  auto profile = profiler.run();
+  r.plan_bytes = profiler.plan_bytes();
+  if (!profile.ok()) {
+    r.run.outputs = profile.error();
+    if (profiler.weights_failed()) evict(run.key);  // half-copied weights are no replica
     return;
   }
-  if (!cold.ok()) {
-    r.run.outputs = cold.error();
-    return;
-  }
-  const auto t0 = Clock::now();
-  if (Status warm = request("#profile-warm", prefill_us); !warm.ok()) {
-    r.run.outputs = warm.error();
-    return;
-  }
-  r.warm_us = us_between(t0, Clock::now());
+  r.warm_us = profile->warm_us;
   r.run.outputs = std::vector<gpu::HostTensor>{};
-  // The preemption's costs, measured: prefill from the warm prefill step, host copies from the
-  // elbow probe (its fastest size) or a timed swap of a few KV blocks.
-  engine::KvPreemptionCosts costs;
-  costs.prefill_us_per_token = std::max(1e-3, static_cast<double>(prefill_us) / prompt_tokens);
-  for (const auto& [bytes, gbps] : memory_->elbow_curve()) {
-    costs.host_bytes_per_s = std::max(costs.host_bytes_per_s, gbps * 1e9);
-  }
-  if (costs.host_bytes_per_s == 0) {
-    const auto s0 = Clock::now();
-    auto moved = l.probe_swap(4);
-    const uint64_t us = std::max<uint64_t>(1, us_between(s0, Clock::now()));
-    if (moved.ok()) costs.host_bytes_per_s = static_cast<double>(*moved) * 1e6 / static_cast<double>(us);
-  }
-  l.set_costs(costs);
   publish(run.key, &ex);
   r.footprint = memory_->bytes_of(run.key.to_string());
   publish_generation_stats();

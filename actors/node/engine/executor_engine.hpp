@@ -57,14 +57,15 @@
 // elsewhere).
 //
 // The profile of a generative model (SwapRun::profile on a model with a generation section) runs
-// through its loop with real KV blocks instead of `inputs`: one synthetic request (a prompt of
-// kProfilePromptTokens valid ids, then kProfileDecodeTokens greedy tokens, EOS ignored, nothing
-// emitted anywhere), cold and then warm. compute_us is the cold request's time (with the weights'
-// copy, as for any profile's cold run), warm_us the warm one's: each is one request's prefill plus
-// its decode steps, alone on the device. plan_bytes is the largest step's activation plan (the
-// prefill's). From the warm request the loop's preemption costs are set (GenerationBatcher::
-// set_costs): prefill µs per token from its prefill step; host bytes/s from the copy elbow measured
-// at start when there is one, else from a timed KV swap of a few blocks.
+// through its loop with real KV blocks instead of `inputs` (generation_profile.hpp: what it runs and
+// measures): one synthetic request (a prompt of kProfilePromptTokens valid ids, then
+// kProfileDecodeTokens greedy tokens, EOS ignored, nothing emitted anywhere), cold and then warm.
+// compute_us is the cold request's time (with the weights' copy, as for any profile's cold run),
+// warm_us the warm one's: each is one request's prefill plus its decode steps, alone on the device.
+// plan_bytes is the largest step's activation plan (the prefill's). From the warm request the
+// loop's preemption costs are set (GenerationBatcher::set_costs): prefill µs per token from its
+// prefill step; host bytes/s from the copy elbow measured at start when there is one, else from a
+// timed KV swap of a few blocks. A failed weight copy evicts the model, as for any run.
 //
 // Destruction closes the gate first (waiting for a call inside), runs the jobs still queued (each
 // answers), joins the worker, drains and joins the lanes, then lets go of the models, the Shadows,
@@ -91,6 +92,7 @@
 #include "actors/node/engine/device_memory.hpp"
 #include "actors/node/engine/device_workflow.hpp"
 #include "actors/node/engine/engine_gate.hpp"
+#include "actors/node/engine/generation_profile.hpp"
 #include "actors/node/engine/generations.hpp"
 #include "actors/node/engine/job_worker.hpp"
 #include "actors/node/engine/kept_values.hpp"
@@ -197,7 +199,8 @@ class ExecutorEngine {
   /// ids are ignored (the stream ended already).
   void cancel_generation(const model_key& key, std::string id);
   /// The profile's synthetic generation request (see the header).
-  static constexpr uint32_t kProfilePromptTokens = 16, kProfileDecodeTokens = 4;
+  static constexpr uint32_t kProfilePromptTokens = engine::kProfilePromptTokens,
+                            kProfileDecodeTokens = engine::kProfileDecodeTokens;
   /// The generations' totals and per-model counts (the worker's last copy; any thread).
   engine::GenerationsStats generation_stats() const;
   /// An inline run (see the header): runs resident `key` on the calling thread when the worker is
@@ -293,13 +296,17 @@ class ExecutorEngine {
   Result<std::vector<gpu::HostTensor>> run_with_shadow(engine::Resident& body, const model_key& key,
                                                        const std::vector<gpu::HostTensor>& inputs, EngineGate* shadow,
                                                        double share, gpu::SplitStats& st);
+  /// Waits for `ex`'s weights (guarded) before a generation joins or resumes: published with the
+  /// footprint in `r`, or false with the copy's error and the fault in `r` and the model evicted.
+  bool weights_arrived(const SwapRun& run, gpu::LayerExecutor& ex, SwapRunResult& r);
   /// Joins a SwapRun::generate to resident `ex`'s loop; the run's answer in `r` (the worker only).
   void join_generation(SwapRun& run, gpu::LayerExecutor& ex, SwapRunResult& r);
-  /// Posts the next generation step unless one is posted (the worker only); the step itself.
   /// Takes SwapRun::resume's streams back into resident `ex`'s loop (the worker only).
   void resume_generation(SwapRun& run, gpu::LayerExecutor& ex, SwapRunResult& r);
-  /// The profile of a generative model (see the header; the worker only).
+  /// The profile of a generative model (see the header; engine::GenerationProfiler runs it, this
+  /// is its glue; the worker only).
   void profile_generation(SwapRun& run, gpu::LayerExecutor& ex, SwapRunResult& r);
+  /// Posts the next generation step unless one is posted (the worker only); the step itself.
   void kick_generation();
   void generation_step();
   /// Copies the generations' stats for other threads (the worker only).
