@@ -128,9 +128,15 @@ class HeldRequests {
   /// timeout (each would cost the actor clock's thread two wake-ups per request, the hottest path
   /// there is); the router's tick asks overdue() instead.
   void started(const SwapDispatch& d, int64_t now_us) { running_[d.request] = {d, now_us}; }
-  /// The answer to the dispatch led by `request` came: false when it was taken as faulted already
-  /// (the answer is stale and changes nothing).
-  bool finished(uint64_t request) { return running_.erase(request) > 0; }
+  /// The answer to the dispatch led by `request` came: when it started, or nullopt when it was taken
+  /// as faulted already (the answer is stale and changes nothing).
+  std::optional<int64_t> finished(uint64_t request) {
+    auto it = running_.find(request);
+    if (it == running_.end()) return std::nullopt;
+    const int64_t started = it->second.second;
+    running_.erase(it);
+    return started;
+  }
   bool running(uint64_t request) const { return running_.count(request) > 0; }
   /// Dispatches started `limit_us` or more before `now_us` and not answered.
   std::vector<SwapDispatch> overdue(int64_t now_us, int64_t limit_us) const;

@@ -4,7 +4,8 @@
 // it to the model's generation loop, whose chunks go to the sink directly. The router answers the
 // gateway when it joined (or why not), and keeps which device runs each stream id (GenerationStreams)
 // so that a cancel reaches it. Streams an eviction set aside (SwapRunResult::parked) are queued as
-// HeldKind::resume requests of their model, preferring the device they left.
+// HeldKind::resume requests of their model, preferring the device they left, once the model that
+// took the device has had a turn as long as that took (late_parked).
 #include <spdlog/spdlog.h>
 
 #include <caf/actor_system.hpp>
@@ -13,6 +14,7 @@
 
 #include "actors/errors.hpp"
 #include "actors/node/node_router_state.hpp"
+#include "actors/offload.hpp"
 
 namespace ember {
 
@@ -189,12 +191,11 @@ void fail_generation(router_pointer self, Held& held, const Error& e) {
   if (held.joined.pending()) held.joined.deliver(to_caf(e));
 }
 
-void late_parked(router_pointer self, uint32_t device, std::vector<std::pair<model_key, std::shared_ptr<ParkedGenerations>>> parked) {
-  auto& st = self->state;
-  for (auto& [key, p] : parked) {
-    if (!p || p->streams() == 0) continue;
-    spdlog::info("node {}: {} generation streams of {} were set aside ({} host bytes); queued to resume",
-                 st.config.name, p->streams(), key.to_string(), p->host_bytes());
+void late_parked(router_pointer self, uint32_t device,
+                 std::vector<std::pair<model_key, std::shared_ptr<ParkedGenerations>>> parked, int64_t turn_us) {
+  // Queued now (the caller pumps), or later from a timer (which pumps itself).
+  auto queue = [self, device](const model_key& key, const std::shared_ptr<ParkedGenerations>& p, bool pump) {
+    auto& st = self->state;
     Held held;
     held.kind = HeldKind::resume;
     held.request = model_only(key);
@@ -202,7 +203,20 @@ void late_parked(router_pointer self, uint32_t device, std::vector<std::pair<mod
     if (Status s = late_submit(self, key, std::move(held), device); !s.ok()) {
       p->fail(unavailable("model " + key.to_string() + " cannot bind again on node " + st.config.name + ": " +
                           s.error().message()));
+      return;
     }
+    if (pump) late_pump(self);
+  };
+  for (auto& [key, p] : parked) {
+    if (!p || p->streams() == 0) continue;
+    spdlog::debug("node {}: {} generation streams of {} were set aside ({} host bytes); resumed in {} us or later",
+                  self->state.config.name, p->streams(), key.to_string(), p->host_bytes(), turn_us);
+    if (turn_us <= 0) {
+      queue(key, p, false);
+      continue;
+    }
+    self->delayed_send(self, std::chrono::microseconds(turn_us),
+                       offload_done{[queue, key = key, p = p] { queue(key, p, true); }});
   }
 }
 

@@ -93,7 +93,8 @@ Held take_lead(router_pointer self, const SwapDispatch& d, uint64_t footprint) {
 /// The executor's answer to dispatch `d`, or the fault taken for it (send_swap, run_watchdog).
 void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
   auto& st = self->state;
-  if (!st.held.finished(d.request)) return;  // taken as faulted already (run_watchdog)
+  const std::optional<int64_t> started = st.held.finished(d.request);
+  if (!started) return;  // taken as faulted already (run_watchdog)
   Held* lead = st.held.find(d.request);
   if (!lead) return;  // cannot happen: only answers remove held requests
   const int64_t now = now_us(self);
@@ -121,7 +122,7 @@ void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
   }
   st.swap->finish(d, o, latency, now);
   if (r.result.plan_bytes) st.swap->note_activations(d.model, r.result.plan_bytes);
-  if (!r.result.parked.empty()) late_parked(self, d.device, std::move(r.result.parked));
+  if (!r.result.parked.empty()) late_parked(self, d.device, std::move(r.result.parked), std::max<int64_t>(0, now - *started));
   switch (outcome) {
     case AnswerOutcome::fault:
       requeue_all(self, d, false);

@@ -214,8 +214,12 @@ bool late_launch_generation(router_pointer self, const SwapDispatch& d, Held& he
 void late_answer(router_pointer self, Held held, swap_reply& r, uint32_t device);
 /// A held generation or resume that cannot run (fail_held).
 void fail_generation(router_pointer self, Held& held, const Error& e);
-/// Streams an eviction on `device` set aside: each queued to resume, preferring `device`.
+/// Streams an eviction on `device` set aside: each queued to resume, preferring `device`, once
+/// `turn_us` has passed (how long the dispatch that evicted them took, its swap-in included): the
+/// model that took the device keeps it at least that long before the set-aside one contends again,
+/// so two generating models that cannot share a device spend at most about half of it swapping
+/// instead of trading it after every step.
 void late_parked(router_pointer self, uint32_t device,
-                 std::vector<std::pair<model_key, std::shared_ptr<ParkedGenerations>>> parked);
+                 std::vector<std::pair<model_key, std::shared_ptr<ParkedGenerations>>> parked, int64_t turn_us);
 
 }  // namespace ember

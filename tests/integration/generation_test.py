@@ -242,6 +242,100 @@ def serve_body(ember, work, procs, logs):
     check_answers(work, http_port, gpt2, llama)
     print(f"  ember serve: completions, chat, KServe generate equal PyTorch ({time.time() - started:.1f} s)")
     check_errors(http_port, gpt2)
+    check_disconnect(http_port, llama)
+    check_shared_device(ember, work, procs, logs, repo, gpt2, llama)
+
+
+def check_disconnect(port, llama):
+    """A client that goes away mid-stream stops its generation: the node's loop holds no stream and no
+    KV block soon after, and the gateway counts the cancel."""
+    body = {"model": llama.name, "prompt": [1, 2, 3], "max_tokens": 3000, "temperature": 0, "ignore_eos": True,
+            "stream": True}
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    conn.request("POST", "/v1/completions", body=json.dumps(body), headers={"Content-Type": "application/json"})
+    r = conn.getresponse()
+    if r.status != 200:
+        raise Failure(f"the stream to abandon: HTTP {r.status} {r.read()[:300]}")
+    seen = 0
+    for raw in r:
+        if raw.startswith(b"data:"):
+            seen += 1
+            if seen == 5:
+                break
+    wait_for("the stream to be running", lambda: metric_sum(port, "ember_generation_streams") >= 1, 30)
+    conn.sock.close()
+    conn.close()
+    gone = time.time()
+    wait_for("the abandoned stream to stop and free its KV blocks",
+             lambda: metric_sum(port, "ember_generation_streams") == 0 and metric_sum(port, "ember_kv_blocks_in_use") == 0,
+             30)
+    wait_for("the gateway to count the cancel",
+             lambda: metric_sum(port, "ember_generation_cancels_total") >= 1, 30)
+    print(f"  a client that went away after {seen} chunks: its stream stopped and its KV blocks were freed "
+          f"{time.time() - gone:.2f} s later")
+
+
+SHARED_TOKENS = {"gpt2": 200, "llama": 300}
+
+
+def check_shared_device(ember, work, procs, logs, repo, gpt2, llama):
+    """Both LLMs stream at once on a device whose pool holds only one of them (80 MiB: 27 + 72 MiB
+    do not fit): every binding of one evicts the other, whose streams are set aside with their KV
+    cache and taken back when it is bound again. Both streams must still equal PyTorch's."""
+    procs["serve"].terminate()
+    procs["serve"].wait()
+    port = free_port()
+    logs["shared"] = open(os.path.join(work, "shared.log"), "a")
+    procs["shared"] = subprocess.Popen([ember, "serve", "--repository", repo, "--http", f"127.0.0.1:{port}",
+                                        "--device", "sim", "--device-memory", "160MiB", "--threads", "1"],
+                                       stdout=logs["shared"], stderr=subprocess.STDOUT)
+    wait_for("ember serve on a small device", lambda: request(port, "GET", "/v2/health/ready")[0] == 200, 60)
+    cases = {}
+    for llm, key in ((gpt2, "gpt2"), (llama, "llama")):
+        prompt = llm.tokenizer_ref(["Once upon a time"])[0]["ids"]
+        cases[key] = (llm, prompt, llm.greedy(prompt, SHARED_TOKENS[key])[1])
+    results = {}
+
+    def client(key):
+        llm, prompt, _ = cases[key]
+        body = {"model": llm.name, "prompt": prompt, "max_tokens": SHARED_TOKENS[key], "temperature": 0,
+                "ignore_eos": True, "stream": True}
+        results[key] = sse_events(port, "/v1/completions", body, timeout=600)
+
+    # Each model bound once first (registered and profiled), then both streams at once.
+    for key in cases:
+        llm, prompt, _ = cases[key]
+        status, text = request(port, "POST", "/v1/completions", {"model": llm.name, "prompt": prompt, "max_tokens": 1})
+        if status != 200:
+            raise Failure(f"warming {llm.name}: HTTP {status} {text}")
+    started = time.time()
+    threads = [threading.Thread(target=client, args=(k,)) for k in cases]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    for key, (llm, _, want) in cases.items():
+        status, events = results.get(key, (None, None))
+        if status != 200:
+            raise Failure(f"shared device, {llm.name}: HTTP {status} {events}")
+        text = "".join(c.get("text", "") for e in events if isinstance(e, dict) for c in e.get("choices", []))
+        expect(f"shared device, {llm.name}'s text", text, want)
+    evicted = parked(port, "evicted")
+    resumed = parked(port, "resumed")
+    swaps = metric_sum(port, "ember_swap_evictions_total")
+    print(f"  two LLMs on one 160 MiB device: both streams equal PyTorch in {time.time() - started:.1f} s; "
+          f"streams set aside {evicted:.0f}, taken back {resumed:.0f}")
+    if evicted < 1 or resumed < 1:
+        raise Failure(f"the models never took turns on the device (parked {evicted}, resumed {resumed}, evictions {swaps})")
+
+
+def parked(port, event):
+    status, text = request(port, "GET", "/metrics")
+    total = 0.0
+    for line in text.splitlines() if status == 200 else []:
+        if line.startswith("ember_generation_parked_total{") and f'event="{event}"' in line:
+            total += float(line.rsplit(" ", 1)[1])
+    return total
 
 
 def cluster_body(ember, work, procs, logs):

@@ -518,7 +518,9 @@ void ExecutorEngine::profile_generation(SwapRun& run, gpu::LayerExecutor& ex, Sw
 }
 
 void ExecutorEngine::cancel_generation(const model_key& key, std::string id) {
-  jobs_->post([this, key, id = std::move(id)] { generations_->cancel(key, id); });
+  jobs_->post([this, key, id = std::move(id)] {
+    if (generations_->cancel(key, id)) publish_generation_stats();
+  });
 }
 
 engine::GenerationsStats ExecutorEngine::generation_stats() const {

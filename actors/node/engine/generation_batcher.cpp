@@ -165,18 +165,22 @@ bool GenerationBatcher::admit(uint64_t now_us, uint64_t& budget, GenerationStep&
   return true;
 }
 
-GenerationStep GenerationBatcher::schedule(uint64_t now_us) {
-  GenerationStep step;
-  // 0. Cancelled sequences leave.
+std::vector<uint64_t> GenerationBatcher::release_cancelled() {
   std::vector<uint64_t> gone;
   for (const auto& [id, s] : seqs_) {
     if (s.cancelled) gone.push_back(id);
   }
   for (uint64_t id : gone) {
     forget(id);
-    step.cancelled.push_back(id);
     ++counters_.cancelled;
   }
+  return gone;
+}
+
+GenerationStep GenerationBatcher::schedule(uint64_t now_us) {
+  GenerationStep step;
+  // 0. Cancelled sequences leave.
+  step.cancelled = release_cancelled();
   uint64_t budget = config_.max_num_batched_tokens;
   bool preempted = false;
   // 1. Decodes, oldest first; the newest running sequence makes room when the blocks run out.

@@ -130,6 +130,9 @@ class GenerationBatcher {
   /// The client went away: `seq` leaves at the next schedule() (its blocks freed then), and a step
   /// in flight ignores its token. False for an unknown sequence.
   bool cancel(uint64_t seq);
+  /// Step 0 alone, between steps: the cancelled sequences leave now (their blocks or host copies
+  /// freed), for a loop that has no step to run next (its last stream was cancelled). Their ids.
+  std::vector<uint64_t> release_cancelled();
   /// The header's steps 0-3. An empty step when nothing runs.
   GenerationStep schedule(uint64_t now_us);
   /// One token per sampling entry of `step` (the one schedule() returned last), in entry order:

@@ -80,6 +80,9 @@ bool GenerationLoop::cancel(const std::string& id) {
   batcher_->cancel(it->second);
   streams_.erase(it->second);
   by_id_.erase(it);
+  // The last stream gone: no step follows to free its blocks, so they go now (cancel runs between
+  // steps, on the engine's worker).
+  if (streams_.empty()) batcher_->release_cancelled();
   return true;
 }
 

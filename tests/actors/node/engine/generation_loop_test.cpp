@@ -187,6 +187,23 @@ TEST(GenerationLoop, AStopTokenEndsTheStreamAndACancelledOneGetsNothingMore) {
   EXPECT_EQ(loop->stats().kv.in_use, 0u);
 }
 
+// The client of the only stream went away: no step follows to free its blocks, so they go at the
+// cancel itself (the engine runs it between steps), and the loop has nothing left to do.
+TEST(GenerationLoop, CancellingTheLastStreamFreesItsBlocksAtOnce) {
+  Rig rig;
+  auto loop = rig.loop();
+  std::map<std::string, Received> got;
+  ASSERT_TRUE(loop->submit(job("only", {10, 20, 30}, 40, got), 0).ok());
+  ASSERT_TRUE(loop->step(0));
+  ASSERT_TRUE(loop->step(0));
+  ASSERT_GT(loop->stats().kv.in_use, 0u);
+  ASSERT_TRUE(loop->cancel("only"));
+  EXPECT_EQ(loop->stats().kv.in_use, 0u);
+  EXPECT_FALSE(loop->busy());
+  EXPECT_FALSE(loop->step(0));
+  EXPECT_TRUE(got["only"].finals.empty()) << "a cancelled stream gets nothing more";
+}
+
 TEST(GenerationLoop, RefusesWhatCannotRunBeforeTakingIt) {
   Rig rig;
   auto loop = rig.loop();
