@@ -217,13 +217,15 @@ def make_llms(ember, work, repo):
     return gpt2, llama
 
 
-def metric_sum(port, name):
+def metric_sum(port, name, **labels):
+    """The sum of metric `name`'s samples on `port`'s /metrics whose labels include `labels`."""
     status, text = request(port, "GET", "/metrics")
     if status != 200:
         return 0.0
+    wanted = [f'{k}="{v}"' for k, v in labels.items()]
     total = 0.0
     for line in text.splitlines():
-        if line.startswith(name + "{") or line.startswith(name + " "):
+        if (line.startswith(name + "{") or line.startswith(name + " ")) and all(w in line for w in wanted):
             total += float(line.rsplit(" ", 1)[1])
     return total
 
@@ -320,22 +322,13 @@ def check_shared_device(ember, work, procs, logs, repo, gpt2, llama):
             raise Failure(f"shared device, {llm.name}: HTTP {status} {events}")
         text = "".join(c.get("text", "") for e in events if isinstance(e, dict) for c in e.get("choices", []))
         expect(f"shared device, {llm.name}'s text", text, want)
-    evicted = parked(port, "evicted")
-    resumed = parked(port, "resumed")
+    evicted = metric_sum(port, "ember_generation_parked_total", event="evicted")
+    resumed = metric_sum(port, "ember_generation_parked_total", event="resumed")
     swaps = metric_sum(port, "ember_swap_evictions_total")
     print(f"  two LLMs on one 160 MiB device: both streams equal PyTorch in {time.time() - started:.1f} s; "
           f"streams set aside {evicted:.0f}, taken back {resumed:.0f}")
     if evicted < 1 or resumed < 1:
         raise Failure(f"the models never took turns on the device (parked {evicted}, resumed {resumed}, evictions {swaps})")
-
-
-def parked(port, event):
-    status, text = request(port, "GET", "/metrics")
-    total = 0.0
-    for line in text.splitlines() if status == 200 else []:
-        if line.startswith("ember_generation_parked_total{") and f'event="{event}"' in line:
-            total += float(line.rsplit(" ", 1)[1])
-    return total
 
 
 def cluster_body(ember, work, procs, logs):
@@ -386,7 +379,7 @@ def cluster_body(ember, work, procs, logs):
     deadline = time.time() + 60
     while victim is None and time.time() < deadline and t.is_alive():
         for n in ("node1", "node2"):
-            if metric_sum(hport, "ember_generation_streams") > 0 and node_streams(hport, n) > 0:
+            if metric_sum(hport, "ember_generation_streams", node=n) > 0:
                 victim = n
                 break
         time.sleep(0.05)
@@ -416,17 +409,6 @@ def cluster_body(ember, work, procs, logs):
           f"{LONG_TOKENS} tokens equal PyTorch's, done {time.time() - killed_at:.1f} s after the kill")
     if resumed < 1:
         raise Failure("the gateway counted no resumed stream (ember_generation_resumed_total)")
-
-
-def node_streams(port, node):
-    status, text = request(port, "GET", "/metrics")
-    if status != 200:
-        return 0
-    for line in text.splitlines():
-        if line.startswith("ember_generation_streams{") and f'node="{node}"' in line:
-            if float(line.rsplit(" ", 1)[1]) > 0:
-                return 1
-    return 0
 
 
 def main():

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
+#include <string>
 #include <memory>
 #include <vector>
 
@@ -114,6 +116,28 @@ inline std::vector<int32_t> recomputed(gpu::Device& device, gpu::LayerExecutor& 
     tokens.push_back(next);
   }
   return out;
+}
+
+// What one request received through its emit.
+struct Received {
+  std::vector<int32_t> tokens;
+  std::vector<GenerationOutput> finals;
+};
+
+// A greedy request of `max_tokens` whose outputs land in got[id].
+inline GenerationJob job(const std::string& id, std::vector<int32_t> prompt, int64_t max_tokens,
+                         std::map<std::string, Received>& got) {
+  GenerationJob j;
+  j.id = id;
+  j.prompt = std::move(prompt);
+  j.sampling.temperature = 0;
+  j.stop.max_tokens = max_tokens;
+  j.emit = [&got, id](GenerationOutput out) {
+    Received& r = got[id];
+    r.tokens.insert(r.tokens.end(), out.tokens.begin(), out.tokens.end());
+    if (out.final) r.finals.push_back(std::move(out));
+  };
+  return j;
 }
 
 }  // namespace ember::engine::generation_test

@@ -46,26 +46,6 @@ struct Device {
   std::unique_ptr<gpu::LayerExecutor> ex;
 };
 
-struct Received {
-  std::vector<int32_t> tokens;
-  std::vector<GenerationOutput> finals;
-};
-
-GenerationJob job(const std::string& id, std::vector<int32_t> prompt, int64_t max_tokens,
-                  std::map<std::string, Received>& got) {
-  GenerationJob j;
-  j.id = id;
-  j.prompt = std::move(prompt);
-  j.sampling.temperature = 0;
-  j.stop.max_tokens = max_tokens;
-  j.emit = [&got, id](GenerationOutput out) {
-    Received& r = got[id];
-    r.tokens.insert(r.tokens.end(), out.tokens.begin(), out.tokens.end());
-    if (out.final) r.finals.push_back(std::move(out));
-  };
-  return j;
-}
-
 class ParkedStreamsOnLoops : public ::testing::TestWithParam<bool> {};  // true: swapped, else recomputed
 
 TEST_P(ParkedStreamsOnLoops, StreamsParkedOnOneDeviceContinueOnAnotherExactly) {
