@@ -2,6 +2,8 @@
 // cluster_generations.hpp).
 #include "actors/gateway/cluster_generations.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/scoped_actor.hpp>
@@ -199,6 +201,8 @@ void dispatch(relay_actor* self) {
       return fail(self, unavailable("the node serving the generation was lost and no other replica of model '" +
                                     st.request.model.to_string() + "' is ready to continue it"));
     }
+    spdlog::debug("gateway: generation {} of {} waits for a ready replica (ready {}, replicas {})", st.request.id,
+                  st.request.model.to_string(), mv && mv->ready, mv ? mv->replicas.size() : 0);
     return wait_for_replica(self);
   }
   if (st.sends >= st.shared->options.max_attempts) {
@@ -214,6 +218,8 @@ void dispatch(relay_actor* self) {
   generate_request req = st.request;
   req.resume_tokens = st.original_resume;
   req.resume_tokens.insert(req.resume_tokens.end(), st.forwarded.begin(), st.forwarded.end());
+  spdlog::debug("gateway: generation {} of {} sent to node #{} (send {})", st.request.id,
+                st.request.model.to_string(), st.node_id, st.sends);
   self->monitor(st.node);
   self->request(st.node, caf::infinite, std::move(req), caf::actor_cast<caf::actor>(self))
       .then([](bool) { /* joined a loop: chunks come (or came) on their own */ },

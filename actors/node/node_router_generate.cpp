@@ -107,7 +107,10 @@ caf::result<bool> generate(router_pointer self, generate_request& req, caf::acto
   held.request = model_only(*key);
   held.generation = std::move(order);
   held.joined = rp;
-  if (Status s = late_submit(self, *key, std::move(held)); !s.ok()) {
+  const Status submitted = late_submit(self, *key, std::move(held));
+  spdlog::debug("node {}: generation {} of {} queued as request {}: {}", st.config.name, id, key->to_string(), held_id,
+                submitted.ok() ? "ok" : submitted.error().message());
+  if (Status s = submitted; !s.ok()) {
     st.generations.take(id);
     rp.deliver(to_caf(s.error()));
     return rp;

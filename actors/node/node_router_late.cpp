@@ -94,6 +94,8 @@ Held take_lead(router_pointer self, const SwapDispatch& d, uint64_t footprint) {
 void answered(router_pointer self, const SwapDispatch& d, swap_reply r) {
   auto& st = self->state;
   const std::optional<int64_t> started = st.held.finished(d.request);
+  spdlog::debug("node {}: request {} of {} answered{}", st.config.name, d.request, d.model,
+                started ? "" : " (stale: taken as faulted already)");
   if (!started) return;  // taken as faulted already (run_watchdog)
   Held* lead = st.held.find(d.request);
   if (!lead) return;  // cannot happen: only answers remove held requests

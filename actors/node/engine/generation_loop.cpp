@@ -82,7 +82,10 @@ bool GenerationLoop::cancel(const std::string& id) {
   by_id_.erase(it);
   // The last stream gone: no step follows to free its blocks, so they go now (cancel runs between
   // steps, on the engine's worker).
-  if (streams_.empty()) batcher_->release_cancelled();
+  if (streams_.empty()) {
+    batcher_->release_cancelled();
+    kv_->trim();
+  }
   return true;
 }
 
@@ -143,6 +146,7 @@ bool GenerationLoop::step(uint64_t now_us) {
       streams_.erase(it);
     }
   }
+  if (!busy()) kv_->trim();  // an idle loop holds no device memory (see the header)
   return busy();
 }
 
@@ -246,6 +250,7 @@ std::unique_ptr<ParkedStreams> GenerationLoop::park() {
   }
   // A stream the batcher no longer knew (cannot happen: each has a sequence) ends resumable.
   while (!streams_.empty()) fail(streams_.begin()->first, internal_error("a stream without a sequence"), true);
+  kv_->trim();  // the model's KV chunks leave the pool with it
   if (parked.empty()) return nullptr;
   return std::make_unique<ParkedStreams>(std::move(parked));
 }

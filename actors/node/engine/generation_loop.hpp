@@ -104,7 +104,9 @@ class GenerationLoop {
   size_t preempt_all() { return batcher_->preempt_all(); }
   /// The model leaves the device: every sequence preempted (swapped or dropped as a preemption
   /// is), then every stream taken out (in its queue order) with its host KV copy; null when none
-  /// was left. The loop is empty after (cancelled sequences leave at once, their KV freed).
+  /// was left. The loop is empty after (cancelled sequences leave at once, their KV freed), and so
+  /// is its share of the device pool: a loop with no stream (parked, finished, cancelled) gives its
+  /// KV chunks back to the pool, which the late-binding router counts as free for other models.
   std::unique_ptr<ParkedStreams> park();
   /// Takes back streams another loop of this model parked (this device or another): each queued
   /// behind the waiting ones with its host KV copy imported (swapped in at admission, into fresh

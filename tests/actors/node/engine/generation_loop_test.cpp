@@ -164,6 +164,7 @@ TEST(GenerationLoop, AStopTokenEndsTheStreamAndACancelledOneGetsNothingMore) {
   EXPECT_EQ(got["gone"].tokens.size(), 1u);
   EXPECT_TRUE(got["gone"].finals.empty());
   EXPECT_EQ(loop->stats().kv.in_use, 0u);
+  EXPECT_EQ(loop->stats().kv.device_bytes, 0u) << "streams that finished leave no KV chunk in the pool";
 }
 
 // The client of the only stream went away: no step follows to free its blocks, so they go at the
@@ -176,8 +177,10 @@ TEST(GenerationLoop, CancellingTheLastStreamFreesItsBlocksAtOnce) {
   ASSERT_TRUE(loop->step(0));
   ASSERT_TRUE(loop->step(0));
   ASSERT_GT(loop->stats().kv.in_use, 0u);
+  ASSERT_GT(loop->stats().kv.device_bytes, 0u);
   ASSERT_TRUE(loop->cancel("only"));
   EXPECT_EQ(loop->stats().kv.in_use, 0u);
+  EXPECT_EQ(loop->stats().kv.device_bytes, 0u) << "an idle loop gives its KV chunks back to the pool";
   EXPECT_FALSE(loop->busy());
   EXPECT_FALSE(loop->step(0));
   EXPECT_TRUE(got["only"].finals.empty()) << "a cancelled stream gets nothing more";
