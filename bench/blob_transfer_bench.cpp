@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/machine.hpp"
 #include "transport/data_plane.hpp"
 #include "transport/tcp_blob_server.hpp"
 #include "transport/tcp_fetch.hpp"
@@ -52,13 +53,6 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
 
 /// Anonymous memory: munmap'd on destruction, so a "fresh" buffer really is fresh each run.
 class Buffer {

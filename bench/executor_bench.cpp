@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "bench/machine.hpp"
 #include "base/units.hpp"
 #include "bench/subprocess.hpp"
 #include "gpu/device_registry.hpp"
@@ -55,13 +56,6 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
 
 json ask(Subprocess& torch, const json& request) {
   json reply = json::parse(torch.ask(request.dump()));

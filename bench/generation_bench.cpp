@@ -45,6 +45,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/machine.hpp"
 #include "actors/node/engine/device_memory.hpp"
 #include "actors/node/engine/generation_loop.hpp"
 #include "actors/node/engine/generations.hpp"
@@ -97,13 +98,6 @@ std::string load_average() {
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-std::string cpu_model() {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  return "unknown CPU";
-}
 
 void check(const Status& s, const std::string& what) {
   if (!s.ok()) throw std::runtime_error(what + ": " + s.error().message());

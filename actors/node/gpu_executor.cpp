@@ -150,8 +150,6 @@ void report_memory(executor_pointer self) {
   if (!self->state.instruments || !self->state.engine) return;
   self->state.instruments->set_device_memory(self->state.engine->device_info().name,
                                              figures_of(self->state.engine->memory_use().use));
-  set_generation_figures(*self->state.instruments, self->state.engine->device_info().name,
-                         self->state.engine->generation_stats());
 }
 
 void lane_next(executor_pointer self, const model_key& key);
