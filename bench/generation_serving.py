@@ -4,16 +4,18 @@ client sees them, over OpenAI's streamed completions API, in the cases late bind
 
   warm       the model resident on the device
   swap-in    the model evicted by another model first, copied back in from host memory
-  cold       no replica anywhere: a cluster (manager + 2 nodes) loads it from the repository on the
-             request (the gateway's cold start; both nodes' copies come down one multicast chain),
-             profiles it, and then streams
+  cold       no replica anywhere: a cluster (manager + 2 nodes) loads it on the request (the gateway's
+             cold start: one replica, its bytes sent by the manager from the repository), profiles it,
+             and then streams
+  peer       a second replica of it seeded from the first node's memory by a chain (KServe's load with
+             replicas 2), the first node killed, then a stream on the new replica
   shared     two LLMs streaming at once on one device that holds only one of them (each binding
              evicts the other; their KV caches are set aside and taken back), against each alone
 
   generation_serving.py --ember build/bin/ember [--size 1gib|small] [--tokens 16] [--repeat 3]
 
 --size 1gib makes a Llama-style model of about 1.4 GB (fp32, Llama 2's tokenizer) with
-tools/make_hf_model.py; small makes a 55 MB one for a quick check of the script. The second model
+tools/make_hf_model.py; small makes a 213 MiB one for a quick check of the script. The second model
 (the one that evicts the first) is a GPT-2-style model of about 300 MB (small: 27 MB). Models are
 made once under build/bench-models/serving-*. Each figure is the median of --repeat requests; a
 request asks --tokens greedy tokens (EOS ignored) of a fixed 8-token prompt. TTFT is from sending
@@ -182,6 +184,23 @@ def main():
         wait_for("two nodes", lambda: len(node_replicas(hport)) == 2, 60)
         cold = stream(hport, big, a.tokens)
         rows.append(("cold start in a cluster (no replica anywhere)", cold[0], cold[1]))
+        # From a peer: a second replica asked for (KServe's load, replicas 2) is seeded from node1's
+        # memory by a chain; the load answers once it is ready. node1 is then killed, so the next
+        # stream runs on the new replica: its first token comes after the replica's cold start plus
+        # that stream's own TTFT.
+        started = time.perf_counter()
+        status, body = request(hport, "POST", f"/v2/repository/models/{big}/load", {"parameters": {"replicas": 2}},
+                               timeout=900)
+        peer_s = time.perf_counter() - started
+        if status != 200 or node_replicas(hport).get("node2", 0) < 1:
+            raise RuntimeError(f"the second replica: HTTP {status} {body[:300]}, replicas {node_replicas(hport)}")
+        procs[1].kill()
+        procs[1].wait()
+        wait_for("node1's replica gone", lambda: node_replicas(hport).get("node1", 0) == 0, 60)
+        after = stream(hport, big, a.tokens)
+        rows.append(("cold start from a peer's memory (replica ready, then its first stream)", peer_s + after[0],
+                     after[1]))
+        peer_note = f"from a peer: the replica ready {peer_s:.3f} s after the load, then TTFT {after[0]:.3f} s"
     finally:
         for p in procs:
             p.terminate()
@@ -192,7 +211,8 @@ def main():
     print(f"\n| case | TTFT s | decode tok/s | TTFT / warm |\n|---|---|---|---|")
     for name, ttft, rate in rows:
         print(f"| {name} | {ttft:.3f} | {rate:.1f} | {ttft / rows[0][1]:.1f} |")
-    print(f"\nshared device: {parked:.0f} stream set-asides (ember_generation_parked_total{{event=\"evicted\"}}); "
+    print(f"\n{peer_note}")
+    print(f"shared device: {parked:.0f} stream set-asides (ember_generation_parked_total{{event=\"evicted\"}}); "
           f"load average {os.getloadavg()[0]:.1f}")
 
 

@@ -1,8 +1,8 @@
 // SimDevice: a device emulated on the CPU that behaves like a CUDA device (see device.hpp).
 //
 // Memory is a separate arena of the configured capacity, reserved with mmap(MAP_NORESERVE) so
-// only touched pages cost host RAM; allocations are managed by an ArenaAllocator and fail with
-// out_of_memory past the capacity. Each Stream is one worker thread running its queue in order
+// only touched pages cost host RAM (in huge pages where the kernel grants them: MADV_HUGEPAGE);
+// allocations are managed by an ArenaAllocator and fail with out_of_memory past the capacity. Each Stream is one worker thread running its queue in order
 // (sim_stream.hpp); kernels are the CPU kernels (kernels_cpu.hpp) using the configured number of
 // threads. Every address a copy or kernel touches is checked against the arena: a stray one faults
 // the device, and faults are sticky.
