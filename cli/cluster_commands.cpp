@@ -193,7 +193,8 @@ int run_serve(const ClusterOptions& o) {
     NodeConfig node = config->node;
     if (node.repository.empty()) node.repository = config->manager.repository;  // read bytes from disk directly
     if (node.name.empty()) node.name = "local";
-    auto local = NodeProcess::start(sys, node, config->devices, config->transfer, config->binding, config->security);
+    auto local = NodeProcess::start(sys, node, config->devices, config->transfer, config->binding, config->security,
+                                    config->generation);
     if (!local.ok()) return report(local.error());
     auto joined = (*local)->join_local((*manager)->manager());
     if (!joined.ok()) return report(joined.error());
@@ -274,7 +275,8 @@ int run_node(const ClusterOptions& o) {
   caf::actor_system sys{cfg};
   {
     auto node =
-        NodeProcess::start(sys, config->node, config->devices, config->transfer, config->binding, config->security);
+        NodeProcess::start(sys, config->node, config->devices, config->transfer, config->binding, config->security,
+                           config->generation);
     if (!node.ok()) return report(node.error());
     notify_ready("node " + (*node)->name() + " started; joining " + config->node.manager->to_string());
     (*node)->serve_remote(config->node, g_stop);

@@ -207,6 +207,7 @@ Status validate(const ClusterConfig& c, std::string_view source) {
   const std::string at(source);
   EMBER_RETURN_IF_ERROR(validate_transfer(c.transfer, at));
   EMBER_RETURN_IF_ERROR(config_detail::validate_binding(c.binding, at));
+  EMBER_RETURN_IF_ERROR(config_detail::validate_generation(c.generation, at));
   EMBER_RETURN_IF_ERROR(check_autoscale_config(c.autoscale, at, "autoscale"));
   EMBER_RETURN_IF_ERROR(check_autoscaler_settings(c.autoscaler, at, "autoscale"));
 
@@ -357,7 +358,7 @@ Result<ClusterConfig> parse_cluster_config(std::string_view yaml, std::string_vi
   const YamlSection top = YamlSection::root(root, source);
   EMBER_RETURN_IF_ERROR(top.check_unique_keys());
   EMBER_RETURN_IF_ERROR(
-      top.check_keys({"manager", "gateway", "node", "devices", "binding", "transfer", "autoscale", "security"},
+      top.check_keys({"manager", "gateway", "node", "devices", "binding", "generation", "transfer", "autoscale", "security"},
                      config_yaml::Values::anything));
   config.has_manager = top.has("manager");
   config.has_gateway = top.has("gateway");
@@ -375,6 +376,8 @@ Result<ClusterConfig> parse_cluster_config(std::string_view yaml, std::string_vi
   EMBER_RETURN_IF_ERROR(parse_transfer(transfer, config.transfer));
   EMBER_ASSIGN_OR_RETURN(auto binding, YamlSection::open(root, "binding", source));
   EMBER_RETURN_IF_ERROR(config_detail::parse_binding(binding, config.binding));
+  EMBER_ASSIGN_OR_RETURN(auto generation, YamlSection::open(root, "generation", source));
+  EMBER_RETURN_IF_ERROR(config_detail::parse_generation(generation, config.generation));
   EMBER_ASSIGN_OR_RETURN(auto autoscale, YamlSection::open(root, "autoscale", source));
   EMBER_RETURN_IF_ERROR(config_detail::parse_autoscale(autoscale, config.autoscale, config.autoscaler));
   // The devices parser of `ember run` does not reject repeated keys; this one does, like the others.

@@ -338,6 +338,28 @@ struct BindingConfig {
   uint64_t scaling_period_us = 1'000'000;
 };
 
+/// `generation:` — how a node's generative models decode (docs/design/generation.md; read by
+/// nodes, mapped onto each model's GenerationLoop: actors/node/engine/generation_loop.hpp). Every
+/// generative model on a device gets these bounds; each has its own KV cache within them.
+struct GenerationConfig {
+  /// Sequences decoding at once per model (vLLM's max_num_seqs). Default 256; 1..65536.
+  uint32_t max_num_seqs = 256;
+  /// Tokens fed in one step, all sequences together (vLLM's max_num_batched_tokens): larger steps
+  /// prefill faster and delay each decode step longer. Default 2048; max_num_seqs..1048576.
+  uint32_t max_num_batched_tokens = 2048;
+  /// Requests waiting per model beyond the running ones; past it a new one is refused (503).
+  /// Default 1024; 1..1000000.
+  uint32_t max_waiting = 1024;
+  /// Device memory a model's KV cache may hold at once: a share of the device's model pool
+  /// ("50%", the default: half for tokens, half for the weights late binding swaps through) or a
+  /// size ("2GiB"; 0 < size). kv_cache_bytes 0 means the share kv_cache_fraction in (0, 1].
+  double kv_cache_fraction = 0.5;
+  uint64_t kv_cache_bytes = 0;
+  /// Host memory per model for KV blocks moved out of the device when the blocks run short (vLLM's
+  /// swap_space). Default 4 GiB; 0: a preempted sequence is always recomputed.
+  uint64_t kv_swap_space = 4ull << 30;
+};
+
 /// `security:` — the control plane (CAF: manager, nodes, gateways, consoles). Read by every process
 /// kind that joins a cluster; the API's TLS is gateway.tls_*, separately.
 struct SecurityConfig {
@@ -378,6 +400,7 @@ struct ClusterConfig {
   NodeConfig node;
   TransferConfig transfer;
   BindingConfig binding;
+  GenerationConfig generation;
   SecurityConfig security;
   AutoscaleConfig autoscale;
   /// The loop's settings, from the same `autoscale:` section (enabled, interval, look_back,

@@ -1,4 +1,5 @@
-// Internal to config/: what cluster_config.cpp, binding_config.cpp and autoscale_config.cpp share.
+// Internal to config/: what cluster_config.cpp, binding_config.cpp, generation_config.cpp and
+// autoscale_config.cpp share.
 // Not for other folders: everyone else reaches the config through parse_cluster_config and
 // validate(const ClusterConfig&).
 #pragma once
@@ -29,6 +30,10 @@ Status check_number(const std::string& at, const std::string& key, double v, dou
 /// The `binding:` section (binding_config.cpp).
 Status parse_binding(const config_yaml::YamlSection& s, BindingConfig& c);
 Status validate_binding(const BindingConfig& b, const std::string& at);
+
+/// The `generation:` section (generation_config.cpp).
+Status parse_generation(const config_yaml::YamlSection& s, GenerationConfig& c);
+Status validate_generation(const GenerationConfig& g, const std::string& at);
 
 /// The `autoscale:` section (autoscale_config.cpp); check_autoscale_config validates it.
 Status parse_autoscale(const config_yaml::YamlSection& s, AutoscaleConfig& c, AutoscalerSettings& loop);

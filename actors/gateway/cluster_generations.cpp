@@ -70,6 +70,7 @@ struct relay_state {
   uint64_t attempt = 0;  // bumps with each send: replies of older sends are ignored
   int sends = 0;
   std::set<uint64_t> failed_nodes;  // nodes that lost or refused this stream
+  std::optional<Error> refused;     // the last replica's refusal before any chunk (its queue full)
   bool waiting = false;             // a poll timer runs
 
   std::vector<int32_t> forwarded;  // every token the client got
@@ -198,6 +199,8 @@ void dispatch(relay_actor* self) {
   if (!r) {
     if (st.any_chunk || st.sends > 0) {
       // A continuation (or a retry after a refusal) needs another replica now: the one(s) tried failed.
+      // Refused everywhere before a token: the client gets the refusal itself (a full queue, say).
+      if (!st.any_chunk && st.refused) return fail(self, *st.refused);
       return fail(self, unavailable("the node serving the generation was lost and no other replica of model '" +
                                     st.request.model.to_string() + "' is ready to continue it"));
     }
@@ -233,6 +236,7 @@ void dispatch(relay_actor* self) {
               // A refusal by this replica (its queue full, no replica there after all) or its loss:
               // another one may take the stream; anything else is the request's own fault.
               if (e.code() != ErrorCode::unavailable) return fail(self, e);
+              st.refused = e;
               drop_node(self);
               if (st.sends >= st.shared->options.max_attempts) return fail(self, e);
               dispatch(self);

@@ -85,6 +85,18 @@ Result<LateBinding> late_binding(const NodeConfig& node, const BindingConfig& bi
   return late;
 }
 
+/// The `generation:` section as every generative model's loop bounds (each names its own KV cache).
+engine::GenerationLoopConfig generation_loop_config(const GenerationConfig& g) {
+  engine::GenerationLoopConfig c;
+  c.batcher.max_num_seqs = g.max_num_seqs;
+  c.batcher.max_num_batched_tokens = g.max_num_batched_tokens;
+  c.batcher.max_waiting = g.max_waiting;
+  c.kv.pool_fraction = g.kv_cache_fraction;
+  c.kv.budget_bytes = g.kv_cache_bytes;
+  c.kv.host_bytes = g.kv_swap_space;
+  return c;
+}
+
 }  // namespace
 
 NodeProcess::NodeProcess(caf::actor_system& sys)
@@ -96,7 +108,8 @@ NodeProcess::NodeProcess(caf::actor_system& sys)
 
 Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, const NodeConfig& node,
                                                         const DevicesConfig& devices, const TransferConfig& transfer,
-                                                        const BindingConfig& binding, const SecurityConfig& security) {
+                                                        const BindingConfig& binding, const SecurityConfig& security,
+                                                        const GenerationConfig& generation) {
   std::unique_ptr<NodeProcess> p(new NodeProcess(sys));
   p->name_ = node.name.empty() ? default_node_name() : node.name;
   p->instruments_ = std::make_unique<NodeInstruments>();
@@ -113,9 +126,15 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   engine_options.io_batch = binding.io_batch;
   engine_options.node = std::make_shared<NodeEngines>();
   engine_options.staging_bytes = binding.staging_bytes;
+  engine_options.generation = generation_loop_config(generation);
   for (auto& d : opened.devices) {
     const uint32_t ordinal = d->info().ordinal;
     EMBER_ASSIGN_OR_RETURN(auto engine, ExecutorEngine::create(std::move(d), engine_options));
+    if (generation.kv_cache_bytes > engine->engine_memory().pool_capacity) {
+      return invalid_argument("generation.kv_cache: " + format_bytes(generation.kv_cache_bytes) + " is more than " +
+                              engine->device_info().name + "'s model pool (" +
+                              format_bytes(engine->engine_memory().pool_capacity) + ")");
+    }
     const auto mem = engine->memory();
     reports.push_back({engine->device_info().name, mem.capacity_bytes, mem.used_bytes});
     pools.push_back(engine->engine_memory().pool_capacity);

@@ -45,11 +45,14 @@ class NodeInstruments;
 
 class NodeProcess {
  public:
-  /// `security` gives the node's data plane tickets and TLS (security.ticket_key_file, data_plane).
+  /// `security` gives the node's data plane tickets and TLS (security.ticket_key_file, data_plane);
+  /// `generation` bounds every generative model's loop (a kv_cache size over a device's model pool
+  /// is refused, naming the device).
   static Result<std::unique_ptr<NodeProcess>> start(caf::actor_system& sys, const NodeConfig& node,
                                                     const DevicesConfig& devices, const TransferConfig& transfer = {},
                                                     const BindingConfig& binding = {},
-                                                    const SecurityConfig& security = {});
+                                                    const SecurityConfig& security = {},
+                                                    const GenerationConfig& generation = {});
   ~NodeProcess();
 
   const node_router_actor& router() const { return router_; }

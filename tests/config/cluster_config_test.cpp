@@ -41,6 +41,12 @@ void expect_defaults(const ClusterConfig& c) {
   EXPECT_EQ(c.node.repository, "");
   EXPECT_EQ(c.node.rejoin_interval_us, 1'000'000u);
   EXPECT_EQ(c.node.max_queue, 1024u);
+  EXPECT_EQ(c.generation.max_num_seqs, 256u);
+  EXPECT_EQ(c.generation.max_num_batched_tokens, 2048u);
+  EXPECT_EQ(c.generation.max_waiting, 1024u);
+  EXPECT_DOUBLE_EQ(c.generation.kv_cache_fraction, 0.5);
+  EXPECT_EQ(c.generation.kv_cache_bytes, 0u);
+  EXPECT_EQ(c.generation.kv_swap_space, 4ull << 30);
   EXPECT_EQ(c.node.max_queued_per_model, 256u);
   EXPECT_EQ(c.node.max_queued_total, 4096u);
   EXPECT_FALSE(c.node.allow_faults);
@@ -407,8 +413,8 @@ INSTANTIATE_TEST_SUITE_P(
     UnknownKeysAndShapes, ClusterConfigErrors,
     ::testing::Values(
         BadCase{"managr:\n  listen: a:1\n",
-                "ember.yaml: managr: unknown key (known: manager, gateway, node, devices, binding, transfer, "
-                "autoscale, security)"},
+                "ember.yaml: managr: unknown key (known: manager, gateway, node, devices, binding, generation, "
+                "transfer, autoscale, security)"},
         BadCase{"transport: tcp\n", "ember.yaml: transport: unknown key"},
         BadCase{"manager:\n  heartbeats: 1s\n", "manager.heartbeats: unknown key (known: listen, data_listen,"},
         BadCase{"gateway:\n  threads: 4\n", "gateway.threads: unknown key"},

@@ -19,7 +19,9 @@ Scenarios:
             LLMs share one small device by late binding: their streams run at once while the device
             holds only one of them, so each eviction sets the other's KV cache aside and its next
             binding takes it back; both streams still equal the reference, and the node counts the
-            preemptions. ~1 min.
+            preemptions. Last, the config's generation: section: a KV cache over the pool stops the
+            process at start; under max_num_seqs 1 and max_waiting 1, beside a running stream, one
+            more waits and another is refused with 503. ~1 min.
   cluster   a manager, two `ember node`s and a standalone `ember gateway`: the same checks through
             the gateway, then the kill: a long greedy stream of the Llama while the node serving it
             is SIGKILLed; the stream goes on from another replica (a prefill of prompt plus the
@@ -246,6 +248,72 @@ def serve_body(ember, work, procs, logs):
     check_errors(http_port, gpt2)
     check_disconnect(http_port, llama)
     check_shared_device(ember, work, procs, logs, repo, gpt2, llama)
+    check_generation_config(ember, work, procs, logs, repo, llama)
+
+
+def check_generation_config(ember, work, procs, logs, repo, llama):
+    """The config file's `generation:` section reaches every model's loop: a KV cache larger than
+    the device's model pool stops `ember serve` at start, naming the key. With one sequence at once
+    and one waiting: while a long stream runs, of two more sent together one waits and one is
+    refused with 503 before its first token; the waiting one runs once the long one is cancelled
+    (its client leaves) and equals PyTorch."""
+    procs["shared"].terminate()
+    procs["shared"].wait()
+    bad = os.path.join(work, "too-much-kv.yaml")
+    with open(bad, "w") as f:
+        f.write("generation:\n  kv_cache: 1GiB\n")
+    out = subprocess.run([ember, "serve", "--config", bad, "--repository", repo, "--http", f"127.0.0.1:{free_port()}",
+                          "--device", "sim", "--device-memory", "160MiB"], capture_output=True, text=True, timeout=60)
+    if out.returncode == 0 or "generation.kv_cache: 1.00 GiB is more than sim:0's model pool" not in out.stderr + out.stdout:
+        raise Failure(f"a KV cache over the pool: exit {out.returncode}, {(out.stderr + out.stdout)[-400:]}")
+    config = os.path.join(work, "one-at-a-time.yaml")
+    with open(config, "w") as f:
+        f.write("generation:\n  max_num_seqs: 1\n  max_waiting: 1\n  kv_cache: 25%\n")
+    port = free_port()
+    logs["bounded"] = open(os.path.join(work, "bounded.log"), "a")
+    procs["bounded"] = subprocess.Popen([ember, "serve", "--config", config, "--repository", repo, "--http",
+                                         f"127.0.0.1:{port}", "--device", "sim", "--device-memory", "160MiB",
+                                         "--threads", "1"], stdout=logs["bounded"], stderr=subprocess.STDOUT)
+    wait_for("ember serve with a generation section", lambda: request(port, "GET", "/v2/health/ready")[0] == 200, 60)
+    prompt = llama.tokenizer_ref(["Once upon a time"])[0]["ids"]
+    want = llama.greedy(prompt, TOKENS)[1]
+    # The long stream: running (its first chunk read) before the other two are sent.
+    long_body = {"model": llama.name, "prompt": prompt, "max_tokens": 3000, "temperature": 0, "ignore_eos": True,
+                 "stream": True}
+    long = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    long.request("POST", "/v1/completions", body=json.dumps(long_body), headers={"Content-Type": "application/json"})
+    r = long.getresponse()
+    if r.status != 200:
+        raise Failure(f"the long stream under max_num_seqs 1: HTTP {r.status} {r.read()[:300]}")
+    while not r.readline().startswith(b"data:"):
+        pass
+    results = [None, None]
+
+    def client(i):
+        body = {"model": llama.name, "prompt": prompt, "max_tokens": TOKENS, "temperature": 0, "ignore_eos": True,
+                "stream": True}
+        results[i] = sse_events(port, "/v1/completions", body, timeout=120)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    wait_for("one of the two refused", lambda: any(x and x[0] != 200 for x in results) or not threads[0].is_alive()
+             or not threads[1].is_alive(), 60)
+    long.close()  # the long stream's client leaves: cancelled, the waiting one runs
+    for t in threads:
+        t.join(120)
+    statuses = sorted(x[0] if x else None for x in results)
+    if statuses != [200, 503]:
+        raise Failure(f"two streams beside a running one under max_num_seqs 1, max_waiting 1: statuses {statuses}, "
+                      f"{[x[1] for x in results if x and x[0] != 200]}")
+    events = next(x[1] for x in results if x[0] == 200)
+    got = "".join(c.get("text", "") for e in events if isinstance(e, dict) for c in e.get("choices", []))
+    expect("the stream that waited under max_num_seqs 1", got, want)
+    refused = next(x[1] for x in results if x[0] == 503)
+    if "queue is full" not in refused:
+        raise Failure(f"the refused stream's 503 does not say the queue is full: {refused[:300]}")
+    print(f"  generation: section: a KV cache over the pool refused at start; beside a running stream under "
+          f"max_num_seqs 1 and max_waiting 1, one waited and equals PyTorch, one got 503: {refused[:120]}")
 
 
 def check_disconnect(port, llama):

@@ -29,8 +29,8 @@ Status GenerationBatcher::submit(uint64_t seq, std::vector<int64_t> prompt, uint
   }
   if (submitted_waiting_ >= config_.max_waiting) {
     ++counters_.rejected;
-    return unavailable("the generation queue is full (" + std::to_string(config_.max_waiting) +
-                       " sequences waiting): sequence " + std::to_string(seq) + " refused");
+    return unavailable("the generation queue is full: " + std::to_string(config_.max_waiting) +
+                       " request(s) already wait for this model (generation.max_waiting); try again later");
   }
   Seq s;
   s.tokens = std::move(prompt);

@@ -299,6 +299,17 @@ TEST_F(ClusterGenerationsTest, ARefusalBeforeAnyChunkTriesAnotherReplicaOrReache
   ASSERT_EQ(refused->calls.size(), 1u);
   ASSERT_FALSE(refused->calls[0].ok());
   EXPECT_EQ(refused->calls[0].error().code(), ErrorCode::invalid_argument);
+
+  // Every replica full: the client is told so (the node's own words), not that a node was lost.
+  auto full = std::make_shared<NodeScript>();
+  full->mode = Mode::refuse;
+  publish({node(4, full)});
+  auto busy = generate("cmpl-3");
+  d_.run();
+  ASSERT_EQ(busy->calls.size(), 1u);
+  ASSERT_FALSE(busy->calls[0].ok());
+  EXPECT_EQ(busy->calls[0].error().code(), ErrorCode::unavailable);
+  EXPECT_EQ(busy->calls[0].error().message(), "queue full");
 }
 
 TEST_F(ClusterGenerationsTest, CancelReachesTheNodeAndEndsTheStream) {
