@@ -13,6 +13,7 @@ Needs root (network namespaces). Runs with /usr/bin/python3 (numpy, matplotlib).
                             [--start-minute M] [--seconds-per-minute 3] [--target-rps 12]
                             [--rate-scale S] [--slo-ms 1000] [--seed 1] [--arms today,knative,...]
                             [--work DIR] [--plot autoscale_replay.png] [--workers 128]
+                            [--write-trace requests.csv [--trace-only]]
 
   quick check:  bench/autoscale_replay.py --functions 4 --minutes 6 --arms today,ember-ongoing
 
@@ -553,19 +554,27 @@ def main():
     ap.add_argument("--work", default=None, help="work directory to keep (default: a temporary one)")
     ap.add_argument("--plot", default="autoscale_replay.png")
     ap.add_argument("--workers", type=int, default=128, help="client threads")
+    ap.add_argument("--write-trace", default=None, metavar="CSV",
+                    help="also write the replay's requests as time_s,model (what `ember sim` replays: the "
+                         "simulator and the cluster see the same requests)")
+    ap.add_argument("--trace-only", action="store_true",
+                    help="write --write-trace and stop (no cluster, no root needed)")
     args = ap.parse_args()
 
-    if os.geteuid() != 0:
+    if args.trace_only and not args.write_trace:
+        sys.exit("--trace-only needs --write-trace CSV")
+    if os.geteuid() != 0 and not args.trace_only:
         sys.exit("needs root (network namespaces): run with sudo")
     args.ember = os.path.abspath(args.ember)
-    if not os.access(args.ember, os.X_OK):
+    if not args.trace_only and not os.access(args.ember, os.X_OK):
         sys.exit(f"{args.ember} is not built")
     arms = [a.strip() for a in args.arms.split(",") if a.strip()]
     for a in arms:
         if a not in ARMS:
             sys.exit(f"unknown arm {a!r}; arms: {', '.join(ARMS)}")
 
-    if subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.count("ember-h"):
+    if not args.trace_only and subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                               text=True).stdout.count("ember-h"):
         sys.exit("an emulated cluster (ember-h* namespaces) is already up: not touching it; "
                  "take it down with deploy/netns-cluster.sh down first")
 
@@ -595,6 +604,14 @@ def main():
     for n, h, row in zip(names, chosen, W):
         print(f"| {h[:8]} | {n} | {sizes[n]} | {run_ms[h]:.0f} | {row.sum()} | {per[n]} |")
     print(f"busiest: {busiest}")
+    if args.write_trace:
+        with open(args.write_trace, "w") as f:
+            f.write("time_s,model\n")
+            for t, m in events:
+                f.write(f"{t:.6f},{m}\n")
+        print(f"requests written to {args.write_trace}")
+        if args.trace_only:
+            return
 
     work = os.path.abspath(args.work) if args.work else tempfile.mkdtemp(prefix="autoscale_replay.")
     os.makedirs(work, exist_ok=True)
