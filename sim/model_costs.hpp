@@ -1,0 +1,54 @@
+// ModelCosts: what one model costs in a simulation, from its measured profile (issue 36: "modelled
+// from measured profiles, never hand-typed constants"; docs/design/simulator.md). The profile is the
+// model's profile.json (model/model_profile.hpp: per layer, its bytes and its warm execution time
+// at each measured batch size, on the device that measured it); `speedup` says how much faster the
+// modelled GPU runs than that device (1: the same; a profile taken on a simulated device and a
+// cluster of H100s would give the ratio the executor benchmarks measured between the two).
+//
+// A batch's time is the sum of its layers' times. Between two measured batch sizes a layer's time
+// is interpolated linearly; below the smallest it is the smallest's (a batch never runs faster than
+// its smallest measured size); above the largest it grows along the last two measured sizes' slope
+// (one measured size: in proportion to the batch). Slopes below 0 (noise: a larger batch measured
+// faster) count as 0. Times are microseconds, rounded to the nearest, at least 1 for a model with a
+// layer that takes any time.
+//
+// Errors (invalid_argument naming the model): no batch measured, batch sizes not ascending or 0,
+// no layer, a layer whose times do not match the batches or are negative or not finite, a speedup
+// not above 0. Pure: immutable once made, any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.hpp"
+#include "model/model_profile.hpp"
+
+namespace ember::sim {
+
+class ModelCosts {
+ public:
+  static Result<ModelCosts> from_profile(const gpu::ModelProfile& profile, double speedup = 1.0);
+
+  const std::string& model() const { return model_; }
+  uint64_t weights_bytes() const { return weights_bytes_; }
+  size_t layers() const { return layer_bytes_.size(); }
+  uint64_t layer_bytes(size_t layer) const { return layer_bytes_.at(layer); }
+
+  /// Microseconds one batch of `batch` (>= 1) takes on the modelled GPU, every layer.
+  uint64_t exec_us(uint32_t batch) const;
+  /// Microseconds layers [first, last) take for a batch of `batch` (a pipeline stage's share).
+  uint64_t exec_us(uint32_t batch, size_t first, size_t last) const;
+
+ private:
+  /// One layer's time at `batch`, microseconds, unrounded.
+  double layer_us(size_t layer, uint32_t batch) const;
+
+  std::string model_;
+  uint64_t weights_bytes_ = 0;
+  std::vector<uint32_t> batches_;
+  std::vector<std::vector<double>> layer_us_;  // [layer][batch index], already divided by speedup
+  std::vector<uint64_t> layer_bytes_;
+};
+
+}  // namespace ember::sim
