@@ -37,35 +37,31 @@ void evict_on(manager_pointer self, const ScaleDriver::Evict& e) {  // no answer
   if (const auto* n = self->state.members.find(e.node)) caf::anon_send(n->router, evict_atom_v, e.key);
 }
 
+void on_load_answer(manager_pointer self, const model_key& key, uint64_t node, uint64_t attempt,
+                    const Result<replica_info>& r, bool announce, bool completion);
+
+/// What the ReplicaDriver's decisions send, publish and run, in the order it makes them.
+ReplicaActions replica_actions(manager_pointer self) {
+  ReplicaActions a;
+  a.send_load = [self](const model_key& key, uint64_t node, uint64_t attempt, load_replica load) {
+    request_load(self, node, std::move(load), [self, key, node, attempt](const Result<replica_info>& r) {
+      on_load_answer(self, key, node, attempt, r, true, false);
+    });
+  };
+  a.run_pipeline = [self](PipelineOrders orders) { run(self, orders); };
+  a.publish = [self](const model_key& key) { publish(self, {key}); };
+  a.chain_timer = [self] { arm_chain_timer(self); };
+  a.drain_step = [self] { drain_step(self); };
+  return a;
+}
+
 /// `announce` false: the caller publishes and places afterwards (a pipeline's members completing
 /// into replicas together, in one routing update). `completion`: a pipeline member's load of the
 /// rest of the model (paced on purpose): not a cold start, so neither counted nor fed to the
 /// autoscaler's cold-start estimate.
 void on_load_answer(manager_pointer self, const model_key& key, uint64_t node, uint64_t attempt,
-                    const Result<replica_info>& r, bool announce = true, bool completion = false) {
-  auto& st = self->state;
-  st.members.unreserve(node, attempt);  // bound below on success; free again otherwise
-  if (r.ok()) {
-    ModelVersion* v = st.registry.replica_ready(key, node, attempt, *r);
-    if (!v) return;  // stale
-    st.members.bind(node, r->device, v->entry.weights_bytes);
-    st.members.note_cached(node, key, true);
-    st.partitions.allow(key);
-    if (!completion) st.scaler.cold_start(r->source, r->load_us);
-    if (!announce) return;  // the caller publishes, then answers the waiters
-    // The routing update first, then the answers: a gateway relays a load's answer, and both travel
-    // the same way to it, in order, so it routes to the replica before its client hears "ready".
-    publish(self, {key});
-    st.registry.answer_waiters(*v);
-    if (v->loading_on.empty() && v->replicas.size() < v->wanted) place(self, key);  // wanted more meanwhile
-    if (st.scaler.nodes_draining()) drain_step(self);
-    return;
-  }
-  const auto* n = st.members.find(node);
-  const auto outcome = st.registry.load_failed(key, node, attempt, r.error(), n ? n->report.name : "");
-  if (outcome == ModelRegistry::LoadFailure::stale || !announce) return;
-  publish(self, {key});
-  if (outcome == ModelRegistry::LoadFailure::retry_elsewhere) place(self, key);  // another node, if any is left
+                    const Result<replica_info>& r, bool announce, bool completion) {
+  self->state.replicas.answered(key, node, attempt, r, announce, completion, now_ms(self), replica_actions(self));
 }
 
 /// A drain is over: the node unbinds the replica (its executor answers what was queued first; the
@@ -153,14 +149,17 @@ void ping_silent(manager_pointer self, uint64_t id) {
 }  // namespace
 
 void request_load(manager_pointer self, const ModelVersion& v, const LoadPlan& plan, LoadAnswer done) {
-  auto msg = load_request(v, plan);
-  if (plan.transfer_id != 0) msg.controller = caf::actor_cast<caf::actor>(self);
-  auto hop = self->state.members.find(plan.node)->report.name;
-  send_load(self, plan.node, std::move(msg),
-            [self, done, transfer = plan.transfer_id, hop](const Result<replica_info>& r) mutable {
-              send_splices(self, self->state.relay.hop_ended(transfer, hop, r.ok(), now_ms(self)));
-              done(r);
-            });
+  request_load(self, plan.node, load_request(v, plan), std::move(done));
+}
+
+void request_load(manager_pointer self, uint64_t node, load_replica msg, LoadAnswer done) {
+  const uint64_t transfer = msg.transfer_id;
+  if (transfer != 0) msg.controller = caf::actor_cast<caf::actor>(self);
+  auto hop = self->state.members.find(node)->report.name;
+  send_load(self, node, std::move(msg), [self, done, transfer, hop](const Result<replica_info>& r) mutable {
+    send_splices(self, self->state.relay.hop_ended(transfer, hop, r.ok(), now_ms(self)));
+    done(r);
+  });
 }
 
 /// A partitioned cold start's orders, one after the other (PartitionController).
@@ -208,26 +207,9 @@ void run(manager_pointer self, const PipelineOrders& orders) {
   }
 }
 
-/// Starts the replicas `key` lacks (at least one) unless loads are in flight: drains come back
-/// first, then a pipeline when one pays, else whole replicas where placement says.
+/// Starts the replicas `key` lacks (at least one) unless loads are in flight (ReplicaDriver::place).
 void place(manager_pointer self, const model_key& key) {
-  auto& st = self->state;
-  if (const ModelVersion* f = st.registry.find(key); f && st.partitions.find(f->key())) return;  // a pipeline build
-  if (st.scaler.revive(key)) publish(self, {key});
-  ModelVersion* v = st.registry.to_place(key);
-  if (!v) return;
-  if (auto pipeline = st.partitions.start(*v, st.scaler.autoscaler()); !pipeline.empty()) return run(self, pipeline);
-  auto plans = st.planner.place(*v, now_ms(self));
-  if (!plans.ok()) return st.registry.placement_failed(*v, plans.error());
-  for (const auto& plan : plans->loads) {
-    const uint64_t attempt = st.registry.load_started(*v, plan.node);
-    st.members.reserve(plan.node, attempt, v->entry.weights_bytes);
-    request_load(self, *v, plan, [self, key, node = plan.node, attempt](const Result<replica_info>& r) {
-      on_load_answer(self, key, node, attempt, r);
-    });
-  }
-  arm_chain_timer(self);
-  publish(self, {key});
+  self->state.replicas.place(key, now_ms(self), replica_actions(self));
 }
 
 void scale_tick(manager_pointer self) {

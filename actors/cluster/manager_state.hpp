@@ -24,6 +24,7 @@
 #include "actors/cluster/cluster_manager.hpp"
 #include "actors/cluster/node_liveness.hpp"
 #include "actors/cluster/partition_controller.hpp"
+#include "actors/cluster/replica_driver.hpp"
 #include "actors/cluster/routing_publisher.hpp"
 #include "actors/cluster/scale_driver.hpp"
 #include "actors/cluster/ticket_issuer.hpp"
@@ -53,6 +54,7 @@ struct manager_state {
   RoutingPublisher routing;
   PartitionController partitions{registry, members, planner};
   ScaleDriver scaler{registry, members, planner};
+  ReplicaDriver replicas{registry, members, planner, partitions, scaler};
   NodeLiveness liveness{registry, members};
   TicketIssuer tickets;
   admin_actor admin;  // the console's (config.admin), or none
@@ -94,6 +96,8 @@ using LoadAnswer = std::function<void(const Result<replica_info>&)>;
 /// Asks `plan.node` for a replica of `v` (or only for the bytes); the chain relay sees the answer,
 /// then `done` gets it.
 void request_load(manager_pointer self, const ModelVersion& v, const LoadPlan& plan, LoadAnswer done);
+/// The same for a load message already made (ReplicaDriver's).
+void request_load(manager_pointer self, uint64_t node, load_replica msg, LoadAnswer done);
 /// Starts the replicas `key` lacks (at least one) unless loads are in flight.
 void place(manager_pointer self, const model_key& key);
 /// A partitioned cold start's orders, one after the other.

@@ -1,0 +1,50 @@
+#include "actors/cluster/replica_driver.hpp"
+
+namespace ember {
+
+void ReplicaDriver::place(const model_key& key, int64_t now_ms, const ReplicaActions& act) {
+  if (const ModelVersion* f = registry_.find(key); f && partitions_.find(f->key())) return;  // a pipeline build
+  if (scaler_.revive(key)) act.publish(key);
+  ModelVersion* v = registry_.to_place(key);
+  if (!v) return;
+  if (auto pipeline = partitions_.start(*v, scaler_.autoscaler()); !pipeline.empty()) {
+    return act.run_pipeline(std::move(pipeline));
+  }
+  auto plans = planner_.place(*v, now_ms);
+  if (!plans.ok()) return registry_.placement_failed(*v, plans.error());
+  for (const auto& plan : plans->loads) {
+    const uint64_t attempt = registry_.load_started(*v, plan.node);
+    members_.reserve(plan.node, attempt, v->entry.weights_bytes);
+    act.send_load(key, plan.node, attempt, load_request(*v, plan));
+  }
+  act.chain_timer();
+  act.publish(key);
+}
+
+void ReplicaDriver::answered(const model_key& key, uint64_t node, uint64_t attempt, const Result<replica_info>& r,
+                             bool announce, bool completion, int64_t now_ms, const ReplicaActions& act) {
+  members_.unreserve(node, attempt);  // bound below on success; free again otherwise
+  if (r.ok()) {
+    ModelVersion* v = registry_.replica_ready(key, node, attempt, *r);
+    if (!v) return;  // stale
+    members_.bind(node, r->device, v->entry.weights_bytes);
+    members_.note_cached(node, key, true);
+    partitions_.allow(key);
+    if (!completion) scaler_.cold_start(r->source, r->load_us);
+    if (!announce) return;  // the caller publishes, then answers the waiters
+    // The routing update first, then the answers: a gateway relays a load's answer, and both travel
+    // the same way to it, in order, so it routes to the replica before its client hears "ready".
+    act.publish(key);
+    registry_.answer_waiters(*v);
+    if (v->loading_on.empty() && v->replicas.size() < v->wanted) place(key, now_ms, act);  // wanted more meanwhile
+    if (scaler_.nodes_draining()) act.drain_step();
+    return;
+  }
+  const auto* n = members_.find(node);
+  const auto outcome = registry_.load_failed(key, node, attempt, r.error(), n ? n->report.name : "");
+  if (outcome == ModelRegistry::LoadFailure::stale || !announce) return;
+  act.publish(key);
+  if (outcome == ModelRegistry::LoadFailure::retry_elsewhere) place(key, now_ms, act);  // another node, if any is left
+}
+
+}  // namespace ember

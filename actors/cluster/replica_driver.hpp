@@ -1,0 +1,81 @@
+// ReplicaDriver: what the manager does to bring a model version to the replicas it wants, and with
+// each load's answer, as data (issue 36: the decisions the cluster manager actor made inline, moved
+// into a plain class so that the simulator runs the same code; docs/design/simulator.md).
+//
+// place(key) decides in order: nothing while a partitioned cold start builds (the pipeline owns the
+// version); a drain still serving comes back first (ScaleDriver::revive, then publish); the version
+// the registry says needs placing (ModelRegistry::to_place), if any, is started as a pipeline when
+// one pays (PartitionController::start), else as whole replicas where LoadPlanner::place says, each
+// load registered (ModelRegistry::load_started) with its device memory reserved (Membership) until
+// it answers; no node with room fails the waiters (ModelRegistry::placement_failed).
+// answered(...) takes a load's answer: the reservation goes; a replica is bound (Membership), its
+// bytes noted as cached, the model may be partitioned again, the cold start fed to the autoscaler
+// (not a pipeline's completion), then the routing is published before the waiters are answered (a
+// gateway relays the answer; the update travels first, so it routes to the replica before its client
+// hears "ready"); a version still short of replicas is placed again; node drains take a step. A
+// failed load is published and placed elsewhere when the registry says so.
+//
+// What leaves the manager goes through ReplicaActions, called in the order the decisions are made
+// (as the actor did inline: a routing update before the waiters hear, a load's send before the
+// routing update that shows it loading): the actor's send loads, run pipeline orders and publish;
+// the simulator's schedule simulated events. Waiters are answered through the registry (they are
+// the callers' callbacks). The classes it drives are the actor's, shared with its other handlers
+// (all must outlive it).
+//
+// Plain C++, no CAF: owned and called by the cluster_manager actor only (not thread-safe), or by
+// the simulator in its place. Time is a parameter (milliseconds of the actor clock). Re-entrant
+// through its actions (a pipeline's orders may answer loads, which may place again), as the actor
+// was: it keeps no state of its own.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+#include "actors/cluster/load_planner.hpp"
+#include "actors/cluster/membership.hpp"
+#include "actors/cluster/model_registry.hpp"
+#include "actors/cluster/partition_controller.hpp"
+#include "actors/cluster/scale_driver.hpp"
+#include "actors/loading_messages.hpp"
+#include "base/status.hpp"
+
+namespace ember {
+
+/// What the driver's decisions make the manager do (every function must be set).
+struct ReplicaActions {
+  /// Send load `attempt` of `key` to `node` (a chain hop's transfer_id is set: the actor adds its
+  /// controller); its answer goes to ReplicaDriver::answered(key, node, attempt, ...).
+  std::function<void(const model_key& key, uint64_t node, uint64_t attempt, load_replica load)> send_load;
+  /// Run a partitioned cold start's orders (PartitionController).
+  std::function<void(PipelineOrders orders)> run_pipeline;
+  /// A routing update of `key` to every gateway.
+  std::function<void(const model_key& key)> publish;
+  /// Arm the chain stall check (transfers may have started).
+  std::function<void()> chain_timer;
+  /// One pass of the console's node drains.
+  std::function<void()> drain_step;
+};
+
+class ReplicaDriver {
+ public:
+  ReplicaDriver(ModelRegistry& registry, Membership& members, LoadPlanner& planner, PartitionController& partitions,
+                ScaleDriver& scaler)
+      : registry_(registry), members_(members), planner_(planner), partitions_(partitions), scaler_(scaler) {}
+
+  /// Starts the replicas `key` lacks (at least one) unless loads are in flight (the header).
+  void place(const model_key& key, int64_t now_ms, const ReplicaActions& act);
+  /// Load `attempt` of `key` on `node` answered `r`. `announce` false: the caller publishes and
+  /// places afterwards (a pipeline's members completing together, in one routing update);
+  /// `completion`: a pipeline member's load of the rest of the model, not a cold start.
+  void answered(const model_key& key, uint64_t node, uint64_t attempt, const Result<replica_info>& r, bool announce,
+                bool completion, int64_t now_ms, const ReplicaActions& act);
+
+ private:
+  ModelRegistry& registry_;
+  Membership& members_;
+  LoadPlanner& planner_;
+  PartitionController& partitions_;
+  ScaleDriver& scaler_;
+};
+
+}  // namespace ember

@@ -1,0 +1,158 @@
+// ReplicaDriver: the manager's placement of a version and its loads' answers, as decisions called
+// in order through ReplicaActions (plain C++, the actor's classes, time passed in). What the actor
+// does with them is cluster_manager_test's; here, the order of what leaves and the state left.
+#include "actors/cluster/replica_driver.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace ember {
+namespace replica_driver_test {
+
+constexpr uint64_t MiB = 1ull << 20;
+
+struct Fixture {
+  ModelRegistry registry;
+  Membership members;
+  ChainController chains;
+  LoadPlanner planner{registry, members, chains};
+  PartitionController partitions{registry, members, planner};
+  ScaleDriver scaler{registry, members, planner};
+  ReplicaDriver driver{registry, members, planner, partitions, scaler};
+  std::vector<std::string> log;  // what left, in order
+  struct Sent {
+    model_key key;
+    uint64_t node, attempt;
+    load_replica load;
+  };
+  std::vector<Sent> sent;
+  std::vector<std::string> answers;  // what the waiters heard
+  ReplicaActions act;
+  const model_key m{"m", 1};
+
+  Fixture() {
+    planner.set_repository({"repo", 9000});
+    (void)registry.apply_scan("", {RepositoryEntry{m, "", "{}", 100 * MiB, ""}});
+    act.send_load = [this](const model_key& key, uint64_t node, uint64_t attempt, load_replica load) {
+      log.push_back("load " + key.to_string() + " on #" + std::to_string(node));
+      sent.push_back({key, node, attempt, std::move(load)});
+    };
+    act.run_pipeline = [this](PipelineOrders) { log.push_back("pipeline"); };
+    act.publish = [this](const model_key& key) {
+      log.push_back("publish " + key.to_string() + " (" + std::to_string(answers.size()) + " answered)");
+    };
+    act.chain_timer = [this] { log.push_back("chain timer"); };
+    act.drain_step = [this] { log.push_back("drain step"); };
+  }
+  uint64_t node(const std::string& name, uint64_t device_mib) {
+    node_report r;
+    r.name = name;
+    r.data = {name, 7000};
+    r.devices.push_back({"sim0", device_mib * MiB, 0});
+    return members.join(r, {});
+  }
+  void want(uint32_t replicas = 0) {
+    auto key = registry.want(m, replicas, replicas > 0, [this](const Result<model_state>& s) {
+      answers.push_back(s.ok() ? "ready" : s.error().message());
+    });
+    ASSERT_TRUE(key.has_value());
+  }
+  replica_info ready(uint64_t node_id) {
+    replica_info info;
+    info.model = m;
+    info.node = members.find(node_id)->report.name;
+    info.device = "sim0";
+    info.source = SourceTier::repository;
+    info.load_us = 1000;
+    return info;
+  }
+};
+
+TEST(ReplicaDriver, AColdStartSendsALoadReservesItsMemoryThenPublishes) {
+  Fixture f;
+  const uint64_t n = f.node("n1", 1024);
+  f.want();
+  f.driver.place(f.m, 0, f.act);
+  EXPECT_EQ(f.log, (std::vector<std::string>{"load m/1 on #1", "chain timer", "publish m/1 (0 answered)"}));
+  ASSERT_EQ(f.sent.size(), 1u);
+  EXPECT_EQ(f.sent[0].load.model, f.m);
+  EXPECT_EQ(f.sent[0].load.blob_bytes, 100 * MiB);
+  ASSERT_EQ(f.sent[0].load.sources.size(), 1u);
+  EXPECT_EQ(f.sent[0].load.sources[0].kind, SourceTier::repository);
+  EXPECT_EQ(f.members.reserved(n), 100 * MiB);
+  EXPECT_EQ(f.registry.find(f.m)->loading_on.count(n), 1u);
+  // A second place while the load is in flight does nothing.
+  f.log.clear();
+  f.driver.place(f.m, 1, f.act);
+  EXPECT_TRUE(f.log.empty());
+}
+
+TEST(ReplicaDriver, AnAnswerBindsPublishesBeforeTheWaitersHearAndPlacesWhatIsStillWanted) {
+  Fixture f;
+  const uint64_t a = f.node("a", 1024);
+  f.node("b", 1024);
+  f.want();
+  f.driver.place(f.m, 0, f.act);
+  ASSERT_EQ(f.sent.size(), 1u);
+  f.registry.find(f.m)->wanted = 2;  // the autoscaler wanted one more meanwhile
+  f.log.clear();
+  f.driver.answered(f.m, a, f.sent[0].attempt, f.ready(a), true, false, 5, f.act);
+  EXPECT_EQ(f.members.reserved(a), 0u);
+  EXPECT_TRUE(f.members.caches(a, f.m));
+  EXPECT_EQ(f.registry.find(f.m)->replicas.count(a), 1u);
+  EXPECT_EQ(f.answers, (std::vector<std::string>{"ready"}));
+  // The routing update left before the waiter heard; then the second replica's load, on b.
+  EXPECT_EQ(f.log, (std::vector<std::string>{"publish m/1 (0 answered)", "load m/1 on #2", "chain timer",
+                                             "publish m/1 (1 answered)"}));
+}
+
+TEST(ReplicaDriver, AFailedLoadIsPublishedAndPlacedOnAnotherNode) {
+  Fixture f;
+  const uint64_t a = f.node("a", 1024);
+  const uint64_t b = f.node("b", 512);
+  f.want();
+  f.driver.place(f.m, 0, f.act);
+  ASSERT_EQ(f.sent.size(), 1u);
+  const uint64_t first = f.sent[0].node;
+  f.log.clear();
+  f.driver.answered(f.m, first, f.sent[0].attempt, Result<replica_info>(unavailable("its device broke")), true, false,
+                    5, f.act);
+  EXPECT_EQ(f.members.reserved(first), 0u);
+  ASSERT_EQ(f.sent.size(), 2u);
+  EXPECT_EQ(f.sent[1].node, first == a ? b : a);
+  EXPECT_EQ(f.log.front(), "publish m/1 (0 answered)");
+  EXPECT_TRUE(f.answers.empty());  // still waiting, for the other node
+  // A stale answer (the attempt is over) changes nothing and sends nothing.
+  f.log.clear();
+  f.driver.answered(f.m, first, f.sent[0].attempt, f.ready(first), true, false, 6, f.act);
+  EXPECT_TRUE(f.log.empty());
+  EXPECT_EQ(f.registry.find(f.m)->replicas.count(first), 0u);
+}
+
+TEST(ReplicaDriver, NoNodeWithRoomFailsTheWaitersAndSendsNothing) {
+  Fixture f;
+  f.node("tiny", 64);
+  f.want();
+  f.driver.place(f.m, 0, f.act);
+  EXPECT_TRUE(f.sent.empty());
+  EXPECT_TRUE(f.log.empty());
+  ASSERT_EQ(f.answers.size(), 1u);
+  EXPECT_NE(f.answers[0].find("no node has room"), std::string::npos) << f.answers[0];
+}
+
+TEST(ReplicaDriver, AnUnannouncedAnswerLeavesPublishingToTheCaller) {
+  Fixture f;
+  const uint64_t a = f.node("a", 1024);
+  f.want();
+  f.driver.place(f.m, 0, f.act);
+  f.log.clear();
+  f.driver.answered(f.m, a, f.sent[0].attempt, f.ready(a), false, true, 5, f.act);
+  EXPECT_TRUE(f.log.empty());
+  EXPECT_TRUE(f.answers.empty());
+  EXPECT_EQ(f.registry.find(f.m)->replicas.count(a), 1u);
+}
+
+}  // namespace replica_driver_test
+}  // namespace ember
