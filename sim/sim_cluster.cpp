@@ -1,0 +1,266 @@
+#include "sim/sim_cluster.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <set>
+
+#include "actors/cluster/chain_controller.hpp"
+#include "actors/cluster/load_planner.hpp"
+#include "actors/cluster/membership.hpp"
+#include "actors/cluster/model_registry.hpp"
+#include "actors/cluster/partition_controller.hpp"
+#include "actors/cluster/replica_driver.hpp"
+#include "actors/cluster/scale_driver.hpp"
+#include "sim/event_loop.hpp"
+#include "sim/flow_network.hpp"
+
+namespace ember::sim {
+
+struct SimCluster::Impl {
+  SimOptions options;
+  std::vector<ModelCosts> models;
+  std::map<std::string, uint32_t> model_index;
+
+  EventLoop loop;
+  FlowNetwork net;
+  std::optional<Topology> topo;
+
+  // The manager's classes, built and wired as manager_state.hpp builds them.
+  ModelRegistry registry;
+  Membership members;
+  ChainController chains;
+  LoadPlanner planner{registry, members, chains};
+  PartitionController partitions{registry, members, planner};
+  ScaleDriver scaler{registry, members, planner};
+  ReplicaDriver driver{registry, members, planner, partitions, scaler};
+  ReplicaActions act;
+
+  std::map<uint64_t, uint32_t> host_of_node;
+  std::map<std::string, uint32_t> host_of_name;
+  std::map<std::pair<uint32_t, uint64_t>, uint64_t> free_at;  // (model, node) -> when its replica frees
+  std::map<FlowId, std::function<void()>> flow_done;
+  EventId flow_event = 0;
+
+  const RequestTrace* trace = nullptr;
+  std::vector<uint32_t> trace_model;  // trace model index -> models index
+  SimResult result;
+  std::vector<bool> settled;  // per request: ran or lost
+  std::optional<Error> failed;
+
+  int64_t now_ms() const { return static_cast<int64_t>(loop.now() / 1000); }
+  static model_key key_of(const ModelCosts& m) { return {m.model(), 1}; }
+
+  /// Moves `bytes` over `path` (none: at once), then `done`.
+  void transfer(const std::vector<LinkId>& path, double bytes, std::function<void()> done) {
+    if (path.empty() || bytes <= 0) {
+      loop.after(0, std::move(done));
+      return;
+    }
+    auto id = net.start(path, bytes, loop.now());
+    if (!id.ok()) {
+      fail(id.error());
+      return;
+    }
+    flow_done[*id] = std::move(done);
+    reschedule_flows();
+  }
+
+  void reschedule_flows() {
+    if (flow_event) loop.cancel(flow_event);
+    flow_event = 0;
+    const auto next = net.next_completion_us();
+    if (!next) return;
+    flow_event = loop.at(std::max(*next, loop.now()), [this] {
+      flow_event = 0;
+      auto ended = net.finished(loop.now());
+      if (!ended.ok()) return fail(ended.error());
+      std::vector<std::function<void()>> callbacks;
+      for (FlowId id : *ended) {
+        callbacks.push_back(std::move(flow_done.at(id)));
+        flow_done.erase(id);
+      }
+      reschedule_flows();
+      for (auto& cb : callbacks) cb();
+    });
+  }
+
+  void fail(const Error& e) {
+    if (!failed) failed = e;
+  }
+
+  /// Runs request `i` on the replica of its model that frees first.
+  void dispatch(size_t i) {
+    RequestOutcome& out = result.requests[i];
+    const ModelCosts& m = models[trace_model[out.model]];
+    const ModelVersion* v = registry.find(key_of(m));
+    if (!v || v->replicas.empty()) {
+      out.lost = true;
+      settled[i] = true;
+      return;
+    }
+    std::optional<std::pair<uint64_t, uint64_t>> best;  // (free at, node)
+    for (const auto& [node, device] : v->replicas) {
+      const uint64_t at = free_at[{trace_model[out.model], node}];
+      if (!best || at < best->first) best = std::pair{at, node};
+    }
+    out.start_us = std::max(loop.now(), best->first);
+    out.end_us = out.start_us + m.exec_us(1);
+    free_at[{trace_model[out.model], best->second}] = out.end_us;
+    settled[i] = true;
+  }
+
+  void arrive(size_t i) {
+    RequestOutcome& out = result.requests[i];
+    const model_key key = key_of(models[trace_model[out.model]]);
+    const ModelVersion* v = registry.find(key);
+    if (v && !v->replicas.empty()) return dispatch(i);
+    out.cold = true;
+    auto wanted = registry.want(key, 0, false, [this, i](const Result<model_state>& s) {
+      if (settled[i]) return;
+      if (s.ok()) return dispatch(i);
+      result.requests[i].lost = true;
+      settled[i] = true;
+    });
+    if (wanted) driver.place(*wanted, now_ms(), act);
+  }
+
+  void schedule_arrival(size_t i) {
+    if (i >= trace->requests.size()) return;
+    loop.at(trace->requests[i].at_us, [this, i] {
+      schedule_arrival(i + 1);
+      arrive(i);
+    });
+  }
+
+  void send_load(const model_key& key, uint64_t node, uint64_t attempt, const load_replica& load) {
+    const uint32_t host = host_of_node.at(node);
+    const uint64_t started = loop.now();
+    std::vector<LinkId> path;
+    std::string tier;
+    SourceTier source = SourceTier::cache;
+    if (members.caches(node, key) || load.sources.empty()) {
+      tier = "cache";
+    } else if (load.sources.front().kind == SourceTier::peer) {
+      auto from = host_of_name.find(load.sources.front().name);
+      if (from == host_of_name.end()) return fail(internal_error("a load from unknown peer " + load.sources.front().name));
+      auto p = topo->between(from->second, host);
+      if (!p.ok()) return fail(p.error());
+      path = std::move(*p);
+      tier = "peer";
+      source = SourceTier::peer;
+    } else {
+      auto p = topo->from_cloud(host);
+      if (!p.ok()) return fail(p.error());
+      path = std::move(*p);
+      tier = "repository";
+      source = SourceTier::repository;
+    }
+    const double bytes = static_cast<double>(load.blob_bytes);
+    transfer(path, bytes, [this, key, node, attempt, host, started, tier, source, bytes] {
+      // Into the device the node has bound least on (ties: the lowest).
+      const ClusterNode* n = members.find(node);
+      uint32_t gpu = 0;
+      uint64_t least = UINT64_MAX;
+      for (uint32_t g = 0; g < topo->spec().gpus_per_host; ++g) {
+        auto it = n->device_weights.find("gpu" + std::to_string(g));
+        const uint64_t bound = it == n->device_weights.end() ? 0 : it->second;
+        if (bound < least) {
+          least = bound;
+          gpu = g;
+        }
+      }
+      auto pcie = topo->to_gpu(host, gpu);
+      if (!pcie.ok()) return fail(pcie.error());
+      transfer(*pcie, bytes, [this, key, node, attempt, started, tier, source, gpu] {
+        replica_info info;
+        info.model = key;
+        info.node = members.find(node)->report.name;
+        info.device = "gpu" + std::to_string(gpu);
+        info.source = source;
+        info.load_us = loop.now() - started;
+        result.cold_starts.push_back({key.name, info.node, tier, started, loop.now()});
+        driver.answered(key, node, attempt, Result<replica_info>(info), true, false, now_ms(), act);
+      });
+    });
+  }
+};
+
+SimCluster::SimCluster(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SimCluster::~SimCluster() = default;
+
+Result<std::unique_ptr<SimCluster>> SimCluster::create(const TopologySpec& topology, std::vector<ModelCosts> models,
+                                                       SimOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  EMBER_ASSIGN_OR_RETURN(auto topo, Topology::build(impl->net, topology));
+  impl->topo.emplace(std::move(topo));
+  std::vector<RepositoryEntry> entries;
+  for (uint32_t i = 0; i < models.size(); ++i) {
+    if (models[i].weights_bytes() == 0) {
+      return invalid_argument("model '" + models[i].model() + "' has no weights to load");
+    }
+    if (!impl->model_index.emplace(models[i].model(), i).second) {
+      return invalid_argument("model '" + models[i].model() + "' is given twice");
+    }
+    entries.push_back(RepositoryEntry{Impl::key_of(models[i]), "", "{}", models[i].weights_bytes(), ""});
+  }
+  impl->models = std::move(models);
+  (void)impl->registry.apply_scan("", std::move(entries));
+  impl->planner.set_repository({"cloud", 443});
+  impl->planner.set_options({.chain = false, .peers = true, .random = false, .seed = 1});
+  for (uint32_t h = 0; h < topology.hosts; ++h) {
+    node_report r;
+    r.name = "host" + std::to_string(h);
+    r.data = {r.name, 7000};
+    for (uint32_t g = 0; g < topology.gpus_per_host; ++g) {
+      r.devices.push_back({"gpu" + std::to_string(g), options.device_bytes, 0});
+    }
+    r.cache_capacity = options.cache_bytes;
+    r.rack = "leaf" + std::to_string(impl->topo->leaf_of(h));
+    const uint64_t id = impl->members.join(r, {});
+    impl->host_of_node[id] = h;
+    impl->host_of_name[r.name] = h;
+  }
+  Impl* self = impl.get();
+  impl->act.send_load = [self](const model_key& key, uint64_t node, uint64_t attempt, load_replica load) {
+    self->send_load(key, node, attempt, load);
+  };
+  impl->act.run_pipeline = [self](PipelineOrders) {
+    self->fail(unsupported("a partitioned cold start is not simulated yet"));
+  };
+  impl->act.publish = [](const model_key&) {};  // the simulated gateway reads the registry
+  impl->act.chain_timer = [] {};                // no chains yet (PlacementOptions::chain off)
+  impl->act.drain_step = [] {};                 // no console drains
+  return std::unique_ptr<SimCluster>(new SimCluster(std::move(impl)));
+}
+
+Result<SimResult> SimCluster::run(const RequestTrace& trace) {
+  Impl& s = *impl_;
+  if (s.trace) return invalid_argument("a SimCluster runs one trace");
+  s.trace = &trace;
+  for (const std::string& name : trace.models) {
+    auto it = s.model_index.find(name);
+    if (it == s.model_index.end()) return invalid_argument("the trace asks for model '" + name + "', which the cluster lacks");
+    s.trace_model.push_back(it->second);
+  }
+  s.result.requests.resize(trace.requests.size());
+  s.settled.assign(trace.requests.size(), false);
+  for (size_t i = 0; i < trace.requests.size(); ++i) {
+    s.result.requests[i].arrival_us = trace.requests[i].at_us;
+    s.result.requests[i].model = trace.requests[i].model;
+  }
+  s.schedule_arrival(0);
+  while (!s.failed && s.loop.step()) {
+  }
+  if (s.failed) return *s.failed;
+  for (size_t i = 0; i < s.settled.size(); ++i) {
+    if (!s.settled[i]) s.result.requests[i].lost = true;  // held for a replica that never came
+  }
+  s.result.events = s.loop.executed();
+  s.result.end_us = s.loop.now();
+  for (const auto& r : s.result.requests) s.result.end_us = std::max(s.result.end_us, r.end_us);
+  return std::move(s.result);
+}
+
+}  // namespace ember::sim

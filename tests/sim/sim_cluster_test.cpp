@@ -1,0 +1,130 @@
+// SimCluster (sim/sim_cluster.hpp): the cluster manager's own classes on the simulated clock. Cold
+// starts whose times the network gives by hand, requests held and run in order, downloads sharing
+// the cloud link, a model no node can hold, and the same run twice.
+#include "sim/sim_cluster.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace ember::sim {
+namespace sim_cluster_test {
+
+ModelCosts model(const std::string& name, uint64_t bytes, double exec_us) {
+  gpu::ModelProfile p;
+  p.model = name;
+  p.weights_bytes = bytes;
+  p.batches = {1};
+  gpu::LayerCost l;
+  l.name = "all";
+  l.bytes = bytes;
+  l.exec_us = {exec_us};
+  p.layers.push_back(l);
+  return *ModelCosts::from_profile(p);
+}
+
+/// Two hosts of one GPU on one leaf; a 100 MB/s cloud link, 1 GB/s host links, no PCIe modelled.
+TopologySpec small() {
+  TopologySpec t;
+  t.hosts = 2;
+  t.gpus_per_host = 1;
+  t.hosts_per_leaf = 2;
+  t.cloud_bytes_per_s = 100e6;
+  t.host_link_bytes_per_s = 1e9;
+  t.spine_link_bytes_per_s = 1e9;
+  return t;
+}
+
+RequestTrace trace(const std::string& csv) {
+  auto t = parse_request_trace("time_s,model\n" + csv, "trace.csv");
+  EXPECT_TRUE(t.ok()) << t.error().message();
+  return *t;
+}
+
+TEST(SimCluster, AColdStartWaitsForTheDownloadAndHeldRequestsRunInOrder) {
+  auto c = SimCluster::create(small(), {model("m", 100'000'000, 10'000)});
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  auto r = (*c)->run(trace("0,m\n0,m\n2,m\n"));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_EQ(r->requests.size(), 3u);
+  // 100 MB over the 100 MB/s cloud link: ready at 1 s; the two held requests run one after the other.
+  EXPECT_TRUE(r->requests[0].cold);
+  EXPECT_EQ(r->requests[0].start_us, 1'000'000u);
+  EXPECT_EQ(r->requests[0].end_us, 1'010'000u);
+  EXPECT_TRUE(r->requests[1].cold);
+  EXPECT_EQ(r->requests[1].start_us, 1'010'000u);
+  EXPECT_EQ(r->requests[1].end_us, 1'020'000u);
+  // Warm at 2 s.
+  EXPECT_FALSE(r->requests[2].cold);
+  EXPECT_EQ(r->requests[2].start_us, 2'000'000u);
+  EXPECT_EQ(r->requests[2].end_us, 2'010'000u);
+  ASSERT_EQ(r->cold_starts.size(), 1u);
+  EXPECT_EQ(r->cold_starts[0].tier, "repository");
+  EXPECT_EQ(r->cold_starts[0].ready_us, 1'000'000u);
+  for (const auto& q : r->requests) EXPECT_FALSE(q.lost);
+  EXPECT_EQ(r->end_us, 2'010'000u);
+  EXPECT_GT(r->events, 3u);
+}
+
+TEST(SimCluster, TwoColdStartsShareTheCloudLink) {
+  auto c = SimCluster::create(small(), {model("a", 100'000'000, 1'000), model("b", 100'000'000, 1'000)});
+  ASSERT_TRUE(c.ok());
+  auto r = (*c)->run(trace("0,a\n0,b\n"));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  // Both downloads at once: 50 MB/s each, both ready at 2 s.
+  ASSERT_EQ(r->cold_starts.size(), 2u);
+  for (const auto& cs : r->cold_starts) EXPECT_EQ(cs.ready_us, 2'000'000u) << cs.model;
+  EXPECT_EQ(r->requests[0].end_us, 2'001'000u);
+  EXPECT_EQ(r->requests[1].end_us, 2'001'000u);
+}
+
+TEST(SimCluster, AModelNoNodeCanHoldLosesItsRequests) {
+  SimOptions o;
+  o.device_bytes = 50'000'000;
+  auto c = SimCluster::create(small(), {model("big", 100'000'000, 1'000)}, o);
+  ASSERT_TRUE(c.ok());
+  auto r = (*c)->run(trace("0,big\n1,big\n"));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  for (const auto& q : r->requests) {
+    EXPECT_TRUE(q.lost);
+    EXPECT_TRUE(q.cold);
+  }
+  EXPECT_TRUE(r->cold_starts.empty());
+}
+
+TEST(SimCluster, TheSameInputsGiveTheSameRun) {
+  auto once = [] {
+    auto c = SimCluster::create(small(), {model("a", 30'000'000, 2'500), model("b", 70'000'000, 800)});
+    std::string csv;
+    for (int i = 0; i < 200; ++i) csv += std::to_string(i * 0.037) + "," + (i % 3 ? "a" : "b") + "\n";
+    auto r = (*c)->run(trace(csv));
+    EXPECT_TRUE(r.ok());
+    std::vector<uint64_t> out;
+    for (const auto& q : r->requests) {
+      out.push_back(q.start_us);
+      out.push_back(q.end_us);
+      EXPECT_FALSE(q.lost);
+      EXPECT_GE(q.start_us, q.arrival_us);
+    }
+    return out;
+  };
+  EXPECT_EQ(once(), once());
+}
+
+TEST(SimCluster, RefusesWhatItCannotRun) {
+  auto c = SimCluster::create(small(), {model("m", 1000, 10)});
+  ASSERT_TRUE(c.ok());
+  auto r = (*c)->run(trace("0,other\n"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message().find("the trace asks for model 'other', which the cluster lacks"), std::string::npos);
+  auto twice = SimCluster::create(small(), {model("m", 1000, 10), model("m", 1000, 10)});
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.error().message().find("given twice"), std::string::npos);
+  auto empty = SimCluster::create(small(), {model("m", 0, 10)});
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.error().message().find("no weights"), std::string::npos);
+}
+
+}  // namespace sim_cluster_test
+}  // namespace ember::sim
