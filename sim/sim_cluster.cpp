@@ -232,6 +232,10 @@ Result<std::unique_ptr<SimCluster>> SimCluster::create(const TopologySpec& topol
   impl->act.publish = [](const model_key&) {};  // the simulated gateway reads the registry
   impl->act.chain_timer = [] {};                // no chains yet (PlacementOptions::chain off)
   impl->act.drain_step = [] {};                 // no console drains
+  impl->act.unbind = [self](const ScaleDriver::Unbind&) {  // only the autoscaler's tick drains
+    self->fail(unsupported("the autoscaler's drains are not simulated yet"));
+  };
+  impl->act.evict = [](const ScaleDriver::Evict&) {};  // nothing simulated lives in the host cache
   return std::unique_ptr<SimCluster>(new SimCluster(std::move(impl)));
 }
 

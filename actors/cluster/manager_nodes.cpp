@@ -40,6 +40,8 @@ void evict_on(manager_pointer self, const ScaleDriver::Evict& e) {  // no answer
 void on_load_answer(manager_pointer self, const model_key& key, uint64_t node, uint64_t attempt,
                     const Result<replica_info>& r, bool announce, bool completion);
 
+void unbind(manager_pointer self, const ScaleDriver::Unbind& u);
+
 /// What the ReplicaDriver's decisions send, publish and run, in the order it makes them.
 ReplicaActions replica_actions(manager_pointer self) {
   ReplicaActions a;
@@ -52,6 +54,8 @@ ReplicaActions replica_actions(manager_pointer self) {
   a.publish = [self](const model_key& key) { publish(self, {key}); };
   a.chain_timer = [self] { arm_chain_timer(self); };
   a.drain_step = [self] { drain_step(self); };
+  a.unbind = [self](const ScaleDriver::Unbind& u) { unbind(self, u); };
+  a.evict = [self](const ScaleDriver::Evict& e) { evict_on(self, e); };
   return a;
 }
 
@@ -222,16 +226,7 @@ void scale_tick(manager_pointer self) {
     if (r.ok()) self->state.scaler.report(*r, now_us(self));
   };
   for (const auto& [id, node] : st.members.nodes()) ask<load_report>(self, node.router, interval, queued, scale_atom_v);
-  const int64_t now = now_us(self);
-  for (const auto& change : st.scaler.decide(now)) {
-    const auto step = st.scaler.apply(change, now);
-    if (step == ScaleDriver::Step::place) place(self, change.key);
-    if (step == ScaleDriver::Step::publish) publish(self, {change.key});
-  }
-  st.scaler.show_replicas();
-  auto settled = st.scaler.settle(now);
-  for (const auto& u : settled.unbind) unbind(self, u);
-  for (const auto& e : settled.evict) evict_on(self, e);
+  st.replicas.scale(now_us(self), replica_actions(self));
 }
 
 /// Moves the replicas off drained nodes, one pass per call (the console's drain; called again as

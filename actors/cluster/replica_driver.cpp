@@ -47,4 +47,16 @@ void ReplicaDriver::answered(const model_key& key, uint64_t node, uint64_t attem
   if (outcome == ModelRegistry::LoadFailure::retry_elsewhere) place(key, now_ms, act);  // another node, if any is left
 }
 
+void ReplicaDriver::scale(int64_t now_us, const ReplicaActions& act) {
+  for (const auto& change : scaler_.decide(now_us)) {
+    const auto step = scaler_.apply(change, now_us);
+    if (step == ScaleDriver::Step::place) place(change.key, now_us / 1000, act);
+    if (step == ScaleDriver::Step::publish) act.publish(change.key);
+  }
+  scaler_.show_replicas();
+  auto settled = scaler_.settle(now_us);
+  for (const auto& u : settled.unbind) act.unbind(u);
+  for (const auto& e : settled.evict) act.evict(e);
+}
+
 }  // namespace ember

@@ -13,7 +13,9 @@
 // (not a pipeline's completion), then the routing is published before the waiters are answered (a
 // gateway relays the answer; the update travels first, so it routes to the replica before its client
 // hears "ready"); a version still short of replicas is placed again; node drains take a step. A
-// failed load is published and placed elsewhere when the registry says so.
+// failed load is published and placed elsewhere when the registry says so. scale(now) is the
+// autoscaler's tick: ScaleDriver decides and applies each change (an up placed as above, a down
+// published), then settles (drains over are unbound, idle models' bytes evicted).
 //
 // What leaves the manager goes through ReplicaActions, called in the order the decisions are made
 // (as the actor did inline: a routing update before the waiters hear, a load's send before the
@@ -54,6 +56,10 @@ struct ReplicaActions {
   std::function<void()> chain_timer;
   /// One pass of the console's node drains.
   std::function<void()> drain_step;
+  /// A drain is over: ask its node to unbind the replica, then ScaleDriver::unbound.
+  std::function<void(const ScaleDriver::Unbind& unbind)> unbind;
+  /// A model's bytes leave a node's host cache.
+  std::function<void(const ScaleDriver::Evict& evict)> evict;
 };
 
 class ReplicaDriver {
@@ -69,6 +75,10 @@ class ReplicaDriver {
   /// `completion`: a pipeline member's load of the rest of the model, not a cold start.
   void answered(const model_key& key, uint64_t node, uint64_t attempt, const Result<replica_info>& r, bool announce,
                 bool completion, int64_t now_ms, const ReplicaActions& act);
+  /// The autoscaler's tick at now_us (the caller checked that the loop runs and has given it the
+  /// reports): each change the loop decides is applied, an up placed and a down published; then
+  /// the drains that are over are unbound and the expired host-cache copies evicted.
+  void scale(int64_t now_us, const ReplicaActions& act);
 
  private:
   ModelRegistry& registry_;

@@ -45,6 +45,8 @@ struct Fixture {
     };
     act.chain_timer = [this] { log.push_back("chain timer"); };
     act.drain_step = [this] { log.push_back("drain step"); };
+    act.unbind = [this](const ScaleDriver::Unbind& u) { log.push_back("unbind " + u.key.to_string()); };
+    act.evict = [this](const ScaleDriver::Evict& e) { log.push_back("evict " + e.key.to_string()); };
   }
   uint64_t node(const std::string& name, uint64_t device_mib) {
     node_report r;
@@ -152,6 +154,31 @@ TEST(ReplicaDriver, AnUnannouncedAnswerLeavesPublishingToTheCaller) {
   EXPECT_TRUE(f.log.empty());
   EXPECT_TRUE(f.answers.empty());
   EXPECT_EQ(f.registry.find(f.m)->replicas.count(a), 1u);
+}
+
+TEST(ReplicaDriver, TheAutoscalersTickScalesAnIdleModelToZeroThenUnbindsItsDrainedReplica) {
+  Fixture f;
+  AutoscalerSettings settings;
+  settings.enabled = true;
+  settings.interval_us = 1'000'000;
+  f.scaler.configure(AutoscaleConfig{}, settings);
+  f.scaler.scanned(f.registry.apply_scan("", {RepositoryEntry{f.m, "", "{}", 100 * MiB, ""}}), f.registry.entries(""));
+  const uint64_t a = f.node("a", 1024);
+  f.want();
+  f.driver.place(f.m, 0, f.act);
+  f.driver.answered(f.m, a, f.sent[0].attempt, f.ready(a), true, false, 0, f.act);
+  f.log.clear();
+  // No request for longer than idle_timeout (60 s by default): one tick publishes the scale to zero,
+  // a later one unbinds the drained replica.
+  for (int64_t s = 1; s <= 70; ++s) {
+    load_report quiet;
+    quiet.reporter = "g";
+    quiet.models.push_back({f.m, 0, 0, 0, 0, 0, {}});
+    f.scaler.report(quiet, s * 1'000'000);
+    f.driver.scale(s * 1'000'000, f.act);
+  }
+  ASSERT_EQ(f.log, (std::vector<std::string>{"publish m/1 (1 answered)", "unbind m/1"}));
+  EXPECT_TRUE(f.registry.find(f.m)->replicas.empty());
 }
 
 }  // namespace replica_driver_test
