@@ -42,6 +42,17 @@ struct SimCluster::Impl {
   std::map<FlowId, std::function<void()>> flow_done;
   EventId flow_event = 0;
 
+  // What the simulated gateway reports each tick, per model (cluster index).
+  struct Counters {
+    uint64_t arrivals = 0, completions = 0, busy_us = 0;
+    uint32_t held = 0;
+    std::map<uint64_t, uint32_t> in_flight;  // node -> requests sent there, not answered
+  };
+  std::vector<Counters> counters;
+  size_t arrived = 0, settled_count = 0;
+  std::map<size_t, EventId> timeouts;  // held requests' cold-start timeouts
+  uint64_t in_flight_total = 0;
+
   const RequestTrace* trace = nullptr;
   std::vector<uint32_t> trace_model;  // trace model index -> models index
   SimResult result;
@@ -94,33 +105,95 @@ struct SimCluster::Impl {
     RequestOutcome& out = result.requests[i];
     const ModelCosts& m = models[trace_model[out.model]];
     const ModelVersion* v = registry.find(key_of(m));
-    if (!v || v->replicas.empty()) {
-      out.lost = true;
-      settled[i] = true;
-      return;
-    }
+    if (!v || v->replicas.empty()) return lose(i);
     std::optional<std::pair<uint64_t, uint64_t>> best;  // (free at, node)
     for (const auto& [node, device] : v->replicas) {
       const uint64_t at = free_at[{trace_model[out.model], node}];
       if (!best || at < best->first) best = std::pair{at, node};
     }
     out.start_us = std::max(loop.now(), best->first);
-    out.end_us = out.start_us + m.exec_us(1);
-    free_at[{trace_model[out.model], best->second}] = out.end_us;
+    const uint64_t exec = m.exec_us(1);
+    out.end_us = out.start_us + exec;
+    const uint32_t cm = trace_model[out.model];
+    const uint64_t node = best->second;
+    free_at[{cm, node}] = out.end_us;
+    settle(i);
+    ++counters[cm].in_flight[node];
+    ++in_flight_total;
+    loop.at(out.end_us, [this, cm, node, exec] {
+      Counters& c = counters[cm];
+      ++c.completions;
+      c.busy_us += exec;
+      if (--c.in_flight[node] == 0) c.in_flight.erase(node);
+      --in_flight_total;
+    });
+  }
+
+  void settle(size_t i) {
+    if (settled[i]) return;
     settled[i] = true;
+    ++settled_count;
+    if (auto t = timeouts.find(i); t != timeouts.end()) {
+      loop.cancel(t->second);
+      timeouts.erase(t);
+    }
+    if (result.requests[i].cold) --counters[trace_model[result.requests[i].model]].held;
+  }
+
+  void lose(size_t i) {
+    result.requests[i].lost = true;
+    settle(i);
+  }
+
+  /// The autoscaler's tick: the gateway's report, then the manager's decisions.
+  void tick() {
+    const int64_t now = static_cast<int64_t>(loop.now());
+    load_report report;
+    report.reporter = "sim-gateway";
+    for (uint32_t cm = 0; cm < models.size(); ++cm) {
+      Counters& c = counters[cm];
+      model_load l;
+      l.model = key_of(models[cm]);
+      l.arrivals = c.arrivals;
+      l.completions = c.completions;
+      l.busy_us = c.busy_us;
+      uint32_t flying = 0;
+      for (const auto& [node, n] : c.in_flight) {
+        l.in_flight.push_back({node, n});
+        flying += n;
+      }
+      l.ongoing = flying + c.held;
+      l.queued = c.held;
+      report.models.push_back(std::move(l));
+      c.arrivals = c.completions = c.busy_us = 0;
+    }
+    scaler.report(report, now);
+    driver.scale(now, act);
+    uint32_t bound = static_cast<uint32_t>(scaler.drains());
+    for (const auto& [key, v] : registry.versions()) bound += static_cast<uint32_t>(v.replicas.size());
+    result.max_replicas = std::max(result.max_replicas, bound);
+    result.replica_seconds += bound * (static_cast<double>(options.autoscaler.interval_us) / 1e6);
+    const bool done = arrived == trace->requests.size() && settled_count == arrived && in_flight_total == 0;
+    if (!done) loop.after(options.autoscaler.interval_us, [this] { tick(); });
   }
 
   void arrive(size_t i) {
     RequestOutcome& out = result.requests[i];
     const model_key key = key_of(models[trace_model[out.model]]);
+    ++arrived;
+    ++counters[trace_model[out.model]].arrivals;
     const ModelVersion* v = registry.find(key);
     if (v && !v->replicas.empty()) return dispatch(i);
     out.cold = true;
+    ++counters[trace_model[out.model]].held;
+    timeouts[i] = loop.after(options.cold_start_timeout_us, [this, i] {
+      timeouts.erase(i);
+      if (!settled[i]) lose(i);
+    });
     auto wanted = registry.want(key, 0, false, [this, i](const Result<model_state>& s) {
       if (settled[i]) return;
       if (s.ok()) return dispatch(i);
-      result.requests[i].lost = true;
-      settled[i] = true;
+      lose(i);
     });
     if (wanted) driver.place(*wanted, now_ms(), act);
   }
@@ -206,7 +279,14 @@ Result<std::unique_ptr<SimCluster>> SimCluster::create(const TopologySpec& topol
     entries.push_back(RepositoryEntry{Impl::key_of(models[i]), "", "{}", models[i].weights_bytes(), ""});
   }
   impl->models = std::move(models);
-  (void)impl->registry.apply_scan("", std::move(entries));
+  impl->counters.resize(impl->models.size());
+  if (options.autoscaler.enabled) {
+    EMBER_RETURN_IF_ERROR(check_autoscale_config(options.autoscale, "sim", "autoscale"));
+    EMBER_RETURN_IF_ERROR(check_autoscaler_settings(options.autoscaler, "sim", "autoscale"));
+    impl->scaler.configure(options.autoscale, options.autoscaler);
+  }
+  const auto changes = impl->registry.apply_scan("", std::move(entries));
+  impl->scaler.scanned(changes, impl->registry.entries(""));
   impl->planner.set_repository({"cloud", 443});
   impl->planner.set_options({.chain = false, .peers = true, .random = false, .seed = 1});
   for (uint32_t h = 0; h < topology.hosts; ++h) {
@@ -232,8 +312,10 @@ Result<std::unique_ptr<SimCluster>> SimCluster::create(const TopologySpec& topol
   impl->act.publish = [](const model_key&) {};  // the simulated gateway reads the registry
   impl->act.chain_timer = [] {};                // no chains yet (PlacementOptions::chain off)
   impl->act.drain_step = [] {};                 // no console drains
-  impl->act.unbind = [self](const ScaleDriver::Unbind&) {  // only the autoscaler's tick drains
-    self->fail(unsupported("the autoscaler's drains are not simulated yet"));
+  impl->act.unbind = [self](const ScaleDriver::Unbind& u) {  // the node unbinds at once
+    self->loop.after(0, [self, drain = u.drain] {
+      (void)self->scaler.unbound(drain, true, static_cast<int64_t>(self->loop.now()));
+    });
   };
   impl->act.evict = [](const ScaleDriver::Evict&) {};  // nothing simulated lives in the host cache
   return std::unique_ptr<SimCluster>(new SimCluster(std::move(impl)));
@@ -255,15 +337,15 @@ Result<SimResult> SimCluster::run(const RequestTrace& trace) {
     s.result.requests[i].model = trace.requests[i].model;
   }
   s.schedule_arrival(0);
+  if (s.options.autoscaler.enabled) s.loop.at(s.options.autoscaler.interval_us, [&s] { s.tick(); });
   while (!s.failed && s.loop.step()) {
   }
   if (s.failed) return *s.failed;
   for (size_t i = 0; i < s.settled.size(); ++i) {
-    if (!s.settled[i]) s.result.requests[i].lost = true;  // held for a replica that never came
+    if (!s.settled[i]) s.lose(i);  // held for a replica that never came
   }
   s.result.events = s.loop.executed();
-  s.result.end_us = s.loop.now();
-  for (const auto& r : s.result.requests) s.result.end_us = std::max(s.result.end_us, r.end_us);
+  for (const auto& r : s.result.requests) s.result.end_us = std::max({s.result.end_us, r.arrival_us, r.end_us});
   return std::move(s.result);
 }
 

@@ -8,7 +8,8 @@
 //                 that frees first (each replica runs its requests one at a time, in arrival order,
 //                 for ModelCosts::exec_us(1)); with none it is held, the registry is asked for a
 //                 replica (ModelRegistry::want, as the gateway's ensure) and the ReplicaDriver
-//                 places one; the held request runs when the registry answers its waiter
+//                 places one; the held request runs when the registry answers its waiter, or is
+//                 lost after cold_start_timeout, as the live gateway gives up
 //   a load        ReplicaActions::send_load: the bytes come from the load's first source over the
 //                 FlowNetwork (the repository is cloud storage: Topology::from_cloud; a peer: the
 //                 path between the two hosts; the node's own cache: no transfer), then into the
@@ -16,10 +17,17 @@
 //                 modelled), then ReplicaDriver::answered with the replica
 //   a publish     the routing the simulated gateway reads is the registry's replicas: at once
 //
-// Not simulated yet (refused or left out, never faked): the autoscaler (replicas come only from
-// cold starts: ScaleDriver is not configured), chains (PlacementOptions::chain off: each receiver
-// pulls from its source), partitioned cold starts (a pipeline order fails the run with
-// unsupported), drains, failures, decision time, batching.
+//   a tick        with the autoscaler on, every autoscaler.interval: the simulated gateway's
+//                 load_report (per model since the last tick: arrivals, completions and their
+//                 execution time; requests in flight per node and held) goes to
+//                 ScaleDriver::report, then ReplicaDriver::scale decides, places, publishes and
+//                 settles; a drain's unbind happens at once (ScaleDriver::unbound). Ticks run until
+//                 every request is answered or lost.
+//
+// Not simulated yet (refused or left out, never faked): chains (PlacementOptions::chain off: each
+// receiver pulls from its source), partitioned cold starts (a pipeline order fails the run with
+// unsupported), the nodes' own queue reports (requests queue at a replica and count as in flight),
+// the console's drains, failures, decision time, batching.
 //
 // Errors: invalid_argument for a trace naming a model the cluster lacks, a model without weights,
 // duplicate model names; a failed manager decision (no node has room) fails the requests held for
@@ -34,6 +42,7 @@
 #include <vector>
 
 #include "base/status.hpp"
+#include "config/autoscale_config.hpp"
 #include "sim/model_costs.hpp"
 #include "sim/request_trace.hpp"
 #include "sim/topology.hpp"
@@ -45,6 +54,13 @@ struct SimOptions {
   uint64_t device_bytes = 80ull << 30;
   /// Each host's cache for model bytes, bytes.
   uint64_t cache_bytes = 512ull << 30;
+  /// The autoscaler, as the `autoscale:` section configures the live manager's ScaleDriver
+  /// (settings.enabled false: replicas come only from cold starts). Chains stay off
+  /// (chain_scale_up is not simulated yet).
+  AutoscaleConfig autoscale;
+  AutoscalerSettings autoscaler{.enabled = false};
+  /// A request held for a cold start longer than this is lost (gateway.cold_start_timeout).
+  uint64_t cold_start_timeout_us = 30'000'000;
 };
 
 struct RequestOutcome {
@@ -65,7 +81,11 @@ struct SimResult {
   std::vector<RequestOutcome> requests;  // in trace order
   std::vector<ColdStartRecord> cold_starts;
   uint64_t events = 0;
-  uint64_t end_us = 0;
+  uint64_t end_us = 0;  // the last request's answer (or arrival, when lost)
+  /// Replicas bound (serving or draining) summed over the autoscaler's ticks, times the interval,
+  /// from the start to the last request's answer (0 without the autoscaler).
+  double replica_seconds = 0;
+  uint32_t max_replicas = 0;  // the most bound at one tick
 };
 
 class SimCluster {

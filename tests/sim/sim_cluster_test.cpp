@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -110,6 +111,65 @@ TEST(SimCluster, TheSameInputsGiveTheSameRun) {
     return out;
   };
   EXPECT_EQ(once(), once());
+}
+
+TEST(SimCluster, TheAutoscalerAddsReplicasFromAPeersCacheUnderABurst) {
+  // One replica runs 10 requests a second; 20 a second for 30 s arrive. The live manager's
+  // autoscaler (ongoing_requests, its defaults) adds replicas on the other hosts, whose bytes come
+  // from host0's cache over the 1 GB/s host links, not the 100 MB/s cloud link.
+  TopologySpec t = small();
+  t.hosts = 4;
+  t.hosts_per_leaf = 4;
+  SimOptions o;
+  o.autoscaler.enabled = true;
+  std::string csv;
+  for (int i = 0; i < 600; ++i) csv += std::to_string(i * 0.05) + ",m\n";
+  auto run = [&] {
+    auto c = SimCluster::create(t, {model("m", 100'000'000, 100'000)}, o);
+    EXPECT_TRUE(c.ok());
+    auto r = (*c)->run(trace(csv));
+    EXPECT_TRUE(r.ok()) << r.error().message();
+    return std::move(*r);
+  };
+  const SimResult r = run();
+  ASSERT_GE(r.cold_starts.size(), 2u);
+  EXPECT_EQ(r.cold_starts[0].tier, "repository");
+  for (size_t i = 1; i < r.cold_starts.size(); ++i) {
+    EXPECT_EQ(r.cold_starts[i].tier, "peer") << i;
+    // 100 MB from host0's cache; when three pull at once they share its 1 GB/s uplink (no chains
+    // yet): 0.3 s each, against 1 s from the cloud.
+    EXPECT_LE(r.cold_starts[i].ready_us - r.cold_starts[i].started_us, 300'000u) << i;
+  }
+  EXPECT_GE(r.max_replicas, 2u);
+  EXPECT_GT(r.replica_seconds, 30.0);
+  uint64_t late = 0;
+  for (const auto& q : r.requests) {
+    EXPECT_FALSE(q.lost);
+    EXPECT_GE(q.start_us, q.arrival_us);
+    late += q.end_us - q.arrival_us > 5'000'000;
+  }
+  // One replica alone would end 30 s behind; with the others the queue drains.
+  EXPECT_LT(r.end_us, 45'000'000u);
+  const SimResult again = run();
+  ASSERT_EQ(again.requests.size(), r.requests.size());
+  for (size_t i = 0; i < r.requests.size(); ++i) EXPECT_EQ(again.requests[i].end_us, r.requests[i].end_us) << i;
+  EXPECT_EQ(again.replica_seconds, r.replica_seconds);
+  EXPECT_EQ(again.events, r.events);
+  std::printf("  %zu cold starts, at most %u replicas, %.0f replica-s, %llu of 600 over 5 s, done at %.1f s\n",
+              r.cold_starts.size(), r.max_replicas, r.replica_seconds, static_cast<unsigned long long>(late),
+              r.end_us / 1e6);
+}
+
+TEST(SimCluster, AHeldRequestIsLostAfterTheColdStartTimeout) {
+  SimOptions o;
+  o.cold_start_timeout_us = 500'000;  // the 1 s download takes longer
+  auto c = SimCluster::create(small(), {model("m", 100'000'000, 10'000)}, o);
+  ASSERT_TRUE(c.ok());
+  auto r = (*c)->run(trace("0,m\n2,m\n"));
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->requests[0].lost);
+  EXPECT_FALSE(r->requests[1].lost);  // the replica came up meanwhile
+  EXPECT_EQ(r->requests[1].end_us, 2'010'000u);
 }
 
 TEST(SimCluster, RefusesWhatItCannotRun) {
