@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/read_file.hpp"
 #include "config/config_detail.hpp"
 #include "base/units.hpp"
 #include "config/yaml_section.hpp"
@@ -390,23 +391,7 @@ Result<ClusterConfig> parse_cluster_config(std::string_view yaml, std::string_vi
 }
 
 Result<ClusterConfig> load_cluster_config(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) {
-    const int err = errno;
-    std::string msg = path + ": cannot open: " + std::strerror(err);
-    return err == ENOENT ? not_found(std::move(msg)) : io_error(std::move(msg));
-  }
-  std::string text;
-  char buf[16384];
-  size_t n = 0;
-  while (text.size() <= kMaxConfigFileBytes && (n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  const int err = errno;
-  std::fclose(f);
-  if (failed) return io_error(path + ": cannot read: " + std::strerror(err));
-  if (text.size() > kMaxConfigFileBytes) {
-    return invalid_argument(path + ": larger than " + format_bytes(kMaxConfigFileBytes) + "; not a config file");
-  }
+  EMBER_ASSIGN_OR_RETURN(std::string text, read_file(path, kMaxConfigFileBytes, "a config file"));
   return parse_cluster_config(text, path);
 }
 

@@ -1,12 +1,11 @@
 #include "sim/request_trace.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
 #include <unordered_map>
+
+#include "base/read_file.hpp"
 
 namespace ember::sim {
 
@@ -74,19 +73,8 @@ Result<RequestTrace> parse_request_trace(std::string_view csv, std::string_view 
 }
 
 Result<RequestTrace> load_request_trace(const std::string& path, size_t max_requests) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) {
-    const int err = errno;
-    std::string msg = path + ": cannot open: " + std::strerror(err);
-    return err == ENOENT ? not_found(std::move(msg)) : io_error(std::move(msg));
-  }
-  std::string text;
-  char buf[1 << 16];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) text.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  std::fclose(f);
-  if (failed) return io_error(path + ": read failed");
+  // A request's line is at most 10 + 1 + 128 + 2 bytes: what max_requests of them can take.
+  EMBER_ASSIGN_OR_RETURN(std::string text, read_file(path, (max_requests + 1) * 160 + (1u << 20), "a request trace"));
   return parse_request_trace(text, path, max_requests);
 }
 
