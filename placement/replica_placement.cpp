@@ -23,6 +23,13 @@ std::optional<uint64_t> choose_node(const std::vector<NodeView>& nodes, uint64_t
   return best->id;
 }
 
+uint32_t count_fitting(const std::vector<NodeView>& nodes, uint64_t weights_bytes) {
+  const double need = static_cast<double>(weights_bytes) * (1.0 + kActivationHeadroom);
+  uint32_t n = 0;
+  for (const NodeView& v : nodes) n += !v.has_replica && static_cast<double>(v.max_free_device_bytes) >= need;
+  return n;
+}
+
 std::optional<uint64_t> choose_any_node(const std::vector<NodeView>& nodes, uint64_t weights_bytes,
                                         const std::set<uint64_t>& excluded, uint64_t draw) {
   const double need = static_cast<double>(weights_bytes) * (1.0 + kActivationHeadroom);

@@ -48,6 +48,10 @@ inline constexpr double kActivationHeadroom = 0.25;
 std::optional<uint64_t> choose_node(const std::vector<NodeView>& nodes, uint64_t weights_bytes,
                                     const std::set<uint64_t>& excluded = {});
 
+/// How many nodes could take a new replica of `weights_bytes` (one per node without one): the count
+/// of nodes choose_node would pick one after the other, in one pass.
+uint32_t count_fitting(const std::vector<NodeView>& nodes, uint64_t weights_bytes);
+
 /// Any node with room for the replica, picked by `draw` (a random number) uniformly among them:
 /// Knative's placement, a baseline. nullopt when none fits.
 std::optional<uint64_t> choose_any_node(const std::vector<NodeView>& nodes, uint64_t weights_bytes,

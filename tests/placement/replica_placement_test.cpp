@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <vector>
+
 namespace ember::placement {
 namespace replica_placement_test {
 
@@ -31,6 +34,15 @@ TEST(ChooseNode, SkipsNodesThatHoldItAreExcludedOrTooSmall) {
   EXPECT_EQ(choose_node({node(1, 1)}, 1ull << 30), std::nullopt);
   EXPECT_EQ(choose_node({}, 1), std::nullopt);
   EXPECT_EQ(choose_node({node(1, 8, 0, false, true)}, 1), std::nullopt);
+}
+
+TEST(CountFitting, CountsWhatChoosingNodeAfterNodeWouldPick) {
+  const std::vector<NodeView> nodes = {node(1, 8, 0, true, true), node(2, 2), node(3, 1), node(4, 8, 5), node(5, 0)};
+  EXPECT_EQ(count_fitting(nodes, 1ull << 30), 2u);  // 2 and 4: 1 holds it, 3 and 5 are too small
+  std::set<uint64_t> excluded;
+  while (auto n = choose_node(nodes, 1ull << 30, excluded)) excluded.insert(*n);
+  EXPECT_EQ(excluded.size(), 2u);
+  EXPECT_EQ(count_fitting({}, 1), 0u);
 }
 
 TEST(ChooseSources, PeersWithTheBytesThenTheRepository) {
