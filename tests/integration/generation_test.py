@@ -232,15 +232,22 @@ def metric_sum(port, name, **labels):
     return total
 
 
+def start_serve(ember, work, procs, logs, name, repo, device_memory, *extra):
+    """`ember serve` on a simulated device of `device_memory`, one compute thread, as procs[name];
+    waits until it is ready and returns its HTTP port."""
+    port = free_port()
+    logs[name] = open(os.path.join(work, name + ".log"), "a")
+    procs[name] = subprocess.Popen([ember, "serve", *extra, "--repository", repo, "--http", f"127.0.0.1:{port}",
+                                    "--device", "sim", "--device-memory", device_memory, "--threads", "1"],
+                                   stdout=logs[name], stderr=subprocess.STDOUT)
+    wait_for(f"ember serve ({name})", lambda: request(port, "GET", "/v2/health/ready")[0] == 200, 60)
+    return port
+
+
 def serve_body(ember, work, procs, logs):
     repo = os.path.join(work, "repo")
     gpt2, llama = make_llms(ember, work, repo)
-    http_port = free_port()
-    logs["serve"] = open(os.path.join(work, "serve.log"), "a")
-    procs["serve"] = subprocess.Popen([ember, "serve", "--repository", repo, "--http", f"127.0.0.1:{http_port}",
-                                       "--device", "sim", "--device-memory", "1GiB", "--threads", "1"],
-                                      stdout=logs["serve"], stderr=subprocess.STDOUT)
-    wait_for("ember serve", lambda: request(http_port, "GET", "/v2/health/ready")[0] == 200, 60)
+    http_port = start_serve(ember, work, procs, logs, "serve", repo, "1GiB")
     check_models(http_port, [gpt2, llama])
     started = time.time()
     check_answers(work, http_port, gpt2, llama)
@@ -269,12 +276,7 @@ def check_generation_config(ember, work, procs, logs, repo, llama):
     config = os.path.join(work, "one-at-a-time.yaml")
     with open(config, "w") as f:
         f.write("generation:\n  max_num_seqs: 1\n  max_waiting: 1\n  kv_cache: 25%\n")
-    port = free_port()
-    logs["bounded"] = open(os.path.join(work, "bounded.log"), "a")
-    procs["bounded"] = subprocess.Popen([ember, "serve", "--config", config, "--repository", repo, "--http",
-                                         f"127.0.0.1:{port}", "--device", "sim", "--device-memory", "160MiB",
-                                         "--threads", "1"], stdout=logs["bounded"], stderr=subprocess.STDOUT)
-    wait_for("ember serve with a generation section", lambda: request(port, "GET", "/v2/health/ready")[0] == 200, 60)
+    port = start_serve(ember, work, procs, logs, "bounded", repo, "160MiB", "--config", config)
     prompt = llama.tokenizer_ref(["Once upon a time"])[0]["ids"]
     want = llama.greedy(prompt, TOKENS)[1]
     # The long stream: running (its first chunk read) before the other two are sent.
@@ -354,12 +356,7 @@ def check_shared_device(ember, work, procs, logs, repo, gpt2, llama):
     cache and taken back when it is bound again. Both streams must still equal PyTorch's."""
     procs["serve"].terminate()
     procs["serve"].wait()
-    port = free_port()
-    logs["shared"] = open(os.path.join(work, "shared.log"), "a")
-    procs["shared"] = subprocess.Popen([ember, "serve", "--repository", repo, "--http", f"127.0.0.1:{port}",
-                                        "--device", "sim", "--device-memory", "160MiB", "--threads", "1"],
-                                       stdout=logs["shared"], stderr=subprocess.STDOUT)
-    wait_for("ember serve on a small device", lambda: request(port, "GET", "/v2/health/ready")[0] == 200, 60)
+    port = start_serve(ember, work, procs, logs, "shared", repo, "160MiB")
     cases = {}
     for llm, key in ((gpt2, "gpt2"), (llama, "llama")):
         prompt = llm.tokenizer_ref(["Once upon a time"])[0]["ids"]
