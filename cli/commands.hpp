@@ -26,6 +26,8 @@ void add_cluster_commands(CLI::App& app, Runner& runner);
 void add_infer_command(CLI::App& app, Runner& runner);
 /// `ember console`.
 void add_console_command(CLI::App& app, Runner& runner);
+/// `ember sim`: a trace on a simulated cluster (sim_command.cpp).
+void add_sim_command(CLI::App& app, Runner& runner);
 /// `ember certs init|issue`.
 void add_certs_command(CLI::App& app, Runner& runner);
 

@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   ember::cli::add_infer_command(app, runner);
   ember::cli::add_console_command(app, runner);
   ember::cli::add_certs_command(app, runner);
+  ember::cli::add_sim_command(app, runner);
 
   try {
     app.parse(argc, argv);

@@ -382,6 +382,7 @@ struct ProfileOptions {
   std::vector<uint32_t> batches;
   int64_t seq_len = 16;
   std::string device_memory = "16GiB";
+  uint32_t threads = 0;
 };
 
 int run_profile(const ProfileOptions& o) {
@@ -398,6 +399,7 @@ int run_profile(const ProfileOptions& o) {
   auto memory = parse_bytes(o.device_memory);
   if (!memory.ok()) return report(memory.error().with_context("--device-memory"));
   devices.sim.memory_bytes = *memory;
+  devices.sim.compute_threads = o.threads;
   auto opened = gpu::open_devices(devices);
   if (!opened.ok()) return report(opened.error());
   auto hash = [](const uint8_t* data, uint64_t bytes) { return transport::to_hex(transport::Sha256::of(data, bytes)); };
@@ -494,6 +496,8 @@ void add_model_commands(CLI::App& app, Runner& runner) {
       ->check(CLI::Range(1, 1 << 16));
   profile->add_option("--device-memory", p->device_memory, "Memory of the simulated device (without a GPU)")
       ->default_val("16GiB");
+  profile->add_option("--threads", p->threads,
+                      "Compute threads of the simulated device (0: all cores; as a node's --threads to match it)");
   profile->callback([p, &runner] { runner = [p] { return run_profile(*p); }; });
 }
 

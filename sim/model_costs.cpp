@@ -5,6 +5,22 @@
 
 namespace ember::sim {
 
+Result<gpu::ModelProfile> scaled_profile(gpu::ModelProfile profile, const std::string& name, uint64_t weights_bytes) {
+  if (profile.weights_bytes == 0) return invalid_argument("profile of '" + profile.model + "' has no weights to scale");
+  if (weights_bytes == 0) return invalid_argument("model '" + name + "': cannot scale a profile to 0 bytes");
+  const double f = static_cast<double>(weights_bytes) / static_cast<double>(profile.weights_bytes);
+  profile.model = name;
+  uint64_t total = 0;
+  for (auto& l : profile.layers) {
+    l.bytes = static_cast<uint64_t>(std::llround(static_cast<double>(l.bytes) * f));
+    total += l.bytes;
+    for (double& us : l.exec_us) us *= f;
+  }
+  // The weights are the layers' bytes plus what lies outside them (the header, untied buffers).
+  profile.weights_bytes = std::max(weights_bytes, total);
+  return profile;
+}
+
 Result<ModelCosts> ModelCosts::from_profile(const gpu::ModelProfile& profile, double speedup) {
   const std::string who = "model '" + profile.model + "': ";
   if (!(speedup > 0) || std::isinf(speedup)) return invalid_argument(who + "the speedup must be a finite number above 0");

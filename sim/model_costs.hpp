@@ -26,6 +26,13 @@
 
 namespace ember::sim {
 
+/// `profile` as a model of `weights_bytes` would measure if its compute grew with its parameters:
+/// every layer's bytes and times scaled by weights_bytes / profile.weights_bytes,
+/// renamed `name`. How `ember sim` stands a measured architecture in for a model of another size
+/// (Flashpoint's six, 499 MB to 11.4 GB). invalid_argument for a profile without weights or a size
+/// of 0.
+Result<gpu::ModelProfile> scaled_profile(gpu::ModelProfile profile, const std::string& name, uint64_t weights_bytes);
+
 class ModelCosts {
  public:
   static Result<ModelCosts> from_profile(const gpu::ModelProfile& profile, double speedup = 1.0);

@@ -60,6 +60,34 @@ struct SimCluster::Impl {
   std::optional<Error> failed;
 
   int64_t now_ms() const { return static_cast<int64_t>(loop.now() / 1000); }
+
+  // Decision time (SimOptions::decision_clock): what a call into the manager's classes sends takes
+  // effect after the call's measured time. A call made inside another is part of it.
+  bool deciding = false;
+  std::vector<std::function<void()>> decided;
+
+  template <class Call>
+  void decide(Call&& call) {
+    if (!options.decision_clock || deciding) return call();
+    deciding = true;
+    const uint64_t t0 = options.decision_clock();
+    call();
+    const uint64_t took = options.decision_clock() - t0;
+    deciding = false;
+    ++result.decisions;
+    result.decision_us += took;
+    if (decided.empty()) return;
+    loop.after(took, [effects = std::move(decided)] {
+      for (const auto& e : effects) e();
+    });
+    decided.clear();
+  }
+
+  /// An effect of a decision: now, or after the decision's time.
+  void effect(std::function<void()> f) {
+    if (deciding) return decided.push_back(std::move(f));
+    f();
+  }
   static model_key key_of(const ModelCosts& m) { return {m.model(), 1}; }
 
   /// Moves `bytes` over `path` (none: at once), then `done`.
@@ -116,6 +144,7 @@ struct SimCluster::Impl {
     out.end_us = out.start_us + exec;
     const uint32_t cm = trace_model[out.model];
     const uint64_t node = best->second;
+    out.host = host_of_node.at(node);
     free_at[{cm, node}] = out.end_us;
     settle(i);
     ++counters[cm].in_flight[node];
@@ -168,13 +197,33 @@ struct SimCluster::Impl {
       c.arrivals = c.completions = c.busy_us = 0;
     }
     scaler.report(report, now);
-    driver.scale(now, act);
-    uint32_t bound = static_cast<uint32_t>(scaler.drains());
-    for (const auto& [key, v] : registry.versions()) bound += static_cast<uint32_t>(v.replicas.size());
+    decide([&] { driver.scale(now, act); });
+    sample(options.autoscaler.interval_us);
+    if (!done()) loop.after(options.autoscaler.interval_us, [this] { tick(); });
+  }
+
+  /// Without the autoscaler: only the replicas' sample.
+  void sample_tick() {
+    sample(options.sample_interval_us);
+    if (!done()) loop.after(options.sample_interval_us, [this] { sample_tick(); });
+  }
+
+  bool done() const { return arrived == trace->requests.size() && settled_count == arrived && in_flight_total == 0; }
+
+  /// The replicas bound now, each counted for the `interval_us` that ends now.
+  void sample(uint64_t interval_us) {
+    ReplicaSample s{loop.now(), std::vector<uint32_t>(models.size(), 0), std::vector<uint32_t>(models.size(), 0)};
+    uint32_t bound = 0;
+    for (uint32_t cm = 0; cm < models.size(); ++cm) {
+      const model_key key = key_of(models[cm]);
+      const ModelVersion* v = registry.find(key);
+      s.draining[cm] = scaler.drains_of(key);
+      s.replicas[cm] = (v ? static_cast<uint32_t>(v->replicas.size()) : 0) + s.draining[cm];
+      bound += s.replicas[cm];
+    }
     result.max_replicas = std::max(result.max_replicas, bound);
-    result.replica_seconds += bound * (static_cast<double>(options.autoscaler.interval_us) / 1e6);
-    const bool done = arrived == trace->requests.size() && settled_count == arrived && in_flight_total == 0;
-    if (!done) loop.after(options.autoscaler.interval_us, [this] { tick(); });
+    result.replica_seconds += bound * (static_cast<double>(interval_us) / 1e6);
+    result.samples.push_back(std::move(s));
   }
 
   void arrive(size_t i) {
@@ -195,7 +244,7 @@ struct SimCluster::Impl {
       if (s.ok()) return dispatch(i);
       lose(i);
     });
-    if (wanted) driver.place(*wanted, now_ms(), act);
+    if (wanted) decide([&] { driver.place(*wanted, now_ms(), act); });
   }
 
   void schedule_arrival(size_t i) {
@@ -206,55 +255,132 @@ struct SimCluster::Impl {
     });
   }
 
+  /// One hop of a multicast transfer, waiting for the rest of its transfer's loads.
+  struct Hop {
+    model_key key;
+    uint64_t node = 0, attempt = 0;
+    std::string upstream;  // a node's name, or kRepositoryName
+  };
+  std::map<uint64_t, std::vector<Hop>> pending_chains;  // transfer -> its hops, in the order sent
+
   void send_load(const model_key& key, uint64_t node, uint64_t attempt, const load_replica& load) {
-    const uint32_t host = host_of_node.at(node);
-    const uint64_t started = loop.now();
-    std::vector<LinkId> path;
-    std::string tier;
-    SourceTier source = SourceTier::cache;
-    if (members.caches(node, key) || load.sources.empty()) {
-      tier = "cache";
-    } else if (load.sources.front().kind == SourceTier::peer) {
-      auto from = host_of_name.find(load.sources.front().name);
-      if (from == host_of_name.end()) return fail(internal_error("a load from unknown peer " + load.sources.front().name));
-      auto p = topo->between(from->second, host);
-      if (!p.ok()) return fail(p.error());
-      path = std::move(*p);
-      tier = "peer";
-      source = SourceTier::peer;
-    } else {
-      auto p = topo->from_cloud(host);
-      if (!p.ok()) return fail(p.error());
-      path = std::move(*p);
-      tier = "repository";
-      source = SourceTier::repository;
+    if (load.transfer_id != 0 && !load.sources.empty()) {
+      // The planner sends every hop of a transfer in one decision: start the chains after it.
+      auto& hops = pending_chains[load.transfer_id];
+      if (hops.empty()) loop.after(0, [this, id = load.transfer_id] { start_chains(id); });
+      hops.push_back({key, node, attempt, load.sources.front().name});
+      return;
     }
-    const double bytes = static_cast<double>(load.blob_bytes);
-    transfer(path, bytes, [this, key, node, attempt, host, started, tier, source, bytes] {
-      // Into the device the node has bound least on (ties: the lowest).
-      const ClusterNode* n = members.find(node);
-      uint32_t gpu = 0;
-      uint64_t least = UINT64_MAX;
-      for (uint32_t g = 0; g < topo->spec().gpus_per_host; ++g) {
-        auto it = n->device_weights.find("gpu" + std::to_string(g));
-        const uint64_t bound = it == n->device_weights.end() ? 0 : it->second;
-        if (bound < least) {
-          least = bound;
-          gpu = g;
-        }
+    const uint32_t host = host_of_node.at(node);
+    std::vector<LinkId> path;
+    std::string tier = "cache";
+    SourceTier source = SourceTier::cache;
+    if (!members.caches(node, key) && !load.sources.empty()) {
+      const bool peer = load.sources.front().kind == SourceTier::peer;
+      auto p = upstream_path(peer ? load.sources.front().name : kRepositoryName, host);
+      if (!p.ok()) return fail(p.error());
+      path = std::move(*p);
+      tier = peer ? "peer" : "repository";
+      source = peer ? SourceTier::peer : SourceTier::repository;
+    }
+    const uint64_t bytes = path.empty() ? 0 : load.blob_bytes;
+    ColdStartRecord record{key.name, members.find(node)->report.name, tier, loop.now(), 0, bytes, 0};
+    transfer(path, static_cast<double>(load.blob_bytes),
+             [this, key, node, attempt, source, record, blob = load.blob_bytes] {
+               bind(key, node, attempt, source, record, blob);
+             });
+  }
+
+  /// The links from `upstream` (a node's name, or the repository: cloud storage) to `host`.
+  Result<std::vector<LinkId>> upstream_path(const std::string& upstream, uint32_t host) const {
+    if (upstream == kRepositoryName) return topo->from_cloud(host);
+    auto from = host_of_name.find(upstream);
+    if (from == host_of_name.end()) return internal_error("a load from unknown node " + upstream);
+    return topo->between(from->second, host);
+  }
+
+  /// Starts transfer `id`'s chains: each one flow over every hop's links (cut-through).
+  void start_chains(uint64_t id) {
+    std::vector<Hop> hops = std::move(pending_chains.at(id));
+    pending_chains.erase(id);
+    ++result.chains;
+    std::map<std::string, size_t> by_name;  // a hop's node name -> index in hops
+    for (size_t i = 0; i < hops.size(); ++i) by_name[members.find(hops[i].node)->report.name] = i;
+    std::map<std::string, size_t> next;  // upstream name -> the hop that pulls from it
+    for (size_t i = 0; i < hops.size(); ++i) {
+      if (!next.emplace(hops[i].upstream, i).second) {
+        return fail(internal_error("transfer " + std::to_string(id) + ": two hops pull from " + hops[i].upstream));
       }
-      auto pcie = topo->to_gpu(host, gpu);
-      if (!pcie.ok()) return fail(pcie.error());
-      transfer(*pcie, bytes, [this, key, node, attempt, started, tier, source, gpu] {
-        replica_info info;
-        info.model = key;
-        info.node = members.find(node)->report.name;
-        info.device = "gpu" + std::to_string(gpu);
-        info.source = source;
-        info.load_us = loop.now() - started;
-        result.cold_starts.push_back({key.name, info.node, tier, started, loop.now()});
-        driver.answered(key, node, attempt, Result<replica_info>(info), true, false, now_ms(), act);
+    }
+    for (size_t i = 0; i < hops.size(); ++i) {
+      if (by_name.count(hops[i].upstream)) continue;  // not a chain's first hop
+      std::vector<size_t> chain;
+      std::vector<LinkId> path;
+      std::string upstream = hops[i].upstream;
+      for (size_t h = i;;) {
+        const uint32_t host = host_of_node.at(hops[h].node);
+        auto p = upstream_path(upstream, host);
+        if (!p.ok()) return fail(p.error());
+        path.insert(path.end(), p->begin(), p->end());
+        chain.push_back(h);
+        upstream = members.find(hops[h].node)->report.name;
+        auto n = next.find(upstream);
+        if (n == next.end()) break;
+        h = n->second;
+      }
+      const ModelVersion* v = registry.find(hops[i].key);
+      if (!v) return fail(internal_error("transfer " + std::to_string(id) + " of an unknown model"));
+      const uint64_t bytes = v->entry.weights_bytes;
+      const uint64_t started = loop.now();
+      const SourceTier first = hops[i].upstream == kRepositoryName ? SourceTier::repository : SourceTier::peer;
+      transfer(path, static_cast<double>(bytes), [this, id, hops, chain, bytes, started, first] {
+        // Hop k ends k chunks after the chain's tail-most byte left the source: the chunk's time at
+        // the chain's mean rate.
+        const double elapsed = static_cast<double>(loop.now() - started);
+        const double chunk_us = bytes > 0 ? elapsed * static_cast<double>(std::min(options.chunk_bytes, bytes)) / static_cast<double>(bytes) : 0;
+        for (size_t k = 0; k < chain.size(); ++k) {
+          const Hop& hop = hops[chain[k]];
+          const SourceTier source = k == 0 ? first : SourceTier::peer;
+          ColdStartRecord record{hop.key.name, members.find(hop.node)->report.name,
+                                 source == SourceTier::repository ? "repository" : "peer", started, 0, bytes, id};
+          loop.after(static_cast<uint64_t>(chunk_us * static_cast<double>(k) + 0.5), [this, id, hop, source, record, bytes] {
+            chains.on_done(id, members.find(hop.node)->report.name, static_cast<int64_t>(loop.now() / 1000));
+            for (uint64_t t : chains.finished_transfers()) chains.erase(t);
+            bind(hop.key, hop.node, hop.attempt, source, record, bytes);
+          });
+        }
       });
+    }
+  }
+
+  /// The bytes are in `node`'s memory: into the device it has bound least on (ties: the lowest),
+  /// over its PCIe link when modelled, then the load's answer.
+  void bind(const model_key& key, uint64_t node, uint64_t attempt, SourceTier source, ColdStartRecord record,
+            uint64_t bytes) {
+    const uint32_t host = host_of_node.at(node);
+    const ClusterNode* n = members.find(node);
+    uint32_t gpu = 0;
+    uint64_t least = UINT64_MAX;
+    for (uint32_t g = 0; g < topo->spec().gpus_per_host; ++g) {
+      auto it = n->device_weights.find("gpu" + std::to_string(g));
+      const uint64_t bound = it == n->device_weights.end() ? 0 : it->second;
+      if (bound < least) {
+        least = bound;
+        gpu = g;
+      }
+    }
+    auto pcie = topo->to_gpu(host, gpu);
+    if (!pcie.ok()) return fail(pcie.error());
+    transfer(*pcie, static_cast<double>(bytes), [this, key, node, attempt, source, record, gpu]() mutable {
+      replica_info info;
+      info.model = key;
+      info.node = record.node;
+      info.device = "gpu" + std::to_string(gpu);
+      info.source = source;
+      info.load_us = loop.now() - record.started_us;
+      record.ready_us = loop.now();
+      result.cold_starts.push_back(std::move(record));
+      decide([&] { driver.answered(key, node, attempt, Result<replica_info>(info), true, false, now_ms(), act); });
     });
   }
 };
@@ -288,7 +414,7 @@ Result<std::unique_ptr<SimCluster>> SimCluster::create(const TopologySpec& topol
   const auto changes = impl->registry.apply_scan("", std::move(entries));
   impl->scaler.scanned(changes, impl->registry.entries(""));
   impl->planner.set_repository({"cloud", 443});
-  impl->planner.set_options({.chain = false, .peers = true, .random = false, .seed = 1});
+  impl->planner.set_options(PlacementOptions::from(options.autoscaler, options.seed));
   for (uint32_t h = 0; h < topology.hosts; ++h) {
     node_report r;
     r.name = "host" + std::to_string(h);
@@ -304,17 +430,17 @@ Result<std::unique_ptr<SimCluster>> SimCluster::create(const TopologySpec& topol
   }
   Impl* self = impl.get();
   impl->act.send_load = [self](const model_key& key, uint64_t node, uint64_t attempt, load_replica load) {
-    self->send_load(key, node, attempt, load);
+    self->effect([self, key, node, attempt, load = std::move(load)] { self->send_load(key, node, attempt, load); });
   };
   impl->act.run_pipeline = [self](PipelineOrders) {
     self->fail(unsupported("a partitioned cold start is not simulated yet"));
   };
   impl->act.publish = [](const model_key&) {};  // the simulated gateway reads the registry
-  impl->act.chain_timer = [] {};                // no chains yet (PlacementOptions::chain off)
+  impl->act.chain_timer = [] {};                // no hop stalls: nothing to splice
   impl->act.drain_step = [] {};                 // no console drains
   impl->act.unbind = [self](const ScaleDriver::Unbind& u) {  // the node unbinds at once
-    self->loop.after(0, [self, drain = u.drain] {
-      (void)self->scaler.unbound(drain, true, static_cast<int64_t>(self->loop.now()));
+    self->effect([self, drain = u.drain] {
+      self->loop.after(0, [self, drain] { (void)self->scaler.unbound(drain, true, static_cast<int64_t>(self->loop.now())); });
     });
   };
   impl->act.evict = [](const ScaleDriver::Evict&) {};  // nothing simulated lives in the host cache
@@ -337,7 +463,11 @@ Result<SimResult> SimCluster::run(const RequestTrace& trace) {
     s.result.requests[i].model = trace.requests[i].model;
   }
   s.schedule_arrival(0);
-  if (s.options.autoscaler.enabled) s.loop.at(s.options.autoscaler.interval_us, [&s] { s.tick(); });
+  if (s.options.autoscaler.enabled) {
+    s.loop.at(s.options.autoscaler.interval_us, [&s] { s.tick(); });
+  } else {
+    s.loop.at(s.options.sample_interval_us, [&s] { s.sample_tick(); });
+  }
   while (!s.failed && s.loop.step()) {
   }
   if (s.failed) return *s.failed;
@@ -345,6 +475,7 @@ Result<SimResult> SimCluster::run(const RequestTrace& trace) {
     if (!s.settled[i]) s.lose(i);  // held for a replica that never came
   }
   s.result.events = s.loop.executed();
+  for (const auto& [node, host] : s.host_of_node) s.result.reserved_bytes_left += s.members.reserved(node);
   for (const auto& r : s.result.requests) s.result.end_us = std::max({s.result.end_us, r.arrival_us, r.end_us});
   return std::move(s.result);
 }

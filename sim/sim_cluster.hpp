@@ -15,6 +15,15 @@
 //                 path between the two hosts; the node's own cache: no transfer), then into the
 //                 device the node has bound least on (Topology::to_gpu: its PCIe link, when
 //                 modelled), then ReplicaDriver::answered with the replica
+//   a chain       the loads of one multicast transfer (LoadPlanner's chains, when
+//                 autoscaler.chain_scale_up) start together once the decision is made: each chain
+//                 is one flow over the links of all its hops (cut-through: every hop forwards as it
+//                 receives, so the chain moves at its slowest link's share; FlowNetwork), hop k ends
+//                 k chunks after the flow (the chunk's time at the chain's mean rate), then goes
+//                 into its GPU and answers; ChainController hears each hop done
+//   a decision    with SimOptions::decision_clock, what a call into the manager's classes sends
+//                 (loads, unbinds) starts after the call's measured time (Flashpoint's decision
+//                 time); the registry's answers to held requests are not delayed
 //   a publish     the routing the simulated gateway reads is the registry's replicas: at once
 //
 //   a tick        with the autoscaler on, every autoscaler.interval: the simulated gateway's
@@ -24,10 +33,9 @@
 //                 settles; a drain's unbind happens at once (ScaleDriver::unbound). Ticks run until
 //                 every request is answered or lost.
 //
-// Not simulated yet (refused or left out, never faked): chains (PlacementOptions::chain off: each
-// receiver pulls from its source), partitioned cold starts (a pipeline order fails the run with
-// unsupported), the nodes' own queue reports (requests queue at a replica and count as in flight),
-// the console's drains, failures, decision time, batching.
+// Not simulated yet (refused or left out, never faked): partitioned cold starts (a pipeline order
+// fails the run with unsupported), splices (no hop fails or stalls), the nodes' own queue reports
+// (requests queue at a replica and count as in flight), the console's drains, failures, batching.
 //
 // Errors: invalid_argument for a trace naming a model the cluster lacks, a model without weights,
 // duplicate model names; a failed manager decision (no node has room) fails the requests held for
@@ -36,6 +44,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -55,17 +64,30 @@ struct SimOptions {
   /// Each host's cache for model bytes, bytes.
   uint64_t cache_bytes = 512ull << 30;
   /// The autoscaler, as the `autoscale:` section configures the live manager's ScaleDriver
-  /// (settings.enabled false: replicas come only from cold starts). Chains stay off
-  /// (chain_scale_up is not simulated yet).
+  /// (settings.enabled false: replicas come only from cold starts) and its LoadPlanner
+  /// (chain_scale_up, peer_sources, placement: PlacementOptions::from).
   AutoscaleConfig autoscale;
   AutoscalerSettings autoscaler{.enabled = false};
   /// A request held for a cold start longer than this is lost (gateway.cold_start_timeout).
   uint64_t cold_start_timeout_us = 30'000'000;
+  /// A chain hop forwards what it received in chunks of this size (the data plane's chunk_bytes,
+  /// transport/server_options.hpp: 1 MiB).
+  uint64_t chunk_bytes = 1u << 20;
+  /// Replicas are sampled this often (the autoscaler's interval when it is on).
+  uint64_t sample_interval_us = 1'000'000;
+  /// Seeds the random placement (autoscaler.placement random).
+  uint64_t seed = 1;
+  /// Decision time, as Flashpoint charges it: when set (microseconds of a monotonic clock), each
+  /// call into the manager's classes (a placement, a load's answer, a tick) is timed, and the loads
+  /// and unbinds it sent start that much later on the simulated clock. Unset: decisions take no
+  /// time, and a run is a function of its inputs alone.
+  std::function<uint64_t()> decision_clock;
 };
 
 struct RequestOutcome {
   uint64_t arrival_us = 0, start_us = 0, end_us = 0;
   uint32_t model = 0;  // index into the trace's models
+  uint32_t host = 0;   // where it ran (when not lost)
   bool cold = false;   // it waited for a replica
   bool lost = false;   // no replica could be placed for it
 };
@@ -75,6 +97,15 @@ struct ColdStartRecord {
   std::string node;
   std::string tier;  // "repository", "peer", "cache"
   uint64_t started_us = 0, ready_us = 0;
+  uint64_t bytes = 0;        // moved over the network (0 from the node's cache)
+  uint64_t transfer_id = 0;  // the multicast chain it was a hop of (0: none)
+};
+
+/// The replicas bound (serving or draining) at one time, per model (in the order create() had them).
+struct ReplicaSample {
+  uint64_t at_us = 0;
+  std::vector<uint32_t> replicas;  // serving or draining
+  std::vector<uint32_t> draining;
 };
 
 struct SimResult {
@@ -82,10 +113,17 @@ struct SimResult {
   std::vector<ColdStartRecord> cold_starts;
   uint64_t events = 0;
   uint64_t end_us = 0;  // the last request's answer (or arrival, when lost)
-  /// Replicas bound (serving or draining) summed over the autoscaler's ticks, times the interval,
-  /// from the start to the last request's answer (0 without the autoscaler).
+  /// Replicas bound (serving or draining), sampled every interval (the autoscaler's, when on,
+  /// else SimOptions::sample_interval_us) times the interval, from the start until every request
+  /// is answered or lost.
   double replica_seconds = 0;
-  uint32_t max_replicas = 0;  // the most bound at one tick
+  uint32_t max_replicas = 0;  // the most bound at one sample
+  std::vector<ReplicaSample> samples;
+  uint32_t chains = 0;  // multicast transfers started
+  /// Device bytes still reserved for loads at the end, over every node (0 unless a load was lost).
+  uint64_t reserved_bytes_left = 0;
+  /// With SimOptions::decision_clock: the decisions timed and their total time.
+  uint64_t decisions = 0, decision_us = 0;
 };
 
 class SimCluster {

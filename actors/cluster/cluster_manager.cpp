@@ -332,8 +332,7 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
   st.routing.set_recovery_window(now_us(self), st.config.recovery_window.count());
   st.chains = ChainController(st.config.stall);
   st.planner.set_repository(st.config.data);
-  st.planner.set_options({st.config.autoscaler.chain_scale_up, st.config.autoscaler.peer_sources,
-                          st.config.autoscaler.placement == PlacementPolicy::random, 1});
+  st.planner.set_options(PlacementOptions::from(st.config.autoscaler));
   st.partitions.configure(st.config.autoscaler.partition_stages, st.config.autoscaler.partition_bandwidth,
                           st.config.autoscaler.completion_rate);
   st.scaler.configure(st.config.autoscale, st.config.autoscaler);

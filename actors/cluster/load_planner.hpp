@@ -29,6 +29,7 @@
 #include "actors/model_messages.hpp"
 #include "base/host_port.hpp"
 #include "base/status.hpp"
+#include "config/autoscale_config.hpp"
 
 namespace ember {
 
@@ -64,6 +65,11 @@ struct PlacementOptions {
   bool peers = true;
   bool random = false;
   uint64_t seed = 1;  // of the random placement
+
+  /// As the `autoscale:` section sets them (chain_scale_up, peer_sources, placement).
+  static PlacementOptions from(const AutoscalerSettings& s, uint64_t seed = 1) {
+    return {s.chain_scale_up, s.peer_sources, s.placement == PlacementPolicy::random, seed};
+  }
 };
 
 class LoadPlanner {

@@ -306,4 +306,10 @@ void ScaleDriver::node_lost(uint64_t node, const std::string& name) {
   for (auto& w : nd.waiters) w(unavailable("node " + name + " left while draining"));
 }
 
+uint32_t ScaleDriver::drains_of(const model_key& key) const {
+  uint32_t n = 0;
+  for (const auto& [id, d] : drains_) n += d.key == key ? 1 : 0;
+  return n;
+}
+
 }  // namespace ember

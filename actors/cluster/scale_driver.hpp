@@ -131,6 +131,8 @@ class ScaleDriver {
   /// The versions with a replica draining on `node` (reconcile: the manager's own, not news).
   std::set<model_key> draining_on(uint64_t node) const;
   size_t drains() const { return drains_.size(); }
+  /// The replicas of `key` draining (still bound).
+  uint32_t drains_of(const model_key& key) const;
 
   // -- the console's node drains ---------------------------------------------------------------
   using DrainReply = std::function<void(const Result<std::vector<model_key>>&)>;

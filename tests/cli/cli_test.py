@@ -302,9 +302,95 @@ def case_infer_image(ember, work):
             procs.print_tail(log_path, 30)
 
 
+def case_sim(ember, work):
+    """`ember sim`: a small trace on a small simulated cluster (chains, the autoscaler scaling up and
+    to zero, random placement), run twice: the same bytes out; every request answered after it
+    arrived or counted lost; the outputs parse; Flashpoint's example files run; bad input refused."""
+    root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+    profile = os.path.abspath(os.path.join(root, "deploy", "sim", "profiles", "bert-base.json"))
+    cluster = os.path.join(work, "cluster.yaml")
+    open(cluster, "w").write(
+        "topology:\n  hosts: 6\n  gpus_per_host: 2\n  hosts_per_leaf: 3\n  host_link: 1Gbit/s\n"
+        "  spine_link: 2Gbit/s\n  cloud_link: 1Gbit/s\n  device_memory: 2GB\n"
+        "sim:\n  slo: 200ms\n  cold_start_timeout: 60s\n"
+        "autoscale:\n  interval: 250ms\n  look_back: 2s\n  upscale_delay: 250ms\n  downscale_delay: 1s\n"
+        "  idle_timeout: 3s\n  max_replicas: 4\n  placement: random\n")
+    models = os.path.join(work, "models.yaml")
+    open(models, "w").write(f"models:\n  - name: small\n    profile: {profile}\n    weights: 50MB\n    speedup: 10\n"
+                            f"  - name: big\n    profile: {profile}\n    weights: 300MB\n    speedup: 10\n"
+                            f"    slo: 1s\n")
+    rng = np.random.default_rng(5)
+    times = []
+    for burst in range(6):  # bursts of each model in turn, idle gaps between
+        name = "small" if burst % 2 == 0 else "big"
+        times += [(burst * 6 + t, name) for t in np.sort(rng.uniform(0, 2, 80))]
+    trace = os.path.join(work, "trace.csv")
+    with open(trace, "w") as f:
+        f.write("time_s,model\n")
+        for t, m in sorted(times):
+            f.write(f"{t:.6f},{m}\n")
+    outs = []
+    for i in range(2):
+        out = os.path.join(work, f"out{i}")
+        p = run(ember, "sim", "--cluster", cluster, "--models", models, "--trace", trace, "--out", out, "--seed", "3",
+                "--window", "0:10")
+        outs.append(out)
+        if "| arm | requests | lost |" not in p.stdout or "events/s" not in p.stdout:
+            raise Failure(f"ember sim printed no table:\n{p.stdout}")
+    for name in ("requests.csv", "trace.json", "plot.svg", "summary.json"):
+        a, b = (open(os.path.join(o, name), "rb").read() for o in outs)
+        if a != b or not a:
+            raise Failure(f"two runs with the same seed wrote different {name}")
+    rows = [line.split(",") for line in open(os.path.join(outs[0], "requests.csv")).read().strip().split("\n")[1:]]
+    if len(rows) != len(times):
+        raise Failure(f"{len(rows)} request rows for {len(times)} requests")
+    lost = 0
+    for r in rows:
+        if r[4] == "1":
+            lost += 1
+            continue
+        if not float(r[0]) <= float(r[5]) < float(r[6]) or not r[2].startswith("host"):
+            raise Failure(f"request answered before it arrived: {r}")
+    summary = json.load(open(os.path.join(outs[0], "summary.json")))
+    if summary["requests"] != len(times) or summary["lost"] != lost or lost != 0:
+        raise Failure(f"summary {summary} against {len(times)} requests, {lost} lost")
+    if summary["chains"] < 1 or summary["max_replicas"] < 2:
+        raise Failure(f"expected the bursts to scale up along chains: {summary}")
+    chrome = json.load(open(os.path.join(outs[0], "trace.json")))
+    # A request is in the window when it arrived before its end (it may start or end after it).
+    arrivals = [e["ts"] - 1000 * e["args"]["waited_ms"] for e in chrome["traceEvents"]
+                if e["ph"] == "X" and e["cat"] == "request"]
+    if not arrivals or max(arrivals) >= 10e6 or len(arrivals) >= len(times):
+        raise Failure(f"the Chrome trace's window 0:10 is not kept ({len(arrivals)} requests)")
+    if not open(os.path.join(outs[0], "plot.svg")).read().startswith("<svg"):
+        raise Failure("plot.svg is not an SVG")
+    print(f"ok: {len(times)} requests, {summary['chains']} chains, at most {summary['max_replicas']} replicas, "
+          f"the same bytes twice")
+    # Flashpoint's example files: a few requests of its smallest model on the 1,600 GPUs.
+    small_trace = os.path.join(work, "codebert.csv")
+    open(small_trace, "w").write("time_s,model\n" + "".join(f"{i * 0.1:.1f},codebert\n" for i in range(30)))
+    run(ember, "sim", "--cluster", os.path.join(root, "deploy", "sim", "flashpoint.yaml"), "--models",
+        os.path.join(root, "deploy", "sim", "flashpoint-models.yaml"), "--trace", small_trace, "--out",
+        os.path.join(work, "fp"))
+    base = ["sim", "--cluster", cluster, "--models", models, "--out", os.path.join(work, "bad")]
+    bad_cluster = os.path.join(work, "bad.yaml")
+    open(bad_cluster, "w").write("topology:\n  hostz: 3\n")
+    expect_error(ember, ["sim", "--cluster", bad_cluster, "--models", models, "--trace", trace], "bad.yaml: topology.hostz: unknown key")
+    other = os.path.join(work, "other.csv")
+    open(other, "w").write("time_s,model\n0,nobody\n")
+    expect_error(ember, base + ["--trace", other], "the trace asks for model 'nobody', which the cluster lacks")
+    missing = os.path.join(work, "missing.yaml")
+    open(missing, "w").write("models:\n  - name: small\n    profile: nowhere.json\n")
+    expect_error(ember, ["sim", "--cluster", cluster, "--models", missing, "--trace", trace], "nowhere.json")
+    expect_error(ember, base + ["--trace", trace, "--set", "autoscale.policy"], "expected section.key=value")
+    expect_error(ember, base + ["--trace", trace, "--policy", "sometimes"], "autoscale.policy")
+    expect_error(ember, base + ["--trace", trace, "--window", "5:1"], "--window 5:1")
+    expect_error(ember, base + ["--trace", os.path.join(work, "no-trace.csv")], "no-trace.csv")
+
+
 CASES = {"inspect": case_inspect, "json_io": case_json_io, "layers": case_layers, "bad_input": case_bad_input,
          "bad_model": case_bad_model, "devices": case_devices, "workflow": case_workflow,
-         "infer_image": case_infer_image}
+         "infer_image": case_infer_image, "sim": case_sim}
 
 
 def main():

@@ -113,5 +113,25 @@ TEST(ModelCosts, RefusesProfilesItCannotUse) {
   }
 }
 
+TEST(ModelCosts, AProfileScaledToAnotherSizeScalesBytesAndTimesInProportion) {
+  gpu::ModelProfile p = profile({1, 4, 8}, {{100, 160, 240}, {50, 50, 90}});
+  const uint64_t before = p.weights_bytes;
+  auto scaled = scaled_profile(p, "t5", before * 10);
+  ASSERT_TRUE(scaled.ok()) << scaled.error().message();
+  EXPECT_EQ(scaled->model, "t5");
+  EXPECT_EQ(scaled->weights_bytes, before * 10);
+  for (size_t i = 0; i < p.layers.size(); ++i) EXPECT_EQ(scaled->layers[i].bytes, p.layers[i].bytes * 10);
+  auto c = ModelCosts::from_profile(*scaled);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->model(), "t5");
+  EXPECT_EQ(c->exec_us(1), 1'500u);  // (100 + 50) x 10
+  EXPECT_EQ(c->exec_us(8), 3'300u);  // (240 + 90) x 10
+  EXPECT_EQ(c->weights_bytes(), before * 10);
+  EXPECT_FALSE(scaled_profile(p, "x", 0).ok());
+  gpu::ModelProfile empty = p;
+  empty.weights_bytes = 0;
+  EXPECT_FALSE(scaled_profile(empty, "x", 100).ok());
+}
+
 }  // namespace model_costs_test
 }  // namespace ember::sim

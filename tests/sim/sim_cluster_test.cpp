@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -115,13 +116,15 @@ TEST(SimCluster, TheSameInputsGiveTheSameRun) {
 
 TEST(SimCluster, TheAutoscalerAddsReplicasFromAPeersCacheUnderABurst) {
   // One replica runs 10 requests a second; 20 a second for 30 s arrive. The live manager's
-  // autoscaler (ongoing_requests, its defaults) adds replicas on the other hosts, whose bytes come
-  // from host0's cache over the 1 GB/s host links, not the 100 MB/s cloud link.
+  // autoscaler (ongoing_requests, its defaults but chain_scale_up off) adds replicas on the other
+  // hosts, whose bytes come from host0's cache over the 1 GB/s host links, not the 100 MB/s cloud
+  // link.
   TopologySpec t = small();
   t.hosts = 4;
   t.hosts_per_leaf = 4;
   SimOptions o;
   o.autoscaler.enabled = true;
+  o.autoscaler.chain_scale_up = false;
   std::string csv;
   for (int i = 0; i < 600; ++i) csv += std::to_string(i * 0.05) + ",m\n";
   auto run = [&] {
@@ -136,8 +139,8 @@ TEST(SimCluster, TheAutoscalerAddsReplicasFromAPeersCacheUnderABurst) {
   EXPECT_EQ(r.cold_starts[0].tier, "repository");
   for (size_t i = 1; i < r.cold_starts.size(); ++i) {
     EXPECT_EQ(r.cold_starts[i].tier, "peer") << i;
-    // 100 MB from host0's cache; when three pull at once they share its 1 GB/s uplink (no chains
-    // yet): 0.3 s each, against 1 s from the cloud.
+    // 100 MB from host0's cache; when three pull at once they share its 1 GB/s uplink (no chains):
+    // 0.3 s each, against 1 s from the cloud.
     EXPECT_LE(r.cold_starts[i].ready_us - r.cold_starts[i].started_us, 300'000u) << i;
   }
   EXPECT_GE(r.max_replicas, 2u);
@@ -158,6 +161,143 @@ TEST(SimCluster, TheAutoscalerAddsReplicasFromAPeersCacheUnderABurst) {
   std::printf("  %zu cold starts, at most %u replicas, %.0f replica-s, %llu of 600 over 5 s, done at %.1f s\n",
               r.cold_starts.size(), r.max_replicas, r.replica_seconds, static_cast<unsigned long long>(late),
               r.end_us / 1e6);
+}
+
+/// Three hosts, autoscaler on with a floor of three replicas: the first tick places all three.
+SimOptions three_at_once(bool chain) {
+  SimOptions o;
+  o.autoscaler.enabled = true;
+  o.autoscaler.chain_scale_up = chain;
+  o.autoscale.min_replicas = 3;
+  o.autoscale.max_replicas = 3;
+  return o;
+}
+
+TEST(SimCluster, AChainCarriesOneDownloadToEveryHopCutThrough) {
+  TopologySpec t = small();
+  t.hosts = 3;
+  t.hosts_per_leaf = 3;
+  auto c = SimCluster::create(t, {model("m", 100'000'000, 1'000)}, three_at_once(true));
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  auto r = (*c)->run(trace("5,m\n"));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_EQ(r->cold_starts.size(), 3u);
+  EXPECT_EQ(r->chains, 1u);
+  // One flow over the cloud link and every hop's links: 100 MB at the cloud's 100 MB/s, 1 s; hop k
+  // ends k chunks (1 MiB at the chain's 100 MB/s: 10,486 us) after the first.
+  const uint64_t started = r->cold_starts[0].started_us;
+  std::vector<std::string> tiers;
+  for (size_t k = 0; k < 3; ++k) {
+    const auto& cs = r->cold_starts[k];
+    EXPECT_EQ(cs.started_us, started);
+    EXPECT_NE(cs.transfer_id, 0u);
+    EXPECT_EQ(cs.transfer_id, r->cold_starts[0].transfer_id);
+    EXPECT_NEAR(static_cast<double>(cs.ready_us - started), 1e6 + 10'486 * static_cast<double>(k), 2) << k;
+    tiers.push_back(cs.tier);
+  }
+  EXPECT_EQ(tiers, (std::vector<std::string>{"repository", "peer", "peer"}));
+  EXPECT_EQ(r->reserved_bytes_left, 0u);
+  EXPECT_FALSE(r->requests[0].lost);
+  EXPECT_FALSE(r->requests[0].cold);
+}
+
+TEST(SimCluster, WithoutChainsTheSameThreeDownloadsSplitTheCloudLink) {
+  TopologySpec t = small();
+  t.hosts = 3;
+  t.hosts_per_leaf = 3;
+  auto c = SimCluster::create(t, {model("m", 100'000'000, 1'000)}, three_at_once(false));
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  auto r = (*c)->run(trace("5,m\n"));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_EQ(r->cold_starts.size(), 3u);
+  EXPECT_EQ(r->chains, 0u);
+  for (const auto& cs : r->cold_starts) {
+    EXPECT_EQ(cs.tier, "repository");
+    EXPECT_EQ(cs.transfer_id, 0u);
+    EXPECT_EQ(cs.ready_us - cs.started_us, 3'000'000u);  // 33 MB/s each
+  }
+}
+
+TEST(SimCluster, ASmallTraceKeepsTheInvariants) {
+  // Eight hosts of two GPUs, three models, bursts and idle gaps, the autoscaler scaling up and to
+  // zero, chains on: every request answered after its arrival or counted lost, serving replicas
+  // within max_replicas, at most one replica of a model per host, no reservation left behind.
+  TopologySpec t = small();
+  t.hosts = 8;
+  t.gpus_per_host = 2;
+  t.hosts_per_leaf = 4;
+  SimOptions o;
+  o.autoscaler.enabled = true;
+  o.autoscaler.interval_us = 250'000;
+  o.autoscaler.look_back_us = 2'000'000;
+  o.autoscale.max_replicas = 4;
+  o.autoscale.idle_timeout_us = 3'000'000;
+  o.autoscale.downscale_delay_us = 1'000'000;
+  o.autoscale.upscale_delay_us = 250'000;
+  std::string csv;
+  uint64_t x = 12345;  // a fixed linear congruential sequence: bursts of each model in turn
+  for (int burst = 0; burst < 12; ++burst) {
+    const char* name = burst % 3 == 0 ? "a" : burst % 3 == 1 ? "b" : "c";
+    const double begin = burst * 4.0;
+    for (int i = 0; i < 60; ++i) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      csv += std::to_string(begin + static_cast<double>(x >> 40) / static_cast<double>(1ull << 24) * 2.0) + "," + name + "\n";
+    }
+  }
+  auto c = SimCluster::create(t, {model("a", 60'000'000, 40'000), model("b", 150'000'000, 90'000),
+                                  model("c", 20'000'000, 15'000)}, o);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  const RequestTrace tr = trace(csv);
+  auto r = (*c)->run(tr);
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_EQ(r->requests.size(), tr.requests.size());
+  for (size_t i = 0; i < r->requests.size(); ++i) {
+    const auto& q = r->requests[i];
+    EXPECT_EQ(q.arrival_us, tr.requests[i].at_us);
+    if (q.lost) continue;
+    EXPECT_GE(q.start_us, q.arrival_us) << i;
+    EXPECT_GT(q.end_us, q.start_us) << i;
+    EXPECT_LT(q.host, t.hosts) << i;
+  }
+  uint32_t most = 0;
+  for (const auto& s : r->samples) {
+    for (size_t m = 0; m < s.replicas.size(); ++m) {
+      EXPECT_LE(s.replicas[m] - s.draining[m], o.autoscale.max_replicas) << s.at_us;
+      EXPECT_LE(s.replicas[m], t.hosts) << s.at_us;
+      most = std::max(most, s.replicas[m]);
+    }
+  }
+  EXPECT_GE(most, 2u);  // the bursts did scale up
+  for (size_t m = 0; m < 3; ++m) {  // and each model went back to zero between its bursts (8 s idle)
+    bool up = false, back_to_zero = false;
+    for (const auto& s : r->samples) {
+      up = up || s.replicas[m] > 0;
+      back_to_zero = back_to_zero || (up && s.replicas[m] == 0);
+    }
+    EXPECT_TRUE(back_to_zero) << m;
+  }
+  EXPECT_EQ(r->reserved_bytes_left, 0u);
+  uint64_t lost = 0;
+  for (const auto& q : r->requests) lost += q.lost;
+  EXPECT_EQ(lost, 0u);
+  std::printf("  %zu requests, %zu cold starts, %u chains, at most %u replicas, %.0f replica-s\n", r->requests.size(),
+              r->cold_starts.size(), r->chains, r->max_replicas, r->replica_seconds);
+}
+
+TEST(SimCluster, DecisionTimeDelaysWhatTheDecisionSent) {
+  SimOptions o;
+  uint64_t fake_us = 0;
+  o.decision_clock = [&fake_us] { return fake_us += 500; };  // every decision takes 500 us
+  auto c = SimCluster::create(small(), {model("m", 100'000'000, 10'000)}, o);
+  ASSERT_TRUE(c.ok());
+  auto r = (*c)->run(trace("0,m\n"));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  ASSERT_EQ(r->cold_starts.size(), 1u);
+  EXPECT_EQ(r->cold_starts[0].started_us, 500u);  // the placement's load leaves 0.5 ms later
+  EXPECT_EQ(r->cold_starts[0].ready_us, 1'000'500u);
+  EXPECT_EQ(r->requests[0].start_us, 1'000'500u);
+  EXPECT_EQ(r->decisions, 2u);  // the placement and the load's answer
+  EXPECT_EQ(r->decision_us, 1'000u);
 }
 
 TEST(SimCluster, AHeldRequestIsLostAfterTheColdStartTimeout) {
