@@ -7,7 +7,7 @@ and on, at equal resource use. No root; one core.
 
   bench/flashpoint_sim.py [--ember build/bin/ember] [--work flashpoint_sim] [--traces twitter,azure]
                           [--models codebert,...] [--policies tsk,atl,owk,sm] [--arms baseline,lc,mc,lc+mc]
-                          [--sweep] [--scale] [--tolerance 0.05] [--seed 1]
+                          [--sweep] [--scale] [--tolerance 0.05] [--seed 1] [--plot FILE.png]
 
 Arms (autoscale: keys over deploy/sim/flashpoint.yaml's; every arm the same policy):
   baseline  every cold start from cloud storage onto a random node: peer_sources false,
@@ -30,10 +30,11 @@ scaled (a bisection over a factor, log scale, at most --tune-steps runs) until i
 are within --tolerance of the baseline's; the table says the factor and the replica-seconds. An
 arm that cannot get there says so.
 
---sweep: the cloud-bandwidth sweep (Flashpoint's Fig. 8.3): the largest model under atl, baseline
-and lc+mc, cloud link 1, 2.2, 5, 10 and 20 Gbit/s, Twitter-like trace.
+--sweep: the cloud-bandwidth sweep (Flashpoint's Fig. 8.3): the largest model under atl, baseline,
+mc and lc+mc, cloud link 1, 2.2, 5, 10 and 20 Gbit/s, Twitter-like trace.
 --scale: the simulator's speed at 16, 1,600 and 16,000 GPUs (2, 200, 2,000 hosts), the largest
-model under atl with lc+mc, Twitter-like trace: wall seconds and events per second.
+model under atl with lc+mc, Twitter-like trace: the simulation's wall seconds (as ember sim prints
+them: the run, not reading the files or writing the outputs) and events per second.
 
 Writes WORK/results.json and prints markdown tables.
 """
@@ -70,13 +71,24 @@ LIMITS = {"headroom": (1.0, 10.0), "target_queue_latency": (1.0, 3_600_000.0),
           "target_ongoing_requests": (0.01, 10000.0), "target_requests_per_minute": (0.01, 1e9)}
 
 
+SIZES = {"codebert": "499 MB", "albert": "890 MB", "bart": "1,626 MB", "dialogpt": "3,135 MB",
+         "gpt2-xl": "6,282 MB", "t5": "11,408 MB"}
+# ../shared/seeds/digest-flashpoint.md §4.9: mean end-to-end improvement against the baseline.
+FLASHPOINT_TABLE_8_1 = {
+    "azure": {"codebert": "17.25%", "albert": "20.79%", "bart": "37.44%", "dialogpt": "49.11%", "gpt2-xl": "66.57%",
+              "t5": "78.64%"},
+    "twitter": {"codebert": "16.52%", "albert": "27.02%", "bart": "37.66%", "dialogpt": "60.05%", "gpt2-xl": "74.12%",
+                "t5": "92.79%"},
+}
+
+
 def read_models():
     """(name, weights text) in deploy/sim/flashpoint-models.yaml's order (a plain reading of its list)."""
     out = []
     for line in open(MODELS):
         s = line.strip()
         if s.startswith("- name:"):
-            out.append(s.split(":", 1)[1].strip())
+            out.append(s.split(":", 1)[1].split("#", 1)[0].strip())
     return out
 
 
@@ -102,7 +114,11 @@ def sim(ember, work, trace, autoscale, label, extra_sets):
         raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()}")
     with open(os.path.join(out, "summary.json")) as f:
         s = json.load(f)
-    s["wall_s"] = time.time() - t
+    s["process_s"] = time.time() - t
+    # The simulation's own time, as ember sim prints it ("N events in S s of wall time").
+    for line in r.stdout.splitlines():
+        if " events in " in line:
+            s["wall_s"] = float(line.split(" events in ")[1].split(" s ")[0])
     # The second request of the one-request probe is warm: its latency is the execution time.
     if label.startswith("one-"):
         with open(os.path.join(out, "requests.csv")) as f:
@@ -169,6 +185,7 @@ def main():
     ap.add_argument("--minutes", type=int, default=60)
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--scale", action="store_true")
+    ap.add_argument("--plot", default="", help="write a PNG of the tables (matplotlib)")
     args = ap.parse_args()
     args.ember = os.path.abspath(args.ember)
     work = os.path.abspath(args.work)
@@ -232,6 +249,26 @@ def main():
                 ch["rs"].append(r["replica_seconds"] / b["replica_seconds"] - 1)
             f = lambda xs: f"{100 * statistics.mean(xs):+.1f}%" if xs else "n/a"
             print(f"| {arm} | {f(ch['cold'])} | {f(ch['mean'])} | {f(ch['p99'])} | {f(ch['rs'])} |")
+        # Per model, as Flashpoint's Table 8.1 (its mean end-to-end improvement against its baseline,
+        # the mean of the per-autoscaler ratios).
+        last = arms[-1]
+        paper = FLASHPOINT_TABLE_8_1[kind]
+        print(f"\n{kind}: {last} against the baseline per model, mean over policies "
+              f"(Flashpoint's Table 8.1: its mean end-to-end improvement against its baseline)\n")
+        print("| model | size | mean cold start | mean e2e | p99 e2e | Flashpoint mean e2e |\n|---|---:|---:|---:|---:|---:|")
+        for m in models:
+            ch = {"cold": [], "mean": [], "p99": []}
+            for r in runs:
+                if r["arm"] != last or r["model"] != m:
+                    continue
+                b = next(x for x in runs if x["arm"] == "baseline" and x["model"] == m and x["policy"] == r["policy"])
+                if b["cold_start_mean_ms"]:
+                    ch["cold"].append(r["cold_start_mean_ms"] / b["cold_start_mean_ms"] - 1)
+                ch["mean"].append(r["mean_ms"] / b["mean_ms"] - 1)
+                ch["p99"].append(r["p99_ms"] / b["p99_ms"] - 1)
+            f = lambda xs: f"{100 * statistics.mean(xs):+.1f}%" if xs else "no cold start"
+            print(f"| {m} | {SIZES.get(m, '?')} | {f(ch['cold'])} | {f(ch['mean'])} | {f(ch['p99'])} | "
+                  f"{'-' + paper[m] if m in paper else 'n/a'} |")
 
     if args.sweep:
         big = models[-1]
@@ -239,7 +276,7 @@ def main():
         print(f"\ncloud bandwidth sweep: {big}, atl, Twitter-like\n")
         print("| cloud link | arm | mean cold start s | mean e2e ms | p99 e2e ms | replica-s |\n|---|---|---:|---:|---:|---:|")
         for gbit in ("1Gbit/s", "2.2Gbit/s", "5Gbit/s", "10Gbit/s", "20Gbit/s"):
-            for arm in ("baseline", "lc+mc"):
+            for arm in ("baseline", "mc", "lc+mc"):
                 keys = dict(ARMS[arm], policy="arrival_rate", headroom="1.25")
                 s = sim(args.ember, work, trace, keys, f"sweep-{gbit.replace('/', '')}-{arm}",
                         {"topology.cloud_link": gbit})
@@ -264,6 +301,49 @@ def main():
     with open(os.path.join(work, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
     print(f"\nresults: {os.path.join(work, 'results.json')}")
+    if args.plot:
+        plot(args.plot, results, models, arms)
+        print(f"plot: {args.plot}")
+
+
+def plot(path, results, models, arms):
+    """Per trace: mean cold start and mean end-to-end per model (mean over policies), one bar per
+    arm, log scale; and the cloud-bandwidth sweep when it ran."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    kinds = sorted({r["trace"] for r in results["runs"]}, reverse=True)
+    rows = len(kinds) + (1 if results.get("sweep") else 0)
+    fig, axes = plt.subplots(rows, 2, figsize=(13, 3.6 * rows), squeeze=False)
+    width = 0.8 / len(arms)
+    for k, kind in enumerate(kinds):
+        for col, (key, label) in enumerate((("cold_start_mean_ms", "mean cold start s"), ("mean_ms", "mean end-to-end s"))):
+            ax = axes[k][col]
+            for a, arm in enumerate(arms):
+                ys = []
+                for m in models:
+                    xs = [r[key] / 1000 for r in results["runs"] if r["trace"] == kind and r["model"] == m and r["arm"] == arm]
+                    ys.append(statistics.mean(xs) if xs else 0)
+                ax.bar([i + a * width for i in range(len(models))], ys, width, label=arm)
+            ax.set_xticks([i + width * (len(arms) - 1) / 2 for i in range(len(models))], models)
+            ax.set_yscale("log")
+            ax.set_ylabel(label)
+            ax.set_title(f"{kind}: {label} (mean over policies)")
+            ax.legend(fontsize=8)
+    if results.get("sweep"):
+        for col, (key, label) in enumerate((("cold_start_mean_ms", "mean cold start s"), ("mean_ms", "mean end-to-end s"))):
+            ax = axes[-1][col]
+            for arm in ("baseline", "mc", "lc+mc"):
+                pts = [(float(r["sweep"].split("G")[0]), r[key] / 1000) for r in results["sweep"] if r["arm"] == arm]
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=arm)
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlabel("cloud link Gbit/s")
+            ax.set_ylabel(label)
+            ax.set_title(f"cloud-bandwidth sweep ({models[-1]}, atl, Twitter-like)")
+            ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
 
 
 if __name__ == "__main__":

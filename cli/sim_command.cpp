@@ -123,6 +123,7 @@ int run_sim(const SimArgs& a) {
   options.chunk_bytes = cluster->sim.chunk_bytes;
   options.sample_interval_us = cluster->sim.sample_interval_us;
   options.seed = cluster->sim.seed;
+  options.warm_replicas = cluster->sim.warm_replicas;
   if (a.decision_time) {
     options.decision_clock = [] {
       return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(

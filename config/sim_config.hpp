@@ -10,7 +10,8 @@
 //     sim:        cold_start_timeout (a request held longer is lost, as gateway.cold_start_timeout),
 //                 sample_interval (replicas sampled this often without the autoscaler), chunk
 //                 (a chain hop's forwarding unit), slo (the default latency target), seed (random
-//                 placement)
+//                 placement), warm_replicas (replicas of each model the trace asks for, bound before the
+//                 first request)
 //     autoscale:  as the live manager's
 //
 //   MODELS.yaml
@@ -56,6 +57,7 @@ struct SimRunConfig {
   uint64_t chunk_bytes = 1u << 20;
   uint64_t slo_us = 1'000'000;
   uint64_t seed = 1;
+  uint32_t warm_replicas = 0;
 };
 
 struct SimClusterConfig {

@@ -263,7 +263,24 @@ struct SimCluster::Impl {
   };
   std::map<uint64_t, std::vector<Hop>> pending_chains;  // transfer -> its hops, in the order sent
 
+  bool warming = false;  // SimOptions::warm_replicas being placed: loads are instant
+
   void send_load(const model_key& key, uint64_t node, uint64_t attempt, const load_replica& load) {
+    if (warming) {
+      loop.after(0, [this, key, node, attempt, id = load.transfer_id] {
+        if (id) {
+          chains.on_done(id, members.find(node)->report.name, now_ms());
+          for (uint64_t t : chains.finished_transfers()) chains.erase(t);
+        }
+        replica_info info;
+        info.model = key;
+        info.node = members.find(node)->report.name;
+        info.device = "gpu" + std::to_string(least_bound_gpu(node));
+        info.source = SourceTier::cache;
+        driver.answered(key, node, attempt, Result<replica_info>(info), true, false, now_ms(), act);
+      });
+      return;
+    }
     if (load.transfer_id != 0 && !load.sources.empty()) {
       // The planner sends every hop of a transfer in one decision: start the chains after it.
       auto& hops = pending_chains[load.transfer_id];
@@ -306,8 +323,9 @@ struct SimCluster::Impl {
     ++result.chains;
     std::map<std::string, size_t> by_name;  // a hop's node name -> index in hops
     for (size_t i = 0; i < hops.size(); ++i) by_name[members.find(hops[i].node)->report.name] = i;
-    std::map<std::string, size_t> next;  // upstream name -> the hop that pulls from it
+    std::map<std::string, size_t> next;  // a hop's name -> the hop that pulls from it (chains are lines)
     for (size_t i = 0; i < hops.size(); ++i) {
+      if (!by_name.count(hops[i].upstream)) continue;  // a chain's first hop: several may share a source
       if (!next.emplace(hops[i].upstream, i).second) {
         return fail(internal_error("transfer " + std::to_string(id) + ": two hops pull from " + hops[i].upstream));
       }
@@ -353,11 +371,8 @@ struct SimCluster::Impl {
     }
   }
 
-  /// The bytes are in `node`'s memory: into the device it has bound least on (ties: the lowest),
-  /// over its PCIe link when modelled, then the load's answer.
-  void bind(const model_key& key, uint64_t node, uint64_t attempt, SourceTier source, ColdStartRecord record,
-            uint64_t bytes) {
-    const uint32_t host = host_of_node.at(node);
+  /// The GPU of `node` with the fewest bytes bound (ties: the lowest).
+  uint32_t least_bound_gpu(uint64_t node) const {
     const ClusterNode* n = members.find(node);
     uint32_t gpu = 0;
     uint64_t least = UINT64_MAX;
@@ -369,6 +384,15 @@ struct SimCluster::Impl {
         gpu = g;
       }
     }
+    return gpu;
+  }
+
+  /// The bytes are in `node`'s memory: into the device it has bound least on (ties: the lowest),
+  /// over its PCIe link when modelled, then the load's answer.
+  void bind(const model_key& key, uint64_t node, uint64_t attempt, SourceTier source, ColdStartRecord record,
+            uint64_t bytes) {
+    const uint32_t host = host_of_node.at(node);
+    const uint32_t gpu = least_bound_gpu(node);
     auto pcie = topo->to_gpu(host, gpu);
     if (!pcie.ok()) return fail(pcie.error());
     transfer(*pcie, static_cast<double>(bytes), [this, key, node, attempt, source, record, gpu]() mutable {
@@ -461,6 +485,20 @@ Result<SimResult> SimCluster::run(const RequestTrace& trace) {
   for (size_t i = 0; i < trace.requests.size(); ++i) {
     s.result.requests[i].arrival_us = trace.requests[i].at_us;
     s.result.requests[i].model = trace.requests[i].model;
+  }
+  if (s.options.warm_replicas > 0) {
+    s.warming = true;
+    std::set<uint32_t> asked(s.trace_model.begin(), s.trace_model.end());  // only the trace's models
+    for (uint32_t cm : asked) {
+      const ModelCosts& m = s.models[cm];
+      // As a running service: the count wanted now, not a floor (`load N`'s explicit want would
+      // keep it); the autoscaler moves it from the first tick.
+      auto wanted = s.registry.want(Impl::key_of(m), 0, false, [](const Result<model_state>&) {});
+      if (!wanted) continue;
+      if (ModelVersion* v = s.registry.find(*wanted)) v->wanted = std::max(v->wanted, s.options.warm_replicas);
+      s.driver.place(*wanted, 0, s.act);
+    }
+    s.loop.after(0, [&s] { s.warming = false; });  // after the loads' answers, scheduled first
   }
   s.schedule_arrival(0);
   if (s.options.autoscaler.enabled) {

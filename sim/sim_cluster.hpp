@@ -77,6 +77,10 @@ struct SimOptions {
   uint64_t sample_interval_us = 1'000'000;
   /// Seeds the random placement (autoscaler.placement random).
   uint64_t seed = 1;
+  /// Replicas of each model the trace asks for bound before the first request (placed by the live LoadPlanner, their
+  /// loads instant and not counted as cold starts): a service already running, as Flashpoint's
+  /// experiments begin. 0: every model starts cold.
+  uint32_t warm_replicas = 0;
   /// Decision time, as Flashpoint charges it: when set (microseconds of a monotonic clock), each
   /// call into the manager's classes (a placement, a load's answer, a tick) is timed, and the loads
   /// and unbinds it sent start that much later on the simulated clock. Unset: decisions take no

@@ -240,20 +240,27 @@ void write_plot_svg(std::ostream& out, const SimResult& result, const std::vecto
   for (uint32_t v = 0; v <= most; v += std::max<uint32_t>(1, most / 5)) {
     out << "<text x=\"" << L - 6 << "\" y=\"" << y1(v) + 4 << "\" text-anchor=\"end\">" << v << "</text>\n";
   }
+  size_t shown = 0;  // models with a replica at some sample; the others are left out
   for (size_t m = 0; m < cluster_models.size(); ++m) {
-    std::string path;
-    double prev_y = y1(0);
-    path += "M" + fixed(x_of(0), 1) + "," + fixed(prev_y, 1);
+    bool any = false;
+    for (const auto& s : result.samples) any = any || (m < s.replicas.size() && s.replicas[m] > 0);
+    if (!any) continue;
+    // A step line: a point only where the count changes.
+    std::string path = "M" + fixed(x_of(0), 1) + "," + fixed(y1(0), 1);
+    uint32_t prev = 0;
     for (const auto& s : result.samples) {
-      const double y = y1(m < s.replicas.size() ? s.replicas[m] : 0);
+      const uint32_t v = m < s.replicas.size() ? s.replicas[m] : 0;
+      if (v == prev) continue;
       const double x = x_of(static_cast<double>(s.at_us) / 1e6);
-      path += " L" + fixed(x, 1) + "," + fixed(prev_y, 1) + " L" + fixed(x, 1) + "," + fixed(y, 1);
-      prev_y = y;
+      path += " H" + fixed(x, 1) + " V" + fixed(y1(v), 1);
+      prev = v;
     }
-    const char* color = kColors[m % std::size(kColors)];
+    path += " H" + fixed(x_of(end_s), 1);
+    const char* color = kColors[shown % std::size(kColors)];
     out << "<path d=\"" << path << "\" fill=\"none\" stroke=\"" << color << "\" stroke-width=\"1.5\"/>\n";
-    out << "<text x=\"" << L + pw + 10 << "\" y=\"" << top1 + 14 + 16 * m << "\" fill=\"" << color << "\">"
+    out << "<text x=\"" << L + pw + 10 << "\" y=\"" << top1 + 14 + 16 * shown << "\" fill=\"" << color << "\">"
         << xml(cluster_models[m]) << "</text>\n";
+    ++shown;
   }
   // Panel 2: each second's mean and max end-to-end latency, log scale.
   const double top2 = T + ph + gap;
@@ -283,20 +290,21 @@ void write_plot_svg(std::ostream& out, const SimResult& result, const std::vecto
     out << "<text x=\"" << L - 6 << "\" y=\"" << y2(std::pow(10, d)) + 4 << "\" text-anchor=\"end\">"
         << fixed(std::pow(10, d), d < 0 ? static_cast<int>(-d) : 0) << "</text>\n";
   }
-  std::string mean_path, max_dots, lost_marks;
+  std::string mean_path, max_path, lost_marks;
   for (size_t b = 0; b < buckets; ++b) {
     const double x = x_of(static_cast<double>(b) + 0.5);
     if (n[b]) {
       mean_path += (mean_path.empty() ? "M" : " L") + fixed(x, 1) + "," + fixed(y2(sum[b] / n[b]), 1);
-      max_dots += "<circle cx=\"" + fixed(x, 1) + "\" cy=\"" + fixed(y2(max[b]), 1) + "\" r=\"1.5\" fill=\"#d62728\"/>";
+      max_path += (max_path.empty() ? "M" : " L") + fixed(x, 1) + "," + fixed(y2(max[b]), 1);
     }
     if (lost[b]) {
       lost_marks += "<text x=\"" + fixed(x, 1) + "\" y=\"" + fixed(top2 + 10, 1) +
                     "\" text-anchor=\"middle\" fill=\"black\" font-size=\"10\">x</text>";
     }
   }
-  out << "<path d=\"" << mean_path << "\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.2\"/>\n"
-      << max_dots << "\n" << lost_marks << "\n";
+  out << "<path d=\"" << max_path << "\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"0.8\"/>\n"
+      << "<path d=\"" << mean_path << "\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.2\"/>\n"
+      << lost_marks << "\n";
   out << "<text x=\"" << L + pw + 10 << "\" y=\"" << top2 + 14 << "\" fill=\"#1f77b4\">mean per second</text>\n"
       << "<text x=\"" << L + pw + 10 << "\" y=\"" << top2 + 30 << "\" fill=\"#d62728\">max per second</text>\n"
       << "<text x=\"" << L + pw + 10 << "\" y=\"" << top2 + 46 << "\">x: lost</text>\n</svg>\n";

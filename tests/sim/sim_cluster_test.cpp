@@ -284,6 +284,23 @@ TEST(SimCluster, ASmallTraceKeepsTheInvariants) {
               r->cold_starts.size(), r->chains, r->max_replicas, r->replica_seconds);
 }
 
+TEST(SimCluster, WarmReplicasAreBoundBeforeTheFirstRequest) {
+  TopologySpec t = small();
+  SimOptions o;
+  o.warm_replicas = 2;
+  auto c = SimCluster::create(t, {model("m", 100'000'000, 10'000)}, o);
+  ASSERT_TRUE(c.ok());
+  auto r = (*c)->run(trace("0,m\n0,m\n"));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_TRUE(r->cold_starts.empty());
+  for (const auto& q : r->requests) {
+    EXPECT_FALSE(q.cold);
+    EXPECT_EQ(q.start_us, 0u);  // one on each warm replica, at once
+  }
+  EXPECT_NE(r->requests[0].host, r->requests[1].host);
+  EXPECT_EQ(r->samples.front().replicas, std::vector<uint32_t>{2});
+}
+
 TEST(SimCluster, DecisionTimeDelaysWhatTheDecisionSent) {
   SimOptions o;
   uint64_t fake_us = 0;
