@@ -20,6 +20,7 @@ namespace ember::sim {
 struct SimCluster::Impl {
   SimOptions options;
   std::vector<ModelCosts> models;
+  std::vector<uint64_t> exec1;  // each model's ModelCosts::exec_us(1)
   std::map<std::string, uint32_t> model_index;
 
   EventLoop loop;
@@ -140,7 +141,7 @@ struct SimCluster::Impl {
       if (!best || at < best->first) best = std::pair{at, node};
     }
     out.start_us = std::max(loop.now(), best->first);
-    const uint64_t exec = m.exec_us(1);
+    const uint64_t exec = exec1[trace_model[out.model]];  // m.exec_us(1), summed once
     out.end_us = out.start_us + exec;
     const uint32_t cm = trace_model[out.model];
     const uint64_t node = best->second;
@@ -429,6 +430,7 @@ Result<std::unique_ptr<SimCluster>> SimCluster::create(const TopologySpec& topol
     entries.push_back(RepositoryEntry{Impl::key_of(models[i]), "", "{}", models[i].weights_bytes(), ""});
   }
   impl->models = std::move(models);
+  for (const ModelCosts& m : impl->models) impl->exec1.push_back(m.exec_us(1));
   impl->counters.resize(impl->models.size());
   if (options.autoscaler.enabled) {
     EMBER_RETURN_IF_ERROR(check_autoscale_config(options.autoscale, "sim", "autoscale"));

@@ -113,7 +113,11 @@ void Membership::note_cached(uint64_t node, const model_key& key, bool cached) {
 
 bool Membership::caches(uint64_t node, const model_key& key) const {
   const auto* n = find(node);
-  return n && std::find(n->report.cached.begin(), n->report.cached.end(), key) != n->report.cached.end();
+  return n && caches(*n, key);
+}
+
+bool Membership::caches(const ClusterNode& node, const model_key& key) {
+  return std::find(node.report.cached.begin(), node.report.cached.end(), key) != node.report.cached.end();
 }
 
 std::string Membership::describe_join(uint64_t id, size_t adopted) const {

@@ -80,6 +80,8 @@ class Membership {
   /// The node's cache now holds (or dropped) `key`'s bytes.
   void note_cached(uint64_t node, const model_key& key, bool cached);
   bool caches(uint64_t node, const model_key& key) const;
+  /// The same for a node in hand (no lookup: a pass over nodes() asks it of each).
+  static bool caches(const ClusterNode& node, const model_key& key);
 
   /// Nodes dropped for silence whose connection lives (NodeLiveness keeps their state): the router
   /// of each and where its process published it (`control`, which the router's own report does not

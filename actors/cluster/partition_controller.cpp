@@ -186,7 +186,7 @@ PipelineOrders PartitionController::start(ModelVersion& v, const AutoscalerLoop*
     return {};
   }
   for (const auto& [id, node] : members_->nodes())
-    if (members_->caches(id, v.key())) return {};  // a node holds the bytes: a plain start is as quick
+    if (Membership::caches(node, v.key())) return {};  // a node holds the bytes: a plain start is as quick
   const auto nodes = planner_->candidates(v, std::min(want, max_stages_));
   // Planned for the queue expected when the stages serve (E(x) with the measured repository cold
   // start, else the profile's at the configured bandwidth); without an autoscaler, the request

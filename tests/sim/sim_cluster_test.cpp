@@ -173,13 +173,18 @@ SimOptions three_at_once(bool chain) {
   return o;
 }
 
-TEST(SimCluster, AChainCarriesOneDownloadToEveryHopCutThrough) {
+/// small() with three hosts: a model of 100 MB placed on all three at the first tick, one request.
+Result<SimResult> three_at_once_run(bool chain) {
   TopologySpec t = small();
   t.hosts = 3;
   t.hosts_per_leaf = 3;
-  auto c = SimCluster::create(t, {model("m", 100'000'000, 1'000)}, three_at_once(true));
-  ASSERT_TRUE(c.ok()) << c.error().message();
-  auto r = (*c)->run(trace("5,m\n"));
+  auto c = SimCluster::create(t, {model("m", 100'000'000, 1'000)}, three_at_once(chain));
+  if (!c.ok()) return c.error();
+  return (*c)->run(trace("5,m\n"));
+}
+
+TEST(SimCluster, AChainCarriesOneDownloadToEveryHopCutThrough) {
+  auto r = three_at_once_run(true);
   ASSERT_TRUE(r.ok()) << r.error().message();
   ASSERT_EQ(r->cold_starts.size(), 3u);
   EXPECT_EQ(r->chains, 1u);
@@ -202,12 +207,7 @@ TEST(SimCluster, AChainCarriesOneDownloadToEveryHopCutThrough) {
 }
 
 TEST(SimCluster, WithoutChainsTheSameThreeDownloadsSplitTheCloudLink) {
-  TopologySpec t = small();
-  t.hosts = 3;
-  t.hosts_per_leaf = 3;
-  auto c = SimCluster::create(t, {model("m", 100'000'000, 1'000)}, three_at_once(false));
-  ASSERT_TRUE(c.ok()) << c.error().message();
-  auto r = (*c)->run(trace("5,m\n"));
+  auto r = three_at_once_run(false);
   ASSERT_TRUE(r.ok()) << r.error().message();
   ASSERT_EQ(r->cold_starts.size(), 3u);
   EXPECT_EQ(r->chains, 0u);
