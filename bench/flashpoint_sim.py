@@ -26,7 +26,7 @@ Policies, Flashpoint's four mapped onto Ember's (config/choices.hpp):
        capacity (0.7 x 60,000 / the model's exec ms)
 
 Equal resources, as Flashpoint: each arm but the baseline is re-run with the policy's target
-scaled (a bisection over a factor, log scale, at most --tune-steps runs) until its replica-seconds
+scaled (a bisection over a factor, log scale, at most --tune-steps runs, default 7) until its replica-seconds
 are within --tolerance of the baseline's; the table says the factor and the replica-seconds. An
 arm that cannot get there says so.
 
@@ -180,7 +180,7 @@ def main():
     ap.add_argument("--policies", default="tsk,atl,owk,sm")
     ap.add_argument("--arms", default="baseline,lc,mc,lc+mc")
     ap.add_argument("--tolerance", type=float, default=0.05)
-    ap.add_argument("--tune-steps", type=int, default=10)
+    ap.add_argument("--tune-steps", type=int, default=7)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--minutes", type=int, default=60)
     ap.add_argument("--sweep", action="store_true")
