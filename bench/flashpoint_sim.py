@@ -44,7 +44,8 @@ import os
 import statistics
 import subprocess
 import sys
-import time
+
+import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLUSTER = os.path.join(ROOT, "deploy", "sim", "flashpoint.yaml")
@@ -83,22 +84,21 @@ FLASHPOINT_TABLE_8_1 = {
 
 
 def read_models():
-    """(name, weights text) in deploy/sim/flashpoint-models.yaml's order (a plain reading of its list)."""
-    out = []
-    for line in open(MODELS):
-        s = line.strip()
-        if s.startswith("- name:"):
-            out.append(s.split(":", 1)[1].split("#", 1)[0].strip())
-    return out
+    """The model names of deploy/sim/flashpoint-models.yaml, in its order."""
+    with open(MODELS) as f:
+        return [m["name"] for m in yaml.safe_load(f)["models"]]
 
 
 def exec_ms(ember, work, model):
-    """One request's time on the modelled GPU, from a one-request simulation (the profile's, scaled)."""
+    """One request's time on the modelled GPU (the profile's, scaled): a two-request simulation's
+    second, warm request."""
     trace = os.path.join(work, f"one-{model}.csv")
     with open(trace, "w") as f:
         f.write(f"time_s,model\n0,{model}\n100,{model}\n")
-    s = sim(ember, work, trace, {"enabled": "false"}, f"one-{model}", {})
-    return s["mean_ms_warm"]
+    sim(ember, work, trace, {"enabled": "false"}, f"one-{model}", {})
+    with open(os.path.join(work, "runs", f"one-{model}", "requests.csv")) as f:
+        last = f.read().strip().split("\n")[-1]
+    return float(last.split(",")[-1])
 
 
 def sim(ember, work, trace, autoscale, label, extra_sets):
@@ -108,22 +108,15 @@ def sim(ember, work, trace, autoscale, label, extra_sets):
         cmd += ["--set", f"autoscale.{k}={v}"]
     for k, v in extra_sets.items():
         cmd += ["--set", f"{k}={v}"]
-    t = time.time()
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: {r.stderr.strip()}")
     with open(os.path.join(out, "summary.json")) as f:
         s = json.load(f)
-    s["process_s"] = time.time() - t
     # The simulation's own time, as ember sim prints it ("N events in S s of wall time").
     for line in r.stdout.splitlines():
         if " events in " in line:
             s["wall_s"] = float(line.split(" events in ")[1].split(" s ")[0])
-    # The second request of the one-request probe is warm: its latency is the execution time.
-    if label.startswith("one-"):
-        with open(os.path.join(out, "requests.csv")) as f:
-            rows = f.read().strip().split("\n")[1:]
-        s["mean_ms_warm"] = float(rows[-1].split(",")[-1])
     return s
 
 

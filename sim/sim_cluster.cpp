@@ -269,16 +269,8 @@ struct SimCluster::Impl {
   void send_load(const model_key& key, uint64_t node, uint64_t attempt, const load_replica& load) {
     if (warming) {
       loop.after(0, [this, key, node, attempt, id = load.transfer_id] {
-        if (id) {
-          chains.on_done(id, members.find(node)->report.name, now_ms());
-          for (uint64_t t : chains.finished_transfers()) chains.erase(t);
-        }
-        replica_info info;
-        info.model = key;
-        info.node = members.find(node)->report.name;
-        info.device = "gpu" + std::to_string(least_bound_gpu(node));
-        info.source = SourceTier::cache;
-        driver.answered(key, node, attempt, Result<replica_info>(info), true, false, now_ms(), act);
+        if (id) hop_done(id, node);
+        answer(key, node, attempt, least_bound_gpu(node), SourceTier::cache, 0);
       });
       return;
     }
@@ -363,8 +355,7 @@ struct SimCluster::Impl {
           ColdStartRecord record{hop.key.name, members.find(hop.node)->report.name,
                                  source == SourceTier::repository ? "repository" : "peer", started, 0, bytes, id};
           loop.after(static_cast<uint64_t>(chunk_us * static_cast<double>(k) + 0.5), [this, id, hop, source, record, bytes] {
-            chains.on_done(id, members.find(hop.node)->report.name, static_cast<int64_t>(loop.now() / 1000));
-            for (uint64_t t : chains.finished_transfers()) chains.erase(t);
+            hop_done(id, hop.node);
             bind(hop.key, hop.node, hop.attempt, source, record, bytes);
           });
         }
@@ -397,16 +388,31 @@ struct SimCluster::Impl {
     auto pcie = topo->to_gpu(host, gpu);
     if (!pcie.ok()) return fail(pcie.error());
     transfer(*pcie, static_cast<double>(bytes), [this, key, node, attempt, source, record, gpu]() mutable {
-      replica_info info;
-      info.model = key;
-      info.node = record.node;
-      info.device = "gpu" + std::to_string(gpu);
-      info.source = source;
-      info.load_us = loop.now() - record.started_us;
       record.ready_us = loop.now();
+      const uint64_t load_us = record.ready_us - record.started_us;
       result.cold_starts.push_back(std::move(record));
-      decide([&] { driver.answered(key, node, attempt, Result<replica_info>(info), true, false, now_ms(), act); });
+      answer(key, node, attempt, gpu, source, load_us);
     });
+  }
+
+  /// Load `attempt` of `key` on `node` is bound on GPU `gpu`: the manager hears it, as the actor
+  /// hears a node's answer.
+  void answer(const model_key& key, uint64_t node, uint64_t attempt, uint32_t gpu, SourceTier source,
+              uint64_t load_us) {
+    replica_info info;
+    info.model = key;
+    info.node = members.find(node)->report.name;
+    info.device = "gpu" + std::to_string(gpu);
+    info.source = source;
+    info.load_us = load_us;
+    decide([&] { driver.answered(key, node, attempt, Result<replica_info>(info), true, false, now_ms(), act); });
+  }
+
+  /// A hop of multicast transfer `id` on `node` has every byte: the ChainController hears it (the
+  /// live node's last progress report), and finished transfers are dropped, as ChainRelay does.
+  void hop_done(uint64_t id, uint64_t node) {
+    chains.on_done(id, members.find(node)->report.name, now_ms());
+    for (uint64_t t : chains.finished_transfers()) chains.erase(t);
   }
 };
 
