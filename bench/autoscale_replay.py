@@ -554,6 +554,9 @@ def main():
     ap.add_argument("--work", default=None, help="work directory to keep (default: a temporary one)")
     ap.add_argument("--plot", default="autoscale_replay.png")
     ap.add_argument("--workers", type=int, default=128, help="client threads")
+    ap.add_argument("--profile", action="store_true",
+                    help="measure each model's profile.json before the replay (the manager then plans with it: "
+                         "its execution time stands in until the autoscaler measured one)")
     ap.add_argument("--write-trace", default=None, metavar="CSV",
                     help="also write the replay's requests as time_s,model (what `ember sim` replays: the "
                          "simulator and the cluster see the same requests)")
@@ -626,6 +629,12 @@ def main():
     os.makedirs(repo, exist_ok=True)
     t = time.time()
     write_models(args.ember, repo, names, sizes, seeds, args.slo_ms)
+    if args.profile:
+        for name in names:  # one compute thread, as the nodes run (--threads 1)
+            d = os.path.join(repo, name, "1")
+            if not os.path.exists(os.path.join(d, "profile.json")):
+                subprocess.run([args.ember, "model", "profile", d, "--threads", "1", "--log-level", "warn"], check=True,
+                               capture_output=True, text=True)
     print(f"models in {repo} ({time.time() - t:.1f} s); work directory {work}", flush=True)
 
     rows = []

@@ -5,7 +5,8 @@ seed, bench/autoscale_replay.py replays its Azure Functions slice on the network
 replays that file on deploy/sim/netns.yaml (the same four nodes, links and repository) with the
 arm's own `autoscale:` keys (taken from autoscale_replay.ARMS, so the two cannot differ) and the
 replay's models' profiles (`ember model profile --threads 1`, measured on this machine's simulated
-device with one compute thread, as the live nodes execute). Prints, per arm, the live figures (mean over seeds, and their spread: min
+device with one compute thread, as the live nodes execute; measured before the replay, with
+--profile, so that the live manager plans with the same profile.json the simulated one reads). Prints, per arm, the live figures (mean over seeds, and their spread: min
 to max) beside the simulated ones and the simulator's error on mean end-to-end latency, mean cold
 start per tier, replica-seconds and p99.
 
@@ -39,7 +40,7 @@ def run_live(args, seed, arms, work, extra):
     os.makedirs(work, exist_ok=True)
     cmd = [sys.executable, REPLAY, "--ember", args.ember, "--seed", str(seed), "--arms", ",".join(arms),
            "--work", work, "--plot", os.path.join(work, "replay.png"),
-           "--write-trace", os.path.join(work, "requests.csv")] + extra
+           "--write-trace", os.path.join(work, "requests.csv"), "--profile"] + extra
     print("$", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
 

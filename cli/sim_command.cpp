@@ -124,6 +124,7 @@ int run_sim(const SimArgs& a) {
   options.sample_interval_us = cluster->sim.sample_interval_us;
   options.seed = cluster->sim.seed;
   options.warm_replicas = cluster->sim.warm_replicas;
+  options.load_replicas = cluster->sim.load_replicas;
   if (a.decision_time) {
     options.decision_clock = [] {
       return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
@@ -156,6 +157,11 @@ int run_sim(const SimArgs& a) {
   std::printf("mean cold start %.0f ms (%llu); p50 %.1f ms; requests that waited for a replica %llu\n",
               s.cold_start_mean_ms, static_cast<unsigned long long>(s.cold_starts), s.p50_ms,
               static_cast<unsigned long long>(s.cold_requests));
+  if (s.tiers.count("stage")) {
+    std::printf("partitioned cold starts: %llu stage loads (mean %.0f ms); %llu requests ran through a pipeline\n",
+                static_cast<unsigned long long>(s.tiers.at("stage").count), s.tiers.at("stage").mean_ms,
+                static_cast<unsigned long long>(s.pipeline_requests));
+  }
   std::printf("%llu events in %.2f s of wall time (%.2f M events/s)\n", static_cast<unsigned long long>(s.events),
               wall_s, wall_s > 0 ? static_cast<double>(s.events) / wall_s / 1e6 : 0.0);
   if (a.decision_time) {

@@ -42,13 +42,15 @@ Status parse_topology(const YamlSection& s, SimTopologyConfig& t) {
 
 Status parse_run(const YamlSection& s, SimRunConfig& r, const std::string& at) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
-  EMBER_RETURN_IF_ERROR(s.check_keys({"cold_start_timeout", "sample_interval", "chunk", "slo", "seed", "warm_replicas"}));
+  EMBER_RETURN_IF_ERROR(s.check_keys({"cold_start_timeout", "sample_interval", "chunk", "slo", "seed", "warm_replicas",
+                                         "load_replicas"}));
   EMBER_RETURN_IF_ERROR(s.read("cold_start_timeout", r.cold_start_timeout_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read("sample_interval", r.sample_interval_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read("chunk", r.chunk_bytes, parse_bytes));
   EMBER_RETURN_IF_ERROR(s.read("slo", r.slo_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read_uint("seed", UINT64_MAX >> 1, r.seed));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("warm_replicas", AutoscaleConfig::kMaxReplicas, r.warm_replicas));
+  EMBER_RETURN_IF_ERROR(s.read_uint_as("load_replicas", AutoscaleConfig::kMaxReplicas, r.load_replicas));
   EMBER_RETURN_IF_ERROR(config_detail::check_duration(at, "sim.cold_start_timeout", r.cold_start_timeout_us));
   EMBER_RETURN_IF_ERROR(config_detail::check_duration(at, "sim.sample_interval", r.sample_interval_us));
   EMBER_RETURN_IF_ERROR(config_detail::check_duration(at, "sim.slo", r.slo_us));

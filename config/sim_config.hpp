@@ -11,7 +11,9 @@
 //                 sample_interval (replicas sampled this often without the autoscaler), chunk
 //                 (a chain hop's forwarding unit), slo (the default latency target), seed (random
 //                 placement), warm_replicas (replicas of each model the trace asks for, bound before the
-//                 first request)
+//                 first request), load_replicas (each such model loaded explicitly with this many
+//                 replicas at time 0, as the repository API's load: real cold starts, partitioned
+//                 when the manager plans it)
 //     autoscale:  as the live manager's
 //
 //   MODELS.yaml
@@ -58,6 +60,7 @@ struct SimRunConfig {
   uint64_t slo_us = 1'000'000;
   uint64_t seed = 1;
   uint32_t warm_replicas = 0;
+  uint32_t load_replicas = 0;
 };
 
 struct SimClusterConfig {

@@ -19,6 +19,13 @@ size_t ModelProfile::batch_index(uint32_t batch) const {
   return best;
 }
 
+double ModelProfile::batch_us(uint32_t batch) const {
+  const size_t b = batch_index(batch);
+  double sum = 0;
+  for (const auto& l : layers) sum += b < l.exec_us.size() ? l.exec_us[b] : 0;
+  return sum;
+}
+
 std::optional<double> ModelProfile::sensitivity_us(size_t i, uint32_t from, uint32_t to) const {
   auto at = [&](uint32_t b) { return std::find(batches.begin(), batches.end(), b); };
   if (i >= layers.size() || at(from) == batches.end() || at(to) == batches.end()) return std::nullopt;

@@ -57,6 +57,8 @@ struct ModelProfile {
 
   /// Index of the largest batch <= `batch` (the first when all are larger).
   size_t batch_index(uint32_t batch) const;
+  /// Microseconds a batch of batches[batch_index(batch)] took through every layer (0: no layer).
+  double batch_us(uint32_t batch) const;
   /// AsyFunc's sensitivity of layer `i` to compute: how much longer it runs at batch `to` than at
   /// `from` (us); nullopt unless both batches were measured.
   std::optional<double> sensitivity_us(size_t i, uint32_t from = 2, uint32_t to = 4) const;

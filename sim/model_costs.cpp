@@ -32,13 +32,15 @@ Result<ModelCosts> ModelCosts::from_profile(const gpu::ModelProfile& profile, do
   }
   if (profile.layers.empty()) return invalid_argument(who + "its profile has no layer");
   ModelCosts c;
+  auto modelled = std::make_shared<gpu::ModelProfile>(profile);
   c.model_ = profile.model;
   c.weights_bytes_ = profile.weights_bytes;
   c.batches_ = profile.batches;
   for (const gpu::LayerCost& l : profile.layers) {
-    if (l.exec_us.size() != profile.batches.size()) {
-      return invalid_argument(who + "layer '" + l.name + "' has " + std::to_string(l.exec_us.size()) +
-                              " times for " + std::to_string(profile.batches.size()) + " batch sizes");
+    if (l.exec_us.size() != profile.batches.size() || l.out_bytes.size() != profile.batches.size()) {
+      return invalid_argument(who + "layer '" + l.name + "' has " + std::to_string(l.exec_us.size()) + " times and " +
+                              std::to_string(l.out_bytes.size()) + " output sizes for " +
+                              std::to_string(profile.batches.size()) + " batch sizes");
     }
     std::vector<double> us;
     for (double t : l.exec_us) {
@@ -49,7 +51,11 @@ Result<ModelCosts> ModelCosts::from_profile(const gpu::ModelProfile& profile, do
     }
     c.layer_us_.push_back(std::move(us));
     c.layer_bytes_.push_back(l.bytes);
+    c.out_bytes_.push_back(l.out_bytes[profile.batch_index(1)]);
   }
+  for (auto& l : modelled->layers)
+    for (double& t : l.exec_us) t /= speedup;
+  c.profile_ = std::move(modelled);
   return c;
 }
 

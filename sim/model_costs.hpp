@@ -13,11 +13,12 @@
 // layer that takes any time.
 //
 // Errors (invalid_argument naming the model): no batch measured, batch sizes not ascending or 0,
-// no layer, a layer whose times do not match the batches or are negative or not finite, a speedup
-// not above 0. Pure: immutable once made, any thread.
+// no layer, a layer whose times or output sizes do not match the batches, times negative or not
+// finite, a speedup not above 0. Pure: immutable once made, any thread.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,13 @@ class ModelCosts {
   size_t layers() const { return layer_bytes_.size(); }
   uint64_t layer_bytes(size_t layer) const { return layer_bytes_.at(layer); }
 
+  /// The profile as the modelled GPU would measure it (every time divided by the speedup): what the
+  /// version's profile.json says in the simulated repository, which the manager plans partitioned
+  /// cold starts from.
+  const std::shared_ptr<const gpu::ModelProfile>& profile() const { return profile_; }
+  /// Bytes layer `layer`'s output takes at batch 1 (what crosses a pipeline cut after it).
+  uint64_t out_bytes(size_t layer) const { return out_bytes_.at(layer); }
+
   /// Microseconds one batch of `batch` (>= 1) takes on the modelled GPU, every layer.
   uint64_t exec_us(uint32_t batch) const;
   /// Microseconds layers [first, last) take for a batch of `batch` (a pipeline stage's share).
@@ -56,6 +64,8 @@ class ModelCosts {
   std::vector<uint32_t> batches_;
   std::vector<std::vector<double>> layer_us_;  // [layer][batch index], already divided by speedup
   std::vector<uint64_t> layer_bytes_;
+  std::vector<uint64_t> out_bytes_;  // at batch 1 (the smallest measured, when 1 was not)
+  std::shared_ptr<const gpu::ModelProfile> profile_;
 };
 
 }  // namespace ember::sim

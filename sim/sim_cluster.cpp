@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "actors/cluster/chain_controller.hpp"
 #include "actors/cluster/load_planner.hpp"
@@ -40,6 +42,9 @@ struct SimCluster::Impl {
   std::map<uint64_t, uint32_t> host_of_node;
   std::map<std::string, uint32_t> host_of_name;
   std::map<std::pair<uint32_t, uint64_t>, uint64_t> free_at;  // (model, node) -> when its replica frees
+  // (model, node, first layer) -> when that pipeline stage frees
+  std::map<std::tuple<uint32_t, uint64_t, uint32_t>, uint64_t> stage_free;
+  std::map<std::pair<model_key, uint64_t>, uint32_t> stage_gpu;  // (version, member node) -> its stage's GPU
   std::map<FlowId, std::function<void()>> flow_done;
   EventId flow_event = 0;
 
@@ -91,13 +96,13 @@ struct SimCluster::Impl {
   }
   static model_key key_of(const ModelCosts& m) { return {m.model(), 1}; }
 
-  /// Moves `bytes` over `path` (none: at once), then `done`.
-  void transfer(const std::vector<LinkId>& path, double bytes, std::function<void()> done) {
+  /// Moves `bytes` over `path` (none: at once) at most at `cap` bytes/s (0: no cap), then `done`.
+  void transfer(const std::vector<LinkId>& path, double bytes, std::function<void()> done, double cap = 0) {
     if (path.empty() || bytes <= 0) {
       loop.after(0, std::move(done));
       return;
     }
-    auto id = net.start(path, bytes, loop.now());
+    auto id = net.start(path, bytes, loop.now(), cap);
     if (!id.ok()) {
       fail(id.error());
       return;
@@ -129,11 +134,12 @@ struct SimCluster::Impl {
     if (!failed) failed = e;
   }
 
-  /// Runs request `i` on the replica of its model that frees first.
+  /// Runs request `i` on the replica of its model that frees first, else through its pipeline.
   void dispatch(size_t i) {
     RequestOutcome& out = result.requests[i];
     const ModelCosts& m = models[trace_model[out.model]];
     const ModelVersion* v = registry.find(key_of(m));
+    if (v && v->replicas.empty() && !v->pipeline.empty()) return through_pipeline(i, *v);
     if (!v || v->replicas.empty()) return lose(i);
     std::optional<std::pair<uint64_t, uint64_t>> best;  // (free at, node)
     for (const auto& [node, device] : v->replicas) {
@@ -155,6 +161,60 @@ struct SimCluster::Impl {
       ++c.completions;
       c.busy_us += exec;
       if (--c.in_flight[node] == 0) c.in_flight.erase(node);
+      --in_flight_total;
+    });
+  }
+
+  /// One stage of a pipeline a request runs through.
+  struct StageRun {
+    uint64_t node = 0;
+    uint32_t host = 0;
+    uint32_t first = 0, last = 0;  // layers [first, last)
+  };
+
+  /// Runs request `i` through the pipeline `v` serves by (a partitioned cold start's stages, as the
+  /// routing entry names them): each stage runs its layers when it is free (one request at a time,
+  /// in arrival order, so stages work on successive requests at once), then its last layer's output
+  /// crosses to the next stage's host over the network; the last stage answers.
+  void through_pipeline(size_t i, const ModelVersion& v) {
+    PipelineBuild* build = partitions.find(v.key());
+    if (!build) return fail(internal_error(v.key().to_string() + " serves through a pipeline no build has"));
+    auto stages = std::make_shared<std::vector<StageRun>>();
+    for (const PipelineStage& p : v.pipeline) {
+      auto spot = std::find_if(build->stages.begin(), build->stages.end(), [&](const StageSpot& s) { return s.node == p.node; });
+      if (spot == build->stages.end()) return fail(internal_error(v.key().to_string() + ": a pipeline stage no member holds"));
+      stages->push_back({p.node, host_of_node.at(p.node), spot->part.first_layer, spot->part.last_layer});
+    }
+    const uint32_t cm = trace_model[result.requests[i].model];
+    result.requests[i].host = stages->front().host;
+    ++result.pipeline_requests;
+    settle(i);
+    ++counters[cm].in_flight[stages->front().node];
+    ++in_flight_total;
+    run_stage(i, cm, std::move(stages), 0, 0);
+  }
+
+  void run_stage(size_t i, uint32_t cm, std::shared_ptr<std::vector<StageRun>> stages, size_t k, uint64_t busy) {
+    const StageRun& s = (*stages)[k];
+    uint64_t& free = stage_free[{cm, s.node, s.first}];
+    const uint64_t start = std::max(loop.now(), free);
+    const uint64_t exec = models[cm].exec_us(1, s.first, s.last);
+    free = start + exec;
+    if (k == 0) result.requests[i].start_us = start;
+    loop.at(start + exec, [this, i, cm, stages, k, busy = busy + exec] {
+      if (k + 1 < stages->size()) {
+        const StageRun& from = (*stages)[k];
+        auto path = topo->between(from.host, (*stages)[k + 1].host);
+        if (!path.ok()) return fail(path.error());
+        const double bytes = static_cast<double>(models[cm].out_bytes(from.last - 1));
+        return transfer(*path, bytes, [this, i, cm, stages, k, busy] { run_stage(i, cm, stages, k + 1, busy); });
+      }
+      result.requests[i].end_us = loop.now();
+      Counters& c = counters[cm];
+      ++c.completions;
+      c.busy_us += busy;
+      const uint64_t first = stages->front().node;
+      if (--c.in_flight[first] == 0) c.in_flight.erase(first);
       --in_flight_total;
     });
   }
@@ -233,19 +293,19 @@ struct SimCluster::Impl {
     ++arrived;
     ++counters[trace_model[out.model]].arrivals;
     const ModelVersion* v = registry.find(key);
-    if (v && !v->replicas.empty()) return dispatch(i);
+    if (v && (!v->replicas.empty() || !v->pipeline.empty())) return dispatch(i);
     out.cold = true;
     ++counters[trace_model[out.model]].held;
     timeouts[i] = loop.after(options.cold_start_timeout_us, [this, i] {
       timeouts.erase(i);
       if (!settled[i]) lose(i);
     });
-    auto wanted = registry.want(key, 0, false, [this, i](const Result<model_state>& s) {
+    ModelWaiter waiter = [this, i](const Result<model_state>& s) {
       if (settled[i]) return;
       if (s.ok()) return dispatch(i);
       lose(i);
-    });
-    if (wanted) decide([&] { driver.place(*wanted, now_ms(), act); });
+    };
+    decide([&] { driver.ensure(key, std::move(waiter), now_ms(), act); });
   }
 
   void schedule_arrival(size_t i) {
@@ -299,6 +359,59 @@ struct SimCluster::Impl {
              [this, key, node, attempt, source, record, blob = load.blob_bytes] {
                bind(key, node, attempt, source, record, blob);
              });
+  }
+
+  /// Stage `stage` of a partitioned cold start of `key` on `node`: its layers (and the file's
+  /// header) from the load's first source (the repository), into the device the node has bound
+  /// least on, then the stage's answer (a cold start of tier "stage").
+  void send_stage(const model_key& key, uint64_t node, uint64_t attempt, const load_stage& stage) {
+    const uint32_t host = host_of_node.at(node);
+    const auto& sources = stage.load.sources;
+    auto path = upstream_path(sources.empty() ? std::string(kRepositoryName) : sources.front().name, host);
+    if (!path.ok()) return fail(path.error());
+    const uint64_t bytes = stage.part.header_bytes + stage.part.length();
+    const model_key part = stage_key_of(key, stage.part.first_layer, stage.part.last_layer);
+    ColdStartRecord record{key.name, members.find(node)->report.name, "stage", loop.now(), 0, bytes, 0};
+    transfer(*path, static_cast<double>(bytes), [this, key, node, attempt, host, bytes, part, record]() mutable {
+      const uint32_t gpu = least_bound_gpu(node);
+      stage_gpu[{key, node}] = gpu;
+      auto pcie = topo->to_gpu(host, gpu);
+      if (!pcie.ok()) return fail(pcie.error());
+      transfer(*pcie, static_cast<double>(bytes), [this, key, node, attempt, gpu, bytes, part, record]() mutable {
+        record.ready_us = loop.now();
+        replica_info info{part, record.node, "gpu" + std::to_string(gpu), SourceTier::repository, "", bytes,
+                          record.ready_us - record.started_us};
+        result.cold_starts.push_back(std::move(record));
+        decide([&] { driver.stage_answered(key, node, attempt, Result<replica_info>(info), now_ms(), act); });
+      });
+    });
+  }
+
+  /// A pipeline member completes into a whole replica: the layers outside its stage from the
+  /// load's first source at the load's pace (max_bytes_per_s, autoscale.completion_rate), into its
+  /// stage's device, then the completion's answer (not a cold start: the pipeline served already).
+  void send_completion(const model_key& key, uint64_t node, uint64_t attempt, const load_replica& load) {
+    const uint32_t host = host_of_node.at(node);
+    auto path = upstream_path(load.sources.empty() ? std::string(kRepositoryName) : load.sources.front().name, host);
+    if (!path.ok()) return fail(path.error());
+    const uint64_t have =
+        std::min(load.blob_bytes, load.reuse.last_layer > 0 ? load.reuse.header_bytes + load.reuse.length() : 0);
+    const uint64_t rest = load.blob_bytes - have;
+    const uint64_t started = loop.now();
+    auto gpu_of = stage_gpu.find({key, node});
+    const uint32_t gpu = gpu_of != stage_gpu.end() ? gpu_of->second : least_bound_gpu(node);
+    auto pcie = topo->to_gpu(host, gpu);
+    if (!pcie.ok()) return fail(pcie.error());
+    auto bound = [this, key, node, attempt, gpu, started, blob = load.blob_bytes] {
+      stage_gpu.erase({key, node});
+      replica_info info{key, members.find(node)->report.name, "gpu" + std::to_string(gpu), SourceTier::repository,
+                        "", blob, loop.now() - started};
+      decide([&] { driver.completion_answered(key, node, attempt, Result<replica_info>(info), now_ms(), act); });
+    };
+    transfer(
+        *path, static_cast<double>(rest),
+        [this, pcie = *pcie, rest, bound] { transfer(pcie, static_cast<double>(rest), bound); },
+        static_cast<double>(load.max_bytes_per_s));
   }
 
   /// The links from `upstream` (a node's name, or the repository: cloud storage) to `host`.
@@ -433,7 +546,9 @@ Result<std::unique_ptr<SimCluster>> SimCluster::create(const TopologySpec& topol
     if (!impl->model_index.emplace(models[i].model(), i).second) {
       return invalid_argument("model '" + models[i].model() + "' is given twice");
     }
-    entries.push_back(RepositoryEntry{Impl::key_of(models[i]), "", "{}", models[i].weights_bytes(), ""});
+    RepositoryEntry e{Impl::key_of(models[i]), "", "{}", models[i].weights_bytes(), ""};
+    e.profile = models[i].profile();  // what partitioned cold starts are planned from
+    entries.push_back(std::move(e));
   }
   impl->models = std::move(models);
   for (const ModelCosts& m : impl->models) impl->exec1.push_back(m.exec_us(1));
@@ -447,6 +562,12 @@ Result<std::unique_ptr<SimCluster>> SimCluster::create(const TopologySpec& topol
   impl->scaler.scanned(changes, impl->registry.entries(""));
   impl->planner.set_repository({"cloud", 443});
   impl->planner.set_options(PlacementOptions::from(options.autoscaler, options.seed));
+  const AutoscalerSettings& a = options.autoscaler;
+  impl->partitions.configure(a.partition_stages, a.partition_bandwidth, a.completion_rate);
+  // The plan tables the live manager builds off its thread once a version is scanned, built now.
+  while (auto job = impl->partitions.next_tables()) {
+    impl->partitions.tables_built(*job, PartitionController::build_tables(*job));
+  }
   for (uint32_t h = 0; h < topology.hosts; ++h) {
     node_report r;
     r.name = "host" + std::to_string(h);
@@ -464,9 +585,15 @@ Result<std::unique_ptr<SimCluster>> SimCluster::create(const TopologySpec& topol
   impl->act.send_load = [self](const model_key& key, uint64_t node, uint64_t attempt, load_replica load) {
     self->effect([self, key, node, attempt, load = std::move(load)] { self->send_load(key, node, attempt, load); });
   };
-  impl->act.run_pipeline = [self](PipelineOrders) {
-    self->fail(unsupported("a partitioned cold start is not simulated yet"));
+  impl->act.send_stage = [self](const model_key& key, uint64_t node, uint64_t attempt, load_stage stage) {
+    self->effect([self, key, node, attempt, stage = std::move(stage)] { self->send_stage(key, node, attempt, stage); });
   };
+  impl->act.send_completion = [self](const model_key& key, uint64_t node, uint64_t attempt, load_replica load) {
+    self->effect([self, key, node, attempt, load = std::move(load)] { self->send_completion(key, node, attempt, load); });
+  };
+  // A stage's device memory is its member's reservation (Membership), which the completion's answer
+  // turns into the replica's binding; requests already sent through the pipeline finish.
+  impl->act.unload_stage = [](uint64_t, const model_key&, int64_t) {};
   impl->act.publish = [](const model_key&) {};  // the simulated gateway reads the registry
   impl->act.chain_timer = [] {};                // no hop stalls: nothing to splice
   impl->act.drain_step = [] {};                 // no console drains
@@ -503,10 +630,18 @@ Result<SimResult> SimCluster::run(const RequestTrace& trace) {
       // keep it); the autoscaler moves it from the first tick.
       auto wanted = s.registry.want(Impl::key_of(m), 0, false, [](const Result<model_state>&) {});
       if (!wanted) continue;
+      s.partitions.forbid(*wanted);  // whole replicas, as a service that ran; the first answer allows it again
       if (ModelVersion* v = s.registry.find(*wanted)) v->wanted = std::max(v->wanted, s.options.warm_replicas);
       s.driver.place(*wanted, 0, s.act);
     }
     s.loop.after(0, [&s] { s.warming = false; });  // after the loads' answers, scheduled first
+  }
+  if (s.options.load_replicas > 0) {
+    s.loop.after(0, [&s] {  // after the warm replicas, if any
+      for (uint32_t cm : std::set<uint32_t>(s.trace_model.begin(), s.trace_model.end())) {
+        s.decide([&] { s.driver.load(Impl::key_of(s.models[cm]), s.options.load_replicas, [](const Result<model_state>&) {}, s.now_ms(), s.act); });
+      }
+    });
   }
   s.schedule_arrival(0);
   if (s.options.autoscaler.enabled) {

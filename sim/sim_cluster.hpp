@@ -81,6 +81,10 @@ struct SimOptions {
   /// loads instant and not counted as cold starts): a service already running, as Flashpoint's
   /// experiments begin. 0: every model starts cold.
   uint32_t warm_replicas = 0;
+  /// At time 0 (after the warm replicas), each model the trace asks for is loaded explicitly with
+  /// this many replicas, as the repository API's load (ReplicaDriver::load: a floor the autoscaler
+  /// keeps): real cold starts, partitioned when PartitionController::start plans it. 0: none.
+  uint32_t load_replicas = 0;
   /// Decision time, as Flashpoint charges it: when set (microseconds of a monotonic clock), each
   /// call into the manager's classes (a placement, a load's answer, a tick) is timed, and the loads
   /// and unbinds it sent start that much later on the simulated clock. Unset: decisions take no
@@ -124,6 +128,7 @@ struct SimResult {
   uint32_t max_replicas = 0;  // the most bound at one sample
   std::vector<ReplicaSample> samples;
   uint32_t chains = 0;  // multicast transfers started
+  uint64_t pipeline_requests = 0;  // requests that ran through a partitioned cold start's pipeline
   /// Device bytes still reserved for loads at the end, over every node (0 unless a load was lost).
   uint64_t reserved_bytes_left = 0;
   /// With SimOptions::decision_clock: the decisions timed and their total time.

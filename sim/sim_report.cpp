@@ -96,6 +96,7 @@ SimSummary summarize(const SimResult& result, const std::vector<uint64_t>& slo_u
   s.replica_seconds = result.replica_seconds;
   s.max_replicas = result.max_replicas;
   s.chains = result.chains;
+  s.pipeline_requests = result.pipeline_requests;
   s.events = result.events;
   s.simulated_s = static_cast<double>(result.end_us) / 1e6;
   return s;
@@ -132,7 +133,7 @@ std::string summary_json(const std::string& label, const SimSummary& s) {
     first = false;
   }
   o << "},\"cold_start_mean_ms\":" << fixed(s.cold_start_mean_ms, 3) << ",\"replica_seconds\":"
-    << fixed(s.replica_seconds, 3) << ",\"max_replicas\":" << s.max_replicas << ",\"chains\":" << s.chains
+    << fixed(s.replica_seconds, 3) << ",\"max_replicas\":" << s.max_replicas << ",\"chains\":" << s.chains << ",\"pipeline_requests\":" << s.pipeline_requests
     << ",\"events\":" << s.events << ",\"simulated_s\":" << fixed(s.simulated_s, 6) << "}\n";
   return o.str();
 }

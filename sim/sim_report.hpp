@@ -8,7 +8,9 @@
 // and `lost`, not in the latencies; SLO attainment = answered within the model's SLO / all
 // requests; p99 is the nearest-rank percentile (the smallest latency with at least 99% at or below
 // it). A cold start's tier is where its bytes came from (cache: the node's own host memory; peer:
-// another node's memory, also a chain hop; repository: cloud storage).
+// another node's memory, also a chain hop; repository: cloud storage; stage: a partitioned cold
+// start's stage, from the repository, ready when its layers are bound; the table's columns are the
+// first three, the JSON has every tier seen).
 //
 // Pure: functions of their arguments, any thread; writers append to the stream they are given.
 #pragma once
@@ -33,11 +35,12 @@ struct SimSummary {
   uint64_t requests = 0, lost = 0, cold_requests = 0;
   double mean_ms = 0, p50_ms = 0, p99_ms = 0;
   double slo_pct = 0;
-  std::map<std::string, TierStats> tiers;  // "cache", "peer", "repository"
+  std::map<std::string, TierStats> tiers;  // "cache", "peer", "repository"; "stage" when a start was partitioned
   double cold_start_mean_ms = 0;           // over every tier
   uint64_t cold_starts = 0;
   double replica_seconds = 0;
   uint32_t max_replicas = 0, chains = 0;
+  uint64_t pipeline_requests = 0;
   uint64_t events = 0;
   double simulated_s = 0;
 };

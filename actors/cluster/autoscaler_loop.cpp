@@ -28,6 +28,11 @@ Status AutoscalerLoop::apply(const model_key& key, Model& m) {
   return merged.ok() ? Status::OK() : merged.error();
 }
 
+void AutoscalerLoop::set_profiled_service(const model_key& key, uint64_t us) {
+  auto it = models_.find(key);
+  if (it != models_.end()) it->second.profiled_service_us = us;
+}
+
 void AutoscalerLoop::set_capacity(const model_key& key, double rows_per_s) {
   auto it = models_.find(key);
   if (it != models_.end()) it->second.capacity_rps = rows_per_s > 0 ? rows_per_s : 0;
@@ -108,6 +113,7 @@ std::vector<AutoscalerLoop::Change> AutoscalerLoop::tick(int64_t now_us,
     const Supply s = supply(key);
     placement::ModelLoad load;
     m.window.fill(now_us, load);
+    if (load.service_time_us == 0) load.service_time_us = m.profiled_service_us;  // none measured yet
     load.ready = s.ready;
     load.pending = s.pending;
     load.cold_start_us = cold_start_us(s.best_tier);

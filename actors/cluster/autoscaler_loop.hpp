@@ -50,6 +50,11 @@ class AutoscalerLoop {
   /// One replica's capacity within the model's SLO, rows a second (autoscale.policy model_level;
   /// RepositoryEntry::capacity_rps); 0: not known. Nothing for a model not configured.
   void set_capacity(const model_key& key, double rows_per_s);
+  /// One request's execution by the model's profile.json (batch 1, microseconds; 0: no profile):
+  /// the service time the policies use until the window has measured one. Without it, a first cold
+  /// start under load has no service time and the policy counts the requests in flight: thousands
+  /// held for one download ask for max_replicas.
+  void set_profiled_service(const model_key& key, uint64_t us);
   /// A floor under min_replicas (an explicit `load` of N replicas keeps N while it stands); 0 lifts it.
   void set_floor(const model_key& key, uint32_t replicas);
   /// The console's `scale MODEL MIN [MAX]`: min_replicas and (when given) max_replicas of `key`
@@ -125,6 +130,7 @@ class AutoscalerLoop {
     bool blocked = false;        // an up is wanted and no node has room (said once)
     placement::ModelLoad load;   // the last tick's view
     double capacity_rps = 0;     // set_capacity
+    uint64_t profiled_service_us = 0;  // set_profiled_service
     /// The console's `scale`: bounds over model.json's and the defaults (a rescan keeps them).
     std::optional<uint32_t> console_min, console_max;
   };

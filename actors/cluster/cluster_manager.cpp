@@ -116,17 +116,13 @@ void chain_tick(manager_pointer self) {
 
 caf::result<model_state> ensure(manager_pointer self, const model_key& key) {
   auto rp = self->make_response_promise<model_state>();
-  if (auto wanted = self->state.registry.want(key, 0, false, answer_to(rp))) place(self, *wanted);
+  self->state.replicas.ensure(key, answer_to(rp), now_ms(self), replica_actions(self));
   return rp;
 }
 
 caf::result<model_state> load(manager_pointer self, const model_command& cmd) {
   return after_rescan<model_state>(self, cmd.model.name, [self, cmd](auto rp) {
-    auto& st = self->state;
-    auto wanted = st.registry.want(cmd.model, cmd.replicas, true, answer_to(rp));
-    // An explicit count is a floor the autoscaler keeps until the next load or unload.
-    if (const ModelVersion* v = st.registry.find(cmd.model)) st.scaler.set_floor(v->key(), cmd.replicas);
-    if (wanted) place(self, *wanted);
+    self->state.replicas.load(cmd.model, cmd.replicas, answer_to(rp), now_ms(self), replica_actions(self));
   });
 }
 

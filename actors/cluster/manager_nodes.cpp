@@ -42,23 +42,6 @@ void on_load_answer(manager_pointer self, const model_key& key, uint64_t node, u
 
 void unbind(manager_pointer self, const ScaleDriver::Unbind& u);
 
-/// What the ReplicaDriver's decisions send, publish and run, in the order it makes them.
-ReplicaActions replica_actions(manager_pointer self) {
-  ReplicaActions a;
-  a.send_load = [self](const model_key& key, uint64_t node, uint64_t attempt, load_replica load) {
-    request_load(self, node, std::move(load), [self, key, node, attempt](const Result<replica_info>& r) {
-      on_load_answer(self, key, node, attempt, r, true, false);
-    });
-  };
-  a.run_pipeline = [self](PipelineOrders orders) { run(self, orders); };
-  a.publish = [self](const model_key& key) { publish(self, {key}); };
-  a.chain_timer = [self] { arm_chain_timer(self); };
-  a.drain_step = [self] { drain_step(self); };
-  a.unbind = [self](const ScaleDriver::Unbind& u) { unbind(self, u); };
-  a.evict = [self](const ScaleDriver::Evict& e) { evict_on(self, e); };
-  return a;
-}
-
 /// `announce` false: the caller publishes and places afterwards (a pipeline's members completing
 /// into replicas together, in one routing update). `completion`: a pipeline member's load of the
 /// rest of the model (paced on purpose): not a cold start, so neither counted nor fed to the
@@ -152,6 +135,36 @@ void ping_silent(manager_pointer self, uint64_t id) {
 
 }  // namespace
 
+ReplicaActions replica_actions(manager_pointer self) {
+  ReplicaActions a;
+  a.send_load = [self](const model_key& key, uint64_t node, uint64_t attempt, load_replica load) {
+    request_load(self, node, std::move(load), [self, key, node, attempt](const Result<replica_info>& r) {
+      on_load_answer(self, key, node, attempt, r, true, false);
+    });
+  };
+  a.send_stage = [self](const model_key& key, uint64_t node, uint64_t attempt, load_stage stage) {
+    send_load(self, node, std::move(stage), [self, key, node, attempt](const Result<replica_info>& r) {
+      self->state.replicas.stage_answered(key, node, attempt, r, now_ms(self), replica_actions(self));
+    });
+  };
+  a.send_completion = [self](const model_key& key, uint64_t node, uint64_t attempt, load_replica load) {
+    send_load(self, node, std::move(load), [self, key, node, attempt](const Result<replica_info>& r) {
+      self->state.replicas.completion_answered(key, node, attempt, r, now_ms(self), replica_actions(self));
+    });
+  };
+  a.unload_stage = [self](uint64_t node, const model_key& stage, int64_t delay_us) {
+    if (delay_us <= 0) return unload_on(self, node, stage);
+    self->delayed_send(self, std::chrono::microseconds(delay_us),
+                       offload_done{[self, node, stage] { unload_on(self, node, stage); }});
+  };
+  a.publish = [self](const model_key& key) { publish(self, {key}); };
+  a.chain_timer = [self] { arm_chain_timer(self); };
+  a.drain_step = [self] { drain_step(self); };
+  a.unbind = [self](const ScaleDriver::Unbind& u) { unbind(self, u); };
+  a.evict = [self](const ScaleDriver::Evict& e) { evict_on(self, e); };
+  return a;
+}
+
 void request_load(manager_pointer self, const ModelVersion& v, const LoadPlan& plan, LoadAnswer done) {
   request_load(self, plan.node, load_request(v, plan), std::move(done));
 }
@@ -166,49 +179,9 @@ void request_load(manager_pointer self, uint64_t node, load_replica msg, LoadAns
   });
 }
 
-/// A partitioned cold start's orders, one after the other (PartitionController).
+/// A partitioned cold start's orders, one after the other (ReplicaDriver::run).
 void run(manager_pointer self, const PipelineOrders& orders) {
-  using Kind = PipelineOrder::Kind;
-  for (const PipelineOrder& o : orders) {
-    auto then = [self, key = o.key, node = o.node, attempt = o.attempt](auto step) {
-      return [self, key, node, attempt, step](const Result<replica_info>& r) {
-        run(self, (self->state.partitions.*step)(key, node, attempt, r));
-      };
-    };
-    switch (o.kind) {
-      case Kind::load_stage:
-        send_load(self, o.node, o.stage, then(&PartitionController::stage_loaded));
-        break;
-      case Kind::complete:
-        send_load(self, o.node, o.load, then(&PartitionController::member_completed));
-        break;
-      case Kind::unload_stage:
-        unload_on(self, o.node, o.stage_key);
-        break;
-      case Kind::unload_later:
-        self->delayed_send(self, std::chrono::microseconds(o.delay_us), offload_done{[self, stages = o.stages] {
-                             for (const auto& [n, stage] : stages) unload_on(self, n, stage);
-                           }});
-        break;
-      case Kind::answer:
-        on_load_answer(self, o.key, o.node, o.attempt, *o.result, o.announce, o.completion);
-        if (o.partitioned) self->state.registry.mark_partitioned(o.key, o.node);
-        break;
-      case Kind::publish:
-        publish(self, {o.key});
-        break;
-      case Kind::answer_waiters:
-        if (ModelVersion* v = self->state.registry.find(o.key); v && v->key() == o.key)
-          self->state.registry.answer_waiters(*v);
-        break;
-      case Kind::place:
-        place(self, o.key);
-        break;
-      case Kind::place_if_short:
-        if (const ModelVersion* v = self->state.registry.find(o.key); v && v->wants_more()) place(self, o.key);
-        break;
-    }
-  }
+  self->state.replicas.run(orders, now_ms(self), replica_actions(self));
 }
 
 /// Starts the replicas `key` lacks (at least one) unless loads are in flight (ReplicaDriver::place).

@@ -98,6 +98,8 @@ using LoadAnswer = std::function<void(const Result<replica_info>&)>;
 void request_load(manager_pointer self, const ModelVersion& v, const LoadPlan& plan, LoadAnswer done);
 /// The same for a load message already made (ReplicaDriver's).
 void request_load(manager_pointer self, uint64_t node, load_replica msg, LoadAnswer done);
+/// What the ReplicaDriver's decisions send, publish and run, in the order it makes them.
+ReplicaActions replica_actions(manager_pointer self);
 /// Starts the replicas `key` lacks (at least one) unless loads are in flight.
 void place(manager_pointer self, const model_key& key);
 /// A partitioned cold start's orders, one after the other.

@@ -2,13 +2,25 @@
 
 namespace ember {
 
+void ReplicaDriver::ensure(const model_key& key, ModelWaiter waiter, int64_t now_ms, const ReplicaActions& act) {
+  if (auto wanted = registry_.want(key, 0, false, std::move(waiter))) place(*wanted, now_ms, act);
+}
+
+void ReplicaDriver::load(const model_key& key, uint32_t replicas, ModelWaiter waiter, int64_t now_ms,
+                         const ReplicaActions& act) {
+  auto wanted = registry_.want(key, replicas, true, std::move(waiter));
+  // An explicit count is a floor the autoscaler keeps until the next load or unload.
+  if (const ModelVersion* v = registry_.find(key)) scaler_.set_floor(v->key(), replicas);
+  if (wanted) place(*wanted, now_ms, act);
+}
+
 void ReplicaDriver::place(const model_key& key, int64_t now_ms, const ReplicaActions& act) {
   if (const ModelVersion* f = registry_.find(key); f && partitions_.find(f->key())) return;  // a pipeline build
   if (scaler_.revive(key)) act.publish(key);
   ModelVersion* v = registry_.to_place(key);
   if (!v) return;
   if (auto pipeline = partitions_.start(*v, scaler_.autoscaler()); !pipeline.empty()) {
-    return act.run_pipeline(std::move(pipeline));
+    return run(pipeline, now_ms, act);
   }
   auto plans = planner_.place(*v, now_ms);
   if (!plans.ok()) return registry_.placement_failed(*v, plans.error());
@@ -45,6 +57,52 @@ void ReplicaDriver::answered(const model_key& key, uint64_t node, uint64_t attem
   if (outcome == ModelRegistry::LoadFailure::stale || !announce) return;
   act.publish(key);
   if (outcome == ModelRegistry::LoadFailure::retry_elsewhere) place(key, now_ms, act);  // another node, if any is left
+}
+
+void ReplicaDriver::run(const PipelineOrders& orders, int64_t now_ms, const ReplicaActions& act) {
+  using Kind = PipelineOrder::Kind;
+  for (const PipelineOrder& o : orders) {
+    switch (o.kind) {
+      case Kind::load_stage:
+        act.send_stage(o.key, o.node, o.attempt, o.stage);
+        break;
+      case Kind::complete:
+        act.send_completion(o.key, o.node, o.attempt, o.load);
+        break;
+      case Kind::unload_stage:
+        act.unload_stage(o.node, o.stage_key, 0);
+        break;
+      case Kind::unload_later:
+        for (const auto& [node, stage] : o.stages) act.unload_stage(node, stage, o.delay_us);
+        break;
+      case Kind::answer:
+        answered(o.key, o.node, o.attempt, *o.result, o.announce, o.completion, now_ms, act);
+        if (o.partitioned) registry_.mark_partitioned(o.key, o.node);
+        break;
+      case Kind::publish:
+        act.publish(o.key);
+        break;
+      case Kind::answer_waiters:
+        if (ModelVersion* v = registry_.find(o.key); v && v->key() == o.key) registry_.answer_waiters(*v);
+        break;
+      case Kind::place:
+        place(o.key, now_ms, act);
+        break;
+      case Kind::place_if_short:
+        if (const ModelVersion* v = registry_.find(o.key); v && v->wants_more()) place(o.key, now_ms, act);
+        break;
+    }
+  }
+}
+
+void ReplicaDriver::stage_answered(const model_key& key, uint64_t node, uint64_t attempt,
+                                   const Result<replica_info>& r, int64_t now_ms, const ReplicaActions& act) {
+  run(partitions_.stage_loaded(key, node, attempt, r), now_ms, act);
+}
+
+void ReplicaDriver::completion_answered(const model_key& key, uint64_t node, uint64_t attempt,
+                                        const Result<replica_info>& r, int64_t now_ms, const ReplicaActions& act) {
+  run(partitions_.member_completed(key, node, attempt, r), now_ms, act);
 }
 
 void ReplicaDriver::scale(int64_t now_us, const ReplicaActions& act) {

@@ -19,8 +19,9 @@
 //
 // What leaves the manager goes through ReplicaActions, called in the order the decisions are made
 // (as the actor did inline: a routing update before the waiters hear, a load's send before the
-// routing update that shows it loading): the actor's send loads, run pipeline orders and publish;
-// the simulator's schedule simulated events. Waiters are answered through the registry (they are
+// routing update that shows it loading): the actor's send loads, stages and unloads and publish;
+// the simulator's schedule simulated events. A partitioned cold start's orders (PartitionController)
+// are done here too, so that the simulator runs the pipeline's life as the actor does. Waiters are answered through the registry (they are
 // the callers' callbacks). The classes it drives are the actor's, shared with its other handlers
 // (all must outlive it).
 //
@@ -48,8 +49,15 @@ struct ReplicaActions {
   /// Send load `attempt` of `key` to `node` (a chain hop's transfer_id is set: the actor adds its
   /// controller); its answer goes to ReplicaDriver::answered(key, node, attempt, ...).
   std::function<void(const model_key& key, uint64_t node, uint64_t attempt, load_replica load)> send_load;
-  /// Run a partitioned cold start's orders (PartitionController).
-  std::function<void(PipelineOrders orders)> run_pipeline;
+  /// Send stage `stage` of a partitioned cold start of `key` to `node` (load `attempt`); its answer
+  /// goes to ReplicaDriver::stage_answered(key, node, attempt, ...).
+  std::function<void(const model_key& key, uint64_t node, uint64_t attempt, load_stage stage)> send_stage;
+  /// Send a pipeline member's completion (the whole model; `load.reuse` names the layers its stage
+  /// holds already, `load.max_bytes_per_s` its pace); its answer goes to
+  /// ReplicaDriver::completion_answered(key, node, attempt, ...).
+  std::function<void(const model_key& key, uint64_t node, uint64_t attempt, load_replica load)> send_completion;
+  /// Tell `node` to drop pipeline stage `stage`, `delay_us` from now (0: now); no answer wanted.
+  std::function<void(uint64_t node, const model_key& stage, int64_t delay_us)> unload_stage;
   /// A routing update of `key` to every gateway.
   std::function<void(const model_key& key)> publish;
   /// Arm the chain stall check (transfers may have started).
@@ -68,6 +76,12 @@ class ReplicaDriver {
                 ScaleDriver& scaler)
       : registry_(registry), members_(members), planner_(planner), partitions_(partitions), scaler_(scaler) {}
 
+  /// A request for `key` found no replica (the gateway's ensure): `waiter` hears when one serves
+  /// (or why none will); the version is placed when the registry says so (ModelRegistry::want).
+  void ensure(const model_key& key, ModelWaiter waiter, int64_t now_ms, const ReplicaActions& act);
+  /// An explicit load of `replicas` (0: at least one; the repository API's load): a floor the
+  /// autoscaler keeps until the next load or unload (ScaleDriver::set_floor), then placed.
+  void load(const model_key& key, uint32_t replicas, ModelWaiter waiter, int64_t now_ms, const ReplicaActions& act);
   /// Starts the replicas `key` lacks (at least one) unless loads are in flight (the header).
   void place(const model_key& key, int64_t now_ms, const ReplicaActions& act);
   /// Load `attempt` of `key` on `node` answered `r`. `announce` false: the caller publishes and
@@ -75,6 +89,18 @@ class ReplicaDriver {
   /// `completion`: a pipeline member's load of the rest of the model, not a cold start.
   void answered(const model_key& key, uint64_t node, uint64_t attempt, const Result<replica_info>& r, bool announce,
                 bool completion, int64_t now_ms, const ReplicaActions& act);
+  /// A partitioned cold start's orders (PartitionController), done one after the other: stage
+  /// loads, completions and stage unloads through the actions; a load's answer as answered() takes
+  /// it (then ModelRegistry::mark_partitioned when the order says so); a publish; the waiters of the
+  /// version (still the one ordered) answered; the version placed (place_if_short: when it wants
+  /// more replicas and nothing loads).
+  void run(const PipelineOrders& orders, int64_t now_ms, const ReplicaActions& act);
+  /// A stage load answered (PartitionController::stage_loaded), its orders run.
+  void stage_answered(const model_key& key, uint64_t node, uint64_t attempt, const Result<replica_info>& r,
+                      int64_t now_ms, const ReplicaActions& act);
+  /// A member's completion answered (PartitionController::member_completed), its orders run.
+  void completion_answered(const model_key& key, uint64_t node, uint64_t attempt, const Result<replica_info>& r,
+                           int64_t now_ms, const ReplicaActions& act);
   /// The autoscaler's tick at now_us (the caller checked that the loop runs and has given it the
   /// reports): each change the loop decides is applied, an up placed and a down published; then
   /// the drains that are over are unbound and the expired host-cache copies evicted.

@@ -26,6 +26,7 @@ void ScaleDriver::scanned(const ModelRegistry::ScanChanges& changes, const std::
       if (!configured.ok())
         spdlog::warn("manager: {}; it scales with the cluster's defaults", configured.error().message());
       loop_->set_capacity(e.key, e.capacity_rps);
+      loop_->set_profiled_service(e.key, e.profile ? static_cast<uint64_t>(e.profile->batch_us(1) + 0.5) : 0);
     }
   }
 }

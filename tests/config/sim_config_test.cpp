@@ -43,6 +43,7 @@ TEST(SimConfig, ReadsEveryKeyAndTheLiveAutoscaleSection) {
       "  spine_link: 10Gbit/s\n  cloud_link: 100MB/s\n  pcie: 2GB/s\n  device_memory: 4GiB\n  host_cache: 1GiB\n"
       "sim:\n  cold_start_timeout: 60s\n  sample_interval: 250ms\n  chunk: 4MiB\n  slo: 500ms\n  seed: 7\n"
       "  warm_replicas: 2\n"
+      "  load_replicas: 3\n"
       "autoscale:\n  interval: 250ms\n  policy: queue_latency\n  chain_scale_up: false\n  placement: random\n"
       "  host_keep_alive: 0s\n",
       "c.yaml");
@@ -60,6 +61,7 @@ TEST(SimConfig, ReadsEveryKeyAndTheLiveAutoscaleSection) {
   EXPECT_EQ(c->sim.slo_us, 500'000u);
   EXPECT_EQ(c->sim.seed, 7u);
   EXPECT_EQ(c->sim.warm_replicas, 2u);
+  EXPECT_EQ(c->sim.load_replicas, 3u);
   EXPECT_EQ(c->autoscaler.interval_us, 250'000u);
   EXPECT_EQ(c->autoscale.policy, ScalingPolicy::queue_latency);
   EXPECT_FALSE(c->autoscaler.chain_scale_up);
@@ -100,6 +102,7 @@ TEST(SimConfig, RefusalsNameTheFileAndKey) {
       {"sim:\n  cold_start_timeout: 1y\n", "sim.cold_start_timeout"},
       {"sim:\n  chunk: 0\n", "sim.chunk"},
       {"sim:\n  warm_replicas: 5000\n", "sim.warm_replicas"},
+      {"sim:\n  load_replicas: -1\n", "sim.load_replicas"},
       {"autoscale:\n  max_replicas: 0\n", "autoscale"},
       {"nodes: 3\n", "nodes"},
   };

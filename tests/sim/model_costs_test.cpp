@@ -20,6 +20,7 @@ gpu::ModelProfile profile(std::vector<uint32_t> batches, std::vector<std::vector
     l.name = "l" + std::to_string(i);
     l.bytes = 1000;
     l.exec_us = layer_us[i];
+    l.out_bytes.assign(l.exec_us.size(), 64);
     p.layers.push_back(l);
   }
   return p;
@@ -94,12 +95,15 @@ TEST(ModelCosts, RefusesProfilesItCannotUse) {
   };
   gpu::ModelProfile mismatched = profile({1, 2}, {{1, 2}});
   mismatched.layers[0].exec_us = {1};
+  gpu::ModelProfile no_outputs = profile({1, 2}, {{1, 2}});
+  no_outputs.layers[0].out_bytes.clear();
   for (const Case& c : std::vector<Case>{
            {profile({}, {{}}), 1, "measured no batch size"},
            {profile({2, 1}, {{1, 2}}), 1, "ascending"},
            {profile({0, 1}, {{1, 2}}), 1, "above 0 and ascending"},
            {profile({1}, {}), 1, "has no layer"},
-           {mismatched, 1, "layer 'l0' has 1 times for 2 batch sizes"},
+           {mismatched, 1, "layer 'l0' has 1 times and 2 output sizes for 2 batch sizes"},
+           {no_outputs, 1, "layer 'l0' has 2 times and 0 output sizes for 2 batch sizes"},
            {profile({1}, {{-1}}), 1, "negative or not finite"},
            {profile({1}, {{1.0 / 0.0}}), 1, "negative or not finite"},
            {profile({1}, {{1}}), 0, "speedup"},

@@ -22,6 +22,7 @@ ModelCosts model(const std::string& name, uint64_t bytes, double exec_us) {
   l.name = "all";
   l.bytes = bytes;
   l.exec_us = {exec_us};
+  l.out_bytes = {64};
   p.layers.push_back(l);
   return *ModelCosts::from_profile(p);
 }
@@ -327,6 +328,76 @@ TEST(SimCluster, AHeldRequestIsLostAfterTheColdStartTimeout) {
   EXPECT_TRUE(r->requests[0].lost);
   EXPECT_FALSE(r->requests[1].lost);  // the replica came up meanwhile
   EXPECT_EQ(r->requests[1].end_us, 2'010'000u);
+}
+
+/// Four layers of 100 MB, 1 ms each at batch 1, 1 MB out of each.
+ModelCosts four_layers(const std::string& name) {
+  gpu::ModelProfile p;
+  p.model = name;
+  p.batches = {1};
+  for (int i = 0; i < 4; ++i) p.layers.push_back({"l" + std::to_string(i), 100'000'000, "", {1000.0}, {1'000'000}});
+  p.weights_bytes = 400'000'000;
+  return *ModelCosts::from_profile(p);
+}
+
+TEST(SimCluster, APartitionedColdStartServesThroughItsStagesThenCompletesIntoReplicas) {
+  // A fast cloud and 100 MB/s host links: two nodes fetching half each are twice as quick as one
+  // fetching the whole.
+  TopologySpec t = small();
+  t.cloud_bytes_per_s = 1e9;
+  t.host_link_bytes_per_s = 100e6;
+  SimOptions o;
+  o.load_replicas = 2;  // `load --replicas 2` at time 0, as the repository API's
+  o.autoscaler.partition_stages = 4;
+  o.autoscaler.partition_bandwidth = 100e6;
+  o.autoscaler.completion_rate = 10e6;  // completions paced to 10 MB/s: 20 s for the other half
+  auto c = SimCluster::create(t, {four_layers("p")}, o);
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  auto r = (*c)->run(trace("0,p\n10,p\n30,p\n"));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  // Two stages of two layers, 200 MB each over its own host link: both bound at 2 s.
+  ASSERT_EQ(r->cold_starts.size(), 2u);
+  for (const auto& cs : r->cold_starts) {
+    EXPECT_EQ(cs.tier, "stage");
+    EXPECT_EQ(cs.bytes, 200'000'000u);
+    EXPECT_EQ(cs.ready_us, 2'000'000u);
+  }
+  EXPECT_NE(r->cold_starts[0].node, r->cold_starts[1].node);
+  // The held request runs through the pipeline: 2 ms on the first stage, its 1 MB activation over
+  // both host links beside the paced completions (90 MB/s left: 11,111 us), 2 ms on the second.
+  EXPECT_TRUE(r->requests[0].cold);
+  EXPECT_EQ(r->requests[0].start_us, 2'000'000u);
+  EXPECT_EQ(r->requests[0].end_us, 2'015'111u);
+  EXPECT_EQ(r->requests[1].end_us - r->requests[1].arrival_us, 15'111u);  // still the pipeline at 10 s
+  // At 22 s both members hold the whole model: replicas, 4 ms a request.
+  EXPECT_EQ(r->requests[2].start_us, 30'000'000u);
+  EXPECT_EQ(r->requests[2].end_us, 30'004'000u);
+  EXPECT_EQ(r->pipeline_requests, 2u);
+  EXPECT_EQ(r->samples.back().replicas, std::vector<uint32_t>{2});
+  EXPECT_EQ(r->samples[20].replicas, std::vector<uint32_t>{0});  // at 21 s: members, not yet replicas
+  EXPECT_EQ(r->samples[22].replicas, std::vector<uint32_t>{2});  // at 23 s
+  EXPECT_EQ(r->reserved_bytes_left, 0u);
+  for (const auto& q : r->requests) EXPECT_FALSE(q.lost);
+}
+
+TEST(SimCluster, WithPartitioningOffTheSameLoadComesUpWhole) {
+  TopologySpec t = small();
+  t.cloud_bytes_per_s = 1e9;
+  t.host_link_bytes_per_s = 100e6;
+  SimOptions o;
+  o.load_replicas = 2;
+  o.autoscaler.partition_stages = 1;  // never
+  auto c = SimCluster::create(t, {four_layers("p")}, o);
+  ASSERT_TRUE(c.ok());
+  auto r = (*c)->run(trace("0,p\n"));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  // One chain from the repository through both nodes, 400 MB at 100 MB/s: 4 s (the second hop a
+  // chunk later); the request runs whole on the first.
+  ASSERT_EQ(r->cold_starts.size(), 2u);
+  EXPECT_EQ(r->cold_starts[0].tier, "repository");
+  EXPECT_EQ(r->requests[0].end_us, r->cold_starts[0].ready_us + 4'000);
+  EXPECT_GE(r->cold_starts[0].ready_us, 4'000'000u);
+  EXPECT_EQ(r->pipeline_requests, 0u);
 }
 
 TEST(SimCluster, RefusesWhatItCannotRun) {

@@ -143,6 +143,31 @@ TEST(AutoscalerLoop, TheColdStartOfTheBestTierFeedsTheQueueLatencyPolicy) {
   EXPECT_NEAR(need(SourceTier::repository, kSecond), 0.1 * (30 + 10 * 3.0 / 0.1), 1e-6);
 }
 
+TEST(AutoscalerLoop, TheProfilesServiceTimeStandsInUntilOneIsMeasured) {
+  AutoscaleConfig c = defaults();
+  c.policy = ScalingPolicy::arrival_rate;
+  c.max_replicas = 200;
+  AutoscalerLoop loop(c, kSecond, 10 * kSecond);
+  ASSERT_TRUE(loop.configure(kModel, {}).ok());
+  // A first cold start: 100 requests a second arrive and are held, none has run yet.
+  placement::LoadReport held;
+  held.arrivals = 100;
+  held.ongoing = held.queued = 100;
+  auto desired = [&](AutoscalerLoop copy, const placement::LoadReport& r) {
+    copy.report("g", kModel, r, {}, kSecond);
+    auto changes = copy.tick(kSecond, [](const model_key&) { return AutoscalerLoop::Supply{0, 1}; });
+    return changes.empty() ? 0u : changes[0].decision.desired;
+  };
+  EXPECT_EQ(desired(loop, held), 50u) << "no service time: the requests in flight over a target of 2";
+  loop.set_profiled_service(kModel, 20'000);  // 20 ms a request by profile.json
+  EXPECT_EQ(desired(loop, held), 3u) << "100/s * 20 ms * headroom 1.2 = 2.4";
+  // Once requests ran, their measured time decides: 40 ms each.
+  placement::LoadReport ran = held;
+  ran.completions = 10;
+  ran.busy_us = 400'000;
+  EXPECT_EQ(desired(loop, ran), 5u) << "100/s * 40 ms * 1.2 = 4.8";
+}
+
 TEST(AutoscalerLoop, TheExpectedQueueIsTheLastTicksBacklogForTheColdStartAsked) {
   AutoscalerLoop loop(defaults(), kSecond, 10 * kSecond);
   ASSERT_TRUE(loop.configure(kModel, {}).ok());

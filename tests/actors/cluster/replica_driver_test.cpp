@@ -28,6 +28,12 @@ struct Fixture {
     load_replica load;
   };
   std::vector<Sent> sent;
+  struct Stage {
+    model_key key;
+    uint64_t node, attempt;
+    load_stage stage;
+  };
+  std::vector<Stage> stages;
   std::vector<std::string> answers;  // what the waiters heard
   ReplicaActions act;
   const model_key m{"m", 1};
@@ -39,7 +45,19 @@ struct Fixture {
       log.push_back("load " + key.to_string() + " on #" + std::to_string(node));
       sent.push_back({key, node, attempt, std::move(load)});
     };
-    act.run_pipeline = [this](PipelineOrders) { log.push_back("pipeline"); };
+    act.send_stage = [this](const model_key& key, uint64_t node, uint64_t attempt, load_stage stage) {
+      log.push_back("stage " + key.to_string() + " [" + std::to_string(stage.part.first_layer) + ", " +
+                    std::to_string(stage.part.last_layer) + ") on #" + std::to_string(node));
+      stages.push_back({key, node, attempt, std::move(stage)});
+    };
+    act.send_completion = [this](const model_key& key, uint64_t node, uint64_t attempt, load_replica load) {
+      log.push_back("complete " + key.to_string() + " on #" + std::to_string(node));
+      sent.push_back({key, node, attempt, std::move(load)});
+    };
+    act.unload_stage = [this](uint64_t node, const model_key& stage, int64_t delay_us) {
+      log.push_back("unload " + stage.to_string() + " on #" + std::to_string(node) + " in " +
+                    std::to_string(delay_us) + " us");
+    };
     act.publish = [this](const model_key& key) {
       log.push_back("publish " + key.to_string() + " (" + std::to_string(answers.size()) + " answered)");
     };
@@ -179,6 +197,67 @@ TEST(ReplicaDriver, TheAutoscalersTickScalesAnIdleModelToZeroThenUnbindsItsDrain
   }
   ASSERT_EQ(f.log, (std::vector<std::string>{"publish m/1 (1 answered)", "unbind m/1"}));
   EXPECT_TRUE(f.registry.find(f.m)->replicas.empty());
+}
+
+/// Eight layers of 100 MB, 1 ms each, 1 MB across a cut; a 4 KB header.
+RepositoryEntry profiled(const model_key& key) {
+  auto profile = std::make_shared<gpu::ModelProfile>();
+  profile->model = key.name;
+  profile->header_bytes = 4096;
+  profile->header_sha256 = std::string(64, 'a');
+  profile->batches = {1};
+  for (int i = 0; i < 8; ++i) {
+    profile->layers.push_back({"l" + std::to_string(i), 100'000'000, std::string(64, 'b'), {1000.0}, {1'000'000}});
+  }
+  profile->weights_bytes = profile->header_bytes + 800'000'000;
+  RepositoryEntry e{key, "", "{}", profile->weights_bytes, ""};
+  e.profile = std::move(profile);
+  return e;
+}
+
+TEST(ReplicaDriver, APartitionedColdStartRunsItsOrdersFromStagesToReplicas) {
+  Fixture f;
+  const model_key big{"big", 1};
+  (void)f.registry.apply_scan("", {profiled(big)});
+  f.partitions.configure(4, 100'000'000);  // a layer loads in 1 s
+  const uint64_t a = f.node("a", 1024), b = f.node("b", 1024);
+  ASSERT_TRUE(f.registry.want(big, 2, true, [&f](const Result<model_state>& s) {
+    f.answers.push_back(s.ok() ? "ready" : s.error().message());
+  }));
+  f.driver.place(big, 0, f.act);
+  // One request waits: two stages of four layers, loaded in parallel, each node's whole replica reserved.
+  ASSERT_EQ(f.log, (std::vector<std::string>{"stage big/1 [0, 4) on #1", "stage big/1 [4, 8) on #2",
+                                             "publish big/1 (0 answered)"}));
+  EXPECT_EQ(f.members.reserved(a), 800'004'096u);
+  f.log.clear();
+  auto stage_ready = [&f](const Fixture::Stage& s) {
+    replica_info info{stage_key_of(s.key, s.stage.part.first_layer, s.stage.part.last_layer),
+                      f.members.find(s.node)->report.name, "sim0", SourceTier::repository, "",
+                      s.stage.part.length(), 1000};
+    f.driver.stage_answered(s.key, s.node, s.attempt, info, 10, f.act);
+  };
+  stage_ready(f.stages[0]);
+  EXPECT_TRUE(f.log.empty());  // the pipeline serves when every stage is bound
+  stage_ready(f.stages[1]);
+  // The routing update before the waiter hears; then each member fetches the rest of the model.
+  ASSERT_EQ(f.log, (std::vector<std::string>{"publish big/1 (0 answered)", "complete big/1 on #1", "complete big/1 on #2"}));
+  EXPECT_EQ(f.answers, (std::vector<std::string>{"ready"}));
+  EXPECT_EQ(f.registry.find(big)->pipeline.size(), 2u);
+  ASSERT_EQ(f.sent.size(), 2u);
+  f.log.clear();
+  for (const auto& c : f.sent) {
+    replica_info info{big, f.members.find(c.node)->report.name, "sim0", SourceTier::repository, "", c.load.blob_bytes, 2000};
+    f.driver.completion_answered(big, c.node, c.attempt, info, 20, f.act);
+  }
+  // Both replicas in one update; the stages leave after the grace; nothing more is wanted.
+  EXPECT_EQ(f.log, (std::vector<std::string>{"publish big/1 (1 answered)", "unload big#0-4/1 on #1 in 5000000 us",
+                                             "unload big#4-8/1 on #2 in 5000000 us"}));
+  const ModelVersion& v = *f.registry.find(big);
+  EXPECT_EQ(v.replicas.size(), 2u);
+  EXPECT_TRUE(v.pipeline.empty());
+  EXPECT_EQ(v.partitioned.size(), 2u);
+  EXPECT_EQ(f.members.reserved(a) + f.members.reserved(b), 0u);
+  EXPECT_EQ(f.answers.size(), 1u);
 }
 
 }  // namespace replica_driver_test
