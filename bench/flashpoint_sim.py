@@ -7,7 +7,8 @@ and on, at equal resource use. No root; one core.
 
   bench/flashpoint_sim.py [--ember build/bin/ember] [--work flashpoint_sim] [--traces twitter,azure]
                           [--models codebert,...] [--policies tsk,atl,owk,sm] [--arms baseline,lc,mc,lc+mc]
-                          [--sweep] [--scale] [--partition] [--tolerance 0.05] [--seed 1] [--plot FILE.png]
+                          [--sweep] [--scale] [--partition] [--failure] [--tolerance 0.05] [--seed 1]
+                          [--plot FILE.png]
 
 Arms (autoscale: keys over deploy/sim/flashpoint.yaml's; every arm the same policy):
   baseline  every cold start from cloud storage onto a random node: peer_sources false,
@@ -44,6 +45,11 @@ with autoscale.partition_stages 1 (off) and 4 (on, "+mp"; partition_bandwidth: t
 cloud link and a host link); on Flashpoint's shared cloud link (2,203 Mbit/s) and on a storage
 service inside the data centre (400 Gbit/s, faster than a host's 50 Gbit/s link, as the live
 partition benchmark's repository against its nodes). Not tuned to equal replica-seconds (printed).
+
+--failure: host failures under load: the largest model, Twitter-like, atl, baseline and lc+mc; in
+each arm the host that served the most requests in the minute before 20 minutes dies then, and the
+busiest other one in the minute before 40 minutes dies then (sim.failures, from the same arm's run
+without failures); every request running or queued there is sent again.
 
 Writes WORK/results.json and prints markdown tables.
 """
@@ -107,8 +113,7 @@ def exec_ms(ember, work, model):
         f.write(f"time_s,model\n0,{model}\n100,{model}\n")
     sim(ember, work, trace, {"enabled": "false"}, f"one-{model}", {})
     with open(os.path.join(work, "runs", f"one-{model}", "requests.csv")) as f:
-        last = f.read().strip().split("\n")[-1]
-    return float(last.split(",")[-1])
+        return float(list(csv.DictReader(f))[-1]["latency_ms"])
 
 
 def sim(ember, work, trace, autoscale, label, extra_sets):
@@ -189,6 +194,7 @@ def main():
     ap.add_argument("--sweep", action="store_true")
     ap.add_argument("--scale", action="store_true")
     ap.add_argument("--partition", action="store_true")
+    ap.add_argument("--failure", action="store_true")
     ap.add_argument("--plot", default="", help="write a PNG of the tables (matplotlib)")
     args = ap.parse_args()
     args.ember = os.path.abspath(args.ember)
@@ -304,6 +310,8 @@ def main():
 
     if args.partition:
         partition(args, work, models, trace_for, results)
+    if args.failure:
+        failure(args, work, models, trace_for, results)
 
     with open(os.path.join(work, "results.json"), "w") as f:
         json.dump(results, f, indent=1)
@@ -337,6 +345,38 @@ def partition(args, work, models, trace_for, results):
                     print(f"| {link} | {model} | {s['arm']} | {s['first_answer_s']:.2f} | {stages} | "
                           f"{s['pipeline_requests']} | {s['mean_ms']:.0f} | {s['p99_ms']:.0f} | {s['replica_seconds']:.0f} |",
                           flush=True)
+
+
+def failure(args, work, models, trace_for, results):
+    """--failure: two hosts die under load; what the requests and the replacements see."""
+    big = models[-1]
+    trace = trace_for("twitter", big)
+    print(f"\nhost failures: {big}, atl, Twitter-like; the busiest host at 20 min, then at 40 min\n")
+    print("| arm | failures | requests sent again | lost | cold starts (cache/peer/repo) | mean cold start s | "
+          "mean e2e ms | p99 e2e ms | replica-s |\n|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for arm in ("baseline", "lc+mc"):
+        fail = ""
+        for failed in (False, True):
+            keys = dict(ARMS[arm], policy="arrival_rate", headroom="1.25")
+            label = f"failure-{arm}{'-failed' if failed else ''}"
+            s = sim(args.ember, work, trace, keys, label, {"sim.failures": fail} if failed else {})
+            if not failed:  # the busiest hosts of this arm's run without failures
+                with open(os.path.join(work, "runs", label, "requests.csv")) as f:
+                    rows = [r for r in csv.DictReader(f) if r["lost"] == "0"]
+                chosen = []
+                for minute in (20, 40):
+                    counts = {}
+                    for r in rows:
+                        if (minute - 1) * 60 <= float(r["time_s"]) < minute * 60 and r["host"] not in chosen:
+                            counts[r["host"]] = counts.get(r["host"], 0) + 1
+                    chosen.append(max(sorted(counts), key=lambda h: counts[h]))
+                fail = f"{chosen[0]}@20min, {chosen[1]}@40min"
+            s.update(arm=arm, failures=fail if failed else "none")
+            results.setdefault("failure", []).append(s)
+            c = s["cold_starts"]
+            print(f"| {arm} | {s['failures']} | {s['retried']} | {s['lost']} | {c['cache']['count']}/{c['peer']['count']}/"
+                  f"{c['repository']['count']} | {s['cold_start_mean_ms'] / 1000:.2f} | {s['mean_ms']:.0f} | "
+                  f"{s['p99_ms']:.0f} | {s['replica_seconds']:.0f} |", flush=True)
 
 
 def plot(path, results, models, arms):

@@ -125,6 +125,7 @@ int run_sim(const SimArgs& a) {
   options.seed = cluster->sim.seed;
   options.warm_replicas = cluster->sim.warm_replicas;
   options.load_replicas = cluster->sim.load_replicas;
+  for (const auto& f : cluster->sim.failures) options.failures.push_back({f.at_us, f.host});
   if (a.decision_time) {
     options.decision_clock = [] {
       return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
@@ -157,6 +158,10 @@ int run_sim(const SimArgs& a) {
   std::printf("mean cold start %.0f ms (%llu); p50 %.1f ms; requests that waited for a replica %llu\n",
               s.cold_start_mean_ms, static_cast<unsigned long long>(s.cold_starts), s.p50_ms,
               static_cast<unsigned long long>(s.cold_requests));
+  if (result->failures > 0) {
+    std::printf("host failures: %u; requests sent again after their host failed: %llu\n", result->failures,
+                static_cast<unsigned long long>(s.retried));
+  }
   if (s.tiers.count("stage")) {
     std::printf("partitioned cold starts: %llu stage loads (mean %.0f ms); %llu requests ran through a pipeline\n",
                 static_cast<unsigned long long>(s.tiers.at("stage").count), s.tiers.at("stage").mean_ms,

@@ -43,7 +43,7 @@ Status parse_topology(const YamlSection& s, SimTopologyConfig& t) {
 Status parse_run(const YamlSection& s, SimRunConfig& r, const std::string& at) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
   EMBER_RETURN_IF_ERROR(s.check_keys({"cold_start_timeout", "sample_interval", "chunk", "slo", "seed", "warm_replicas",
-                                         "load_replicas"}));
+                                         "load_replicas", "failures"}));
   EMBER_RETURN_IF_ERROR(s.read("cold_start_timeout", r.cold_start_timeout_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read("sample_interval", r.sample_interval_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read("chunk", r.chunk_bytes, parse_bytes));
@@ -55,6 +55,25 @@ Status parse_run(const YamlSection& s, SimRunConfig& r, const std::string& at) {
   EMBER_RETURN_IF_ERROR(config_detail::check_duration(at, "sim.sample_interval", r.sample_interval_us));
   EMBER_RETURN_IF_ERROR(config_detail::check_duration(at, "sim.slo", r.slo_us));
   if (r.chunk_bytes == 0) return invalid_argument(s.where("chunk") + ": must be above 0");
+  std::string failures;
+  EMBER_RETURN_IF_ERROR(s.read_string("failures", failures));
+  for (std::string_view rest = failures; !rest.empty();) {
+    const size_t comma = rest.find(',');
+    std::string one(rest.substr(0, comma));
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    one.erase(0, one.find_first_not_of(' '));
+    one.erase(one.find_last_not_of(' ') + 1);
+    const size_t at_sign = one.find('@');
+    const std::string bad = s.where("failures") + ": '" + one + "': expected HOST@TIME, such as host3@10min";
+    if (at_sign == std::string::npos || one.rfind("host", 0) != 0) return invalid_argument(bad);
+    const std::string number = one.substr(4, at_sign - 4);
+    if (number.empty() || number.size() > 7 || number.find_first_not_of("0123456789") != std::string::npos) {
+      return invalid_argument(bad);
+    }
+    auto when = parse_duration_us(one.substr(at_sign + 1));
+    if (!when.ok()) return invalid_argument(bad + " (" + when.error().message() + ")");
+    r.failures.push_back({static_cast<uint32_t>(std::stoul(number)), *when});
+  }
   return Status::OK();
 }
 
@@ -91,6 +110,12 @@ Result<SimClusterConfig> parse_sim_cluster(std::string_view yaml, std::string_vi
   const std::string at(source);
   EMBER_RETURN_IF_ERROR(check_autoscale_config(c.autoscale, at, "autoscale"));
   EMBER_RETURN_IF_ERROR(check_autoscaler_settings(c.autoscaler, at, "autoscale"));
+  for (const auto& f : c.sim.failures) {
+    if (f.host >= c.topology.hosts) {
+      return invalid_argument(at + ": sim.failures: host" + std::to_string(f.host) + ": the topology has hosts host0 .. host" +
+                              std::to_string(c.topology.hosts - 1));
+    }
+  }
   return c;
 }
 

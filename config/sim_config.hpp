@@ -13,7 +13,8 @@
 //                 placement), warm_replicas (replicas of each model the trace asks for, bound before the
 //                 first request), load_replicas (each such model loaded explicitly with this many
 //                 replicas at time 0, as the repository API's load: real cold starts, partitioned
-//                 when the manager plans it)
+//                 when the manager plans it), failures (hosts whose process dies, and when:
+//                 "host3@10min, host7@25min"; host names are host0 .. host<hosts-1>)
 //     autoscale:  as the live manager's
 //
 //   MODELS.yaml
@@ -61,6 +62,11 @@ struct SimRunConfig {
   uint64_t seed = 1;
   uint32_t warm_replicas = 0;
   uint32_t load_replicas = 0;
+  struct Failure {
+    uint32_t host = 0;
+    uint64_t at_us = 0;
+  };
+  std::vector<Failure> failures;
 };
 
 struct SimClusterConfig {

@@ -46,6 +46,11 @@ struct SimCluster::Impl {
   std::map<std::tuple<uint32_t, uint64_t, uint32_t>, uint64_t> stage_free;
   std::map<std::pair<model_key, uint64_t>, uint32_t> stage_gpu;  // (version, member node) -> its stage's GPU
   std::map<FlowId, std::function<void()>> flow_done;
+  std::map<FlowId, uint32_t> flow_host;  // a download's receiving host: it stops when the host fails
+  std::vector<bool> down;                // per host: failed
+  std::map<uint32_t, uint64_t> node_of_host;
+  std::map<uint64_t, std::set<size_t>> running;  // node -> requests sent to its replica, not finished
+  std::map<size_t, EventId> finish_event;        // such a request's end
   EventId flow_event = 0;
 
   // What the simulated gateway reports each tick, per model (cluster index).
@@ -96,8 +101,12 @@ struct SimCluster::Impl {
   }
   static model_key key_of(const ModelCosts& m) { return {m.model(), 1}; }
 
-  /// Moves `bytes` over `path` (none: at once) at most at `cap` bytes/s (0: no cap), then `done`.
-  void transfer(const std::vector<LinkId>& path, double bytes, std::function<void()> done, double cap = 0) {
+  static constexpr uint32_t kNoHost = UINT32_MAX;
+
+  /// Moves `bytes` over `path` (none: at once) at most at `cap` bytes/s (0: no cap), then `done`;
+  /// a download into `host` stops, `done` never called, when the host fails.
+  void transfer(const std::vector<LinkId>& path, double bytes, std::function<void()> done, double cap = 0,
+                uint32_t host = kNoHost) {
     if (path.empty() || bytes <= 0) {
       loop.after(0, std::move(done));
       return;
@@ -107,6 +116,7 @@ struct SimCluster::Impl {
       fail(id.error());
       return;
     }
+    if (host != kNoHost) flow_host[*id] = host;
     flow_done[*id] = std::move(done);
     reschedule_flows();
   }
@@ -124,6 +134,7 @@ struct SimCluster::Impl {
       for (FlowId id : *ended) {
         callbacks.push_back(std::move(flow_done.at(id)));
         flow_done.erase(id);
+        flow_host.erase(id);
       }
       reschedule_flows();
       for (auto& cb : callbacks) cb();
@@ -156,13 +167,66 @@ struct SimCluster::Impl {
     settle(i);
     ++counters[cm].in_flight[node];
     ++in_flight_total;
-    loop.at(out.end_us, [this, cm, node, exec] {
+    const EventId end = loop.at(out.end_us, [this, i, cm, node, exec] {
       Counters& c = counters[cm];
       ++c.completions;
       c.busy_us += exec;
-      if (--c.in_flight[node] == 0) c.in_flight.erase(node);
-      --in_flight_total;
+      not_in_flight(cm, node);
+      if (options.failures.empty()) return;
+      running[node].erase(i);
+      finish_event.erase(i);
     });
+    if (options.failures.empty()) return;  // nothing will fail: no request needs finding again
+    running[node].insert(i);
+    finish_event[i] = end;
+  }
+
+  void not_in_flight(uint32_t cm, uint64_t node) {
+    Counters& c = counters[cm];
+    if (--c.in_flight[node] == 0) c.in_flight.erase(node);
+    --in_flight_total;
+  }
+
+  /// Request `i` failed with its host: sent again now, or held for a replica.
+  void retry(size_t i) {
+    RequestOutcome& out = result.requests[i];
+    ++out.retries;
+    out.start_us = out.end_us = 0;
+    const ModelVersion* v = registry.find(key_of(models[trace_model[out.model]]));
+    if (v && (!v->replicas.empty() || !v->pipeline.empty())) return dispatch(i);
+    settled[i] = false;
+    --settled_count;
+    hold(i);
+  }
+
+  /// Host `h`'s process dies: its downloads stop, the manager hears, its requests are retried.
+  void fail_host(uint32_t h) {
+    if (down[h]) return;
+    down[h] = true;
+    ++result.failures;
+    const uint64_t node = node_of_host.at(h);
+    for (auto it = flow_host.begin(); it != flow_host.end();) {
+      if (it->second != h) {
+        ++it;
+        continue;
+      }
+      (void)net.cancel(it->first, loop.now());
+      flow_done.erase(it->first);
+      it = flow_host.erase(it);
+    }
+    reschedule_flows();
+    const std::string name = members.find(node)->report.name;
+    (void)members.leave(node);
+    decide([&] { (void)driver.node_lost(node, name, options.replace_on_failure, now_ms(), act); });
+    std::set<size_t> lost_here = std::move(running[node]);
+    running.erase(node);
+    for (auto it = free_at.begin(); it != free_at.end();) it = it->first.second == node ? free_at.erase(it) : std::next(it);
+    for (size_t i : lost_here) {
+      loop.cancel(finish_event.at(i));
+      finish_event.erase(i);
+      not_in_flight(trace_model[result.requests[i].model], node);
+      retry(i);
+    }
   }
 
   /// One stage of a pipeline a request runs through.
@@ -194,14 +258,22 @@ struct SimCluster::Impl {
     run_stage(i, cm, std::move(stages), 0, 0);
   }
 
+  /// A request through a pipeline whose stage's host failed: sent again.
+  void pipeline_failed(size_t i, uint32_t cm, const std::vector<StageRun>& stages) {
+    not_in_flight(cm, stages.front().node);
+    retry(i);
+  }
+
   void run_stage(size_t i, uint32_t cm, std::shared_ptr<std::vector<StageRun>> stages, size_t k, uint64_t busy) {
     const StageRun& s = (*stages)[k];
+    if (down[s.host]) return pipeline_failed(i, cm, *stages);
     uint64_t& free = stage_free[{cm, s.node, s.first}];
     const uint64_t start = std::max(loop.now(), free);
     const uint64_t exec = models[cm].exec_us(1, s.first, s.last);
     free = start + exec;
     if (k == 0) result.requests[i].start_us = start;
     loop.at(start + exec, [this, i, cm, stages, k, busy = busy + exec] {
+      if (down[(*stages)[k].host]) return pipeline_failed(i, cm, *stages);
       if (k + 1 < stages->size()) {
         const StageRun& from = (*stages)[k];
         auto path = topo->between(from.host, (*stages)[k + 1].host);
@@ -294,6 +366,12 @@ struct SimCluster::Impl {
     ++counters[trace_model[out.model]].arrivals;
     const ModelVersion* v = registry.find(key);
     if (v && (!v->replicas.empty() || !v->pipeline.empty())) return dispatch(i);
+    hold(i);
+  }
+
+  /// Request `i` waits for a replica (the gateway's ensure), or is lost after cold_start_timeout.
+  void hold(size_t i) {
+    RequestOutcome& out = result.requests[i];
     out.cold = true;
     ++counters[trace_model[out.model]].held;
     timeouts[i] = loop.after(options.cold_start_timeout_us, [this, i] {
@@ -305,7 +383,7 @@ struct SimCluster::Impl {
       if (s.ok()) return dispatch(i);
       lose(i);
     };
-    decide([&] { driver.ensure(key, std::move(waiter), now_ms(), act); });
+    decide([&] { driver.ensure(key_of(models[trace_model[out.model]]), std::move(waiter), now_ms(), act); });
   }
 
   void schedule_arrival(size_t i) {
@@ -342,6 +420,7 @@ struct SimCluster::Impl {
       return;
     }
     const uint32_t host = host_of_node.at(node);
+    if (down[host]) return;  // sent to a node already lost: no answer comes
     std::vector<LinkId> path;
     std::string tier = "cache";
     SourceTier source = SourceTier::cache;
@@ -355,10 +434,10 @@ struct SimCluster::Impl {
     }
     const uint64_t bytes = path.empty() ? 0 : load.blob_bytes;
     ColdStartRecord record{key.name, members.find(node)->report.name, tier, loop.now(), 0, bytes, 0};
-    transfer(path, static_cast<double>(load.blob_bytes),
-             [this, key, node, attempt, source, record, blob = load.blob_bytes] {
-               bind(key, node, attempt, source, record, blob);
-             });
+    transfer(
+        path, static_cast<double>(load.blob_bytes),
+        [this, key, node, attempt, source, record, blob = load.blob_bytes] { bind(key, node, attempt, source, record, blob); },
+        0, host);
   }
 
   /// Stage `stage` of a partitioned cold start of `key` on `node`: its layers (and the file's
@@ -366,25 +445,30 @@ struct SimCluster::Impl {
   /// least on, then the stage's answer (a cold start of tier "stage").
   void send_stage(const model_key& key, uint64_t node, uint64_t attempt, const load_stage& stage) {
     const uint32_t host = host_of_node.at(node);
+    if (down[host]) return;
     const auto& sources = stage.load.sources;
     auto path = upstream_path(sources.empty() ? std::string(kRepositoryName) : sources.front().name, host);
     if (!path.ok()) return fail(path.error());
     const uint64_t bytes = stage.part.header_bytes + stage.part.length();
     const model_key part = stage_key_of(key, stage.part.first_layer, stage.part.last_layer);
     ColdStartRecord record{key.name, members.find(node)->report.name, "stage", loop.now(), 0, bytes, 0};
-    transfer(*path, static_cast<double>(bytes), [this, key, node, attempt, host, bytes, part, record]() mutable {
+    auto bound = [this, key, node, attempt, host, bytes, part, record]() mutable {
+      if (down[host]) return;
       const uint32_t gpu = least_bound_gpu(node);
       stage_gpu[{key, node}] = gpu;
       auto pcie = topo->to_gpu(host, gpu);
       if (!pcie.ok()) return fail(pcie.error());
-      transfer(*pcie, static_cast<double>(bytes), [this, key, node, attempt, gpu, bytes, part, record]() mutable {
+      auto answered = [this, key, node, attempt, host, gpu, bytes, part, record]() mutable {
+        if (down[host]) return;
         record.ready_us = loop.now();
         replica_info info{part, record.node, "gpu" + std::to_string(gpu), SourceTier::repository, "", bytes,
                           record.ready_us - record.started_us};
         result.cold_starts.push_back(std::move(record));
         decide([&] { driver.stage_answered(key, node, attempt, Result<replica_info>(info), now_ms(), act); });
-      });
-    });
+      };
+      transfer(*pcie, static_cast<double>(bytes), std::move(answered), 0, host);
+    };
+    transfer(*path, static_cast<double>(bytes), std::move(bound), 0, host);
   }
 
   /// A pipeline member completes into a whole replica: the layers outside its stage from the
@@ -392,6 +476,7 @@ struct SimCluster::Impl {
   /// stage's device, then the completion's answer (not a cold start: the pipeline served already).
   void send_completion(const model_key& key, uint64_t node, uint64_t attempt, const load_replica& load) {
     const uint32_t host = host_of_node.at(node);
+    if (down[host]) return;
     auto path = upstream_path(load.sources.empty() ? std::string(kRepositoryName) : load.sources.front().name, host);
     if (!path.ok()) return fail(path.error());
     const uint64_t have =
@@ -402,7 +487,8 @@ struct SimCluster::Impl {
     const uint32_t gpu = gpu_of != stage_gpu.end() ? gpu_of->second : least_bound_gpu(node);
     auto pcie = topo->to_gpu(host, gpu);
     if (!pcie.ok()) return fail(pcie.error());
-    auto bound = [this, key, node, attempt, gpu, started, blob = load.blob_bytes] {
+    auto bound = [this, key, node, attempt, gpu, started, host, blob = load.blob_bytes] {
+      if (down[host]) return;
       stage_gpu.erase({key, node});
       replica_info info{key, members.find(node)->report.name, "gpu" + std::to_string(gpu), SourceTier::repository,
                         "", blob, loop.now() - started};
@@ -410,8 +496,8 @@ struct SimCluster::Impl {
     };
     transfer(
         *path, static_cast<double>(rest),
-        [this, pcie = *pcie, rest, bound] { transfer(pcie, static_cast<double>(rest), bound); },
-        static_cast<double>(load.max_bytes_per_s));
+        [this, pcie = *pcie, rest, bound, host] { transfer(pcie, static_cast<double>(rest), bound, 0, host); },
+        static_cast<double>(load.max_bytes_per_s), host);
   }
 
   /// The links from `upstream` (a node's name, or the repository: cloud storage) to `host`.
@@ -468,6 +554,7 @@ struct SimCluster::Impl {
           ColdStartRecord record{hop.key.name, members.find(hop.node)->report.name,
                                  source == SourceTier::repository ? "repository" : "peer", started, 0, bytes, id};
           loop.after(static_cast<uint64_t>(chunk_us * static_cast<double>(k) + 0.5), [this, id, hop, source, record, bytes] {
+            if (down[host_of_node.at(hop.node)]) return;  // its hop's answer never comes
             hop_done(id, hop.node);
             bind(hop.key, hop.node, hop.attempt, source, record, bytes);
           });
@@ -497,21 +584,26 @@ struct SimCluster::Impl {
   void bind(const model_key& key, uint64_t node, uint64_t attempt, SourceTier source, ColdStartRecord record,
             uint64_t bytes) {
     const uint32_t host = host_of_node.at(node);
+    if (down[host]) return;
     const uint32_t gpu = least_bound_gpu(node);
     auto pcie = topo->to_gpu(host, gpu);
     if (!pcie.ok()) return fail(pcie.error());
-    transfer(*pcie, static_cast<double>(bytes), [this, key, node, attempt, source, record, gpu]() mutable {
-      record.ready_us = loop.now();
-      const uint64_t load_us = record.ready_us - record.started_us;
-      result.cold_starts.push_back(std::move(record));
-      answer(key, node, attempt, gpu, source, load_us);
-    });
+    transfer(
+        *pcie, static_cast<double>(bytes),
+        [this, key, node, attempt, source, record, gpu]() mutable {
+          record.ready_us = loop.now();
+          const uint64_t load_us = record.ready_us - record.started_us;
+          result.cold_starts.push_back(std::move(record));
+          answer(key, node, attempt, gpu, source, load_us);
+        },
+        0, host);
   }
 
   /// Load `attempt` of `key` on `node` is bound on GPU `gpu`: the manager hears it, as the actor
   /// hears a node's answer.
   void answer(const model_key& key, uint64_t node, uint64_t attempt, uint32_t gpu, SourceTier source,
               uint64_t load_us) {
+    if (down[host_of_node.at(node)]) return;
     replica_info info;
     info.model = key;
     info.node = members.find(node)->report.name;
@@ -551,6 +643,13 @@ Result<std::unique_ptr<SimCluster>> SimCluster::create(const TopologySpec& topol
     entries.push_back(std::move(e));
   }
   impl->models = std::move(models);
+  impl->down.assign(topology.hosts, false);
+  for (const SimOptions::Failure& f : options.failures) {
+    if (f.host >= topology.hosts) {
+      return invalid_argument("a failure of host" + std::to_string(f.host) + ": the cluster has " +
+                              std::to_string(topology.hosts) + " hosts");
+    }
+  }
   for (const ModelCosts& m : impl->models) impl->exec1.push_back(m.exec_us(1));
   impl->counters.resize(impl->models.size());
   if (options.autoscaler.enabled) {
@@ -579,6 +678,7 @@ Result<std::unique_ptr<SimCluster>> SimCluster::create(const TopologySpec& topol
     r.rack = "leaf" + std::to_string(impl->topo->leaf_of(h));
     const uint64_t id = impl->members.join(r, {});
     impl->host_of_node[id] = h;
+    impl->node_of_host[h] = id;
     impl->host_of_name[r.name] = h;
   }
   Impl* self = impl.get();
@@ -594,7 +694,7 @@ Result<std::unique_ptr<SimCluster>> SimCluster::create(const TopologySpec& topol
   // A stage's device memory is its member's reservation (Membership), which the completion's answer
   // turns into the replica's binding; requests already sent through the pipeline finish.
   impl->act.unload_stage = [](uint64_t, const model_key&, int64_t) {};
-  impl->act.publish = [](const model_key&) {};  // the simulated gateway reads the registry
+  impl->act.publish = [](const std::set<model_key>&) {};  // the simulated gateway reads the registry
   impl->act.chain_timer = [] {};                // no hop stalls: nothing to splice
   impl->act.drain_step = [] {};                 // no console drains
   impl->act.unbind = [self](const ScaleDriver::Unbind& u) {  // the node unbinds at once
@@ -643,6 +743,7 @@ Result<SimResult> SimCluster::run(const RequestTrace& trace) {
       }
     });
   }
+  for (const SimOptions::Failure& f : s.options.failures) s.loop.at(f.at_us, [&s, h = f.host] { s.fail_host(h); });
   s.schedule_arrival(0);
   if (s.options.autoscaler.enabled) {
     s.loop.at(s.options.autoscaler.interval_us, [&s] { s.tick(); });

@@ -24,6 +24,15 @@
 //   a decision    with SimOptions::decision_clock, what a call into the manager's classes sends
 //                 (loads, unbinds) starts after the call's measured time (Flashpoint's decision
 //                 time); the registry's answers to held requests are not delayed
+//   a pipeline    a partitioned cold start (PartitionController's orders, run by
+//                 ReplicaDriver::run): each stage's layers from the repository into its node's GPU,
+//                 then ReplicaDriver::stage_answered; while the version serves through the pipeline,
+//                 a request runs each stage's layers (ModelCosts::exec_us(1, first, last), one at a
+//                 time per stage) and its activation crosses to the next stage's host as a flow;
+//                 each member's completion fetches the layers outside its stage at its pace
+//                 (load.max_bytes_per_s), then ReplicaDriver::completion_answered
+//   a failure     SimOptions::failures: the host's downloads stop, ReplicaDriver::node_lost, its
+//                 requests (running or queued) are retried; no answer from it ever comes
 //   a publish     the routing the simulated gateway reads is the registry's replicas: at once
 //
 //   a tick        with the autoscaler on, every autoscaler.interval: the simulated gateway's
@@ -33,12 +42,13 @@
 //                 settles; a drain's unbind happens at once (ScaleDriver::unbound). Ticks run until
 //                 every request is answered or lost.
 //
-// Not simulated yet (refused or left out, never faked): partitioned cold starts (a pipeline order
-// fails the run with unsupported), splices (no hop fails or stalls), the nodes' own queue reports
-// (requests queue at a replica and count as in flight), the console's drains, failures, batching.
+// Not simulated yet (left out, never faked): splices (a chain through a failed host keeps its flow
+// and the hops after it their answers, as if spliced at no cost), the nodes' own queue reports
+// (requests queue at a replica and count as in flight), the console's drains, a GPU failing alone,
+// a node that goes silent (heartbeats), batching.
 //
 // Errors: invalid_argument for a trace naming a model the cluster lacks, a model without weights,
-// duplicate model names; a failed manager decision (no node has room) fails the requests held for
+// duplicate model names, a failure of a host the topology lacks; a failed manager decision (no node has room) fails the requests held for
 // it (counted lost), as the live gateway would. Single-threaded; deterministic: the same inputs
 // give the same outcomes, event for event.
 #pragma once
@@ -85,6 +95,18 @@ struct SimOptions {
   /// this many replicas, as the repository API's load (ReplicaDriver::load: a floor the autoscaler
   /// keeps): real cold starts, partitioned when PartitionController::start plans it. 0: none.
   uint32_t load_replicas = 0;
+  /// A host whose process dies at a time. The manager hears at once, as the live manager hears a
+  /// monitored node's down message (ReplicaDriver::node_lost: its replicas and loads leave, what
+  /// changed is published, replacements placed when replace_on_failure); the requests running or
+  /// queued on it are retried at once on another replica or held for one, as the live gateway
+  /// retries a request failed as retryable; its downloads stop; answers from it never come.
+  struct Failure {
+    uint64_t at_us = 0;
+    uint32_t host = 0;
+  };
+  std::vector<Failure> failures;
+  /// manager.replace_on_failure: a lost replica is placed again on a survivor.
+  bool replace_on_failure = true;
   /// Decision time, as Flashpoint charges it: when set (microseconds of a monotonic clock), each
   /// call into the manager's classes (a placement, a load's answer, a tick) is timed, and the loads
   /// and unbinds it sent start that much later on the simulated clock. Unset: decisions take no
@@ -98,6 +120,7 @@ struct RequestOutcome {
   uint32_t host = 0;   // where it ran (when not lost)
   bool cold = false;   // it waited for a replica
   bool lost = false;   // no replica could be placed for it
+  uint32_t retries = 0;  // times it was sent again because its host failed
 };
 
 struct ColdStartRecord {
@@ -129,6 +152,7 @@ struct SimResult {
   std::vector<ReplicaSample> samples;
   uint32_t chains = 0;  // multicast transfers started
   uint64_t pipeline_requests = 0;  // requests that ran through a partitioned cold start's pipeline
+  uint32_t failures = 0;           // hosts failed (SimOptions::failures within the run)
   /// Device bytes still reserved for loads at the end, over every node (0 unless a load was lost).
   uint64_t reserved_bytes_left = 0;
   /// With SimOptions::decision_clock: the decisions timed and their total time.

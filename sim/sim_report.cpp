@@ -61,6 +61,7 @@ SimSummary summarize(const SimResult& result, const std::vector<uint64_t>& slo_u
   for (const auto& r : result.requests) {
     ++s.requests;
     s.cold_requests += r.cold ? 1 : 0;
+    s.retried += r.retries > 0 ? 1 : 0;
     if (r.lost) {
       ++s.lost;
       continue;
@@ -133,22 +134,22 @@ std::string summary_json(const std::string& label, const SimSummary& s) {
     first = false;
   }
   o << "},\"cold_start_mean_ms\":" << fixed(s.cold_start_mean_ms, 3) << ",\"replica_seconds\":"
-    << fixed(s.replica_seconds, 3) << ",\"max_replicas\":" << s.max_replicas << ",\"chains\":" << s.chains << ",\"pipeline_requests\":" << s.pipeline_requests
+    << fixed(s.replica_seconds, 3) << ",\"max_replicas\":" << s.max_replicas << ",\"chains\":" << s.chains << ",\"pipeline_requests\":" << s.pipeline_requests << ",\"retried\":" << s.retried
     << ",\"events\":" << s.events << ",\"simulated_s\":" << fixed(s.simulated_s, 6) << "}\n";
   return o.str();
 }
 
 void write_requests_csv(std::ostream& out, const SimResult& result, const RequestTrace& trace) {
-  out << "time_s,model,host,cold,lost,start_s,end_s,latency_ms\n";
+  out << "time_s,model,host,cold,lost,start_s,end_s,latency_ms,retries\n";
   for (const auto& r : result.requests) {
     out << fixed(static_cast<double>(r.arrival_us) / 1e6, 6) << ',' << trace.models.at(r.model) << ',';
     if (r.lost) {
-      out << ',' << (r.cold ? 1 : 0) << ",1,,,\n";
+      out << ',' << (r.cold ? 1 : 0) << ",1,,,," << r.retries << '\n';
       continue;
     }
     out << "host" << r.host << ',' << (r.cold ? 1 : 0) << ",0," << fixed(static_cast<double>(r.start_us) / 1e6, 6)
         << ',' << fixed(static_cast<double>(r.end_us) / 1e6, 6) << ','
-        << fixed(static_cast<double>(r.end_us - r.arrival_us) / 1000, 3) << '\n';
+        << fixed(static_cast<double>(r.end_us - r.arrival_us) / 1000, 3) << ',' << r.retries << '\n';
   }
 }
 

@@ -41,6 +41,7 @@ struct SimSummary {
   double replica_seconds = 0;
   uint32_t max_replicas = 0, chains = 0;
   uint64_t pipeline_requests = 0;
+  uint64_t retried = 0;  // requests sent again after their host failed
   uint64_t events = 0;
   double simulated_s = 0;
 };
@@ -57,7 +58,8 @@ std::string summary_row(const std::string& label, const SimSummary& s);
 /// events, simulated_s), for scripts.
 std::string summary_json(const std::string& label, const SimSummary& s);
 
-/// time_s,model,host,cold,lost,start_s,end_s,latency_ms (arrival order; empty fields for a lost one).
+/// time_s,model,host,cold,lost,start_s,end_s,latency_ms,retries (arrival order; empty fields for a
+/// lost one; retries: times it was sent again because its host failed).
 void write_requests_csv(std::ostream& out, const SimResult& result, const RequestTrace& trace);
 
 /// The Chrome trace event format's JSON (one process per host, a thread per model's requests and one

@@ -72,19 +72,16 @@ void lose_node(manager_pointer self, uint64_t id, const std::string& why, bool o
   auto& st = self->state;
   st.liveness.left(id);
   const std::string name = st.members.leave(id)->report.name;
-  st.scaler.node_lost(id, name);
-  for (const model_key& key : st.partitions.on_node(id)) run(self, st.partitions.member_lost(key, id));
+  // A node that shut down in order (its process is stopping) is news, not trouble.
+  const auto level = orderly ? spdlog::level::info : spdlog::level::warn;
+  spdlog::log(level, "manager: node {} (#{}) lost ({})", name, id, why);
   send_splices(self, st.relay.node_lost(name));
   // Its answers to distributions will never come (CAF does not fail requests to a lost node).
   for (uint64_t call : st.distributions.waiting_on(id))
     settle(self, call, id, unavailable("node " + name + " was lost during the transfer"));
-  const auto changed = st.registry.node_lost(id);
-  // A node that shut down in order (its process is stopping) is news, not trouble.
-  const auto level = orderly ? spdlog::level::info : spdlog::level::warn;
-  spdlog::log(level, "manager: node {} (#{}) lost ({}); {} model(s) affected", name, id, why, changed.size());
-  publish(self, changed);
-  if (!st.config.replace_on_failure) return;
-  for (const auto& key : st.registry.want_replacements(changed)) place(self, key);  // on a survivor
+  const auto changed =
+      st.replicas.node_lost(id, name, st.config.replace_on_failure, now_ms(self), replica_actions(self));
+  spdlog::log(level, "manager: {} model(s) affected by the loss of node {}", changed.size(), name);
 }
 
 /// A member's fresh report (its heartbeat said its replicas changed otherwise than the manager saw).
@@ -157,7 +154,7 @@ ReplicaActions replica_actions(manager_pointer self) {
     self->delayed_send(self, std::chrono::microseconds(delay_us),
                        offload_done{[self, node, stage] { unload_on(self, node, stage); }});
   };
-  a.publish = [self](const model_key& key) { publish(self, {key}); };
+  a.publish = [self](const std::set<model_key>& keys) { publish(self, keys); };
   a.chain_timer = [self] { arm_chain_timer(self); };
   a.drain_step = [self] { drain_step(self); };
   a.unbind = [self](const ScaleDriver::Unbind& u) { unbind(self, u); };

@@ -16,7 +16,7 @@ void ReplicaDriver::load(const model_key& key, uint32_t replicas, ModelWaiter wa
 
 void ReplicaDriver::place(const model_key& key, int64_t now_ms, const ReplicaActions& act) {
   if (const ModelVersion* f = registry_.find(key); f && partitions_.find(f->key())) return;  // a pipeline build
-  if (scaler_.revive(key)) act.publish(key);
+  if (scaler_.revive(key)) act.publish({key});
   ModelVersion* v = registry_.to_place(key);
   if (!v) return;
   if (auto pipeline = partitions_.start(*v, scaler_.autoscaler()); !pipeline.empty()) {
@@ -30,7 +30,7 @@ void ReplicaDriver::place(const model_key& key, int64_t now_ms, const ReplicaAct
     act.send_load(key, plan.node, attempt, load_request(*v, plan));
   }
   act.chain_timer();
-  act.publish(key);
+  act.publish({key});
 }
 
 void ReplicaDriver::answered(const model_key& key, uint64_t node, uint64_t attempt, const Result<replica_info>& r,
@@ -46,7 +46,7 @@ void ReplicaDriver::answered(const model_key& key, uint64_t node, uint64_t attem
     if (!announce) return;  // the caller publishes, then answers the waiters
     // The routing update first, then the answers: a gateway relays a load's answer, and both travel
     // the same way to it, in order, so it routes to the replica before its client hears "ready".
-    act.publish(key);
+    act.publish({key});
     registry_.answer_waiters(*v);
     if (v->loading_on.empty() && v->replicas.size() < v->wanted) place(key, now_ms, act);  // wanted more meanwhile
     if (scaler_.nodes_draining()) act.drain_step();
@@ -55,7 +55,7 @@ void ReplicaDriver::answered(const model_key& key, uint64_t node, uint64_t attem
   const auto* n = members_.find(node);
   const auto outcome = registry_.load_failed(key, node, attempt, r.error(), n ? n->report.name : "");
   if (outcome == ModelRegistry::LoadFailure::stale || !announce) return;
-  act.publish(key);
+  act.publish({key});
   if (outcome == ModelRegistry::LoadFailure::retry_elsewhere) place(key, now_ms, act);  // another node, if any is left
 }
 
@@ -80,7 +80,7 @@ void ReplicaDriver::run(const PipelineOrders& orders, int64_t now_ms, const Repl
         if (o.partitioned) registry_.mark_partitioned(o.key, o.node);
         break;
       case Kind::publish:
-        act.publish(o.key);
+        act.publish({o.key});
         break;
       case Kind::answer_waiters:
         if (ModelVersion* v = registry_.find(o.key); v && v->key() == o.key) registry_.answer_waiters(*v);
@@ -105,11 +105,23 @@ void ReplicaDriver::completion_answered(const model_key& key, uint64_t node, uin
   run(partitions_.member_completed(key, node, attempt, r), now_ms, act);
 }
 
+std::set<model_key> ReplicaDriver::node_lost(uint64_t node, const std::string& name, bool replace, int64_t now_ms,
+                                             const ReplicaActions& act) {
+  scaler_.node_lost(node, name);
+  for (const model_key& key : partitions_.on_node(node)) run(partitions_.member_lost(key, node), now_ms, act);
+  const auto changed = registry_.node_lost(node);
+  act.publish(changed);  // also when none changed: the update's members no longer hold the node
+  if (replace) {
+    for (const auto& key : registry_.want_replacements(changed)) place(key, now_ms, act);  // on a survivor
+  }
+  return changed;
+}
+
 void ReplicaDriver::scale(int64_t now_us, const ReplicaActions& act) {
   for (const auto& change : scaler_.decide(now_us)) {
     const auto step = scaler_.apply(change, now_us);
     if (step == ScaleDriver::Step::place) place(change.key, now_us / 1000, act);
-    if (step == ScaleDriver::Step::publish) act.publish(change.key);
+    if (step == ScaleDriver::Step::publish) act.publish({change.key});
   }
   scaler_.show_replicas();
   auto settled = scaler_.settle(now_us);

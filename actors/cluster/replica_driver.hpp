@@ -33,6 +33,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
+#include <string>
 
 #include "actors/cluster/load_planner.hpp"
 #include "actors/cluster/membership.hpp"
@@ -58,8 +60,8 @@ struct ReplicaActions {
   std::function<void(const model_key& key, uint64_t node, uint64_t attempt, load_replica load)> send_completion;
   /// Tell `node` to drop pipeline stage `stage`, `delay_us` from now (0: now); no answer wanted.
   std::function<void(uint64_t node, const model_key& stage, int64_t delay_us)> unload_stage;
-  /// A routing update of `key` to every gateway.
-  std::function<void(const model_key& key)> publish;
+  /// One routing update of `keys` to every gateway.
+  std::function<void(const std::set<model_key>& keys)> publish;
   /// Arm the chain stall check (transfers may have started).
   std::function<void()> chain_timer;
   /// One pass of the console's node drains.
@@ -101,6 +103,15 @@ class ReplicaDriver {
   /// A member's completion answered (PartitionController::member_completed), its orders run.
   void completion_answered(const model_key& key, uint64_t node, uint64_t attempt, const Result<replica_info>& r,
                            int64_t now_ms, const ReplicaActions& act);
+  /// Node `node` (`name`) left the cluster (its process died, it stopped, or it went silent), after
+  /// Membership::leave: its drains end (ScaleDriver::node_lost), its pipeline builds are given up
+  /// or dissolved (PartitionController::member_lost, their orders run), its replicas and loads leave
+  /// the registry and one routing update goes out (what changed, and the members without the node,
+  /// even when no version changed); with `replace`
+  /// (manager.replace_on_failure), each changed version that should is placed again on a survivor
+  /// (ModelRegistry::want_replacements). Returns the versions changed.
+  std::set<model_key> node_lost(uint64_t node, const std::string& name, bool replace, int64_t now_ms,
+                                const ReplicaActions& act);
   /// The autoscaler's tick at now_us (the caller checked that the loop runs and has given it the
   /// reports): each change the loop decides is applied, an up placed and a down published; then
   /// the drains that are over are unbound and the expired host-cache copies evicted.

@@ -44,6 +44,7 @@ TEST(SimConfig, ReadsEveryKeyAndTheLiveAutoscaleSection) {
       "sim:\n  cold_start_timeout: 60s\n  sample_interval: 250ms\n  chunk: 4MiB\n  slo: 500ms\n  seed: 7\n"
       "  warm_replicas: 2\n"
       "  load_replicas: 3\n"
+      "  failures: host3@10min, host0@90s\n"
       "autoscale:\n  interval: 250ms\n  policy: queue_latency\n  chain_scale_up: false\n  placement: random\n"
       "  host_keep_alive: 0s\n",
       "c.yaml");
@@ -62,6 +63,11 @@ TEST(SimConfig, ReadsEveryKeyAndTheLiveAutoscaleSection) {
   EXPECT_EQ(c->sim.seed, 7u);
   EXPECT_EQ(c->sim.warm_replicas, 2u);
   EXPECT_EQ(c->sim.load_replicas, 3u);
+  ASSERT_EQ(c->sim.failures.size(), 2u);
+  EXPECT_EQ(c->sim.failures[0].host, 3u);
+  EXPECT_EQ(c->sim.failures[0].at_us, 600'000'000u);
+  EXPECT_EQ(c->sim.failures[1].host, 0u);
+  EXPECT_EQ(c->sim.failures[1].at_us, 90'000'000u);
   EXPECT_EQ(c->autoscaler.interval_us, 250'000u);
   EXPECT_EQ(c->autoscale.policy, ScalingPolicy::queue_latency);
   EXPECT_FALSE(c->autoscaler.chain_scale_up);
@@ -103,6 +109,10 @@ TEST(SimConfig, RefusalsNameTheFileAndKey) {
       {"sim:\n  chunk: 0\n", "sim.chunk"},
       {"sim:\n  warm_replicas: 5000\n", "sim.warm_replicas"},
       {"sim:\n  load_replicas: -1\n", "sim.load_replicas"},
+      {"sim:\n  failures: host1\n", "sim.failures: 'host1': expected HOST@TIME"},
+      {"sim:\n  failures: node1@5s\n", "sim.failures: 'node1@5s'"},
+      {"sim:\n  failures: host1@soon\n", "sim.failures: 'host1@soon'"},
+      {"sim:\n  failures: host200@5s\n", "sim.failures: host200: the topology has hosts host0 .. host199"},
       {"autoscale:\n  max_replicas: 0\n", "autoscale"},
       {"nodes: 3\n", "nodes"},
   };

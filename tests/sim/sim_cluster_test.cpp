@@ -400,6 +400,48 @@ TEST(SimCluster, WithPartitioningOffTheSameLoadComesUpWhole) {
   EXPECT_EQ(r->pipeline_requests, 0u);
 }
 
+TEST(SimCluster, AFailedHostsRequestsAreRetriedOnTheOtherReplica) {
+  SimOptions o;
+  o.warm_replicas = 2;                // one replica on each host
+  o.failures = {{995'000, 0}};        // host0 dies mid-request
+  auto c = SimCluster::create(small(), {model("m", 100'000'000, 10'000)}, o);
+  ASSERT_TRUE(c.ok());
+  auto r = (*c)->run(trace("0.99,m\n0.99,m\n0.99,m\n0.99,m\n"));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  EXPECT_EQ(r->failures, 1u);
+  // Requests 0 and 2 were on host0 (running and queued): sent again to host1, after its own two.
+  for (size_t i : {0u, 2u}) {
+    EXPECT_EQ(r->requests[i].retries, 1u) << i;
+    EXPECT_EQ(r->requests[i].host, 1u) << i;
+  }
+  EXPECT_EQ(r->requests[0].start_us, 1'010'000u);
+  EXPECT_EQ(r->requests[0].end_us, 1'020'000u);
+  EXPECT_EQ(r->requests[2].end_us, 1'030'000u);
+  EXPECT_EQ(r->requests[1].retries + r->requests[3].retries, 0u);
+  for (const auto& q : r->requests) EXPECT_FALSE(q.lost);
+  EXPECT_EQ(r->reserved_bytes_left, 0u);
+}
+
+TEST(SimCluster, AHostLostDuringItsDownloadIsReplacedAndTheHeldRequestWaitsForTheReplacement) {
+  SimOptions o;
+  o.failures = {{500'000, 0}};  // half way through the first download
+  auto c = SimCluster::create(small(), {model("m", 100'000'000, 10'000)}, o);
+  ASSERT_TRUE(c.ok());
+  auto r = (*c)->run(trace("0,m\n"));
+  ASSERT_TRUE(r.ok()) << r.error().message();
+  // The download to host0 stopped; the replacement on host1 takes the whole cloud link from 0.5 s.
+  ASSERT_EQ(r->cold_starts.size(), 1u);
+  EXPECT_EQ(r->cold_starts[0].node, "host1");
+  EXPECT_EQ(r->cold_starts[0].started_us, 500'000u);
+  EXPECT_EQ(r->cold_starts[0].ready_us, 1'500'000u);
+  EXPECT_FALSE(r->requests[0].lost);
+  EXPECT_EQ(r->requests[0].end_us, 1'510'000u);
+  EXPECT_EQ(r->reserved_bytes_left, 0u);
+  auto bad = SimCluster::create(small(), {model("m", 1000, 10)}, SimOptions{.failures = {{0, 7}}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message().find("host7"), std::string::npos) << bad.error().message();
+}
+
 TEST(SimCluster, RefusesWhatItCannotRun) {
   auto c = SimCluster::create(small(), {model("m", 1000, 10)});
   ASSERT_TRUE(c.ok());

@@ -88,11 +88,11 @@ TEST(SimReport, RequestsCsv) {
   std::ostringstream o;
   write_requests_csv(o, f.result, f.trace);
   EXPECT_EQ(o.str(),
-            "time_s,model,host,cold,lost,start_s,end_s,latency_ms\n"
-            "0.000000,a,host1,1,0,0.005000,0.010000,10.000\n"
-            "1.000000,b,host0,0,0,1.000000,1.020000,20.000\n"
-            "2.000000,a,host1,0,0,2.010000,2.030000,30.000\n"
-            "3.000000,b,,1,1,,,\n");
+            "time_s,model,host,cold,lost,start_s,end_s,latency_ms,retries\n"
+            "0.000000,a,host1,1,0,0.005000,0.010000,10.000,0\n"
+            "1.000000,b,host0,0,0,1.000000,1.020000,20.000,0\n"
+            "2.000000,a,host1,0,0,2.010000,2.030000,30.000,0\n"
+            "3.000000,b,,1,1,,,,0\n");
 }
 
 TEST(SimReport, ChromeTraceParsesAndKeepsItsWindow) {

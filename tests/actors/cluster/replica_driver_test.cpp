@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -58,8 +59,10 @@ struct Fixture {
       log.push_back("unload " + stage.to_string() + " on #" + std::to_string(node) + " in " +
                     std::to_string(delay_us) + " us");
     };
-    act.publish = [this](const model_key& key) {
-      log.push_back("publish " + key.to_string() + " (" + std::to_string(answers.size()) + " answered)");
+    act.publish = [this](const std::set<model_key>& keys) {
+      std::string names;
+      for (const auto& k : keys) names += (names.empty() ? "" : ", ") + k.to_string();
+      log.push_back("publish " + names + " (" + std::to_string(answers.size()) + " answered)");
     };
     act.chain_timer = [this] { log.push_back("chain timer"); };
     act.drain_step = [this] { log.push_back("drain step"); };
@@ -197,6 +200,36 @@ TEST(ReplicaDriver, TheAutoscalersTickScalesAnIdleModelToZeroThenUnbindsItsDrain
   }
   ASSERT_EQ(f.log, (std::vector<std::string>{"publish m/1 (1 answered)", "unbind m/1"}));
   EXPECT_TRUE(f.registry.find(f.m)->replicas.empty());
+}
+
+TEST(ReplicaDriver, ALostNodesReplicasArePublishedOnceAndReplacedOnASurvivor) {
+  Fixture f;
+  const uint64_t a = f.node("a", 1024);
+  const uint64_t b = f.node("b", 1024);
+  f.want();
+  f.driver.place(f.m, 0, f.act);
+  ASSERT_EQ(f.sent.size(), 1u);
+  const uint64_t on = f.sent[0].node, other = on == a ? b : a;
+  f.driver.answered(f.m, on, f.sent[0].attempt, f.ready(on), true, false, 5, f.act);
+  f.log.clear();
+  const std::string name = f.members.find(on)->report.name;
+  (void)f.members.leave(on);
+  const auto changed = f.driver.node_lost(on, name, true, 10, f.act);
+  EXPECT_EQ(changed, (std::set<model_key>{f.m}));
+  // One routing update without the replica, then the replacement's load on the survivor.
+  EXPECT_EQ(f.log, (std::vector<std::string>{"publish m/1 (1 answered)", "load m/1 on #" + std::to_string(other),
+                                             "chain timer", "publish m/1 (1 answered)"}));
+  EXPECT_TRUE(f.registry.find(f.m)->replicas.empty());
+  // Without replace_on_failure the version is only published.
+  Fixture g;
+  const uint64_t c = g.node("c", 1024);
+  g.want();
+  g.driver.place(g.m, 0, g.act);
+  g.driver.answered(g.m, c, g.sent[0].attempt, g.ready(c), true, false, 5, g.act);
+  g.log.clear();
+  (void)g.members.leave(c);
+  (void)g.driver.node_lost(c, "c", false, 10, g.act);
+  EXPECT_EQ(g.log, (std::vector<std::string>{"publish m/1 (1 answered)"}));
 }
 
 /// Eight layers of 100 MB, 1 ms each, 1 MB across a cut; a 4 KB header.
