@@ -1,0 +1,149 @@
+#include "actors/cluster/desired_state.hpp"
+
+#include <nlohmann/json.hpp>
+#include <utility>
+
+namespace ember {
+
+namespace {
+
+using nlohmann::ordered_json;
+
+ordered_json key_json(const model_key& key) { return ordered_json{{"name", key.name}, {"version", key.version}}; }
+
+/// `j[field]` as an unsigned number no larger than `most`, or corrupt naming `what`.
+Result<uint64_t> number(const nlohmann::json& j, const char* field, uint64_t most, const std::string& what) {
+  if (!j.contains(field) || !j[field].is_number_unsigned() || j[field].get<uint64_t>() > most) {
+    return corrupt(what + ": \"" + field + "\" is missing or not a number up to " + std::to_string(most));
+  }
+  return j[field].get<uint64_t>();
+}
+
+Result<model_key> key_of(const nlohmann::json& j, const std::string& what) {
+  if (!j.contains("model") || !j["model"].is_object() || !j["model"].contains("name") ||
+      !j["model"]["name"].is_string() || j["model"]["name"].get<std::string>().empty()) {
+    return corrupt(what + ": \"model\" is missing or has no name");
+  }
+  EMBER_ASSIGN_OR_RETURN(uint64_t version, number(j["model"], "version", UINT32_MAX, what + ": model"));
+  return model_key{j["model"]["name"].get<std::string>(), static_cast<uint32_t>(version)};
+}
+
+Result<slo_setting> slo_of(const nlohmann::json& j, const std::string& what) {
+  slo_setting slo;
+  EMBER_ASSIGN_OR_RETURN(slo.deadline_us, number(j, "deadline_us", UINT64_MAX >> 1, what));
+  if (!j.contains("percentile") || !j["percentile"].is_number() || !(j["percentile"].get<double>() > 0) ||
+      !(j["percentile"].get<double>() <= 1)) {
+    return corrupt(what + ": \"percentile\" is missing or not in (0, 1]");
+  }
+  slo.percentile = j["percentile"].get<double>();
+  return slo;
+}
+
+}  // namespace
+
+std::string DesiredState::load_record(const model_key& key, uint32_t replicas) {
+  return ordered_json{{"op", "load"}, {"model", key_json(key)}, {"replicas", replicas}}.dump();
+}
+
+std::string DesiredState::unload_record(const model_key& key) {
+  return ordered_json{{"op", "unload"}, {"model", key_json(key)}}.dump();
+}
+
+std::string DesiredState::scale_record(const model_key& key, uint32_t min, uint32_t max) {
+  return ordered_json{{"op", "scale"}, {"model", key_json(key)}, {"min", min}, {"max", max}}.dump();
+}
+
+std::string DesiredState::slo_record(const model_key& key, const slo_setting& slo) {
+  return ordered_json{{"op", "slo"}, {"model", key_json(key)}, {"deadline_us", slo.deadline_us},
+                      {"percentile", slo.percentile}}
+      .dump();
+}
+
+Status DesiredState::apply(std::string_view record) {
+  const nlohmann::json j = nlohmann::json::parse(record, nullptr, false);
+  const std::string what = "a decision record";
+  if (j.is_discarded() || !j.is_object() || !j.contains("op") || !j["op"].is_string()) {
+    return corrupt(what + " is not a JSON object with an \"op\"");
+  }
+  const std::string op = j["op"].get<std::string>();
+  EMBER_ASSIGN_OR_RETURN(model_key key, key_of(j, what + " (" + op + ")"));
+  if (op == "load") {
+    EMBER_ASSIGN_OR_RETURN(uint64_t n, number(j, "replicas", UINT32_MAX, what + " (load)"));
+    models_[key].load = static_cast<uint32_t>(n);
+  } else if (op == "unload") {
+    auto it = models_.find(key);
+    if (it != models_.end()) {
+      it->second.load.reset();
+      if (it->second.empty()) models_.erase(it);
+    }
+  } else if (op == "scale") {
+    EMBER_ASSIGN_OR_RETURN(uint64_t min, number(j, "min", UINT32_MAX, what + " (scale)"));
+    EMBER_ASSIGN_OR_RETURN(uint64_t max, number(j, "max", UINT32_MAX, what + " (scale)"));
+    models_[key].min = static_cast<uint32_t>(min);
+    models_[key].max = static_cast<uint32_t>(max);
+  } else if (op == "slo") {
+    EMBER_ASSIGN_OR_RETURN(slo_setting slo, slo_of(j, what + " (slo)"));
+    models_[key].slo = slo;
+  } else {
+    return corrupt(what + ": unknown op \"" + op + "\"");
+  }
+  return Status::OK();
+}
+
+std::string DesiredState::snapshot() const {
+  ordered_json models = ordered_json::array();
+  for (const auto& [key, m] : models_) {
+    ordered_json e{{"model", key_json(key)}};
+    if (m.load) e["load"] = *m.load;
+    if (m.min) e["min"] = *m.min;
+    if (m.max) e["max"] = *m.max;
+    if (m.slo) e["slo"] = ordered_json{{"deadline_us", m.slo->deadline_us}, {"percentile", m.slo->percentile}};
+    models.push_back(std::move(e));
+  }
+  return ordered_json{{"version", kVersion}, {"models", std::move(models)}}.dump();
+}
+
+Result<DesiredState> DesiredState::from_snapshot(std::string_view json) {
+  const nlohmann::json j = nlohmann::json::parse(json, nullptr, false);
+  const std::string what = "the manager's state snapshot";
+  if (j.is_discarded() || !j.is_object() || !j.contains("models") || !j["models"].is_array()) {
+    return corrupt(what + " is not a JSON object with \"models\"");
+  }
+  EMBER_ASSIGN_OR_RETURN(uint64_t version, number(j, "version", UINT32_MAX, what));
+  if (version > static_cast<uint64_t>(kVersion)) {
+    return unsupported(what + " was written by a newer Ember (version " + std::to_string(version) +
+                       "; this one reads version " + std::to_string(kVersion) + ")");
+  }
+  DesiredState s;
+  for (size_t i = 0; i < j["models"].size(); ++i) {
+    const nlohmann::json& e = j["models"][i];
+    const std::string at = what + ": models[" + std::to_string(i) + "]";
+    if (!e.is_object()) return corrupt(at + " is not an object");
+    EMBER_ASSIGN_OR_RETURN(model_key key, key_of(e, at));
+    ModelIntent m;
+    for (auto [field, slot] : {std::pair{"load", &m.load}, {"min", &m.min}, {"max", &m.max}}) {
+      if (!e.contains(field)) continue;
+      EMBER_ASSIGN_OR_RETURN(uint64_t n, number(e, field, UINT32_MAX, at));
+      *slot = static_cast<uint32_t>(n);
+    }
+    if (e.contains("slo")) {
+      EMBER_ASSIGN_OR_RETURN(slo_setting slo, slo_of(e["slo"], at + ".slo"));
+      m.slo = slo;
+    }
+    if (!s.models_.emplace(key, m).second) return corrupt(at + ": " + key.to_string() + " is given twice");
+  }
+  return s;
+}
+
+bool DesiredState::operator==(const DesiredState& o) const {
+  if (models_.size() != o.models_.size()) return false;
+  for (auto a = models_.begin(), b = o.models_.begin(); a != models_.end(); ++a, ++b) {
+    const ModelIntent &x = a->second, &y = b->second;
+    const bool slo_same = x.slo.has_value() == y.slo.has_value() &&
+                          (!x.slo || (x.slo->deadline_us == y.slo->deadline_us && x.slo->percentile == y.slo->percentile));
+    if (a->first != b->first || x.load != y.load || x.min != y.min || x.max != y.max || !slo_same) return false;
+  }
+  return true;
+}
+
+}  // namespace ember

@@ -1,0 +1,66 @@
+// DesiredState: what a person decided about the cluster's models, as values (issue 37: a restarted
+// manager comes back as it was): an explicit load (`load --replicas N`, a floor the autoscaler keeps
+// until the next load or unload), the console's bounds (`scale MODEL MIN MAX`), an SLO set at run
+// time. Each decision is one record, a line of JSON the manager journals (StateJournal) before it
+// acts on it:
+//
+//   {"op":"load","model":{"name":"m","version":1},"replicas":2}
+//   {"op":"unload","model":{...}}                     the explicit load ends (the bounds and SLO stay)
+//   {"op":"scale","model":{...},"min":1,"max":4}      max 0: the model's own max_replicas
+//   {"op":"slo","model":{...},"deadline_us":250000,"percentile":0.98}
+//
+// apply() folds a record into the state; snapshot() is the whole state as one JSON value, and
+// from_snapshot() reads it back: {"version":1,"models":[{"model":{...},"load":2,"min":1,"max":4,
+// "slo":{"deadline_us":...,"percentile":...}}]} (absent keys: not decided). What the manager does
+// with the state after a restart (load again, set the bounds and SLOs) is the caller's.
+//
+// Errors: corrupt, naming what, for a record or snapshot that does not read (unknown op, a field
+// missing or of the wrong type); unsupported for a snapshot of a newer version. Plain C++, no CAF;
+// values, any thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "actors/loading_messages.hpp"
+#include "actors/model_key.hpp"
+#include "base/status.hpp"
+
+namespace ember {
+
+struct ModelIntent {
+  std::optional<uint32_t> load;  // replicas of an explicit load that stands (0: at least one)
+  std::optional<uint32_t> min, max;  // the console's bounds (max 0: the model's own max_replicas)
+  std::optional<slo_setting> slo;
+
+  bool empty() const { return !load && !min && !max && !slo; }
+};
+
+class DesiredState {
+ public:
+  static constexpr int kVersion = 1;
+
+  // -- the records of the decisions -------------------------------------------------------------
+  static std::string load_record(const model_key& key, uint32_t replicas);
+  static std::string unload_record(const model_key& key);
+  static std::string scale_record(const model_key& key, uint32_t min, uint32_t max);
+  static std::string slo_record(const model_key& key, const slo_setting& slo);
+
+  /// Folds one record into the state.
+  Status apply(std::string_view record);
+
+  std::string snapshot() const;
+  static Result<DesiredState> from_snapshot(std::string_view json);
+
+  /// Every model with a decision standing, by key.
+  const std::map<model_key, ModelIntent>& models() const { return models_; }
+  bool operator==(const DesiredState& o) const;
+
+ private:
+  std::map<model_key, ModelIntent> models_;
+};
+
+}  // namespace ember
