@@ -48,7 +48,8 @@ bool same_host(const HostPort& a, const HostPort& b) {
 Status parse_manager(const YamlSection& s, ManagerConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
   EMBER_RETURN_IF_ERROR(s.check_keys({"listen", "data_listen", "repository", "node_timeout", "heartbeat",
-                                      "replace_on_failure", "recovery_window", "admin_token_file", "open_reads"}));
+                                      "replace_on_failure", "recovery_window", "admin_token_file", "open_reads",
+                                      "state_dir"}));
   EMBER_RETURN_IF_ERROR(s.read("listen", c.listen, parse_host_port));
   EMBER_RETURN_IF_ERROR(s.read("data_listen", c.data_listen, parse_host_port));
   EMBER_RETURN_IF_ERROR(s.read_string("repository", c.repository));
@@ -58,6 +59,7 @@ Status parse_manager(const YamlSection& s, ManagerConfig& c) {
   EMBER_RETURN_IF_ERROR(s.read("recovery_window", c.recovery_window_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read_string("admin_token_file", c.admin_token_file));
   EMBER_RETURN_IF_ERROR(s.read_bool("open_reads", c.open_reads));
+  EMBER_RETURN_IF_ERROR(s.read_string("state_dir", c.state_dir));
   return Status::OK();
 }
 

@@ -87,6 +87,12 @@ struct ManagerConfig {
   std::string admin_token_file;
   /// Whether the console's read-only commands (nodes, models, metrics) need no token. Default true.
   bool open_reads = true;
+  /// A folder where the manager keeps what a person decided (explicit loads and unloads, the
+  /// console's `scale` bounds, SLOs set at run time): each decision is on disk (fsync'd) before it is
+  /// acknowledged, and a restarted manager comes back with them. Created if missing (mode 0700); a
+  /// corrupt state, or one from a newer Ember, stops the manager from starting, naming the file.
+  /// Empty (the default): kept in memory only, and a restart forgets them.
+  std::string state_dir;
 };
 
 /// `gateway:` — the HTTP (KServe v2) front end.

@@ -120,10 +120,53 @@ caf::result<model_state> ensure(manager_pointer self, const model_key& key) {
   return rp;
 }
 
+/// A person's decision (DesiredState's record) on disk when manager.state_dir is set: only then is
+/// it acknowledged. OK without a state folder.
+Status remember(manager_pointer self, const std::string& record) {
+  auto& decisions = self->state.config.decisions;
+  if (!decisions) return Status::OK();
+  Status s = decisions->record(record);
+  if (!s.ok()) spdlog::error("manager: a decision could not be kept in {}: {}", decisions->dir(), s.error().message());
+  return s;
+}
+
 caf::result<model_state> load(manager_pointer self, const model_command& cmd) {
   return after_rescan<model_state>(self, cmd.model.name, [self, cmd](auto rp) {
+    if (self->state.registry.find(cmd.model)) {  // an unknown model is refused below, and not kept
+      if (Status kept = remember(self, DesiredState::load_record(cmd.model, cmd.replicas)); !kept.ok()) {
+        return answer_to(rp)(Result<model_state>(kept.error()));
+      }
+    }
     self->state.replicas.load(cmd.model, cmd.replicas, answer_to(rp), now_ms(self), replica_actions(self));
   });
+}
+
+/// The decisions kept in manager.state_dir, acted on again as the manager starts: each SLO set, the
+/// console's bounds set, each explicit load placed (its replicas come as nodes join); then the
+/// state is written as one snapshot.
+void restore(manager_pointer self) {
+  auto& st = self->state;
+  if (!st.config.decisions) return;
+  const auto& models = st.config.decisions->state().models();
+  for (const auto& [key, m] : models) {
+    if (m.slo) {
+      if (auto r = st.registry.set_slo(key, *m.slo); !r.ok()) {
+        spdlog::warn("manager: the SLO kept for {} does not apply: {}", key.to_string(), r.error().message());
+      }
+    }
+    if (m.min || m.max) {
+      if (auto r = st.scaler.set_bounds(key, m.min.value_or(0), m.max.value_or(0)); !r.ok()) {
+        spdlog::warn("manager: the bounds kept for {} do not apply: {}", key.to_string(), r.error().message());
+      }
+    }
+    if (m.load) {
+      st.replicas.load(key, *m.load, [](const Result<model_state>&) {}, now_ms(self), replica_actions(self));
+    }
+  }
+  spdlog::info("manager: {} model(s) with decisions kept in {}", models.size(), st.config.decisions->dir());
+  if (Status s = st.config.decisions->compact(); !s.ok()) {
+    spdlog::warn("manager: cannot compact {}: {}", st.config.decisions->dir(), s.error().message());
+  }
 }
 
 caf::result<std::vector<model_state>> list_models(manager_pointer self) {
@@ -134,6 +177,7 @@ caf::result<std::vector<model_state>> list_models(manager_pointer self) {
 caf::result<model_state> unload(manager_pointer self, const model_command& cmd) {
   auto& st = self->state;
   if (!st.registry.find(cmd.model)) return to_caf(not_found("unknown model '" + cmd.model.name + "'"));
+  if (Status kept = remember(self, DesiredState::unload_record(cmd.model)); !kept.ok()) return to_caf(kept.error());
   std::set<model_key> changed;
   model_state last;
   for (const auto& u : st.registry.unload(cmd.model)) {
@@ -154,6 +198,8 @@ caf::result<std::vector<model_state>> set_slo(manager_pointer self, const slo_co
   auto& st = self->state;
   auto changed = st.registry.set_slo(cmd.model, cmd.slo);
   if (!changed.ok()) return to_caf(changed.error());
+  // Set, then kept before it is acknowledged (a crash between them: the caller heard nothing).
+  if (Status kept = remember(self, DesiredState::slo_record(cmd.model, cmd.slo)); !kept.ok()) return to_caf(kept.error());
   std::vector<model_state> out;
   for (const model_key& key : *changed) {
     const ModelVersion* v = st.registry.find(key);
@@ -290,7 +336,11 @@ auto from_admin(manager_pointer self, F run) -> decltype(run()) {
 }
 
 caf::result<model_state> set_bounds(manager_pointer self, const model_key& key, uint32_t min, uint32_t max) {
-  return reply(self->state.scaler.set_bounds(key, min, max));
+  auto set = self->state.scaler.set_bounds(key, min, max);
+  if (!set.ok()) return to_caf(set.error());
+  // Set, then kept before it is acknowledged (a crash between them: the caller heard nothing).
+  if (Status kept = remember(self, DesiredState::scale_record(key, min, max)); !kept.ok()) return to_caf(kept.error());
+  return *set;
 }
 
 caf::result<admin_actor> admin(manager_pointer self) {
@@ -341,6 +391,7 @@ cluster_manager_actor::behavior_type manager_behavior(manager_pointer self, Clus
   }
   apply_scan(self, "", std::move(initial));
   spdlog::info("manager: repository {} holds {} model version(s)", st.config.repository, st.registry.versions().size());
+  restore(self);
   self->set_down_handler([self](caf::down_msg& msg) { on_down(self, msg); });
   if (st.config.heartbeat.count() > 0 && st.config.node_timeout.count() > 0) {
     self->delayed_send(self, st.config.heartbeat, ping_atom_v);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/cluster/desired_state.hpp"
 #include "actors/cluster/model_repository.hpp"
 #include "actors/cluster_manager_interface.hpp"
 #include "config/autoscale_config.hpp"
@@ -58,6 +59,10 @@ struct ClusterManagerConfig {
   /// process gives make_admin_factory; the token settings are the admin actor's). Null: the manager
   /// has no admin interface (admin_atom answers unavailable).
   std::function<admin_actor(cluster_manager_actor)> admin;
+  /// manager.state_dir, opened by the process (actors/cluster/desired_state.hpp): the decisions a
+  /// person made, restored as the manager starts (loads placed, bounds and SLOs set) and each new
+  /// one recorded before it is acknowledged. Null: kept in memory only.
+  std::shared_ptr<DecisionLog> decisions;
 };
 
 /// Spawns the manager over an initial scan of the repository. `index` (shared with the manager's

@@ -31,9 +31,9 @@ Result<model_key> key_of(const nlohmann::json& j, const std::string& what) {
 Result<slo_setting> slo_of(const nlohmann::json& j, const std::string& what) {
   slo_setting slo;
   EMBER_ASSIGN_OR_RETURN(slo.deadline_us, number(j, "deadline_us", UINT64_MAX >> 1, what));
-  if (!j.contains("percentile") || !j["percentile"].is_number() || !(j["percentile"].get<double>() > 0) ||
+  if (!j.contains("percentile") || !j["percentile"].is_number() || !(j["percentile"].get<double>() >= 0) ||
       !(j["percentile"].get<double>() <= 1)) {
-    return corrupt(what + ": \"percentile\" is missing or not in (0, 1]");
+    return corrupt(what + ": \"percentile\" is missing or not in [0, 1]");
   }
   slo.percentile = j["percentile"].get<double>();
   return slo;
@@ -83,7 +83,12 @@ Status DesiredState::apply(std::string_view record) {
     models_[key].max = static_cast<uint32_t>(max);
   } else if (op == "slo") {
     EMBER_ASSIGN_OR_RETURN(slo_setting slo, slo_of(j, what + " (slo)"));
-    models_[key].slo = slo;
+    if (slo.deadline_us > 0) {
+      models_[key].slo = slo;
+    } else if (auto it = models_.find(key); it != models_.end()) {  // `slo MODEL off`
+      it->second.slo.reset();
+      if (it->second.empty()) models_.erase(it);
+    }
   } else {
     return corrupt(what + ": unknown op \"" + op + "\"");
   }
@@ -133,6 +138,32 @@ Result<DesiredState> DesiredState::from_snapshot(std::string_view json) {
     if (!s.models_.emplace(key, m).second) return corrupt(at + ": " + key.to_string() + " is given twice");
   }
   return s;
+}
+
+Result<std::unique_ptr<DecisionLog>> DecisionLog::open(const std::string& dir) {
+  StateJournal::Loaded loaded;
+  EMBER_ASSIGN_OR_RETURN(StateJournal journal, StateJournal::open(dir, loaded));
+  DesiredState state;
+  if (loaded.snapshot) {
+    auto s = DesiredState::from_snapshot(*loaded.snapshot);
+    if (!s.ok()) return Error(s.error().code(), dir + "/state.json: " + s.error().message());
+    state = std::move(*s);
+  }
+  for (const auto& r : loaded.records) {
+    if (Status s = state.apply(r.json); !s.ok()) {
+      return corrupt(dir + "/journal: record " + std::to_string(r.seq) + ": " + s.error().message());
+    }
+  }
+  return std::unique_ptr<DecisionLog>(new DecisionLog(std::move(journal), std::move(state)));
+}
+
+Status DecisionLog::record(const std::string& record) {
+  DesiredState next = state_;
+  EMBER_RETURN_IF_ERROR(next.apply(record));  // one that would not read back is never written
+  if (auto appended = journal_.append(record); !appended.ok()) return appended.error();
+  state_ = std::move(next);
+  if (journal_.since_snapshot() >= kCompactEvery) return compact();
+  return Status::OK();
 }
 
 bool DesiredState::operator==(const DesiredState& o) const {

@@ -7,7 +7,7 @@
 //   {"op":"load","model":{"name":"m","version":1},"replicas":2}
 //   {"op":"unload","model":{...}}                     the explicit load ends (the bounds and SLO stay)
 //   {"op":"scale","model":{...},"min":1,"max":4}      max 0: the model's own max_replicas
-//   {"op":"slo","model":{...},"deadline_us":250000,"percentile":0.98}
+//   {"op":"slo","model":{...},"deadline_us":250000,"percentile":0.98}   deadline 0: `slo MODEL off`
 //
 // apply() folds a record into the state; snapshot() is the whole state as one JSON value, and
 // from_snapshot() reads it back: {"version":1,"models":[{"model":{...},"load":2,"min":1,"max":4,
@@ -21,10 +21,12 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "actors/cluster/state_journal.hpp"
 #include "actors/loading_messages.hpp"
 #include "actors/model_key.hpp"
 #include "base/status.hpp"
@@ -61,6 +63,35 @@ class DesiredState {
 
  private:
   std::map<model_key, ModelIntent> models_;
+};
+
+/// The desired state kept in a folder (manager.state_dir): a StateJournal and the DesiredState its
+/// snapshot and records hold. record() puts a decision on disk, then into the state; the manager
+/// acknowledges a decision only once it returned OK, so no acknowledged decision is lost. Opened by
+/// the manager's process (a refusal stops it from starting), then owned by the manager actor; not
+/// thread-safe.
+class DecisionLog {
+ public:
+  /// Records between compactions (each rewrites the snapshot: the journal stays short).
+  static constexpr uint64_t kCompactEvery = 1000;
+
+  /// StateJournal::open's errors, and a record that does not read (corrupt), each naming `dir`.
+  static Result<std::unique_ptr<DecisionLog>> open(const std::string& dir);
+
+  /// `record` (one of DesiredState's) on disk, then folded into the state; compacts every
+  /// kCompactEvery records. An error: the decision must not be acknowledged.
+  Status record(const std::string& record);
+  /// The state as the snapshot, the journal emptied (the manager does it once it restored).
+  Status compact() { return journal_.compact(state_.snapshot()); }
+
+  const DesiredState& state() const { return state_; }
+  const std::string& dir() const { return journal_.dir(); }
+
+ private:
+  DecisionLog(StateJournal journal, DesiredState state) : journal_(std::move(journal)), state_(std::move(state)) {}
+
+  StateJournal journal_;
+  DesiredState state_;
 };
 
 }  // namespace ember

@@ -60,6 +60,13 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
     EMBER_ASSIGN_OR_RETURN(admin.token, read_token_file(config.admin_token_file, "manager.admin_token_file"));
   }
   mc.admin = make_admin_factory(sys, std::move(admin));
+  if (!config.state_dir.empty()) {
+    auto decisions = DecisionLog::open(config.state_dir);
+    if (!decisions.ok()) {
+      return Error(decisions.error().code(), "manager.state_dir: " + decisions.error().message());
+    }
+    mc.decisions = std::move(*decisions);
+  }
   mc.chain_check_interval = std::chrono::milliseconds(transfer.progress_interval_us / 1000);
   mc.stall.stall_ms = static_cast<int64_t>(transfer.stall_timeout_us / 1000);
   mc.stall.slow_fraction = transfer.slow_fraction;

@@ -182,6 +182,7 @@ manager:
   recovery_window: 5s
   admin_token_file: /etc/ember/admin.token
   open_reads: false
+  state_dir: /var/lib/ember/manager
 gateway:
   http: 0.0.0.0:8080
   http_threads: 16
@@ -259,6 +260,7 @@ security:
   EXPECT_EQ(c->manager.recovery_window_us, 5'000'000u);
   EXPECT_EQ(c->manager.admin_token_file, "/etc/ember/admin.token");
   EXPECT_FALSE(c->manager.open_reads);
+  EXPECT_EQ(c->manager.state_dir, "/var/lib/ember/manager");
 
   ASSERT_TRUE(c->node.manager.has_value());
   EXPECT_EQ(*c->node.manager, (HostPort{"manager.internal", 7100}));

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <caf/event_based_actor.hpp>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -371,6 +372,65 @@ TEST(ClusterManager, AStalledHopIsSplicedAfterTheStallTimeoutAndNotBefore) {
       EXPECT_EQ(h.offset, 9 * MiB);
     }
   }
+}
+
+// manager.state_dir: an explicit load and an SLO set at run time are on disk before they are
+// acknowledged, and a manager started again over the same folder comes back with them: the load's
+// replicas placed as the nodes join, the SLO set.
+TEST(ClusterManager, DecisionsKeptInTheStateFolderSurviveARestart) {
+  gpu::testing::TempDir repo, state;
+  gpu::testing::tiny_model("mlp", repo / "mlp/1");
+  const model_key mlp{"mlp", 1};
+  ClusterManagerConfig config;
+  config.repository = repo.path();
+  const AdminSettings admin{"s3cret", true};
+  {
+    auto opened = DecisionLog::open(state / "manager");
+    ASSERT_TRUE(opened.ok()) << opened.error().message();
+    config.decisions = std::move(*opened);
+    Cluster c(config, 0, {mlp}, admin);
+    c.join("a");
+    c.join("b");
+    auto load = c.d.request<model_state>(c.manager, load_atom_v, model_command{mlp, 2});
+    auto slo = c.d.request<std::vector<model_state>>(c.admin, admin_auth{"s3cret", "tester@host"}, slo_atom_v,
+                                                     slo_command{mlp, slo_setting{400'000, 0.95}});
+    c.d.run();
+    ASSERT_TRUE(load->ok()) << load->error().message();
+    ASSERT_TRUE(slo->ok()) << slo->error().message();
+    EXPECT_EQ(c.table.replicas(mlp).size(), 2u);
+  }
+  // The manager's process is gone; a new one opens the folder.
+  auto reopened = DecisionLog::open(state / "manager");
+  ASSERT_TRUE(reopened.ok()) << reopened.error().message();
+  const ModelIntent& kept = (*reopened)->state().models().at(mlp);
+  EXPECT_EQ(kept.load, std::optional<uint32_t>(2));
+  ASSERT_TRUE(kept.slo.has_value());
+  EXPECT_EQ(kept.slo->deadline_us, 400'000u);
+  config.decisions = std::move(*reopened);
+  Cluster c(config, 0, {mlp}, admin);
+  c.join("a");
+  c.join("b");
+  c.d.run();
+  auto nodes = c.table.replicas(mlp);
+  std::sort(nodes.begin(), nodes.end());
+  EXPECT_EQ(nodes, (std::vector<std::string>{"a", "b"})) << "the load of two replicas was kept";
+  auto listed = c.d.request<std::vector<model_state>>(c.manager, index_atom_v);
+  c.d.run();
+  ASSERT_TRUE(listed->ok());
+  bool found = false;
+  for (const auto& m : listed->value()) {
+    if (m.model != mlp) continue;
+    found = true;
+    EXPECT_EQ(m.slo.deadline_us, 400'000u) << "the SLO set at run time was kept";
+  }
+  EXPECT_TRUE(found);
+  // An unload is kept too: the next manager places nothing.
+  auto unload = c.d.request<model_state>(c.manager, unload_atom_v, model_command{mlp, 0});
+  c.d.run();
+  ASSERT_TRUE(unload->ok());
+  auto last = DecisionLog::open(state / "manager");
+  ASSERT_TRUE(last.ok());
+  EXPECT_FALSE((*last)->state().models().at(mlp).load.has_value());
 }
 
 TEST(ClusterManager, ALoadRescansTheModelsFolderOnTheScanQueueBeforeItAnswers) {

@@ -41,6 +41,10 @@ TEST(DesiredState, RecordsFoldIntoTheStateAndAnUnloadEndsOnlyTheLoad) {
   ASSERT_TRUE(t.apply(DesiredState::load_record(kM, 1)).ok());
   ASSERT_TRUE(t.apply(DesiredState::unload_record(kM)).ok());
   EXPECT_TRUE(t.models().empty());
+  // `slo MODEL off` (a deadline of 0) ends the SLO set at run time.
+  ASSERT_TRUE(t.apply(DesiredState::slo_record(kM, {250'000, 0.9})).ok());
+  ASSERT_TRUE(t.apply(DesiredState::slo_record(kM, {0, 0.98})).ok());
+  EXPECT_TRUE(t.models().empty());
 }
 
 TEST(DesiredState, TheSnapshotReadsBackAsTheSameState) {
@@ -92,7 +96,7 @@ TEST(DesiredState, WhatItCannotReadIsRefusedNamingWhat) {
            {R"({"op":"load","replicas":2})", "(load): \"model\" is missing"},
            {R"({"op":"load","model":{"name":"m","version":1},"replicas":-2})", "\"replicas\" is missing or not a number"},
            {R"({"op":"grow","model":{"name":"m","version":1}})", "unknown op \"grow\""},
-           {R"({"op":"slo","model":{"name":"m","version":1},"deadline_us":5,"percentile":0})", "\"percentile\""},
+           {R"({"op":"slo","model":{"name":"m","version":1},"deadline_us":5,"percentile":2})", "\"percentile\""},
        }) {
     const Status st = s.apply(record);
     ASSERT_FALSE(st.ok()) << record;

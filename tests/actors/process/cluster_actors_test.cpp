@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <future>
@@ -111,6 +112,23 @@ size_t count(const std::string& text, const std::string& needle) {
   size_t n = 0;
   for (size_t pos = text.find(needle); pos != std::string::npos; pos = text.find(needle, pos + 1)) ++n;
   return n;
+}
+
+TEST(Cluster, ACorruptStateFolderStopsTheManagerFromStartingAndNamesTheFile) {
+  auto sys = testing::make_system();
+  testing::Repository repo;
+  const std::string state = repo.path() + "/manager-state";
+  std::filesystem::create_directories(state);
+  std::ofstream(state + "/journal") << "not a journal\n";
+  ManagerConfig mc;
+  mc.repository = repo.path();
+  mc.state_dir = state;
+  auto started = ManagerProcess::start(*sys, mc, TransferConfig{}, AutoscaleConfig{}, AutoscalerSettings{}, false);
+  ASSERT_FALSE(started.ok());
+  EXPECT_EQ(started.error().code(), ErrorCode::corrupt);
+  EXPECT_EQ(started.error().message(),
+            "manager.state_dir: " + state + "/journal: not an Ember manager journal file (no \"format\": "
+            "\"ember-manager-journal\")");
 }
 
 TEST(Cluster, ManyConcurrentRequestsForAColdModelTriggerOneLoad) {
