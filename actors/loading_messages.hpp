@@ -82,6 +82,8 @@ typename Inspector::result_type inspect(Inspector& f, blob_part& x) {
 struct slo_setting {
   uint64_t deadline_us = 0;
   double percentile = 0.98;
+
+  bool operator==(const slo_setting&) const = default;
 };
 
 template <class Inspector>

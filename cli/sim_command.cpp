@@ -125,7 +125,7 @@ int run_sim(const SimArgs& a) {
   options.seed = cluster->sim.seed;
   options.warm_replicas = cluster->sim.warm_replicas;
   options.load_replicas = cluster->sim.load_replicas;
-  for (const auto& f : cluster->sim.failures) options.failures.push_back({f.at_us, f.host});
+  options.failures = cluster->sim.failures;
   if (a.decision_time) {
     options.decision_clock = [] {
       return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(

@@ -54,6 +54,12 @@ struct SimTopologyConfig {
   uint64_t host_cache = 512ull << 30;
 };
 
+/// A host whose process dies (sim.failures), and when.
+struct SimHostFailure {
+  uint32_t host = 0;  // host0 .. host<hosts-1>
+  uint64_t at_us = 0;
+};
+
 struct SimRunConfig {
   uint64_t cold_start_timeout_us = 30'000'000;
   uint64_t sample_interval_us = 1'000'000;
@@ -62,11 +68,7 @@ struct SimRunConfig {
   uint64_t seed = 1;
   uint32_t warm_replicas = 0;
   uint32_t load_replicas = 0;
-  struct Failure {
-    uint32_t host = 0;
-    uint64_t at_us = 0;
-  };
-  std::vector<Failure> failures;
+  std::vector<SimHostFailure> failures;
 };
 
 struct SimClusterConfig {

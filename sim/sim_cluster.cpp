@@ -644,7 +644,7 @@ Result<std::unique_ptr<SimCluster>> SimCluster::create(const TopologySpec& topol
   }
   impl->models = std::move(models);
   impl->down.assign(topology.hosts, false);
-  for (const SimOptions::Failure& f : options.failures) {
+  for (const SimHostFailure& f : options.failures) {
     if (f.host >= topology.hosts) {
       return invalid_argument("a failure of host" + std::to_string(f.host) + ": the cluster has " +
                               std::to_string(topology.hosts) + " hosts");
@@ -743,7 +743,7 @@ Result<SimResult> SimCluster::run(const RequestTrace& trace) {
       }
     });
   }
-  for (const SimOptions::Failure& f : s.options.failures) s.loop.at(f.at_us, [&s, h = f.host] { s.fail_host(h); });
+  for (const SimHostFailure& f : s.options.failures) s.loop.at(f.at_us, [&s, h = f.host] { s.fail_host(h); });
   s.schedule_arrival(0);
   if (s.options.autoscaler.enabled) {
     s.loop.at(s.options.autoscaler.interval_us, [&s] { s.tick(); });

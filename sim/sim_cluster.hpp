@@ -62,6 +62,7 @@
 
 #include "base/status.hpp"
 #include "config/autoscale_config.hpp"
+#include "config/sim_config.hpp"
 #include "sim/model_costs.hpp"
 #include "sim/request_trace.hpp"
 #include "sim/topology.hpp"
@@ -100,11 +101,7 @@ struct SimOptions {
   /// changed is published, replacements placed when replace_on_failure); the requests running or
   /// queued on it are retried at once on another replica or held for one, as the live gateway
   /// retries a request failed as retryable; its downloads stop; answers from it never come.
-  struct Failure {
-    uint64_t at_us = 0;
-    uint32_t host = 0;
-  };
-  std::vector<Failure> failures;
+  std::vector<SimHostFailure> failures;
   /// manager.replace_on_failure: a lost replica is placed again on a survivor.
   bool replace_on_failure = true;
   /// Decision time, as Flashpoint charges it: when set (microseconds of a monotonic clock), each

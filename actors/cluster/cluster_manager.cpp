@@ -123,11 +123,8 @@ caf::result<model_state> ensure(manager_pointer self, const model_key& key) {
 /// A person's decision (DesiredState's record) on disk when manager.state_dir is set: only then is
 /// it acknowledged. OK without a state folder.
 Status remember(manager_pointer self, const std::string& record) {
-  auto& decisions = self->state.config.decisions;
-  if (!decisions) return Status::OK();
-  Status s = decisions->record(record);
-  if (!s.ok()) spdlog::error("manager: a decision could not be kept in {}: {}", decisions->dir(), s.error().message());
-  return s;
+  const auto& decisions = self->state.config.decisions;
+  return decisions ? decisions->record(record) : Status::OK();
 }
 
 caf::result<model_state> load(manager_pointer self, const model_command& cmd) {
@@ -141,32 +138,13 @@ caf::result<model_state> load(manager_pointer self, const model_command& cmd) {
   });
 }
 
-/// The decisions kept in manager.state_dir, acted on again as the manager starts: each SLO set, the
-/// console's bounds set, each explicit load placed (its replicas come as nodes join); then the
-/// state is written as one snapshot.
+/// The decisions kept in manager.state_dir, acted on again as the manager starts
+/// (ReplicaDriver::restore), then written as one snapshot.
 void restore(manager_pointer self) {
   auto& st = self->state;
   if (!st.config.decisions) return;
-  const auto& models = st.config.decisions->state().models();
-  for (const auto& [key, m] : models) {
-    if (m.slo) {
-      if (auto r = st.registry.set_slo(key, *m.slo); !r.ok()) {
-        spdlog::warn("manager: the SLO kept for {} does not apply: {}", key.to_string(), r.error().message());
-      }
-    }
-    if (m.min || m.max) {
-      if (auto r = st.scaler.set_bounds(key, m.min.value_or(0), m.max.value_or(0)); !r.ok()) {
-        spdlog::warn("manager: the bounds kept for {} do not apply: {}", key.to_string(), r.error().message());
-      }
-    }
-    if (m.load) {
-      st.replicas.load(key, *m.load, [](const Result<model_state>&) {}, now_ms(self), replica_actions(self));
-    }
-  }
-  spdlog::info("manager: {} model(s) with decisions kept in {}", models.size(), st.config.decisions->dir());
-  if (Status s = st.config.decisions->compact(); !s.ok()) {
-    spdlog::warn("manager: cannot compact {}: {}", st.config.decisions->dir(), s.error().message());
-  }
+  st.replicas.restore(st.config.decisions->state(), now_ms(self), replica_actions(self));
+  if (Status s = st.config.decisions->compact(); !s.ok()) spdlog::warn("manager: {}", s.error().message());
 }
 
 caf::result<std::vector<model_state>> list_models(manager_pointer self) {

@@ -1,5 +1,7 @@
 #include "actors/cluster/desired_state.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <nlohmann/json.hpp>
 #include <utility>
 
@@ -160,21 +162,13 @@ Result<std::unique_ptr<DecisionLog>> DecisionLog::open(const std::string& dir) {
 Status DecisionLog::record(const std::string& record) {
   DesiredState next = state_;
   EMBER_RETURN_IF_ERROR(next.apply(record));  // one that would not read back is never written
-  if (auto appended = journal_.append(record); !appended.ok()) return appended.error();
+  if (auto appended = journal_.append(record); !appended.ok()) {
+    spdlog::error("manager: a decision could not be kept in {}: {}", dir(), appended.error().message());
+    return appended.error();
+  }
   state_ = std::move(next);
   if (journal_.since_snapshot() >= kCompactEvery) return compact();
   return Status::OK();
-}
-
-bool DesiredState::operator==(const DesiredState& o) const {
-  if (models_.size() != o.models_.size()) return false;
-  for (auto a = models_.begin(), b = o.models_.begin(); a != models_.end(); ++a, ++b) {
-    const ModelIntent &x = a->second, &y = b->second;
-    const bool slo_same = x.slo.has_value() == y.slo.has_value() &&
-                          (!x.slo || (x.slo->deadline_us == y.slo->deadline_us && x.slo->percentile == y.slo->percentile));
-    if (a->first != b->first || x.load != y.load || x.min != y.min || x.max != y.max || !slo_same) return false;
-  }
-  return true;
 }
 
 }  // namespace ember

@@ -39,6 +39,7 @@ struct ModelIntent {
   std::optional<slo_setting> slo;
 
   bool empty() const { return !load && !min && !max && !slo; }
+  bool operator==(const ModelIntent&) const = default;
 };
 
 class DesiredState {
@@ -59,7 +60,7 @@ class DesiredState {
 
   /// Every model with a decision standing, by key.
   const std::map<model_key, ModelIntent>& models() const { return models_; }
-  bool operator==(const DesiredState& o) const;
+  bool operator==(const DesiredState&) const = default;
 
  private:
   std::map<model_key, ModelIntent> models_;

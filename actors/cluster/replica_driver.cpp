@@ -1,5 +1,7 @@
 #include "actors/cluster/replica_driver.hpp"
 
+#include <spdlog/spdlog.h>
+
 namespace ember {
 
 void ReplicaDriver::ensure(const model_key& key, ModelWaiter waiter, int64_t now_ms, const ReplicaActions& act) {
@@ -12,6 +14,23 @@ void ReplicaDriver::load(const model_key& key, uint32_t replicas, ModelWaiter wa
   // An explicit count is a floor the autoscaler keeps until the next load or unload.
   if (const ModelVersion* v = registry_.find(key)) scaler_.set_floor(v->key(), replicas);
   if (wanted) place(*wanted, now_ms, act);
+}
+
+void ReplicaDriver::restore(const DesiredState& kept, int64_t now_ms, const ReplicaActions& act) {
+  for (const auto& [key, m] : kept.models()) {
+    if (m.slo) {
+      if (auto r = registry_.set_slo(key, *m.slo); !r.ok()) {
+        spdlog::warn("manager: the SLO kept for {} does not apply: {}", key.to_string(), r.error().message());
+      }
+    }
+    if (m.min || m.max) {
+      if (auto r = scaler_.set_bounds(key, m.min.value_or(0), m.max.value_or(0)); !r.ok()) {
+        spdlog::warn("manager: the bounds kept for {} do not apply: {}", key.to_string(), r.error().message());
+      }
+    }
+    if (m.load) load(key, *m.load, [](const Result<model_state>&) {}, now_ms, act);
+  }
+  spdlog::info("manager: {} model(s) with decisions kept from before", kept.models().size());
 }
 
 void ReplicaDriver::place(const model_key& key, int64_t now_ms, const ReplicaActions& act) {

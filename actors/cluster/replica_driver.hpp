@@ -36,6 +36,7 @@
 #include <set>
 #include <string>
 
+#include "actors/cluster/desired_state.hpp"
 #include "actors/cluster/load_planner.hpp"
 #include "actors/cluster/membership.hpp"
 #include "actors/cluster/model_registry.hpp"
@@ -84,6 +85,11 @@ class ReplicaDriver {
   /// An explicit load of `replicas` (0: at least one; the repository API's load): a floor the
   /// autoscaler keeps until the next load or unload (ScaleDriver::set_floor), then placed.
   void load(const model_key& key, uint32_t replicas, ModelWaiter waiter, int64_t now_ms, const ReplicaActions& act);
+  /// The decisions a person made, kept across a restart (manager.state_dir), acted on again as the
+  /// manager starts: each SLO set (ModelRegistry::set_slo), the console's bounds set
+  /// (ScaleDriver::set_bounds), each explicit load made (its replicas placed as nodes join). One
+  /// that no longer applies (the model left the repository) is logged and skipped.
+  void restore(const DesiredState& kept, int64_t now_ms, const ReplicaActions& act);
   /// Starts the replicas `key` lacks (at least one) unless loads are in flight (the header).
   void place(const model_key& key, int64_t now_ms, const ReplicaActions& act);
   /// Load `attempt` of `key` on `node` answered `r`. `announce` false: the caller publishes and

@@ -80,11 +80,11 @@ std::string record_line(uint64_t seq, std::string_view json) {
 }
 
 /// A header line of `format` read: its version and the object, or why not.
-Result<nlohmann::json> read_header(std::string_view text, const char* format, const std::string& path) {
+/// `kind`: "state" or "journal", for the message.
+Result<nlohmann::json> read_header(std::string_view text, const char* format, const char* kind, const std::string& path) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("format") || j["format"] != format) {
-    return corrupt(path + ": not an Ember manager " + (format == kStateFormat ? "state" : "journal") +
-                   " file (no \"format\": \"" + format + "\")");
+    return corrupt(path + ": not an Ember manager " + kind + " file (no \"format\": \"" + format + "\")");
   }
   if (!j.contains("version") || !j["version"].is_number_unsigned()) {
     return corrupt(path + ": its \"version\" is missing or not a number");
@@ -136,7 +136,7 @@ Result<StateJournal> StateJournal::open(const std::string& dir, Loaded& loaded) 
   EMBER_ASSIGN_OR_RETURN(bool have_state, exists(state_path));
   if (have_state) {
     EMBER_ASSIGN_OR_RETURN(std::string text, read_file(state_path, kMaxFileBytes, "a manager state file"));
-    EMBER_ASSIGN_OR_RETURN(nlohmann::json j, read_header(text, kStateFormat, state_path));
+    EMBER_ASSIGN_OR_RETURN(nlohmann::json j, read_header(text, kStateFormat, "state", state_path));
     if (!j.contains("seq") || !j["seq"].is_number_unsigned() || !j.contains("state")) {
       return corrupt(state_path + ": \"seq\" or \"state\" is missing");
     }
@@ -152,7 +152,7 @@ Result<StateJournal> StateJournal::open(const std::string& dir, Loaded& loaded) 
     const size_t header_end = text.find('\n');
     if (header_end == std::string::npos) return corrupt(journal_path + ": its header line is incomplete");
     EMBER_ASSIGN_OR_RETURN(nlohmann::json h, read_header(std::string_view(text).substr(0, header_end), kJournalFormat,
-                                                         journal_path));
+                                                         "journal", journal_path));
     if (!h.contains("after") || !h["after"].is_number_unsigned()) return corrupt(journal_path + ": \"after\" is missing");
     const uint64_t after = h["after"].get<uint64_t>();
     if (after > loaded.snapshot_seq) {

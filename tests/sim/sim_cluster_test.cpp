@@ -403,7 +403,7 @@ TEST(SimCluster, WithPartitioningOffTheSameLoadComesUpWhole) {
 TEST(SimCluster, AFailedHostsRequestsAreRetriedOnTheOtherReplica) {
   SimOptions o;
   o.warm_replicas = 2;                // one replica on each host
-  o.failures = {{995'000, 0}};        // host0 dies mid-request
+  o.failures = {{.host = 0, .at_us = 995'000}};  // host0 dies mid-request
   auto c = SimCluster::create(small(), {model("m", 100'000'000, 10'000)}, o);
   ASSERT_TRUE(c.ok());
   auto r = (*c)->run(trace("0.99,m\n0.99,m\n0.99,m\n0.99,m\n"));
@@ -424,7 +424,7 @@ TEST(SimCluster, AFailedHostsRequestsAreRetriedOnTheOtherReplica) {
 
 TEST(SimCluster, AHostLostDuringItsDownloadIsReplacedAndTheHeldRequestWaitsForTheReplacement) {
   SimOptions o;
-  o.failures = {{500'000, 0}};  // half way through the first download
+  o.failures = {{.host = 0, .at_us = 500'000}};  // half way through the first download
   auto c = SimCluster::create(small(), {model("m", 100'000'000, 10'000)}, o);
   ASSERT_TRUE(c.ok());
   auto r = (*c)->run(trace("0,m\n"));
@@ -437,7 +437,7 @@ TEST(SimCluster, AHostLostDuringItsDownloadIsReplacedAndTheHeldRequestWaitsForTh
   EXPECT_FALSE(r->requests[0].lost);
   EXPECT_EQ(r->requests[0].end_us, 1'510'000u);
   EXPECT_EQ(r->reserved_bytes_left, 0u);
-  auto bad = SimCluster::create(small(), {model("m", 1000, 10)}, SimOptions{.failures = {{0, 7}}});
+  auto bad = SimCluster::create(small(), {model("m", 1000, 10)}, SimOptions{.failures = {{.host = 7, .at_us = 0}}});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message().find("host7"), std::string::npos) << bad.error().message();
 }
