@@ -48,6 +48,8 @@ int http_status(ErrorCode code) {
       return 403;
     case ErrorCode::unauthenticated:
       return 401;
+    case ErrorCode::resource_exhausted:
+      return 429;
     case ErrorCode::internal:
       return 500;
   }

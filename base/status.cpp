@@ -18,6 +18,8 @@ std::string_view to_string(ErrorCode code) {
       return "permission_denied";
     case ErrorCode::unauthenticated:
       return "unauthenticated";
+    case ErrorCode::resource_exhausted:
+      return "resource_exhausted";
   }
   return "unknown";
 }

@@ -42,6 +42,8 @@ enum class ErrorCode : uint8_t {
   permission_denied,
   /// The caller did not say who it is (no credentials, or malformed ones). Not retryable as is.
   unauthenticated,
+  /// The caller is over its quota (an API token's rate or concurrent calls). Retryable after a wait.
+  resource_exhausted,
 };
 
 /// Short stable name of a code, for logs and error bodies ("invalid_argument").
@@ -118,6 +120,7 @@ inline Error unavailable(std::string msg) { return {ErrorCode::unavailable, std:
 inline Error deadline_exceeded(std::string msg) { return {ErrorCode::deadline_exceeded, std::move(msg)}; }
 inline Error permission_denied(std::string msg) { return {ErrorCode::permission_denied, std::move(msg)}; }
 inline Error unauthenticated(std::string msg) { return {ErrorCode::unauthenticated, std::move(msg)}; }
+inline Error resource_exhausted(std::string msg) { return {ErrorCode::resource_exhausted, std::move(msg)}; }
 
 }  // namespace ember
 

@@ -1,6 +1,10 @@
 #include "base/token_file.hpp"
 
 #include <algorithm>
+#include <charconv>
+#include <cctype>
+#include <cmath>
+#include <optional>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -87,25 +91,129 @@ Result<std::vector<std::string>> read_token_list(const std::string& path, std::s
   return tokens;
 }
 
+bool ApiToken::may_infer(std::string_view model) const {
+  return infer_all || std::find(models.begin(), models.end(), model) != models.end();
+}
+
+namespace {
+
+/// A positive decimal (rate=) or, `whole`, a positive integer below 2^32 (burst=, concurrent=).
+std::optional<double> positive_number(std::string_view v, bool whole) {
+  double x = 0;
+  auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+  if (ec != std::errc() || end != v.data() + v.size() || !(x > 0) || !std::isfinite(x)) return std::nullopt;
+  if (whole && (x != std::floor(x) || x > 4294967295.0)) return std::nullopt;
+  return x;
+}
+
+bool label_char(char ch) {
+  return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.' || ch == ':' || ch == '-';
+}
+
+/// The words after a token (ApiToken's grammar) into `t`; the error says what is wrong, for the
+/// caller to put after the line's place.
+Status apply_words(std::string_view words, ApiToken& t) {
+  std::vector<std::string_view> seen;
+  bool scoped = false, admin = false, infer = false, repository = false, metrics = false;
+  t.infer_all = false;
+  t.metrics = false;
+  while (!words.empty()) {
+    const size_t gap = words.find_first_of(" \t");
+    const std::string_view word = words.substr(0, gap);
+    words = gap == std::string_view::npos ? std::string_view() : words.substr(words.find_first_not_of(" \t", gap));
+    const size_t eq = word.find('=');
+    const std::string_view key = word.substr(0, eq), value = eq == std::string_view::npos ? "" : word.substr(eq + 1);
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      return invalid_argument("'" + std::string(key) + "' twice");
+    }
+    seen.push_back(key);
+    const bool valued = eq != std::string_view::npos;
+    if (!valued && (key == "admin" || key == "infer" || key == "repository" || key == "metrics")) {
+      scoped = true;
+      (key == "admin" ? admin : key == "infer" ? infer : key == "repository" ? repository : metrics) = true;
+      continue;
+    }
+    if (valued && key == "infer") {
+      scoped = infer = true;
+      for (size_t at = 0; at <= value.size();) {
+        size_t comma = value.find(',', at);
+        if (comma == std::string_view::npos) comma = value.size();
+        const std::string_view model = value.substr(at, comma - at);
+        if (model.empty()) return invalid_argument("infer= names an empty model (infer=NAME[,NAME...])");
+        t.models.emplace_back(model);
+        at = comma + 1;
+      }
+      continue;
+    }
+    if (valued && (key == "rate" || key == "burst" || key == "concurrent")) {
+      auto x = positive_number(value, key != "rate");
+      if (!x) {
+        return invalid_argument(std::string(key) + "=" + std::string(value) + " is not a positive " +
+                                (key == "rate" ? "number" : "whole number"));
+      }
+      if (key == "rate") t.rate = *x;
+      else (key == "burst" ? t.burst : t.concurrent) = static_cast<uint32_t>(*x);
+      continue;
+    }
+    if (valued && key == "name") {
+      if (value.empty() || value.size() > 64 || !std::all_of(value.begin(), value.end(), label_char)) {
+        return invalid_argument("name=" + std::string(value) + " is not a name ([A-Za-z0-9_.:-], 1 to 64)");
+      }
+      t.name = std::string(value);
+      continue;
+    }
+    return invalid_argument("'" + std::string(word) +
+                            "' is not a scope or a rate (admin, infer, infer=NAMES, repository, metrics, rate=R, "
+                            "burst=N, concurrent=N, name=LABEL; a token holds no space)");
+  }
+  if (t.burst != 0 && t.rate == 0) return invalid_argument("burst= needs rate=");
+  if (t.rate > 0 && t.burst == 0) t.burst = static_cast<uint32_t>(std::max(1.0, std::ceil(t.rate)));
+  if (!scoped) infer = metrics = true;  // the scopes of a token before scopes existed
+  if (admin) infer = repository = metrics = true;
+  t.infer_all = infer && t.models.empty();
+  if (admin) t.models.clear();
+  t.repository = repository;
+  t.metrics = metrics;
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<ApiToken> parse_api_token(std::string_view line, std::string default_name) {
+  const size_t gap = line.find_first_of(" \t");
+  ApiToken t;
+  t.token = std::string(line.substr(0, gap));
+  if (t.token.empty() || !printable(t.token)) {
+    return invalid_argument("a token holds a character outside printable ASCII");
+  }
+  const std::string_view words =
+      gap == std::string_view::npos ? std::string_view() : line.substr(line.find_first_not_of(" \t", gap));
+  EMBER_RETURN_IF_ERROR(apply_words(words, t));
+  if (t.name.empty()) t.name = std::move(default_name);
+  return t;
+}
+
 Result<std::vector<ApiToken>> read_api_tokens(const std::string& path, std::string_view what) {
   const std::string at = std::string(what) + " (" + path + ")";
   EMBER_ASSIGN_OR_RETURN(const std::string text, read_capped(path, at, kMaxListBytes));
   std::vector<ApiToken> tokens;
+  std::vector<size_t> lines;
   EMBER_RETURN_IF_ERROR(for_each_entry(text, [&](size_t line_no, std::string_view line) -> Status {
     const std::string where = at + ": line " + std::to_string(line_no);
-    const size_t gap = line.find_first_of(" \t");
-    ApiToken t;
-    t.token = std::string(line.substr(0, gap));
-    if (gap != std::string_view::npos) {
-      const std::string_view scope = line.substr(line.find_first_not_of(" \t", gap));
-      if (scope != "admin") {
-        return invalid_argument(where + ": after the token only the scope 'admin' may follow (a token holds no space)");
+    auto parsed = parse_api_token(line, "line-" + std::to_string(line_no));
+    if (!parsed.ok()) return parsed.error().with_context(where);
+    ApiToken t = std::move(*parsed);
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      if (tokens[i].token == t.token) {
+        return invalid_argument(where + ": the same token as line " + std::to_string(lines[i]));
       }
-      t.admin = true;
+      if (tokens[i].name == t.name) {
+        return invalid_argument(where + ": name=" + t.name + " is line " + std::to_string(lines[i]) + "'s too");
+      }
     }
-    if (!printable(t.token)) return invalid_argument(where + ": a token holds a character outside printable ASCII");
     if (tokens.size() == kMaxTokens) return invalid_argument(at + ": more than 4096 tokens");
     tokens.push_back(std::move(t));
+    lines.push_back(line_no);
     return Status::OK();
   }));
   if (tokens.empty()) return invalid_argument(at + ": no token in the file");

@@ -15,6 +15,11 @@
 // encoders: no actors, no model. Every phase runs against the floor too, and the targets print as
 // ratios measured in the same run. --sweep runs the throughput phase at several client counts, with
 // dynamic batching off and on (a second copy of the model whose model.json asks for it).
+// --tenants measures one tenant's flood against another tenant's latency: the server starts with API
+// tokens (gateway.api_tokens_file), a victim sends back to back with a token of its own while
+// `--clients` flooders send with a token without limits, then with one limited to --tenant-rate
+// calls per second and --tenant-concurrent at once; the victim's p50 and p99 print beside its own
+// alone, as ratios.
 // Not a test: it prints figures for a human to judge.
 #include <grpcpp/grpcpp.h>
 #include <httplib.h>
@@ -69,6 +74,9 @@ struct Options {
   std::vector<int> sweep;      // throughput at these client counts, batching off and on
   uint32_t max_batch = 32;     // the batching copy's max_batch
   uint64_t queue_delay_us = 0;  // and its max_queue_delay_us
+  bool tenants = false;         // the tenants' isolation phases (see the file comment)
+  double tenant_rate = 100;     // the limited flooder's rate= ...
+  uint32_t tenant_concurrent = 2;  // ... and concurrent=
 };
 
 double percentile(std::vector<double> v, double p) {
@@ -177,16 +185,21 @@ Phase drive(const MakeClient& make, int clients, double seconds, int64_t count) 
   return phase;
 }
 
-MakeClient http_client(const std::string& host, int port, const std::string& path, const Encoded& body) {
+/// `polite`: a client that, answered 429, waits the Retry-After it was given before its next call.
+MakeClient http_client(const std::string& host, int port, const std::string& path, const Encoded& body,
+                       bool polite = false) {
   return [=, &body]() -> Send {
     auto client = std::make_shared<httplib::Client>(host, port);
     client->set_keep_alive(true);
     client->set_tcp_nodelay(
         true);  // headers and body go out as two writes: without this, Nagle meets delayed ACKs (40 ms)
     client->set_read_timeout(60, 0);
-    return [client, path, &body]() -> std::string {
+    return [client, path, &body, polite]() -> std::string {
       auto res = client->Post(path, body.headers, body.body, body.content_type);
       if (!res) return "HTTP: " + httplib::to_string(res.error());
+      if (polite && res->status == 429) {
+        std::this_thread::sleep_for(std::chrono::seconds(std::atoi(res->get_header_value("Retry-After").c_str())));
+      }
       if (res->status != 200) return "HTTP " + std::to_string(res->status) + ": " + res->body.substr(0, 120);
       return "";
     };
@@ -298,6 +311,93 @@ inference::ModelInferRequest grpc_request(const std::string& model, const std::v
     r.add_raw_input_contents(reinterpret_cast<const char*>(t.data()), t.desc.bytes());
   }
   return r;
+}
+
+void print_errors(const Phase& p);
+
+/// `e` with the bearer token `token`.
+Encoded with_token(Encoded e, const std::string& token) {
+  e.headers.emplace("Authorization", "Bearer " + token);
+  return e;
+}
+
+/// The tokens file of --tenants, written to `path`.
+void write_tenant_tokens(const std::string& path, const Options& o) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) throw std::runtime_error("cannot write " + path);
+  std::fprintf(f, "bench-admin admin name=admin\nbench-victim infer name=victim\nbench-flood infer name=flood\n");
+  std::fprintf(f, "bench-flood-limited infer rate=%g concurrent=%u name=flood-limited\n", o.tenant_rate,
+               o.tenant_concurrent);
+  std::fclose(f);
+}
+
+/// CPU seconds process `pid` used so far (user and system; 0 without a pid or /proc).
+double cpu_seconds(pid_t pid) {
+  if (pid <= 0) return 0;
+  std::FILE* f = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (!f) return 0;
+  char buf[1024];
+  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  const char* p = std::strrchr(buf, ')');  // the command may hold spaces; the fields follow its ')'
+  unsigned long long utime = 0, stime = 0;
+  if (!p || std::sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &utime, &stime) != 2) return 0;
+  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+/// --tenants: the victim alone, then beside a flood without limits, then beside a limited one (a
+/// flood that ignores 429 and one that waits as Retry-After says). `server`: the server's pid, for
+/// its CPU (0: not measured).
+void tenants(const std::string& host, int port, const std::string& path, const Encoded& body, const Options& o,
+             pid_t server) {
+  // http_client keeps a reference to its body: each lives until the phases end.
+  const Encoded victim_body = with_token(body, "bench-victim"), open_body = with_token(body, "bench-flood"),
+                limited_body = with_token(body, "bench-flood-limited");
+  const MakeClient victim = http_client(host, port, path, victim_body);
+  std::printf("tenants, HTTP JSON, %.1f s each: one victim client back to back; %d flooding clients "
+              "(limited: rate=%g concurrent=%u)\n",
+              o.seconds, o.clients, o.tenant_rate, o.tenant_concurrent);
+  std::printf("  %-34s | %10s %10s %10s | %12s %12s | %11s %10s\n", "phase", "victim p50", "victim p99",
+              "p99/alone", "flood ok/s", "flood 429/s", "server CPU", "victim err");
+  drive(victim, 1, 0.5, INT64_MAX);  // warm
+  double cpu = cpu_seconds(server);
+  const Phase alone = drive(victim, 1, o.seconds, INT64_MAX);
+  auto row = [&](const char* label, const Phase& v, const Phase* flood) {
+    const double used = cpu_seconds(server) - cpu;
+    uint64_t refused = 0;
+    if (flood) {
+      for (const auto& [what, n] : flood->error_kinds) {
+        if (what.rfind("HTTP 429", 0) == 0) refused += n;
+      }
+    }
+    std::printf("  %-34s | %10.1f %10.1f %10.2f | %12.0f %12.0f | %6.2f core %10llu\n", label, v.p50(), v.p99(),
+                v.p99() / alone.p99(), flood ? flood->rate() : 0.0,
+                flood ? static_cast<double>(refused) / flood->seconds : 0.0,
+                server ? used / (flood ? flood->seconds : v.seconds) : 0.0, static_cast<unsigned long long>(v.errors));
+  };
+  row("victim alone", alone, nullptr);
+  struct Flood {
+    const char* label;
+    const Encoded* body;
+    bool polite;
+  };
+  for (const Flood& f : {Flood{"flood, no limits", &open_body, false},
+                         Flood{"flood, limited, ignores 429", &limited_body, false},
+                         Flood{"flood, limited, waits Retry-After", &limited_body, true}}) {
+    const MakeClient flood = http_client(host, port, path, *f.body, f.polite);
+    Phase flooded;
+    cpu = cpu_seconds(server);
+    std::thread flooder([&] { flooded = drive(flood, o.clients, o.seconds + 0.5, INT64_MAX); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));  // the flood runs before and after
+    const Phase v = drive(victim, 1, o.seconds, INT64_MAX);
+    flooder.join();
+    row(f.label, v, &flooded);
+    for (const auto& [what, n] : flooded.error_kinds) {
+      if (what.rfind("HTTP 429", 0) != 0) std::printf("      flood: %llu x %s\n", static_cast<unsigned long long>(n), what.c_str());
+    }
+    print_errors(v);
+  }
 }
 
 void print_errors(const Phase& p) {
@@ -423,7 +523,8 @@ int run(const Options& o) {
   int clients_most = o.clients;
   for (int c : o.sweep) clients_most = std::max(clients_most, c);
   // A keep-alive connection holds an HTTP thread: enough threads for every client of the sweep.
-  const uint32_t http_threads = std::max<uint32_t>(o.http_threads, static_cast<uint32_t>(clients_most));
+  const uint32_t http_threads =
+      std::max<uint32_t>(o.http_threads, static_cast<uint32_t>(clients_most) + (o.tenants ? 2 : 0));
   std::unique_ptr<Subprocess> server;
   std::string host = "127.0.0.1";
   int port = 0;
@@ -453,6 +554,11 @@ int run(const Options& o) {
       argv.insert(argv.end(),
                   {"--grpc", host + ":" + std::to_string(grpc_port), "--grpc-threads", std::to_string(http_threads)});
     }
+    if (o.tenants) {
+      const std::string tokens = (work / "api.tokens").string();
+      write_tenant_tokens(tokens, o);
+      argv.insert(argv.end(), {"--api-tokens-file", tokens});
+    }
     server = std::make_unique<Subprocess>(argv);
   } else {
     auto pos = o.url.rfind(':');
@@ -468,7 +574,9 @@ int run(const Options& o) {
   }
   for (const std::string& n : {name, batched}) {
     if (n == batched && o.sweep.empty()) continue;
-    auto loaded = admin.Post("/v2/repository/models/" + n + "/load", "{}", "application/json");
+    httplib::Headers who;
+    if (o.tenants) who.emplace("Authorization", "Bearer bench-admin");
+    auto loaded = admin.Post("/v2/repository/models/" + n + "/load", who, "{}", "application/json");
     if (!loaded || loaded->status != 200) throw std::runtime_error("cannot load " + n + " on the server");
   }
   const std::string path = "/v2/models/" + name + "/infer";
@@ -492,6 +600,13 @@ int run(const Options& o) {
   std::printf("executor alone:        p50 %8.1f us   p99 %8.1f us   (%d runs, in this process)\n", exec_p50, exec_p99,
               o.latency_requests);
 
+  if (o.tenants) {
+    tenants(host, port, path, body, o, server ? server->pid() : 0);
+    if (server) server->terminate();
+    server.reset();
+    std::filesystem::remove_all(work);
+    return 0;
+  }
   const MakeClient ember_http = http_client(host, port, path, body);
   MakeClient floor_http;
   if (http_floor) floor_http = http_client("127.0.0.1", http_floor->port(), path, body);
@@ -578,6 +693,10 @@ int main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--max-batch", o.max_batch, "max_batch of the batching copy of the model (--sweep)");
   app.add_option("--queue-delay-us", o.queue_delay_us, "max_queue_delay_us of the batching copy (--sweep)");
+  app.add_flag("--tenants", o.tenants,
+               "Instead: one tenant's latency beside another's flood, without and with the flooder's token limited");
+  app.add_option("--tenant-rate", o.tenant_rate, "The limited flooder's calls per second (--tenants)");
+  app.add_option("--tenant-concurrent", o.tenant_concurrent, "The limited flooder's calls at once (--tenants)");
   CLI11_PARSE(app, argc, argv);
   try {
     return ember::bench::run(o);

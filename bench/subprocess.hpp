@@ -51,6 +51,7 @@ class Subprocess {
 
   /// Asks the child to exit (SIGTERM); the destructor then reaps it.
   void terminate() { ::kill(pid_, SIGTERM); }
+  pid_t pid() const { return pid_; }
 
   /// Sends one line and returns the reply line (without the newline); throws if the child died.
   std::string ask(const std::string& line) {

@@ -144,8 +144,10 @@ struct GatewayConfig {
   /// /ready, gRPC ServerLive, ServerReady and the standard health service) must carry
   /// `Authorization: Bearer TOKEN` (gRPC: the `authorization` metadata): without one, or with a
   /// malformed one, 401 / UNAUTHENTICATED; with a token not in the file, 403 / PERMISSION_DENIED.
-  /// A line "TOKEN admin" gives that token the admin scope, which changing what the cluster serves
-  /// needs (load, unload, distribute, evict; 403 / PERMISSION_DENIED without it). Empty (the
+  /// Words after a token give its scopes and rates (base/token_file.hpp's ApiToken: "TOKEN admin",
+  /// "TOKEN infer=mlp rate=20 concurrent=8 name=tenant-a"); changing what the cluster serves needs
+  /// the repository scope (load, unload, distribute, evict; 403 / PERMISSION_DENIED without it),
+  /// and a call past its token's rates is 429 / RESOURCE_EXHAUSTED (api_access.hpp). Empty (the
   /// default): the API, those changes included, is open to whoever reaches its address (the
   /// gateway says so at start when that is not loopback).
   std::string api_tokens_file;

@@ -46,72 +46,7 @@ GatewayClient::GatewayClient(caf::actor_system& sys, GatewayConfig config, gatew
       view_(std::move(view)),
       instruments_(instruments),
       local_(std::move(local)),
-      api_tokens_(std::move(api_tokens)) {}
-
-namespace {
-
-/// The token of "Bearer TOKEN" (the scheme in any case), or nullopt for anything else.
-std::optional<std::string_view> bearer_token(std::string_view v) {
-  constexpr std::string_view kScheme = "bearer ";
-  if (v.size() <= kScheme.size()) return std::nullopt;
-  for (size_t i = 0; i < kScheme.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(v[i])) != kScheme[i]) return std::nullopt;
-  }
-  v.remove_prefix(kScheme.size());
-  while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
-  while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
-  if (v.empty()) return std::nullopt;
-  return v;
-}
-
-}  // namespace
-
-namespace {
-
-/// The configured token that `authorization` carries (nullptr: none matched; every token is
-/// compared, in constant time, with no early exit), or the refusal of a missing or malformed one.
-Result<const ApiToken*> match_token(const std::vector<ApiToken>& tokens,
-                                    std::optional<std::string_view> authorization) {
-  if (!authorization) return unauthenticated("this API needs a bearer token (Authorization: Bearer TOKEN)");
-  auto token = bearer_token(*authorization);
-  if (!token) {
-    return unauthenticated("the Authorization credential is not a bearer token (Authorization: Bearer TOKEN)");
-  }
-  const ApiToken* found = nullptr;
-  for (const auto& t : tokens) {
-    if (constant_time_equal(*token, t.token)) found = &t;
-  }
-  return found;
-}
-
-}  // namespace
-
-Status GatewayClient::authorize(std::string_view protocol, std::optional<std::string_view> authorization) const {
-  return check_token(protocol, authorization, false);
-}
-
-Status GatewayClient::authorize_change(std::string_view protocol,
-                                       std::optional<std::string_view> authorization) const {
-  return check_token(protocol, authorization, true);
-}
-
-Status GatewayClient::check_token(std::string_view protocol, std::optional<std::string_view> authorization,
-                                  bool admin) const {
-  if (api_tokens_.empty()) return Status::OK();
-  Status verdict = Status::OK();
-  auto found = match_token(api_tokens_, authorization);
-  if (!found.ok()) {
-    verdict = found.error();
-  } else if (!*found) {
-    verdict = permission_denied("the bearer token is not one of this gateway's (gateway.api_tokens_file)");
-  } else if (admin && !(*found)->admin) {
-    verdict = permission_denied(
-        "this token may not change what the cluster serves (load, unload, distribute, evict): that needs a token "
-        "with the admin scope (a line 'TOKEN admin' in gateway.api_tokens_file)");
-  }
-  if (!verdict.ok() && instruments_) instruments_->count_auth_refusal(protocol, to_string(verdict.error().code()));
-  return verdict;
-}
+      access_(std::make_unique<ApiAccess>(std::move(api_tokens), instruments)) {}
 
 std::chrono::microseconds GatewayClient::timeout() const {
   return std::chrono::microseconds(config_.request_timeout_us + config_.cold_start_timeout_us + 5'000'000);

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/gateway/api_access.hpp"
 #include "actors/gateway/http/kserve_json.hpp"
 #include "actors/gateway/routing_view.hpp"
 #include "actors/gateway_interface.hpp"
@@ -61,19 +62,9 @@ class GatewayClient {
 
   const GatewayConfig& config() const { return config_; }
 
-  /// Whether a call may use the API (gateway.api_tokens_file): OK when no token is configured, or
-  /// when `authorization` (the Authorization header, the gRPC `authorization` metadata) is
-  /// "Bearer TOKEN" with TOKEN one of them (compared in constant time); unauthenticated when it is
-  /// absent or not a bearer credential, permission_denied otherwise, counted by `protocol` (http,
-  /// grpc) in ember_auth_refusals_total. Health checks never ask.
-  Status authorize(std::string_view protocol, std::optional<std::string_view> authorization) const;
-  /// Whether a call may change what the cluster serves (load, unload, distribute, evict; the index
-  /// only reads, and what its rescan applies is the repository owner's, not the caller's): OK when
-  /// no token is configured (the open API, as before); otherwise authorize's refusals, then
-  /// permission_denied for a known token without the admin scope ("TOKEN admin" in
-  /// gateway.api_tokens_file). Refusals are counted as authorize's are.
-  Status authorize_change(std::string_view protocol, std::optional<std::string_view> authorization) const;
-  bool requires_token() const { return !api_tokens_.empty(); }
+  /// Who may call the API and how much (gateway.api_tokens_file): both front ends admit every
+  /// call but the health checks through it (api_access.hpp).
+  const ApiAccess& access() const { return *access_; }
   std::shared_ptr<const RoutingSnapshot> snapshot() const { return view_->snapshot(); }
 
   /// OK when the gateway holds the manager's routing table (what /v2/health/ready reports);
@@ -127,8 +118,6 @@ class GatewayClient {
   Result<std::string> metrics();
 
  private:
-  /// authorize (admin false) and authorize_change (admin true): one check, one count of refusals.
-  Status check_token(std::string_view protocol, std::optional<std::string_view> authorization, bool admin) const;
   /// The gateway enforces the request timeout itself; this only guards against a lost answer.
   std::chrono::microseconds timeout() const;
   /// The warm path (see the file comment): the answer, or nullopt to take the gateway's way.
@@ -149,7 +138,7 @@ class GatewayClient {
   std::shared_ptr<RoutingView> view_;
   GatewayInstruments* instruments_;
   const std::vector<LocalNode> local_;
-  const std::vector<ApiToken> api_tokens_;
+  const std::unique_ptr<ApiAccess> access_;
 };
 
 }  // namespace ember

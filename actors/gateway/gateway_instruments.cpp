@@ -32,6 +32,13 @@ GatewayInstruments::GatewayInstruments()
                                        "protocol and reason (unauthenticated: none or malformed; permission_denied: "
                                        "an unknown token)",
                                        {"protocol", "reason"})),
+      api_calls_(registry_.counter("ember_api_calls_total",
+                                   "API calls by token (its name in gateway.api_tokens_file) and outcome (admitted; "
+                                   "rate_limited, concurrency_limited: answered 429 / RESOURCE_EXHAUSTED; "
+                                   "permission_denied: a scope the token lacks)",
+                                   {"token", "outcome"})),
+      api_in_flight_(registry_.gauge("ember_api_calls_in_flight", "API calls admitted and not yet answered, by token",
+                                     {"token"})),
       generation_cancels_(registry_.counter("ember_generation_cancels_total",
                                             "Generations the HTTP front end cancelled, by reason (client_gone: the "
                                             "client closed its connection; slow_client: its stream was cut off, "
@@ -112,6 +119,15 @@ void GatewayInstruments::count_http_rejected() { http_rejected_.inc(); }
 
 void GatewayInstruments::count_auth_refusal(std::string_view protocol, std::string_view reason) {
   auth_refusals_.with({protocol, reason}).inc();
+}
+GatewayInstruments::TokenSeries GatewayInstruments::token_series(const std::string& token_name) {
+  TokenSeries s;
+  s.admitted = &api_calls_.with({token_name, "admitted"});
+  s.rate_limited = &api_calls_.with({token_name, "rate_limited"});
+  s.concurrency_limited = &api_calls_.with({token_name, "concurrency_limited"});
+  s.permission_denied = &api_calls_.with({token_name, "permission_denied"});
+  s.in_flight = &api_in_flight_.with({token_name});
+  return s;
 }
 void GatewayInstruments::count_generation_cancel(std::string_view reason) { generation_cancels_.with({reason}).inc(); }
 void GatewayInstruments::count_generation(const model_key& model, std::string_view outcome) {

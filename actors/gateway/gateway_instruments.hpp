@@ -30,6 +30,17 @@ class GatewayInstruments {
   /// A call refused for its credentials (gateway.api_tokens_file): `protocol` http or grpc, `reason`
   /// unauthenticated (none, or malformed) or permission_denied (a token not configured).
   void count_auth_refusal(std::string_view protocol, std::string_view reason);
+  /// The series one API token is counted by, under its name (gateway.api_tokens_file's name=, never
+  /// the token): ember_api_calls_total{token,outcome} by outcome admitted, rate_limited,
+  /// concurrency_limited, permission_denied (a scope it lacks), and ember_api_calls_in_flight{token}.
+  struct TokenSeries {
+    metrics::Counter* admitted = nullptr;
+    metrics::Counter* rate_limited = nullptr;
+    metrics::Counter* concurrency_limited = nullptr;
+    metrics::Counter* permission_denied = nullptr;
+    metrics::Gauge* in_flight = nullptr;
+  };
+  TokenSeries token_series(const std::string& token_name);
   /// A workflow request finished (outcome as count_request's), end to end.
   void count_workflow(const std::string& workflow, const std::string& outcome, double seconds);
   /// One step of a workflow request answered (or failed) after `seconds` at the gateway.
@@ -67,6 +78,8 @@ class GatewayInstruments {
   metrics::Gauge& held_;
   metrics::Counter& http_rejected_;
   metrics::CounterFamily& auth_refusals_;
+  metrics::CounterFamily& api_calls_;
+  metrics::GaugeFamily& api_in_flight_;
   metrics::CounterFamily& generation_cancels_;
   metrics::CounterFamily& generation_requests_;
   metrics::HistogramFamily& time_to_first_token_;

@@ -8,9 +8,11 @@ gRPC ServerLive, ServerReady and grpc.health.v1) and refuses every other call wi
 with WWW-Authenticate, gRPC UNAUTHENTICATED), with a malformed one (the same) and with an unknown
 one (403, PERMISSION_DENIED); with a token from the file, inference, metadata, the repository index
 and /metrics answer as without tokens. Changing what the cluster serves (load, unload, distribute,
-evict; gRPC RepositoryModelLoad and Unload) needs a token with the admin scope ("TOKEN admin"): any
-other token is 403 / PERMISSION_DENIED saying so. The refusals are counted in
-ember_auth_refusals_total.
+evict; gRPC RepositoryModelLoad and Unload) needs a token with the repository scope ("TOKEN admin"
+here): any other token is 403 / PERMISSION_DENIED saying so. The refusals are counted in
+ember_auth_refusals_total. A tenant's token (infer=mlp rate=... concurrent=...) infers on mlp alone
+and, past its burst, is answered 429 with Retry-After (gRPC RESOURCE_EXHAUSTED with trailing
+retry-after), counted per token in ember_api_calls_total while the other tokens go on.
 
 Usage: auth_test.py --ember PATH
 """
@@ -29,9 +31,11 @@ from grpc_api_test import Failure, health, http_call, stubs, wait_for
 from ports import free_port
 from procs import print_tail, stop
 
-TOKENS = "# API tokens of the test\nfirst-token-123\n\n  second_token-456  \nadmin-token-789 admin\n"
+TOKENS = ("# API tokens of the test\nfirst-token-123\n\n  second_token-456  \nadmin-token-789 admin\n"
+          "tenant-token-1 infer=mlp rate=0.02 concurrent=2 name=tenant\n")
+TENANT = "tenant-token-1"
 ADMIN = "admin-token-789"
-SCOPE = "needs a token with the admin scope"
+SCOPE = "needs the repository scope"
 BODY = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 16], "data": [0.5] * 16}]})
 
 
@@ -170,6 +174,51 @@ def check_grpc(pb, rpc, port):
           "the admin scope, done with it")
 
 
+def check_tenant(pb, rpc, port, grpc_port):
+    """The tenant's token: mlp only (another model's name and /metrics are 403, and spend nothing of
+    its rate), one call from rest, then one per 50 s: the second is 429 with Retry-After over HTTP and RESOURCE_EXHAUSTED
+    over gRPC; another token is untouched; counted by the token's name."""
+    h = {"Content-Type": "application/json", "Authorization": f"Bearer {TENANT}"}
+    status, reply, _ = http_call(port, "GET", "/metrics", None, h)
+    if status != 403 or "metrics scope" not in reply.decode():
+        raise Failure(f"/metrics with the tenant's token: HTTP {status} {reply[:200]}, expected 403")
+    status, reply, _ = http_call(port, "POST", "/v2/models/resnet/infer", BODY, h)
+    if status != 403 or "may not use model 'resnet'" not in reply.decode():
+        raise Failure(f"another model with the tenant's token: HTTP {status} {reply[:200]}, expected 403")
+    status, reply, _ = http_call(port, "POST", "/v2/models/mlp/infer", BODY, h)  # its one call from rest
+    if status != 200:
+        raise Failure(f"mlp with the tenant's token: HTTP {status} {reply[:200]}")
+    status, reply, headers = http_call(port, "POST", "/v2/models/mlp/infer", BODY, h)
+    retry = int(headers.get("retry-after", "0"))
+    if status != 429 or not 40 <= retry <= 50 or "over its rate" not in reply.decode():
+        raise Failure(f"the tenant past its burst: HTTP {status} Retry-After {retry} {reply[:200]}, expected 429")
+    status, _, _ = http_call(port, "POST", "/v2/models/mlp/infer", BODY,
+                             {"Content-Type": "application/json", "Authorization": "Bearer first-token-123"})
+    if status != 200:
+        raise Failure(f"another token while the tenant is over its rate: HTTP {status}")
+    channel = grpc.insecure_channel(f"127.0.0.1:{grpc_port}")
+    stub = rpc.GRPCInferenceServiceStub(channel)
+    try:
+        stub.ModelMetadata(pb.ModelMetadataRequest(name="mlp"), timeout=10,
+                           metadata=(("authorization", f"Bearer {TENANT}"),))
+        raise Failure("gRPC with the tenant's token past its rate: answered, expected RESOURCE_EXHAUSTED")
+    except grpc.RpcError as e:
+        trailing = dict(e.trailing_metadata() or ())
+        if e.code() != grpc.StatusCode.RESOURCE_EXHAUSTED or not 40 <= int(trailing.get("retry-after", 0)) <= 50:
+            raise Failure(f"gRPC past the tenant's rate: {e.code()} {e.details()} {trailing}")
+    channel.close()
+    _, metrics, _ = http_call(port, "GET", "/metrics", None, {"Authorization": "Bearer first-token-123"})
+    text = metrics.decode()
+    for line in ('ember_api_calls_total{node="gateway",token="tenant",outcome="admitted"} 1',
+                 'ember_api_calls_total{node="gateway",token="tenant",outcome="permission_denied"} 2',
+                 'ember_api_calls_total{node="gateway",token="tenant",outcome="rate_limited"} 2'):
+        if line not in text:
+            counted = [x for x in text.splitlines() if x.startswith("ember_api_calls_total") and "tenant" in x]
+            raise Failure(f"/metrics lacks {line}: {counted}")
+    print(f"ok: the tenant's token: other models and /metrics 403; past its burst 429 Retry-After {retry} and "
+          "RESOURCE_EXHAUSTED; another token untouched; counted per token")
+
+
 def check_metrics_port(port):
     """gateway.metrics: /metrics without a token, for a Prometheus inside the cluster; nothing else."""
     status, body, headers = http_call(port, "GET", "/metrics")
@@ -209,6 +258,7 @@ def main():
         check_http(port)
         check_http_changes(port)
         check_grpc(pb, rpc, grpc_port)
+        check_tenant(pb, rpc, port, grpc_port)
         check_metrics_port(metrics_port)
         if server.poll() is not None:
             raise Failure("the server died")

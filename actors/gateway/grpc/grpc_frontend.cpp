@@ -46,6 +46,8 @@ grpc::StatusCode grpc_code(ErrorCode code) {
       return grpc::StatusCode::PERMISSION_DENIED;
     case ErrorCode::unauthenticated:
       return grpc::StatusCode::UNAUTHENTICATED;
+    case ErrorCode::resource_exhausted:
+      return grpc::StatusCode::RESOURCE_EXHAUSTED;
     case ErrorCode::internal:
       return grpc::StatusCode::INTERNAL;
   }
@@ -54,25 +56,26 @@ grpc::StatusCode grpc_code(ErrorCode code) {
 
 grpc::Status to_grpc(const Error& e) { return {grpc_code(e.code()), e.message()}; }
 
-/// Whether the call's `authorization` metadata may use the API (GatewayClient::authorize).
-grpc::Status authorized(const GatewayClient& client, const grpc::ServerContext& ctx) {
-  if (!client.requires_token()) return grpc::Status::OK;
+/// Whether the call's `authorization` metadata may do `action` on `model` (ApiAccess::admit): OK with
+/// its pass in `pass`, or the refusal; one over its token's rates carries trailing metadata
+/// retry-after (seconds), as HTTP's 429 carries the header.
+grpc::Status admitted(const GatewayClient& client, grpc::ServerContext& ctx, ApiAction action, std::string_view model,
+                      ApiPass& pass) {
+  const ApiAccess& access = client.access();
+  if (access.open()) return grpc::Status::OK;
   std::optional<std::string_view> header;
   const auto& md = ctx.client_metadata();
   if (auto it = md.find("authorization"); it != md.end())
     header = std::string_view(it->second.data(), it->second.size());
-  const Status s = client.authorize("grpc", header);
-  return s.ok() ? grpc::Status::OK : to_grpc(s.error());
-}
-
-/// Whether the call may change what the cluster serves (GatewayClient::authorize_change).
-grpc::Status authorized_change(const GatewayClient& client, const grpc::ServerContext& ctx) {
-  std::optional<std::string_view> header;
-  const auto& md = ctx.client_metadata();
-  if (auto it = md.find("authorization"); it != md.end())
-    header = std::string_view(it->second.data(), it->second.size());
-  const Status s = client.authorize_change("grpc", header);
-  return s.ok() ? grpc::Status::OK : to_grpc(s.error());
+  ApiAdmission a = access.admit("grpc", header, action, model, ApiAccess::Clock::now());
+  if (a.status.ok()) {
+    pass = std::move(a.pass);
+    return grpc::Status::OK;
+  }
+  if (a.status.error().code() == ErrorCode::resource_exhausted) {
+    ctx.AddTrailingMetadata("retry-after", std::to_string(a.retry_after_seconds()));
+  }
+  return to_grpc(a.status.error());
 }
 
 /// The time left before the client's deadline, if it set one.
@@ -105,7 +108,8 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
 
   grpc::Status ModelReady(grpc::ServerContext* ctx, const inference::ModelReadyRequest* in,
                           inference::ModelReadyResponse* out) override {
-    if (auto denied = authorized(*client_, *ctx); !denied.ok()) return denied;
+    ApiPass pass;
+    if (auto denied = admitted(*client_, *ctx, ApiAction::read, in->name(), pass); !denied.ok()) return denied;
     if (auto w = workflow(in->name())) {
       out->set_ready(client_->workflow_ready(**w).ok());
       return grpc::Status::OK;
@@ -118,7 +122,8 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
 
   grpc::Status ServerMetadata(grpc::ServerContext* ctx, const inference::ServerMetadataRequest*,
                               inference::ServerMetadataResponse* out) override {
-    if (auto denied = authorized(*client_, *ctx); !denied.ok()) return denied;
+    ApiPass pass;
+    if (auto denied = admitted(*client_, *ctx, ApiAction::read, {}, pass); !denied.ok()) return denied;
     const ServerIdentity id = server_identity();
     out->set_name(id.name);
     out->set_version(id.version);
@@ -128,7 +133,8 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
 
   grpc::Status ModelMetadata(grpc::ServerContext* ctx, const inference::ModelMetadataRequest* in,
                              inference::ModelMetadataResponse* out) override {
-    if (auto denied = authorized(*client_, *ctx); !denied.ok()) return denied;
+    ApiPass pass;
+    if (auto denied = admitted(*client_, *ctx, ApiAction::read, in->name(), pass); !denied.ok()) return denied;
     auto version = parse_model_version(in->version(), "version");
     if (!version.ok()) return to_grpc(version.error());
     if (auto w = workflow(in->name())) {
@@ -148,7 +154,8 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
 
   grpc::Status ModelInfer(grpc::ServerContext* ctx, const inference::ModelInferRequest* in,
                           inference::ModelInferResponse* out) override {
-    if (auto denied = authorized(*client_, *ctx); !denied.ok()) return denied;
+    ApiPass pass;
+    if (auto denied = admitted(*client_, *ctx, ApiAction::infer, in->model_name(), pass); !denied.ok()) return denied;
     auto decoded = decode_infer_request(*in);
     const bool workflow_named = workflow(in->model_name()).has_value();
     if (!decoded.ok()) {
@@ -168,13 +175,20 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
   grpc::Status ModelStreamInfer(
       grpc::ServerContext* ctx,
       grpc::ServerReaderWriter<inference::ModelStreamInferResponse, inference::ModelInferRequest>* stream) override {
-    if (auto denied = authorized(*client_, *ctx); !denied.ok()) return denied;
+    ApiPass pass;  // one call, however many requests it carries; each one's model is asked below
+    if (auto denied = admitted(*client_, *ctx, ApiAction::infer, {}, pass); !denied.ok()) return denied;
     if (!generation_) {
       return {grpc::StatusCode::UNIMPLEMENTED,
               "ModelStreamInfer serves text generation, and this gateway has no generation service"};
     }
     inference::ModelInferRequest in;
     while (stream->Read(&in)) {
+      if (Status may = pass.may_infer(in.model_name()); !may.ok()) {
+        if (!stream->Write(generate_error_response(in, may.error()))) {
+          return {grpc::StatusCode::CANCELLED, "the client cancelled the call"};
+        }
+        continue;
+      }
       switch (generate(*ctx, *stream, in)) {
         case Served::done:
           break;
@@ -190,7 +204,8 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
 
   grpc::Status RepositoryIndex(grpc::ServerContext* ctx, const inference::RepositoryIndexRequest* in,
                                inference::RepositoryIndexResponse* out) override {
-    if (auto denied = authorized(*client_, *ctx); !denied.ok()) return denied;
+    ApiPass pass;
+    if (auto denied = admitted(*client_, *ctx, ApiAction::read, {}, pass); !denied.ok()) return denied;
     auto index = client_->index();
     if (!index.ok()) return to_grpc(index.error());
     for (const auto& s : *index) {
@@ -207,7 +222,8 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
 
   grpc::Status RepositoryModelLoad(grpc::ServerContext* ctx, const inference::RepositoryModelLoadRequest* in,
                                    inference::RepositoryModelLoadResponse*) override {
-    if (auto denied = authorized_change(*client_, *ctx); !denied.ok()) return denied;
+    ApiPass pass;
+    if (auto denied = admitted(*client_, *ctx, ApiAction::repository, {}, pass); !denied.ok()) return denied;
     if (in->model_name().empty()) return to_grpc(invalid_argument("model_name is empty"));
     auto replicas = decode_load_parameters(in->parameters());
     if (!replicas.ok()) return to_grpc(replicas.error());
@@ -220,7 +236,8 @@ class KserveGrpcService final : public inference::GRPCInferenceService::Service 
 
   grpc::Status RepositoryModelUnload(grpc::ServerContext* ctx, const inference::RepositoryModelUnloadRequest* in,
                                      inference::RepositoryModelUnloadResponse*) override {
-    if (auto denied = authorized_change(*client_, *ctx); !denied.ok()) return denied;
+    ApiPass pass;
+    if (auto denied = admitted(*client_, *ctx, ApiAction::repository, {}, pass); !denied.ok()) return denied;
     if (in->model_name().empty()) return to_grpc(invalid_argument("model_name is empty"));
     model_command cmd;
     cmd.model.name = in->model_name();

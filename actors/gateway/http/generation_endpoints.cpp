@@ -110,6 +110,8 @@ struct GenerationEndpoints::StreamState {
   std::string pending;
   /// Why the releaser cancels a stream that did not end: the client went, or the server stops.
   std::string_view cancel_reason = "client_gone";
+  /// The call's admission: its token's concurrent slot is held until the stream ends.
+  ApiPass pass;
 };
 
 GenerationEndpoints::GenerationEndpoints(std::shared_ptr<GenerationService> service, std::chrono::microseconds timeout,
@@ -127,7 +129,7 @@ void GenerationEndpoints::models(const httplib::Request&, httplib::Response& res
 }
 
 void GenerationEndpoints::openai(OpenAiApi api, const httplib::Request&, httplib::Response& res,
-                                 const std::string& body) {
+                                 const std::string& body, ApiPass& pass) {
   const bool chat = api == OpenAiApi::chat;
   const std::string id = make_generation_id(chat ? "chatcmpl-" : "cmpl-");
   std::string param;
@@ -141,15 +143,19 @@ void GenerationEndpoints::openai(OpenAiApi api, const httplib::Request&, httplib
     return;
   }
   answer.model = parsed->model.name;
+  if (Status may = pass.may_infer(parsed->model.name); !may.ok()) {
+    reply_with(res, OpenAiFormat(answer), may.error(), "model");
+    return;
+  }
   answer.logprobs = parsed->logprobs;
   answer.top_logprobs = parsed->top_logprobs;
   answer.include_usage = parsed->include_usage;
   parsed->model = resolve(parsed->model);
-  serve(std::move(*parsed), std::make_shared<OpenAiFormat>(answer), res);
+  serve(std::move(*parsed), std::make_shared<OpenAiFormat>(answer), res, pass);
 }
 
 void GenerationEndpoints::kserve(bool stream, const httplib::Request& req, httplib::Response& res,
-                                 const std::string& body) {
+                                 const std::string& body, ApiPass& pass) {
   const model_key key = resolve(model_key_from_path(req));
   KServeGenerateAnswer answer;
   auto parsed = parse_kserve_generate(body, key, make_generation_id("gen-"), stream, &answer.client_id);
@@ -159,7 +165,7 @@ void GenerationEndpoints::kserve(bool stream, const httplib::Request& req, httpl
     reply_with(res, KServeFormat(answer), parsed.error());
     return;
   }
-  serve(std::move(*parsed), std::make_shared<KServeFormat>(answer), res);
+  serve(std::move(*parsed), std::make_shared<KServeFormat>(answer), res, pass);
 }
 
 model_key GenerationEndpoints::resolve(model_key key) const {
@@ -205,7 +211,7 @@ GenerationEndpoints::Wait GenerationEndpoints::await(GenerationCall& call, gener
 }
 
 void GenerationEndpoints::serve(generate_request request, std::shared_ptr<AnswerFormat> format,
-                                httplib::Response& res) {
+                                httplib::Response& res, ApiPass& pass) {
   auto call = GenerationCall::make();
   const std::string id = request.id;
   const bool stream = request.stream;
@@ -243,6 +249,7 @@ void GenerationEndpoints::serve(generate_request request, std::shared_ptr<Answer
   state->call = std::move(call);
   state->format = std::move(format);
   state->id = id;
+  state->pass = std::move(pass);
   state->pending = state->format->start() + state->format->event(chunk);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");  // a proxy in front passes each event on at once

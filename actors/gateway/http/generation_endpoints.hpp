@@ -46,6 +46,7 @@
 
 #include <httplib.h>
 
+#include "actors/gateway/api_access.hpp"
 #include "actors/gateway/generation_service.hpp"
 #include "actors/gateway/http/openai_render.hpp"
 
@@ -65,10 +66,14 @@ class GenerationEndpoints {
                       GatewayInstruments* instruments, std::function<bool()> stopping);
 
   void models(const httplib::Request& req, httplib::Response& res);
-  /// /v1/completions or /v1/chat/completions, by `api`.
-  void openai(OpenAiApi api, const httplib::Request& req, httplib::Response& res, const std::string& body);
-  /// /generate (stream false) or /generate_stream; the model from the path's matches.
-  void kserve(bool stream, const httplib::Request& req, httplib::Response& res, const std::string& body);
+  /// /v1/completions or /v1/chat/completions, by `api`. `pass`: the call's admission (api_access.hpp),
+  /// asked whether its token may use the model the body names, and held until the answer ends.
+  void openai(OpenAiApi api, const httplib::Request& req, httplib::Response& res, const std::string& body,
+              ApiPass& pass);
+  /// /generate (stream false) or /generate_stream; the model from the path's matches (admitted
+  /// with the call). `pass` is held until the answer ends.
+  void kserve(bool stream, const httplib::Request& req, httplib::Response& res, const std::string& body,
+              ApiPass& pass);
 
   class AnswerFormat;
 
@@ -77,7 +82,8 @@ class GenerationEndpoints {
   struct StreamState;
 
   /// Runs `request` and answers it in `format` (the request is already checked).
-  void serve(generate_request request, std::shared_ptr<AnswerFormat> format, httplib::Response& res);
+  /// `pass` lives until the answer's last event.
+  void serve(generate_request request, std::shared_ptr<AnswerFormat> format, httplib::Response& res, ApiPass& pass);
   /// The next chunk (or why none), waiting as the header says.
   Wait await(GenerationCall& call, generate_chunk& chunk, std::optional<Error>& refusal) const;
   /// Writes a stream's next events; false when the client is gone (httplib then closes).

@@ -118,55 +118,82 @@ struct HttpFrontend::Impl {
     }
   }
 
-  using BodyHandler = std::function<void(const httplib::Request&, httplib::Response&, const std::string& body)>;
+  using BodyHandler = std::function<void(const httplib::Request&, httplib::Response&, const std::string& body,
+                                         ApiPass& pass)>;
 
   /// A POST route whose body is read by RFC 9112's framing (http_request.hpp): a request without
   /// Content-Length or Transfer-Encoding has an empty body, which is what `curl -X POST URL` sends.
-  /// Checked after the body was read (and dropped when refused), so that a refused request leaves
-  /// its keep-alive connection in step. `change`: the route changes what the cluster serves, and
-  /// needs the admin scope (GatewayClient::authorize_change).
-  void post(const std::string& pattern, BodyHandler handler, bool change = false) {
-    server.Post(pattern, [this, handler = std::move(handler), change](const httplib::Request& req,
+  /// Admitted (api_access.hpp) after the body was read (and dropped when refused), so that a
+  /// refused request leaves its keep-alive connection in step: `action` on the model or workflow
+  /// the pattern's first group names (none: the handler asks the pass once the body names one).
+  /// The handler holds the pass; the call's slot is free when it returns (or its stream ends).
+  void post(const std::string& pattern, BodyHandler handler, ApiAction action = ApiAction::infer) {
+    server.Post(pattern, [this, handler = std::move(handler), action](const httplib::Request& req,
                                                                       httplib::Response& res,
                                                                       const httplib::ContentReader& reader) {
       RequestBody body = read_body(req, reader, config.max_body_bytes);
-      if (change ? refused_change(req, res) : refused(req, res)) return;
+      ApiPass pass;
+      const std::string model = req.matches.size() > 1 ? req.matches[1].str() : std::string();
+      if (refused(req, res, action, model, pass)) return;
       if (body.error_status != 0) {
         res.status = body.error_status;
         res.set_content(error_body_at(req.path, body.error_status, body.error), kJson);
         return;
       }
-      handler(req, res, body.text);
+      handler(req, res, body.text, pass);
     });
   }
 
-  /// A call without the credentials gateway.api_tokens_file asks for: answered 401 or 403 here
-  /// (true), counted. Health checks are always open.
-  bool refused(const httplib::Request& req, httplib::Response& res) {
-    if (!client->requires_token() || req.path == "/v2/health/live" || req.path == "/v2/health/ready") return false;
-    std::optional<std::string> header;
-    if (req.has_header("Authorization")) header = req.get_header_value("Authorization");
-    return answered(req, res,
-                    client->authorize("http", header ? std::optional<std::string_view>(*header) : std::nullopt));
-  }
-
-  /// A call that changes what the cluster serves without the admin scope: answered 401 or 403 here
-  /// (true), counted.
-  bool refused_change(const httplib::Request& req, httplib::Response& res) {
-    std::optional<std::string> header;
-    if (req.has_header("Authorization")) header = req.get_header_value("Authorization");
-    return answered(req, res,
-                    client->authorize_change("http", header ? std::optional<std::string_view>(*header) : std::nullopt));
-  }
-
-  /// A refusal `allowed` answered (true), or nothing to answer.
-  static bool answered(const httplib::Request& req, httplib::Response& res, const Status& allowed) {
-    if (allowed.ok()) return false;
-    if (allowed.error().code() == ErrorCode::unauthenticated) {
-      res.set_header("WWW-Authenticate", R"(Bearer realm="ember")");
+  /// A call gateway.api_tokens_file refuses (ApiAccess::admit): answered 401, 403 or 429 (with
+  /// Retry-After) here (true), counted; otherwise its pass in `pass`. Health checks are always open.
+  bool refused(const httplib::Request& req, httplib::Response& res, ApiAction action, std::string_view model,
+               ApiPass& pass) {
+    const ApiAccess& access = client->access();
+    if (access.open() || req.path == "/v2/health/live" || req.path == "/v2/health/ready") return false;
+    std::optional<std::string_view> header;
+    if (auto it = req.headers.find("Authorization"); it != req.headers.end()) header = it->second;
+    ApiAdmission admitted = access.admit("http", header, action, model, ApiAccess::Clock::now());
+    if (admitted.status.ok()) {
+      pass = std::move(admitted.pass);
+      return false;
     }
-    reply_error_at(req.path, res, allowed.error());
+    const Error& e = admitted.status.error();
+    if (e.code() == ErrorCode::unauthenticated) res.set_header("WWW-Authenticate", R"(Bearer realm="ember")");
+    if (e.code() == ErrorCode::resource_exhausted) {
+      res.set_header("Retry-After", std::to_string(admitted.retry_after_seconds()));
+      pace(std::min<std::chrono::milliseconds>(admitted.retry_after, kMostPace));
+    }
+    reply_error_at(req.path, res, e);
     return true;
+  }
+
+  /// The longest a 429 is held back.
+  static constexpr std::chrono::milliseconds kMostPace{1000};
+
+  /// Holds this thread's answer back for `wait` (less once the server stops). A call over its
+  /// token's rates is answered 429 only once the token could make one more (at most kMostPace):
+  /// a client that ignores Retry-After and sends again at once makes one call per wait on each
+  /// connection, instead of costing the server a refusal as fast as it can send one. Only this
+  /// connection waits: each connection has a serving thread of its own (http_server.hpp), held
+  /// by the connection whether it waits here or not.
+  void pace(std::chrono::milliseconds wait) const {
+    const auto until = std::chrono::steady_clock::now() + wait;
+    while (!server.stopped()) {
+      const auto left = until - std::chrono::steady_clock::now();
+      if (left <= std::chrono::steady_clock::duration::zero()) return;
+      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(left, std::chrono::milliseconds(50)));
+    }
+  }
+
+  /// A GET's action and the model or workflow its path names, before routing.
+  static std::pair<ApiAction, std::string> get_scope(const std::string& path) {
+    if (path == "/metrics") return {ApiAction::metrics, {}};
+    for (std::string_view prefix : {"/v2/models/", "/v2/workflows/"}) {
+      if (path.rfind(prefix, 0) != 0) continue;
+      const size_t end = path.find('/', prefix.size());
+      return {ApiAction::read, path.substr(prefix.size(), end == std::string::npos ? end : end - prefix.size())};
+    }
+    return {ApiAction::read, {}};
   }
 
   /// Text generation (generation_endpoints.hpp), when a service was given.
@@ -174,26 +201,28 @@ struct HttpFrontend::Impl {
     if (!generation) return;
     GenerationEndpoints* g = generation.get();
     server.Get("/v1/models", [g](const httplib::Request& req, httplib::Response& res) { g->models(req, res); });
-    post("/v1/completions", [g](const httplib::Request& req, httplib::Response& res, const std::string& body) {
-      g->openai(OpenAiApi::completions, req, res, body);
-    });
-    post("/v1/chat/completions", [g](const httplib::Request& req, httplib::Response& res, const std::string& body) {
-      g->openai(OpenAiApi::chat, req, res, body);
-    });
+    post("/v1/completions",
+         [g](const httplib::Request& req, httplib::Response& res, const std::string& body, ApiPass& pass) {
+           g->openai(OpenAiApi::completions, req, res, body, pass);
+         });
+    post("/v1/chat/completions",
+         [g](const httplib::Request& req, httplib::Response& res, const std::string& body, ApiPass& pass) {
+           g->openai(OpenAiApi::chat, req, res, body, pass);
+         });
     post(R"(/v2/models/([^/]+)(?:/versions/([0-9]+))?/generate)",
-         [g](const httplib::Request& req, httplib::Response& res, const std::string& body) {
-           g->kserve(/*stream=*/false, req, res, body);
+         [g](const httplib::Request& req, httplib::Response& res, const std::string& body, ApiPass& pass) {
+           g->kserve(/*stream=*/false, req, res, body, pass);
          });
     post(R"(/v2/models/([^/]+)(?:/versions/([0-9]+))?/generate_stream)",
-         [g](const httplib::Request& req, httplib::Response& res, const std::string& body) {
-           g->kserve(/*stream=*/true, req, res, body);
+         [g](const httplib::Request& req, httplib::Response& res, const std::string& body, ApiPass& pass) {
+           g->kserve(/*stream=*/true, req, res, body, pass);
          });
   }
 
   /// load or unload: the repository command of `atom` on the model the path names.
   template <class Atom>
   void model_command_route(const std::string& pattern, Atom atom) {
-    post(pattern, [this, atom](const httplib::Request& req, httplib::Response& res, const std::string& body) {
+    post(pattern, [this, atom](const httplib::Request& req, httplib::Response& res, const std::string& body, ApiPass&) {
       auto replicas = parse_load_parameters(body);
       if (!replicas.ok()) return reply_error(res, replicas.error());
       model_command cmd;
@@ -202,19 +231,19 @@ struct HttpFrontend::Impl {
       auto state = command(atom, std::move(cmd));
       if (!state.ok()) return reply_error(res, state.error());
       res.set_content("{}", kJson);
-    }, /*change=*/true);
+    }, ApiAction::repository);
   }
 
   /// distribute or evict: the cache command of `atom` on the model the path names.
   template <class Atom>
   void cache_command_route(const std::string& pattern, Atom atom) {
-    post(pattern, [this, atom](const httplib::Request& req, httplib::Response& res, const std::string& body) {
+    post(pattern, [this, atom](const httplib::Request& req, httplib::Response& res, const std::string& body, ApiPass&) {
       auto parsed = parse_distribute_request(body, req.matches[1]);
       if (!parsed.ok()) return reply_error(res, parsed.error());
       auto result = command(atom, std::move(*parsed));
       if (!result.ok()) return reply_error(res, result.error());
       res.set_content(render_distribute_result(*result), kJson);
-    }, /*change=*/true);
+    }, ApiAction::repository);
   }
 
   Result<model_state> command(load_atom, model_command cmd) { return client->load(std::move(cmd)); }
@@ -250,7 +279,7 @@ struct HttpFrontend::Impl {
                  res.set_content(render_model_readiness(key.name, m->ready, m->state), kJson);
                });
     post(R"(/v2/models/([^/]+)(?:/versions/([0-9]+))?/infer)",
-         [this](const httplib::Request& req, httplib::Response& res, const std::string& body) {
+         [this](const httplib::Request& req, httplib::Response& res, const std::string& body, ApiPass&) {
            const model_key key = model_key_from_path(req);
            auto header = binary_header_length(req);
            auto parsed = header.ok() ? parse_infer_http(body, *header, key) : Result<HttpInferRequest>(header.error());
@@ -277,7 +306,7 @@ struct HttpFrontend::Impl {
       res.set_content(render_readiness((*w)->entry.name, ready), kJson);
     });
     post(R"(/v2/workflows/([^/]+)/infer)", [this](const httplib::Request& req, httplib::Response& res,
-                                                  const std::string& body) {
+                                                  const std::string& body, ApiPass&) {
       const std::string name = req.matches[1].str();
       auto header = binary_header_length(req);
       auto parsed = header.ok() ? parse_infer_http(body, *header, {name, 1}) : Result<HttpInferRequest>(header.error());
@@ -289,11 +318,11 @@ struct HttpFrontend::Impl {
       if (!reply.ok()) return reply_error(res, reply.error());
       send_reply(res, *reply, *parsed);
     });
-    post("/v2/repository/index", [this](const httplib::Request&, httplib::Response& res, const std::string&) {
+    post("/v2/repository/index", [this](const httplib::Request&, httplib::Response& res, const std::string&, ApiPass&) {
       auto index = client->index();
       if (!index.ok()) return reply_error(res, index.error());
       res.set_content(render_repository_index(*index), kJson);
-    });
+    }, ApiAction::read);
     model_command_route(R"(/v2/repository/models/([^/]+)/load)", load_atom_v);
     model_command_route(R"(/v2/repository/models/([^/]+)/unload)", unload_atom_v);
     // Ember's own administration (not part of KServe v2): fill or drop node host caches.
@@ -308,7 +337,10 @@ struct HttpFrontend::Impl {
     // Credentials: every call but a POST (its route checks them once the body is read) and the
     // health checks, before routing.
     server.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      if (req.method == "POST" || !refused(req, res)) return httplib::Server::HandlerResponse::Unhandled;
+      if (req.method == "POST") return httplib::Server::HandlerResponse::Unhandled;
+      const auto [action, model] = get_scope(req.path);
+      ApiPass pass;  // a read answers at once: its slot is free again before it is routed
+      if (!refused(req, res, action, model, pass)) return httplib::Server::HandlerResponse::Unhandled;
       return httplib::Server::HandlerResponse::Handled;
     });
     // Errors httplib produces itself (no route, a malformed request, a body over the limit) get a

@@ -21,6 +21,8 @@ std::string_view error_type(int status) {
       return "authentication_error";
     case 403:
       return "permission_error";
+    case 429:
+      return "rate_limit_error";
     default:
       return status >= 500 ? "server_error" : "invalid_request_error";
   }

@@ -59,7 +59,8 @@ bool final_of(const Response& r) {
 
 class GrpcFrontendTest : public ::testing::Test {
  protected:
-  void start(bool with_service = true, size_t max_queued = 4096, uint64_t timeout_us = 60'000'000) {
+  void start(bool with_service = true, size_t max_queued = 4096, uint64_t timeout_us = 60'000'000,
+             std::vector<ApiToken> tokens = {}) {
     GatewayConfig config;
     config.grpc = HostPort{"127.0.0.1", 0};
     config.grpc_threads = 8;
@@ -67,7 +68,7 @@ class GrpcFrontendTest : public ::testing::Test {
     config.request_timeout_us = timeout_us;
     service_ = std::make_shared<ScriptedGeneration>([this](const generate_request& r) { return script(r); });
     auto f = GrpcFrontend::start(std::make_shared<GatewayClient>(*sys_, config, gateway_actor{}, view_, &instruments_,
-                                                                 std::vector<LocalNode>{}, std::vector<ApiToken>{}),
+                                                                 std::vector<LocalNode>{}, std::move(tokens)),
                                  nullptr, with_service ? service_ : nullptr, max_queued);
     ASSERT_TRUE(f.ok()) << f.error().message();
     frontend_ = std::move(*f);
@@ -94,6 +95,7 @@ class GrpcFrontendTest : public ::testing::Test {
                                  grpc::Status* status = nullptr) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+    if (!bearer_.empty()) ctx.AddMetadata("authorization", "Bearer " + bearer_);
     auto call = stub_->ModelStreamInfer(&ctx);
     for (const auto& r : requests) {
       if (!call->Write(r)) break;  // the server ended the call (the responses and status say why)
@@ -119,6 +121,8 @@ class GrpcFrontendTest : public ::testing::Test {
   GenerationScript script_ = script_of({"Hello", ",", " world"}, FinishReason::stop, 4);
   /// Called with each request as the service gets it (on the front end's thread).
   std::function<void(const generate_request&)> on_request_;
+  /// The bearer token exchange() sends (none when empty).
+  std::string bearer_;
 };
 
 TEST_F(GrpcFrontendTest, TokensArriveAsResponsesTheLastFinal) {
@@ -250,6 +254,45 @@ TEST_F(GrpcFrontendTest, WithoutAServiceModelStreamInferIsUnimplemented) {
   const auto out = exchange({request("gpt2", "Hi", true)}, &status);
   EXPECT_TRUE(out.empty());
   EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+}
+
+// gateway.api_tokens_file over gRPC: a stream is one call, admitted once, and each of its requests
+// asks the token's scope for its model (an error response for another model, and the stream goes
+// on); past the token's rate a call is RESOURCE_EXHAUSTED with trailing metadata retry-after.
+TEST_F(GrpcFrontendTest, ATokensScopeHoldsPerRequestAndItsRateIsResourceExhausted) {
+  start(true, 4096, 60'000'000, {*parse_api_token("tenant infer=gpt2 rate=0.01 burst=2", "t")});
+  grpc::Status status;
+  auto none = exchange({request("gpt2", "x", false)}, &status);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  bearer_ = "tenant";
+  const auto out = exchange({request("gpt9", "x", false), request("gpt2", "Say hi", false)});
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_NE(out[0].error_message().find("may not use model 'gpt9'"), std::string::npos) << out[0].error_message();
+  EXPECT_TRUE(out[1].error_message().empty()) << out[1].error_message();
+  ASSERT_EQ(service_->requests().size(), 1u);  // gpt9's never reached the service
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata("authorization", "Bearer tenant");
+    inference::ServerMetadataResponse meta;
+    EXPECT_TRUE(stub_->ServerMetadata(&ctx, {}, &meta).ok());
+  }
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer tenant");
+  inference::ModelMetadataRequest in;
+  in.set_name("gpt2");
+  inference::ModelMetadataResponse meta;
+  const grpc::Status over = stub_->ModelMetadata(&ctx, in, &meta);
+  EXPECT_EQ(over.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(over.error_message().find("over its rate"), std::string::npos) << over.error_message();
+  auto retry = ctx.GetServerTrailingMetadata().find("retry-after");
+  ASSERT_NE(retry, ctx.GetServerTrailingMetadata().end());
+  const int64_t seconds = std::stoll(std::string(retry->second.data(), retry->second.size()));
+  EXPECT_GT(seconds, 90);
+  EXPECT_LE(seconds, 100);
+  EXPECT_NE(metrics().find(R"(ember_api_calls_total{token="t",outcome="permission_denied"} 1)"), std::string::npos)
+      << metrics();
+  EXPECT_NE(metrics().find(R"(ember_api_calls_total{token="t",outcome="rate_limited"} 1)"), std::string::npos)
+      << metrics();
 }
 
 }  // namespace grpc_frontend_test

@@ -494,6 +494,61 @@ TEST_F(GenerationEndpointsTest, UnderV1CredentialsAndUnknownPathsAreRefusedInOpe
   EXPECT_EQ(e["message"], "no such endpoint: GET /v1/embeddings");
 }
 
+// A token scoped to gpt2 with one call at a time: a body naming another model is 403 in OpenAI's
+// shape; a stream holds the token's one slot until its last event, so a second call meanwhile is 429
+// (rate_limit_error, Retry-After) and one after the stream ended passes.
+TEST_F(GenerationEndpointsTest, AStreamHoldsItsTokensSlotUntilItEndsAndAScopeNamesTheModel) {
+  script_ = script_of({"Hello", " world"});
+  script_.hold_before = 1;
+  start(true, 60'000'000, {*parse_api_token("tenant infer=gpt2 concurrent=1", "t")});
+  const httplib::Headers who = {{"Authorization", "Bearer tenant"}};
+  json e = openai_error(post("/v1/completions", R"({"model": "gpt9", "prompt": "x"})", who), 403);
+  EXPECT_EQ(e["type"], "permission_error");
+  EXPECT_EQ(e["param"], "model");
+  EXPECT_NE(e["message"].get<std::string>().find("may not use model 'gpt9'"), std::string::npos) << e;
+  EXPECT_TRUE(service_->requests().empty());
+  std::promise<void> first;
+  std::string got;
+  std::thread client([&, port = frontend_->port()] {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(10, 0);
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.headers = who;
+    req.set_header("Content-Type", "application/json");
+    req.body = R"({"model": "gpt2", "prompt": "x", "stream": true})";
+    bool told = false;
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      got.append(data, n);
+      if (!std::exchange(told, true)) first.set_value();
+      return true;
+    };
+    c.send(req);
+    if (!told) first.set_value();
+  });
+  first.get_future().wait();  // the stream's first event came: its call holds the slot
+  auto busy = post("/v2/models/gpt2/generate", R"({"text_input": "x"})", who);
+  e = openai_error(post("/v1/completions", R"({"model": "gpt2", "prompt": "x"})", who), 429);
+  EXPECT_EQ(e["type"], "rate_limit_error");
+  ASSERT_TRUE(busy);
+  EXPECT_EQ(busy->status, 429);
+  EXPECT_EQ(busy->get_header_value("Retry-After"), "1");
+  EXPECT_NE(json::parse(busy->body)["error"].get<std::string>().find("concurrent= limit"), std::string::npos);
+  service_->release();
+  client.join();
+  EXPECT_NE(got.find("[DONE]"), std::string::npos) << got;
+  // The slot comes back when the server lets go of the finished stream, just after its last bytes.
+  const std::string freed = R"(ember_api_calls_in_flight{token="t"} 0)";
+  for (int i = 0; i < 500 && metrics().find(freed) == std::string::npos; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_NE(metrics().find(freed), std::string::npos) << metrics();
+  auto after = post("/v1/completions", R"({"model": "gpt2", "prompt": "x"})", who);
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 200) << after->body;
+  EXPECT_NE(metrics().find(R"(ember_api_calls_total{token="t",outcome="concurrency_limited"} 2)"), std::string::npos)
+      << metrics();
+}
+
 TEST_F(GenerationEndpointsTest, WithoutAServiceTheGenerationRoutesDoNotExist) {
   start(/*with_service=*/false);
   EXPECT_EQ(get("/v1/models")->status, 404);

@@ -195,6 +195,17 @@ std::string error_of(const Reply& r) {
   return j.is_object() && j.contains("error") ? j["error"].get<std::string>() : std::string();
 }
 
+/// API tokens as lines of gateway.api_tokens_file (base/token_file.hpp), named line-1, line-2, ...
+std::vector<ApiToken> tokens(std::initializer_list<std::string_view> lines) {
+  std::vector<ApiToken> out;
+  for (std::string_view line : lines) {
+    auto t = parse_api_token(line, "line-" + std::to_string(out.size() + 1));
+    EXPECT_TRUE(t.ok()) << line;
+    if (t.ok()) out.push_back(*t);
+  }
+  return out;
+}
+
 class HttpFrontendTest : public ::testing::Test {
  protected:
   void start(uint32_t threads = 4, uint32_t queue = 16, std::vector<ApiToken> tokens = {}) {
@@ -284,7 +295,7 @@ TEST_F(HttpFrontendTest, BodylessPostsLeaveAKeepAliveConnectionReadyForTheNextRe
 // a malformed one is 401 with WWW-Authenticate, an unknown one 403, both JSON and counted; a refused
 // POST's body is read and dropped, so its keep-alive connection serves the next request.
 TEST_F(HttpFrontendTest, WithTokensEveryCallButTheHealthChecksNeedsOne) {
-  start(4, 16, {{"s3cret-one"}, {"s3cret-two", /*admin=*/true}});  // the second may also load
+  start(4, 16, tokens({"s3cret-one", "s3cret-two admin"}));  // the second may also load
   const std::string good = "Authorization: Bearer s3cret-two\r\n";
   EXPECT_EQ(exchange(get("/v2/health/live")).status, 200);
   EXPECT_NE(exchange(get("/v2/health/ready")).status, 401);
@@ -318,11 +329,11 @@ TEST_F(HttpFrontendTest, WithTokensEveryCallButTheHealthChecksNeedsOne) {
       << text;
 }
 
-// A token without the admin scope may infer and read (the index too) but not change what the
+// A token without the repository scope may infer and read (the index too) but not change what the
 // cluster serves: load, unload, distribute and evict are 403 saying which scope they need, nothing
-// reaches the gateway, and the refusals are counted; the admin token does each.
-TEST_F(HttpFrontendTest, RepositoryChangesNeedATokenWithTheAdminScope) {
-  start(4, 16, {{"reader-token"}, {"writer-token", /*admin=*/true}});
+// reaches the gateway, and the refusals are counted as the token's; the admin token does each.
+TEST_F(HttpFrontendTest, RepositoryChangesNeedATokenWithTheRepositoryScope) {
+  start(4, 16, tokens({"reader-token", "writer-token admin"}));
   const std::string reader = "Authorization: Bearer reader-token\r\n";
   const std::string writer = "Authorization: Bearer writer-token\r\n";
   auto post_as = [&](const std::string& who, const std::string& path) {
@@ -339,7 +350,7 @@ TEST_F(HttpFrontendTest, RepositoryChangesNeedATokenWithTheAdminScope) {
   for (const auto& [path, call] : changes) {
     const Reply refused = post_as(reader, path);
     EXPECT_EQ(refused.status, 403) << path;
-    EXPECT_NE(error_of(refused).find("needs a token with the admin scope (a line 'TOKEN admin' in "
+    EXPECT_NE(error_of(refused).find("needs the repository scope (a line 'TOKEN repository' or 'TOKEN admin' in "
                                      "gateway.api_tokens_file)"),
               std::string::npos)
         << refused.body;
@@ -351,10 +362,73 @@ TEST_F(HttpFrontendTest, RepositoryChangesNeedATokenWithTheAdminScope) {
     EXPECT_EQ(calls_->take(), std::vector<std::string>{call}) << path;
   }
   const std::string text = metrics::render(instruments_.registry().snapshot());
-  EXPECT_NE(text.find(R"(ember_auth_refusals_total{protocol="http",reason="permission_denied"} 8)"), std::string::npos)
+  EXPECT_NE(text.find(R"(ember_api_calls_total{token="line-1",outcome="permission_denied"} 4)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(ember_auth_refusals_total{protocol="http",reason="permission_denied"} 4)"), std::string::npos)
       << text;
   EXPECT_NE(text.find(R"(ember_auth_refusals_total{protocol="http",reason="unauthenticated"} 4)"), std::string::npos)
       << text;
+}
+
+// infer=mlp: the token may infer on, and read, mlp alone; another model's inference, metadata and
+// readiness are 403 naming the model, and so are /metrics and the repository's changes (scopes it
+// did not name). Nothing refused reaches the gateway.
+TEST_F(HttpFrontendTest, AScopedTokenMayUseOnlyTheModelsItNames) {
+  start(4, 16, tokens({"tenant infer=mlp name=tenant-a"}));
+  const std::string who = "Authorization: Bearer tenant\r\n";
+  auto post_as = [&](const std::string& path) {
+    return exchange("POST " + path + " HTTP/1.1\r\n" + host() + who + "Content-Length: 2\r\n\r\n{}");
+  };
+  EXPECT_NE(post_as("/v2/models/mlp/infer").status, 403);
+  calls_->take();
+  for (const std::string path : {"/v2/models/resnet/infer", "/v2/models/resnet/versions/2/infer"}) {
+    const Reply r = post_as(path);
+    EXPECT_EQ(r.status, 403) << path;
+    EXPECT_NE(error_of(r).find("may not use model 'resnet'"), std::string::npos) << r.body;
+  }
+  EXPECT_NE(exchange(get("/v2/models/mlp", who)).status, 403);
+  EXPECT_NE(exchange(get("/v2/models/mlp/ready", who)).status, 403);
+  EXPECT_EQ(exchange(get("/v2/models/resnet", who)).status, 403);
+  EXPECT_EQ(exchange(get("/v2/models/resnet/versions/1/ready", who)).status, 403);
+  EXPECT_EQ(exchange(get("/v2/workflows/pipeline", who)).status, 403);
+  EXPECT_EQ(exchange(get("/v2", who)).status, 200);  // the server's own metadata
+  EXPECT_EQ(exchange(get("/metrics", who)).status, 403);
+  EXPECT_EQ(post_as("/v2/repository/models/mlp/load").status, 403);
+  EXPECT_TRUE(calls_->take().empty());
+  const std::string text = metrics::render(instruments_.registry().snapshot());
+  EXPECT_NE(text.find(R"(ember_api_calls_total{token="tenant-a",outcome="permission_denied"} 7)"), std::string::npos)
+      << text;
+}
+
+// rate= over HTTP: past the burst the answer is 429 with Retry-After in whole seconds and a JSON
+// error, held back until the token could call again (at most 1 s), before the body reaches the
+// gateway; the keep-alive connection stays in step; another token is not touched; counted per token.
+TEST_F(HttpFrontendTest, ATokenOverItsRateIsAnswered429WithRetryAfter) {
+  start(4, 16, tokens({"slow rate=0.01 burst=2 name=slow", "fast"}));  // one call per 100 s after two
+  const std::string slow = "Authorization: Bearer slow\r\n";
+  RawConnection c(port());
+  auto index_as = [&](const std::string& who) {
+    c.send("POST /v2/repository/index HTTP/1.1\r\n" + host() + who + "Content-Length: 2\r\n\r\n{}");
+    return c.read_reply();
+  };
+  EXPECT_EQ(index_as(slow).status, 200);
+  EXPECT_EQ(index_as(slow).status, 200);
+  Reply over = index_as(slow);
+  EXPECT_EQ(over.status, 429);
+  EXPECT_FALSE(over.closed);
+  EXPECT_GE(over.seconds, 0.9);  // held back until the token could call again, at most 1 s
+  const int64_t retry = std::stoll(over.headers["retry-after"]);
+  EXPECT_GT(retry, 90);
+  EXPECT_LE(retry, 100);
+  EXPECT_NE(error_of(over).find("token slow is over its rate of 0.01 calls per second"), std::string::npos)
+      << over.body;
+  EXPECT_EQ(exchange(get("/v2", slow)).status, 429);  // every call counts, reads too
+  EXPECT_EQ(index_as("Authorization: Bearer fast\r\n").status, 200);
+  EXPECT_EQ(calls_->take(), (std::vector<std::string>{"index", "index", "index"}));
+  const std::string text = metrics::render(instruments_.registry().snapshot());
+  EXPECT_NE(text.find(R"(ember_api_calls_total{token="slow",outcome="rate_limited"} 2)"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"(ember_api_calls_total{token="slow",outcome="admitted"} 2)"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"(ember_api_calls_total{token="line-2",outcome="admitted"} 1)"), std::string::npos) << text;
 }
 
 TEST_F(HttpFrontendTest, BodiesFramedByContentLengthOrChunksArrive) {
