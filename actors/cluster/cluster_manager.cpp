@@ -326,10 +326,16 @@ caf::result<admin_actor> admin(manager_pointer self) {
   return self->state.admin;
 }
 
+/// Asked (not delegated) so that the node sees its manager as the sender: a node takes a fault only
+/// from the manager it joined (actors/node/joined_manager.hpp).
 caf::result<std::string> fault(manager_pointer self, const std::string& name, fault_command& f) {
   auto id = self->state.members.id_of(name);
   if (!id) return to_caf(not_found("no node named '" + name + "' is in the cluster"));
-  return self->delegate(self->state.members.find(*id)->router, fault_atom_v, std::move(f));
+  auto rp = self->make_response_promise<std::string>();
+  self->request(self->state.members.find(*id)->router, std::chrono::seconds(30), fault_atom_v, std::move(f))
+      .then([rp](std::string& done) mutable { rp.deliver(std::move(done)); },
+            [rp](caf::error& e) mutable { rp.deliver(std::move(e)); });
+  return rp;
 }
 
 caf::result<std::vector<hop_progress>> transfers(manager_pointer self) { return self->state.relay.transfers(); }

@@ -354,6 +354,11 @@ caf::result<std::string> inject(supervisor_pointer self, fault_command& f) {
     return to_caf(
         permission_denied("node " + st.config.node + " was not started with --allow-faults: it takes no fault"));
   }
+  if (st.config.manager && !st.config.manager->is(self->current_sender())) {
+    return to_caf(permission_denied("node " + st.config.node +
+                                    " takes a fault only from the manager it joined, which passes on the console's "
+                                    "(ember console fault, with the admin token)"));
+  }
   switch (f.kind) {
     case FaultKind::kill:
       return kill(self, f);

@@ -45,6 +45,7 @@
 
 #include "actors/gpu_executor_interface.hpp"
 #include "actors/model_cache_interface.hpp"
+#include "actors/node/joined_manager.hpp"
 #include "actors/node_router_interface.hpp"
 #include "actors/transfer/transfer_peer.hpp"
 
@@ -82,6 +83,9 @@ struct SupervisorConfig {
   /// The node's inline runs, suspended while an interposer drops, delays or duplicates the router's
   /// messages (a request run inline would pass it by). May be null.
   std::shared_ptr<InlineRuns> inline_runs;
+  /// The manager the node joined: a fault is taken only from it (joined_manager.hpp). Null: from
+  /// anyone (tests of the supervisor alone).
+  std::shared_ptr<const JoinedManager> manager;
 };
 
 /// The supervisor, typed as the router it stands for. It answers roster_atom with a node_roster.

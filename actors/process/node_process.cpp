@@ -195,6 +195,7 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   supervision.allow_faults = node.allow_faults;
   supervision.instruments = p->instruments_.get();
   supervision.inline_runs = p->inline_runs_;
+  supervision.manager = p->joined_;
   if (node.allow_faults) {
     supervision.corrupt_next = corrupt_next;
     supervision.hop_fault = hop_fault;
@@ -279,6 +280,7 @@ Result<uint64_t> NodeProcess::join_local(const cluster_manager_actor& manager) {
   Result<uint64_t> id = internal_error("no answer");
   self->request(manager, std::chrono::seconds(10), join_atom_v, report, router_)
       .receive([&](uint64_t x) { id = x; }, [&](caf::error& e) { id = from_caf(e); });
+  if (id.ok()) joined_->set(manager);
   return id;
 }
 

@@ -24,6 +24,7 @@
 #include "actors/cluster_manager_interface.hpp"
 #include "actors/gpu_executor_interface.hpp"
 #include "actors/model_cache_interface.hpp"
+#include "actors/node/joined_manager.hpp"
 #include "actors/node_router_interface.hpp"
 #include "base/status.hpp"
 #include "base/work_queue.hpp"
@@ -79,6 +80,8 @@ class NodeProcess {
   WorkQueue maintenance_;
   std::unique_ptr<NodeInstruments> instruments_;
   std::shared_ptr<InlineRuns> inline_runs_;
+  /// The manager joined last; the supervisor takes faults only from it.
+  std::shared_ptr<JoinedManager> joined_ = std::make_shared<JoinedManager>();
   std::shared_ptr<BlobStore> store_;
   std::unique_ptr<transport::DataServer> blob_server_;
   std::vector<gpu_executor_actor> executors_;

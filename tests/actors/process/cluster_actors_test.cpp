@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "actors/admin_interface.hpp"
 #include "actors/console/console.hpp"
 #include "actors/gateway/routing_view.hpp"
 #include "actors/node/node_supervisor.hpp"
@@ -93,7 +94,15 @@ struct Cluster {
     f.duration_ms = duration_ms;
     f.delay_ms = delay_ms;
     f.seed = 7;
-    return ask<std::string>(*sys, nodes.at(node)->router(), 10s, fault_atom_v, f);
+    return inject(node, f);
+  }
+  /// `f` on node `node` as `ember console fault` sends it: to the manager's admin actor with the
+  /// admin token; the manager passes it on (a node takes a fault only from its manager).
+  Result<std::string> inject(size_t node, const fault_command& f) {
+    auto admin = ask<admin_actor>(*sys, manager->manager(), 10s, admin_atom_v);
+    if (!admin.ok()) return admin.error();
+    return ask<std::string>(*sys, *admin, 40s, admin_auth{"cluster-token", "test"}, fault_atom_v,
+                            nodes.at(node)->name(), f);
   }
 };
 
@@ -129,6 +138,30 @@ TEST(Cluster, ACorruptStateFolderStopsTheManagerFromStartingAndNamesTheFile) {
   EXPECT_EQ(started.error().message(),
             "manager.state_dir: " + state + "/journal: not an Ember manager journal file (no \"format\": "
             "\"ember-manager-journal\")");
+}
+
+// A node started with --allow-faults takes a fault only from the manager it joined, which passes on
+// the console's (the admin token checked by the admin actor): one sent straight to the node by
+// another actor of the cluster is refused, and nothing is injected.
+TEST(Cluster, ANodeTakesAFaultOnlyFromItsManagerThatIsWithTheAdminToken) {
+  Cluster c(1, 20'000'000, /*allow_faults=*/true);
+  fault_command heal;
+  heal.kind = FaultKind::heal;
+  heal.target = FaultTarget::router;
+  auto direct = ask<std::string>(*c.sys, c.nodes[0]->router(), 10s, fault_atom_v, heal);
+  ASSERT_FALSE(direct.ok());
+  EXPECT_EQ(direct.error().code(), ErrorCode::permission_denied);
+  EXPECT_NE(direct.error().message().find("takes a fault only from the manager it joined"), std::string::npos)
+      << direct.error().message();
+  auto admin = ask<admin_actor>(*c.sys, c.manager->manager(), 10s, admin_atom_v);
+  ASSERT_TRUE(admin.ok());
+  auto forged = ask<std::string>(*c.sys, *admin, 10s, admin_auth{"wrong-token", "test"}, fault_atom_v,
+                                 std::string("n1"), heal);
+  ASSERT_FALSE(forged.ok());
+  EXPECT_EQ(forged.error().code(), ErrorCode::permission_denied);
+  auto passed = c.inject(0, heal);
+  ASSERT_TRUE(passed.ok()) << passed.error().message();
+  EXPECT_NE(passed->find("no interposer was active"), std::string::npos) << *passed;
 }
 
 TEST(Cluster, ManyConcurrentRequestsForAColdModelTriggerOneLoad) {
@@ -636,7 +669,7 @@ TEST(Faults, AFaultedKernelAndFailedAllocationsAreRecoveredFrom) {
   alloc.kind = FaultKind::fail_alloc;
   alloc.target = FaultTarget::executor;
   alloc.count = 2;
-  ASSERT_TRUE(ask<std::string>(*c.sys, c.nodes[0]->router(), 10s, fault_atom_v, alloc).ok());
+  ASSERT_TRUE(c.inject(0, alloc).ok());
   // mlp/2's load swaps it in to profile it: the allocation fails, and so does the retry after evicting
   // mlp/1 (what the engine does on out of memory), so the load fails as out of memory (a clear error,
   // counted); a later placement loads it.
@@ -749,7 +782,7 @@ TEST(Faults, ACorruptedChunkIsFetchedAgainAndAStalledHopWaits) {
   fault_command corrupt;
   corrupt.kind = FaultKind::corrupt_chunk;
   corrupt.target = FaultTarget::data;
-  ASSERT_TRUE(ask<std::string>(*c.sys, c.nodes[holder]->router(), 10s, fault_atom_v, corrupt).ok());
+  ASSERT_TRUE(c.inject(holder, corrupt).ok());
   auto sent = ask<distribute_result>(*c.sys, c.gateway->gateway(), 30s, distribute_atom_v,
                                      distribute_request{{"mlp", 1}, {other}});
   ASSERT_TRUE(sent.ok()) << sent.error().message();
@@ -768,7 +801,7 @@ TEST(Faults, ACorruptedChunkIsFetchedAgainAndAStalledHopWaits) {
   stall.kind = FaultKind::stall;
   stall.target = FaultTarget::hops;
   stall.duration_ms = 1500;
-  auto armed = ask<std::string>(*c.sys, c.nodes[lacking]->router(), 10s, fault_atom_v, stall);
+  auto armed = c.inject(lacking, stall);
   ASSERT_TRUE(armed.ok()) << armed.error().message();
   const auto started = std::chrono::steady_clock::now();
   auto stalled = ask<distribute_result>(*c.sys, c.gateway->gateway(), 30s, distribute_atom_v,
@@ -777,7 +810,7 @@ TEST(Faults, ACorruptedChunkIsFetchedAgainAndAStalledHopWaits) {
   EXPECT_GE(std::chrono::steady_clock::now() - started, 1200ms);
   fault_command unbounded = stall;
   unbounded.duration_ms = 0;  // a stall needs an end
-  EXPECT_FALSE(ask<std::string>(*c.sys, c.nodes[0]->router(), 10s, fault_atom_v, unbounded).ok());
+  EXPECT_FALSE(c.inject(0, unbounded).ok());
 }
 
 // A multicast hop killed mid-transfer (actor level): the receiving node's cache starts a new hop over
@@ -795,7 +828,7 @@ TEST(Faults, AKilledHopIsReplacedAndGoesOnFromItsVerifiedOffset) {
   throttle.target = FaultTarget::hops;
   throttle.rate = 2'000'000;
   throttle.duration_ms = 3000;
-  ASSERT_TRUE(ask<std::string>(*c.sys, c.nodes[lacking]->router(), 10s, fault_atom_v, throttle).ok());
+  ASSERT_TRUE(c.inject(lacking, throttle).ok());
   auto sent = std::async(std::launch::async, [&] {
     return ask<distribute_result>(*c.sys, c.gateway->gateway(), 60s, distribute_atom_v,
                                   distribute_request{{"big", 1}, {receiver}});
