@@ -47,6 +47,11 @@ void send_splices(manager_pointer self, std::vector<SpliceOrder> orders) {
   }
 }
 
+Status remember(manager_pointer self, const std::string& record) {
+  const auto& decisions = self->state.config.decisions;
+  return decisions ? decisions->record(record) : Status::OK();
+}
+
 void arm_chain_timer(manager_pointer self) {
   if (self->state.relay.arm_timer()) self->delayed_send(self, self->state.config.chain_check_interval, tick_atom_v);
 }
@@ -118,13 +123,6 @@ caf::result<model_state> ensure(manager_pointer self, const model_key& key) {
   auto rp = self->make_response_promise<model_state>();
   self->state.replicas.ensure(key, answer_to(rp), now_ms(self), replica_actions(self));
   return rp;
-}
-
-/// A person's decision (DesiredState's record) on disk when manager.state_dir is set: only then is
-/// it acknowledged. OK without a state folder.
-Status remember(manager_pointer self, const std::string& record) {
-  const auto& decisions = self->state.config.decisions;
-  return decisions ? decisions->record(record) : Status::OK();
 }
 
 caf::result<model_state> load(manager_pointer self, const model_command& cmd) {
@@ -271,6 +269,7 @@ caf::result<blob_source> new_upstream(manager_pointer self, const chain_upstream
 caf::result<std::vector<model_key>> drain_node(manager_pointer self, const std::string& name) {
   auto id = self->state.members.id_of(name);
   if (!id) return to_caf(not_found("no node named '" + name + "' is in the cluster"));
+  if (Status kept = remember(self, DesiredState::drain_record(name)); !kept.ok()) return to_caf(kept.error());
   auto rp = self->make_response_promise<std::vector<model_key>>();
   self->state.scaler.drain_node(*id, answer_to(rp));
   drain_step(self);

@@ -61,6 +61,14 @@ std::string DesiredState::slo_record(const model_key& key, const slo_setting& sl
       .dump();
 }
 
+std::string DesiredState::drain_record(const std::string& node) {
+  return ordered_json{{"op", "drain"}, {"node", node}}.dump();
+}
+
+std::string DesiredState::left_record(const std::string& node) {
+  return ordered_json{{"op", "left"}, {"node", node}}.dump();
+}
+
 Status DesiredState::apply(std::string_view record) {
   const nlohmann::json j = nlohmann::json::parse(record, nullptr, false);
   const std::string what = "a decision record";
@@ -68,6 +76,14 @@ Status DesiredState::apply(std::string_view record) {
     return corrupt(what + " is not a JSON object with an \"op\"");
   }
   const std::string op = j["op"].get<std::string>();
+  if (op == "drain" || op == "left") {
+    if (!j.contains("node") || !j["node"].is_string() || j["node"].get<std::string>().empty()) {
+      return corrupt(what + " (" + op + "): \"node\" is missing or not a name");
+    }
+    if (op == "drain") drained_.insert(j["node"].get<std::string>());
+    else drained_.erase(j["node"].get<std::string>());
+    return Status::OK();
+  }
   EMBER_ASSIGN_OR_RETURN(model_key key, key_of(j, what + " (" + op + ")"));
   if (op == "load") {
     EMBER_ASSIGN_OR_RETURN(uint64_t n, number(j, "replicas", UINT32_MAX, what + " (load)"));
@@ -107,7 +123,9 @@ std::string DesiredState::snapshot() const {
     if (m.slo) e["slo"] = ordered_json{{"deadline_us", m.slo->deadline_us}, {"percentile", m.slo->percentile}};
     models.push_back(std::move(e));
   }
-  return ordered_json{{"version", kVersion}, {"models", std::move(models)}}.dump();
+  ordered_json out{{"version", kVersion}, {"models", std::move(models)}};
+  if (!drained_.empty()) out["drained"] = drained_;
+  return out.dump();
 }
 
 Result<DesiredState> DesiredState::from_snapshot(std::string_view json) {
@@ -138,6 +156,14 @@ Result<DesiredState> DesiredState::from_snapshot(std::string_view json) {
       m.slo = slo;
     }
     if (!s.models_.emplace(key, m).second) return corrupt(at + ": " + key.to_string() + " is given twice");
+  }
+  if (j.contains("drained")) {
+    const nlohmann::json& d = j["drained"];
+    if (!d.is_array()) return corrupt(what + ": \"drained\" is not a list of node names");
+    for (const auto& n : d) {
+      if (!n.is_string() || n.get<std::string>().empty()) return corrupt(what + ": \"drained\" holds a non-name");
+      s.drained_.insert(n.get<std::string>());
+    }
   }
   return s;
 }

@@ -1,17 +1,19 @@
-// DesiredState: what a person decided about the cluster's models, as values (issue 37: a restarted
-// manager comes back as it was): an explicit load (`load --replicas N`, a floor the autoscaler keeps
-// until the next load or unload), the console's bounds (`scale MODEL MIN MAX`), an SLO set at run
-// time. Each decision is one record, a line of JSON the manager journals (StateJournal) before it
-// acts on it:
+// DesiredState: what a person decided about the cluster, as values (issue 37: a restarted manager
+// comes back as it was): an explicit load (`load --replicas N`, a floor the autoscaler keeps until
+// the next load or unload), the console's bounds (`scale MODEL MIN MAX`), an SLO set at run time, a
+// node drain (`drain NODE`: nothing is placed there while it is a member). Each decision is one
+// record, a line of JSON the manager journals (StateJournal) before it acts on it:
 //
 //   {"op":"load","model":{"name":"m","version":1},"replicas":2}
 //   {"op":"unload","model":{...}}                     the explicit load ends (the bounds and SLO stay)
 //   {"op":"scale","model":{...},"min":1,"max":4}      max 0: the model's own max_replicas
 //   {"op":"slo","model":{...},"deadline_us":250000,"percentile":0.98}   deadline 0: `slo MODEL off`
+//   {"op":"drain","node":"n1"}
+//   {"op":"left","node":"n1"}                          a drained node left: its drain ends with it
 //
 // apply() folds a record into the state; snapshot() is the whole state as one JSON value, and
 // from_snapshot() reads it back: {"version":1,"models":[{"model":{...},"load":2,"min":1,"max":4,
-// "slo":{"deadline_us":...,"percentile":...}}]} (absent keys: not decided). What the manager does
+// "slo":{"deadline_us":...,"percentile":...}}],"drained":["n1"]} (absent keys: not decided). What the manager does
 // with the state after a restart (load again, set the bounds and SLOs) is the caller's.
 //
 // Errors: corrupt, naming what, for a record or snapshot that does not read (unknown op, a field
@@ -23,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -51,6 +54,8 @@ class DesiredState {
   static std::string unload_record(const model_key& key);
   static std::string scale_record(const model_key& key, uint32_t min, uint32_t max);
   static std::string slo_record(const model_key& key, const slo_setting& slo);
+  static std::string drain_record(const std::string& node);
+  static std::string left_record(const std::string& node);
 
   /// Folds one record into the state.
   Status apply(std::string_view record);
@@ -60,10 +65,13 @@ class DesiredState {
 
   /// Every model with a decision standing, by key.
   const std::map<model_key, ModelIntent>& models() const { return models_; }
+  /// Whether node `name` was drained and has not left since.
+  bool drained(const std::string& name) const { return drained_.count(name) != 0; }
   bool operator==(const DesiredState&) const = default;
 
  private:
   std::map<model_key, ModelIntent> models_;
+  std::set<std::string> drained_;
 };
 
 /// The desired state kept in a folder (manager.state_dir): a StateJournal and the DesiredState its

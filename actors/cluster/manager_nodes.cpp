@@ -72,6 +72,10 @@ void lose_node(manager_pointer self, uint64_t id, const std::string& why, bool o
   auto& st = self->state;
   st.liveness.left(id);
   const std::string name = st.members.leave(id)->report.name;
+  // A drain lasts while its node is a member (a node that comes back after maintenance is placed on).
+  if (st.config.decisions && st.config.decisions->state().drained(name)) {
+    (void)remember(self, DesiredState::left_record(name));  // a failure is logged; the drain then outlives it
+  }
   // A node that shut down in order (its process is stopping) is news, not trouble.
   const auto level = orderly ? spdlog::level::info : spdlog::level::warn;
   spdlog::log(level, "manager: node {} (#{}) lost ({})", name, id, why);
@@ -230,13 +234,18 @@ uint64_t join(manager_pointer self, node_report report, node_router_actor router
   if (auto silent = st.members.unpark(router.address())) st.liveness.forget_silent(*silent);
   const auto brought = report.replicas;
   const uint64_t fingerprint = report_fingerprint(report);
+  const std::string name = report.name;
   const uint64_t id = st.members.join(std::move(report), std::move(router));
   st.liveness.joined(id, now_us(self), fingerprint);
+  // A node drained before this manager started (manager.state_dir) is drained again: nothing placed.
+  const bool drained = st.config.decisions && st.config.decisions->state().drained(name);
+  if (drained) st.scaler.drain_node(id, [](const Result<std::vector<model_key>>&) {});
   const auto adopted = st.registry.adopt(brought, id);
   spdlog::info("manager: node {}", st.members.describe_join(id, adopted.size()));
   publish(self, adopted);
   // Models that wait for capacity, or that should have more replicas, get a node now.
   for (const auto& key : st.registry.wanting_placement()) place(self, key);
+  if (drained) drain_step(self);  // what it brought moves elsewhere
   return id;
 }
 

@@ -106,6 +106,9 @@ void place(manager_pointer self, const model_key& key);
 void run(manager_pointer self, const PipelineOrders& orders);
 /// One pass of the console's node drains.
 void drain_step(manager_pointer self);
+/// A person's decision (DesiredState's record) on disk when manager.state_dir is set: only then is
+/// it acknowledged. OK without a state folder.
+Status remember(manager_pointer self, const std::string& record);
 /// The autoscaler's tick; the heartbeat timer.
 void scale_tick(manager_pointer self);
 void heartbeat(manager_pointer self);

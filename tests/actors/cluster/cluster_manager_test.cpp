@@ -433,6 +433,47 @@ TEST(ClusterManager, DecisionsKeptInTheStateFolderSurviveARestart) {
   EXPECT_FALSE((*last)->state().models().at(mlp).load.has_value());
 }
 
+// A drain is kept too: a manager started over the folder drains the node again as it rejoins, so
+// nothing is placed there; the drain ends (and is forgotten) when the node leaves.
+TEST(ClusterManager, ADrainKeptInTheStateFolderHoldsAfterARestartUntilTheNodeLeaves) {
+  gpu::testing::TempDir repo, state;
+  gpu::testing::tiny_model("mlp", repo / "mlp/1");
+  const model_key mlp{"mlp", 1};
+  ClusterManagerConfig config;
+  config.repository = repo.path();
+  const AdminSettings admin{"s3cret", true};
+  {
+    config.decisions = std::move(*DecisionLog::open(state / "manager"));
+    Cluster c(config, 0, {mlp}, admin);
+    c.join("a");
+    c.join("b");
+    auto drained = c.d.request<std::vector<model_key>>(c.admin, admin_auth{"s3cret", "x"}, drain_atom_v,
+                                                       std::string("a"));
+    auto load = c.d.request<model_state>(c.manager, load_atom_v, model_command{mlp, 1});
+    c.d.run();
+    c.d.advance(5s);
+    ASSERT_TRUE(drained->ok()) << drained->error().message();
+    ASSERT_TRUE(load->ok()) << load->error().message();
+    EXPECT_EQ(c.table.replicas(mlp), (std::vector<std::string>{"b"}));
+  }
+  auto reopened = DecisionLog::open(state / "manager");
+  ASSERT_TRUE(reopened.ok()) << reopened.error().message();
+  EXPECT_TRUE((*reopened)->state().drained("a"));
+  config.decisions = std::move(*reopened);
+  Cluster c(config, 0, {mlp}, admin);
+  c.join("a");  // first: without the kept drain, the kept load would be placed here
+  c.d.run();
+  EXPECT_TRUE(c.table.replicas(mlp).empty()) << "a drained node got a replica";
+  c.join("b");
+  c.d.run();
+  EXPECT_EQ(c.table.replicas(mlp), (std::vector<std::string>{"b"}));
+  caf::anon_send_exit(c.nodes["a"]->actor, caf::exit_reason::user_shutdown);
+  c.d.run();
+  auto last = DecisionLog::open(state / "manager");
+  ASSERT_TRUE(last.ok());
+  EXPECT_FALSE((*last)->state().drained("a")) << "the drain ended with its node's membership";
+}
+
 TEST(ClusterManager, ALoadRescansTheModelsFolderOnTheScanQueueBeforeItAnswers) {
   Cluster c;  // the repository folder does not exist: the rescan finds no model
   model_command cmd;

@@ -17,7 +17,9 @@ DesiredState decided() {
   DesiredState s;
   for (const std::string& r : {DesiredState::load_record(kM, 2), DesiredState::scale_record(kM, 1, 4),
                                DesiredState::slo_record(kM, {250'000, 0.99}), DesiredState::load_record(kN, 0),
-                               DesiredState::scale_record(kN, 0, 3), DesiredState::unload_record(kN)}) {
+                               DesiredState::scale_record(kN, 0, 3), DesiredState::unload_record(kN),
+                               DesiredState::drain_record("n1"), DesiredState::drain_record("n2"),
+                               DesiredState::left_record("n2")}) {
     EXPECT_TRUE(s.apply(r).ok()) << r;
   }
   return s;
@@ -45,6 +47,10 @@ TEST(DesiredState, RecordsFoldIntoTheStateAndAnUnloadEndsOnlyTheLoad) {
   ASSERT_TRUE(t.apply(DesiredState::slo_record(kM, {250'000, 0.9})).ok());
   ASSERT_TRUE(t.apply(DesiredState::slo_record(kM, {0, 0.98})).ok());
   EXPECT_TRUE(t.models().empty());
+  // A drain lasts while its node is a member: it ends when the node leaves.
+  EXPECT_TRUE(s.drained("n1"));
+  EXPECT_FALSE(s.drained("n2"));
+  EXPECT_FALSE(s.drained("n3"));
 }
 
 TEST(DesiredState, TheSnapshotReadsBackAsTheSameState) {
@@ -53,6 +59,7 @@ TEST(DesiredState, TheSnapshotReadsBackAsTheSameState) {
   ASSERT_TRUE(back.ok()) << back.error().message();
   EXPECT_TRUE(*back == s) << s.snapshot() << "\n" << back->snapshot();
   EXPECT_EQ(back->snapshot(), s.snapshot());
+  EXPECT_TRUE(back->drained("n1"));
   auto empty = DesiredState::from_snapshot(DesiredState().snapshot());
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->models().empty());
@@ -97,6 +104,8 @@ TEST(DesiredState, WhatItCannotReadIsRefusedNamingWhat) {
            {R"({"op":"load","model":{"name":"m","version":1},"replicas":-2})", "\"replicas\" is missing or not a number"},
            {R"({"op":"grow","model":{"name":"m","version":1}})", "unknown op \"grow\""},
            {R"({"op":"slo","model":{"name":"m","version":1},"deadline_us":5,"percentile":2})", "\"percentile\""},
+           {R"({"op":"drain"})", "(drain): \"node\" is missing"},
+           {R"({"op":"left","node":7})", "(left): \"node\" is missing or not a name"},
        }) {
     const Status st = s.apply(record);
     ASSERT_FALSE(st.ok()) << record;
@@ -104,6 +113,9 @@ TEST(DesiredState, WhatItCannotReadIsRefusedNamingWhat) {
     EXPECT_NE(st.error().message().find(message), std::string::npos) << st.error().message();
   }
   EXPECT_TRUE(s.models().empty()) << "a refused record changes nothing";
+  auto bad_drains = DesiredState::from_snapshot(R"({"version":1,"models":[],"drained":"n1"})");
+  ASSERT_FALSE(bad_drains.ok());
+  EXPECT_NE(bad_drains.error().message().find("\"drained\" is not a list"), std::string::npos);
   auto newer = DesiredState::from_snapshot(R"({"version":2,"models":[]})");
   ASSERT_FALSE(newer.ok());
   EXPECT_EQ(newer.error().code(), ErrorCode::unsupported);
