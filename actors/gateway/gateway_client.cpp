@@ -7,6 +7,7 @@
 #include <cctype>
 
 #include "actors/errors.hpp"
+#include "actors/gateway/caller_actor.hpp"
 #include "actors/gateway/gateway_instruments.hpp"
 #include "base/token_file.hpp"
 
@@ -14,22 +15,11 @@ namespace ember {
 
 namespace {
 
-/// The scoped actor of this thread (one per thread and actor system).
-caf::scoped_actor& thread_actor(caf::actor_system& sys) {
-  thread_local caf::actor_system* owner = nullptr;
-  thread_local std::unique_ptr<caf::scoped_actor> self;
-  if (!self || owner != &sys) {
-    self = std::make_unique<caf::scoped_actor>(sys);
-    owner = &sys;
-  }
-  return *self;
-}
-
 /// Sends `msg...` to the gateway and waits for the answer of type T.
 template <class T, class... Ts>
 Result<T> ask(caf::actor_system& sys, const gateway_actor& gateway, std::chrono::microseconds timeout, Ts&&... msg) {
   Result<T> out = internal_error("no answer from the gateway");
-  thread_actor(sys)
+  caller_actor(sys)
       ->request(gateway, timeout, std::forward<Ts>(msg)...)
       .receive([&](T& x) { out = std::move(x); }, [&](caf::error& err) { out = from_caf(err); });
   return out;
@@ -112,7 +102,7 @@ std::optional<Result<infer_reply>> GatewayClient::infer_direct(const infer_reque
   } else {
     infer_request sent = req;  // the gateway's way still needs `req` when this node cannot serve it
     sent.model = key;
-    thread_actor(sys_)
+    caller_actor(sys_)
         ->request(target->for_requests(), wait, std::move(sent))
         .receive([&](infer_reply& x) { out = std::move(x); }, [&](caf::error& err) { out = from_caf(err); });
   }
@@ -168,7 +158,7 @@ std::optional<Result<infer_reply>> GatewayClient::workflow_on_node(const Workflo
     if (ran) {
       out = std::move(*ran);
     } else {
-      thread_actor(sys_)
+      caller_actor(sys_)
           ->request(target->for_requests(), wait, std::move(msg))
           .receive([&](infer_reply& x) { out = std::move(x); }, [&](caf::error& err) { out = from_caf(err); });
     }

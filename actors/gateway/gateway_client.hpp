@@ -21,7 +21,7 @@
 //
 // Threads: any number of front-end threads call it at once. A call that needs the actor blocks the
 // calling thread (never an actor) on a scoped actor of its own, one per thread and actor system,
-// created on the thread's first call. The actor system must outlive the client.
+// made again every kCallerCalls calls (caller_actor.hpp: CAF 0.17 keeps fired request timeouts). The actor system must outlive the client.
 #pragma once
 
 #include <chrono>

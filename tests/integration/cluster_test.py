@@ -134,7 +134,8 @@ class Load:
             t.start()
 
     def _client(self, cases, models, port, index):
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=self.timeout)
+        host, port = port if isinstance(port, tuple) else ("127.0.0.1", port)  # a port, or (host, port)
+        conn = http.client.HTTPConnection(host, port, timeout=self.timeout)
         i = index
         while not self._stop.is_set():
             model = models[i % len(models)]
@@ -154,7 +155,7 @@ class Load:
                 outcome = "lost"
                 with self._lock:
                     self.failures.append(f"gateway :{port}: no answer: {type(e).__name__}: {e}")
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=self.timeout)
+                conn = http.client.HTTPConnection(host, port, timeout=self.timeout)
             with self._lock:
                 self.records.append((start, time.time(), outcome))
 
