@@ -429,6 +429,15 @@ Result<TensorDesc> infer_general(OpKind op, const LayerAttrs& a, std::span<const
       if (a.num_axes != x.shape.rank) {
         return invalid_argument("perm has " + std::to_string(a.num_axes) + " entries for input " + x.shape.to_string());
       }
+      uint32_t seen = 0;  // every layer's source (model.json, an importer) is checked here, once
+      for (int i = 0; i < x.shape.rank; ++i) {
+        const int64_t p = a.axes[i];
+        if (p < 0 || p >= x.shape.rank || (seen & (1u << p))) {
+          return invalid_argument("perm is not a permutation of 0.." + std::to_string(x.shape.rank - 1) +
+                                  " (entry " + std::to_string(i) + " is " + std::to_string(p) + ")");
+        }
+        seen |= 1u << p;
+      }
       TensorDesc out{x.dtype, x.shape};
       for (int i = 0; i < x.shape.rank; ++i) out.shape[i] = x.shape[static_cast<int>(a.axes[i])];
       return out;

@@ -98,6 +98,22 @@ TEST(OpsTensor, InferredShapes) {
   }
 }
 
+// A layer built by code (an importer) rather than parsed from model.json: shape inference itself
+// refuses a perm that is not a permutation (the ONNX fuzzer's Transpose with perm [0, 91]).
+TEST(OpsTensor, ATransposeWhosePermIsNotAPermutationIsRefusedWhereverItWasBuilt) {
+  for (const std::vector<int64_t>& perm : {std::vector<int64_t>{0, 91}, {1, 1}, {-1, 0}}) {
+    LayerAttrs a;
+    a.num_axes = 2;
+    for (size_t i = 0; i < perm.size(); ++i) a.axes[i] = perm[i];
+    const TensorDesc in[] = {f32({2, 3})};
+    auto out = infer_output(OpKind::transpose, a, in);
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.error().code(), ErrorCode::invalid_argument);
+    EXPECT_NE(out.error().message().find("perm is not a permutation of 0..1"), std::string::npos)
+        << out.error().message();
+  }
+}
+
 TEST(OpsTensor, RefusesWhatKernelsCannotRun) {
   struct Case {
     OpKind op;
