@@ -78,20 +78,15 @@ def sh(args, timeout=60, check=True, env=None):
 
 
 def why_skip(ember):
-    if os.geteuid() != 0:
-        return "needs root (network namespaces, veth, bridge, routes)"
-    if not os.access(ember, os.X_OK):
-        return f"no ember binary at {ember}"
-    for tool in ("ip", "tc", "curl"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed"
+    """netns_cluster_test's reasons (root, iproute2, tc, curl, namespaces allowed), and a cluster up."""
+    try:
+        from netns_cluster_test import why_skip as netns_why_skip  # noqa: E402 (tests/integration)
+    except ImportError as e:  # it imports cluster_test's helpers, which need numpy
+        return f"tests/integration's helpers are not importable by {sys.executable}: {e}"
+    if (why := netns_why_skip(ember)) is not None:
+        return why
     if any(line.startswith("ember-h") for line in sh(["ip", "netns", "list"]).splitlines()):
         return "ember-h* namespaces exist already: a netns cluster is up (deploy/netns-cluster.sh down)"
-    probe = f"ember-probe-{os.getpid()}"
-    r = subprocess.run(["ip", "netns", "add", probe], capture_output=True, text=True, timeout=10)
-    if r.returncode != 0:
-        return f"'ip netns add' is not permitted here: {r.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=10)
     return None
 
 
