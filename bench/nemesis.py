@@ -38,7 +38,6 @@ Needs root and network namespaces; otherwise it prints "SKIPPED: <reason>" and e
                         [--seed 1] [--kinds a,b] [--json FILE] [--work DIR]
 """
 import argparse
-import http.client
 import json
 import os
 import random
@@ -53,6 +52,11 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
 SCRIPT = os.path.join(ROOT, "deploy", "netns-cluster.sh")
+try:  # cluster_test's load, cases and HTTP call (they need numpy); without them the run skips
+    from cluster_test import Load, make_cases, request  # noqa: E402
+    HELPERS = None
+except ImportError as e:
+    HELPERS = f"tests/integration's helpers are not importable by {sys.executable}: {e}"
 SKIP = 77
 HOSTS = 3
 MANAGER_HTTP = ("10.231.0.1", 8000)
@@ -79,10 +83,9 @@ def sh(args, timeout=60, check=True, env=None):
 
 def why_skip(ember):
     """netns_cluster_test's reasons (root, iproute2, tc, curl, namespaces allowed), and a cluster up."""
-    try:
-        from netns_cluster_test import why_skip as netns_why_skip  # noqa: E402 (tests/integration)
-    except ImportError as e:  # it imports cluster_test's helpers, which need numpy
-        return f"tests/integration's helpers are not importable by {sys.executable}: {e}"
+    if HELPERS:
+        return HELPERS
+    from netns_cluster_test import why_skip as netns_why_skip  # noqa: E402 (tests/integration)
     if (why := netns_why_skip(ember)) is not None:
         return why
     if any(line.startswith("ember-h") for line in sh(["ip", "netns", "list"]).splitlines()):
@@ -99,17 +102,6 @@ def has_netem():
                               capture_output=True, timeout=10).returncode == 0
     finally:
         subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=10)
-
-
-def call(endpoint, method, path, body=None, timeout=10):
-    conn = http.client.HTTPConnection(*endpoint, timeout=timeout)
-    try:
-        conn.request(method, path, body=json.dumps(body) if body is not None else "{}",
-                     headers={"Content-Type": "application/json"})
-        r = conn.getresponse()
-        return r.status, r.read().decode()
-    finally:
-        conn.close()
 
 
 class Net:
@@ -143,7 +135,7 @@ class Net:
 def members(endpoint):
     """The nodes the manager counts now (its gateway's /metrics: one ember_replicas series per member)."""
     try:
-        status, text = call(endpoint, "GET", "/metrics", timeout=3)
+        status, text = request(endpoint, "GET", "/metrics", timeout=3)
     except OSError:
         return set()
     return {line.split('"')[1] for line in text.splitlines() if line.startswith('ember_replicas{node="h')}
@@ -151,7 +143,7 @@ def members(endpoint):
 
 def answers(endpoint, model, body):
     try:
-        status, _ = call(endpoint, "POST", f"/v2/models/{model}/infer", body, timeout=5)
+        status, _ = request(endpoint, "POST", f"/v2/models/{model}/infer", body, timeout=5)
         return status == 200
     except OSError:
         return False
@@ -180,11 +172,6 @@ def main():
     if (why := why_skip(args.ember)) is not None:
         print(f"SKIPPED: {why}")
         return SKIP
-    try:
-        from cluster_test import Load, make_cases  # noqa: E402 (numpy, and ember_torch)
-    except ImportError as e:
-        print(f"SKIPPED: cluster_test.py's helpers are not importable by {sys.executable}: {e}")
-        return SKIP
     kinds = [k for k in args.kinds.split(",") if k]
     if unknown := [k for k in kinds if k not in KINDS]:
         parser.error(f"unknown kinds {unknown} (known: {', '.join(KINDS)})")
@@ -211,7 +198,7 @@ def main():
         sh([SCRIPT, "up", str(HOSTS), "--rate", args.rate, "--repository", repo, "--dir", state, "--config", config,
             "--", "--device-memory", "1GiB", "--cache", "1GiB", "--allow-faults"], timeout=120, env=env)
         for m in MODELS:
-            status, text = call(MANAGER_HTTP, "POST", f"/v2/repository/models/{m}/load", {"parameters": {"replicas": 2}},
+            status, text = request(MANAGER_HTTP, "POST", f"/v2/repository/models/{m}/load", {"parameters": {"replicas": 2}},
                                 timeout=60)
             if status != 200:
                 raise RuntimeError(f"load {m}: HTTP {status} {text[:200]}")

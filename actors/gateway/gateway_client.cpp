@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <caf/actor_system.hpp>
 #include <caf/scoped_actor.hpp>
-#include <cctype>
 
 #include "actors/errors.hpp"
 #include "actors/gateway/caller_actor.hpp"

@@ -35,7 +35,9 @@ KSERVE = {np.dtype(np.float32): "FP32", np.dtype(np.int64): "INT64"}
 
 
 def request(port, method, path, body=None, timeout=60):
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    """`port` on loopback, or a (host, port) pair."""
+    host, port = port if isinstance(port, tuple) else ("127.0.0.1", port)
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         conn.request(method, path, body=json.dumps(body) if body is not None else "{}",
                      headers={"Content-Type": "application/json"})
