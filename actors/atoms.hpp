@@ -83,5 +83,8 @@ inline constexpr shadow_atom shadow_atom_v{};
 /// Text generation (issue 35): stop a generation by its request id (the client went away).
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 inline constexpr cancel_atom cancel_atom_v{};
+/// The manager tells a node the other members' published endpoints (issue 37: nodes dial each other).
+using peers_atom = caf::atom_constant<caf::atom("peers")>;
+inline constexpr peers_atom peers_atom_v{};
 
 }  // namespace ember

@@ -76,4 +76,20 @@ typename Inspector::result_type inspect(Inspector& f, node_report& x) {
            x.replicas, x.rack, x.control, x.draining, x.stages, x.requests);
 }
 
+/// A member node and where its handle is published (node_report::control): the manager tells every
+/// member the others' (peers_atom), and each node dials them (actors/peer_dials.hpp) so that what
+/// nodes send each other (a pipeline's hand-offs and credits) takes their own connection.
+struct peer_endpoint {
+  std::string node;
+  HostPort control;
+  friend bool operator==(const peer_endpoint& a, const peer_endpoint& b) {
+    return a.node == b.node && a.control == b.control;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, peer_endpoint& x) {
+  return f(caf::meta::type_name("peer_endpoint"), x.node, x.control);
+}
+
 }  // namespace ember

@@ -119,7 +119,10 @@ using node_router_actor = caf::typed_actor<
     /// stands in front of the router; answers what was done. Errors: permission_denied (the node
     /// does not allow faults), invalid_argument (a target the kind does not take, an executor the
     /// node lacks, a missing option; unknown kinds and targets are refused where the command enters).
-    caf::replies_to<fault_atom, fault_command>::with<std::string>, caf::reacts_to<replace_atom, executor_replaced>,
+    caf::replies_to<fault_atom, fault_command>::with<std::string>,
+    /// The manager: every member's published endpoint. Taken by the node's supervisor, which dials
+    /// the others (actors/peer_dials.hpp) so that the node's messages to them go direct.
+    caf::reacts_to<peers_atom, std::vector<peer_endpoint>>, caf::reacts_to<replace_atom, executor_replaced>,
     caf::reacts_to<replace_atom, cache_replaced>, caf::reacts_to<replace_atom, stages_replaced>,
     /// Self-sent continuations (actors/offload.hpp): the wake-up of a dispatch gathering a batch.
     caf::reacts_to<offload_done>>;

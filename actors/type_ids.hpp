@@ -79,4 +79,7 @@ CAF_ADD_TYPE_ID(ember_actors, (ember::workflow_request))
 // Text generation (generation_messages.hpp): a request, and the chunks that answer it.
 CAF_ADD_TYPE_ID(ember_actors, (ember::generate_request))
 CAF_ADD_TYPE_ID(ember_actors, (ember::generate_chunk))
+// The members a node dials (node_report_messages.hpp).
+CAF_ADD_TYPE_ID(ember_actors, (ember::peer_endpoint))
+CAF_ADD_TYPE_ID(ember_actors, (std::vector<ember::peer_endpoint>))
 CAF_END_TYPE_ID_BLOCK(ember_actors)

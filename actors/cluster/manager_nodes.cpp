@@ -66,6 +66,15 @@ void unbind(manager_pointer self, const ScaleDriver::Unbind& u) {
       self, node->router, kEvictTimeout, [done](const Result<bool>& r) { done(r.ok()); }, unload_atom_v, u.key);
 }
 
+/// Tells every member where the members are published (peers_atom): each node dials the others, so
+/// that what nodes send each other does not pass through this process (actors/peer_dials.hpp).
+void tell_peers(manager_pointer self) {
+  const auto members = self->state.members.members();
+  std::vector<peer_endpoint> peers;
+  for (const auto& m : members) peers.push_back({m.node, m.control});
+  for (const auto& m : members) self->send(m.router, peers_atom_v, peers);
+}
+
 /// Node `id` leaves the cluster (its process died, it stopped, or it went silent): its replicas and
 /// stages go, what waited on it fails, and its models are re-placed (replace_on_failure).
 void lose_node(manager_pointer self, uint64_t id, const std::string& why, bool orderly) {
@@ -79,6 +88,7 @@ void lose_node(manager_pointer self, uint64_t id, const std::string& why, bool o
   // A node that shut down in order (its process is stopping) is news, not trouble.
   const auto level = orderly ? spdlog::level::info : spdlog::level::warn;
   spdlog::log(level, "manager: node {} (#{}) lost ({})", name, id, why);
+  tell_peers(self);
   send_splices(self, st.relay.node_lost(name));
   // Its answers to distributions will never come (CAF does not fail requests to a lost node).
   for (uint64_t call : st.distributions.waiting_on(id))
@@ -242,6 +252,7 @@ uint64_t join(manager_pointer self, node_report report, node_router_actor router
   if (drained) st.scaler.drain_node(id, [](const Result<std::vector<model_key>>&) {});
   const auto adopted = st.registry.adopt(brought, id);
   spdlog::info("manager: node {}", st.members.describe_join(id, adopted.size()));
+  tell_peers(self);
   publish(self, adopted);
   // Models that wait for capacity, or that should have more replicas, get a node now.
   for (const auto& key : st.registry.wanting_placement()) place(self, key);

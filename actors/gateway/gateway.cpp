@@ -69,35 +69,10 @@ caf::result<Reply> relay(gateway_pointer self, Atom atom, Request req) {
 /// Connects to the member nodes' routers directly (standalone gateways only; see gateway.hpp).
 void dial_members(gateway_pointer self) {
   auto& st = self->state;
-  if (!st.dial_queue) return;
-  for (const auto& m : st.members) {
-    if (m.control.port == 0) continue;
-    auto it = st.dialed.find(m.node);
-    if (it != st.dialed.end() && it->second == m.control) continue;
-    st.dialed[m.node] = m.control;
-    caf::actor_system* sys = &self->system();
-    const bool taken = offload(
-        self, *st.dial_queue,
-        [sys, at = m.control]() -> Result<caf::actor> { return connect_remote(*sys, at.host, at.port); },
-        [self, node = m.node, at = m.control](Result<caf::actor>& got) {
-          auto& st = self->state;
-          if (!got.ok()) {
-            spdlog::warn(
-                "gateway: cannot connect to node {} at {} directly ({}); its requests go through the "
-                "manager meanwhile, trying again in {} ms",
-                node, at.to_string(), got.error().message(), st.config.reconnect_interval_us / 1000);
-            self->delayed_send(self, std::chrono::microseconds(st.config.reconnect_interval_us),
-                               offload_done{[self, node] {
-                                 self->state.dialed.erase(node);
-                                 dial_members(self);
-                               }});
-            return;
-          }
-          spdlog::info("gateway: connected to node {} at {} directly", node, at.to_string());
-          st.direct[node] = std::move(*got);
-        });
-    if (!taken) st.dialed.erase(m.node);
-  }
+  std::vector<peer_endpoint> nodes;
+  for (const auto& m : st.members) nodes.push_back({m.node, m.control});
+  st.dialing.dials.want(nodes);
+  dial_peers(self, [](gateway_pointer s) -> PeerDialing& { return s->state.dialing; });
 }
 
 void apply_update(gateway_pointer self, routing_update& u) {
@@ -145,10 +120,7 @@ void apply_update(gateway_pointer self, routing_update& u) {
     if (!stays) left.push_back(m);
   }
   st.members = std::move(u.members);
-  for (const auto& m : left) {  // dialed again when it is back: a restarted process is a new connection
-    st.dialed.erase(m.node);
-    st.direct.erase(m.node);
-  }
+  for (const auto& m : left) st.dialing.dials.forget(m.node);  // dialed again when it is back: a new connection
   for (const auto& m : st.members) watch(self, m.router);
   dial_members(self);
   st.report_interval_us = u.report_interval_us;
@@ -288,14 +260,14 @@ void manager_lost(gateway_pointer self) {
                st.table.size());
   st.manager = nullptr;
   if (st.instruments) st.instruments->set_manager_connected(false);
-  if (!st.dial_queue) return;  // in the manager's process: the nodes' connections are this process's own
+  if (!st.dialing.queue) return;  // in the manager's process: the nodes' connections are this process's own
   // A standalone gateway reaches a node it has not dialed (it publishes no router, or the dial
   // failed or is under way) through the manager's process, and that way went with the manager: no
   // answer comes back from there and no down message says so. Until the manager is back, such a
   // node is down for this gateway: its replicas leave the table and its requests are re-sent.
   std::vector<replica_ref> unreachable;
   for (const auto& m : st.members)
-    if (!st.direct.count(m.node)) unreachable.push_back(m);
+    if (!st.dialing.dials.reached(m.node)) unreachable.push_back(m);
   for (const auto& m : unreachable) {
     spdlog::warn("gateway: node {} was reached through the manager's process only; unreachable until the manager is "
                  "back",
@@ -308,7 +280,11 @@ gateway_actor::behavior_type gateway_behavior(gateway_pointer self, GatewayConfi
                                               std::shared_ptr<RoutingView> view, GatewayInstruments* instruments,
                                               WorkQueue* metrics_queue, WorkQueue* dial_queue) {
   auto& st = self->state;
-  st.dial_queue = dial_queue;
+  st.dialing.queue = dial_queue;
+  st.dialing.retry = std::chrono::microseconds(config.reconnect_interval_us);
+  st.dialing.who = "gateway";
+  st.dialing.peer_word = "node";
+  st.dialing.meanwhile = "its requests go through the manager meanwhile";
   st.config = config;
   st.manager = caf::actor_cast<cluster_manager_actor>(manager);
   st.view = std::move(view);

@@ -27,6 +27,7 @@
 #include "actors/gateway/model_catalog.hpp"
 #include "actors/gateway/routing_view.hpp"
 #include "actors/gateway_interface.hpp"
+#include "actors/peer_dials.hpp"
 #include "base/status.hpp"
 #include "config/cluster_config.hpp"
 
@@ -63,12 +64,9 @@ struct gateway_state {
   GatewayInstruments* instruments = nullptr;
   /// Runs the merging and rendering of /metrics (owned by the process).
   WorkQueue* metrics_queue = nullptr;
-  /// A standalone gateway's direct connections to the nodes (gateway.hpp): the queue the dials
-  /// block on (null: none are made), and per node name the endpoint dialed and the handle got
-  /// (kept so the connection stays).
-  WorkQueue* dial_queue = nullptr;
-  std::map<std::string, HostPort> dialed;
-  std::map<std::string, caf::actor> direct;
+  /// A standalone gateway's direct connections to the nodes (gateway.hpp); its queue is null (no
+  /// dials) in the manager's process.
+  PeerDialing dialing;
 
   std::map<model_key, routing_entry> table;
   /// The metadata bodies of the versions in `table`, built once per version.

@@ -17,7 +17,7 @@ namespace ember {
 
 class JoinedManager {
  public:
-  /// The manager this node joined last (a manager that restarted is a new one).
+  /// The manager this node joins, or joined, last (a manager that restarted is a new one).
   template <class Handle>
   void set(const Handle& manager) {
     std::lock_guard lock(mu_);

@@ -409,6 +409,7 @@ node_router_actor::behavior_type router_behavior(router_pointer self, NodeRouter
       [](fault_atom, const fault_command&) -> caf::result<std::string> {
         return to_caf(unsupported("fault commands go to the node's supervisor, which stands in front of its router"));
       },
+      [](peers_atom, const std::vector<peer_endpoint>&) { /* the supervisor dials; a router alone has no peers */ },
       [](log_level_atom, const std::string& level) -> caf::result<bool> {
         auto set = set_log_level(level);
         if (!set.ok()) return to_caf(set.error());

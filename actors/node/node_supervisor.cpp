@@ -16,6 +16,7 @@
 #include "actors/fault_messages.hpp"
 #include "actors/node/inline_runs.hpp"
 #include "actors/node/node_instruments.hpp"
+#include "actors/peer_dials.hpp"
 
 namespace ember {
 
@@ -70,9 +71,28 @@ struct supervisor_state {
   std::optional<SupervisorTime> deaf_until;
   std::map<uint64_t, Delayed> delayed;
   uint64_t next_delayed = 1;
+  /// The node's connections to the other members (actors/peer_dials.hpp).
+  PeerDialing dialing;
 };
 
 using supervisor_pointer = caf::stateful_actor<supervisor_state>*;
+
+/// The manager's list of the members: the node dials the others, so that what it sends them (a
+/// pipeline's hand-offs and credits) takes their own connection, not the manager's process.
+void dial_members(supervisor_pointer self, const std::vector<peer_endpoint>& members) {
+  auto& st = self->state;
+  if (!st.dialing.queue) return;  // a node inside `ember serve`: its peers are this process's own actors
+  if (st.config.manager && !st.config.manager->is(self->current_sender())) {
+    spdlog::warn("node {}: a list of members from another than the manager it joined; ignored", st.config.node);
+    return;
+  }
+  std::vector<peer_endpoint> others;
+  for (const auto& m : members) {
+    if (m.node != st.config.node) others.push_back(m);
+  }
+  st.dialing.dials.want(others);
+  dial_peers(self, [](supervisor_pointer s) -> PeerDialing& { return s->state.dialing; });
+}
 
 /// False (and says so once) when `child` died too often lately to be restarted again.
 bool may_restart(supervisor_pointer self, const std::string& child) {
@@ -392,6 +412,11 @@ caf::behavior supervisor_behavior(supervisor_pointer self, SupervisorConfig conf
   st.executors = std::move(executors);
   st.cache = std::move(cache);
   st.stages = std::move(stages);
+  st.dialing.queue = st.config.dial_queue;
+  st.dialing.retry = st.config.dial_retry;
+  st.dialing.who = "node " + st.config.node;
+  st.dialing.peer_word = "peer";
+  st.dialing.meanwhile = "what it sends there goes through another process meanwhile";
   self->monitor(st.router);
   self->monitor(st.cache);
   if (st.stages) self->monitor(st.stages);
@@ -402,6 +427,8 @@ caf::behavior supervisor_behavior(supervisor_pointer self, SupervisorConfig conf
   });
   return {
       [self](fault_atom, fault_command& f) -> caf::result<std::string> { return inject(self, f); },
+      [self](peers_atom, const std::vector<peer_endpoint>& members) { dial_members(self, members); },
+      resume_offloaded(),
       [self](roster_atom) {
         return node_roster{self->state.router, self->state.executors, self->state.cache, self->state.stages};
       },

@@ -39,6 +39,7 @@
 #include <caf/actor.hpp>
 #include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/fwd.hpp>
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -53,6 +54,7 @@ namespace ember {
 
 class InlineRuns;
 class NodeInstruments;
+class WorkQueue;
 
 /// The actors a supervisor holds now (answer to roster_atom; local only): what the node process
 /// stops at shutdown.
@@ -86,6 +88,10 @@ struct SupervisorConfig {
   /// The manager the node joined: a fault is taken only from it (joined_manager.hpp). Null: from
   /// anyone (tests of the supervisor alone).
   std::shared_ptr<const JoinedManager> manager;
+  /// Where the node dials the other members the manager names (peers_atom; actors/peer_dials.hpp),
+  /// and how long after a failed dial it tries again. Null: no dials (a node inside `ember serve`).
+  WorkQueue* dial_queue = nullptr;
+  std::chrono::microseconds dial_retry{std::chrono::seconds(1)};
 };
 
 /// The supervisor, typed as the router it stands for. It answers roster_atom with a node_roster.

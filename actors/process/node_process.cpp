@@ -104,7 +104,8 @@ NodeProcess::NodeProcess(caf::actor_system& sys)
       fetches_(WorkQueueOptions{.threads = kFetchThreads}),
       hops_(WorkQueueOptions{.threads = kHopThreads}),
       handoffs_(WorkQueueOptions{.threads = kHandoffThreads}),
-      maintenance_(WorkQueueOptions{.threads = 1}) {}
+      maintenance_(WorkQueueOptions{.threads = 1}),
+      dials_(WorkQueueOptions{.threads = 1, .capacity = 4096}) {}
 
 Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, const NodeConfig& node,
                                                         const DevicesConfig& devices, const TransferConfig& transfer,
@@ -196,6 +197,10 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
   supervision.instruments = p->instruments_.get();
   supervision.inline_runs = p->inline_runs_;
   supervision.manager = p->joined_;
+  if (node.manager) {  // a node of a cluster dials the other members (not one inside `ember serve`)
+    supervision.dial_queue = &p->dials_;
+    supervision.dial_retry = std::chrono::microseconds(node.rejoin_interval_us);
+  }
   if (node.allow_faults) {
     supervision.corrupt_next = corrupt_next;
     supervision.hop_fault = hop_fault;
@@ -278,9 +283,11 @@ Result<uint64_t> NodeProcess::join_local(const cluster_manager_actor& manager) {
   EMBER_ASSIGN_OR_RETURN(node_report report, ask_report(self, router_));
   report.control = control_;
   Result<uint64_t> id = internal_error("no answer");
+  // Before the answer: the manager sends the member list as it answers, and the supervisor takes
+  // it only from the manager joined.
+  joined_->set(manager);
   self->request(manager, std::chrono::seconds(10), join_atom_v, report, router_)
       .receive([&](uint64_t x) { id = x; }, [&](caf::error& e) { id = from_caf(e); });
-  if (id.ok()) joined_->set(manager);
   return id;
 }
 

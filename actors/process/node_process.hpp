@@ -78,9 +78,11 @@ class NodeProcess {
   WorkQueue hops_;
   WorkQueue handoffs_;  // tensors handed between pipeline stages
   WorkQueue maintenance_;
+  WorkQueue dials_;  // connections to the other members (actors/peer_dials.hpp)
   std::unique_ptr<NodeInstruments> instruments_;
   std::shared_ptr<InlineRuns> inline_runs_;
-  /// The manager joined last; the supervisor takes faults only from it.
+  /// The manager joined last (set as the join is asked, so that what the manager sends with its
+  /// answer is taken); the supervisor takes faults and member lists only from it.
   std::shared_ptr<JoinedManager> joined_ = std::make_shared<JoinedManager>();
   std::shared_ptr<BlobStore> store_;
   std::unique_ptr<transport::DataServer> blob_server_;

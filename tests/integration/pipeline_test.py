@@ -15,7 +15,12 @@ With --kill, the node holding the middle stage is killed (SIGKILL) while the pip
 pipeline dissolves, requests in it are retried by the gateway (still none lost or wrong), and the two
 survivors complete into full replicas.
 
-Usage: pipeline_test.py --ember PATH [--kill]
+With --kill-manager, the clients call a standalone `ember gateway` and the manager is killed (SIGKILL)
+while the pipeline serves: the stages hand requests to each other over the nodes' own connections
+(each node dials the others), so requests keep going through the pipeline while the manager is away,
+every one answered right; the manager is then restarted and the answers go on.
+
+Usage: pipeline_test.py --ember PATH [--kill | --kill-manager]
 """
 import argparse
 import http.client
@@ -61,7 +66,7 @@ def make_case(ember, work):
     return os.path.join(work, "repo"), body, ember_torch.read_safetensors(fout)
 
 
-def run(ember, kill):
+def run(ember, kill, kill_manager=False):
     work = tempfile.mkdtemp(prefix="ember-pipeline-")
     procs, logs = {}, {}
     try:
@@ -80,13 +85,25 @@ def run(ember, kill):
             with open(os.path.join(work, name + ".log")) as f:
                 return f.read()
 
-        spawn("manager", ["manager", "--config", config, "--listen", f"127.0.0.1:{mport}", "--repository", repo,
-                          "--http", f"127.0.0.1:{hport}", "--node-timeout", "2s", "--cold-start-timeout", "20s"])
-        wait_for("the gateway", lambda: request(hport, "GET", "/v2/health/ready")[0] == 200, 20)
+        def start_manager():
+            spawn("manager", ["manager", "--config", config, "--listen", f"127.0.0.1:{mport}", "--repository", repo,
+                              "--http", f"127.0.0.1:{hport}", "--node-timeout", "2s", "--cold-start-timeout", "20s"])
+            wait_for("the gateway", lambda: request(hport, "GET", "/v2/health/ready")[0] == 200, 20)
+
+        start_manager()
         for i in (1, 2, 3):
             spawn(f"node{i}", ["node", "--manager", f"127.0.0.1:{mport}", "--name", f"node{i}", "--device-memory",
                                "512MiB", "--cache", "512MiB", "--threads", "1"])
         wait_for("three nodes", lambda: len(node_replicas(hport)) == 3, 30)
+        cport = hport  # where the clients send their requests
+        if kill_manager:
+            cport = free_port()
+            spawn("gateway", ["gateway", "--config", config, "--manager", f"127.0.0.1:{mport}", "--http",
+                              f"127.0.0.1:{cport}", "--node-timeout", "2s"])
+            wait_for("the standalone gateway", lambda: request(cport, "GET", "/v2/health/ready")[0] == 200, 30)
+            wait_for("its direct connections to the three nodes", lambda: log_of("gateway").count("directly") >= 3, 30)
+            wait_for("the nodes' connections to each other",
+                     lambda: all(log_of(f"node{i}").count("connected to peer") >= 2 for i in (1, 2, 3)), 30)
 
         t0 = time.time()
         status, text = request(hport, "POST", "/v2/repository/models/gpt2/load", {"parameters": {"replicas": 3}})
@@ -98,7 +115,7 @@ def run(ember, kill):
         stop = threading.Event()
 
         def client():
-            c = http.client.HTTPConnection("127.0.0.1", hport, timeout=60)
+            c = http.client.HTTPConnection("127.0.0.1", cport, timeout=60)
             while not stop.is_set():
                 try:
                     c.request("POST", "/v2/models/gpt2/infer", body=json.dumps(body),
@@ -112,13 +129,37 @@ def run(ember, kill):
                     answers.append(time.time())
                 except (Failure, OSError, http.client.HTTPException) as e:
                     failures.append(f"{type(e).__name__}: {e}")
-                    c = http.client.HTTPConnection("127.0.0.1", hport, timeout=60)
+                    c = http.client.HTTPConnection("127.0.0.1", cport, timeout=60)
 
         threads = [threading.Thread(target=client) for _ in range(2)]
         for t in threads:
             t.start()
         killed = None
         try:
+            if kill_manager:
+                time.sleep(1.0)  # the pipeline serves; completion runs at 150KB/s
+                before = metric(cport, "ember_pipeline_requests_total", model="gpt2")
+                procs["manager"].kill()
+                procs["manager"].wait()
+                away = time.time()
+                time.sleep(3.0)
+                through = metric(cport, "ember_pipeline_requests_total", model="gpt2") - before
+                served = sum(1 for t in answers if t > away)
+                print(f"killed the manager after {before:.0f} requests through the pipeline; while it was away "
+                      f"(3 s): {served} answers, {through:.0f} through the pipeline, {len(failures)} failures")
+                if through < 10:
+                    raise Failure(f"only {through:.0f} requests went through the pipeline while the manager was away")
+                start_manager()
+                back = time.time()
+                wait_for("answers after the restart", lambda: sum(1 for t in answers if t > back + 1.0) >= 10, 30)
+                stop.set()
+                for t in threads:
+                    t.join(timeout=120)
+                if failures:
+                    raise Failure(f"{len(failures)} requests lost, refused or wrong, e.g.: " + "; ".join(failures[:5]))
+                print(f"{len(answers)} correct answers in all, none lost or wrong")
+                print("PASS")
+                return 0
             if kill:
                 time.sleep(1.0)  # the pipeline serves; completion runs at 150KB/s
                 m = re.search(r"gpt2/1 serves through a pipeline: \S+ \[[^)]*\) -> (node\d)", log_of("manager"))
@@ -183,8 +224,10 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ember", required=True)
     ap.add_argument("--kill", action="store_true", help="kill the middle stage's node while the pipeline serves")
+    ap.add_argument("--kill-manager", action="store_true",
+                    help="kill the manager while the pipeline serves (clients call a standalone gateway)")
     args = ap.parse_args()
-    return run(args.ember, args.kill)
+    return run(args.ember, args.kill, args.kill_manager)
 
 
 if __name__ == "__main__":

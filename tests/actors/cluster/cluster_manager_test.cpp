@@ -44,6 +44,7 @@ struct FakeNode {
   std::vector<model_key> unloads;
   bool hung = false;                // its router answers no ping and no report (a hang)
   std::vector<model_key> replicas;  // what it reports: the replicas it bound
+  std::vector<std::vector<peer_endpoint>> peers;  // every member list the manager sent
   node_report report;               // as it joined
   caf::actor actor;
 
@@ -84,6 +85,7 @@ caf::behavior fake_router(caf::event_based_actor* self, FakeNode* node) {
         return true;
       },
       [](evict_atom, const model_key&) { return true; },
+      [=](peers_atom, const std::vector<peer_endpoint>& members) { node->peers.push_back(members); },
       [=](ping_atom) -> caf::result<uint64_t> {
         if (node->hung) return caf::delegated<uint64_t>();  // never answered: the request times out
         return replicas_fingerprint(node->replicas);
@@ -208,6 +210,30 @@ std::shared_ptr<Relay> relay(Cluster& c, const model_key& key, Ts... msg) {
   });
   c.others.push_back(gateway);
   return r;
+}
+
+std::vector<std::string> names_of(const std::vector<peer_endpoint>& members) {
+  std::vector<std::string> out;
+  for (const auto& m : members) out.push_back(m.node + "@" + m.control.to_string());
+  return out;
+}
+
+// Nodes dial each other (actors/peer_dials.hpp) where the manager says the members are published.
+TEST(ClusterManager, EveryMemberIsToldWhereTheMembersArePublishedAsOneJoinsAndAsOneIsLost) {
+  Cluster c;
+  auto& a = c.join("a");
+  ASSERT_EQ(a.peers.size(), 1u);
+  EXPECT_EQ(names_of(a.peers.back()), (std::vector<std::string>{"a@a:7201"}));
+  auto& b = c.join("b");
+  auto& d = c.join("d");
+  const std::vector<std::string> three{"a@a:7201", "b@b:7201", "d@d:7201"};
+  EXPECT_EQ(names_of(a.peers.back()), three);
+  EXPECT_EQ(names_of(b.peers.back()), three);
+  EXPECT_EQ(names_of(d.peers.back()), three);
+  caf::anon_send_exit(b.actor, caf::exit_reason::kill);
+  c.d.run();
+  EXPECT_EQ(names_of(a.peers.back()), (std::vector<std::string>{"a@a:7201", "d@d:7201"}));
+  EXPECT_EQ(names_of(d.peers.back()), (std::vector<std::string>{"a@a:7201", "d@d:7201"}));
 }
 
 TEST(ClusterManager, ALostNodesReplicasLeaveTheRoutingTableAtOnceAndItsModelIsPlacedOnASurvivor) {
