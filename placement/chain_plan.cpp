@@ -16,6 +16,13 @@ std::string_view to_string(HopState state) {
   return "unknown";
 }
 
+size_t next_upstream_after(const std::vector<std::string>& upstreams, const std::string& failed) {
+  for (size_t i = 0; i < upstreams.size(); ++i) {
+    if (upstreams[i] == failed) return (i + 1) % upstreams.size();
+  }
+  return 0;
+}
+
 namespace {
 bool live(HopState s) { return s == HopState::receiving || s == HopState::done; }
 bool pulling(HopState s) { return s == HopState::receiving || s == HopState::spliced_out; }

@@ -51,6 +51,14 @@ enum class HopState : uint8_t { receiving, done, failed, spliced_out };
 /// "receiving", "done", "failed", "spliced_out".
 std::string_view to_string(HopState state);
 
+/// A hop's own choice while its controller is away (issue 37: a chain goes on without the manager).
+/// `upstreams` are what the controller gave the hop: its predecessors in the chain, nearest first,
+/// then the chain's source (the order upstream_of follows). After `failed`, the next one in that
+/// order, wrapping round to the nearest (a neighbour or a manager restarted meanwhile is tried
+/// again); `failed` not listed, or the only one: index 0. The hop cannot see which predecessor
+/// lives, so it tries them in turn where the controller would pick the nearest live one at once.
+size_t next_upstream_after(const std::vector<std::string>& upstreams, const std::string& failed);
+
 /// Tell `hop` to pull from `new_upstream` (a hop name, or the chain's source name) from the offset
 /// it already holds.
 struct Splice {

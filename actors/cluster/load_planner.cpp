@@ -168,8 +168,12 @@ Result<LoadPlans> LoadPlanner::fill(const ModelVersion& v, const std::vector<uin
     std::string text = c.source;
     for (size_t i = 0; i < c.hops.size(); ++i) {
       text += " -> " + c.hops[i];
-      auto upstream = source_named(i == 0 ? c.source : c.hops[i - 1]);
-      out.loads.push_back({id_of.at(c.hops[i]), {*upstream}, transfer});
+      // Its upstream, then the hops before it nearest first, then the chain's source: the upstreams
+      // the hop tries in turn while the controller is away (placement::next_upstream_after).
+      std::vector<blob_source> upstreams;
+      for (size_t j = i; j > 0; --j) upstreams.push_back(*source_named(c.hops[j - 1]));
+      upstreams.push_back(*source_named(c.source));
+      out.loads.push_back({id_of.at(c.hops[i]), std::move(upstreams), transfer});
     }
     spdlog::info("manager: transfer {} of {} ({}): {}", transfer, v.key().to_string(),
                  format_bytes(v.entry.weights_bytes), text);

@@ -242,8 +242,14 @@ void controller_away(peer_pointer self, const Error& err, const Error& why) {
   }
   ++s.orphan_retries;
   if (s.config.instruments) s.config.instruments->count_hop_resume("controller_away");
-  spdlog::warn("transfer {}: node {}: the chain controller is away ({}); trying {} again in {} s from offset {}",
-               s.req.transfer_id, s.config.node, err.message(), s.upstream.name,
+  // The next of the upstreams the controller gave (the hops before this one, nearest first, then
+  // the chain's source): the chain goes on around a lost hop without its controller.
+  std::vector<std::string> names;
+  for (const auto& u : s.req.sources) names.push_back(u.name);
+  const std::string failed = s.upstream.name;
+  if (!s.req.sources.empty()) s.upstream = s.req.sources[placement::next_upstream_after(names, failed)];
+  spdlog::warn("transfer {}: node {}: the chain controller is away ({}); {} failed, trying {} in {} s from offset {}",
+               s.req.transfer_id, s.config.node, err.message(), failed, s.upstream.name,
                std::chrono::duration_cast<std::chrono::seconds>(kOrphanRetry).count(), s.hop->verified.load());
   start_attempt(self, kOrphanRetry);
 }

@@ -48,9 +48,11 @@ struct TransferPeerConfig {
   /// Fetch attempts (first plus resumes) before the hop fails.
   uint32_t max_attempts = 16;
   /// When its upstream fails and the chain controller (the manager) does not answer either (it
-  /// may be restarting), the hop tries the same upstream again every second for this long before
-  /// it fails: a chain from the manager's repository server resumes from the verified offset once
-  /// a restarted manager serves again at the same address (manager.data_listen).
+  /// may be restarting), the hop tries the next of the upstreams it was given (the hops before it,
+  /// nearest first, then the chain's source; placement::next_upstream_after) one a second for this
+  /// long before it fails: a chain goes on around a lost hop, and one from the manager's repository
+  /// server resumes from the verified offset once a restarted manager serves again at the same
+  /// address (manager.data_listen).
   std::chrono::milliseconds orphan_window{30'000};
   /// Socket buffer bytes of the hop's connection (0 = kernel autotuning).
   int socket_buffer_bytes = 4 << 20;
@@ -77,7 +79,8 @@ struct SpawnedHop {
   std::shared_ptr<HopBuffer> buffer;
 };
 
-/// `req.sources[0]` is the first upstream; `req.controller` the chain controller; `shelf` shows the
+/// `req.sources[0]` is the first upstream (the rest: those it tries while its controller is away);
+/// `req.controller` the chain controller; `shelf` shows the
 /// verified prefix to the node's blob server. The hop's fetch attempts (blocking, one at a time
 /// per buffer, also across a hop and its replacement) run on `hops`, the node's hop queue, which
 /// must outlive the actor. `resume`: a dead hop's buffer of the same request, to go on from.

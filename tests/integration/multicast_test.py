@@ -10,6 +10,10 @@ survive. Runs on loopback, over the transport given (tcp or ucx); each scenario 
   kill_second_hop  every receiver throttled to 25 MB/s; the second hop is killed with SIGKILL at
                    about half way. The hops behind it must finish, resuming from their own offsets
                    (not from zero) from a live upstream.
+  kill_manager_and_hop  as kill_second_hop, and the manager (the chain's controller) is killed with it
+                   and not restarted: the hop behind the dead one, asking no controller, walks back up
+                   its chain (its upstreams as the manager gave them, nearest first) and resumes from
+                   the first hop from its own offset; the hops behind it finish.
   slow_hop         the second hop receives at 4 MB/s while the others are fast: the manager must
                    splice it out (transfer.min_rate), and the hops behind it must finish long before it.
   scale_out        a load asking for four replicas of a model no node holds: the four nodes get the
@@ -246,6 +250,35 @@ def kill_second_hop(c):
             f"verified; answered {time.time() - t_start:.1f} s after the start")
 
 
+def kill_manager_and_hop(c):
+    seed_holder(c)
+    n2, n3, n4, n5 = c.names(2, 3, 4, 5)
+
+    def distribute():
+        try:
+            c.distribute([n2, n3, n4, n5])
+        except (OSError, http.client.HTTPException, ValueError):
+            pass  # the manager answering it is killed
+
+    threading.Thread(target=distribute, daemon=True).start()
+    t0 = time.time()
+    c.wait(lambda: "receives" in c.log(n5), 20, f"{n5} to start receiving")
+    time.sleep(1.5)  # the receivers are throttled to 25 MB/s: ~98 MB take ~4 s
+    c.kill("manager")
+    c.kill(n3)
+    killed = time.time()
+    c.wait(lambda: all(verified(c, n) for n in (n2, n4, n5)), 60,
+           f"{n2}, {n4} and {n5} to verify the blob without a manager")
+    walked = re.search(r"node %s: the chain controller is away .*; %s failed, trying (\S+) in \d+ s from offset (\d+)"
+                       % (n4, n3), c.log(n4))
+    if not walked or walked.group(1) != n2 or int(walked.group(2)) == 0:
+        raise Failure(f"{n4} did not turn to {n2} on its own, from its own offset:\n" + c.log(n4)[-2000:])
+    if not re.search(r"node %s holds %s/1 .*last upstream %s\)" % (n4, MODEL, n2), c.log(n4)):
+        raise Failure(f"{n4} did not finish from {n2}:\n" + c.log(n4)[-2000:])
+    return (f"manager and {n3} killed {killed - t0:.1f} s in; {n4} resumed from {n2} at offset {walked.group(2)} "
+            f"without a controller; {n2}, {n4}, {n5} verified {time.time() - killed:.1f} s after the kill")
+
+
 def slow_hop(c):
     seed_holder(c)
     n2, n3, n4, n5 = c.names(2, 3, 4, 5)
@@ -280,6 +313,8 @@ def scale_out(c):
 SCENARIOS = {
     "four_receivers": (four_receivers, {"node1": ["--fault-corrupt-frame", "3"]}),
     "kill_second_hop": (kill_second_hop, {f"node{i}": ["--fault-receive-rate", "25MB/s"] for i in range(2, 6)}),
+    "kill_manager_and_hop": (kill_manager_and_hop,
+                             {f"node{i}": ["--fault-receive-rate", "25MB/s"] for i in range(2, 6)}),
     "slow_hop": (slow_hop, {"node3": ["--fault-receive-rate", "4MB/s"]}),
     "scale_out": (scale_out, {}),
 }

@@ -211,6 +211,19 @@ TEST(ChainPlan, FinishedWhenEveryHopIsDoneOrFailed) {
   EXPECT_EQ(to_string(v[3].state), "failed");
 }
 
+// Without its controller a hop walks back up its chain, nearest predecessor first, then the source,
+// then round again.
+TEST(ChainPlan, AnOrphanedHopTriesItsPredecessorsNearestFirstThenTheSourceThenRoundAgain) {
+  const std::vector<std::string> up{"n3", "n2", "n1", "manager"};
+  EXPECT_EQ(next_upstream_after(up, "n3"), 1u);
+  EXPECT_EQ(next_upstream_after(up, "n2"), 2u);
+  EXPECT_EQ(next_upstream_after(up, "n1"), 3u);
+  EXPECT_EQ(next_upstream_after(up, "manager"), 0u);
+  EXPECT_EQ(next_upstream_after(up, "n9"), 0u);  // spliced elsewhere by the controller: the nearest
+  EXPECT_EQ(next_upstream_after({"n1"}, "n1"), 0u);  // one upstream: the same again
+  EXPECT_EQ(next_upstream_after({}, "n1"), 0u);
+}
+
 TEST(ChainPlan, SamplesStayBounded) {
   ChainPlan p(Chain{"src", {"a", "b"}}, kBlob, 0);
   int64_t t = 0;

@@ -70,6 +70,7 @@ caf::behavior fake_router(caf::event_based_actor* self, FakeNode* node) {
         return true;
       },
       [](metrics_atom) { return metrics_snapshot{}; },
+      [](peers_atom, const std::vector<peer_endpoint>&) {},  // a process would dial them
   };
 }
 

@@ -115,6 +115,11 @@ TEST(LoadPlanner, SeveralReplicasThatLackTheBytesGetThemAlongAChainAndHoldersLoa
   EXPECT_EQ(plans->loads[0].sources[0].kind, SourceTier::peer);
   EXPECT_EQ(plans->loads[1].node, b);
   EXPECT_EQ(plans->loads[1].sources[0].name, "a");
+  // Behind its upstream, what a hop tries while the controller is away: the hops before it nearest
+  // first, then the chain's source.
+  ASSERT_EQ(plans->loads[0].sources.size(), 1u);
+  ASSERT_EQ(plans->loads[1].sources.size(), 2u);
+  EXPECT_EQ(plans->loads[1].sources[1].name, "c");
   EXPECT_NE(plans->loads[0].transfer_id, 0u);
   EXPECT_EQ(plans->loads[0].transfer_id, plans->loads[1].transfer_id);
   EXPECT_FALSE(f.chains.empty());
