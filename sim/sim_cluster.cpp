@@ -697,6 +697,7 @@ Result<std::unique_ptr<SimCluster>> SimCluster::create(const TopologySpec& topol
   impl->act.publish = [](const std::set<model_key>&) {};  // the simulated gateway reads the registry
   impl->act.chain_timer = [] {};                // no hop stalls: nothing to splice
   impl->act.drain_step = [] {};                 // no console drains
+  impl->act.check_drains = [] {};               // the autoscaler's ticks end drains (trim needs none)
   impl->act.unbind = [self](const ScaleDriver::Unbind& u) {  // the node unbinds at once
     self->effect([self, drain = u.drain] {
       self->loop.after(0, [self, drain] { (void)self->scaler.unbound(drain, true, static_cast<int64_t>(self->loop.now())); });

@@ -104,6 +104,7 @@ void reconcile(manager_pointer self, uint64_t id, node_report report) {
   const auto found = st.liveness.reconcile(id, std::move(report), st.scaler.draining_on(id));
   if (found.adopted.empty() && found.gone.empty() && found.moved.empty()) return;
   publish(self, found.changed());
+  st.replicas.trim(found.changed(), now_ms(self), replica_actions(self));  // a replica placed twice
   if (!st.config.replace_on_failure) return;
   for (const auto& key : st.registry.want_replacements(found.gone)) place(self, key);
 }
@@ -146,6 +147,8 @@ void ping_silent(manager_pointer self, uint64_t id) {
 
 }  // namespace
 
+void check_drains_later(manager_pointer self);
+
 ReplicaActions replica_actions(manager_pointer self) {
   ReplicaActions a;
   a.send_load = [self](const model_key& key, uint64_t node, uint64_t attempt, load_replica load) {
@@ -171,6 +174,7 @@ ReplicaActions replica_actions(manager_pointer self) {
   a.publish = [self](const std::set<model_key>& keys) { publish(self, keys); };
   a.chain_timer = [self] { arm_chain_timer(self); };
   a.drain_step = [self] { drain_step(self); };
+  a.check_drains = [self] { check_drains_later(self); };
   a.unbind = [self](const ScaleDriver::Unbind& u) { unbind(self, u); };
   a.evict = [self](const ScaleDriver::Evict& e) { evict_on(self, e); };
   return a;
@@ -213,6 +217,13 @@ void scale_tick(manager_pointer self) {
   st.replicas.scale(now_us(self), replica_actions(self));
 }
 
+/// No autoscaler tick ends drains: look again once gateways moved on (ScaleDriver::settle_us).
+void check_drains_later(manager_pointer self) {
+  self->delayed_send(self, std::chrono::microseconds(self->state.scaler.settle_us()), offload_done{[self] {
+                       for (const auto& u : self->state.scaler.drains_over(now_us(self))) unbind(self, u);
+                     }});
+}
+
 /// Moves the replicas off drained nodes, one pass per call (the console's drain; called again as
 /// loads answer and drains end): ScaleDriver::move_off decides for each replica, finish for each node.
 void drain_step(manager_pointer self) {
@@ -221,11 +232,7 @@ void drain_step(manager_pointer self) {
     std::optional<Error> stuck;
     for (const model_key& key : st.registry.replicas_on(node)) {
       const auto move = st.scaler.move_off(node, key, now_us(self));
-      if (move.check_later) {  // no autoscaler tick ends drains: look again once gateways moved on
-        self->delayed_send(self, std::chrono::microseconds(st.scaler.settle_us()), offload_done{[self] {
-                             for (const auto& u : self->state.scaler.drains_over(now_us(self))) unbind(self, u);
-                           }});
-      }
+      if (move.check_later) check_drains_later(self);
       if (move.kind == ScaleDriver::Move::Kind::moved) {
         publish(self, {key});
         place(self, key);  // back to what it wanted, elsewhere
@@ -257,6 +264,7 @@ uint64_t join(manager_pointer self, node_report report, node_router_actor router
   // Models that wait for capacity, or that should have more replicas, get a node now.
   for (const auto& key : st.registry.wanting_placement()) place(self, key);
   if (drained) drain_step(self);  // what it brought moves elsewhere
+  st.replicas.trim(adopted, now_ms(self), replica_actions(self));  // what it brought was placed again meanwhile
   return id;
 }
 

@@ -52,6 +52,16 @@ void ReplicaDriver::place(const model_key& key, int64_t now_ms, const ReplicaAct
   act.publish({key});
 }
 
+void ReplicaDriver::trim(const std::set<model_key>& keys, int64_t now_ms, const ReplicaActions& act) {
+  std::set<model_key> retired;
+  for (const auto& key : keys) {
+    if (scaler_.retire_excess(key, now_ms * 1000) > 0) retired.insert(key);
+  }
+  if (retired.empty()) return;
+  act.publish(retired);
+  act.check_drains();
+}
+
 void ReplicaDriver::answered(const model_key& key, uint64_t node, uint64_t attempt, const Result<replica_info>& r,
                              bool announce, bool completion, int64_t now_ms, const ReplicaActions& act) {
   members_.unreserve(node, attempt);  // bound below on success; free again otherwise
@@ -68,6 +78,7 @@ void ReplicaDriver::answered(const model_key& key, uint64_t node, uint64_t attem
     act.publish({key});
     registry_.answer_waiters(*v);
     if (v->loading_on.empty() && v->replicas.size() < v->wanted) place(key, now_ms, act);  // wanted more meanwhile
+    trim({key}, now_ms, act);  // or fewer, with a replica placed twice
     if (scaler_.nodes_draining()) act.drain_step();
     return;
   }

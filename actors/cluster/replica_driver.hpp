@@ -67,6 +67,9 @@ struct ReplicaActions {
   std::function<void()> chain_timer;
   /// One pass of the console's node drains.
   std::function<void()> drain_step;
+  /// Without the autoscaler's ticks: look for drains that are over once gateways had time to move
+  /// on (ScaleDriver::settle_us), and unbind them.
+  std::function<void()> check_drains;
   /// A drain is over: ask its node to unbind the replica, then ScaleDriver::unbound.
   std::function<void(const ScaleDriver::Unbind& unbind)> unbind;
   /// A model's bytes leave a node's host cache.
@@ -118,6 +121,9 @@ class ReplicaDriver {
   /// (ModelRegistry::want_replacements). Returns the versions changed.
   std::set<model_key> node_lost(uint64_t node, const std::string& name, bool replace, int64_t now_ms,
                                 const ReplicaActions& act);
+  /// Versions in `keys` holding more ready replicas than they want (ScaleDriver::retire_excess):
+  /// the excess leaves the routing table (published) and drains, ended by act.check_drains.
+  void trim(const std::set<model_key>& keys, int64_t now_ms, const ReplicaActions& act);
   /// The autoscaler's tick at now_us (the caller checked that the loop runs and has given it the
   /// reports): each change the loop decides is applied, an up placed and a down published; then
   /// the drains that are over are unbound and the expired host-cache copies evicted.

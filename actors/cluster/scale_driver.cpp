@@ -125,6 +125,17 @@ void ScaleDriver::scale_down(const model_key& key, uint32_t count, int64_t now_u
   }
 }
 
+uint32_t ScaleDriver::retire_excess(const model_key& key, int64_t now_us) {
+  if (loop_) return 0;
+  const ModelVersion* v = registry_.find(key);
+  if (!v || !(v->key() == key) || v->wanted == 0 || v->replicas.size() <= v->wanted) return 0;
+  const auto excess = static_cast<uint32_t>(v->replicas.size() - v->wanted);
+  spdlog::info("manager: {} has {} ready replica(s) and wants {}: the excess retires (placed twice)", key.to_string(),
+               v->replicas.size(), v->wanted);
+  scale_down(key, excess, now_us);
+  return excess;
+}
+
 void ScaleDriver::show_replicas() {
   if (!loop_) return;
   loop_->for_each([this](const model_key& key) {

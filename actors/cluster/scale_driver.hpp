@@ -128,6 +128,14 @@ class ScaleDriver {
   /// replicas than it has (a replica still bound is the cheapest there is): true when one did (the
   /// actor publishes the version).
   bool revive(const model_key& key);
+  /// Replicas placed twice (a node the manager gave up on came back with its replicas; a restarted
+  /// manager placed a version again while a node still loaded it): without the autoscaler (which
+  /// decides counts itself and scales such a version down by its own rules), a version holding more
+  /// ready replicas than it wants retires the excess in scale_down's order, their drains as a
+  /// scale-down's. Only where the count is known: wanted > 0 (asked for in this manager's life, or
+  /// kept in its state folder); after a restart without one, what the nodes hold is all it knows.
+  /// The number retired.
+  uint32_t retire_excess(const model_key& key, int64_t now_us);
   /// The versions with a replica draining on `node` (reconcile: the manager's own, not news).
   std::set<model_key> draining_on(uint64_t node) const;
   size_t drains() const { return drains_.size(); }

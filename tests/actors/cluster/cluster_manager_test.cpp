@@ -705,6 +705,35 @@ TEST(ClusterManager, ANodeThatAnswersNoHeartbeatIsLostAndTakenBackWithItsReplica
   EXPECT_TRUE(member);
 }
 
+// A node given up on (silent) whose model was placed again elsewhere comes back with its replica: the
+// version holds two and wants one, so one retires (out of the table at once, unbound after the
+// settle time). Without the autoscaler nothing else would ever reconcile them.
+TEST(ClusterManager, AReplicaPlacedTwiceIsRetiredAndUnboundWhenItsNodeComesBack) {
+  ClusterManagerConfig config;
+  config.heartbeat = 100ms;
+  config.node_timeout = 1s;
+  config.autoscaler.enabled = false;
+  Cluster c(config);
+  auto& a = c.join("a");
+  auto ready = c.d.request<model_state>(c.manager, ensure_atom_v, kModel);
+  c.d.run();
+  ASSERT_TRUE(ready->ok());
+  ASSERT_EQ(c.table.replicas(kModel), (std::vector<std::string>{"a"}));
+  auto& b = c.join("b");
+  a.hung = true;
+  for (int i = 0; i < 12; ++i) c.d.advance(100ms);
+  // Re-placed on b while a is silent: the version wants one (ModelRegistry::want_replacements).
+  ASSERT_EQ(c.table.replicas(kModel), (std::vector<std::string>{"b"}));
+  a.hung = false;  // back, with its replica: two, one wanted
+  for (int i = 0; i < 12; ++i) c.d.advance(100ms);
+  EXPECT_EQ(c.table.replicas(kModel).size(), 1u) << "the excess left the routing table at once";
+  EXPECT_TRUE(a.unloads.empty() && b.unloads.empty()) << "not unbound before gateways moved on";
+  for (int i = 0; i < 40; ++i) c.d.advance(100ms);  // the settle time (two autoscale intervals)
+  EXPECT_EQ(a.unloads.size() + b.unloads.size(), 1u) << "one replica unbound";
+  EXPECT_EQ(c.table.replicas(kModel).size(), 1u);
+  EXPECT_EQ(c.table.state(kModel), ModelReadiness::ready);
+}
+
 TEST(ClusterManager, AGatewayWithAnOldTableIsAnsweredOnlyOnceTheRecoveryWindowHasPassed) {
   ClusterManagerConfig config;
   config.recovery_window = 2s;

@@ -66,6 +66,7 @@ struct Fixture {
     };
     act.chain_timer = [this] { log.push_back("chain timer"); };
     act.drain_step = [this] { log.push_back("drain step"); };
+    act.check_drains = [this] { log.push_back("check drains"); };
     act.unbind = [this](const ScaleDriver::Unbind& u) { log.push_back("unbind " + u.key.to_string()); };
     act.evict = [this](const ScaleDriver::Evict& e) { log.push_back("evict " + e.key.to_string()); };
   }
