@@ -67,6 +67,9 @@ TEST_PACKAGES=(
   libgtest-dev libgmock-dev
   # gRPC clients of the integration tests (stubs generated at test time with grpc_python_plugin)
   python3-grpcio python3-protobuf
+  # etcd (the managers' shared state and leader lease, coord/): the tests start their own members on
+  # free ports; the package's own service is stopped and disabled below when this run installed it
+  etcd-server
   # the reference we check against and benchmark beside (run with /usr/bin/python3)
   python3 python3-torch python3-torchvision python3-numpy
   # the ONNX node tests (models, inputs, expected outputs) for the op conformance suite of issue 34;
@@ -176,6 +179,11 @@ else
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update
   $SUDO apt-get install -y --no-install-recommends "${missing[@]}"
+  # Debian starts etcd-server's service as it installs it: a test machine needs the binary only.
+  if [[ " ${missing[*]} " == *" etcd-server "* ]] && command -v systemctl >/dev/null &&
+    systemctl is-system-running >/dev/null 2>&1; then
+    $SUDO systemctl disable --now etcd >/dev/null 2>&1 || true
+  fi
 fi
 
 fetch_ocr_models
