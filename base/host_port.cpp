@@ -58,6 +58,23 @@ std::string HostPort::to_string() const {
   return host.find(':') != std::string::npos ? "[" + host + "]:" + p : host + ":" + p;
 }
 
+Result<std::vector<HostPort>> parse_host_port_list(std::string_view text) {
+  std::vector<HostPort> out;
+  size_t at = 0;
+  while (true) {
+    const size_t comma = text.find(',', at);
+    const std::string_view item = text.substr(at, comma == std::string_view::npos ? text.npos : comma - at);
+    auto hp = parse_host_port(item);
+    if (!hp.ok()) {
+      if (at == 0 && comma == std::string_view::npos) return hp.error();  // one: as parse_host_port says
+      return hp.error().with_context("item " + std::to_string(out.size() + 1) + " of the list");
+    }
+    out.push_back(*hp);
+    if (comma == std::string_view::npos) return out;
+    at = comma + 1;
+  }
+}
+
 Result<HostPort> parse_host_port(std::string_view text) {
   std::string quoted(1, '\'');  // built by appending: GCC 12 warns falsely on "'" + std::string (PR 105329)
   quoted.append(text).push_back('\'');

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "base/status.hpp"
@@ -36,5 +37,7 @@ struct HostPort {
 
 /// "127.0.0.1:7070" -> {"127.0.0.1", 7070}. Surrounding whitespace is ignored.
 Result<HostPort> parse_host_port(std::string_view text);
+/// "a:7070,b:7070" -> each, in order (at least one); invalid_argument naming the one that is not.
+Result<std::vector<HostPort>> parse_host_port_list(std::string_view text);
 
 }  // namespace ember

@@ -13,6 +13,7 @@
 #include "actors/actor_system.hpp"
 #include "actors/errors.hpp"
 #include "actors/process/gateway_process.hpp"
+#include "actors/process/manager_leadership.hpp"
 #include "actors/process/manager_process.hpp"
 #include "actors/process/node_process.hpp"
 #include "base/host_port.hpp"
@@ -122,9 +123,11 @@ Result<ClusterConfig> cluster_config(const ClusterOptions& o, ProcessRole role) 
     c.gateway.metrics = *hp;
   }
   if (!o.manager.empty()) {
-    auto hp = parse_host_port(o.manager);
-    if (!hp.ok()) return hp.error().with_context("--manager");
-    (role == ProcessRole::gateway ? c.gateway.manager : c.node.manager) = *hp;
+    auto list = parse_host_port_list(o.manager);
+    if (!list.ok()) return list.error().with_context("--manager");
+    (role == ProcessRole::gateway ? c.gateway.manager : c.node.manager) = (*list)[0];
+    (role == ProcessRole::gateway ? c.gateway.standby_managers : c.node.standby_managers)
+        .assign(list->begin() + 1, list->end());
   }
   if (!o.name.empty()) c.node.name = o.name;
   EMBER_RETURN_IF_ERROR(override_with(o.cache, "--cache", c.node.cache_bytes, parse_bytes));
@@ -224,9 +227,25 @@ int run_manager(const ClusterOptions& o) {
     if (!o.http.empty() || !o.grpc.empty()) {
       if (Status s = GatewayProcess::preflight(config->gateway); !s.ok()) return report(s.error());
     }
+    // Several managers sharing etcd: stand by until this one leads; it exits as soon as it no longer does.
+    std::unique_ptr<ManagerLeadership> leadership;
+    if (!config->manager.etcd.empty()) {
+      auto won = ManagerLeadership::win(config->manager, g_stop);
+      if (!won.ok()) return g_stop ? 0 : report(won.error());
+      leadership = std::move(*won);
+    }
     auto manager = ManagerProcess::start(sys, config->manager, config->transfer, config->autoscale, config->autoscaler,
-                                         true, config->security);
+                                         true, config->security, leadership ? leadership->take_decisions() : nullptr);
     if (!manager.ok()) return report(manager.error());
+    if (leadership) {
+      leadership->keep([](const std::string& why) {
+        spdlog::error("manager: lost the lead ({}); exiting at once so that only the leader acts (started again, "
+                      "it stands by)",
+                      why);
+        std::fflush(nullptr);
+        std::_Exit(75);  // EX_TEMPFAIL: systemd's Restart=on-failure starts it again as a standby
+      });
+    }
     std::unique_ptr<GatewayProcess> gateway;
     if (!o.http.empty() || !o.grpc.empty()) {
       auto g = GatewayProcess::start(sys, config->gateway, (*manager)->manager());

@@ -106,8 +106,9 @@ std::string history_file() {
 }
 
 int run_console(const ConsoleArgs& a) {
-  auto manager = parse_host_port(a.manager);
-  if (!manager.ok()) return report(manager.error().with_context("--manager"));
+  // Several managers sharing etcd (manager.etcd): only the leader listens, so the one that answers leads.
+  auto managers = parse_host_port_list(a.manager);
+  if (!managers.ok()) return report(managers.error().with_context("--manager"));
   ConsoleOptions options;
   options.json = a.json;
   options.auth.who = console_user();
@@ -129,8 +130,22 @@ int run_console(const ConsoleArgs& a) {
   caf::actor_system_config cfg;
   configure_actor_system(cfg, system);
   caf::actor_system sys{cfg};
-  auto console = Console::connect(sys, *manager, options);
-  if (!console.ok()) return report(console.error());
+  Result<std::unique_ptr<Console>> console = unavailable("no manager given");
+  const HostPort* manager = nullptr;
+  std::string why;
+  for (const auto& m : *managers) {
+    console = Console::connect(sys, m, options);
+    if (console.ok()) {
+      manager = &m;
+      break;
+    }
+    why += (why.empty() ? "" : "; ") + console.error().message();
+  }
+  if (!console.ok()) return report(unavailable(why));
+  if (managers->size() > 1) {  // on stderr: a command's JSON on stdout stays clean
+    std::fprintf(stderr, "ember console: the manager at %s leads (of %zu given)\n", manager->to_string().c_str(),
+                 managers->size());
+  }
 
   if (!a.commands.empty()) {  // one-shot
     int rc = 0;

@@ -49,7 +49,7 @@ Status parse_manager(const YamlSection& s, ManagerConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
   EMBER_RETURN_IF_ERROR(s.check_keys({"listen", "data_listen", "repository", "node_timeout", "heartbeat",
                                       "replace_on_failure", "recovery_window", "admin_token_file", "open_reads",
-                                      "state_dir"}));
+                                      "state_dir", "etcd", "etcd_prefix", "lease_ttl"}));
   EMBER_RETURN_IF_ERROR(s.read("listen", c.listen, parse_host_port));
   EMBER_RETURN_IF_ERROR(s.read("data_listen", c.data_listen, parse_host_port));
   EMBER_RETURN_IF_ERROR(s.read_string("repository", c.repository));
@@ -60,6 +60,20 @@ Status parse_manager(const YamlSection& s, ManagerConfig& c) {
   EMBER_RETURN_IF_ERROR(s.read_string("admin_token_file", c.admin_token_file));
   EMBER_RETURN_IF_ERROR(s.read_bool("open_reads", c.open_reads));
   EMBER_RETURN_IF_ERROR(s.read_string("state_dir", c.state_dir));
+  if (s.has("etcd")) {
+    EMBER_RETURN_IF_ERROR(s.read("etcd", c.etcd, parse_host_port_list));
+    if (!c.state_dir.empty()) {
+      return invalid_argument(s.where("etcd") + ": the decisions are kept in etcd or in state_dir, not both");
+    }
+  }
+  EMBER_RETURN_IF_ERROR(s.read_string("etcd_prefix", c.etcd_prefix));
+  if (c.etcd_prefix.empty() || c.etcd_prefix.back() == '/') {
+    return invalid_argument(s.where("etcd_prefix") + ": '" + c.etcd_prefix + "' must be non-empty and not end with /");
+  }
+  EMBER_RETURN_IF_ERROR(s.read("lease_ttl", c.lease_ttl_us, parse_duration_us));
+  if (c.lease_ttl_us < 2'000'000 || c.lease_ttl_us > 60'000'000) {
+    return invalid_argument(s.where("lease_ttl") + ": must lie in 2s..60s");
+  }
   return Status::OK();
 }
 
@@ -103,9 +117,10 @@ Status parse_gateway(const YamlSection& s, GatewayConfig& c) {
   EMBER_RETURN_IF_ERROR(s.read("cold_start_timeout", c.cold_start_timeout_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read_uint_as("max_pending", 1'000'000, c.max_pending));
   if (s.has("manager")) {
-    HostPort manager;
-    EMBER_RETURN_IF_ERROR(s.read("manager", manager, parse_host_port));
-    c.manager = manager;
+    std::vector<HostPort> managers;
+    EMBER_RETURN_IF_ERROR(s.read("manager", managers, parse_host_port_list));
+    c.manager = managers[0];
+    c.standby_managers.assign(managers.begin() + 1, managers.end());
   }
   EMBER_RETURN_IF_ERROR(s.read("reconnect_interval", c.reconnect_interval_us, parse_duration_us));
   EMBER_RETURN_IF_ERROR(s.read_string("api_tokens_file", c.api_tokens_file));
@@ -127,9 +142,10 @@ Status parse_node(const YamlSection& s, NodeConfig& c) {
       s.check_keys({"manager", "listen", "data_listen", "name", "cache", "repository", "rejoin_interval", "max_queue",
                     "max_queued_per_model", "max_queued_total", "allow_faults"}));
   if (s.has("manager")) {
-    HostPort manager;
-    EMBER_RETURN_IF_ERROR(s.read("manager", manager, parse_host_port));
-    c.manager = std::move(manager);
+    std::vector<HostPort> managers;
+    EMBER_RETURN_IF_ERROR(s.read("manager", managers, parse_host_port_list));
+    c.manager = managers[0];
+    c.standby_managers.assign(managers.begin() + 1, managers.end());
   }
   EMBER_RETURN_IF_ERROR(s.read("listen", c.listen, parse_host_port));
   EMBER_RETURN_IF_ERROR(s.read("data_listen", c.data_listen, parse_host_port));

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "config/autoscale_config.hpp"
@@ -93,6 +94,17 @@ struct ManagerConfig {
   /// corrupt state, or one from a newer Ember, stops the manager from starting, naming the file.
   /// Empty (the default): kept in memory only, and a restart forgets them.
   std::string state_dir;
+  /// etcd's client endpoints ("host:port", comma-separated in the YAML: "10.0.0.5:2379,10.0.0.6:2379"):
+  /// several managers share the decisions there and elect one leader with a lease; the others stand
+  /// by (they neither listen for nodes nor serve) and one takes over when the leader's lease ends.
+  /// Empty (the default): one manager, its decisions in state_dir. Not with state_dir.
+  std::vector<HostPort> etcd;
+  /// The keys' prefix in etcd (the leader key "<prefix>/leader", the decisions "<prefix>/state"):
+  /// one per cluster sharing an etcd. Default "/ember".
+  std::string etcd_prefix = "/ember";
+  /// The leader's lease: a leader that could not renew it for this long stops (its process exits),
+  /// and a standby takes over once etcd lets the lease expire. Microseconds; default 5s; 2s..60s.
+  uint64_t lease_ttl_us = 5'000'000;
 };
 
 /// `gateway:` — the HTTP (KServe v2) front end.
@@ -135,7 +147,10 @@ struct GatewayConfig {
   uint32_t max_pending = 1024;
   /// The manager a standalone gateway (`ember gateway`) subscribes to (its manager.listen). Required
   /// there; a gateway inside `ember manager` or `ember serve` uses its own process's manager.
+  /// Several, comma-separated ("a:7070,b:7070": managers sharing etcd, manager.etcd): the first, and
+  /// the others in standby_managers; whichever answers leads (a standby does not listen).
   std::optional<HostPort> manager;
+  std::vector<HostPort> standby_managers;
   /// A standalone gateway that lost its manager tries to reach it again this often, serving warm
   /// requests from its last routing table meanwhile. Microseconds; default 1s; 10ms..60s.
   uint64_t reconnect_interval_us = 1'000'000;
@@ -168,7 +183,9 @@ struct GatewayConfig {
 /// `node:` — one host's node router, executors and model cache. Its devices are `devices:`.
 struct NodeConfig {
   /// The manager to join (its `manager.listen`). No default: required for a node (check_role).
+  /// Several, comma-separated, as gateway.manager: tried in turn until one answers (the leader).
   std::optional<HostPort> manager;
+  std::vector<HostPort> standby_managers;
   /// Where this node's router accepts direct CAF connections: standalone gateways dial it, so that
   /// their requests reach the node without passing through the manager's process (and go on while
   /// the manager is away). Default 127.0.0.1:0 (ephemeral, announced to the manager when joining).

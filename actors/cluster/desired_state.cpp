@@ -168,6 +168,26 @@ Result<DesiredState> DesiredState::from_snapshot(std::string_view json) {
   return s;
 }
 
+namespace {
+
+/// The journal in a folder (manager.state_dir).
+class JournalStore final : public DecisionStore {
+ public:
+  explicit JournalStore(StateJournal journal) : journal_(std::move(journal)) {}
+  Status keep(const std::string& record, const DesiredState& next) override {
+    if (auto appended = journal_.append(record); !appended.ok()) return appended.error();
+    if (journal_.since_snapshot() >= DecisionLog::kCompactEvery) return journal_.compact(next.snapshot());
+    return Status::OK();
+  }
+  Status compact(const DesiredState& state) override { return journal_.compact(state.snapshot()); }
+  std::string where() const override { return journal_.dir(); }
+
+ private:
+  StateJournal journal_;
+};
+
+}  // namespace
+
 Result<std::unique_ptr<DecisionLog>> DecisionLog::open(const std::string& dir) {
   StateJournal::Loaded loaded;
   EMBER_ASSIGN_OR_RETURN(StateJournal journal, StateJournal::open(dir, loaded));
@@ -182,18 +202,17 @@ Result<std::unique_ptr<DecisionLog>> DecisionLog::open(const std::string& dir) {
       return corrupt(dir + "/journal: record " + std::to_string(r.seq) + ": " + s.error().message());
     }
   }
-  return std::unique_ptr<DecisionLog>(new DecisionLog(std::move(journal), std::move(state)));
+  return over(std::make_unique<JournalStore>(std::move(journal)), std::move(state));
 }
 
 Status DecisionLog::record(const std::string& record) {
   DesiredState next = state_;
-  EMBER_RETURN_IF_ERROR(next.apply(record));  // one that would not read back is never written
-  if (auto appended = journal_.append(record); !appended.ok()) {
-    spdlog::error("manager: a decision could not be kept in {}: {}", dir(), appended.error().message());
-    return appended.error();
+  EMBER_RETURN_IF_ERROR(next.apply(record));  // one that would not read back is never kept
+  if (Status kept = store_->keep(record, next); !kept.ok()) {
+    spdlog::error("manager: a decision could not be kept in {}: {}", where(), kept.error().message());
+    return kept;
   }
   state_ = std::move(next);
-  if (journal_.since_snapshot() >= kCompactEvery) return compact();
   return Status::OK();
 }
 

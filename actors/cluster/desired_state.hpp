@@ -74,32 +74,51 @@ class DesiredState {
   std::set<std::string> drained_;
 };
 
-/// The desired state kept in a folder (manager.state_dir): a StateJournal and the DesiredState its
-/// snapshot and records hold. record() puts a decision on disk, then into the state; the manager
-/// acknowledges a decision only once it returned OK, so no acknowledged decision is lost. Opened by
-/// the manager's process (a refusal stops it from starting), then owned by the manager actor; not
-/// thread-safe.
+/// Where a DecisionLog keeps the decisions: a StateJournal in a folder (manager.state_dir), or etcd,
+/// shared by several managers (manager.etcd: the whole state under one key, each write fenced by the
+/// leader key's revision, coord/leader_lease.hpp). keep() returns only once `record` is durable (and
+/// `next` is the state with it); an error: the decision must not be acknowledged.
+class DecisionStore {
+ public:
+  virtual ~DecisionStore() = default;
+  virtual Status keep(const std::string& record, const DesiredState& next) = 0;
+  /// The state as one snapshot, what came before it dropped (a journal's records).
+  virtual Status compact(const DesiredState& state) = 0;
+  /// Where it keeps them, for messages ("/var/lib/ember/state", "etcd 10.0.0.5:2379 /ember/state").
+  virtual std::string where() const = 0;
+};
+
+/// The desired state and the store that keeps it. record() puts a decision in the store, then into
+/// the state; the manager acknowledges a decision only once it returned OK, so no acknowledged
+/// decision is lost. Opened by the manager's process (a refusal stops it from starting), then owned
+/// by the manager actor; not thread-safe.
 class DecisionLog {
  public:
-  /// Records between compactions (each rewrites the snapshot: the journal stays short).
+  /// Records between compactions of a journal (each rewrites the snapshot: the journal stays short).
   static constexpr uint64_t kCompactEvery = 1000;
 
-  /// StateJournal::open's errors, and a record that does not read (corrupt), each naming `dir`.
+  /// The folder `dir` (StateJournal::open's errors, and a record that does not read (corrupt), each
+  /// naming `dir`).
   static Result<std::unique_ptr<DecisionLog>> open(const std::string& dir);
+  /// Any store, holding `state` as read from it.
+  static std::unique_ptr<DecisionLog> over(std::unique_ptr<DecisionStore> store, DesiredState state) {
+    return std::unique_ptr<DecisionLog>(new DecisionLog(std::move(store), std::move(state)));
+  }
 
-  /// `record` (one of DesiredState's) on disk, then folded into the state; compacts every
-  /// kCompactEvery records. An error: the decision must not be acknowledged.
+  /// `record` (one of DesiredState's) kept, then folded into the state. An error: the decision must
+  /// not be acknowledged.
   Status record(const std::string& record);
-  /// The state as the snapshot, the journal emptied (the manager does it once it restored).
-  Status compact() { return journal_.compact(state_.snapshot()); }
+  /// The state as the snapshot (the manager does it once it restored).
+  Status compact() { return store_->compact(state_); }
 
   const DesiredState& state() const { return state_; }
-  const std::string& dir() const { return journal_.dir(); }
+  std::string where() const { return store_->where(); }
 
  private:
-  DecisionLog(StateJournal journal, DesiredState state) : journal_(std::move(journal)), state_(std::move(state)) {}
+  DecisionLog(std::unique_ptr<DecisionStore> store, DesiredState state)
+      : store_(std::move(store)), state_(std::move(state)) {}
 
-  StateJournal journal_;
+  std::unique_ptr<DecisionStore> store_;
   DesiredState state_;
 };
 

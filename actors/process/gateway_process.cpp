@@ -116,18 +116,23 @@ uint16_t GatewayProcess::grpc_port() const { return grpc_ ? grpc_->port() : 0; }
 uint16_t GatewayProcess::metrics_port() const { return metrics_ ? metrics_->port() : 0; }
 
 void GatewayProcess::serve_remote(const GatewayConfig& config, const std::atomic<bool>& stop) {
-  const HostPort& at = *config.manager;
   const auto interval = std::chrono::microseconds(config.reconnect_interval_us);
+  // Several managers (manager.etcd): tried in turn; only the leader listens, so whichever answers leads.
+  std::vector<HostPort> managers{*config.manager};
+  managers.insert(managers.end(), config.standby_managers.begin(), config.standby_managers.end());
+  size_t next = 0;
   bool said_unreachable = false;
   while (!stop) {
+    const HostPort at = managers[next];
     auto found = connect_remote(*sys_, at.host, at.port);
     if (!found.ok()) {
-      if (!said_unreachable) {
+      next = (next + 1) % managers.size();
+      if (!said_unreachable && next == 0) {  // every one tried
         spdlog::warn("gateway: manager {} unreachable ({}); serving from the last routing table, retrying every {} ms",
                      at.to_string(), found.error().message(), config.reconnect_interval_us / 1000);
         said_unreachable = true;
       }
-      std::this_thread::sleep_for(interval);
+      if (next == 0) std::this_thread::sleep_for(interval);
       continue;
     }
     said_unreachable = false;

@@ -30,7 +30,8 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
                                                               const TransferConfig& transfer,
                                                               const AutoscaleConfig& autoscale,
                                                               const AutoscalerSettings& autoscaler, bool publish,
-                                                              const SecurityConfig& security) {
+                                                              const SecurityConfig& security,
+                                                              std::unique_ptr<DecisionLog> decisions) {
   std::unique_ptr<ManagerProcess> p(new ManagerProcess(sys));
   auto entries = scan_repository(config.repository);
   for (const auto& e : entries) {
@@ -60,7 +61,9 @@ Result<std::unique_ptr<ManagerProcess>> ManagerProcess::start(caf::actor_system&
     EMBER_ASSIGN_OR_RETURN(admin.token, read_token_file(config.admin_token_file, "manager.admin_token_file"));
   }
   mc.admin = make_admin_factory(sys, std::move(admin));
-  if (!config.state_dir.empty()) {
+  if (decisions) {
+    mc.decisions = std::move(decisions);
+  } else if (!config.state_dir.empty()) {
     auto decisions = DecisionLog::open(config.state_dir);
     if (!decisions.ok()) {
       return Error(decisions.error().code(), "manager.state_dir: " + decisions.error().message());

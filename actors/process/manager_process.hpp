@@ -8,6 +8,7 @@
 
 #include <memory>
 
+#include "actors/cluster/desired_state.hpp"
 #include "actors/cluster_manager_interface.hpp"
 #include "base/status.hpp"
 #include "config/cluster_config.hpp"
@@ -30,10 +31,13 @@ class ManagerProcess {
   /// `publish`, also makes the manager reachable for remote nodes at config.listen. `autoscale` and
   /// `autoscaler` are the `autoscale:` section (the models' defaults, the loop's settings);
   /// `security` gives its blob server tickets and TLS (security.ticket_key_file, data_plane).
+  /// `decisions`: where the decisions are kept when not in manager.state_dir (etcd, opened by
+  /// ManagerLeadership::win); null: state_dir's, if set.
   static Result<std::unique_ptr<ManagerProcess>> start(caf::actor_system& sys, const ManagerConfig& config,
                                                        const TransferConfig& transfer, const AutoscaleConfig& autoscale,
                                                        const AutoscalerSettings& autoscaler, bool publish,
-                                                       const SecurityConfig& security = {});
+                                                       const SecurityConfig& security = {},
+                                                       std::unique_ptr<DecisionLog> decisions = nullptr);
   ~ManagerProcess();
 
   const cluster_manager_actor& manager() const { return manager_; }

@@ -269,6 +269,12 @@ NodeProcess::~NodeProcess() {
 
 namespace {
 
+std::string manager_list(const std::vector<HostPort>& managers) {
+  std::string out;
+  for (const auto& m : managers) out += (out.empty() ? "" : ",") + m.to_string();
+  return out;
+}
+
 Result<node_report> ask_report(caf::scoped_actor& self, const node_router_actor& router) {
   Result<node_report> out = internal_error("no report");
   self->request(router, std::chrono::seconds(10), report_atom_v)
@@ -293,30 +299,36 @@ Result<uint64_t> NodeProcess::join_local(const cluster_manager_actor& manager) {
 
 void NodeProcess::serve_remote(const NodeConfig& config, const std::atomic<bool>& stop) {
   const auto interval = std::chrono::microseconds(config.rejoin_interval_us);
+  // Several managers (manager.etcd): tried in turn; only the leader listens, so whichever answers leads.
+  std::vector<HostPort> managers{*config.manager};
+  managers.insert(managers.end(), config.standby_managers.begin(), config.standby_managers.end());
+  size_t next = 0;
   bool said_unreachable = false;
   while (!stop) {
-    auto found = connect_remote(sys_, config.manager->host, config.manager->port);
+    const HostPort at = managers[next];
+    auto found = connect_remote(sys_, at.host, at.port);
     if (!found.ok()) {
-      if (!said_unreachable) {
-        spdlog::warn("node {}: manager {} unreachable ({}); retrying every {} ms", name_, config.manager->to_string(),
-                     found.error().message(), config.rejoin_interval_us / 1000);
-        (void)notify_service_manager("STATUS=manager " + config.manager->to_string() + " unreachable; retrying");
+      next = (next + 1) % managers.size();
+      if (!said_unreachable && next == 0) {  // every one tried
+        spdlog::warn("node {}: manager{} {} unreachable ({}); retrying every {} ms", name_,
+                     managers.size() > 1 ? "s" : "", manager_list(managers), found.error().message(),
+                     config.rejoin_interval_us / 1000);
+        (void)notify_service_manager("STATUS=manager " + manager_list(managers) + " unreachable; retrying");
         said_unreachable = true;
       }
-      std::this_thread::sleep_for(interval);
+      if (next == 0) std::this_thread::sleep_for(interval);
       continue;
     }
     said_unreachable = false;
     auto manager = caf::actor_cast<cluster_manager_actor>(*found);
     auto id = join_local(manager);
     if (!id.ok()) {
-      spdlog::warn("node {}: joining {} failed: {}", name_, config.manager->to_string(), id.error().message());
+      spdlog::warn("node {}: joining {} failed: {}", name_, at.to_string(), id.error().message());
       std::this_thread::sleep_for(interval);
       continue;
     }
-    spdlog::info("node {}: joined the cluster at {} as #{}", name_, config.manager->to_string(), *id);
-    (void)notify_service_manager("STATUS=joined the cluster at " + config.manager->to_string() + " as #" +
-                                 std::to_string(*id));
+    spdlog::info("node {}: joined the cluster at {} as #{}", name_, at.to_string(), *id);
+    (void)notify_service_manager("STATUS=joined the cluster at " + at.to_string() + " as #" + std::to_string(*id));
     caf::scoped_actor self{sys_};
     self->monitor(manager);
     bool lost = false;

@@ -109,6 +109,30 @@ transfer:
   EXPECT_EQ(c->transfer.rack, "rack-a");
 }
 
+// Several managers (issue 37): etcd's endpoints for them, every manager for nodes and gateways.
+TEST(ClusterConfig, ReadsSeveralManagersSharingEtcd) {
+  auto c = parse_cluster_config(R"(
+manager:
+  etcd: 10.0.0.5:2379, 10.0.0.6:2379
+  etcd_prefix: /ember/prod
+  lease_ttl: 3s
+node:
+  manager: 10.0.0.1:7070,10.0.0.2:7070
+gateway:
+  manager: 10.0.0.1:7070,10.0.0.2:7070,10.0.0.3:7070
+)",
+                                "ember.yaml");
+  ASSERT_TRUE(c.ok()) << c.error().message();
+  ASSERT_EQ(c->manager.etcd.size(), 2u);
+  EXPECT_EQ(c->manager.etcd[1].to_string(), "10.0.0.6:2379");
+  EXPECT_EQ(c->manager.etcd_prefix, "/ember/prod");
+  EXPECT_EQ(c->manager.lease_ttl_us, 3'000'000u);
+  EXPECT_EQ(c->node.manager->to_string(), "10.0.0.1:7070");
+  ASSERT_EQ(c->node.standby_managers.size(), 1u);
+  EXPECT_EQ(c->node.standby_managers[0].to_string(), "10.0.0.2:7070");
+  EXPECT_EQ(c->gateway.standby_managers.size(), 2u);
+}
+
 TEST(ClusterConfig, EmptyDocumentsGiveDefaults) {
   for (const char* yaml : {"", "# nothing here\n", "---\n", "manager:\ngateway:\nnode:\ndevices:\n",
                            "manager: {}\ngateway: {}\nnode: {}\ndevices: {}\n", "manager: ~\n"}) {
@@ -386,8 +410,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"gateway:\n  max_pending: 0\n", "gateway.max_pending: 0 is outside 1..1000000"},
         BadCase{"gateway:\n  max_pending: -5\n", "gateway.max_pending: '-5'"},
         BadCase{"gateway:\n  max_pending: {a: 1}\n", "gateway.max_pending: must be a scalar"},
+        BadCase{"manager:\n  etcd: 10.0.0.5\n", "manager.etcd: '10.0.0.5' is not host:port"},
+        BadCase{"manager:\n  etcd: a:2379,b\n", "manager.etcd: item 2 of the list: 'b' is not host:port"},
+        BadCase{"manager:\n  state_dir: /s\n  etcd: a:2379\n", "manager.etcd: the decisions are kept in etcd or"},
+        BadCase{"manager:\n  lease_ttl: 1s\n", "manager.lease_ttl: must lie in 2s..60s"},
+        BadCase{"manager:\n  etcd_prefix: /ember/\n", "manager.etcd_prefix: '/ember/' must be non-empty"},
         // node
         BadCase{"node:\n  manager: manager\n", "node.manager: 'manager' is not host:port"},
+        BadCase{"node:\n  manager: 'a:7070,'\n", "node.manager: item 2 of the list"},
         BadCase{"node:\n  manager: 10.0.0.1:0\n", "node.manager: '10.0.0.1:0' has port 0"},
         BadCase{"node:\n  data_listen: ':7200'\n", "node.data_listen: ':7200'"},
         BadCase{"node:\n  name: ''\n", "node.name: must not be empty"},
