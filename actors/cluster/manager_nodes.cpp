@@ -6,6 +6,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
+#include <algorithm>
 #include <optional>
 
 #include "actors/cluster/manager_state.hpp"
@@ -245,6 +246,22 @@ void drain_step(manager_pointer self) {
   }
 }
 
+/// Drains again the members the kept state says are drained but no drain runs on (a restart, or a
+/// drain that could not finish for want of room). True when one was.
+bool redrain_kept(manager_pointer self) {
+  auto& st = self->state;
+  if (!st.config.decisions) return false;
+  const auto running = st.scaler.drained_nodes();
+  bool any = false;
+  for (const auto& [id, n] : st.members.nodes()) {
+    if (!st.config.decisions->state().drained(n.report.name)) continue;
+    if (std::find(running.begin(), running.end(), id) != running.end()) continue;
+    st.scaler.drain_node(id, [](const Result<std::vector<model_key>>&) {});
+    any = true;
+  }
+  return any;
+}
+
 uint64_t join(manager_pointer self, node_report report, node_router_actor router) {
   auto& st = self->state;
   self->monitor(router);
@@ -254,9 +271,10 @@ uint64_t join(manager_pointer self, node_report report, node_router_actor router
   const std::string name = report.name;
   const uint64_t id = st.members.join(std::move(report), std::move(router));
   st.liveness.joined(id, now_us(self), fingerprint);
-  // A node drained before this manager started (manager.state_dir) is drained again: nothing placed.
-  const bool drained = st.config.decisions && st.config.decisions->state().drained(name);
-  if (drained) st.scaler.drain_node(id, [](const Result<std::vector<model_key>>&) {});
+  // A node drained before this manager started (manager.state_dir, etcd) is drained again: nothing
+  // placed there. So is one whose drain could not finish earlier (no other node had room, as when it
+  // rejoined first): a node joining may be the room it lacked.
+  const bool drained = redrain_kept(self);
   const auto adopted = st.registry.adopt(brought, id);
   spdlog::info("manager: node {}", st.members.describe_join(id, adopted.size()));
   tell_peers(self);

@@ -108,17 +108,17 @@ void ScaleDriver::scale_down(const model_key& key, uint32_t count, int64_t now_u
   const ModelVersion* v = registry_.find(key);
   if (!v) return;
   const auto per_node = registry_.replicas_per_node();
-  // Not partitioned, in flight, -replicas on the node, node.
-  std::vector<std::tuple<bool, uint32_t, int64_t, uint64_t>> order;
+  // On a node being drained, not partitioned, in flight, -replicas on the node, node.
+  std::vector<std::tuple<bool, bool, uint32_t, int64_t, uint64_t>> order;
   for (const auto& [node, device] : v->replicas) {
     auto n = per_node.find(node);
-    order.emplace_back(!v->partitioned.count(node), loop_ ? loop_->in_flight(key, node) : 0,
+    order.emplace_back(!node_drains_.count(node), !v->partitioned.count(node), loop_ ? loop_->in_flight(key, node) : 0,
                        -static_cast<int64_t>(n == per_node.end() ? 0 : n->second), node);
   }
   std::sort(order.begin(), order.end());
   const uint64_t bytes = v->entry.weights_bytes;
   for (size_t i = 0; i < order.size() && i < count; ++i) {
-    const uint64_t node = std::get<3>(order[i]);
+    const uint64_t node = std::get<4>(order[i]);
     auto device = registry_.retire(key, node);
     if (!device) continue;
     drains_[next_drain_++] = Drain{key, node, *device, bytes, now_us, false};

@@ -6,9 +6,9 @@
 //
 // Every tick (autoscale.interval) decide() asks the loop for every model; apply() makes each change:
 // up sets the count the version wants and the actor places the rest (drains come back first:
-// revive()); down retires the least busy replicas (scale_down's order: those a pipeline completed
-// into, then the fewest requests in flight there, then the node with the most replicas) and starts
-// their drains. A drain's life:
+// revive()); down retires the least busy replicas (scale_down's order: those on a node being
+// drained, those a pipeline completed into, then the fewest requests in flight there, then the node
+// with the most replicas) and starts their drains. A drain's life:
 //
 //   retired (out of the routing table, still bound) ──no request in flight on it in any gateway's
 //   report made after it left (two report intervals), or drain_timeout──▶ unbinding (the actor

@@ -155,12 +155,14 @@ struct Cluster {
     caf::anon_send_exit(manager, caf::exit_reason::user_shutdown);
     d.run();
   }
-  FakeNode& join(const std::string& name, uint64_t device_mib = 1024) {
+  FakeNode& join(const std::string& name, uint64_t device_mib = 1024, std::vector<model_key> holding = {}) {
     auto& n = *(nodes[name] = std::make_unique<FakeNode>());
     n.name = name;
+    n.replicas = holding;  // a node that comes back with replicas reports them
     n.actor = d.sys().spawn(fake_router, &n);
     node_report r;
     r.name = name;
+    r.replicas = holding;
     r.data = {name, 7000};
     r.control = {name, 7201};  // as its process publishes its router
     r.devices.push_back({"sim0", device_mib * MiB, 0});
@@ -498,6 +500,41 @@ TEST(ClusterManager, ADrainKeptInTheStateFolderHoldsAfterARestartUntilTheNodeLea
   auto last = DecisionLog::open(state / "manager");
   ASSERT_TRUE(last.ok());
   EXPECT_FALSE((*last)->state().drained("a")) << "the drain ended with its node's membership";
+}
+
+// A drained node whose replica was not yet unbound when the manager went comes back first, before any
+// node with room: its drain cannot finish then, and does once another node joins.
+TEST(ClusterManager, ADrainedNodeThatRejoinsFirstWithAReplicaGivesItUpOnceAnotherNodeJoins) {
+  gpu::testing::TempDir repo, state;
+  gpu::testing::tiny_model("mlp", repo / "mlp/1");
+  const model_key mlp{"mlp", 1};
+  ClusterManagerConfig config;
+  config.repository = repo.path();
+  config.autoscaler.enabled = false;
+  const AdminSettings admin{"s3cret", true};
+  {
+    config.decisions = std::move(*DecisionLog::open(state / "manager"));
+    Cluster c(config, 0, {mlp}, admin);
+    c.join("a");
+    c.join("b");
+    auto load = c.d.request<model_state>(c.manager, load_atom_v, model_command{mlp, 1});
+    auto drained = c.d.request<std::vector<model_key>>(c.admin, admin_auth{"s3cret", "x"}, drain_atom_v,
+                                                       std::string("a"));
+    c.d.run();
+    c.d.advance(5s);
+    ASSERT_TRUE(load->ok()) << load->error().message();
+    ASSERT_TRUE(drained->ok()) << drained->error().message();
+  }
+  config.decisions = std::move(*DecisionLog::open(state / "manager"));
+  Cluster c(config, 0, {mlp}, admin);
+  auto& a = c.join("a", 1024, {mlp});  // back first, still holding a replica (its unbind never came)
+  c.d.run();
+  EXPECT_EQ(c.table.replicas(mlp), (std::vector<std::string>{"a"})) << "its only replica serves meanwhile";
+  c.join("b");
+  c.d.run();
+  for (int i = 0; i < 50; ++i) c.d.advance(100ms);
+  EXPECT_EQ(c.table.replicas(mlp), (std::vector<std::string>{"b"}));
+  EXPECT_EQ(a.unloads, (std::vector<model_key>{mlp})) << "the drained node's replica was unbound";
 }
 
 TEST(ClusterManager, ALoadRescansTheModelsFolderOnTheScanQueueBeforeItAnswers) {
