@@ -233,6 +233,47 @@ class LocalCluster:
             raise Failure(f"load {model}: HTTP {status} {text}")
 
 
+class Spawner:
+    """Starts processes into `procs` (name -> Popen) with their output in `work`/NAME.log (`logs`: name ->
+    open file), as run_guarded passes them; log(name) reads a log so far."""
+
+    def __init__(self, program, work, procs, logs):
+        self.program, self.work, self.procs, self.logs = program, work, procs, logs
+
+    def spawn(self, name, args, program=None):
+        if name in self.logs:
+            self.logs[name].close()
+        self.logs[name] = open(os.path.join(self.work, name + ".log"), "a")
+        self.procs[name] = subprocess.Popen([program or self.program, *args], stdout=self.logs[name],
+                                            stderr=subprocess.STDOUT)
+
+    def log(self, name):
+        self.logs[name].flush()
+        with open(os.path.join(self.work, name + ".log")) as f:
+            return f.read()
+
+    def start_etcd(self, etcd="/usr/bin/etcd"):
+        """One etcd member on free loopback ports (data in `work`/etcd): its client port."""
+        client, peer = free_port(), free_port()
+        self.spawn("etcd", ["--data-dir", os.path.join(self.work, "etcd"), "--listen-client-urls",
+                            f"http://127.0.0.1:{client}", "--advertise-client-urls", f"http://127.0.0.1:{client}",
+                            "--listen-peer-urls", f"http://127.0.0.1:{peer}", "--initial-advertise-peer-urls",
+                            f"http://127.0.0.1:{peer}", "--initial-cluster", f"default=http://127.0.0.1:{peer}"],
+                   program=etcd)
+        return client
+
+    def leader(self, names):
+        """Of the managers `names` (sharing etcd), the running one that logged last that it leads."""
+        best = None
+        for name in names:
+            if name not in self.procs or self.procs[name].poll() is not None:
+                continue
+            led = re.findall(r"^(\S+) .*manager \S+: leads", self.log(name), re.M)
+            if led and (best is None or led[-1] > best[0]):
+                best = (led[-1], name)
+        return best[1] if best else None
+
+
 def run_guarded(prefix, body, tail_lines=20):
     """Runs body(work, procs, logs) in a fresh work folder (procs: name -> Popen, logs: name -> open
     file, both filled by the body): prints PASS, or FAIL with the logs' last lines; every process is

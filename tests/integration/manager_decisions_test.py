@@ -40,8 +40,8 @@ import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_test import (Failure, Load, check_answer, free_port, make_cases, request, run_guarded,  # noqa: E402
-                          wait_for)
+from cluster_test import (Failure, Load, Spawner, check_answer, free_port, make_cases, request,  # noqa: E402
+                          run_guarded, wait_for)
 
 ETCD = "/usr/bin/etcd"
 CONFIG = """
@@ -67,7 +67,9 @@ def _body(ember, work, procs, logs, etcd):
     with open(token, "w") as f:
         f.write("decisions-test-token\n")
     config = os.path.join(work, "ember.yaml")
-    eport, epeer = free_port(), free_port()
+    run = Spawner(ember, work, procs, logs)
+    spawn, log_of = run.spawn, run.log
+    eport = run.start_etcd(ETCD) if etcd else 0
     keep = (f"  etcd: 127.0.0.1:{eport}\n  etcd_prefix: /ember-decisions\n  lease_ttl: 2s" if etcd else
             f"  state_dir: {os.path.join(work, 'state')}")
     with open(config, "w") as f:
@@ -77,15 +79,6 @@ def _body(ember, work, procs, logs, etcd):
     manager = ",".join(f"127.0.0.1:{p[0]}" for p in ports.values())
     gport = free_port()
 
-    def spawn(name, args, program=ember):
-        logs[name] = open(os.path.join(work, name + ".log"), "a")
-        procs[name] = subprocess.Popen([program, *args], stdout=logs[name], stderr=subprocess.STDOUT)
-
-    def log_of(name):
-        logs[name].flush()
-        with open(os.path.join(work, name + ".log")) as f:
-            return f.read()
-
     def start_manager(name="manager"):
         mport, hport, dport = ports[name]
         spawn(name, ["manager", "--config", config, "--listen", f"127.0.0.1:{mport}", "--repository", repo, "--http",
@@ -93,16 +86,7 @@ def _body(ember, work, procs, logs, etcd):
 
     def leader():
         """The manager process that serves now: the one, or the one of two that logged it leads last."""
-        if not etcd:
-            return "manager"
-        best = None
-        for name in ports:
-            if name not in procs or procs[name].poll() is not None:
-                continue
-            m = re.findall(r"^(\S+) .*manager \S+: leads", log_of(name), re.M)
-            if m and (best is None or m[-1] > best[0]):
-                best = (m[-1], name)
-        return best[1] if best else None
+        return run.leader(ports) if etcd else "manager"
 
     def serving(name):
         return name is not None and request(ports[name][1], "GET", "/v2/health/ready")[0] == 200
@@ -124,11 +108,6 @@ def _body(ember, work, procs, logs, etcd):
     def replicas_of(model, snap):
         return sorted(n for n, v in snap["nodes"].items() if f"{model}/1" in v["replicas"])
 
-    if etcd:
-        spawn("etcd", ["--data-dir", os.path.join(work, "etcd"), "--listen-client-urls", f"http://127.0.0.1:{eport}",
-                       "--advertise-client-urls", f"http://127.0.0.1:{eport}", "--listen-peer-urls",
-                       f"http://127.0.0.1:{epeer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{epeer}",
-                       "--initial-cluster", f"default=http://127.0.0.1:{epeer}"], program=ETCD)
     for name in ports:
         start_manager(name)
     wait_for("the manager", lambda: serving(leader()), 30)

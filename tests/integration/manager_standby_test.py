@@ -22,7 +22,6 @@ Usage: manager_standby_test.py --ember PATH
 import argparse
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -30,7 +29,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cluster_test import Failure, Load, free_port, make_cases, request, run_guarded, wait_for  # noqa: E402
+from cluster_test import Failure, Load, Spawner, free_port, make_cases, request, run_guarded, wait_for  # noqa: E402
 
 ETCD = "/usr/bin/etcd"
 SKIP = 77
@@ -55,22 +54,15 @@ def _body(ember, work, procs, logs):
     token = os.path.join(work, "admin.token")
     with open(token, "w") as f:
         f.write("standby-test-token\n")
-    eport, epeer = free_port(), free_port()
+    run = Spawner(ember, work, procs, logs)
+    spawn, log_of = run.spawn, run.log
+    eport = run.start_etcd(ETCD)
     config = os.path.join(work, "ember.yaml")
     with open(config, "w") as f:
         f.write(CONFIG.format(token=token, etcd=eport))
     mports = {"m1": free_port(), "m2": free_port()}
     managers = ",".join(f"127.0.0.1:{p}" for p in mports.values())
     gport = free_port()
-
-    def spawn(name, args, program=ember):
-        logs[name] = open(os.path.join(work, name + ".log"), "a")
-        procs[name] = subprocess.Popen([program, *args], stdout=logs[name], stderr=subprocess.STDOUT)
-
-    def log_of(name):
-        logs[name].flush()
-        with open(os.path.join(work, name + ".log")) as f:
-            return f.read()
 
     def start_manager(name):
         spawn(name, ["manager", "--config", config, "--listen", f"127.0.0.1:{mports[name]}", "--repository", repo,
@@ -85,15 +77,7 @@ def _body(ember, work, procs, logs):
         return r.stdout, r.stderr
 
     def leader():
-        """The manager that logged it leads last, among those running."""
-        best = None
-        for name in mports:
-            if procs.get(name) is None or procs[name].poll() is not None:
-                continue
-            m = re.findall(r"^(\S+) .*manager \S+: leads", log_of(name), re.M)
-            if m and (best is None or m[-1] > best[0]):
-                best = (m[-1], name)
-        return best[1] if best else None
+        return run.leader(mports)
 
     def models():
         out, _ = console("models")
@@ -103,10 +87,6 @@ def _body(ember, work, procs, logs):
         out, _ = console("nodes")
         return sum(1 for n in json.loads(out) if "mlp/1" in n["replicas"])
 
-    spawn("etcd", ["--data-dir", os.path.join(work, "etcd"), "--listen-client-urls", f"http://127.0.0.1:{eport}",
-                   "--advertise-client-urls", f"http://127.0.0.1:{eport}", "--listen-peer-urls",
-                   f"http://127.0.0.1:{epeer}", "--initial-advertise-peer-urls", f"http://127.0.0.1:{epeer}",
-                   "--initial-cluster", f"default=http://127.0.0.1:{epeer}"], program=ETCD)
     start_manager("m1")
     start_manager("m2")
     wait_for("a leader", lambda: leader() is not None, 30)
