@@ -139,7 +139,12 @@ void dispatch(gateway_pointer self, std::shared_ptr<Pending> p) {
   if (entry == st.table.end()) return fail(self, *p, not_found("unknown model " + p->key.to_string()));
   // The ready replica with the fewest requests in flight from this process (the gateway's and
   // those its front-end threads sent straight to replicas), counted there at once.
-  const replica_ref* replica = st.view->chooser().choose_and_start(entry->second.replicas);
+  // A retry leaves out the nodes that refused it, unless no other replica is ready.
+  const auto not_refused = [&](const replica_ref& r) {
+    return std::find(p->refused.begin(), p->refused.end(), r.node_id) == p->refused.end();
+  };
+  const replica_ref* replica = st.view->chooser().choose_and_start(entry->second.replicas, not_refused);
+  if (!replica) replica = st.view->chooser().choose_and_start(entry->second.replicas);
   if (!replica && !entry->second.pipeline.empty()) return dispatch_pipeline(self, std::move(p), entry->second.pipeline);
   if (!replica) return hold(self, std::move(p));
   ++p->attempts;
@@ -214,6 +219,7 @@ void on_routed_failure(gateway_pointer self, uint64_t id, const caf::error& err)
   }
   if (e.code() == ErrorCode::unavailable && p.attempts < kMaxAttempts) {
     // The node refused (its queue is full, or its replica is gone): try another replica.
+    p.refused.push_back(routed.node_id);
     if (st.instruments) st.instruments->count_retry(p.key);
     return dispatch(self, routed.pending);
   }

@@ -53,6 +53,10 @@ struct Pending {
   caf::actor_clock::time_point arrived;  // the actor clock's time (deterministic tests move it)
   int attempts = 0;
   bool cold = false;  // counted once as a cold start
+  /// Nodes that refused it (unavailable: its replica there cannot run now, or its queue is full):
+  /// its retries go elsewhere while another replica is ready. A node that refuses at once has the
+  /// fewest requests in flight, and the least loaded choice would pick it again every time.
+  std::vector<uint64_t> refused;
 };
 
 struct gateway_state {

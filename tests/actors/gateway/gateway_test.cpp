@@ -82,6 +82,8 @@ struct RouterScript {
   std::vector<std::vector<std::string>> stage_hops;
   /// Pipeline requests fail with this (a stage further down died).
   std::optional<Error> stage_error;
+  /// Inference requests fail with this (its replica cannot run now: an executor restarting).
+  std::optional<Error> infer_error;
 };
 
 caf::behavior fake_router(caf::event_based_actor* self, std::shared_ptr<RouterScript> script) {
@@ -101,6 +103,7 @@ caf::behavior fake_router(caf::event_based_actor* self, std::shared_ptr<RouterSc
   return {
       [script, answer](infer_request& req) -> caf::result<infer_reply> {
         ++script->infers;
+        if (script->infer_error) return to_caf(*script->infer_error);
         return answer(req);
       },
       [script, answer](workflow_request& req) -> caf::result<infer_reply> {
@@ -385,6 +388,26 @@ TEST_F(GatewayTest, ARequestWhoseNodeIsLostIsRetriedOnceOnAnotherReplica) {
   EXPECT_NE(metrics_text().find("ember_request_retries_total{model=\"m\",version=\"1\"} 1"), std::string::npos);
   EXPECT_TRUE(view_->snapshot()->find("m", 1)->ready);
   EXPECT_TRUE(manager_script_->ensures.empty());
+}
+
+// A node that refuses at once (its replica cannot run now) has the fewest requests in flight: a retry
+// that chose the least loaded replica again would land there every time until it gave up. The retry
+// leaves the refusing node out while another replica is ready.
+TEST_F(GatewayTest, ARequestANodeRefusesIsRetriedOnAnotherReplicaNotOnTheRefusingOneAgain) {
+  manager_script_->table.entries = {entry(kModel, {router(1), router(2, /*answer_infer=*/false)})};
+  start();
+  routers_[1]->infer_error = unavailable("no replica of m/1 can run here now");
+  auto busy = infer("x");  // r1 refuses, the retry is held on r2: r2 has one in flight, r1 none
+  d_.run();
+  ASSERT_EQ(routers_[1]->infers, 1);
+  ASSERT_EQ(routers_[2]->infers, 1);
+  ASSERT_FALSE(busy->done());
+  routers_[2]->answer_infer = true;
+  auto answer = infer("y");  // least loaded: r1, which refuses; the retry goes to r2, not to r1 again
+  d_.run();
+  ASSERT_TRUE(answer->ok()) << answer->error().message();
+  EXPECT_EQ(answer->value().node, "r2");
+  EXPECT_EQ(routers_[1]->infers, 2) << "asked once per request: each refusal sent its retry elsewhere";
 }
 
 // The manager dropped a node that stopped answering (SIGSTOP: its process and its connection live,
