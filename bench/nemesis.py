@@ -62,7 +62,7 @@ SCRIPT = os.path.join(ROOT, "deploy", "netns-cluster.sh")
 try:  # cluster_test's load, cases and HTTP call (they need numpy, grpc); without them the run skips
     import grpc
     import numpy as np
-    from cluster_test import Load, make_cases, request  # noqa: E402
+    from cluster_test import Failure, Load, compare_outputs, make_cases, request  # noqa: E402
     from grpc_api_test import outputs_of, stubs  # noqa: E402
     HELPERS = None
 except ImportError as e:
@@ -227,15 +227,12 @@ class GrpcLoad:
             i += 1
             start = time.time()
             try:
-                got = outputs_of(stub.ModelInfer(req, timeout=self.timeout))
+                compare_outputs(outputs_of(stub.ModelInfer(req, timeout=self.timeout)), expected)
                 outcome = "ok"
-                for name, want in expected.items():
-                    scale = max(float(np.max(np.abs(want))), 1e-12)
-                    if name not in got or got[name].shape != want.shape or \
-                            float(np.max(np.abs(got[name] - want))) / scale > 1e-5:
-                        outcome = "wrong"
-                        with self._lock:
-                            self.failures.append(f"gRPC {host}: output {name} differs from the direct run")
+            except Failure as e:
+                outcome = "wrong"
+                with self._lock:
+                    self.failures.append(f"gRPC {host}: {e}")
             except grpc.RpcError as e:
                 if e.code() == grpc.StatusCode.DEADLINE_EXCEEDED and time.time() - start >= self.timeout - 1:
                     outcome = "lost"

@@ -12,8 +12,8 @@
 // Endpoints are tried in order until one answers (an etcd cluster's members all serve the API); an
 // endpoint that answers with an HTTP error is not tried further. Errors: unavailable (no endpoint
 // answered, naming each), internal (an answer that is not what etcd sends), invalid_argument (etcd
-// refused the request, with its message). Blocking; thread-compatible (one per thread, or a caller's
-// lock). No CAF.
+// refused the request, with its message). Blocking; thread-safe (each call makes its own connection,
+// and the endpoints never change): a manager's lease thread and its actor share one. No CAF.
 #pragma once
 
 #include <chrono>

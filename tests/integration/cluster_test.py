@@ -68,19 +68,25 @@ def make_cases(ember, work):
     return repo, cases
 
 
+def compare_outputs(got, expected):
+    """Raises Failure unless every expected output (name -> array) is in `got` with its shape and within
+    1e-5 of its largest magnitude."""
+    for name, want in expected.items():
+        if name not in got:
+            raise Failure(f"output {name} missing from {list(got)}")
+        scale = max(float(np.max(np.abs(want))), 1e-12)
+        err = float(np.max(np.abs(got[name] - want))) / scale
+        if got[name].shape != want.shape or err > 1e-5:
+            raise Failure(f"output {name} differs from the direct run: shape {got[name].shape} vs {want.shape}, "
+                          f"relative error {err:.2e}")
+
+
 def check_answer(status, text, expected):
     """'ok', 'retryable' or raises Failure with what is wrong."""
     if status == 200:
         reply = json.loads(text)
-        got = {o["name"]: np.array(o["data"], dtype=np.float32).reshape(o["shape"]) for o in reply["outputs"]}
-        for name, want in expected.items():
-            if name not in got:
-                raise Failure(f"output {name} missing from {list(got)}")
-            scale = max(float(np.max(np.abs(want))), 1e-12)
-            err = float(np.max(np.abs(got[name] - want))) / scale
-            if got[name].shape != want.shape or err > 1e-5:
-                raise Failure(f"output {name} differs from the direct run: shape {got[name].shape} vs {want.shape}, "
-                              f"relative error {err:.2e}")
+        compare_outputs({o["name"]: np.array(o["data"], dtype=np.float32).reshape(o["shape"])
+                         for o in reply["outputs"]}, expected)
         return "ok"
     try:
         message = json.loads(text).get("error", "")

@@ -713,12 +713,17 @@ TEST(ClusterManager, ADrainedNodeGetsNoReplicaAndItsReplicasMoveElsewhereFirst) 
   for (const auto& n : nodes->value()) EXPECT_EQ(n.draining, n.name == "a") << n.name;
 }
 
-TEST(ClusterManager, ANodeThatAnswersNoHeartbeatIsLostAndTakenBackWithItsReplicasWhenItAnswers) {
+/// A manager that pings every 100 ms and drops a node silent for 1 s; no autoscaler.
+ClusterManagerConfig silent_nodes_noticed() {
   ClusterManagerConfig config;
   config.heartbeat = 100ms;
   config.node_timeout = 1s;
   config.autoscaler.enabled = false;
-  Cluster c(config);
+  return config;
+}
+
+TEST(ClusterManager, ANodeThatAnswersNoHeartbeatIsLostAndTakenBackWithItsReplicasWhenItAnswers) {
+  Cluster c(silent_nodes_noticed());
   auto& a = c.join("a");
   c.join("b").hold = true;  // a re-placement stays in flight
   auto ready = c.d.request<model_state>(c.manager, ensure_atom_v, kModel);
@@ -746,11 +751,7 @@ TEST(ClusterManager, ANodeThatAnswersNoHeartbeatIsLostAndTakenBackWithItsReplica
 // version holds two and wants one, so one retires (out of the table at once, unbound after the
 // settle time). Without the autoscaler nothing else would ever reconcile them.
 TEST(ClusterManager, AReplicaPlacedTwiceIsRetiredAndUnboundWhenItsNodeComesBack) {
-  ClusterManagerConfig config;
-  config.heartbeat = 100ms;
-  config.node_timeout = 1s;
-  config.autoscaler.enabled = false;
-  Cluster c(config);
+  Cluster c(silent_nodes_noticed());
   auto& a = c.join("a");
   auto ready = c.d.request<model_state>(c.manager, ensure_atom_v, kModel);
   c.d.run();
