@@ -65,6 +65,8 @@ using replace_atom = caf::atom_constant<caf::atom("replace")>;  // a supervisor 
 inline constexpr replace_atom replace_atom_v{};
 using forget_atom = caf::atom_constant<caf::atom("forget")>;  // an executor drops every model it holds
 inline constexpr forget_atom forget_atom_v{};
+using handover_atom = caf::atom_constant<caf::atom("handover")>;  // a newer load's sources for a fetch in flight
+inline constexpr handover_atom handover_atom_v{};
 using ping_atom = caf::atom_constant<caf::atom("ping")>;  // the manager asks a node's router if it lives
 inline constexpr ping_atom ping_atom_v{};
 using roster_atom = caf::atom_constant<caf::atom("roster")>;  // a node supervisor's current actors

@@ -95,6 +95,11 @@ using model_cache_actor = caf::typed_actor<
     /// Errors: out_of_memory (cannot make room under the cap), unavailable (no source answered),
     /// corrupt (a source sent bytes that fail their checksum or digest, after trying the others).
     caf::replies_to<fetch_blob>::with<blob_ref>,
+    /// A newer load of a blob the cache is fetching, which the node joined to the load in flight (a
+    /// new manager placed the model again): its sources, and its chain if any, are handed to the
+    /// multicast hop that fetches the blob (chain_handover: the hop decides whether to follow).
+    /// Nothing when no hop fetches it. A fetch_blob that joins a hop's fetch in the cache does the same.
+    caf::reacts_to<handover_atom, fetch_blob>,
     /// A pinned blob is never evicted (a replica uses it); pins count.
     caf::reacts_to<pin_atom, std::string>, caf::reacts_to<unpin_atom, std::string>,
     caf::replies_to<status_atom>::with<cache_status>, caf::reacts_to<cache_fetch_done>,

@@ -20,7 +20,8 @@
 //                                                                     waiters get the error)
 // Messages: it reports chain_progress to the controller every progress interval and at the end;
 // it asks chain_upstream_request when its upstream fails; it obeys chain_splice at any time (a
-// splice to the upstream it already uses is ignored). Handlers never block: each fetch attempt
+// splice to the upstream it already uses is ignored), and chain_handover from its cache when a new
+// controller's chain names it for the same blob. Handlers never block: each fetch attempt
 // runs on the node's hop queue and comes back as an offload_done (actors/offload.hpp).
 #pragma once
 
@@ -29,6 +30,7 @@
 #include <caf/typed_actor.hpp>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "actors/atoms.hpp"
 #include "actors/loading_messages.hpp"
@@ -85,13 +87,34 @@ typename Inspector::result_type inspect(Inspector& f, chain_splice& x) {
   return f(caf::meta::type_name("chain_splice"), x.transfer_id, x.upstream);
 }
 
+/// Cache -> hop (local only): a newer load of the same blob joined the hop's fetch. With a
+/// controller: the load makes this node a hop of chain `transfer_id` under another controller (a
+/// restarted manager, or a standby that took over, placed the model while the dead one's chain
+/// still runs here); the hop follows it at once: it reports to `controller` under the new id, keeps
+/// `sources` as its upstreams, and goes on from its verified offset from sources[0], rather than
+/// waiting out the orphan window of a controller that is gone. Ignored from the controller the hop
+/// already follows. Without one (a plain load, from `sources`): taken only by a hop whose
+/// controller is down or does not answer, which then tries those sources from its verified offset
+/// (its orphan window starting again). Ignored once the hop has ended.
+struct chain_handover {
+  uint64_t transfer_id = 0;
+  caf::actor controller;
+  std::vector<blob_source> sources;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chain_handover& x) {
+  return f(caf::meta::type_name("chain_handover"), x.transfer_id, x.controller, x.sources);
+}
+
 /// The part of the cluster manager a hop talks to.
 using chain_controller_actor = caf::typed_actor<caf::reacts_to<chain_progress>,
                                                 caf::replies_to<chain_upstream_request>::with<blob_source>>;
 
-/// A hop: obeys splices; its fetch attempts, and a wait before retrying an upstream that does not
+/// A hop: obeys splices and handovers; its fetch attempts, and a wait before retrying an upstream that does not
 /// hold the blob yet, come back as offload_done (self-sent, local only); tick is its progress timer.
 using transfer_peer_actor =
-    caf::typed_actor<caf::reacts_to<chain_splice>, caf::reacts_to<offload_done>, caf::reacts_to<tick_atom>>;
+    caf::typed_actor<caf::reacts_to<chain_splice>, caf::reacts_to<chain_handover>, caf::reacts_to<offload_done>,
+                     caf::reacts_to<tick_atom>>;
 
 }  // namespace ember

@@ -704,6 +704,14 @@ Result<std::unique_ptr<SimCluster>> SimCluster::create(const TopologySpec& topol
     });
   };
   impl->act.evict = [](const ScaleDriver::Evict&) {};  // nothing simulated lives in the host cache
+  impl->act.place_later = [self](const model_key& key, int64_t delay_ms) {
+    self->effect([self, key, delay_ms] {
+      // Not past the trace's end: the round would ask for the next, and the loop would never empty.
+      self->loop.after(delay_ms * 1000, [self, key] {
+        if (!self->done()) self->decide([&] { self->driver.place_again(key, self->now_ms(), self->act); });
+      });
+    });
+  };
   return std::unique_ptr<SimCluster>(new SimCluster(std::move(impl)));
 }
 

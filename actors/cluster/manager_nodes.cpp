@@ -178,6 +178,11 @@ ReplicaActions replica_actions(manager_pointer self) {
   a.check_drains = [self] { check_drains_later(self); };
   a.unbind = [self](const ScaleDriver::Unbind& u) { unbind(self, u); };
   a.evict = [self](const ScaleDriver::Evict& e) { evict_on(self, e); };
+  a.place_later = [self](const model_key& key, int64_t delay_ms) {
+    self->delayed_send(self, std::chrono::milliseconds(delay_ms), offload_done{[self, key] {
+                         self->state.replicas.place_again(key, now_ms(self), replica_actions(self));
+                       }});
+  };
   return a;
 }
 

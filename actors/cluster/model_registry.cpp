@@ -198,6 +198,7 @@ ModelVersion* ModelRegistry::replica_ready(const model_key& key, uint64_t node, 
   v.replicas[node] = info.device;
   v.state.replicas = static_cast<uint32_t>(v.replicas.size());
   v.failed_on.clear();
+  v.rounds_unplaced = 0;
   if (v.valid()) move(v, ReadinessEvent::replica_ready);
   spdlog::info("manager: replica {} ready on node {} ({}; bytes from {}, {:.1f} ms)", key.to_string(), info.node,
                info.device, describe_source(info.source, info.source_peer), static_cast<double>(info.load_us) / 1e3);
@@ -323,6 +324,7 @@ std::vector<model_key> ModelRegistry::wanting_placement() {
   for (auto& [key, v] : versions_) {
     if (!v.loading_on.empty() || !v.valid()) continue;
     v.failed_on.clear();
+    v.rounds_unplaced = 0;
     if (!v.waiters.empty() || v.replicas.size() < v.wanted) out.push_back(key);
   }
   return out;

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace ember {
 
 void ReplicaDriver::ensure(const model_key& key, ModelWaiter waiter, int64_t now_ms, const ReplicaActions& act) {
@@ -42,7 +44,17 @@ void ReplicaDriver::place(const model_key& key, int64_t now_ms, const ReplicaAct
     return run(pipeline, now_ms, act);
   }
   auto plans = planner_.place(*v, now_ms);
-  if (!plans.ok()) return registry_.placement_failed(*v, plans.error());
+  if (!plans.ok()) {
+    registry_.placement_failed(*v, plans.error());
+    if (v->replicas.size() < v->wanted && v->place_again_at_ms == 0) {  // one round asked at a time
+      const int64_t delay = place_again_delay_ms(v->rounds_unplaced++);
+      v->place_again_at_ms = now_ms + delay;
+      spdlog::info("manager: {} holds {} of {} replicas and no node took it this round ({}); placing again in {} ms",
+                   key.to_string(), v->replicas.size(), v->wanted, plans.error().message(), delay);
+      act.place_later(key, delay);
+    }
+    return;
+  }
   for (const auto& plan : plans->loads) {
     const uint64_t attempt = registry_.load_started(*v, plan.node);
     members_.reserve(plan.node, attempt, v->entry.weights_bytes);
@@ -50,6 +62,16 @@ void ReplicaDriver::place(const model_key& key, int64_t now_ms, const ReplicaAct
   }
   act.chain_timer();
   act.publish({key});
+}
+
+void ReplicaDriver::place_again(const model_key& key, int64_t now_ms, const ReplicaActions& act) {
+  if (ModelVersion* v = registry_.find(key)) v->place_again_at_ms = 0;
+  place(key, now_ms, act);
+}
+
+int64_t ReplicaDriver::place_again_delay_ms(uint32_t rounds) {
+  constexpr int64_t kFirst = 1000, kMost = 30'000;
+  return rounds >= 5 ? kMost : std::min(kMost, kFirst << rounds);
 }
 
 void ReplicaDriver::trim(const std::set<model_key>& keys, int64_t now_ms, const ReplicaActions& act) {

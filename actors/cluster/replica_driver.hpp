@@ -15,7 +15,8 @@
 // hears "ready"); a version still short of replicas is placed again; node drains take a step. A
 // failed load is published and placed elsewhere when the registry says so. scale(now) is the
 // autoscaler's tick: ScaleDriver decides and applies each change (an up placed as above, a down
-// published), then settles (drains over are unbound, idle models' bytes evicted).
+// published), then settles (drains over are unbound, idle models' bytes evicted). A version short
+// of replicas whose round found no node is placed again after a back-off (kept in ModelVersion).
 //
 // What leaves the manager goes through ReplicaActions, called in the order the decisions are made
 // (as the actor did inline: a routing update before the waiters hear, a load's send before the
@@ -28,7 +29,7 @@
 // Plain C++, no CAF: owned and called by the cluster_manager actor only (not thread-safe), or by
 // the simulator in its place. Time is a parameter (milliseconds of the actor clock). Re-entrant
 // through its actions (a pipeline's orders may answer loads, which may place again), as the actor
-// was: it keeps no state of its own.
+// was: it keeps no state of its own (the back-off lives in the version).
 #pragma once
 
 #include <cstdint>
@@ -74,6 +75,8 @@ struct ReplicaActions {
   std::function<void(const ScaleDriver::Unbind& unbind)> unbind;
   /// A model's bytes leave a node's host cache.
   std::function<void(const ScaleDriver::Evict& evict)> evict;
+  /// Call ReplicaDriver::place_again(key, ...) `delay_ms` from now.
+  std::function<void(const model_key& key, int64_t delay_ms)> place_later;
 };
 
 class ReplicaDriver {
@@ -93,8 +96,17 @@ class ReplicaDriver {
   /// (ScaleDriver::set_bounds), each explicit load made (its replicas placed as nodes join). One
   /// that no longer applies (the model left the repository) is logged and skipped.
   void restore(const DesiredState& kept, int64_t now_ms, const ReplicaActions& act);
-  /// Starts the replicas `key` lacks (at least one) unless loads are in flight (the header).
+  /// Starts the replicas `key` lacks (at least one) unless loads are in flight (the header). A
+  /// round that finds no node while the version is still short of the replicas it wants (every
+  /// node with room failed its load this round, or none has room now) asks for another after a
+  /// back-off (place_again_delay_ms; act.place_later), one at a time per version: loads that
+  /// failed for a passing cause (a chain's source lost with a manager) succeed then, and a node
+  /// that frees memory is used without waiting for a join or a request.
   void place(const model_key& key, int64_t now_ms, const ReplicaActions& act);
+  /// The round a failed one asked for (act.place_later): place(key) again.
+  void place_again(const model_key& key, int64_t now_ms, const ReplicaActions& act);
+  /// The back-off after `rounds` rounds in a row found no node: 1 s, doubling, at most 30 s.
+  static int64_t place_again_delay_ms(uint32_t rounds);
   /// Load `attempt` of `key` on `node` answered `r`. `announce` false: the caller publishes and
   /// places afterwards (a pipeline's members completing together, in one routing update);
   /// `completion`: a pipeline member's load of the rest of the model, not a cold start.

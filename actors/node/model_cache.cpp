@@ -8,6 +8,7 @@
 #include <caf/event_based_actor.hpp>
 #include <caf/stateful_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -362,6 +363,31 @@ void start_hop(cache_pointer self, fetch_blob req, std::shared_ptr<HopBuffer> re
 
 void fetched(cache_pointer self, const std::string& blob_key, Result<blob_ref>& result);
 
+bool same_sources(const std::vector<blob_source>& a, const std::vector<blob_source>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const blob_source& x, const blob_source& y) {
+    return x.kind == y.kind && x.name == y.name && x.endpoint == y.endpoint;
+  });
+}
+
+/// A load that joins a multicast hop in flight, from another controller's chain (a new manager
+/// placed the model while the dead one's chain still runs here) or from other sources: the hop is
+/// handed them (chain_handover; it decides whether to follow), and a replacement hop would start
+/// from them.
+void hand_over(cache_pointer self, const fetch_blob& req) {
+  if (req.sources.empty() || req.part) return;
+  for (auto& [addr, hop] : self->state.hops_alive) {
+    if (hop.req.blob_key != req.blob_key) continue;
+    if (req.controller ? hop.req.controller == req.controller : same_sources(hop.req.sources, req.sources)) continue;
+    if (req.controller) {
+      hop.req.transfer_id = req.transfer_id;
+      hop.req.controller = req.controller;
+    }
+    hop.req.sources = req.sources;
+    self->send(caf::actor_cast<transfer_peer_actor>(hop.actor),
+               chain_handover{req.controller ? req.transfer_id : 0, req.controller, req.sources});
+  }
+}
+
 caf::result<blob_ref> fetch(cache_pointer self, fetch_blob& req) {
   auto& st = self->state;
   const std::string source_key = req.blob_key;  // what the sources serve it under
@@ -379,6 +405,7 @@ caf::result<blob_ref> fetch(cache_pointer self, fetch_blob& req) {
   if (auto it = st.inflight.find(req.blob_key); it != st.inflight.end()) {
     auto rp = self->make_response_promise<blob_ref>();
     it->second.waiters.push_back(rp);
+    hand_over(self, req);
     return rp;
   }
   if (!st.make_room(held)) {
@@ -514,6 +541,7 @@ model_cache_actor::behavior_type cache_behavior(cache_pointer self, ModelCacheCo
   supervise_hops(self);
   return {
       [self](fetch_blob& req) -> caf::result<blob_ref> { return fetch(self, req); },
+      [self](handover_atom, const fetch_blob& req) { hand_over(self, req); },
       [self](cache_fetch_done& done) { fetched(self, done.blob_key, done.result); },
       resume_offloaded(),
       [self](pin_atom, const std::string& key) {

@@ -240,6 +240,11 @@ caf::result<replica_info> load(router_pointer self, load_replica& req, std::opti
     if (r.ready) return r.info;
     auto rp = self->make_response_promise<replica_info>();
     r.waiters.push_back(rp);
+    // Joined to the load in flight: a hop of a dead manager's chain may be fetching the bytes.
+    if (!part) {
+      self->send(st.cache, handover_atom_v,
+                 fetch_blob{req.model, req.blob_key, req.blob_bytes, req.sources, req.transfer_id, req.controller});
+    }
     return rp;
   }
   auto rp = self->make_response_promise<replica_info>();

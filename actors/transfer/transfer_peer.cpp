@@ -340,6 +340,46 @@ void spliced(peer_pointer self, chain_splice& splice) {
   }
 }
 
+/// A newer load of the same blob joined this hop (chain_handover): follow a new controller's chain,
+/// or, orphaned, the new load's sources; from the verified offset, without waiting out the orphan
+/// window of a controller that is gone.
+void handed_over(peer_pointer self, chain_handover& h) {
+  auto& st = self->state;
+  if (st.finished || h.sources.empty()) return;
+  if (h.controller ? h.controller == caf::actor_cast<caf::actor>(st.controller)
+                   : !st.controller_gone && !st.orphaned_since) {
+    return;
+  }
+  if (h.controller) {
+    spdlog::info("transfer {}: node {} goes on with {} as a hop of transfer {} of another chain controller, from {} "
+                 "at offset {}",
+                 st.req.transfer_id, st.config.node, st.req.model.to_string(), h.transfer_id, h.sources.front().name,
+                 st.hop->verified.load());
+    if (st.controller) self->demonitor(st.controller.address());
+    st.req.transfer_id = h.transfer_id;
+    st.req.controller = std::move(h.controller);
+    st.controller = caf::actor_cast<chain_controller_actor>(st.req.controller);
+    self->monitor(st.controller);
+    st.controller_gone = false;
+    ++st.ask_seq;  // an answer of the old controller no longer applies
+    st.ask_why.reset();
+  } else {
+    spdlog::info("transfer {}: node {}: its controller away, goes on with {} from the sources of a new load ({} first) "
+                 "at offset {}",
+                 st.req.transfer_id, st.config.node, st.req.model.to_string(), h.sources.front().name,
+                 st.hop->verified.load());
+  }
+  st.req.sources = std::move(h.sources);
+  st.orphaned_since.reset();
+  st.next_upstream.reset();
+  if (st.config.instruments) st.config.instruments->count_hop_resume("handover");
+  // The attempt under way (or waiting to retry) is called off and left stale; the next one, from
+  // the new upstream, starts now (after it, on the buffer: attempt_mu).
+  if (st.cancel) st.cancel->cancel();
+  st.upstream = st.req.sources.front();
+  start_attempt(self);
+}
+
 transfer_peer_actor::behavior_type peer_behavior(peer_pointer self, TransferPeerConfig config, fetch_blob req,
                                                  model_cache_actor cache, WorkQueue* hops,
                                                  std::shared_ptr<HopBuffer> hop, bool resumed) {
@@ -386,6 +426,7 @@ transfer_peer_actor::behavior_type peer_behavior(peer_pointer self, TransferPeer
   });
   return {
       [self](chain_splice& splice) { spliced(self, splice); },
+      [self](chain_handover& h) { handed_over(self, h); },
       resume_offloaded(),
       [self](tick_atom) {
         auto& s = self->state;

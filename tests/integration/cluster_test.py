@@ -299,12 +299,16 @@ def run_guarded(prefix, body, tail_lines=20):
 
 
 def stop_all(procs, work):
-    """Kills the processes still running, reaps them all and removes the work folder."""
+    """Kills the processes still running, reaps them all and removes the work folder (kept, and named,
+    when EMBER_KEEP_WORK is set: its logs, to read after a run that passed)."""
     for p in procs.values():
         if p.poll() is None:
             p.kill()
     for p in procs.values():
         p.wait()
+    if os.environ.get("EMBER_KEEP_WORK"):
+        print(f"kept {work}")
+        return
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -69,6 +69,9 @@ struct Fixture {
     act.check_drains = [this] { log.push_back("check drains"); };
     act.unbind = [this](const ScaleDriver::Unbind& u) { log.push_back("unbind " + u.key.to_string()); };
     act.evict = [this](const ScaleDriver::Evict& e) { log.push_back("evict " + e.key.to_string()); };
+    act.place_later = [this](const model_key& key, int64_t delay_ms) {
+      log.push_back("place " + key.to_string() + " again in " + std::to_string(delay_ms) + " ms");
+    };
   }
   uint64_t node(const std::string& name, uint64_t device_mib) {
     node_report r;
@@ -164,6 +167,63 @@ TEST(ReplicaDriver, NoNodeWithRoomFailsTheWaitersAndSendsNothing) {
   EXPECT_TRUE(f.log.empty());
   ASSERT_EQ(f.answers.size(), 1u);
   EXPECT_NE(f.answers[0].find("no node has room"), std::string::npos) << f.answers[0];
+}
+
+TEST(ReplicaDriver, AVersionShortOfReplicasWhoseLoadsAllFailedIsPlacedAgainAfterABackOff) {
+  // Found when a standby manager took over mid-chain: both loads of a second replica joined fetches
+  // the dead leader had started, failed with them, and nothing placed the version again.
+  Fixture f;
+  const uint64_t a = f.node("a", 1024);
+  const uint64_t b = f.node("b", 1024);
+  f.want(2);
+  auto fail_all = [&f](int64_t now) {
+    const auto sent = f.sent;
+    f.sent.clear();
+    for (const auto& s : sent) {
+      f.driver.answered(f.m, s.node, s.attempt, Result<replica_info>(unavailable("its chain's source went away")),
+                        true, false, now, f.act);
+    }
+  };
+  f.driver.place(f.m, 0, f.act);
+  ASSERT_EQ(f.sent.size(), 2u);
+  f.log.clear();
+  fail_all(10);
+  // Every node failed this round: the waiter hears why, and the round after the back-off is asked.
+  EXPECT_EQ(f.log.back(), "place m/1 again in 1000 ms");
+  ASSERT_EQ(f.answers.size(), 1u);
+  EXPECT_TRUE(f.sent.empty());
+  // Another round meanwhile (a request, a drain step) tries every node again; failing too, it asks
+  // for no second round while one is asked.
+  f.driver.place(f.m, 500, f.act);
+  ASSERT_EQ(f.sent.size(), 2u);
+  f.log.clear();
+  fail_all(510);
+  for (const auto& line : f.log) EXPECT_EQ(line.find("again"), std::string::npos) << line;
+  // The asked round tries every node again; failing again, the next waits twice as long.
+  f.driver.place_again(f.m, 1010, f.act);
+  ASSERT_EQ(f.sent.size(), 2u);
+  f.log.clear();
+  fail_all(1020);
+  EXPECT_EQ(f.log.back(), "place m/1 again in 2000 ms");
+  // Now the loads succeed: two replicas, and the back-off starts over.
+  f.driver.place_again(f.m, 3020, f.act);
+  ASSERT_EQ(f.sent.size(), 2u);
+  f.log.clear();
+  f.driver.answered(f.m, a, f.sent[0].node == a ? f.sent[0].attempt : f.sent[1].attempt, f.ready(a), true, false,
+                    3030, f.act);
+  f.driver.answered(f.m, b, f.sent[0].node == b ? f.sent[0].attempt : f.sent[1].attempt, f.ready(b), true, false,
+                    3040, f.act);
+  EXPECT_EQ(f.registry.find(f.m)->replicas.size(), 2u);
+  EXPECT_EQ(f.registry.find(f.m)->rounds_unplaced, 0u);
+  for (const auto& line : f.log) EXPECT_EQ(line.find("again"), std::string::npos) << line;
+}
+
+TEST(ReplicaDriver, ThePlacementBackOffDoublesFromOneSecondToHalfAMinute) {
+  EXPECT_EQ(ReplicaDriver::place_again_delay_ms(0), 1000);
+  EXPECT_EQ(ReplicaDriver::place_again_delay_ms(1), 2000);
+  EXPECT_EQ(ReplicaDriver::place_again_delay_ms(4), 16000);
+  EXPECT_EQ(ReplicaDriver::place_again_delay_ms(5), 30000);
+  EXPECT_EQ(ReplicaDriver::place_again_delay_ms(400), 30000);
 }
 
 TEST(ReplicaDriver, AnUnannouncedAnswerLeavesPublishingToTheCaller) {

@@ -82,7 +82,7 @@ TEST(StateJournal, RecordsComeBackInOrderAfterTheSnapshot) {
 }
 
 TEST(StateJournal, AHalfWrittenLastRecordIsDroppedAndTheNextFollowsTheLastWholeOne) {
-  for (const std::string tail : {std::string("0badf00d 3 {\"x\""),                 // no newline
+  for (const std::string& tail : {std::string("0badf00d 3 {\"x\""),                 // no newline
                                  line(3, R"({"x":1})").replace(0, 8, "00000000")}) {  // checksum fails
     TempDir tmp;
     StateJournal::Loaded l;
@@ -148,7 +148,9 @@ TEST(StateJournal, CorruptionIsRefusedNamingTheFileAndLine) {
     ASSERT_FALSE(j.ok());
     EXPECT_EQ(j.error().code(), ErrorCode::corrupt);
     EXPECT_NE(j.error().message().find(c.message), std::string::npos) << j.error().message();
-    if (!c.journal.empty()) EXPECT_EQ(slurp(tmp / "journal"), before) << "a refused journal is left as it was";
+    if (!c.journal.empty()) {
+      EXPECT_EQ(slurp(tmp / "journal"), before) << "a refused journal is left as it was";
+    }
   }
 }
 

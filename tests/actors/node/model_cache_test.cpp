@@ -14,8 +14,11 @@
 
 #include "actors/node/blob_store.hpp"
 #include "actors/node/node_instruments.hpp"
+#include "model/model.hpp"
 #include "tests/actors/actor_test_util.hpp"
 #include "tests/actors/deterministic.hpp"
+#include "tests/transport/transfer_test_util.hpp"
+#include "transport/data_plane.hpp"
 
 namespace ember {
 namespace model_cache_test {
@@ -121,6 +124,111 @@ TEST(ModelCache, AnExitingCacheStopsItsMulticastHopsAndQuitsOnlyAfterTheLast) {
   EXPECT_EQ(gone[1], f.cache.address());
   caf::anon_send_exit(controller, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(observer, caf::exit_reason::user_shutdown);
+}
+
+/// A chain controller that records what its hops report and never names a new upstream.
+chain_controller_actor::behavior_type recording_controller(chain_controller_actor::pointer self,
+                                                           std::vector<chain_progress>* heard) {
+  return {
+      [heard](chain_progress& p) { heard->push_back(p); },
+      [self](const chain_upstream_request&) -> caf::result<blob_source> {
+        return self->make_response_promise<blob_source>();  // never delivered
+      },
+  };
+}
+
+/// A cache whose hop of mlp/1 is orphaned: its upstream refused, it asked its controller, and the
+/// controller died with the question unanswered (a manager killed mid-chain). The hop now retries
+/// its upstreams a second apart for its 30 s orphan window, which the deterministic clock never
+/// reaches unless told. A peer's data-plane server holds the bytes.
+struct OrphanedHop : Cache {
+  fetch_blob base = request_for(repo, "mlp", 1);
+  std::unique_ptr<transport::DataServer> peer;
+  std::shared_ptr<testing::Answer<blob_ref>> first;
+
+  OrphanedHop() {
+    const std::string weights =
+        gpu::testing::read_file(gpu::repository_version_dir(repo.path(), "mlp", 1) + "/" + gpu::kWeightsFile);
+    auto server = transport::start_data_server(
+        TransportKind::tcp, {},
+        transport::testing::lookup_of(
+            {{base.blob_key, transport::MemoryBlob::of(std::vector<uint8_t>(weights.begin(), weights.end()))}}));
+    if (!server.ok()) throw std::runtime_error(server.error().to_string());
+    peer = std::move(*server);
+    std::vector<caf::actor> asked;
+    auto old_controller = d.sys().spawn(silent_controller, &asked);
+    fetch_blob old_req = base;
+    old_req.sources = {blob_source{SourceTier::repository, "manager", {"127.0.0.1", 1}}};
+    old_req.transfer_id = 7;
+    old_req.controller = caf::actor_cast<caf::actor>(old_controller);
+    first = d.request<blob_ref>(cache, old_req);
+    d.run();
+    EXPECT_EQ(asked.size(), 1u) << "premise: the hop waits for its controller";
+    caf::anon_send_exit(old_controller, caf::exit_reason::kill);
+    d.run();
+    EXPECT_FALSE(first->done()) << "premise: the orphaned hop retries its upstreams for its orphan window";
+  }
+  blob_source from_peer() const { return {SourceTier::peer, "peer", peer->endpoint()}; }
+};
+
+TEST(ModelCache, AHopOfADeadControllersChainFollowsTheNewControllersChainAtOnce) {
+  // A new manager (restarted, or a standby) placed the model here again along a chain: its load
+  // joins the fetch in flight, whose hop must not wait out its orphan window on the dead manager's
+  // upstreams but follow the new chain from its verified offset.
+  OrphanedHop f;
+  std::vector<chain_progress> heard;
+  auto new_controller = f.d.sys().spawn(recording_controller, &heard);
+  fetch_blob new_req = f.base;
+  new_req.sources = {f.from_peer()};
+  new_req.transfer_id = 9;
+  new_req.controller = caf::actor_cast<caf::actor>(new_controller);
+  auto second = f.d.request<blob_ref>(f.cache, new_req);
+  f.d.run();  // no time passes
+
+  ASSERT_TRUE(second->done()) << "the new load waits for the orphaned hop";
+  ASSERT_TRUE(second->ok()) << second->error().message();
+  EXPECT_EQ(second->value().source, SourceTier::peer);
+  EXPECT_EQ(second->value().source_peer, "peer");
+  ASSERT_TRUE(f.first->done() && f.first->ok()) << "the dead manager's load, joined by the new one, ends with it";
+  ASSERT_FALSE(heard.empty()) << "the hop did not report to its new controller";
+  EXPECT_EQ(heard.back().transfer_id, 9u);
+  EXPECT_EQ(heard.back().state, placement::HopState::done);
+  EXPECT_EQ(heard.back().offset, f.base.blob_bytes);
+  caf::anon_send_exit(new_controller, caf::exit_reason::user_shutdown);
+}
+
+TEST(ModelCache, AnOrphanedHopGoesOnFromTheSourcesOfAPlainLoadThatJoinsIt) {
+  // The new manager placed the model here alone (no chain): its load names only sources.
+  OrphanedHop f;
+  fetch_blob plain = f.base;
+  plain.sources = {f.from_peer()};
+  auto second = f.d.request<blob_ref>(f.cache, plain);
+  f.d.run();
+  ASSERT_TRUE(second->done()) << "the new load waits for the orphaned hop";
+  ASSERT_TRUE(second->ok()) << second->error().message();
+  EXPECT_EQ(second->value().source_peer, "peer");
+  ASSERT_TRUE(f.first->done() && f.first->ok());
+}
+
+TEST(ModelCache, AHopWhoseControllerAnswersKeepsItsChainWhenAPlainLoadJoinsIt) {
+  Cache f;
+  std::vector<caf::actor> asked;
+  auto controller = f.d.sys().spawn(silent_controller, &asked);
+  fetch_blob req = request_for(f.repo, "mlp", 1);
+  req.sources = {blob_source{SourceTier::peer, "gone", {"127.0.0.1", 1}}};
+  req.transfer_id = 7;
+  req.controller = caf::actor_cast<caf::actor>(controller);
+  auto first = f.d.request<blob_ref>(f.cache, req);
+  f.d.run();
+  ASSERT_EQ(asked.size(), 1u) << "premise: the hop waits for its controller's answer";
+  fetch_blob plain = request_for(f.repo, "mlp", 1);
+  plain.sources = {blob_source{SourceTier::peer, "other", {"127.0.0.1", 2}}};
+  auto second = f.d.request<blob_ref>(f.cache, plain);
+  f.d.run();
+  // The controller decides while it lives: the hop neither tried the plain load's source nor asked again.
+  EXPECT_FALSE(second->done());
+  EXPECT_EQ(asked.size(), 1u);
+  caf::anon_send_exit(controller, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace model_cache_test

@@ -117,6 +117,7 @@ model_cache_actor::behavior_type fake_cache(model_cache_actor::pointer, const Bl
         if (it == blobs->end()) return to_caf(not_found("no blob " + req.blob_key));
         return blob_ref{it->second, SourceTier::local_disk, "", it->second->size(), 0};
       },
+      [](handover_atom, const fetch_blob&) {},
       [](pin_atom, const std::string&) {},
       [](unpin_atom, const std::string&) {},
       [](status_atom) { return cache_status{}; },
