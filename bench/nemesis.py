@@ -19,8 +19,10 @@ stay alive, and stops processes, one fault at a time:
   kill-manager        the manager killed (SIGKILL), then started again in its namespace with the same
                       command line over its state folder: the gateways serve from their tables meanwhile
   manager-from-nodes  the manager's host (h0, with one gateway) cannot reach any node, nor they it
-  loss-5pct, delay-200ms   tc netem on a node's link, where the kernel has netem (otherwise listed
-                      as not run)
+  loss-5pct           5% of the packets a node's link carries dropped, each way: tc netem where the
+                      kernel has it, else an nftables rule (`numgen random mod 100 < 5 drop` on the
+                      namespace's eth0, in and out; Debian's nftables, which deploy/setup.sh installs)
+  delay-200ms         200 ms added to a node's link: tc netem only (otherwise listed as not run)
 
 A cut is a blackhole route for the peer's address (/32) in each side's namespace (iproute2 only: no
 firewall needed): packets to the peer are dropped silently, as a partition drops them. Each fault
@@ -104,15 +106,34 @@ def why_skip(ember):
     return None
 
 
-def has_netem():
-    probe = f"ember-netem-{os.getpid()}"
-    sh(["ip", "netns", "add", probe])
+def probe(*command):
+    """Whether `command` (run inside a fresh namespace) succeeds: what this kernel and host can do."""
+    name = f"ember-probe-{os.getpid()}"
+    sh(["ip", "netns", "add", name])
     try:
-        sh(["ip", "-n", probe, "link", "set", "lo", "up"])
-        return subprocess.run(["tc", "-n", probe, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms"],
-                              capture_output=True, timeout=10).returncode == 0
+        sh(["ip", "-n", name, "link", "set", "lo", "up"])
+        return subprocess.run(["ip", "netns", "exec", name, *command], capture_output=True,
+                              timeout=10).returncode == 0
+    except OSError:
+        return False
     finally:
-        subprocess.run(["ip", "netns", "del", probe], capture_output=True, timeout=10)
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, timeout=10)
+
+
+def has_netem():
+    return probe("tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms")
+
+
+def has_nft():
+    return shutil.which("nft") is not None and probe("nft", "add", "table", "inet", "ember_probe")
+
+
+def loss_rules(percent):
+    """nftables: `percent`% of the packets in and out of eth0 dropped at random (loopback untouched)."""
+    return ("table inet ember_nemesis {\n"
+            f"  chain in {{ type filter hook input priority 0; policy accept; iifname \"eth0\" numgen random mod 100 < {percent} drop; }}\n"
+            f"  chain out {{ type filter hook output priority 0; policy accept; oifname \"eth0\" numgen random mod 100 < {percent} drop; }}\n"
+            "}\n")
 
 
 class Net:
@@ -121,6 +142,7 @@ class Net:
     def __init__(self):
         self.routes = []  # (namespace, address) blackholes in place
         self.netem = []   # namespaces whose eth0 carries a netem qdisc
+        self.nft = []     # namespaces with the nemesis's nftables table
 
     def cut(self, side_a, side_b):
         for a in side_a:
@@ -134,13 +156,22 @@ class Net:
         sh(["tc", "-n", ns(host), "qdisc", "replace", "dev", "eth0", "root", "netem", *netem])
         self.netem.append(host)
 
+    def drop(self, host, percent):
+        """Drops `percent`% of host's packets each way with nftables (no netem needed)."""
+        subprocess.run(["ip", "netns", "exec", ns(host), "nft", "-f", "-"], input=loss_rules(percent), text=True,
+                       capture_output=True, timeout=30, check=True)
+        self.nft.append(host)
+
     def heal(self, rate):
         for namespace, a in self.routes:
             subprocess.run(["ip", "-n", namespace, "route", "del", "blackhole", a + "/32"], capture_output=True)
         for host in self.netem:
             subprocess.run(["tc", "-n", ns(host), "qdisc", "replace", "dev", "eth0", "root", "tbf", "rate", rate,
                             "burst", "256kb", "latency", "50ms"], capture_output=True)
-        self.routes, self.netem = [], []
+        for host in self.nft:
+            subprocess.run(["ip", "netns", "exec", ns(host), "nft", "delete", "table", "inet", "ember_nemesis"],
+                           capture_output=True)
+        self.routes, self.netem, self.nft = [], [], []
 
 
 def members(endpoint):
@@ -275,7 +306,8 @@ def main():
     if unknown := [k for k in kinds if k not in KINDS]:
         parser.error(f"unknown kinds {unknown} (known: {', '.join(KINDS)})")
     netem = has_netem()
-    skipped = [k for k in kinds if k in ("loss-5pct", "delay-200ms") and not netem]
+    nft = not netem and has_nft()
+    skipped = [k for k in kinds if (k == "delay-200ms" and not netem) or (k == "loss-5pct" and not netem and not nft)]
     kinds = [k for k in kinds if k not in skipped]
     work = args.work or tempfile.mkdtemp(prefix="ember-nemesis-")
     state = os.path.join(work, "state")
@@ -315,7 +347,8 @@ def main():
             time.sleep(0.5)
         pids = dict(line.split() for line in sh([SCRIPT, "pids", "--dir", state]).splitlines())
         print(f"cluster up: manager + {HOSTS} nodes in namespaces, standalone gateways in {ns(0)} and {ns(1)}; "
-              f"kinds {', '.join(kinds)}" + (f"; not run (no netem in this kernel): {', '.join(skipped)}" if skipped else ""))
+              f"kinds {', '.join(kinds)}" + (f"; not run (no netem in this kernel): {', '.join(skipped)}" if skipped else "") +
+              ("; loss through nftables" if nft and "loss-5pct" in kinds else ""))
         load = Load(cases, list(MODELS), list(GATEWAYS.values()), args.clients)
         grpc_load = GrpcLoad(work, cases, MODELS, list(GATEWAYS.values()), args.grpc_clients)
         start = time.time()
@@ -353,7 +386,10 @@ def main():
             elif kind == "manager-from-nodes":
                 net.cut([0], [1, 2, 3])
             elif kind == "loss-5pct":
-                net.shape(node, "loss", "5%")
+                if netem:
+                    net.shape(node, "loss", "5%")
+                else:
+                    net.drop(node, 5)
             elif kind == "delay-200ms":
                 net.shape(node, "delay", "200ms")
             time.sleep(args.fault)

@@ -77,8 +77,9 @@ TEST_PACKAGES=(
   libonnx-testdata
   # benchmark plots (bench/autoscale_replay.py)
   python3-matplotlib
-  # network-namespace test clusters
-  iproute2
+  # network-namespace test clusters; nftables drops packets at random for the nemesis's loss fault
+  # where the kernel lacks netem (bench/nemesis.py)
+  iproute2 nftables
   # deployment checks: systemd-analyze verify of deploy/systemd's units; deploy/k8s's manifests
   systemd python3-yaml
   # deploy/cluster.sh over ssh, and its test (an sshd in each network-namespace host)

@@ -18,6 +18,13 @@ survive. Runs on loopback, over the transport given (tcp or ucx); each scenario 
                    splice it out (transfer.min_rate), and the hops behind it must finish long before it.
   scale_out        a load asking for four replicas of a model no node holds: the four nodes get the
                    bytes along one chain from the repository, and all four replicas become ready.
+  lossy_hop        (--netns only) 5% of the packets on the second hop's link dropped, each way (an
+                   nftables rule in its namespace; Debian's nftables): every receiver must end with the
+                   verified digest, and the hops behind it must not wait for it (the manager splices
+                   it out when it falls below transfer.min_rate, or it keeps up).
+  very_lossy_hop   (--netns only) the same with 30% dropped: the manager must splice the hop out, and
+                   the hops behind it finish from the hop before it; the lossy hop itself is not
+                   waited for (it crawls, and its control connection is as lossy).
 
 With --netns the same scenarios run on deploy/netns-cluster.sh (nodes h1..h5 in their own network
 namespaces, 1 Gbit/s links); the test reports SKIPPED (exit 77) where namespaces are not allowed.
@@ -310,6 +317,45 @@ def scale_out(c):
     return f"4 replicas placed by one chain: {chain.group(1)}"
 
 
+def lossy_hop(c, percent=5, must_splice=False):
+    if not shutil.which("nft"):
+        return "not run: no nft (Debian's nftables) on this host"
+    seed_holder(c)
+    n2, n3, n4, n5 = c.names(2, 3, 4, 5)
+    rules = ("table inet ember_loss {\n"
+             '  chain in { type filter hook input priority 0; policy accept; iifname "eth0" numgen random mod 100 < %d drop; }\n'
+             '  chain out { type filter hook output priority 0; policy accept; oifname "eth0" numgen random mod 100 < %d drop; }\n'
+             "}\n") % (percent, percent)
+    subprocess.run(["ip", "netns", "exec", "ember-" + n3, "nft", "-f", "-"], input=rules, text=True, check=True,
+                   capture_output=True, timeout=30)
+    t0 = time.time()
+    threading.Thread(target=lambda: c.distribute([n2, n3, n4, n5], timeout=300), daemon=True).start()
+    # Behind heavy loss the hop itself may crawl for minutes (or give up, its control connection lossy
+    # too): only the hops around it are waited for then.
+    waited = (n2, n4, n5) if must_splice else (n2, n3, n4, n5)
+    c.wait(lambda: all(verified(c, n) for n in waited), 120, f"{', '.join(waited)} to verify the bytes")
+    took = time.time() - t0
+    dropped = subprocess.run(["ip", "netns", "exec", "ember-" + n3, "nft", "list", "table", "inet", "ember_loss"],
+                             capture_output=True, text=True).stdout
+    if "drop" not in dropped:
+        raise Failure("the loss rule was not in place:\n" + dropped)
+    spliced = re.search(r"splice: %s now pulls from %s" % (n4, n2), c.log("manager"))
+    ends = {}
+    for n in (n2, n3, n4, n5):
+        done = re.search(r"node %s holds %s/1 \(.* verified, ([\d.]+) s" % (n, MODEL), c.log(n))
+        if done:
+            ends[n] = float(done.group(1))
+    if must_splice and not spliced:
+        raise Failure(f"the manager did not splice out the hop behind {percent}% loss: {ends}\n" +
+                      c.log("manager")[-2000:])
+    if not spliced and ends[n4] > ends[n3] + 1.0:
+        raise Failure(f"the hop behind the lossy one waited for it without being spliced: {ends}")
+    how = f"{n3} spliced out ({n4} pulled from {n2})" if spliced else f"{n3} kept up, not spliced"
+    lossy = f"{n3} {ends[n3]:.2f} s" if n3 in ends else f"{n3} still receiving"
+    return (f"{percent}% loss on {n3}'s link: {how}; {', '.join(waited)} verified in {took:.1f} s (hops' own "
+            "times: " + ", ".join(f"{n} {t:.2f} s" for n, t in ends.items() if n != n3) + f"; {lossy})")
+
+
 SCENARIOS = {
     "four_receivers": (four_receivers, {"node1": ["--fault-corrupt-frame", "3"]}),
     "kill_second_hop": (kill_second_hop, {f"node{i}": ["--fault-receive-rate", "25MB/s"] for i in range(2, 6)}),
@@ -317,6 +363,8 @@ SCENARIOS = {
                              {f"node{i}": ["--fault-receive-rate", "25MB/s"] for i in range(2, 6)}),
     "slow_hop": (slow_hop, {"node3": ["--fault-receive-rate", "4MB/s"]}),
     "scale_out": (scale_out, {}),
+    "lossy_hop": (lossy_hop, {}),
+    "very_lossy_hop": (lambda c: lossy_hop(c, 30, must_splice=True), {}),
 }
 
 
@@ -375,6 +423,9 @@ def main():
             security += "  data_plane: tls\n"
         for name, (fn, node_args) in SCENARIOS.items():
             if args.only and name != args.only:
+                continue
+            if name.endswith("lossy_hop") and not args.netns:
+                print(f"{name}: not run: needs --netns (the loss is a rule in the hop's own namespace)", flush=True)
                 continue
             sub = os.path.join(work, name)
             os.makedirs(sub)
