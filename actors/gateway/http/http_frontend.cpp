@@ -102,7 +102,6 @@ struct HttpFrontend::Impl {
   HttpServer server;
   /// The text generation routes, when a GenerationService was given.
   std::unique_ptr<GenerationEndpoints> generation;
-  std::thread thread;
   uint16_t port = 0;
 
   Impl(std::shared_ptr<GatewayClient> c, GatewayInstruments* i, std::shared_ptr<const TlsContext> tls,
@@ -374,9 +373,7 @@ HttpFrontend::~HttpFrontend() { stop(); }
 uint16_t HttpFrontend::port() const { return impl_->port; }
 
 void HttpFrontend::stop() {
-  if (!impl_ || !impl_->thread.joinable()) return;
-  impl_->server.stop();
-  impl_->thread.join();
+  if (impl_) impl_->server.stop_listening();
 }
 
 Result<std::unique_ptr<HttpFrontend>> HttpFrontend::start(std::shared_ptr<GatewayClient> client,
@@ -400,8 +397,7 @@ Result<std::unique_ptr<HttpFrontend>> HttpFrontend::start(std::shared_ptr<Gatewa
   if (!impl->server.set_backlog(static_cast<int>(std::max<uint32_t>(config.http_queue, 128)))) {
     spdlog::warn("gateway: cannot raise the HTTP listen backlog: {}", std::strerror(errno));
   }
-  Impl* raw = impl.get();
-  impl->thread = std::thread([raw] { raw->server.listen_after_bind(); });
+  impl->server.start_listening();
   spdlog::info("gateway: KServe v2 HTTP API on {}://{}:{}", secure ? "https" : "http", config.http.host, port);
   return std::unique_ptr<HttpFrontend>(new HttpFrontend(std::move(impl)));
 }
@@ -409,17 +405,12 @@ Result<std::unique_ptr<HttpFrontend>> HttpFrontend::start(std::shared_ptr<Gatewa
 struct MetricsEndpoint::Impl {
   std::shared_ptr<GatewayClient> client;
   HttpServer server{HttpServerOptions{.threads = 2, .max_queued = 16}};
-  std::thread thread;
   uint16_t port = 0;
 };
 
 MetricsEndpoint::MetricsEndpoint(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-MetricsEndpoint::~MetricsEndpoint() {
-  if (!impl_->thread.joinable()) return;
-  impl_->server.stop();
-  impl_->thread.join();
-}
+MetricsEndpoint::~MetricsEndpoint() { impl_->server.stop_listening(); }
 
 uint16_t MetricsEndpoint::port() const { return impl_->port; }
 
@@ -444,7 +435,7 @@ Result<std::unique_ptr<MetricsEndpoint>> MetricsEndpoint::start(std::shared_ptr<
                                 : (impl->server.bind_to_port(at.host, at.port) ? at.port : -1);
   if (port <= 0) return io_error("cannot listen for metrics on " + at.to_string() + ": " + std::strerror(errno));
   impl->port = static_cast<uint16_t>(port);
-  impl->thread = std::thread([raw] { raw->server.listen_after_bind(); });
+  impl->server.start_listening();
   spdlog::info("gateway: /metrics (no token) on http://{}:{}", at.host, port);
   return std::unique_ptr<MetricsEndpoint>(new MetricsEndpoint(std::move(impl)));
 }

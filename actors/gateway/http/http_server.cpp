@@ -17,6 +17,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -282,7 +283,23 @@ HttpServer::HttpServer(HttpServerOptions options)
   new_task_queue = [this] { return new ConnectionQueue(*this); };
 }
 
-HttpServer::~HttpServer() = default;
+HttpServer::~HttpServer() { stop_listening(); }
+
+void HttpServer::start_listening() {
+  listener_ = std::thread([this] {
+    listen_after_bind();
+    listener_done_ = true;
+  });
+}
+
+void HttpServer::stop_listening() {
+  if (!listener_.joinable()) return;
+  // httplib's stop() acts only while the accept loop runs (it set is_running()): earlier, it would
+  // do nothing, and the loop would then block in accept() for good.
+  while (!listener_done_ && !is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  stop();
+  listener_.join();
+}
 
 bool HttpServer::process_and_close_socket(socket_t sock) {
   if (t_refusing) {

@@ -23,6 +23,11 @@
 // One difference from httplib's loop: a connection waiting for its next keep-alive request notices
 // stop() within 100 ms, instead of when the keep-alive timeout ends.
 //
+// Listening: start_listening() after binding runs the accept loop on a thread of its own, and
+// stop_listening() (or the destructor) ends it. Not httplib's stop() alone: it does nothing until
+// the accept loop has started (is_running()), so a stop that came right after the thread was
+// started left the loop blocked in accept() for good, and whoever joined the thread with it.
+//
 // Thread-safety: as httplib::Server (configure, then listen on one thread, stop from any).
 // refused() is safe from any thread. Invariant: every accepted socket is closed exactly once, by
 // a worker (served) or by the accept thread (refused).
@@ -36,6 +41,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 
 namespace ember {
 
@@ -58,7 +64,14 @@ struct HttpServerOptions {
 class HttpServer : public httplib::Server {
  public:
   explicit HttpServer(HttpServerOptions options);
+  /// stop_listening().
   ~HttpServer() override;
+
+  /// After binding: the accept loop (listen_after_bind) on a thread of its own. Once.
+  void start_listening();
+  /// Ends the accept loop started by start_listening() and joins its thread: waits for the loop to
+  /// run (or to have ended) before stopping it. Nothing when not listening.
+  void stop_listening();
 
   /// Connections refused so far.
   uint64_t refused() const { return refused_.load(std::memory_order_relaxed); }
@@ -91,6 +104,8 @@ class HttpServer : public httplib::Server {
   const HttpServerOptions options_;
   const std::string refusal_;  // the whole HTTP answer, built once
   std::atomic<uint64_t> refused_{0};
+  std::thread listener_;
+  std::atomic<bool> listener_done_{false};
 };
 
 }  // namespace ember
