@@ -80,7 +80,8 @@ Status parse_manager(const YamlSection& s, ManagerConfig& c) {
 Status parse_security(const YamlSection& s, SecurityConfig& c) {
   EMBER_RETURN_IF_ERROR(s.check_unique_keys());
   EMBER_RETURN_IF_ERROR(s.check_keys(
-      {"tls_certificate", "tls_key", "tls_key_passphrase_file", "tls_ca", "ticket_key_file", "data_plane"}));
+      {"tls_certificate", "tls_key", "tls_key_passphrase_file", "tls_ca", "ticket_key_file", "data_plane",
+       "ticket_receiver"}));
   EMBER_RETURN_IF_ERROR(s.read_string("ticket_key_file", c.ticket_key_file));
   if (s.has("data_plane")) {
     std::string mode;
@@ -89,6 +90,14 @@ Status parse_security(const YamlSection& s, SecurityConfig& c) {
       return invalid_argument(s.where("data_plane") + ": '" + mode + "' is neither tickets nor tls");
     }
     c.data_plane_tls = mode == "tls";
+  }
+  if (s.has("ticket_receiver")) {
+    std::string receiver;
+    EMBER_RETURN_IF_ERROR(s.read_string("ticket_receiver", receiver));
+    if (receiver != "name" && receiver != "certificate") {
+      return invalid_argument(s.where("ticket_receiver") + ": '" + receiver + "' is neither name nor certificate");
+    }
+    c.ticket_names_certificate = receiver == "certificate";
   }
   EMBER_RETURN_IF_ERROR(s.read_string("tls_certificate", c.tls_certificate));
   EMBER_RETURN_IF_ERROR(s.read_string("tls_key", c.tls_key));
@@ -283,6 +292,11 @@ Status validate(const ClusterConfig& c, std::string_view source) {
     return invalid_argument(at +
                             ": security.ticket_key_file needs the control plane's TLS (security.tls_*): tickets "
                             "travel in its messages");
+  }
+  if (sec.ticket_names_certificate && (sec.ticket_key_file.empty() || !sec.data_plane_tls)) {
+    return invalid_argument(at +
+                            ": security.ticket_receiver: certificate needs security.ticket_key_file and "
+                            "security.data_plane: tls (the receiver's name comes from its TLS certificate)");
   }
   if (!some && !sec.tls_key_passphrase_file.empty()) {
     return invalid_argument(at +

@@ -415,6 +415,12 @@ struct SecurityConfig {
   /// the certificates above; needs tls_* and transfer.transport tcp). TLS costs CPU on every hop
   /// of a chain (each hop decrypts and encrypts again): README, Security, has the measurement.
   bool data_plane_tls = false;
+  /// Whom a ticket opens its blob to: "name" (the default: the receiver the ticket names, as the
+  /// request claims it) or "certificate" (the receiver whose certificate's common name is the name
+  /// the ticket holds: each member its own certificate, `ember certs issue --name NODE` with the
+  /// node's --name; a node whose certificate names another refuses to start). Needs
+  /// ticket_key_file and data_plane: tls (the name comes from the TLS handshake).
+  bool ticket_names_certificate = false;
 
   bool tls() const { return !tls_certificate.empty(); }
 };

@@ -56,4 +56,8 @@ struct Rotation {
 /// to DIR/next/ca.crt alone.
 Result<Rotation> rotate_ca(const std::string& dir, uint32_t days, uint32_t ca_days, bool force);
 
+/// The common name (CN=, `ember certs issue --name`) of the PEM certificate at `path`: the name a
+/// member's certificate gives it. io_error for an unreadable file, invalid_argument for one without.
+Result<std::string> certificate_name(const std::string& path);
+
 }  // namespace ember::security

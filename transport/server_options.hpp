@@ -75,6 +75,10 @@ struct BlobServerOptions {
   /// Set: every connection is TLS (transport/tls_stream.hpp; TCP only), the receiver's certificate
   /// checked against the cluster CA. Null: plain TCP.
   std::shared_ptr<const DataTls> tls;
+  /// With `tickets` and `tls`: a ticket opens its blob only to the receiver whose certificate's
+  /// common name is the ticket's receiver (security.ticket_receiver: certificate), so a ticket
+  /// another member obtained, or a listener replayed, opens nothing. Without TLS it has no effect.
+  bool tickets_name_certificates = false;
 };
 
 /// A connection turned away ("busy": max_transfers in progress) gets an abort frame and is kept open

@@ -234,7 +234,9 @@ bool BlobServer::serve(int fd) {
   // The answer: the frames the protocol object hands out, each in one sendmsg (blocking under
   // SO_SNDTIMEO), with the waits for a growing blob's bytes in kUpstreamPoll slices.
   FrameSender sender(options_, counters_.data_frames, /*staging_chunks=*/1);
-  sender.open(check_ticket(std::move(request), options_.tickets.get()), lookup_);
+  const bool named = options_.tickets_name_certificates && stream.tls();
+  const std::string peer = named ? stream.peer_name() : std::string();
+  sender.open(check_ticket(std::move(request), options_.tickets.get(), named ? &peer : nullptr), lookup_);
   FrameSender::Frame frame;
   while (true) {
     if (stopping_.load()) return false;  // stop() shuts the socket down: the receiver sees that

@@ -86,9 +86,16 @@ Status TicketKeys::verify(const std::string& key, const Ticket& ticket, uint64_t
   return Status::OK();
 }
 
-Result<FetchRequest> check_ticket(Result<FetchRequest> request, const TicketKeys* keys) {
+Result<FetchRequest> check_ticket(Result<FetchRequest> request, const TicketKeys* keys,
+                                  const std::string* peer_name) {
   if (!keys || !request.ok()) return request;
   if (Status s = keys->verify(request->key, request->ticket, unix_now()); !s.ok()) return s.error();
+  if (peer_name && request->ticket.receiver != *peer_name) {
+    return permission_denied("the ticket of " + request->ticket.receiver + " for " + request->key +
+                             " was presented with the certificate of " +
+                             (peer_name->empty() ? std::string("no name") : "'" + *peer_name + "'") +
+                             ": here a ticket opens its blob only to the member its certificate names");
+  }
   return request;
 }
 

@@ -8,9 +8,12 @@
 // a node (loads, chain hops and their splices, stage loads) inside its control-plane messages,
 // which mutual TLS protects; a node issues one for the tensors it hands to the next pipeline stage.
 // Scope and limits: the mac binds the blob key, the receiver's name and the expiry, so a ticket
-// opens one blob until its window closes; the receiver's name is what it claims in the request, so
-// within its window a ticket is a bearer capability for that blob (a listener on an unencrypted data
-// plane could replay it: encryption of the data plane is separate). The window is checked when a
+// opens one blob until its window closes. By default the receiver's name is what it claims in the
+// request, so within its window a ticket is a bearer capability for that blob (a listener on an
+// unencrypted data plane could replay it). With TLS on the data plane and
+// security.ticket_receiver: certificate, the server also requires the receiver's name to be the
+// common name of the certificate the receiver presented (each member its own certificate, named as
+// the member): a ticket then opens its blob to that member alone. The window is checked when a
 // transfer starts or resumes; a transfer under way is not cut at expiry.
 //
 // Thread-safety: TicketKeys is immutable after load and shared between threads; the functions are
@@ -67,8 +70,11 @@ class TicketKeys {
 };
 
 /// The server's check of a decoded request (both transports): the request as is when `keys` is null
-/// or its ticket verifies; otherwise the refusal, which the server sends as its abort frame.
-Result<FetchRequest> check_ticket(Result<FetchRequest> request, const TicketKeys* keys);
+/// or its ticket verifies (and, with `peer_name`, names that peer: the common name of the
+/// certificate it presented); otherwise the refusal (permission_denied), which the server sends as
+/// its abort frame.
+Result<FetchRequest> check_ticket(Result<FetchRequest> request, const TicketKeys* keys,
+                                  const std::string* peer_name = nullptr);
 
 /// Unix seconds now.
 uint64_t unix_now();

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <poll.h>
 
 #include <algorithm>
@@ -59,6 +60,16 @@ DataTls::~DataTls() { SSL_CTX_free(ctx_); }
 
 Stream::~Stream() {
   if (ssl_) SSL_free(ssl_);  // no close_notify: the protocol's end frame says where the data ends
+}
+
+std::string Stream::peer_name() const {
+  if (!ssl_) return {};
+  X509* cert = SSL_get1_peer_certificate(ssl_);
+  if (!cert) return {};
+  char name[256] = {0};
+  const int n = X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, name, sizeof(name));
+  X509_free(cert);
+  return n > 0 ? std::string(name, static_cast<size_t>(n)) : std::string();
 }
 
 Result<Stream> Stream::handshake(int fd, const DataTls& tls, bool server, Clock::time_point deadline) {

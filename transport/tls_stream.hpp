@@ -54,6 +54,9 @@ class Stream {
                                   std::chrono::steady_clock::time_point deadline);
 
   bool tls() const { return ssl_ != nullptr; }
+  /// The common name of the certificate the peer presented in the handshake ("" on a plain stream
+  /// or for a certificate without one): whom the cluster CA vouched for.
+  std::string peer_name() const;
   /// recv_exact (tcp_socket.hpp), through TLS when on.
   RecvEnd read_exact(void* dst, size_t bytes, std::chrono::milliseconds idle, size_t& got, std::string& error_text,
                      std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max());

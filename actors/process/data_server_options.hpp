@@ -25,6 +25,7 @@ inline Result<transport::BlobServerOptions> data_server_options(const TransferCo
     }
     EMBER_ASSIGN_OR_RETURN(
         o.tls, transport::DataTls::make(security.tls_certificate, security.tls_key, passphrase, security.tls_ca));
+    o.tickets_name_certificates = security.ticket_names_certificate;
   }
   o.chunk_bytes = static_cast<uint32_t>(transfer.chunk_bytes);
   o.socket_buffer_bytes = static_cast<int>(transfer.socket_buffer_bytes);

@@ -20,6 +20,7 @@
 #include "actors/node/replica_ledger.hpp"
 #include "actors/node/stage_host.hpp"
 #include "actors/process/data_server_options.hpp"
+#include "security/certs.hpp"
 #include "base/service_notify.hpp"
 #include "base/units.hpp"
 #include "gpu/device_registry.hpp"
@@ -113,6 +114,17 @@ Result<std::unique_ptr<NodeProcess>> NodeProcess::start(caf::actor_system& sys, 
                                                         const GenerationConfig& generation) {
   std::unique_ptr<NodeProcess> p(new NodeProcess(sys));
   p->name_ = node.name.empty() ? default_node_name() : node.name;
+  if (security.ticket_names_certificate) {
+    // Tickets for this node name it; the blob servers will hold them to its certificate's name.
+    EMBER_ASSIGN_OR_RETURN(std::string named, security::certificate_name(security.tls_certificate));
+    if (named != p->name_) {
+      return invalid_argument("security.ticket_receiver: certificate: this node is named '" + p->name_ +
+                              "' but its certificate (" + security.tls_certificate + ") names '" + named +
+                              "', so every ticket for it would be refused: start it with --name " + named +
+                              " or give it a certificate issued for " + p->name_ + " (ember certs issue --name " +
+                              p->name_ + ")");
+    }
+  }
   p->instruments_ = std::make_unique<NodeInstruments>();
   if (binding.inline_runs) p->inline_runs_ = std::make_shared<InlineRuns>(p->name_, p->instruments_.get());
   EMBER_ASSIGN_OR_RETURN(auto opened, gpu::open_devices(devices));

@@ -248,6 +248,7 @@ security:
   tls_ca: /etc/ember/tls/ca.crt
   ticket_key_file: /etc/ember/tickets.key
   data_plane: tls
+  ticket_receiver: certificate
 )",
                                 "ember.yaml");
   ASSERT_TRUE(c.ok()) << c.error().message();
@@ -281,6 +282,7 @@ security:
   EXPECT_EQ(c->security.tls_ca, "/etc/ember/tls/ca.crt");
   EXPECT_EQ(c->security.ticket_key_file, "/etc/ember/tickets.key");
   EXPECT_TRUE(c->security.data_plane_tls);
+  EXPECT_TRUE(c->security.ticket_names_certificate);
   EXPECT_EQ(c->manager.recovery_window_us, 5'000'000u);
   EXPECT_EQ(c->manager.admin_token_file, "/etc/ember/admin.token");
   EXPECT_FALSE(c->manager.open_reads);
@@ -492,6 +494,13 @@ INSTANTIATE_TEST_SUITE_P(
                 "security.data_plane: tls needs transfer.transport: tcp"},
         BadCase{"security:\n  ticket_key_file: t.key\n",
                 "security.ticket_key_file needs the control plane's TLS (security.tls_*)"},
+        BadCase{"security:\n  ticket_receiver: cert\n", "security.ticket_receiver: 'cert' is neither name nor certificate"},
+        BadCase{"security:\n  tls_certificate: a.crt\n  tls_key: a.key\n  tls_ca: ca.crt\n  ticket_key_file: t.key\n"
+                "  ticket_receiver: certificate\n",
+                "security.ticket_receiver: certificate needs security.ticket_key_file and security.data_plane: tls"},
+        BadCase{"security:\n  tls_certificate: a.crt\n  tls_key: a.key\n  tls_ca: ca.crt\n  data_plane: tls\n"
+                "  ticket_receiver: certificate\n",
+                "security.ticket_receiver: certificate needs security.ticket_key_file"},
         BadCase{"security:\n  tls_cert: a.crt\n", "security.tls_cert: unknown key"},
         BadCase{"node:\n  manager: 127.0.0.1:7300\n  data_listen: 127.0.0.1:7300\n",
                 "node.data_listen (127.0.0.1:7300) is the same endpoint as node.manager"},

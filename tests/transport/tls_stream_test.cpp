@@ -1,7 +1,8 @@
 // The data plane over TLS (security.data_plane: tls): a TCP blob server and fetches with
 // certificates from one cluster CA (made with `ember certs`' library) transfer and verify a blob;
 // a plain receiver, a receiver with another CA's certificate and a TLS receiver at a plain server
-// each fail with an error, and no byte of the blob reaches them.
+// each fail with an error, and no byte of the blob reaches them. With tickets naming certificates, a
+// ticket opens its blob only to the member whose certificate names its receiver.
 #include "transport/tls_stream.hpp"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include "tests/transport/transfer_test_util.hpp"
 #include "transport/tcp_blob_server.hpp"
 #include "transport/tcp_fetch.hpp"
+#include "transport/ticket.hpp"
 
 namespace ember::transport {
 namespace tls_stream_test {
@@ -71,6 +73,62 @@ TEST(DataPlaneTls, MembersTransferAndVerifyAndEveryOtherReceiverGetsNothing) {
   ASSERT_TRUE(plain_server.ok());
   tls_options.idle_timeout = std::chrono::milliseconds(3000);
   refused("a TLS receiver at a plain server", tls_options, **plain_server);
+}
+
+TEST(DataPlaneTls, WithTicketsNamingCertificatesATicketOpensItsBlobOnlyToTheMemberItNames) {
+  // security.ticket_receiver: certificate: n2's ticket, presented by n3 (another member, with a
+  // certificate the CA signed: it obtained or overheard the ticket), opens nothing; n2 fetches.
+  gpu::testing::TempDir cluster;
+  ASSERT_TRUE(security::init_ca(cluster.path(), "cluster CA", 2, false).ok());
+  auto server_tls = member(cluster, "n1");
+  auto n2 = member(cluster, "n2");
+  auto n3 = member(cluster, "n3");
+  ASSERT_TRUE(server_tls && n2 && n3);
+  auto keys = TicketKeys::from_secret(std::string(32, 'k'));
+  ASSERT_TRUE(keys.ok());
+  auto bytes = testing::random_bytes((1u << 20) + 7, 52);
+  BlobServerOptions options;
+  options.tls = server_tls;
+  options.tickets = *keys;
+  options.tickets_name_certificates = true;
+  options.request_timeout = std::chrono::milliseconds(2000);
+  auto server = BlobServer::start(options, lookup_of({{"mlp/1", MemoryBlob::of(bytes)}}));
+  ASSERT_TRUE(server.ok()) << server.error().message();
+
+  auto fetch_as = [&](const std::shared_ptr<const DataTls>& tls, const Ticket& ticket, VectorSink& sink) {
+    FetchOptions o;
+    o.tls = tls;
+    o.ticket = ticket;
+    return fetch_blob((*server)->endpoint(), "mlp/1", o, sink);
+  };
+  const Ticket for_n2 = (*keys)->issue("mlp/1", "n2");
+  VectorSink stolen;
+  auto refused = fetch_as(n3, for_n2, stolen);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), ErrorCode::permission_denied) << refused.error().message();
+  EXPECT_NE(refused.error().message().find("the ticket of n2 for mlp/1 was presented with the certificate of 'n3'"),
+            std::string::npos)
+      << refused.error().message();
+  EXPECT_EQ(stolen.allocations, 0);
+  // n3's own ticket opens it to n3, and n2's to n2.
+  VectorSink own;
+  auto n3_own = fetch_as(n3, (*keys)->issue("mlp/1", "n3"), own);
+  ASSERT_TRUE(n3_own.ok()) << n3_own.error().message();
+  VectorSink sink;
+  auto got = fetch_as(n2, for_n2, sink);
+  ASSERT_TRUE(got.ok()) << got.error().message();
+  EXPECT_EQ(sink.bytes, bytes);
+  EXPECT_EQ((*server)->bytes_sent(), 2 * bytes.size());  // nothing to the refused receiver
+
+  // The default (tickets name whoever presents them): the same ticket opens it to n3 as well.
+  options.tickets_name_certificates = false;
+  auto lenient = BlobServer::start(options, lookup_of({{"mlp/1", MemoryBlob::of(bytes)}}));
+  ASSERT_TRUE(lenient.ok());
+  VectorSink replayed;
+  FetchOptions o;
+  o.tls = n3;
+  o.ticket = for_n2;
+  EXPECT_TRUE(fetch_blob((*lenient)->endpoint(), "mlp/1", o, replayed).ok());
 }
 
 }  // namespace tls_stream_test

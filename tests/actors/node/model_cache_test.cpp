@@ -97,19 +97,30 @@ caf::behavior down_order(caf::event_based_actor* self, std::vector<caf::actor_ad
   return {[self](const caf::actor& whom) { self->monitor(whom); }};
 }
 
-TEST(ModelCache, AnExitingCacheStopsItsMulticastHopsAndQuitsOnlyAfterTheLast) {
-  Cache f;
+/// A cache whose hop of mlp/1 (transfer 7) waits for its controller: its upstream `from` refuses
+/// connections, it asks the controller for another, and the (silent) controller never answers, so
+/// the hop stays alive.
+struct WaitingHop : Cache {
   std::vector<caf::actor> asked;
-  auto controller = f.d.sys().spawn(silent_controller, &asked);
-  fetch_blob req = request_for(f.repo, "mlp", 1);
-  // A hop whose upstream refuses connections: it asks the controller for another, which never
-  // answers, so the hop stays alive.
-  req.sources = {blob_source{SourceTier::peer, "gone", {"127.0.0.1", 1}}};
-  req.transfer_id = 7;
-  req.controller = caf::actor_cast<caf::actor>(controller);
-  auto fetch = f.d.request<blob_ref>(f.cache, req);
-  f.d.run();
-  ASSERT_EQ(asked.size(), 1u) << "premise: the hop is alive, waiting for the controller";
+  chain_controller_actor controller = d.sys().spawn(silent_controller, &asked);
+  fetch_blob base = request_for(repo, "mlp", 1);
+  std::shared_ptr<testing::Answer<blob_ref>> first;
+
+  explicit WaitingHop(blob_source from = {SourceTier::peer, "gone", {"127.0.0.1", 1}}) {
+    fetch_blob req = base;
+    req.sources = {std::move(from)};
+    req.transfer_id = 7;
+    req.controller = caf::actor_cast<caf::actor>(controller);
+    first = d.request<blob_ref>(cache, req);
+    d.run();
+    EXPECT_EQ(asked.size(), 1u) << "premise: the hop is alive, waiting for its controller";
+  }
+};
+
+TEST(ModelCache, AnExitingCacheStopsItsMulticastHopsAndQuitsOnlyAfterTheLast) {
+  WaitingHop f;
+  auto& asked = f.asked;
+  ASSERT_EQ(asked.size(), 1u);
   std::vector<caf::actor_addr> gone;
   auto observer = f.d.sys().spawn(down_order, &gone);
   caf::anon_send(observer, asked[0]);
@@ -122,7 +133,7 @@ TEST(ModelCache, AnExitingCacheStopsItsMulticastHopsAndQuitsOnlyAfterTheLast) {
   ASSERT_EQ(gone.size(), 2u) << "the cache or its hop is still alive";
   EXPECT_EQ(gone[0], asked[0].address()) << "the cache quit before its hop";
   EXPECT_EQ(gone[1], f.cache.address());
-  caf::anon_send_exit(controller, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(f.controller, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(observer, caf::exit_reason::user_shutdown);
 }
 
@@ -137,16 +148,14 @@ chain_controller_actor::behavior_type recording_controller(chain_controller_acto
   };
 }
 
-/// A cache whose hop of mlp/1 is orphaned: its upstream refused, it asked its controller, and the
-/// controller died with the question unanswered (a manager killed mid-chain). The hop now retries
-/// its upstreams a second apart for its 30 s orphan window, which the deterministic clock never
-/// reaches unless told. A peer's data-plane server holds the bytes.
-struct OrphanedHop : Cache {
-  fetch_blob base = request_for(repo, "mlp", 1);
+/// A WaitingHop whose controller died with the question unanswered (a manager killed mid-chain),
+/// its upstream the dead manager's repository server: orphaned, the hop retries its upstreams a
+/// second apart for its 30 s orphan window, which the deterministic clock never reaches unless told.
+/// A peer's data-plane server holds the bytes.
+struct OrphanedHop : WaitingHop {
   std::unique_ptr<transport::DataServer> peer;
-  std::shared_ptr<testing::Answer<blob_ref>> first;
 
-  OrphanedHop() {
+  OrphanedHop() : WaitingHop({SourceTier::repository, "manager", {"127.0.0.1", 1}}) {
     const std::string weights =
         gpu::testing::read_file(gpu::repository_version_dir(repo.path(), "mlp", 1) + "/" + gpu::kWeightsFile);
     auto server = transport::start_data_server(
@@ -155,16 +164,7 @@ struct OrphanedHop : Cache {
             {{base.blob_key, transport::MemoryBlob::of(std::vector<uint8_t>(weights.begin(), weights.end()))}}));
     if (!server.ok()) throw std::runtime_error(server.error().to_string());
     peer = std::move(*server);
-    std::vector<caf::actor> asked;
-    auto old_controller = d.sys().spawn(silent_controller, &asked);
-    fetch_blob old_req = base;
-    old_req.sources = {blob_source{SourceTier::repository, "manager", {"127.0.0.1", 1}}};
-    old_req.transfer_id = 7;
-    old_req.controller = caf::actor_cast<caf::actor>(old_controller);
-    first = d.request<blob_ref>(cache, old_req);
-    d.run();
-    EXPECT_EQ(asked.size(), 1u) << "premise: the hop waits for its controller";
-    caf::anon_send_exit(old_controller, caf::exit_reason::kill);
+    caf::anon_send_exit(controller, caf::exit_reason::kill);
     d.run();
     EXPECT_FALSE(first->done()) << "premise: the orphaned hop retries its upstreams for its orphan window";
   }
@@ -211,24 +211,15 @@ TEST(ModelCache, AnOrphanedHopGoesOnFromTheSourcesOfAPlainLoadThatJoinsIt) {
 }
 
 TEST(ModelCache, AHopWhoseControllerAnswersKeepsItsChainWhenAPlainLoadJoinsIt) {
-  Cache f;
-  std::vector<caf::actor> asked;
-  auto controller = f.d.sys().spawn(silent_controller, &asked);
-  fetch_blob req = request_for(f.repo, "mlp", 1);
-  req.sources = {blob_source{SourceTier::peer, "gone", {"127.0.0.1", 1}}};
-  req.transfer_id = 7;
-  req.controller = caf::actor_cast<caf::actor>(controller);
-  auto first = f.d.request<blob_ref>(f.cache, req);
-  f.d.run();
-  ASSERT_EQ(asked.size(), 1u) << "premise: the hop waits for its controller's answer";
-  fetch_blob plain = request_for(f.repo, "mlp", 1);
+  WaitingHop f;
+  fetch_blob plain = f.base;
   plain.sources = {blob_source{SourceTier::peer, "other", {"127.0.0.1", 2}}};
   auto second = f.d.request<blob_ref>(f.cache, plain);
   f.d.run();
   // The controller decides while it lives: the hop neither tried the plain load's source nor asked again.
   EXPECT_FALSE(second->done());
-  EXPECT_EQ(asked.size(), 1u);
-  caf::anon_send_exit(controller, caf::exit_reason::user_shutdown);
+  EXPECT_EQ(f.asked.size(), 1u);
+  caf::anon_send_exit(f.controller, caf::exit_reason::user_shutdown);
 }
 
 }  // namespace model_cache_test

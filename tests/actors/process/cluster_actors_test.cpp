@@ -20,6 +20,7 @@
 #include "actors/process/manager_process.hpp"
 #include "actors/process/node_process.hpp"
 #include "actors/tensor_codec.hpp"
+#include "security/certs.hpp"
 #include "tests/actors/actor_test_util.hpp"
 
 namespace ember {
@@ -138,6 +139,34 @@ TEST(Cluster, ACorruptStateFolderStopsTheManagerFromStartingAndNamesTheFile) {
   EXPECT_EQ(started.error().message(),
             "manager.state_dir: " + state + "/journal: not an Ember manager journal file (no \"format\": "
             "\"ember-manager-journal\")");
+}
+
+// With tickets bound to certificates (security.ticket_receiver: certificate), tickets for a node name
+// it, and blob servers hold them to the name its certificate gives: a node whose certificate names
+// another would be refused every byte, so it does not start, and says what to change.
+TEST(Cluster, ANodeWhoseCertificateNamesAnotherDoesNotStartWhenTicketsNameCertificates) {
+  auto sys = testing::make_system();
+  gpu::testing::TempDir certs;
+  ASSERT_TRUE(security::init_ca(certs.path(), "cluster CA", 2, false).ok());
+  ASSERT_TRUE(security::issue_certificate(certs.path(), {"gpu-a", "node", {"127.0.0.1"}, 2, false}).ok());
+  SecurityConfig sec;
+  sec.tls_certificate = certs / "gpu-a.crt";
+  sec.tls_key = certs / "gpu-a.key";
+  sec.tls_ca = certs / "ca.crt";
+  sec.data_plane_tls = true;
+  sec.ticket_names_certificate = true;
+  NodeConfig nc;
+  nc.name = "gpu-b";
+  DevicesConfig dc;
+  dc.kind = DeviceKind::sim;
+  dc.sim.memory_bytes = 64 << 20;
+  auto refused = NodeProcess::start(*sys, nc, dc, TransferConfig{}, BindingConfig{}, sec);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code(), ErrorCode::invalid_argument);
+  EXPECT_NE(refused.error().message().find("this node is named 'gpu-b' but its certificate (" + sec.tls_certificate +
+                                           ") names 'gpu-a'"),
+            std::string::npos)
+      << refused.error().message();
 }
 
 // A node started with --allow-faults takes a fault only from the manager it joined, which passes on
