@@ -68,7 +68,8 @@ Result<std::vector<tensor_msg>> answer_of(const gpu::Model& whole, std::vector<t
 }
 
 Result<tensor_handoff> pack_handoff(BlobStore& store, const std::string& key, const HostPort& from,
-                                    const transport::TicketKeys* tickets, std::vector<tensor_msg>& tensors) {
+                                    const transport::TicketKeys* tickets, const std::string& receiver,
+                                    std::vector<tensor_msg>& tensors) {
   uint64_t total = 0;
   for (const tensor_msg& t : tensors) total += t.data.size();
   EMBER_ASSIGN_OR_RETURN(auto buffer, gpu::HostBuffer::allocate(std::max<uint64_t>(total, 1)));
@@ -84,7 +85,7 @@ Result<tensor_handoff> pack_handoff(BlobStore& store, const std::string& key, co
   h.from = from;
   h.key = key;
   h.sha256 = transport::to_hex(digest);
-  if (tickets) h.ticket = tickets->issue(h.key, "next stage", kHandoffTicket);
+  if (tickets) h.ticket = tickets->issue(h.key, receiver, kHandoffTicket);
   const uint8_t* data = buffer->data();
   store.put_handoff(h.key, std::make_shared<transport::MemoryBlob>(std::move(buffer), data, total, digest));
   return h;

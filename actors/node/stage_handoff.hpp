@@ -45,9 +45,11 @@ Result<std::vector<tensor_msg>> answer_of(const gpu::Model& whole, std::vector<t
 
 /// Packs `tensors`' bytes into one buffer that `store` serves under `key` (their names, dtypes and
 /// shapes stay; their data is emptied): the handoff the downstream fetches from `from`, with a
-/// ticket from `tickets` when the data plane needs one (null: none).
+/// ticket for `receiver` (the next stage's node, by name: with security.ticket_receiver:
+/// certificate only its certificate opens it) from `tickets` when the data plane needs one (null: none).
 Result<tensor_handoff> pack_handoff(BlobStore& store, const std::string& key, const HostPort& from,
-                                    const transport::TicketKeys* tickets, std::vector<tensor_msg>& tensors);
+                                    const transport::TicketKeys* tickets, const std::string& receiver,
+                                    std::vector<tensor_msg>& tensors);
 
 /// The tensors handed over as `h`, `total` bytes, fetched with `transport` (and `tls`, when set) and
 /// checked against the digest: corrupt when they do not match. Blocks for the fetch.

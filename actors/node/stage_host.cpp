@@ -173,7 +173,7 @@ void forward(host_pointer self, const model_key& key, std::shared_ptr<Pending> p
     const std::string handoff =
         "handoff:" + st.config.name + ":" + std::to_string(self->id()) + ":" + std::to_string(hop);
     auto h = pack_handoff(*st.config.handoff->store, handoff, st.config.data, st.config.handoff->tickets.get(),
-                          next.request.inputs);
+                          in.hops[next.at].node, next.request.inputs);
     if (!h.ok()) {
       p->promise.deliver(to_caf(h.error()));
       return finish(self, key);
