@@ -279,9 +279,11 @@ Result<Rotation> rotate_ca(const std::string& dir, uint32_t days, uint32_t ca_da
 
 Result<std::string> certificate_name(const std::string& path) {
   EMBER_ASSIGN_OR_RETURN(Cert cert, read_cert(path));
-  std::string name = subject_entry(cert.get(), NID_commonName);
+  std::string name = common_name(cert.get());
   if (name.empty()) return invalid_argument(path + ": the certificate has no common name (CN=)");
   return name;
 }
+
+std::string common_name(X509* cert) { return subject_entry(cert, NID_commonName); }
 
 }  // namespace ember::security

@@ -19,6 +19,8 @@
 
 #include "base/status.hpp"
 
+typedef struct x509_st X509;
+
 namespace ember::security {
 
 /// The roles a certificate may be issued for.
@@ -59,5 +61,8 @@ Result<Rotation> rotate_ca(const std::string& dir, uint32_t days, uint32_t ca_da
 /// The common name (CN=, `ember certs issue --name`) of the PEM certificate at `path`: the name a
 /// member's certificate gives it. io_error for an unreadable file, invalid_argument for one without.
 Result<std::string> certificate_name(const std::string& path);
+/// The common name of `cert` ("" when it has none): the same, of a certificate in hand (a TLS
+/// peer's).
+std::string common_name(X509* cert);
 
 }  // namespace ember::security

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "security/certs.hpp"
 #include "security/openssl_errors.hpp"
 #include "security/private_key.hpp"
 
@@ -66,10 +67,9 @@ std::string Stream::peer_name() const {
   if (!ssl_) return {};
   X509* cert = SSL_get1_peer_certificate(ssl_);
   if (!cert) return {};
-  char name[256] = {0};
-  const int n = X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, name, sizeof(name));
+  std::string name = security::common_name(cert);
   X509_free(cert);
-  return n > 0 ? std::string(name, static_cast<size_t>(n)) : std::string();
+  return name;
 }
 
 Result<Stream> Stream::handshake(int fd, const DataTls& tls, bool server, Clock::time_point deadline) {

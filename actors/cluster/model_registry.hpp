@@ -54,10 +54,10 @@ struct ModelVersion {
   std::set<uint64_t> failed_on;              // nodes whose load failed this placement round
   uint32_t wanted = 0;                       // replicas to keep (raised by load and re-placement)
   /// Placement rounds in a row that found no node while the version was short of `wanted`
-  /// (cleared by a replica ready or a node joining), and when the round they asked for is due
-  /// (milliseconds, the caller's clock; 0: none asked): ReplicaDriver::place's back-off.
+  /// (cleared by a replica ready or a node joining), and whether the round they asked for is still
+  /// to come: ReplicaDriver::place's back-off.
   uint32_t rounds_unplaced = 0;
-  int64_t place_again_at_ms = 0;
+  bool round_asked = false;
   std::vector<ModelWaiter> waiters;
   /// A partitioned cold start's stages while they serve (the routing entry's pipeline); the
   /// member nodes' loads stay in loading_on until they complete into replicas.

@@ -46,9 +46,9 @@ void ReplicaDriver::place(const model_key& key, int64_t now_ms, const ReplicaAct
   auto plans = planner_.place(*v, now_ms);
   if (!plans.ok()) {
     registry_.placement_failed(*v, plans.error());
-    if (v->replicas.size() < v->wanted && v->place_again_at_ms == 0) {  // one round asked at a time
+    if (v->replicas.size() < v->wanted && !v->round_asked) {  // one round asked at a time
       const int64_t delay = place_again_delay_ms(v->rounds_unplaced++);
-      v->place_again_at_ms = now_ms + delay;
+      v->round_asked = true;
       spdlog::info("manager: {} holds {} of {} replicas and no node took it this round ({}); placing again in {} ms",
                    key.to_string(), v->replicas.size(), v->wanted, plans.error().message(), delay);
       act.place_later(key, delay);
@@ -65,13 +65,13 @@ void ReplicaDriver::place(const model_key& key, int64_t now_ms, const ReplicaAct
 }
 
 void ReplicaDriver::place_again(const model_key& key, int64_t now_ms, const ReplicaActions& act) {
-  if (ModelVersion* v = registry_.find(key)) v->place_again_at_ms = 0;
+  if (ModelVersion* v = registry_.find(key)) v->round_asked = false;
   place(key, now_ms, act);
 }
 
 int64_t ReplicaDriver::place_again_delay_ms(uint32_t rounds) {
   constexpr int64_t kFirst = 1000, kMost = 30'000;
-  return rounds >= 5 ? kMost : std::min(kMost, kFirst << rounds);
+  return std::min(kMost, kFirst << std::min(rounds, 5u));
 }
 
 void ReplicaDriver::trim(const std::set<model_key>& keys, int64_t now_ms, const ReplicaActions& act) {

@@ -20,10 +20,10 @@
 #include "actors/node/replica_ledger.hpp"
 #include "actors/node/stage_host.hpp"
 #include "actors/process/data_server_options.hpp"
-#include "security/certs.hpp"
 #include "base/service_notify.hpp"
 #include "base/units.hpp"
 #include "gpu/device_registry.hpp"
+#include "security/certs.hpp"
 #include "transport/data_plane.hpp"
 
 namespace ember {

@@ -17,8 +17,8 @@
 #include <cstring>
 #include <memory>
 #include <optional>
-#include <thread>
 #include <string_view>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>

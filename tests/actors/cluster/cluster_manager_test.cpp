@@ -402,16 +402,26 @@ TEST(ClusterManager, AStalledHopIsSplicedAfterTheStallTimeoutAndNotBefore) {
   }
 }
 
+/// What the tests of decisions kept across a restart share: a repository holding a tiny mlp, a
+/// state folder, a manager config over the repository, the admin token. Bound by name in each test.
+struct KeptState {
+  gpu::testing::TempDir repo, state;
+  model_key mlp{"mlp", 1};
+  ClusterManagerConfig config;
+  AdminSettings admin{"s3cret", true};
+
+  KeptState() {
+    gpu::testing::tiny_model("mlp", repo / "mlp/1");
+    config.repository = repo.path();
+  }
+};
+
 // manager.state_dir: an explicit load and an SLO set at run time are on disk before they are
 // acknowledged, and a manager started again over the same folder comes back with them: the load's
 // replicas placed as the nodes join, the SLO set.
 TEST(ClusterManager, DecisionsKeptInTheStateFolderSurviveARestart) {
-  gpu::testing::TempDir repo, state;
-  gpu::testing::tiny_model("mlp", repo / "mlp/1");
-  const model_key mlp{"mlp", 1};
-  ClusterManagerConfig config;
-  config.repository = repo.path();
-  const AdminSettings admin{"s3cret", true};
+  KeptState folder;
+  auto& [repo, state, mlp, config, admin] = folder;
   {
     auto opened = DecisionLog::open(state / "manager");
     ASSERT_TRUE(opened.ok()) << opened.error().message();
@@ -464,12 +474,8 @@ TEST(ClusterManager, DecisionsKeptInTheStateFolderSurviveARestart) {
 // A drain is kept too: a manager started over the folder drains the node again as it rejoins, so
 // nothing is placed there; the drain ends (and is forgotten) when the node leaves.
 TEST(ClusterManager, ADrainKeptInTheStateFolderHoldsAfterARestartUntilTheNodeLeaves) {
-  gpu::testing::TempDir repo, state;
-  gpu::testing::tiny_model("mlp", repo / "mlp/1");
-  const model_key mlp{"mlp", 1};
-  ClusterManagerConfig config;
-  config.repository = repo.path();
-  const AdminSettings admin{"s3cret", true};
+  KeptState folder;
+  auto& [repo, state, mlp, config, admin] = folder;
   {
     config.decisions = std::move(*DecisionLog::open(state / "manager"));
     Cluster c(config, 0, {mlp}, admin);
@@ -505,13 +511,9 @@ TEST(ClusterManager, ADrainKeptInTheStateFolderHoldsAfterARestartUntilTheNodeLea
 // A drained node whose replica was not yet unbound when the manager went comes back first, before any
 // node with room: its drain cannot finish then, and does once another node joins.
 TEST(ClusterManager, ADrainedNodeThatRejoinsFirstWithAReplicaGivesItUpOnceAnotherNodeJoins) {
-  gpu::testing::TempDir repo, state;
-  gpu::testing::tiny_model("mlp", repo / "mlp/1");
-  const model_key mlp{"mlp", 1};
-  ClusterManagerConfig config;
-  config.repository = repo.path();
+  KeptState folder;
+  auto& [repo, state, mlp, config, admin] = folder;
   config.autoscaler.enabled = false;
-  const AdminSettings admin{"s3cret", true};
   {
     config.decisions = std::move(*DecisionLog::open(state / "manager"));
     Cluster c(config, 0, {mlp}, admin);
